@@ -1,0 +1,55 @@
+# attnlens — two commands do all set-up: `make run` and `make test` (each installs into .venv first).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+PROFILE ?= workflow/profiles/workstation
+CORES ?= 2
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test lint bench lock clean help
+
+help:
+	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
+	@echo "make test   install with test tools, then run every test (unit + tiny end-to-end workflow)"
+	@echo "make lint   ruff check, ruff format --check, snakemake --lint"
+	@echo "make bench  benchmarks -> results/bench/*.json"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml envs/requirements.txt
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r envs/requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps rbo==0.1.3
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+$(TEST_STAMP): $(STAMP) envs/requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r envs/requirements-test.txt
+	touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES)
+
+test: $(TEST_STAMP)
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakemake --lint
+
+bench: $(STAMP)
+	$(BIN)/python -m attnlens.bench --out results/bench
+
+lock: $(STAMP)
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt
+
+clean:
+	rm -rf results .snakemake .test/results .test/.snakemake

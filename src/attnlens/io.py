@@ -1,0 +1,179 @@
+"""Artifact I/O: one atomic-write helper, parquet / safetensors / JSON with provenance, model folders.
+
+Every file the pipeline writes goes through :func:`atomic_path` (or :func:`atomic_dir` for
+``save_pretrained`` folders): the writer fills a temporary sibling that is renamed over the final
+name only when the writer returned, so a crash, a walltime kill or bad input never leaves a
+half-written artifact. Every artifact carries provenance — the schema id, the config section that
+made it, the package version, the git commit and the seed — in its own metadata (parquet schema
+metadata, safetensors metadata, a ``provenance`` key in JSON, ``provenance.json`` in model folders).
+No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from attnlens.errors import InputError
+
+PROVENANCE_KEY = "attnlens"
+
+
+@contextmanager
+def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``final``; rename it onto ``final`` when the block succeeds.
+
+    The temporary name keeps the suffix, so writers that infer the format from it still work.
+    On an exception the temporary file is removed and ``final`` is left untouched.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.stem}.tmp-{os.getpid()}{final.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
+    """Like :func:`atomic_path` for a folder (``save_pretrained`` output): fill a temporary folder, then rename."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the checkout the package runs from, ``+dirty`` when it has local changes, else ``unknown``."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
+
+
+def provenance(schema: str, config: Mapping[str, Any] | None = None, seed: int | None = None, **extra: Any) -> dict:
+    """The provenance record stored with an artifact."""
+    from attnlens import __version__
+
+    record = {
+        "schema": schema,
+        "attnlens_version": __version__,
+        "git_commit": git_commit(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seed": seed,
+        "config": dict(config) if config is not None else None,
+    }
+    record.update(extra)
+    return record
+
+
+def _check_schema(found: Mapping[str, Any] | None, schema: str | None, path: Path) -> dict:
+    if found is None:
+        raise InputError(str(path), "provenance", "expected an attnlens artifact with provenance metadata")
+    if schema is not None and found.get("schema") != schema:
+        raise InputError(str(path), "schema", f"expected {schema!r}, got {found.get('schema')!r}")
+    return dict(found)
+
+
+def save_parquet(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
+    """Write ``df`` (index dropped) with ``prov`` as JSON in the schema metadata."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[PROVENANCE_KEY.encode()] = json.dumps(prov, sort_keys=True).encode()
+    table = table.replace_schema_metadata(meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def load_parquet(path: str | os.PathLike, schema: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Read a parquet artifact and its provenance; check the schema id when given."""
+    path = Path(path)
+    table = pq.read_table(path)
+    raw = (table.schema.metadata or {}).get(PROVENANCE_KEY.encode())
+    prov = _check_schema(json.loads(raw) if raw else None, schema, path)
+    return table.to_pandas(), prov
+
+
+def save_json(obj: Mapping[str, Any], path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
+    """Write a small dictionary as indented JSON with a ``provenance`` key."""
+    payload = {"provenance": dict(prov), **obj}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def load_json(path: str | os.PathLike, schema: str | None = None) -> dict:
+    """Read a JSON artifact written by :func:`save_json`; check the schema id when given."""
+    path = Path(path)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    _check_schema(payload.get("provenance"), schema, path)
+    return payload
+
+
+def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
+    """Write torch tensors to safetensors, provenance JSON under the metadata key ``attnlens``."""
+    from safetensors.torch import save_file
+
+    with atomic_path(path) as tmp:
+        save_file(
+            {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={PROVENANCE_KEY: json.dumps(prov)}
+        )
+
+
+def load_tensors(path: str | os.PathLike, schema: str | None = None) -> tuple[dict, dict]:
+    """Read a safetensors artifact (as torch tensors) and its provenance."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    with safe_open(str(path), "pt") as fh:
+        meta = fh.metadata() or {}
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    raw = meta.get(PROVENANCE_KEY)
+    return tensors, _check_schema(json.loads(raw) if raw else None, schema, path)
+
+
+def save_pretrained(model, tokenizer, path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
+    """``save_pretrained`` model (safetensors) + tokenizer + ``provenance.json``, atomically."""
+    with atomic_dir(path) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "provenance.json").write_text(json.dumps(dict(prov), indent=2) + "\n", encoding="utf-8")
+
+
+def load_model_provenance(path: str | os.PathLike, schema: str | None = None) -> dict:
+    path = Path(path)
+    file = path / "provenance.json"
+    found = json.loads(file.read_text(encoding="utf-8")) if file.exists() else None
+    return _check_schema(found, schema, path)

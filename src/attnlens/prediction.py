@@ -1,0 +1,170 @@
+"""Tokenising, batched inference, classification metrics, and the choice of showcased examples."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.config import PredictConfig
+from attnlens.errors import InputError
+from attnlens.io import provenance, save_json, save_parquet
+from attnlens.modeling import global_attention_mask, load_classifier
+
+log = logging.getLogger(__name__)
+
+PREDICTIONS_SCHEMA = "predictions/v1"
+SELECTION_SCHEMA = "selection/v1"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Tokenised texts, unpadded: one id list per example (special tokens included, truncated)."""
+
+    input_ids: list[list[int]]
+    pad_token_id: int
+
+    def batch(self, index: Sequence[int], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """Right-padded batch with attention mask and the explicit CLS global-attention mask."""
+        rows = [self.input_ids[i] for i in index]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, r in enumerate(rows):
+            ids[j, : len(r)] = torch.tensor(r)
+            mask[j, : len(r)] = 1
+        out = {"input_ids": ids, "attention_mask": mask, "global_attention_mask": global_attention_mask(mask)}
+        return {k: v.to(device) for k, v in out.items()}
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int | None = None) -> Encoded:
+    """Tokenise with truncation to ``max_length`` (default: the tokenizer's ``model_max_length``)."""
+    max_length = max_length or tokenizer.model_max_length
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
+    return Encoded(enc["input_ids"], tokenizer.pad_token_id)
+
+
+def _length_sorted_batches(encoded: Encoded, batch_size: int) -> list[list[int]]:
+    order = np.argsort([len(r) for r in encoded.input_ids], kind="stable")
+    return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+@torch.no_grad()
+def predict_logits(model, encoded: Encoded, batch_size: int) -> np.ndarray:
+    """Logits ``(n_examples, n_labels)`` in input order; batches of similar length to limit padding."""
+    model.eval()
+    device = next(model.parameters()).device
+    n = len(encoded.input_ids)
+    out = np.zeros((n, model.config.num_labels), dtype=np.float32)
+    for index in _length_sorted_batches(encoded, batch_size):
+        logits = model(**encoded.batch(index, device)).logits
+        out[index] = logits.float().cpu().numpy()
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def classification_metrics(labels: np.ndarray, preds: np.ndarray, n_labels: int) -> dict[str, float]:
+    """Accuracy and macro F1 (F1 of a class with no true and no predicted example counts as 0)."""
+    labels = np.asarray(labels)
+    preds = np.asarray(preds)
+    f1s = []
+    for c in range(n_labels):
+        tp = np.sum((preds == c) & (labels == c))
+        fp = np.sum((preds == c) & (labels != c))
+        fn = np.sum((preds != c) & (labels == c))
+        f1s.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return {"accuracy": float(np.mean(labels == preds)), "macro_f1": float(np.mean(f1s))}
+
+
+def select_examples(predictions: pd.DataFrame, seed: int, extra_ids: Sequence[str] = ()) -> list[dict]:
+    """The showcased examples of the test split.
+
+    * ``false_positive`` / ``false_negative`` (binary tasks, positive = class 1): the most confident
+      error of that kind, when one exists;
+    * ``most_confident_<c>``: the example with the highest softmax probability of class ``c``;
+    * ``random_correct_<c>``: a correct example of true class ``c``, drawn with ``seed``;
+    * ``fixed``: every id of ``extra_ids`` (e.g. the paper's legacy ids), in the given order.
+
+    Args:
+        predictions: ``example_id, label, pred, probs`` (``probs`` a list per row).
+        seed: seed of the random draws.
+        extra_ids: ids to include as they are.
+    """
+    probs = np.stack(predictions["probs"].to_numpy())
+    labels = predictions["label"].to_numpy()
+    preds = predictions["pred"].to_numpy()
+    n_labels = probs.shape[1]
+    chosen: list[tuple[str, int, str]] = []
+    if n_labels == 2:
+        for role, true, pred in (("false_positive", 0, 1), ("false_negative", 1, 0)):
+            idx = np.flatnonzero((labels == true) & (preds == pred))
+            if len(idx):
+                best = idx[np.argmax(probs[idx, pred])]
+                chosen.append((role, int(best), f"label {true} predicted {pred}, highest p{pred} among them"))
+    for c in range(n_labels):
+        chosen.append((f"most_confident_{c}", int(np.argmax(probs[:, c])), f"highest softmax probability p{c}"))
+    rng = np.random.default_rng(seed)
+    for c in range(n_labels):
+        idx = np.flatnonzero((labels == c) & (preds == c))
+        if len(idx):
+            chosen.append(
+                (f"random_correct_{c}", int(rng.choice(idx)), f"seeded draw (seed {seed}) of correct class {c}")
+            )
+    position = {eid: i for i, eid in enumerate(predictions["example_id"])}
+    for eid in extra_ids:
+        if eid not in position:
+            raise InputError("config", "predict.extra_ids", f"expected ids of the test split, {eid!r} is not one")
+        chosen.append(("fixed", position[eid], "listed in predict.extra_ids"))
+    return [
+        {
+            "role": role,
+            "example_id": str(predictions["example_id"].iloc[i]),
+            "label": int(labels[i]),
+            "pred": int(preds[i]),
+            "probs": [round(float(p), 6) for p in probs[i]],
+            "rule": rule,
+        }
+        for role, i, rule in chosen
+    ]
+
+
+def predictions_frame(examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
+    probs = softmax(logits.astype(np.float64))
+    return pd.DataFrame(
+        {
+            "example_id": examples["example_id"].to_numpy(),
+            "label": examples["label"].to_numpy().astype("int64"),
+            "pred": probs.argmax(axis=1).astype("int64"),
+            "logits": list(logits.astype(np.float32)),
+            "probs": list(probs.astype(np.float32)),
+        }
+    )
+
+
+def run_predict(cfg: PredictConfig, model_dir, test_path, predictions_path, metrics_path, selection_path) -> dict:
+    """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
+    from attnlens.data import load_examples
+
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
+    frame = predictions_frame(examples, logits)
+    metrics = classification_metrics(frame["label"], frame["pred"], model.config.num_labels)
+    metrics["n_examples"] = len(frame)
+    log.info("test: %s", metrics)
+    selection = select_examples(frame, cfg.seed, cfg.extra_ids)
+    prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
+    save_parquet(frame, predictions_path, prov)
+    save_json(metrics, metrics_path, prov)
+    save_json({"examples": selection}, selection_path, provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed))
+    return metrics

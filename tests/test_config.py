@@ -1,0 +1,77 @@
+import dataclasses
+import typing
+
+import pytest
+import yaml
+
+from attnlens.config import SECTIONS, _Section, load_config, load_schema, validate_config
+from attnlens.errors import InputError
+
+
+def _walk(schema_section: dict, cls: type, path: str):
+    props = schema_section["properties"]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    assert set(props) == set(fields), f"{path}: schema {sorted(props)} vs dataclass {sorted(fields)}"
+    assert schema_section.get("additionalProperties") is False, f"{path} must forbid unknown keys"
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    for name, sub in props.items():
+        assert sub.get("description"), f"{path}.{name} has no description"
+        hint = hints[name]
+        if isinstance(hint, type) and issubclass(hint, _Section):
+            _walk(sub, hint, f"{path}.{name}")
+            continue
+        value = getattr(defaults, name)
+        expected = sub["default"]
+        assert (list(value) if isinstance(value, tuple) else value) == expected, f"{path}.{name} default differs"
+
+
+def test_schema_and_dataclasses_in_step():
+    schema = load_schema()
+    assert set(schema["properties"]) == set(SECTIONS)
+    for key, cls in SECTIONS.items():
+        _walk(schema["properties"][key], cls, key)
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "config/paper.yaml", ".test/config/config.yaml"])
+def test_shipped_configs_validate(root, path):
+    config = load_config(root / path)
+    for key, cls in SECTIONS.items():
+        cls.from_dict(config[key])  # every section builds its dataclass
+
+
+def test_defaults_are_filled():
+    config = validate_config({})
+    assert config["model"]["max_length"] == 512
+    assert config["data"]["synthetic"]["n_documents"] == 240
+
+
+@pytest.mark.parametrize(
+    ("snippet", "field"),
+    [
+        ({"train": {"n_epochz": 3}}, "train.n_epochz"),
+        ({"tran": {}}, "tran"),
+        ({"model": {"max_length": 0}}, "model.max_length"),
+        ({"model": {"max_length": -5}}, "model.max_length"),
+        ({"model": {"attention_window": 63}}, "model.attention_window"),
+        ({"model": {"max_length": 100, "attention_window": 128}}, "model.attention_window"),
+        ({"data": {"source": "file"}}, "data.path"),
+        ({"data": {"source": "folders", "path": "x"}}, "data.classes"),
+        ({"data": {"source": "hub"}}, "data.hub.name"),
+        ({"data": {"test_fraction": 1.5}}, "data.test_fraction"),
+        ({"train": {"lr": "fast"}}, "train.lr"),
+    ],
+)
+def test_bad_config_names_the_key(snippet, field):
+    with pytest.raises(InputError) as err:
+        validate_config(yaml.safe_load(yaml.safe_dump(snippet)), "my.yaml")
+    assert err.value.field == field
+    assert str(err.value).startswith(f"my.yaml: {field}: ")
+    assert "\n" not in str(err.value)
+
+
+def test_load_config_reports_bad_yaml(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(InputError, match="expected valid YAML"):
+        load_config(bad)

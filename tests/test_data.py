@@ -1,0 +1,186 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlens.config import DataConfig, SyntheticConfig
+from attnlens.data import compute_split, load_examples, prepare_dataset, run_prepare_dataset, sha256_text
+from attnlens.errors import InputError
+from attnlens.io import load_json, load_parquet
+
+TEXTS = [f"document number {i} about things" for i in range(12)]
+
+
+def _file_cfg(path, **kw):
+    return DataConfig(source="file", path=str(path), **kw)
+
+
+def _write_csv(tmp_path, df, name="d.csv"):
+    path = tmp_path / name
+    df.to_csv(path, index=False)
+    return path
+
+
+def _frame(n=12):
+    return pd.DataFrame({"text": TEXTS[:n], "label": [i % 2 for i in range(n)]})
+
+
+def test_stratified_split_is_seeded_and_balanced():
+    labels = np.array([0] * 50 + [1] * 30 + [2] * 20)
+    a = compute_split(labels, 0.2, 1)
+    assert (a == compute_split(labels, 0.2, 1)).all()
+    assert not (a == compute_split(labels, 0.2, 2)).all()
+    assert [int(a[labels == c].sum()) for c in range(3)] == [10, 6, 4]
+
+
+def test_synthetic_end_to_end(tmp_path):
+    cfg = DataConfig(synthetic=SyntheticConfig(n_documents=20, min_words=30, max_words=60))
+    paths = [tmp_path / n for n in ("train.parquet", "test.parquet", "rationales.parquet", "manifest.json")]
+    run_prepare_dataset(cfg, *paths)
+    train, prov = load_examples(paths[0])
+    test, _ = load_examples(paths[1])
+    assert list(train.columns) == ["example_id", "text", "label"]
+    assert len(train) == 16 and len(test) == 4
+    assert prov["config"]["source"] == "synthetic" and prov["schema"] == "examples/v1"
+    manifest = load_json(paths[3], "split_manifest/v1")
+    by_id = {e["example_id"]: e for e in manifest["examples"]}
+    for row in pd.concat([train, test]).itertuples():
+        assert by_id[row.example_id]["sha256"] == sha256_text(row.text)
+    rationales, _ = load_parquet(paths[2], "rationales/v1")
+    assert set(rationales["example_id"]) <= set(by_id)
+    # stable ids: a second run gives identical splits
+    run_prepare_dataset(cfg, *(tmp_path / f"b{p.name}" for p in paths))
+    pd.testing.assert_frame_equal(train, load_examples(tmp_path / "btrain.parquet")[0])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_file_formats(tmp_path, fmt):
+    df = _frame().rename(columns={"text": "body", "label": "y"})
+    path = tmp_path / f"d.{fmt}"
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "jsonl":
+        df.to_json(path, orient="records", lines=True)
+    else:
+        df.to_parquet(path)
+    frames, rationales, manifest = prepare_dataset(_file_cfg(path, text_column="body", label_column="y"))
+    assert len(frames["train"]) + len(frames["test"]) == 12
+    assert set(frames["test"]["label"]) == {0, 1}
+    assert frames["train"]["example_id"].str.match(r"row\d{6}").all()
+    assert rationales.empty and manifest["classes"] == ["0", "1"]
+
+
+def test_file_own_split_and_id_column(tmp_path):
+    df = _frame()
+    df["split"] = ["test" if i < 4 else "train" for i in range(12)]
+    df["uid"] = [f"u{i}" for i in range(12)]
+    frames, _, _ = prepare_dataset(_file_cfg(_write_csv(tmp_path, df), id_column="uid"))
+    assert list(frames["test"]["example_id"]) == ["u0", "u1", "u2", "u3"]
+
+
+def test_folders_source(tmp_path):
+    for name in ("cs.PL", "cs.AI"):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            (tmp_path / name / f"p{i}.txt").write_text(f"{name} paper {i}", encoding="utf-8")
+    frames, _, manifest = prepare_dataset(DataConfig(source="folders", path=str(tmp_path), classes=("cs.PL", "cs.AI")))
+    both = pd.concat(frames.values())
+    assert manifest["classes"] == ["cs.PL", "cs.AI"]
+    assert dict(zip(both["example_id"], both["label"], strict=True))["cs.AI/p1"] == 1
+    assert len(frames["test"]) == 2
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def _raises(cfg, field, match):
+    with pytest.raises(InputError) as err:
+        prepare_dataset(cfg)
+    assert err.value.field == field
+    assert match in str(err.value)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+def test_missing_text_or_label_column(tmp_path):
+    path = _write_csv(tmp_path, _frame().rename(columns={"text": "txt"}))
+    err = _raises(_file_cfg(path), "text", "expected a column 'text'")
+    assert err.where == str(path)
+    _raises(_file_cfg(_write_csv(tmp_path, _frame().drop(columns="label"), "e.csv")), "label", "column 'label'")
+
+
+@pytest.mark.parametrize("bad", ["", "   \n\t"])
+def test_empty_or_whitespace_text(tmp_path, bad):
+    df = _frame()
+    df.loc[3, "text"] = bad
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "text", "row000003")
+
+
+@pytest.mark.parametrize("label", ["positive", 0.5])
+def test_non_integer_labels(tmp_path, label):
+    df = _frame().astype({"label": object})
+    df.loc[2, "label"] = label
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "expected integer class labels")
+
+
+def test_class_absent_from_training(tmp_path):
+    df = _frame()
+    df["split"] = ["test" if y == 1 else "train" for y in df["label"]]
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "class 1 is absent")
+
+
+def test_labels_outside_declared_classes(tmp_path):
+    df = _frame()
+    df.loc[0, "label"] = 5
+    _raises(_file_cfg(_write_csv(tmp_path, df), classes=("a", "b")), "label", "expected labels 0..1, got 5")
+
+
+def test_single_class(tmp_path):
+    df = _frame()
+    df["label"] = 0
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "at least two classes")
+
+
+def test_duplicate_ids(tmp_path):
+    df = _frame()
+    df["uid"] = ["a"] * 12
+    _raises(_file_cfg(_write_csv(tmp_path, df), id_column="uid"), "example_id", "'a' occurs more than once")
+
+
+def test_non_utf8_file(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes("text,label\ncaf\xe9 au lait,0\nthe,1\n".encode("latin-1"))
+    err = _raises(_file_cfg(path), "(encoding)", "expected UTF-8")
+    assert err.where == str(path)
+
+
+def test_non_utf8_txt_in_folders(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.txt").write_text("fine text", encoding="utf-8")
+        (tmp_path / name / "y.txt").write_text("fine text", encoding="utf-8")
+    (tmp_path / "b" / "bad.txt").write_bytes(b"na\xefve")
+    err = _raises(DataConfig(source="folders", path=str(tmp_path), classes=("a", "b")), "(encoding)", "UTF-8")
+    assert err.where.endswith("b/bad.txt")
+
+
+def test_empty_folder_class(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.txt").write_text("text", encoding="utf-8")
+    err = _raises(DataConfig(source="folders", path=str(tmp_path), classes=("a", "b")), "data.classes[1]", "none")
+    assert err.where.endswith("/b")
+
+
+def test_hub_offline_is_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    cfg = DataConfig.from_dict({"source": "hub", "hub": {"name": "danielhou13/cogs402dataset"}})
+    _raises(cfg, "data.hub.name", "could not load 'danielhou13/cogs402dataset'")
+
+
+def test_manifest_is_json_serialisable(tmp_path):
+    frames, _, manifest = prepare_dataset(_file_cfg(_write_csv(tmp_path, _frame())))
+    json.dumps(manifest)
+    assert manifest["counts"]["test"] == {"0": 1, "1": 1}

@@ -1,0 +1,75 @@
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from attnlens.errors import InputError
+from attnlens.io import (
+    atomic_dir,
+    atomic_path,
+    load_json,
+    load_parquet,
+    load_tensors,
+    provenance,
+    save_json,
+    save_parquet,
+    save_tensors,
+)
+
+
+def test_parquet_round_trip_with_provenance(tmp_path):
+    df = pd.DataFrame({"example_id": ["a", "b"], "scores": [[0.1, 0.2], [0.3]], "label": [0, 1]})
+    prov = provenance("toy/v1", {"k": 1}, seed=3)
+    save_parquet(df, tmp_path / "x.parquet", prov)
+    back, got = load_parquet(tmp_path / "x.parquet", "toy/v1")
+    assert back["example_id"].tolist() == ["a", "b"] and list(back["scores"][0]) == [0.1, 0.2]
+    assert got["config"] == {"k": 1} and got["seed"] == 3 and got["attnlens_version"]
+    with pytest.raises(InputError, match="expected 'other/v1'"):
+        load_parquet(tmp_path / "x.parquet", "other/v1")
+
+
+def test_tensors_and_json_round_trip(tmp_path):
+    t = {"importance": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    save_tensors(t, tmp_path / "t.safetensors", provenance("t/v1"))
+    back, prov = load_tensors(tmp_path / "t.safetensors", "t/v1")
+    assert torch.equal(back["importance"], t["importance"]) and prov["schema"] == "t/v1"
+    save_json({"a": [1, 2]}, tmp_path / "m.json", provenance("m/v1"))
+    assert load_json(tmp_path / "m.json", "m/v1")["a"] == [1, 2]
+
+
+def test_atomic_path_leaves_nothing_on_error(tmp_path):
+    target = tmp_path / "out" / "f.json"
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert not target.exists()
+    assert list(target.parent.iterdir()) == []
+
+
+def test_atomic_path_keeps_old_file_until_success(tmp_path):
+    target = tmp_path / "f.txt"
+    target.write_text("old")
+    with pytest.raises(ValueError), atomic_path(target) as tmp:
+        tmp.write_text("new")
+        raise ValueError
+    assert target.read_text() == "old"
+    with atomic_path(target) as tmp:
+        tmp.write_text("new")
+    assert target.read_text() == "new"
+
+
+def test_atomic_dir(tmp_path):
+    target = tmp_path / "model"
+    with pytest.raises(KeyError), atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("x")
+        raise KeyError
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    with atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("x")
+    assert (target / "weights").read_text() == "x"
+
+
+def test_json_artifact_has_provenance_first(tmp_path):
+    save_json({"x": 1}, tmp_path / "a.json", provenance("a/v1", seed=1))
+    assert next(iter(json.loads((tmp_path / "a.json").read_text()))) == "provenance"

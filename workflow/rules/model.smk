@@ -1,0 +1,67 @@
+rule build_base_model:
+    input:
+        manifest="results/data/split_manifest.json",
+    output:
+        model=directory("results/models/base"),
+    log:
+        "results/logs/build_base_model/build_base_model.log",
+    benchmark:
+        "results/benchmarks/build_base_model/build_base_model.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    resources:
+        mem_mb=4000,
+    params:
+        cfg=lookup(dpath="model", within=config),
+    script:
+        "../scripts/build_base_model.py"
+
+
+rule train_classifier:
+    input:
+        base="results/models/base",
+        train="results/data/train.parquet",
+        test="results/data/test.parquet",
+    output:
+        model=directory("results/models/finetuned"),
+        metrics="results/models/train_metrics.json",
+    log:
+        "results/logs/train_classifier/train_classifier.log",
+    benchmark:
+        "results/benchmarks/train_classifier/train_classifier.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 8
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=240,
+    params:
+        cfg=lookup(dpath="train", within=config),
+    script:
+        "../scripts/train_classifier.py"
+
+
+rule predict:
+    input:
+        model="results/models/finetuned",
+        test="results/data/test.parquet",
+    output:
+        predictions="results/predictions/test.parquet",
+        metrics="results/predictions/metrics.json",
+        selection="results/predictions/selection.json",
+    log:
+        "results/logs/predict/predict.log",
+    benchmark:
+        "results/benchmarks/predict/predict.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
+    params:
+        cfg=lookup(dpath="predict", within=config),
+    script:
+        "../scripts/predict.py"

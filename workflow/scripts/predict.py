@@ -1,0 +1,16 @@
+"""Snakemake adapter for rule predict."""
+
+from attnlens.config import PredictConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.prediction import run_predict
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_predict(
+        PredictConfig.from_dict(snakemake.params.cfg),
+        model_dir=snakemake.input.model,
+        test_path=snakemake.input.test,
+        predictions_path=snakemake.output.predictions,
+        metrics_path=snakemake.output.metrics,
+        selection_path=snakemake.output.selection,
+    )

@@ -1,0 +1,14 @@
+"""Snakemake adapter for rule prepare_dataset."""
+
+from attnlens.config import DataConfig
+from attnlens.data import run_prepare_dataset
+from attnlens.logs import log_to
+
+with log_to(snakemake.log[0]):
+    run_prepare_dataset(
+        DataConfig.from_dict(snakemake.params.cfg),
+        train_path=snakemake.output.train,
+        test_path=snakemake.output.test,
+        rationales_path=snakemake.output.rationales,
+        manifest_path=snakemake.output.manifest,
+    )
