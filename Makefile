@@ -49,7 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python -m attnlens.bench --out results/bench
 
 lock: $(STAMP)
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt
 
 clean:
 	rm -rf results .snakemake .test/results .test/.snakemake

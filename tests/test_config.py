@@ -75,3 +75,16 @@ def test_load_config_reports_bad_yaml(tmp_path):
     bad.write_text("model: [unclosed\n")
     with pytest.raises(InputError, match="expected valid YAML"):
         load_config(bad)
+
+
+def test_config_readme_documents_every_key(root):
+    text = (root / "config" / "README.md").read_text(encoding="utf-8")
+
+    def keys(section, prefix):
+        for name, sub in section["properties"].items():
+            yield prefix + name
+            if sub.get("type") == "object":
+                yield from keys(sub, prefix + name + ".")
+
+    missing = [k for k in keys(load_schema(), "") if f"`{k}`" not in text]
+    assert not missing, f"config/README.md lacks {missing}"

@@ -181,6 +181,6 @@ def test_hub_offline_is_one_line(monkeypatch):
 
 
 def test_manifest_is_json_serialisable(tmp_path):
-    frames, _, manifest = prepare_dataset(_file_cfg(_write_csv(tmp_path, _frame())))
+    _, _, manifest = prepare_dataset(_file_cfg(_write_csv(tmp_path, _frame())))
     json.dumps(manifest)
     assert manifest["counts"]["test"] == {"0": 1, "1": 1}

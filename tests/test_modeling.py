@@ -55,7 +55,9 @@ def test_conversion_is_faithful_to_bert(minilm):
     enc = tokenizer(TEXTS, padding=True, return_tensors="pt")
     n = enc["input_ids"].shape[1]
     window = 2 * n + (2 * n) % 2  # one-sided half-window >= n: every token sees every token
-    model = convert_bert_to_longformer(bert, tokenizer, max_length=window, attention_window=window, num_labels=2, seed=0)
+    model = convert_bert_to_longformer(
+        bert, tokenizer, max_length=window, attention_window=window, num_labels=2, seed=0
+    )
     bert64, model64 = bert.double(), model.double()
     with torch.no_grad():
         ref = bert64(**enc, output_hidden_states=True)

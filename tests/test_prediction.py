@@ -49,7 +49,7 @@ def test_selection_without_errors_and_unknown_extra():
     frame = _preds([0.1, 0.9], [0, 1])
     roles = [s["role"] for s in select_examples(frame, seed=1)]
     assert "false_positive" not in roles and "false_negative" not in roles
-    with pytest.raises(InputError, match="predict.extra_ids"):
+    with pytest.raises(InputError, match=r"predict\.extra_ids"):
         select_examples(frame, seed=1, extra_ids=["nope"])
 
 
