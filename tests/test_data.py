@@ -114,7 +114,7 @@ def test_missing_text_or_label_column(tmp_path):
 def test_empty_or_whitespace_text(tmp_path, bad):
     df = _frame()
     df.loc[3, "text"] = bad
-    _raises(_file_cfg(_write_csv(tmp_path, df)), "text", "row000003")
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "text", "expected non-empty text, example 'row000003'")
 
 
 @pytest.mark.parametrize("label", ["positive", 0.5])
@@ -163,6 +163,16 @@ def test_non_utf8_txt_in_folders(tmp_path):
     (tmp_path / "b" / "bad.txt").write_bytes(b"na\xefve")
     err = _raises(DataConfig(source="folders", path=str(tmp_path), classes=("a", "b")), "(encoding)", "UTF-8")
     assert err.where.endswith("b/bad.txt")
+
+
+def test_empty_txt_file_in_folders(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.txt").write_text("fine text", encoding="utf-8")
+        (tmp_path / name / "y.txt").write_text("more text", encoding="utf-8")
+    (tmp_path / "a" / "blank.txt").write_text("  \n", encoding="utf-8")
+    err = _raises(DataConfig(source="folders", path=str(tmp_path), classes=("a", "b")), "text", "non-empty")
+    assert err.where.endswith("a/blank.txt")
 
 
 def test_empty_folder_class(tmp_path):

@@ -91,3 +91,9 @@ def test_bad_config_key_is_one_line(root, workdir):
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
     assert any(ln.startswith("attnlens: error:") and "train.epochz: unknown key" in ln for ln in lines)
     assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_ruff_clean(root):
+    for args in (["check", "."], ["format", "--check", "."]):
+        out = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=root, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr

@@ -73,9 +73,9 @@ def bench_pipeline(config_path: Path, cores: int = 2) -> dict:
         (work / "config").mkdir()
         shutil.copy(config_path, work / "config" / "config.yaml")
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
-        cmd += ["--cores", str(cores), "--quiet", "all"]
+        cmd += ["--cores", str(cores), "all"]
         t0 = time.perf_counter()
-        first = subprocess.run(cmd, capture_output=True, text=True)
+        first = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)
         full = time.perf_counter() - t0
         if first.returncode:
             raise RuntimeError(f"pipeline failed:\n{first.stderr[-2000:]}")

@@ -138,7 +138,10 @@ def _load_folders(cfg: DataConfig) -> Source:
                 raise InputError(str(folder), f"data.classes[{label}]", "expected at least one .txt file, found none")
             for file in files:
                 prefix = f"{split}/" if split else ""
-                row = {"example_id": f"{prefix}{name}/{file.stem}", "text": _read_text(file), "label": label}
+                text = _read_text(file)
+                if not text.strip():
+                    raise InputError(str(file), "text", "expected non-empty text, the file is empty or whitespace")
+                row = {"example_id": f"{prefix}{name}/{file.stem}", "text": text, "label": label}
                 if split:
                     row["split"] = split
                 rows.append(row)
@@ -215,6 +218,10 @@ def check_examples(source: Source, label_field: str = "label", text_field: str =
     if len(dup):
         raise InputError(where, "example_id", f"expected unique ids, {dup.iloc[0]!r} occurs more than once")
     texts = df["text"]
+    missing = texts.isna()
+    if missing.any():
+        i = int(np.flatnonzero(missing.to_numpy())[0])
+        raise InputError(where, text_field, f"expected non-empty text, example {df['example_id'].iloc[i]!r} has none")
     not_str = texts.map(lambda t: not isinstance(t, str))
     if not_str.any():
         i = int(np.flatnonzero(not_str.to_numpy())[0])
