@@ -217,8 +217,8 @@ def build_base_model(
     """
     name = resolve_pretrained(cfg.name_or_path)
     tokenizer = _from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    src_config = _from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
     if cfg.source == "convert_bert":
-        src_config = _from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
         if src_config.model_type != "bert":
             raise InputError(
                 "config",
@@ -228,7 +228,6 @@ def build_base_model(
         bert = _from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
         model = convert_bert_to_longformer(bert, tokenizer, cfg.max_length, cfg.attention_window, num_labels, cfg.seed)
     else:
-        src_config = _from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
         if src_config.model_type != "longformer":
             raise InputError(
                 "config", "model.name_or_path", f"expected a Longformer checkpoint, found {src_config.model_type!r}"

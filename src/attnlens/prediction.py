@@ -154,7 +154,6 @@ def run_predict(cfg: PredictConfig, model_dir, test_path, predictions_path, metr
     """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
     from attnlens.data import load_examples
 
-    torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)
     logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
