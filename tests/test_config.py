@@ -4,7 +4,7 @@ import typing
 import pytest
 import yaml
 
-from attnlens.config import SECTIONS, _Section, load_config, load_schema, validate_config
+from attnlens.config import SECTIONS, _Section, load_config, load_schema, schema_markdown, validate_config
 from attnlens.errors import InputError
 
 
@@ -88,3 +88,4 @@ def test_config_readme_documents_every_key(root):
 
     missing = [k for k in keys(load_schema(), "") if f"`{k}`" not in text]
     assert not missing, f"config/README.md lacks {missing}"
+    assert text == schema_markdown(), "config/README.md is stale: python -m attnlens.config > config/README.md"

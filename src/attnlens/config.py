@@ -113,12 +113,44 @@ class PredictConfig(_Section):
     extra_ids: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ImportanceConfig(_Section):
+    split: Literal["train", "test"] = "train"
+    max_examples: int | None = None
+    estimator: Literal["elementwise", "group"] = "elementwise"
+    normalisation: Literal["max", "minmax", "layer_sum"] = "max"
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class AttentionConfig(_Section):
+    n_shards: int = 2
+    top_k: int = 10
+    topk_for: Literal["showcased", "all"] = "showcased"
+    bins: int = 128
+
+
+@dataclass(frozen=True)
+class FiguresConfig(_Section):
+    mode: Literal["fixed", "legacy"] = "fixed"
+    mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
+    topk_role: str = "most_confident_1"
+    token_of_interest: str | None = None
+    top_n: int = 10
+    heatmap_scale: Literal["log", "linear", "rank"] = "log"
+    overlay_layers: tuple[str, ...] = ("last", "all")
+    dpi: int = 150
+
+
 #: Top-level schema key → dataclass of that section.
 SECTIONS: dict[str, type[_Section]] = {
     "data": DataConfig,
     "model": ModelConfig,
     "train": TrainConfig,
     "predict": PredictConfig,
+    "importance": ImportanceConfig,
+    "attention": AttentionConfig,
+    "figures": FiguresConfig,
 }
 
 
@@ -215,3 +247,59 @@ def load_config(path: str | Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         raise InputError(str(path), "(file)", f"expected valid YAML: {str(err).splitlines()[0]}") from None
     return validate_config(config, str(path))
+
+
+def _type_text(prop: dict[str, Any]) -> str:
+    if "oneOf" in prop:
+        return " or ".join(_type_text(p) for p in prop["oneOf"])
+    kinds = prop.get("type", "any")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    names = []
+    for k in kinds:
+        item = prop.get("items", {}).get("type")
+        names.append(f"list of {item}s" if k == "array" and isinstance(item, str) else k)
+    text = " or ".join(names)
+    if "enum" in prop:
+        text += " (" + " / ".join(f"`{v}`" for v in prop["enum"]) + ")"
+    bounds = [
+        f"{sym} {prop[key]}"
+        for key, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if key in prop
+    ]
+    if bounds:
+        text += f" ({', '.join(bounds)})"
+    return text
+
+
+def schema_markdown(schema: dict[str, Any] | None = None) -> str:
+    """``config/README.md``: one table row per key of the schema (``python -m attnlens.config``)."""
+    import json
+
+    schema = schema or load_schema()
+    lines = [
+        "# Configuration keys",
+        "",
+        "Every key of `config/config.yaml` (the embedded default) and `config/paper.yaml` (the paper's",
+        "replication), as checked by `workflow/schemas/config.schema.yaml`. A key left out takes its default; an",
+        "unknown key, a wrong type or an out-of-range value stops the pipeline with one line naming the key.",
+        "Each section is read only by its own rule, so changing a key re-runs that rule and what follows.",
+        "This file is generated from the schema: `python -m attnlens.config > config/README.md`.",
+    ]
+
+    def rows(section: dict[str, Any], prefix: str):
+        for name, prop in section["properties"].items():
+            if prop.get("type") == "object":
+                yield f"| **`{prefix}{name}`** | section | | {prop.get('description', '')} |"
+                yield from rows(prop, f"{prefix}{name}.")
+            else:
+                default = json.dumps(prop.get("default"), ensure_ascii=False)
+                yield f"| `{prefix}{name}` | {_type_text(prop)} | `{default}` | {prop.get('description', '')} |"
+
+    for name, section in schema["properties"].items():
+        lines += ["", f"## `{name}` — {section.get('description', '')}", "", "| key | type | default | meaning |"]
+        lines += ["|---|---|---|---|", *rows(section, f"{name}.")]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(schema_markdown(), end="")

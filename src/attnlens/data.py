@@ -334,3 +334,13 @@ def run_prepare_dataset(cfg: DataConfig, train_path, test_path, rationales_path,
 def load_examples(path) -> tuple[pd.DataFrame, dict]:
     """Read a split written by :func:`run_prepare_dataset` (``example_id, text, label``) and its provenance."""
     return load_parquet(path, EXAMPLES_SCHEMA)
+
+
+def shard_of(example_id: str, n_shards: int) -> int:
+    """Stable shard of an example: the first 8 bytes of sha256(id) modulo ``n_shards``.
+
+    Independent of the order, number and content of the other examples, of the Python process
+    (unlike ``hash``) and of the platform, so a shard's output changes only when its examples do.
+    """
+    digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % n_shards

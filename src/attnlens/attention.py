@@ -1,0 +1,594 @@
+"""Band-native operations on Longformer attention: never the n × n matrix.
+
+Longformer returns, per layer, the *local* attention of every query over ``x + w + 1`` slots —
+``x`` slots for the global tokens (in ascending position order), then ``w + 1`` window slots where
+slot ``k`` is key ``i + k − w/2`` — and the *global* attention of the ``x`` global tokens over every
+key (``(batch, heads, n_pad, x)``, key axis padded to a multiple of the window). The dense matrix
+``A[i, j]`` (row = attending query, column = attended key) that the original study built by a
+Python loop (paper_spec §5.1) is never formed here: every statistic is computed on the band, with
+tensor operations whose memory is ``O(heads · n · w)``:
+
+* :func:`received_attention` — ``Σ_i A[i, j]`` per head (paper_spec §8 step 1);
+* :func:`topk_attended` — for every query the ``k`` keys it attends most (§7 Algorithm 1);
+* :func:`topk_attending` — for every key the ``k`` queries attending to it most (§7 Algorithm 3);
+* :func:`binned_image` — ``A`` summed into ``bins × bins`` blocks, for heat-maps (§6), optionally
+  weighted cell by cell (the dataset aggregate of §6.2).
+
+The semantics follow paper_spec §5.2 exactly and do not trust the model's zeros: pad queries and
+pad keys, local rows of global queries, window slots that point outside the sequence, at padding or
+at a global token (which is reached through its own global slot) are all excluded by index, never by
+``nonzero``. Ties in top-k are broken deterministically by ``(−score, position)``; partners with
+score 0 are not reported (index −1), which is what the original's ``score ≠ 0`` filter did.
+
+The dense reconstruction these operations are checked against lives in ``tests/test_attention.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+#: Working memory one head-chunk may use, in bytes (heads are processed in chunks of this size).
+CHUNK_BYTES = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class Band:
+    """One example's attention at one layer, as Longformer returns it.
+
+    Attributes:
+        local: ``(heads, n, x + w + 1)`` local attention (``n`` = tensor length, padding included).
+        global_: ``(heads, n_pad ≥ n, x)`` attention of the global tokens over all keys, or ``None``
+            when the batch had no global token (``x = 0``).
+        length: number of real tokens; they are the first ``length`` positions (right padding).
+        global_positions: ``(n_b,)`` ascending positions of this example's global tokens
+            (``n_b ≤ x``; slots ``n_b..x−1`` are unused for this example).
+    """
+
+    local: torch.Tensor
+    global_: torch.Tensor | None
+    length: int
+    global_positions: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.local.dim() != 3:
+            raise ValueError(f"local attention must be (heads, n, slots), got {tuple(self.local.shape)}")
+        if not 0 <= self.length <= self.n:
+            raise ValueError(f"length {self.length} outside [0, {self.n}]")
+        if self.window < 0 or self.window % 2:
+            raise ValueError(f"{self.slots} slots with {self.x} global slots is not an even window")
+        if len(self.global_positions) > self.x:
+            raise ValueError(f"{len(self.global_positions)} global positions but only {self.x} global slots")
+        if len(self.global_positions) and int(self.global_positions.max()) >= self.length:
+            raise ValueError("a global position lies in the padding")
+        if self.global_ is not None and (self.global_.shape[0] != self.heads or self.global_.shape[1] < self.n):
+            raise ValueError(f"global attention {tuple(self.global_.shape)} does not match local {self.local.shape}")
+
+    @property
+    def heads(self) -> int:
+        return self.local.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.local.shape[1]
+
+    @property
+    def slots(self) -> int:
+        return self.local.shape[2]
+
+    @property
+    def x(self) -> int:
+        return 0 if self.global_ is None else self.global_.shape[2]
+
+    @property
+    def window(self) -> int:
+        return self.slots - self.x - 1
+
+    @property
+    def half(self) -> int:
+        return self.window // 2
+
+    @property
+    def n_global(self) -> int:
+        return len(self.global_positions)
+
+    @cached_property
+    def is_global(self) -> torch.Tensor:
+        """``(n,)`` bool: the position is a global token."""
+        mask = torch.zeros(self.n, dtype=torch.bool)
+        mask[self.global_positions] = True
+        return mask
+
+    @cached_property
+    def query_ok(self) -> torch.Tensor:
+        """``(n,)`` bool: the position's *local* row is used (real and not global)."""
+        return (torch.arange(self.n) < self.length) & ~self.is_global
+
+    @cached_property
+    def slot_keys(self) -> torch.Tensor:
+        """``(n, x + w + 1)`` key position of every local slot, ``−1`` where the slot does not count."""
+        n, half = self.n, self.half
+        c = torch.arange(n)[:, None] + torch.arange(self.window + 1)[None, :] - half
+        ok = (c >= 0) & (c < self.length) & self.query_ok[:, None]
+        ok &= ~self.is_global[c.clamp(0, n - 1)]
+        keys = torch.full((n, self.slots), -1, dtype=torch.long)
+        keys[:, self.x :] = torch.where(ok, c, -1)
+        for j, g in enumerate(self.global_positions.tolist()):
+            keys[:, j] = torch.where(self.query_ok, g, -1)
+        return keys
+
+    @cached_property
+    def window_queries(self) -> torch.Tensor:
+        """``(n, w + 1)`` for key ``c``, the query of window slot ``w − k'`` that points at it, or ``−1``.
+
+        Column ``k'`` holds query ``c − w/2 + k'``, i.e. queries in ascending order.
+        """
+        n = self.n
+        q = torch.arange(n)[:, None] - self.half + torch.arange(self.window + 1)[None, :]
+        ok = (q >= 0) & (q < self.length) & self.query_ok[q.clamp(0, n - 1)]
+        ok &= self.query_ok[:, None]  # only real, non-global keys use the window view
+        return torch.where(ok, q, -1)
+
+    def head_chunks(self, bytes_per_head: int) -> Iterator[slice]:
+        """Slices of heads whose working set stays under :data:`CHUNK_BYTES`."""
+        step = max(1, CHUNK_BYTES // max(1, bytes_per_head))
+        for start in range(0, self.heads, step):
+            yield slice(start, min(start + step, self.heads))
+
+    def key_major(self, heads: slice) -> torch.Tensor:
+        """``(h, n, w + 1)`` window attention re-indexed by key: ``[h, c, k'] = A[c − w/2 + k', c]``.
+
+        Rows of unused queries are zeroed first. The skew is a strided view of one padded copy
+        (strides ``(w + 1, w)``), so no index tensor of the band's size is built.
+        """
+        w, half, n, x = self.window, self.half, self.n, self.x
+        padded = self.local.new_zeros(heads.stop - heads.start, n + w, w + 1)
+        padded[:, half : half + n].copy_(self.local[heads, :, x:])
+        bad = torch.nonzero(~self.query_ok).flatten()
+        if len(bad):
+            padded.index_fill_(1, bad + half, 0.0)
+        return padded.as_strided((padded.shape[0], n, w + 1), (padded.stride(0), w + 1, w), storage_offset=w)
+
+
+def bands_from_outputs(
+    attentions: Sequence[torch.Tensor],
+    global_attentions: Sequence[torch.Tensor] | None,
+    attention_mask: torch.Tensor,
+    global_attention_mask: torch.Tensor | None,
+) -> list[list[Band]]:
+    """Split a Longformer forward's ``attentions`` / ``global_attentions`` into :class:`Band` objects.
+
+    Returns:
+        ``bands[b][layer]`` for every batch item ``b``.
+    """
+    lengths = attention_mask.long().sum(1)
+    if not torch.equal(attention_mask.long(), (torch.arange(attention_mask.shape[1]) < lengths[:, None]).long()):
+        raise ValueError("attention_mask must mark a prefix of real tokens (right padding)")
+    out = []
+    for b in range(attention_mask.shape[0]):
+        gpos = (
+            torch.nonzero(global_attention_mask[b] * attention_mask[b]).flatten()
+            if global_attention_mask is not None
+            else torch.zeros(0, dtype=torch.long)
+        )
+        layers = []
+        for layer, local in enumerate(attentions):
+            glob = None if global_attentions is None else global_attentions[layer][b]
+            layers.append(Band(local[b], glob, int(lengths[b]), gpos))
+        out.append(layers)
+    return out
+
+
+def received_attention(band: Band) -> torch.Tensor:
+    """``(heads, n)`` attention each key receives, ``Σ_i A[i, j]`` (pad keys 0).
+
+    Summed over every attending query: window slots, the local rows' global slots and the global
+    tokens' own rows. Over the real keys the total is the number of real queries.
+    """
+    n, _x, nb, length = band.n, band.x, band.n_global, band.length
+    out = band.local.new_zeros(band.heads, n)
+    per_head = (n + band.window) * (band.window + 1) * band.local.element_size()
+    for hs in band.head_chunks(per_head):
+        out[hs] = band.key_major(hs).sum(-1)
+    if nb:
+        rows = band.query_ok.to(band.local.dtype)
+        out[:, band.global_positions] = torch.einsum("hnj,n->hj", band.local[:, :, :nb], rows)
+        out[:, :length] += band.global_[:, :length, :nb].sum(-1)
+    out[:, length:] = 0
+    return out
+
+
+def _empty_topk(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        torch.full((band.heads, band.n, k), -1, dtype=torch.long),
+        band.local.new_zeros(band.heads, band.n, k),
+    )
+
+
+def topk_stable(values: torch.Tensor, index: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top ``k`` of ``values`` along the last axis, ordered by (−value, index), positive values only.
+
+    Args:
+        values: ``(..., m)`` scores; entries to ignore should be ``-inf`` or ``≤ 0``.
+        index: ``(..., m)`` (broadcastable) position of each entry, ``−1`` for ignored ones.
+        k: how many to keep.
+
+    Returns:
+        ``(positions, scores)``, each ``(..., k)``; unused places hold position −1 and score 0.
+    """
+    index = index.expand_as(values)
+    m = values.shape[-1]
+    kk = min(k, m)
+    if kk == 0:
+        top_v, top_p = values[..., :0], index[..., :0]
+    else:  # one extra place tells whether a tie straddles the cut (k-th value == (k+1)-th value)
+        top_v, top_p = values.topk(min(kk + 1, m), dim=-1)
+    if top_v.shape[-1] > kk:
+        ambiguous = (top_v[..., kk] == top_v[..., kk - 1]) & (top_v[..., kk - 1] > 0)
+        top_v, top_p = top_v[..., :kk], top_p[..., :kk]
+    else:
+        ambiguous = None
+    top_i = index.gather(-1, top_p)
+    if ambiguous is not None and ambiguous.any():  # decide the tie by position, for those rows only
+        rows = ambiguous.nonzero(as_tuple=True)
+        sub_v, sub_i = values[rows], index[rows]
+        by_pos = sub_i.argsort(dim=-1, stable=True)
+        by_score = (-sub_v.gather(-1, by_pos)).argsort(dim=-1, stable=True)[:, :kk]
+        chosen = by_pos.gather(-1, by_score)
+        top_v[rows] = sub_v.gather(-1, chosen)
+        top_i[rows] = sub_i.gather(-1, chosen)
+    by_pos = top_i.argsort(dim=-1, stable=True)
+    by_score = (-top_v.gather(-1, by_pos)).argsort(dim=-1, stable=True)
+    order = by_pos.gather(-1, by_score)
+    top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
+    keep = top_v > 0
+    top_i = torch.where(keep, top_i, -1)
+    top_v = torch.where(keep, top_v, torch.zeros_like(top_v))
+    if kk < k:
+        pad = (*top_v.shape[:-1], k - kk)
+        top_i = torch.cat([top_i, top_i.new_full(pad, -1)], -1)
+        top_v = torch.cat([top_v, top_v.new_zeros(pad)], -1)
+    return top_i, top_v
+
+
+def _global_rows_topk(band: Band, k: int, idx: torch.Tensor, val: torch.Tensor) -> None:
+    """Fill the rows of the global queries: each attends to every real key."""
+    length = band.length
+    keys = torch.arange(length)
+    for j, g in enumerate(band.global_positions.tolist()):
+        i, v = topk_stable(band.global_[:, :length, j], keys, k)
+        idx[:, g], val[:, g] = i, v
+
+
+def topk_attended(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every query, the ``k`` keys it attends to most.
+
+    Returns:
+        ``(keys, scores)``, each ``(heads, n, k)``; pad queries and unused places hold −1 / 0.
+    """
+    idx, val = _empty_topk(band, k)
+    keys = band.slot_keys
+    per_head = band.n * band.slots * (band.local.element_size() + 1) * 2
+    for hs in band.head_chunks(per_head):
+        scores = band.local[hs].masked_fill(keys < 0, float("-inf"))
+        idx[hs], val[hs] = topk_stable(scores, keys, k)
+    _global_rows_topk(band, k, idx, val)
+    return idx, val
+
+
+def topk_attending(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every key, the ``k`` queries attending to it most.
+
+    A real, non-global key is attended by the queries of its window (read from the key-major view)
+    and by every global token; a global key by every real query.
+
+    Returns:
+        ``(queries, scores)``, each ``(heads, n, k)``; pad keys and unused places hold −1 / 0.
+    """
+    idx, val = _empty_topk(band, k)
+    n, nb, length = band.n, band.n_global, band.length
+    gpos = band.global_positions
+    cand_index = band.window_queries
+    if nb:
+        from_globals = torch.where(band.query_ok[:, None], gpos[None, :], -1).expand(n, nb)
+        cand_index = torch.cat([cand_index, from_globals], -1)
+    per_head = n * (band.window + 1 + nb) * (band.local.element_size() + 1) * 3
+    for hs in band.head_chunks(per_head):
+        cand = band.key_major(hs)
+        cand = torch.cat([cand, band.global_[hs, :n, :nb]], -1) if nb else cand.contiguous()
+        cand.masked_fill_(cand_index < 0, float("-inf"))
+        idx[hs], val[hs] = topk_stable(cand, cand_index, k)
+    queries = torch.arange(length)
+    for j, g in enumerate(gpos.tolist()):
+        column = band.local[:, :length, j] * band.query_ok[:length].to(band.local.dtype)
+        column[:, gpos] = band.global_[:, g, :nb]
+        idx[:, g], val[:, g] = topk_stable(column, queries, k)
+    idx[:, length:], val[:, length:] = -1, 0
+    return idx, val
+
+
+def bin_edges(n_ref: int, bins: int) -> torch.Tensor:
+    """``(n_ref,)`` bin of every position when ``n_ref`` positions are cut into ``bins`` equal blocks."""
+    return torch.arange(n_ref) * bins // n_ref
+
+
+def binned_image(band: Band, bins: int, n_ref: int | None = None, count: torch.Tensor | None = None) -> torch.Tensor:
+    """``(heads, bins, bins)`` sums of ``A`` over blocks of positions (row = query bin, column = key bin).
+
+    Args:
+        band: the example's attention at one layer.
+        bins: blocks per axis.
+        n_ref: positions the blocks cover (default: the example's real length; use the longest
+            example's length to accumulate a dataset on common axes).
+        count: optional ``(≥ n_ref,)`` number of examples with a real token at each position; each
+            cell ``(i, j)`` is then divided by ``count[max(i, j)]`` (the examples in which both
+            positions are real, for right-padded data), so that summing over a dataset gives the
+            mean attention per cell (paper_spec §6.2, fixed).
+    """
+    n_ref = n_ref or band.length
+    if band.length > n_ref:
+        raise ValueError(f"example of {band.length} tokens does not fit {n_ref} positions")
+    length = band.length
+    bin_of = torch.zeros(band.n, dtype=torch.long)
+    bin_of[:length] = bin_edges(n_ref, bins)[:length]
+    keys = band.slot_keys
+    ok = keys >= 0
+    safe = keys.clamp(min=0)
+    flat = torch.where(ok, bin_of[:, None] * bins + bin_of[safe], bins * bins).reshape(-1)
+    weight = None
+    if count is not None:
+        inv = 1.0 / count.to(band.local.dtype).clamp(min=1)
+        weight = torch.where(ok, inv[torch.maximum(torch.arange(band.n)[:, None], safe)], 0.0).reshape(-1)
+    out = band.local.new_zeros(band.heads, bins * bins + 1)
+    per_head = band.n * band.slots * band.local.element_size() * 2
+    for hs in band.head_chunks(per_head):
+        values = band.local[hs].reshape(hs.stop - hs.start, -1)
+        if weight is not None:
+            values = values * weight
+        out[hs].index_add_(1, flat, values)
+    rows_out = out[:, : bins * bins].view(band.heads, bins, bins)
+    positions = torch.arange(length)
+    for j, g in enumerate(band.global_positions.tolist()):
+        values = band.global_[:, :length, j]
+        if count is not None:
+            values = values * inv[torch.clamp(positions, min=g)]
+        rows_out[:, int(bin_of[g])].index_add_(1, bin_of[:length], values)
+    return rows_out.contiguous()
+
+
+def bin_cells(lengths: Sequence[int] | torch.Tensor, bins: int, n_ref: int) -> torch.Tensor:
+    """``(bins, bins)`` number of real cells per block, summed over examples of the given lengths."""
+    edges = bin_edges(n_ref, bins)
+    out = torch.zeros(bins, bins, dtype=torch.float64)
+    for length in torch.as_tensor(lengths).tolist():
+        per_bin = torch.bincount(edges[:length], minlength=bins).double()
+        out += per_bin[:, None] * per_bin[None, :]
+    return out
+
+
+def layer_configuration(received: torch.Tensor, layers: str, importance: torch.Tensor | None = None) -> torch.Tensor:
+    """One attention vector per token from ``(layers, heads, n)`` received attention (paper_spec §8, §11).
+
+    Args:
+        received: ``(L, H, n)``.
+        layers: ``last`` (the paper's "layer 12"), ``all``, ``lower`` (first half), ``upper`` (second half).
+        importance: optional ``(L, H)`` head weights multiplied in first ("scaled" configurations).
+
+    Returns:
+        ``(n,)`` sum over the chosen layers and all heads.
+    """
+    n_layers = received.shape[0]
+    half = n_layers // 2
+    chosen = {"last": slice(n_layers - 1, n_layers), "all": slice(0, n_layers), "lower": slice(0, half)}
+    chosen["upper"] = slice(half, n_layers)
+    if layers not in chosen:
+        raise ValueError(f"unknown layer configuration {layers!r}; expected one of {sorted(chosen)}")
+    values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
+    return values[chosen[layers]].sum((0, 1))
+
+
+LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
+
+
+# --- extraction: one forward pass per example, summaries per shard ------------------------------
+
+SUMMARY_SCHEMA = "attention_summaries/v1"
+BANDS_SCHEMA = "attention_bands/v1"
+
+
+@torch.no_grad()
+def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
+    """One example's forward pass with attention outputs, as one :class:`Band` per layer."""
+    out = model(**batch, output_attentions=True)
+    glob = out.global_attentions if out.global_attentions is not None else None
+    return bands_from_outputs(out.attentions, glob, batch["attention_mask"], batch.get("global_attention_mask"))[0]
+
+
+def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str, torch.Tensor]:
+    """``received`` ``(L, H, n)`` and, when ``k`` is given, top-k attended / attending ``(L, H, n, k)``."""
+    out = {"received": torch.stack([received_attention(b) for b in bands]).float()}
+    if k is not None:
+        for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
+            pairs = [fn(b, k) for b in bands]
+            out[f"{name}_idx"] = torch.stack([p[0] for p in pairs]).to(torch.int32)
+            out[f"{name}_val"] = torch.stack([p[1] for p in pairs]).float()
+    return out
+
+
+def position_counts(lengths: Sequence[int]) -> torch.Tensor:
+    """``(max length,)`` number of examples with a real token at each position."""
+    lengths = torch.as_tensor(list(lengths), dtype=torch.long)
+    n_max = int(lengths.max()) if len(lengths) else 0
+    return (torch.arange(n_max)[None, :] < lengths[:, None]).sum(0)
+
+
+def _safe(example_id: str) -> str:
+    return str(example_id).replace("|", "_")
+
+
+def run_extract_attention(cfg, model_dir, test_path, selection_path, shard: int, summary_path, bands_path) -> dict:
+    """Rule ``extract_attention``: summaries of the shard's test examples and bands of its showcased ones.
+
+    ``summary_path`` (safetensors) holds, concatenated over the shard's examples along the token axis,
+    ``received`` ``(L, H, Σn)`` float32 and ``input_ids``, with per-example ``offsets``; top-k tables
+    (``attended_idx/val``, ``attending_idx/val``, ``(L, H, Σn, k)``) for the examples of
+    ``cfg.topk_for``; and ``aggregate`` ``(L, H, bins, bins)``: the shard's part of the dataset mean
+    attention per cell (each cell divided by the number of test examples in which both positions are
+    real), binned over the longest test example. ``bands_path`` holds the local and global attention of
+    every showcased example of the shard.
+    """
+    import time
+
+    from attnlens.data import load_examples, shard_of
+    from attnlens.io import load_json, provenance, save_tensors
+    from attnlens.modeling import load_classifier
+    from attnlens.prediction import SELECTION_SCHEMA, encode_texts
+
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    showcased = {e["example_id"] for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]}
+    encoded = encode_texts(tokenizer, examples["text"])
+    lengths = [len(ids) for ids in encoded.input_ids]
+    count = position_counts(lengths)
+    n_max = len(count)
+    ids = [str(e) for e in examples["example_id"]]
+    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
+    received, input_ids, offsets = [], [], [0]
+    topk_parts: dict[str, list[torch.Tensor]] = {}
+    topk_ids, topk_offsets = [], [0]
+    bands_out: dict[str, torch.Tensor] = {}
+    t0 = time.perf_counter()
+    for i in mine:
+        eid = ids[i]
+        bands = forward_bands(model, encoded.batch([i]))
+        want_topk = cfg.topk_for == "all" or eid in showcased
+        summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
+        received.append(summary.pop("received"))
+        input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))
+        offsets.append(offsets[-1] + lengths[i])
+        if want_topk:
+            topk_ids.append(eid)
+            topk_offsets.append(topk_offsets[-1] + lengths[i])
+            for key, value in summary.items():
+                topk_parts.setdefault(key, []).append(value)
+        for layer, band in enumerate(bands):
+            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double()
+        if eid in showcased:
+            key = _safe(eid)
+            bands_out[f"{key}|input_ids"] = input_ids[-1]
+            bands_out[f"{key}|global_positions"] = bands[0].global_positions
+            for layer, band in enumerate(bands):
+                bands_out[f"{key}|{layer}|local"] = band.local.float()
+                if band.global_ is not None:
+                    bands_out[f"{key}|{layer}|global"] = band.global_[:, : band.n].float()
+    seconds = time.perf_counter() - t0
+    tensors = {
+        "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),
+        "input_ids": torch.cat(input_ids) if input_ids else torch.zeros(0, dtype=torch.int32),
+        "offsets": torch.tensor(offsets, dtype=torch.int64),
+        "topk_offsets": torch.tensor(topk_offsets, dtype=torch.int64),
+        "aggregate": aggregate,
+        "position_count": count,
+    }
+    for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
+        parts = topk_parts.get(key)
+        dtype = torch.int32 if key.endswith("idx") else torch.float32
+        tensors[key] = torch.cat(parts, 2) if parts else torch.zeros(n_layers, n_heads, 0, cfg.top_k, dtype=dtype)
+    common = {"shard": shard, "n_shards": cfg.n_shards, "model": str(model_dir)}
+    prov = provenance(
+        SUMMARY_SCHEMA,
+        cfg.to_dict(),
+        None,
+        example_ids=[ids[i] for i in mine],
+        topk_ids=topk_ids,
+        n_test_examples=len(ids),
+        n_max=n_max,
+        seconds=round(seconds, 2),
+        **common,
+    )
+    save_tensors(tensors, summary_path, prov)
+    band_ids = [ids[i] for i in mine if ids[i] in showcased]
+    save_tensors(bands_out, bands_path, provenance(BANDS_SCHEMA, cfg.to_dict(), None, example_ids=band_ids, **common))
+    logger.info(
+        "shard %d/%d: %d examples (%d with top-k, %d showcased) in %.1f s",
+        shard,
+        cfg.n_shards,
+        len(mine),
+        len(topk_ids),
+        len(band_ids),
+        seconds,
+    )
+    return {"n_examples": len(mine), "seconds": seconds}
+
+
+@dataclass
+class ExampleAttention:
+    """What extraction stored for one example."""
+
+    example_id: str
+    input_ids: torch.Tensor  # (n,)
+    received: torch.Tensor  # (L, H, n)
+    topk: dict[str, torch.Tensor] | None  # attended_idx/val, attending_idx/val: (L, H, n, k)
+
+
+@dataclass
+class AttentionSummaries:
+    """Every shard of ``extract_attention``, merged."""
+
+    examples: dict[str, ExampleAttention]
+    aggregate: torch.Tensor  # (L, H, bins, bins): sum over examples of A / count[max(i, j)]
+    position_count: torch.Tensor  # (n_max,)
+
+
+def load_summaries(paths: Sequence) -> AttentionSummaries:
+    """Merge the shard files of ``extract_attention``."""
+    from attnlens.io import load_tensors
+
+    examples: dict[str, ExampleAttention] = {}
+    aggregate = None
+    count = None
+    for path in paths:
+        t, prov = load_tensors(path, SUMMARY_SCHEMA)
+        off, toff = t["offsets"].tolist(), t["topk_offsets"].tolist()
+        topk_pos = {eid: j for j, eid in enumerate(prov["topk_ids"])}
+        for j, eid in enumerate(prov["example_ids"]):
+            topk = None
+            if eid in topk_pos:
+                a, b = toff[topk_pos[eid]], toff[topk_pos[eid] + 1]
+                topk = {k: t[k][:, :, a:b] for k in ("attended_idx", "attended_val", "attending_idx", "attending_val")}
+            examples[eid] = ExampleAttention(
+                eid, t["input_ids"][off[j] : off[j + 1]], t["received"][:, :, off[j] : off[j + 1]], topk
+            )
+        aggregate = t["aggregate"] if aggregate is None else aggregate + t["aggregate"]
+        count = t["position_count"]
+    if aggregate is None:
+        raise ValueError("no attention shards given")
+    return AttentionSummaries(examples, aggregate, count)
+
+
+def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tensor]:
+    """The stored bands (one per layer) and input ids of a showcased example."""
+    from attnlens.io import load_tensors
+
+    key = _safe(example_id)
+    for path in paths:
+        t, prov = load_tensors(path, BANDS_SCHEMA)
+        if example_id not in prov["example_ids"]:
+            continue
+        ids = t[f"{key}|input_ids"].long()
+        gpos = t[f"{key}|global_positions"].long()
+        bands = []
+        layer = 0
+        while f"{key}|{layer}|local" in t:
+            bands.append(Band(t[f"{key}|{layer}|local"], t.get(f"{key}|{layer}|global"), len(ids), gpos))
+            layer += 1
+        return bands, ids
+    raise KeyError(f"no stored attention bands for example {example_id!r}")

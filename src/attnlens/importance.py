@@ -1,0 +1,227 @@
+"""Head importance by first-order Taylor expansion (Molchanov et al. 2019; T3-vis; paper_spec §4).
+
+For layer ``l`` and head ``h`` with output features ``R_h = [h·d, (h+1)·d)`` the parameter groups are
+
+* local: rows ``R_h`` of ``W_Q, W_K, W_V`` and entries ``R_h`` of their biases (``query``, ``key``,
+  ``value``), and columns ``R_h`` of the attention output dense ``W_O`` (``output``; bias excluded);
+* global: rows ``R_h`` of Longformer's ``query_global, key_global, value_global`` (+ biases).
+
+``legacy`` is the T3-vis recipe exactly: gradients are never zeroed, so after N examples each
+parameter holds ``G = Σ_n ∂loss_n/∂θ``; ``I_raw[l,h] = Σ_{p ∈ local} (G_p θ_p)²``; global min–max.
+It ignores the global projections although, in a CLS classifier, the CLS output of every layer is
+computed only through them (so the last layer's local Q/K/V gradients are exactly 0), lets
+per-example gradients cancel, and scales one head to exactly 0 (§15 B-3).
+
+``fixed`` zeroes gradients per example and accumulates per-example scores — ``elementwise``
+``Σ_n Σ_p (g_{n,p} θ_p)²`` or ``group`` ``Σ_n (Σ_p g_{n,p} θ_p)²`` — over local and global groups,
+reports the global part as its own matrix too, and normalises by ``max`` (default), ``minmax`` or
+``layer_sum``. Both are computed in the same pass (the legacy sum of gradients is accumulated on the
+side), so one artifact holds the legacy and fixed matrices side by side.
+
+``Σ_{p ∈ output} g_p θ_p`` is exactly ``∂loss/∂m_h`` for a mask ``m_h`` multiplying the head's output
+(Michel et al. 2019), and so is ``Σ`` over the local and global value groups; ``tests/test_importance.py``
+checks both against central finite differences on a float64 model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+from attnlens.config import ImportanceConfig
+
+log = logging.getLogger(__name__)
+
+IMPORTANCE_SCHEMA = "head_importance/v1"
+LOCAL_GROUPS = ("query", "key", "value", "output")
+GLOBAL_GROUPS = ("query_global", "key_global", "value_global")
+GROUPS = LOCAL_GROUPS + GLOBAL_GROUPS
+NORMALISATIONS = ("minmax", "max", "layer_sum")
+#: Legacy bugs whose behaviour the fixed matrix changes (paper_spec §15).
+FIXED_DEVIATIONS = ("B-3", "B-4")
+
+
+def head_parameters(model) -> list[dict[str, tuple[torch.nn.Parameter, torch.nn.Parameter | None]]]:
+    """Per layer, the ``(weight, bias)`` of every group (bias ``None`` for ``output``)."""
+    longformer = model.longformer if hasattr(model, "longformer") else model
+    layers = []
+    for layer in longformer.encoder.layer:
+        att = layer.attention.self
+        groups = {name: (getattr(att, name).weight, getattr(att, name).bias) for name in GROUPS if name != "output"}
+        groups["output"] = (layer.attention.output.dense.weight, None)
+        layers.append(groups)
+    return layers
+
+
+def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """From the parameters' current ``.grad``: per group, ``(Σ_p (g θ)², Σ_p g θ)`` as ``(L, H)`` float64."""
+    params = head_parameters(model)
+    result = {}
+    for name in GROUPS:
+        sq = torch.zeros(len(params), n_heads, dtype=torch.float64)
+        lin = torch.zeros_like(sq)
+        for layer, groups in enumerate(params):
+            weight, bias = groups[name]
+            if weight.grad is None:
+                continue
+            prod = (weight.grad * weight).double()
+            if name == "output":  # columns R_h: (out, H, d)
+                prod = prod.reshape(prod.shape[0], n_heads, -1).transpose(0, 1).reshape(n_heads, -1)
+            else:  # rows R_h: (H, d, in)
+                prod = prod.reshape(n_heads, -1)
+            if bias is not None and bias.grad is not None:
+                prod = torch.cat([prod, (bias.grad * bias).double().reshape(n_heads, -1)], 1)
+            sq[layer] = (prod**2).sum(1)
+            lin[layer] = prod.sum(1)
+        result[name] = (sq, lin)
+    return result
+
+
+def normalise(raw: torch.Tensor, how: str) -> torch.Tensor:
+    """Scale an ``(L, H)`` importance matrix: ``minmax`` (legacy: one head becomes exactly 0),
+    ``max`` (divide by the largest; zero only for a head with zero raw score) or ``layer_sum``
+    (each layer's heads sum to 1)."""
+    raw = raw.double()
+    if how == "minmax":
+        span = raw.max() - raw.min()
+        return (raw - raw.min()) / span if span > 0 else torch.ones_like(raw)
+    if how == "max":
+        top = raw.max()
+        return raw / top if top > 0 else torch.ones_like(raw)
+    if how == "layer_sum":
+        sums = raw.sum(1, keepdim=True)
+        return torch.where(sums > 0, raw / sums.clamp(min=torch.finfo(raw.dtype).tiny), 1.0 / raw.shape[1])
+    raise ValueError(f"unknown normalisation {how!r}; expected one of {NORMALISATIONS}")
+
+
+def zero_heads(importance: torch.Tensor) -> list[tuple[int, int]]:
+    """1-based ``(layer, head)`` of the heads whose weight is exactly 0 (they vanish when scaling)."""
+    return [(int(a) + 1, int(b) + 1) for a, b in torch.nonzero(importance == 0).tolist()]
+
+
+def estimate_head_importance(
+    model, batches: Iterable[dict[str, torch.Tensor]], estimator: str = "elementwise"
+) -> dict[str, torch.Tensor]:
+    """One pass over ``batches`` (one example each, with ``labels``) computing legacy and fixed matrices.
+
+    Returns:
+        float64 ``(L, H)`` tensors: ``legacy_raw``; ``fixed_local``, ``fixed_global`` and
+        ``fixed_raw`` (their sum for ``elementwise``; for ``group``, the square of the summed
+        local+global term) — un-normalised; plus ``n_examples`` (0-d).
+    """
+    if estimator not in ("elementwise", "group"):
+        raise ValueError(f"unknown estimator {estimator!r}")
+    model.eval()
+    n_heads = model.config.num_attention_heads
+    params = [p for groups in head_parameters(model) for w, b in groups.values() for p in (w, b) if p is not None]
+    legacy_sum = {id(p): torch.zeros_like(p, dtype=torch.float64) for p in params}
+    n_layers = model.config.num_hidden_layers
+    local = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    glob = torch.zeros_like(local)
+    combined = torch.zeros_like(local)
+    n = 0
+    for batch in batches:
+        if batch["input_ids"].shape[0] != 1:
+            raise ValueError("head importance needs one example per batch (per-example gradients)")
+        model.zero_grad(set_to_none=True)
+        model(**batch).loss.backward()
+        terms = taylor_terms(model, n_heads)
+        if estimator == "elementwise":
+            loc = sum(terms[g][0] for g in LOCAL_GROUPS)
+            glo = sum(terms[g][0] for g in GLOBAL_GROUPS)
+            both = loc + glo
+        else:
+            lin_loc = sum(terms[g][1] for g in LOCAL_GROUPS)
+            lin_glo = sum(terms[g][1] for g in GLOBAL_GROUPS)
+            loc, glo, both = lin_loc**2, lin_glo**2, (lin_loc + lin_glo) ** 2
+        local += loc
+        glob += glo
+        combined += both
+        for p in params:
+            if p.grad is not None:
+                legacy_sum[id(p)] += p.grad.double()
+        n += 1
+    model.zero_grad(set_to_none=True)
+    # legacy: the squared Taylor terms of the gradient summed over examples, local groups only
+    saved = {id(p): p.grad for p in params}
+    for p in params:
+        p.grad = legacy_sum[id(p)].to(p.dtype)
+    legacy_terms = taylor_terms(model, n_heads)
+    for p in params:
+        p.grad = saved[id(p)]
+    legacy_raw = sum(legacy_terms[g][0] for g in LOCAL_GROUPS)
+    return {
+        "legacy_raw": legacy_raw,
+        "fixed_local": local,
+        "fixed_global": glob,
+        "fixed_raw": combined,
+        "n_examples": torch.tensor(n),
+    }
+
+
+def importance_matrices(raw: dict[str, torch.Tensor], normalisation: str) -> dict[str, torch.Tensor]:
+    """Add the normalised ``legacy`` (min–max) and ``fixed`` (``normalisation``) matrices."""
+    out = dict(raw)
+    out["legacy"] = normalise(raw["legacy_raw"], "minmax")
+    out["fixed"] = normalise(raw["fixed_raw"], normalisation)
+    return out
+
+
+def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path, split: str) -> dict:
+    """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
+    from attnlens.data import load_examples
+    from attnlens.io import provenance, save_tensors
+    from attnlens.modeling import load_classifier
+    from attnlens.prediction import encode_texts
+
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(examples_path)
+    if cfg.max_examples is not None and cfg.max_examples < len(examples):
+        order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
+        examples = examples.iloc[np.sort(order)]
+    encoded = encode_texts(tokenizer, examples["text"])
+    labels = examples["label"].to_numpy()
+
+    def batches():
+        for i in range(len(labels)):
+            batch = encoded.batch([i])
+            batch["labels"] = torch.tensor([int(labels[i])])
+            yield batch
+
+    t0 = time.perf_counter()
+    matrices = importance_matrices(estimate_head_importance(model, batches(), cfg.estimator), cfg.normalisation)
+    seconds = time.perf_counter() - t0
+    zeros = {name: zero_heads(matrices[name]) for name in ("legacy", "fixed")}
+    for name, heads in zeros.items():
+        if heads:
+            log.warning("%s importance is exactly 0 for (layer, head) %s: scaling removes them", name, heads)
+    n_layers, n_heads = matrices["fixed"].shape
+    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), split, n_layers, n_heads, seconds)
+    prov = provenance(
+        IMPORTANCE_SCHEMA,
+        cfg.to_dict(),
+        cfg.seed,
+        split=split,
+        example_ids=[str(e) for e in examples["example_id"]],
+        model=str(model_dir),
+        zero_heads=zeros,
+        legacy="T3-vis: accumulated gradients, local projections only, global min-max (paper_spec §4)",
+        fixed=f"per-example {cfg.estimator} Taylor terms, local + global projections, {cfg.normalisation}",
+        deviations=list(FIXED_DEVIATIONS),
+        seconds=round(seconds, 2),
+    )
+    save_tensors({k: v.to(torch.float64) for k, v in matrices.items()}, out_path, prov)
+    return {"n_examples": len(labels), "zero_heads": zeros}
+
+
+def load_importance(path, which: str) -> torch.Tensor:
+    """The ``legacy`` or ``fixed`` (or any stored) matrix of a head-importance artifact, float32."""
+    from attnlens.io import load_tensors
+
+    tensors, _ = load_tensors(path, IMPORTANCE_SCHEMA)
+    return tensors[which].float()

@@ -1,0 +1,165 @@
+"""Token surface strings and the token masks of paper_spec §7.4, for WordPiece and byte-level BPE alike.
+
+The original study used a byte-level BPE tokenizer (RoBERTa's), where a leading space is the marker
+``Ġ`` and every other byte is mapped to a printable character (``Ċ`` newline, ``ĉ`` tab, ``âĢĶ`` an
+em dash); Python's ``str.isalpha`` accepts all of them, so its masks let those artefacts through
+(§15 B-13). The embedded default uses a WordPiece tokenizer (``##`` continuation pieces). Here every
+token is first turned into its *surface string* — the text it stands for — by the rules of its own
+tokenizer family, and the ``fixed`` mask tests that string.
+
+Masks (``keep`` = True means the token counts):
+
+* ``none`` — every token;
+* ``alnum_legacy`` — ``raw.isalnum()`` (the older single-example notebook and the stored
+  ``attrib_attn_sim_means.csv``);
+* ``alpha_stop_legacy`` — ``t.isalpha() and t not in stopset`` where ``t`` is the token with ``Ġ``
+  removed (top-k and attribution tables) or the raw token (similarity notebooks), and ``stopset`` is
+  the stopword list plus the tokenizer's pieces of each stopword (``Ġthe``, ``'t`` …);
+* ``fixed`` — the surface string matches ``^[A-Za-z]+$`` and its lower-cased form is not a stopword;
+  special and pad tokens are always dropped.
+
+Stopwords: scikit-learn's ``ENGLISH_STOP_WORDS`` (it ships with the package, so nothing is downloaded
+at run time; the original used NLTK's list, which needs a download). :func:`stopword_source` names it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+MASKS = ("none", "alnum_legacy", "alpha_stop_legacy", "fixed")
+_ALPHA = re.compile(r"[A-Za-z]+")
+_BPE_SPACE = "Ġ"
+
+
+@functools.lru_cache(maxsize=1)
+def stopwords() -> frozenset[str]:
+    """The English stopword list used by every mask."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+def stopword_source() -> str:
+    """Where the stopword list comes from, for provenance records."""
+    import sklearn
+
+    return f"scikit-learn {sklearn.__version__} ENGLISH_STOP_WORDS ({len(stopwords())} words)"
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of the byte-level BPE byte → printable-character table (GPT-2 / RoBERTa)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+def tokenizer_family(tokenizer) -> str:
+    """``wordpiece``, ``bytelevel``, ``metaspace`` (SentencePiece) or ``other``, from the fast backend."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return "other"
+    names = {type(backend.decoder).__name__, type(backend.pre_tokenizer).__name__, type(backend.model).__name__}
+    text = repr(backend.decoder) + repr(backend.pre_tokenizer)
+    if "WordPiece" in names:
+        return "wordpiece"
+    if "ByteLevel" in names or "ByteLevel" in text:
+        return "bytelevel"
+    if "Metaspace" in names or "Metaspace" in text:
+        return "metaspace"
+    return "other"
+
+
+def surface_pieces(tokenizer, tokens: Sequence[str]) -> list[tuple[str, bool]]:
+    """``(surface string, starts a new word)`` for every token string.
+
+    WordPiece: ``##`` removed, a piece without it starts a word. Byte-level BPE: bytes decoded back
+    (a partial UTF-8 sequence becomes U+FFFD), a leading space (``Ġ``) starts a word. SentencePiece:
+    ``▁`` is the word start.
+    """
+    family = tokenizer_family(tokenizer)
+    out = []
+    if family == "wordpiece":
+        prefix = getattr(tokenizer.backend_tokenizer.model, "continuing_subword_prefix", "##")
+        for t in tokens:
+            cont = t.startswith(prefix)
+            out.append((t[len(prefix) :] if cont else t, not cont))
+    elif family == "bytelevel":
+        decoder = _byte_decoder()
+        for t in tokens:
+            if all(ch in decoder for ch in t):
+                text = bytes(decoder[ch] for ch in t).decode("utf-8", errors="replace")
+            else:  # special tokens such as <s> are not byte-encoded
+                text = t
+            out.append((text.strip(), text[:1].isspace()))
+    elif family == "metaspace":
+        for t in tokens:
+            out.append((t.replace("▁", " ").strip(), t.startswith("▁")))
+    else:
+        out = [(tokenizer.convert_tokens_to_string([t]).strip(), True) for t in tokens]
+    return out
+
+
+def special_ids(tokenizer) -> set[int]:
+    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    if tokenizer.pad_token_id is not None:
+        ids.add(tokenizer.pad_token_id)
+    return ids
+
+
+@functools.lru_cache(maxsize=8)
+def _legacy_stopset(tokenizer) -> frozenset[str]:
+    words = [*sorted(stopwords()), " "]
+    pieces = set(words)
+    for w in words:
+        pieces.update(tokenizer.tokenize(" " + w))
+    return frozenset(pieces)
+
+
+def token_mask(tokenizer, input_ids: Sequence[int], kind: str, strip_marker: bool = True) -> np.ndarray:
+    """``(n,)`` bool, True where the token is kept by mask ``kind`` (one of :data:`MASKS`).
+
+    Args:
+        tokenizer: the model's tokenizer.
+        input_ids: the example's ids.
+        kind: ``none``, ``alnum_legacy``, ``alpha_stop_legacy`` or ``fixed``.
+        strip_marker: for ``alpha_stop_legacy``, test the token with ``Ġ`` removed (top-k and
+            attribution tables) instead of the raw token (similarity notebooks).
+    """
+    ids = [int(i) for i in input_ids]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    if kind == "none":
+        return np.ones(len(ids), dtype=bool)
+    if kind == "alnum_legacy":
+        return np.array([t.isalnum() for t in tokens], dtype=bool)
+    if kind == "alpha_stop_legacy":
+        stopset = _legacy_stopset(tokenizer)
+        tested = [t.replace(_BPE_SPACE, "") if strip_marker else t for t in tokens]
+        return np.array([t.isalpha() and t not in stopset for t in tested], dtype=bool)
+    if kind == "fixed":
+        special = special_ids(tokenizer)
+        words = stopwords()
+        return np.array(
+            [
+                i not in special and bool(_ALPHA.fullmatch(s)) and s.lower() not in words
+                for i, (s, _) in zip(ids, surface_pieces(tokenizer, tokens), strict=True)
+            ],
+            dtype=bool,
+        )
+    raise ValueError(f"unknown mask {kind!r}; expected one of {MASKS}")
+
+
+def display_tokens(tokenizer, input_ids: Sequence[int]) -> list[str]:
+    """Surface strings of the ids, for tables and figures (``##`` / ``Ġ`` removed, bytes decoded)."""
+    return [s for s, _ in surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens([int(i) for i in input_ids]))]
