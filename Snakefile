@@ -14,6 +14,8 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/attention.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

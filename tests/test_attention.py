@@ -277,3 +277,62 @@ def test_real_model_narrow_window_rows_sum_to_one():
         assert torch.allclose(dense[:, : band.length].sum(-1), torch.ones(band.heads, band.length, dtype=torch.float64))
         unused = band.local.masked_select((band.slot_keys < 0)[None].expand_as(band.local))
         assert unused.abs().max() <= 1e-8
+
+
+# --- top-k counts and extraction helpers -------------------------------------------------------
+
+
+def test_count_topk_matches_set_semantics():
+    """count(t) = number of self positions having t among surviving partners (paper_spec §7 steps 3–5)."""
+    from attnlens.attention import count_topk, intersect_counts
+
+    g = torch.Generator().manual_seed(0)
+    n, k = 9, 3
+    partners = torch.randint(-1, n, (2, 3, n, k), generator=g)
+    labels = ["the", "model", "data", "model", ".", "data", "x", "model", "the"]
+    keep = [lab not in ("the", ".") for lab in labels]
+    by_type, by_pos = count_topk(partners, labels, keep)
+    sets_type = [set() for _ in range(n)]
+    sets_pos = [set() for _ in range(n)]
+    for layer in range(2):
+        for h in range(3):
+            for p in range(n):
+                for j in partners[layer, h, p].tolist():
+                    if j >= 0 and keep[j]:
+                        sets_type[p].add(labels[j])
+                        sets_pos[p].add(j)
+    for tok, cnt in zip(by_type["token"], by_type["count"], strict=True):
+        assert cnt == sum(tok in s for s in sets_type)
+    assert set(by_type["token"]) == set().union(*sets_type)
+    for pos, cnt in zip(by_pos["position"], by_pos["count"], strict=True):
+        assert cnt == sum(pos in s for s in sets_pos)
+    assert list(by_type["count"]) == sorted(by_type["count"], reverse=True)
+    inter = intersect_counts(by_type, by_type, 2, "token")
+    assert list(inter["token"]) == list(by_type["token"][:2])
+    inter_pos = intersect_counts(by_pos, by_pos, 3, "position")
+    assert list(inter_pos.columns) == ["token", "position", "count_attended", "count_attending"]
+
+
+def test_shard_of_is_stable_and_spreads():
+    from attnlens.data import shard_of
+
+    assert shard_of("syn00000", 4) == shard_of("syn00000", 4)
+    assert shard_of("syn00000", 1) == 0
+    counts = torch.bincount(torch.tensor([shard_of(f"syn{i:05d}", 4) for i in range(400)]), minlength=4)
+    assert counts.min() > 60  # roughly uniform
+
+
+def test_summaries_of_a_real_forward(tiny_classifier):
+    from attnlens.attention import compute_example_summaries, forward_bands, position_counts
+    from attnlens.prediction import encode_texts
+
+    model, tokenizer = tiny_classifier
+    encoded = encode_texts(tokenizer, ["a long enough text about attention windows " * 4, "short one"])
+    bands = forward_bands(model, encoded.batch([0]))
+    out = compute_example_summaries(bands, k=4)
+    n = len(encoded.input_ids[0])
+    assert out["received"].shape == (2, 2, n)
+    # every real query distributes exactly 1: received attention sums to n per head
+    assert torch.allclose(out["received"].sum(-1), torch.full((2, 2), float(n)), atol=1e-4)
+    assert out["attended_idx"].shape == (2, 2, n, 4) and out["attended_idx"].dtype == torch.int32
+    assert position_counts([3, 1, 2]).tolist() == [3, 2, 1]

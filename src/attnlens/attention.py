@@ -592,3 +592,51 @@ def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tens
             layer += 1
         return bands, ids
     raise KeyError(f"no stored attention bands for example {example_id!r}")
+
+
+# --- top-k counts by token type and by position (paper_spec §7 steps 3–8) ----------------------
+
+
+def count_topk(partners: torch.Tensor, labels: Sequence[str], keep) -> tuple:
+    """Counts of one example's top-k partners over all layers and heads.
+
+    Args:
+        partners: ``(L, H, n, k)`` partner positions (−1 = none) of every self position.
+        labels: ``(n,)`` display string of every position (the token "type").
+        keep: ``(n,)`` bool mask of partners that count (applied after the top-k, as in the original).
+
+    Returns:
+        ``(by_type, by_position)`` data frames: ``token, count`` and ``token, position, count``, where a
+        count is the number of self positions having that token (resp. position) among their surviving
+        partners in any layer and head; sorted by count (descending), then token / position.
+    """
+    import numpy as np
+    import pandas as pd
+
+    n = partners.shape[2]
+    keep = np.asarray(keep, dtype=bool)
+    flat = partners.permute(2, 0, 1, 3).reshape(n, -1).numpy().astype(np.int64)
+    self_pos = np.broadcast_to(np.arange(n)[:, None], flat.shape)
+    valid = flat >= 0
+    valid[valid] = keep[flat[valid]]
+    selves, others = self_pos[valid], flat[valid]
+    pairs = np.unique(selves * n + others)
+    pos_count = np.bincount(pairs % n, minlength=n)
+    types, inverse = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
+    type_pairs = np.unique(selves * len(types) + inverse[others])
+    type_count = np.bincount(type_pairs % len(types), minlength=len(types))
+    by_type = pd.DataFrame({"token": types, "count": type_count})
+    by_type = by_type[by_type["count"] > 0].sort_values(["count", "token"], ascending=[False, True], kind="stable")
+    labels_arr = np.asarray(labels, dtype=object)
+    by_pos = pd.DataFrame({"token": labels_arr, "position": np.arange(n), "count": pos_count})
+    by_pos = by_pos[by_pos["count"] > 0].sort_values(["count", "position"], ascending=[False, True], kind="stable")
+    return by_type.reset_index(drop=True), by_pos.reset_index(drop=True)
+
+
+def intersect_counts(attended, attending, top_n: int, on: str):
+    """Inner join of the top ``top_n`` rows of the attended and attending tables (paper Fig 7)."""
+    a = attended.head(top_n).rename(columns={"count": "count_attended"})
+    b = attending.head(top_n).rename(columns={"count": "count_attending"})
+    if on == "token":
+        return a.merge(b, on="token", how="inner")
+    return a.merge(b.drop(columns="token"), on="position", how="inner")

@@ -10,6 +10,16 @@ except InputError as err:
     sys.exit(f"attnlens: error: {err}")
 
 
+TOPK_TABLES = [
+    f"{kind}_by_{by}" for kind in ("attended", "attending") for by in ("type", "position")
+] + ["intersection_by_type", "intersection_by_position", "token_occurrences"]
+
+
+def attention_shards(pattern):
+    """One path per shard of extract_attention (attention.n_shards of them)."""
+    return expand(pattern, shard=range(config["attention"]["n_shards"]))
+
+
 def get_final_outputs():
     """Everything `rule all` builds."""
     return [
@@ -18,8 +28,16 @@ def get_final_outputs():
         "results/predictions/test.parquet",
         "results/predictions/metrics.json",
         "results/predictions/selection.json",
+        "results/importance/head_importance.safetensors",
+        *attention_shards("results/attention/shard{shard}.safetensors"),
+        "results/paper/figures/head_importance.png",
+        "results/paper/figures/attention_heatmaps",
+        "results/paper/figures/attention_aggregate.png",
+        "results/paper/figures/topk_counts.png",
+        "results/paper/overlays",
     ]
 
 
 wildcard_constraints:
     split="train|test",
+    shard=r"\d+",

@@ -1,0 +1,300 @@
+"""Summed-attention overlays of one example's text (paper Fig 8; paper_spec §8).
+
+Each token is coloured by the attention it receives, summed over the heads of a layer configuration
+(``last`` = the paper's "layer 12", ``all``, ``lower``, ``upper``), optionally scaled by head
+importance. Special and pad tokens are excluded from the colour scale (the CLS token receives the
+largest sum by construction and would compress every other colour, §15 B-19) and drawn grey.
+Tokens are shown as text: sub-word markers removed, pieces of one word joined.
+
+Formats: a self-contained HTML page; LaTeX in the original ``standalone`` + ``\\colorbox`` layout with
+every LaTeX-special character escaped, compiled to PDF when a TeX engine is on the PATH; PNG; and a
+CSV of ``position, token, value_raw, value_0_100``.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlens.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "#": r"\#",
+    "^": r"\textasciicircum{}",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "%": r"\%",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape every character LaTeX treats specially (the original escaped only ``% & # _ { }``)."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """One example's tokens and their values, ready to render."""
+
+    tokens: list[str]  # surface strings
+    starts_word: list[bool]
+    values: np.ndarray  # raw summed attention per token
+    special: np.ndarray  # bool: excluded from the colour scale
+    title: str
+    note: str  # provenance line (configuration, scaling source)
+
+    @property
+    def scaled(self) -> np.ndarray:
+        """Values rescaled to 0–100 over the non-special tokens (special ones: NaN)."""
+        out = np.full(len(self.values), np.nan)
+        ok = ~self.special
+        if ok.any():
+            v = self.values[ok].astype(np.float64)
+            span = v.max() - v.min()
+            out[ok] = 100 * (v - v.min()) / span if span > 0 else 0.0
+        return out
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "position": np.arange(len(self.tokens)),
+                "token": self.tokens,
+                "value_raw": self.values.astype(np.float64),
+                "value_0_100": self.scaled,
+                "special": self.special,
+            }
+        )
+
+
+def build_overlay(tokenizer, input_ids, values, title: str, note: str) -> Overlay:
+    """Tokens as text with their values; special and pad tokens flagged."""
+    from attnlens.tokens import special_ids, surface_pieces
+
+    ids = [int(i) for i in input_ids]
+    pieces = surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens(ids))
+    special = np.array([i in special_ids(tokenizer) for i in ids], dtype=bool)
+    return Overlay(
+        tokens=[p[0] for p in pieces],
+        starts_word=[p[1] or s for p, s in zip(pieces, special, strict=True)],
+        values=np.asarray(values, dtype=np.float64),
+        special=special,
+        title=title,
+        note=note,
+    )
+
+
+def render_html(overlay: Overlay) -> str:
+    """A self-contained HTML page (inline styles, no scripts or external files)."""
+    parts = []
+    for i, (tok, start, value) in enumerate(zip(overlay.tokens, overlay.starts_word, overlay.scaled, strict=True)):
+        if i and start:
+            parts.append(" ")
+        raw = overlay.values[i]
+        style = "background:#d9d9d9;color:#555" if np.isnan(value) else f"background:rgba(215,25,28,{value / 100:.3f})"
+        parts.append(f'<span style="{style}" title="{i}: {raw:.4g}">{html.escape(tok) or "&#9251;"}</span>')
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(overlay.title)}</title>"
+        "<style>body{font-family:Georgia,serif;max-width:60em;margin:2em auto;line-height:1.9}"
+        "span{padding:0 1px;border-radius:2px}p.note{font:0.85em sans-serif;color:#555}</style></head>\n"
+        f'<body><h1 style="font-size:1.2em">{html.escape(overlay.title)}</h1>\n'
+        f'<p class="note">{html.escape(overlay.note)}. Colour: received attention rescaled to 0–100 over '
+        "non-special tokens; grey = special token (not on the scale). Hover a token for its raw value.</p>\n"
+        f"<p>{''.join(parts)}</p>\n</body></html>\n"
+    )
+
+
+def render_latex(overlay: Overlay) -> str:
+    """The original's ``standalone`` + ``\\colorbox`` document, every special character escaped."""
+    boxes = []
+    for i, (tok, start, value) in enumerate(zip(overlay.tokens, overlay.starts_word, overlay.scaled, strict=True)):
+        sep = " " if i and start else ""
+        colour = "gray!25" if np.isnan(value) else f"red!{value:.6f}"
+        boxes.append(f"{sep}\\colorbox{{{colour}}}{{\\strut {latex_escape(tok)}}}")
+    note = overlay.note.replace("\n", " ")
+    return (
+        f"% attnlens overlay: {overlay.title}\n% {note}\n"
+        "\\documentclass[varwidth]{standalone}\n"
+        "\\special{papersize=210mm,297mm}\n"
+        "\\usepackage{color}\n\\usepackage{tcolorbox}\n\\usepackage{CJK}\n\\usepackage{adjustbox}\n"
+        "\\tcbset{width=0.9\\textwidth,boxrule=0pt,colback=red,arc=0pt,auto outer arc,left=0pt,right=0pt,"
+        "boxsep=5pt}\n"
+        "\\begin{document}\n\\begin{CJK*}{UTF8}{gbsn}\n"
+        "{\\setlength{\\fboxsep}{0pt}\\colorbox{white!0}{\\parbox{0.9\\textwidth}{\n"
+        + "".join(boxes)
+        + "\n}}}\n\\end{CJK*}\n\\end{document}\n"
+    )
+
+
+def tex_engine() -> str | None:
+    """The first of pdflatex / xelatex / lualatex on the PATH, or None."""
+    for engine in ("pdflatex", "xelatex", "lualatex"):
+        if shutil.which(engine):
+            return engine
+    return None
+
+
+def compile_pdf(tex_path: Path, pdf_path: Path) -> bool:
+    """Compile with the available TeX engine; False (and a notice) when there is none or it fails."""
+    engine = tex_engine()
+    if engine is None:
+        log.info("no TeX engine on the PATH: %s not compiled (install TeX Live for the PDF)", tex_path.name)
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run(
+            [engine, "-interaction=nonstopmode", "-halt-on-error", f"-output-directory={tmp}", str(tex_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        produced = Path(tmp) / (tex_path.stem + ".pdf")
+        if run.returncode != 0 or not produced.exists():
+            log.warning("%s failed on %s; last lines:\n%s", engine, tex_path.name, run.stdout[-800:])
+            return False
+        with atomic_path(pdf_path) as out:
+            shutil.copyfile(produced, out)
+    return True
+
+
+def render_png(overlay: Overlay, path: Path, dpi: int = 150, width_in: float = 11.0) -> None:
+    """Tokens laid out as wrapped text with coloured backgrounds (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("Reds")
+    fontsize = 9
+    line_h = fontsize * 1.9 / 72  # inches
+    fig = plt.figure(figsize=(width_in, 2.0))
+    renderer = fig.canvas.get_renderer()
+    margin, space = 0.2, 0.05
+    widths = []
+    for tok in overlay.tokens:
+        probe = fig.text(0, 0, tok or "␣", fontsize=fontsize)
+        widths.append(probe.get_window_extent(renderer).width / fig.dpi)
+        probe.remove()
+    # words = runs of pieces; a line breaks before a word, never inside one
+    starts = [i for i, s in enumerate(overlay.starts_word) if s or i == 0]
+    bounds = list(zip(starts, [*starts[1:], len(overlay.tokens)], strict=True))
+    x, y = margin, 0.0
+    placed = []
+    for a, b in bounds:
+        word_w = sum(widths[a:b])
+        if x > margin and x + space + word_w > width_in - margin:
+            x, y = margin, y + line_h
+        elif x > margin:
+            x += space
+        for i in range(a, b):
+            value = overlay.scaled[i]
+            colour = "#d9d9d9" if np.isnan(value) else cmap(0.85 * value / 100)
+            placed.append((x, y, overlay.tokens[i] or "␣", colour))
+            x += widths[i]
+    height = y + line_h + 0.9
+    fig.set_size_inches(width_in, height)
+    fig.text(margin / width_in, 1 - 0.25 / height, overlay.title, fontsize=11, weight="bold", va="top")
+    for x, y, text, colour in placed:
+        fig.text(
+            x / width_in,
+            1 - (0.75 + y) / height,
+            text,
+            fontsize=fontsize,
+            va="top",
+            bbox={"facecolor": colour, "edgecolor": "none", "pad": 0.6},
+        )
+    _save_png(fig, path, dpi)
+
+
+def _save_png(fig, path: Path, dpi: int) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png", metadata={"Software": "attnlens"})
+    plt.close(fig)
+
+
+def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
+    """``<stem>.html``, ``.tex``, ``.png``, ``.csv`` and, with a TeX engine, ``.pdf``."""
+    written = []
+    for suffix, text in ((".html", render_html(overlay)), (".tex", render_latex(overlay))):
+        path = stem.with_suffix(suffix)
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        written.append(path)
+    csv = stem.with_suffix(".csv")
+    with atomic_path(csv) as tmp:
+        overlay.table().to_csv(tmp, index=False)
+    written.append(csv)
+    png = stem.with_suffix(".png")
+    render_png(overlay, png, dpi)
+    written.append(png)
+    if compile_pdf(stem.with_suffix(".tex"), stem.with_suffix(".pdf")):
+        written.append(stem.with_suffix(".pdf"))
+    return written
+
+
+def _file_stem(example_id: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(example_id))
+
+
+def run_render_overlays(cfg, summary_paths, selection_path, importance_path, model_dir, out_dir) -> list[Path]:
+    """Rule ``render_overlays``: every showcased example × ``cfg.overlay_layers`` × {unscaled, scaled}."""
+    from attnlens.attention import layer_configuration, load_summaries
+    from attnlens.importance import load_importance, zero_heads
+    from attnlens.io import atomic_dir, load_json
+    from attnlens.modeling import load_tokenizer
+    from attnlens.prediction import SELECTION_SCHEMA
+
+    summaries = load_summaries(summary_paths)
+    tokenizer = load_tokenizer(model_dir)
+    importance = load_importance(importance_path, cfg.mode)
+    zeros = zero_heads(importance)
+    if zeros:
+        log.warning("%s head importance is 0 for (layer, head) %s: scaled overlays drop them", cfg.mode, zeros)
+    roles: dict[str, list[str]] = {}
+    info: dict[str, dict] = {}
+    for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]:
+        roles.setdefault(e["example_id"], []).append(e["role"])
+        info[e["example_id"]] = e
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        for eid, example_roles in roles.items():
+            ex = summaries.examples[eid]
+            e = info[eid]
+            for layers in cfg.overlay_layers:
+                for scaled in (False, True):
+                    values = layer_configuration(ex.received, layers, importance if scaled else None)
+                    scaling = (
+                        f"scaled by the {cfg.mode} head importance ({importance_path}; zero heads {zeros or 'none'})"
+                        if scaled
+                        else "unscaled"
+                    )
+                    title = (
+                        f"{eid} ({', '.join(example_roles)}; label {e['label']}, predicted {e['pred']}): "
+                        f"received attention, {layers} layer{'s' if layers != 'last' else ''}, {scaling.split(' (')[0]}"
+                    )
+                    note = f"layer configuration {layers}; {scaling}"
+                    overlay = build_overlay(tokenizer, ex.input_ids, values.numpy(), title, note)
+                    name = f"{_file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
+                    written += write_overlay(overlay, tmp / name, cfg.dpi)
+    return [Path(out_dir) / p.name for p in written]

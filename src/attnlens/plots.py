@@ -1,0 +1,321 @@
+"""Figures of the attention stage (PNG + PDF, 1-based layer and head labels; paper Figs 2, 4–7).
+
+Every figure is written through :func:`save_figure` (atomic, both formats). The layers × heads grid
+of binned attention is drawn as one mosaic image rather than 144 sub-plots, so a 12 × 12 grid of
+128 × 128 images renders in about a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from attnlens.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+SCALES = ("log", "linear", "rank")
+
+
+def save_figure(fig, stem: str | Path, dpi: int = 150) -> list[Path]:
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically and close the figure."""
+    stem = Path(stem)
+    written = []
+    for suffix in (".png", ".pdf"):
+        path = stem.with_suffix(suffix)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=suffix[1:], metadata=_metadata(suffix))
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def _metadata(suffix: str) -> dict:
+    # fixed metadata keeps the files reproducible byte for byte (no creation date)
+    return {"Software": "attnlens"} if suffix == ".png" else {"Creator": "attnlens", "CreationDate": None}
+
+
+def scale_per_head(images: np.ndarray, scale: str) -> np.ndarray:
+    """Map each head's image ``(…, B, B)`` to [0, 1]; NaN cells (no real token) stay NaN.
+
+    ``linear``: min–max per head (the original's per-head scaling, over real cells only);
+    ``log``: min–max of ``log10`` with the head's smallest positive value as floor;
+    ``rank``: percentile rank of each cell within its head.
+    """
+    out = np.full(images.shape, np.nan)
+    flat_in = images.reshape(-1, images.shape[-2] * images.shape[-1])
+    flat_out = out.reshape(flat_in.shape)
+    for i, row in enumerate(flat_in):
+        ok = np.isfinite(row)
+        if not ok.any():
+            continue
+        v = row[ok].astype(np.float64)
+        if scale == "log":
+            positive = v[v > 0]
+            floor = positive.min() if len(positive) else 1.0
+            v = np.log10(np.maximum(v, floor))
+        elif scale == "rank":
+            from scipy.stats import rankdata
+
+            v = (rankdata(v) - 1) / max(len(v) - 1, 1)
+        elif scale != "linear":
+            raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
+        span = v.max() - v.min()
+        flat_out[i, ok] = (v - v.min()) / span if span > 0 else 0.0
+    return out
+
+
+def plot_attention_grid(images: np.ndarray, stem, title: str, scale: str = "log", dpi: int = 150) -> list[Path]:
+    """Layers × heads grid of attention images ``(L, H, B, B)`` (rows = query bins, columns = key bins).
+
+    Paper Fig 2 / 4a (one example) and Fig 4b (dataset aggregate).
+    """
+    n_layers, n_heads, b, _ = images.shape
+    scaled = scale_per_head(images, scale)
+    gap = max(1, b // 16)
+    mosaic = np.full((n_layers * (b + gap) - gap, n_heads * (b + gap) - gap), np.nan)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            r, c = layer * (b + gap), head * (b + gap)
+            mosaic[r : r + b, c : c + b] = scaled[layer, head]
+    size = min(20.0, max(6.0, 0.9 * max(n_layers, n_heads)))
+    fig, ax = plt.subplots(figsize=(size, size * n_layers / n_heads + 0.6))
+    cmap = plt.get_cmap("Reds").with_extremes(bad="white")
+    ax.imshow(mosaic, cmap=cmap, interpolation="nearest", vmin=0, vmax=1)
+    ax.set_xticks([h * (b + gap) + b / 2 for h in range(n_heads)], [str(h + 1) for h in range(n_heads)])
+    ax.set_yticks([layer * (b + gap) + b / 2 for layer in range(n_layers)], [str(i + 1) for i in range(n_layers)])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(f"{title}\n(rows: attending query, columns: attended key; {scale} colour scale per head)")
+    return save_figure(fig, stem, dpi)
+
+
+def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) -> list[Path]:
+    """One heat-map per importance matrix (e.g. legacy, fixed, global share), 1-based axes."""
+    import seaborn as sns
+
+    names = list(matrices)
+    n_layers, n_heads = next(iter(matrices.values())).shape
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names) + 1, 0.35 * n_layers + 2), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        m = np.asarray(matrices[name], dtype=float)
+        sns.heatmap(
+            m,
+            ax=ax,
+            cmap="viridis",
+            annot=n_layers * n_heads <= 144,
+            fmt=".2f",
+            annot_kws={"fontsize": 6},
+            xticklabels=[str(h + 1) for h in range(n_heads)],
+            yticklabels=[str(i + 1) for i in range(n_layers)],
+            cbar_kws={"shrink": 0.8},
+        )
+        ax.set_title(name)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+    fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+def _labels(table: pd.DataFrame) -> list[str]:
+    """``token`` or, for tables by position, ``token (position)``."""
+    if "position" not in table:
+        return [str(t) for t in table["token"]]
+    return [f"{t} ({p})" for t, p in zip(table["token"], table["position"], strict=True)]
+
+
+def _bars(ax, labels, values, title: str) -> None:
+    ax.bar(range(len(values)), values, color="#b2182b")
+    ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=9)
+    ax.set_title(title, fontsize=11)
+    ax.set_ylabel("count")
+
+
+def plot_topk_counts(tables: dict[str, pd.DataFrame], stem, top_n: int, title: str, dpi: int = 150) -> list[Path]:
+    """Paper Fig 5 a–d: top attended / attending tokens counted by type and by position."""
+    order = [
+        ("attended_by_type", "attended tokens (by type)"),
+        ("attended_by_position", "attended tokens (by instance)"),
+        ("attending_by_type", "attending tokens (by type)"),
+        ("attending_by_position", "attending tokens (by instance)"),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    for ax, (key, label) in zip(axes.flat, order, strict=True):
+        t = tables[key].head(top_n)
+        _bars(ax, _labels(t), t["count"].to_numpy(), f"count of {label}")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+def plot_intersections(by_type: pd.DataFrame, by_position: pd.DataFrame, stem, title: str, dpi: int = 150):
+    """Paper Fig 7: tokens (a) and positions (b) among both the top attended and top attending."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, table, what in ((axes[0], by_type, "token"), (axes[1], by_position, "position")):
+        if table.empty:
+            ax.text(0.5, 0.5, "no overlap", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
+        labels = _labels(table)
+        x = np.arange(len(table))
+        ax.bar(x - 0.2, table["count_attended"], 0.4, label="attended", color="#b2182b")
+        ax.bar(x + 0.2, table["count_attending"], 0.4, label="attending", color="#2166ac")
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=9)
+        ax.set_title(f"intersection by {what}")
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+def plot_token_occurrences(table: pd.DataFrame, token: str, stem, title: str, dpi: int = 150):
+    """Paper Fig 6: count of each instance (position) of one token among the attending partners."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(table) + 2), 4.5))
+    if table.empty:
+        ax.text(0.5, 0.5, f"{token!r} is never an attending partner", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        _bars(ax, [f"{token} ({p})" for p in table["position"]], table["count"].to_numpy(), f"instances of {token!r}")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+# --- rules ------------------------------------------------------------------------------------
+
+
+def _selection(selection_path) -> list[dict]:
+    from attnlens.io import load_json
+    from attnlens.prediction import SELECTION_SCHEMA
+
+    return load_json(selection_path, SELECTION_SCHEMA)["examples"]
+
+
+def run_plot_head_importance(cfg, importance_path, stem) -> list[Path]:
+    """Rule ``plot_head_importance``: legacy and fixed matrices and the global projections' share."""
+    from attnlens.importance import IMPORTANCE_SCHEMA
+    from attnlens.io import load_tensors
+
+    t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
+    fixed_cfg = prov["config"]
+    total = (t["fixed_local"] + t["fixed_global"]).numpy()
+    share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
+    matrices = {
+        "legacy (T3-vis: summed gradients, local only, min-max)": t["legacy"].numpy(),
+        f"fixed ({fixed_cfg['estimator']}, local + global, {fixed_cfg['normalisation']})": t["fixed"].numpy(),
+        "fixed: share from global projections": share,
+    }
+    return plot_head_importance(matrices, stem, cfg.dpi)
+
+
+def run_plot_attention(
+    cfg, bins: int, summary_paths, band_paths, selection_path, heatmap_dir, aggregate_stem, aggregate_path
+) -> None:
+    """Rule ``plot_attention``: per showcased example (Fig 2 / 4a) and dataset aggregate (Fig 4b) grids."""
+    import torch
+
+    from attnlens.attention import bin_cells, binned_image, load_bands, load_summaries
+    from attnlens.io import atomic_dir, provenance, save_tensors
+    from attnlens.overlays import _file_stem
+
+    summaries = load_summaries(summary_paths)
+    count = summaries.position_count
+    n_max = len(count)
+    cells = bin_cells([n_max], bins, n_max).numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = summaries.aggregate.numpy() / cells
+    n = len(summaries.examples)
+    plot_attention_grid(
+        mean,
+        aggregate_stem,
+        f"mean attention over {n} test examples (each cell over the examples where both tokens are real)",
+        cfg.heatmap_scale,
+        cfg.dpi,
+    )
+    prov = provenance("attention_aggregate/v1", cfg.to_dict(), None, n_examples=n, n_max=n_max, bins=bins)
+    save_tensors({"mean": torch.from_numpy(mean).float(), "position_count": count}, aggregate_path, prov)
+    seen = set()
+    with atomic_dir(heatmap_dir) as tmp:
+        for e in _selection(selection_path):
+            eid = e["example_id"]
+            if eid in seen:
+                continue
+            seen.add(eid)
+            bands, _ = load_bands(band_paths, eid)
+            length = bands[0].length
+            images = torch.stack([binned_image(b, bins) for b in bands]).double().numpy()
+            own = bin_cells([length], bins, length).numpy()
+            with np.errstate(invalid="ignore", divide="ignore"):
+                images = np.where(own > 0, images / own, np.nan)
+            roles = ", ".join(x["role"] for x in _selection(selection_path) if x["example_id"] == eid)
+            title = f"example {eid} ({roles}; label {e['label']}, predicted {e['pred']}; {length} tokens)"
+            plot_attention_grid(images, tmp / _file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
+
+
+def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, figures_dir) -> dict:
+    """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
+    from attnlens.attention import count_topk, intersect_counts, load_summaries
+    from attnlens.errors import InputError
+    from attnlens.io import atomic_path
+    from attnlens.modeling import load_tokenizer
+    from attnlens.tokens import display_tokens, stopword_source, token_mask
+
+    chosen = [e for e in _selection(selection_path) if cfg.topk_role in (e["role"], e["example_id"])]
+    if not chosen:
+        roles = sorted({e["role"] for e in _selection(selection_path)})
+        raise InputError(
+            str(selection_path), "figures.topk_role", f"expected a role {roles} or showcased id, got {cfg.topk_role!r}"
+        )
+    eid = chosen[0]["example_id"]
+    ex = load_summaries(summary_paths).examples[eid]
+    if ex.topk is None:
+        raise InputError("config", "attention.topk_for", f"expected top-k tables for showcased example {eid!r}")
+    tokenizer = load_tokenizer(model_dir)
+    ids = ex.input_ids.tolist()
+    if cfg.mask in ("alpha_stop_legacy", "alnum_legacy"):  # the original grouped by the Ġ-stripped raw token
+        labels = [t.replace("Ġ", "") for t in tokenizer.convert_ids_to_tokens(ids)]
+    else:
+        labels = display_tokens(tokenizer, ids)
+    keep = token_mask(tokenizer, ids, cfg.mask)
+    tables = {}
+    for kind in ("attended", "attending"):
+        by_type, by_pos = count_topk(ex.topk[f"{kind}_idx"], labels, keep)
+        tables[f"{kind}_by_type"], tables[f"{kind}_by_position"] = by_type, by_pos
+    tables["intersection_by_type"] = intersect_counts(
+        tables["attended_by_type"], tables["attending_by_type"], cfg.top_n, "token"
+    )
+    tables["intersection_by_position"] = intersect_counts(
+        tables["attended_by_position"], tables["attending_by_position"], cfg.top_n, "position"
+    )
+    token = cfg.token_of_interest or (
+        tables["attending_by_type"]["token"].iloc[0] if len(tables["attending_by_type"]) else ""
+    )
+    att = tables["attending_by_position"]
+    tables["token_occurrences"] = att[att["token"] == token].reset_index(drop=True)
+    tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
+    for name, table in tables.items():
+        with atomic_path(tables_dir / f"topk_{name}.csv") as tmp:
+            table.to_csv(tmp, index=False)
+    k = ex.topk["attended_idx"].shape[-1]
+    title = f"example {eid} ({cfg.topk_role}), top-{k} partners over all layers and heads, mask {cfg.mask}"
+    plot_topk_counts(tables, figures_dir / "topk_counts", cfg.top_n, title, cfg.dpi)
+    plot_intersections(
+        tables["intersection_by_type"],
+        tables["intersection_by_position"],
+        figures_dir / "topk_intersections",
+        title,
+        cfg.dpi,
+    )
+    plot_token_occurrences(tables["token_occurrences"], token, figures_dir / "topk_token_occurrences", title, cfg.dpi)
+    log.info("top-k counts of %s with mask %s (stopwords: %s)", eid, cfg.mask, stopword_source())
+    return {"example_id": eid, "token_of_interest": token}

@@ -1,0 +1,77 @@
+rule plot_head_importance:
+    input:
+        importance="results/importance/head_importance.safetensors",
+    output:
+        multiext("results/paper/figures/head_importance", ".png", ".pdf"),
+    log:
+        "results/logs/plot_head_importance/plot_head_importance.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/plot_head_importance.py"
+
+
+rule plot_attention:
+    input:
+        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        bands=attention_shards("results/attention/bands/shard{shard}.safetensors"),
+        selection="results/predictions/selection.json",
+    output:
+        heatmaps=directory("results/paper/figures/attention_heatmaps"),
+        aggregate=multiext("results/paper/figures/attention_aggregate", ".png", ".pdf"),
+        tensor="results/attention/aggregate.safetensors",
+    log:
+        "results/logs/plot_attention/plot_attention.log",
+    benchmark:
+        "results/benchmarks/plot_attention/plot_attention.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+        bins=lookup(dpath="attention/bins", within=config),
+    script:
+        "../scripts/plot_attention.py"
+
+
+rule count_topk:
+    input:
+        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        selection="results/predictions/selection.json",
+        model="results/models/finetuned",
+    output:
+        tables=expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES),
+        figures=expand(
+            "results/paper/figures/topk_{name}.{ext}",
+            name=["counts", "intersections", "token_occurrences"],
+            ext=["png", "pdf"],
+        ),
+    log:
+        "results/logs/count_topk/count_topk.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/count_topk.py"
+
+
+rule render_overlays:
+    input:
+        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        selection="results/predictions/selection.json",
+        importance="results/importance/head_importance.safetensors",
+        model="results/models/finetuned",
+    output:
+        overlays=directory("results/paper/overlays"),
+    log:
+        "results/logs/render_overlays/render_overlays.log",
+    benchmark:
+        "results/benchmarks/render_overlays/render_overlays.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/render_overlays.py"

@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule count_topk."""
+
+from pathlib import Path
+
+from attnlens.config import FiguresConfig
+from attnlens.logs import log_to
+from attnlens.plots import run_count_topk
+
+with log_to(snakemake.log[0]):
+    run_count_topk(
+        FiguresConfig.from_dict(snakemake.params.cfg),
+        summary_paths=snakemake.input.summaries,
+        selection_path=snakemake.input.selection,
+        model_dir=snakemake.input.model,
+        tables_dir=Path(snakemake.output.tables[0]).parent,
+        figures_dir=Path(snakemake.output.figures[0]).parent,
+    )

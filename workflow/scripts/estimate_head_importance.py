@@ -1,0 +1,15 @@
+"""Snakemake adapter for rule estimate_head_importance."""
+
+from attnlens.config import ImportanceConfig
+from attnlens.importance import run_estimate_head_importance
+from attnlens.logs import log_to, use_threads
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_estimate_head_importance(
+        ImportanceConfig.from_dict(snakemake.params.cfg),
+        model_dir=snakemake.input.model,
+        examples_path=snakemake.input.examples,
+        out_path=snakemake.output.importance,
+        split=snakemake.params.split,
+    )

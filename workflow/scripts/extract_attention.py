@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule extract_attention (one shard)."""
+
+from attnlens.attention import run_extract_attention
+from attnlens.config import AttentionConfig
+from attnlens.logs import log_to, use_threads
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_extract_attention(
+        AttentionConfig.from_dict(snakemake.params.cfg),
+        model_dir=snakemake.input.model,
+        test_path=snakemake.input.test,
+        selection_path=snakemake.input.selection,
+        shard=int(snakemake.wildcards.shard),
+        summary_path=snakemake.output.summary,
+        bands_path=snakemake.output.bands,
+    )

@@ -1,0 +1,19 @@
+"""Snakemake adapter for rule plot_attention."""
+
+from pathlib import Path
+
+from attnlens.config import FiguresConfig
+from attnlens.logs import log_to
+from attnlens.plots import run_plot_attention
+
+with log_to(snakemake.log[0]):
+    run_plot_attention(
+        FiguresConfig.from_dict(snakemake.params.cfg),
+        bins=snakemake.params.bins,
+        summary_paths=snakemake.input.summaries,
+        band_paths=snakemake.input.bands,
+        selection_path=snakemake.input.selection,
+        heatmap_dir=snakemake.output.heatmaps,
+        aggregate_stem=Path(snakemake.output.aggregate[0]).with_suffix(""),
+        aggregate_path=snakemake.output.tensor,
+    )

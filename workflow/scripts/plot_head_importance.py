@@ -1,0 +1,14 @@
+"""Snakemake adapter for rule plot_head_importance."""
+
+from pathlib import Path
+
+from attnlens.config import FiguresConfig
+from attnlens.logs import log_to
+from attnlens.plots import run_plot_head_importance
+
+with log_to(snakemake.log[0]):
+    run_plot_head_importance(
+        FiguresConfig.from_dict(snakemake.params.cfg),
+        importance_path=snakemake.input.importance,
+        stem=Path(snakemake.output[0]).with_suffix(""),
+    )
