@@ -61,8 +61,48 @@ def test_tiny_end_to_end(root, workdir):
     roles = {s["role"] for s in selection}
     assert {"most_confident_0", "most_confident_1"} <= roles
     assert all(s["example_id"] in set(test["example_id"]) for s in selection)
+    _check_attention_stage(res, test, selection, tokenizer)
     again = _snakemake(root, "--directory", str(workdir), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def _check_attention_stage(res, test, selection, tokenizer):
+    import torch
+
+    from attnlens.attention import load_bands, load_summaries, received_attention
+    from attnlens.io import load_tensors
+
+    imp, prov = load_tensors(res / "importance/head_importance.safetensors", "head_importance/v1")
+    assert prov["split"] == "train" and len(prov["example_ids"]) == 4
+    assert imp["fixed"].shape == imp["legacy"].shape == (6, 12)
+    assert imp["legacy"].min() == 0 and imp["legacy"].max() == 1 and imp["fixed"].max() == 1
+    assert (imp["fixed_global"] > 0).all()
+    shards = sorted((res / "attention").glob("shard*.safetensors"))
+    assert len(shards) == 2
+    summaries = load_summaries(shards)
+    assert sorted(summaries.examples) == sorted(test["example_id"])  # every test example, once
+    for ex in summaries.examples.values():
+        n = len(ex.input_ids)
+        assert ex.received.shape == (6, 12, n)
+        assert torch.allclose(ex.received.sum(-1), torch.full((6, 12), float(n)), rtol=1e-4)
+    showcased = {s["example_id"] for s in selection}
+    assert {e for e, ex in summaries.examples.items() if ex.topk is not None} == showcased
+    bands_paths = sorted((res / "attention/bands").glob("shard*.safetensors"))
+    eid = selection[0]["example_id"]
+    bands, _ = load_bands(bands_paths, eid)
+    assert torch.allclose(torch.stack([received_attention(b) for b in bands]), summaries.examples[eid].received)
+    paper = res / "paper"
+    for name in ("head_importance", "attention_aggregate", "topk_counts", "topk_intersections"):
+        for ext in ("png", "pdf"):
+            assert (paper / f"figures/{name}.{ext}").stat().st_size > 1000
+    assert len(list((paper / "figures/attention_heatmaps").glob("*.png"))) == len(showcased)
+    overlays = paper / "overlays"
+    assert len(list(overlays.glob("*.html"))) == 2 * len(showcased)  # last layer × {unscaled, scaled}
+    tex = next(overlays.glob("*_last_unscaled.tex")).read_text(encoding="utf-8")
+    assert tex.count("\\colorbox{") > 10
+    counts = (paper / "tables/topk_attended_by_type.csv").read_text(encoding="utf-8").splitlines()
+    assert counts[0] == "token,count" and len(counts) > 3
+    assert "[CLS]" not in "".join(counts) and ",the," not in "".join(counts)
 
 
 @pytest.mark.workflow

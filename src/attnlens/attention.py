@@ -25,10 +25,10 @@ The dense reconstruction these operations are checked against lives in ``tests/t
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
 
@@ -98,42 +98,32 @@ class Band:
     def n_global(self) -> int:
         return len(self.global_positions)
 
-    @cached_property
+    @property
+    def _layout(self) -> tuple[torch.Tensor, ...]:
+        return _layout(self.n, self.length, self.window, self.x, tuple(self.global_positions.tolist()))
+
+    @property
     def is_global(self) -> torch.Tensor:
         """``(n,)`` bool: the position is a global token."""
-        mask = torch.zeros(self.n, dtype=torch.bool)
-        mask[self.global_positions] = True
-        return mask
+        return self._layout[0]
 
-    @cached_property
+    @property
     def query_ok(self) -> torch.Tensor:
         """``(n,)`` bool: the position's *local* row is used (real and not global)."""
-        return (torch.arange(self.n) < self.length) & ~self.is_global
+        return self._layout[1]
 
-    @cached_property
+    @property
     def slot_keys(self) -> torch.Tensor:
         """``(n, x + w + 1)`` key position of every local slot, ``−1`` where the slot does not count."""
-        n, half = self.n, self.half
-        c = torch.arange(n)[:, None] + torch.arange(self.window + 1)[None, :] - half
-        ok = (c >= 0) & (c < self.length) & self.query_ok[:, None]
-        ok &= ~self.is_global[c.clamp(0, n - 1)]
-        keys = torch.full((n, self.slots), -1, dtype=torch.long)
-        keys[:, self.x :] = torch.where(ok, c, -1)
-        for j, g in enumerate(self.global_positions.tolist()):
-            keys[:, j] = torch.where(self.query_ok, g, -1)
-        return keys
+        return self._layout[2]
 
-    @cached_property
+    @property
     def window_queries(self) -> torch.Tensor:
         """``(n, w + 1)`` for key ``c``, the query of window slot ``w − k'`` that points at it, or ``−1``.
 
         Column ``k'`` holds query ``c − w/2 + k'``, i.e. queries in ascending order.
         """
-        n = self.n
-        q = torch.arange(n)[:, None] - self.half + torch.arange(self.window + 1)[None, :]
-        ok = (q >= 0) & (q < self.length) & self.query_ok[q.clamp(0, n - 1)]
-        ok &= self.query_ok[:, None]  # only real, non-global keys use the window view
-        return torch.where(ok, q, -1)
+        return self._layout[3]
 
     def head_chunks(self, bytes_per_head: int) -> Iterator[slice]:
         """Slices of heads whose working set stays under :data:`CHUNK_BYTES`."""
@@ -154,6 +144,28 @@ class Band:
         if len(bad):
             padded.index_fill_(1, bad + half, 0.0)
         return padded.as_strided((padded.shape[0], n, w + 1), (padded.stride(0), w + 1, w), storage_offset=w)
+
+
+@functools.lru_cache(maxsize=4)
+def _layout(n: int, length: int, window: int, x: int, gpos: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    """Index tensors of a band layout, shared by every layer and head with the same layout.
+
+    Returns ``(is_global, query_ok, slot_keys, window_queries)``; the last two are int32 (−1 = unused).
+    """
+    half = window // 2
+    is_global = torch.zeros(n, dtype=torch.bool)
+    is_global[list(gpos)] = True
+    query_ok = (torch.arange(n) < length) & ~is_global
+    c = torch.arange(n)[:, None] + torch.arange(window + 1)[None, :] - half
+    ok = (c >= 0) & (c < length) & query_ok[:, None] & ~is_global[c.clamp(0, n - 1)]
+    keys = torch.full((n, x + window + 1), -1, dtype=torch.int32)
+    keys[:, x:] = torch.where(ok, c, -1)
+    for j, g in enumerate(gpos):
+        keys[:, j] = torch.where(query_ok, g, -1)
+    q = torch.arange(n)[:, None] - half + torch.arange(window + 1)[None, :]
+    ok = (q >= 0) & (q < length) & query_ok[q.clamp(0, n - 1)] & query_ok[:, None]
+    queries = torch.where(ok, q, -1).to(torch.int32)
+    return is_global, query_ok, keys, queries
 
 
 def bands_from_outputs(
@@ -206,9 +218,46 @@ def received_attention(band: Band) -> torch.Tensor:
 
 def _empty_topk(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (
-        torch.full((band.heads, band.n, k), -1, dtype=torch.long),
+        torch.full((band.heads, band.n, k), -1, dtype=torch.int32),
         band.local.new_zeros(band.heads, band.n, k),
     )
+
+
+#: Block width of the pruned top-k (:func:`_block_topk`).
+TOPK_BLOCK = 16
+
+
+def _block_topk(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values.topk(k)`` over the last axis, computed on the ``k`` blocks with the largest maxima.
+
+    Every one of the ``k`` largest entries lies in one of the ``k`` blocks (of :data:`TOPK_BLOCK`)
+    whose maxima are largest — otherwise ``k`` larger maxima would outrank it — so the top-k of those
+    ``k · TOPK_BLOCK`` candidates (plus the ragged tail) is exact, unless block maxima tie at the cut;
+    such rows are recomputed on the full axis.
+    """
+    m = values.shape[-1]
+    nb = m // TOPK_BLOCK
+    if nb <= 2 * k or values.numel() < 2**16:
+        return values.topk(k, dim=-1)
+    blocks = values[..., : nb * TOPK_BLOCK].unflatten(-1, (nb, TOPK_BLOCK))
+    bmax = blocks.amax(-1)
+    bval, bsel = bmax.topk(k + 1, dim=-1)
+    tie = (bval[..., k - 1] == bval[..., k]) & (bval[..., k - 1] > float("-inf"))
+    bsel = bsel[..., :k]
+    offsets = torch.arange(TOPK_BLOCK)
+    cand = blocks.gather(-2, bsel[..., None].expand(*bsel.shape, TOPK_BLOCK)).flatten(-2)
+    pos = (bsel[..., None] * TOPK_BLOCK + offsets).flatten(-2)
+    if nb * TOPK_BLOCK < m:
+        tail = values[..., nb * TOPK_BLOCK :]
+        cand = torch.cat([cand, tail], -1)
+        tail_pos = torch.arange(nb * TOPK_BLOCK, m).expand(*tail.shape)
+        pos = torch.cat([pos, tail_pos], -1)
+    top_v, top_p = cand.topk(k, dim=-1)
+    top_p = pos.gather(-1, top_p)
+    if tie.any():
+        rows = tie.nonzero(as_tuple=True)
+        top_v[rows], top_p[rows] = values[rows].topk(k, dim=-1)
+    return top_v, top_p
 
 
 def topk_stable(values: torch.Tensor, index: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,7 +277,7 @@ def topk_stable(values: torch.Tensor, index: torch.Tensor, k: int) -> tuple[torc
     if kk == 0:
         top_v, top_p = values[..., :0], index[..., :0]
     else:  # one extra place tells whether a tie straddles the cut (k-th value == (k+1)-th value)
-        top_v, top_p = values.topk(min(kk + 1, m), dim=-1)
+        top_v, top_p = _block_topk(values, min(kk + 1, m))
     if top_v.shape[-1] > kk:
         ambiguous = (top_v[..., kk] == top_v[..., kk - 1]) & (top_v[..., kk - 1] > 0)
         top_v, top_p = top_v[..., :kk], top_p[..., :kk]
@@ -296,7 +345,7 @@ def topk_attending(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     gpos = band.global_positions
     cand_index = band.window_queries
     if nb:
-        from_globals = torch.where(band.query_ok[:, None], gpos[None, :], -1).expand(n, nb)
+        from_globals = torch.where(band.query_ok[:, None], gpos[None, :], -1).to(torch.int32).expand(n, nb)
         cand_index = torch.cat([cand_index, from_globals], -1)
     per_head = n * (band.window + 1 + nb) * (band.local.element_size() + 1) * 3
     for hs in band.head_chunks(per_head):
@@ -411,13 +460,24 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
 
 
 def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str, torch.Tensor]:
-    """``received`` ``(L, H, n)`` and, when ``k`` is given, top-k attended / attending ``(L, H, n, k)``."""
-    out = {"received": torch.stack([received_attention(b) for b in bands]).float()}
+    """``received`` ``(L, H, n)`` and, when ``k`` is given, top-k attended / attending ``(L, H, n, k)``.
+
+    Outputs are allocated once and filled layer by layer (indices int32, scores float32).
+    """
+    n_layers, heads, n = len(bands), bands[0].heads, bands[0].n
+    out = {"received": torch.zeros(n_layers, heads, n)}
     if k is not None:
-        for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
-            pairs = [fn(b, k) for b in bands]
-            out[f"{name}_idx"] = torch.stack([p[0] for p in pairs]).to(torch.int32)
-            out[f"{name}_val"] = torch.stack([p[1] for p in pairs]).float()
+        for name in ("attended", "attending"):
+            out[f"{name}_idx"] = torch.empty(n_layers, heads, n, k, dtype=torch.int32)
+            out[f"{name}_val"] = torch.empty(n_layers, heads, n, k)
+    for layer, band in enumerate(bands):
+        out["received"][layer] = received_attention(band)
+        if k is not None:
+            for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
+                idx, val = fn(band, k)
+                out[f"{name}_idx"][layer] = idx
+                out[f"{name}_val"][layer] = val
+                del idx, val
     return out
 
 
