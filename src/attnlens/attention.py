@@ -455,8 +455,8 @@ BANDS_SCHEMA = "attention_bands/v1"
 def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
     """One example's forward pass with attention outputs, as one :class:`Band` per layer."""
     out = model(**batch, output_attentions=True)
-    glob = out.global_attentions if out.global_attentions is not None else None
-    return bands_from_outputs(out.attentions, glob, batch["attention_mask"], batch.get("global_attention_mask"))[0]
+    mask, gmask = batch["attention_mask"], batch.get("global_attention_mask")
+    return bands_from_outputs(out.attentions, out.global_attentions, mask, gmask)[0]
 
 
 def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str, torch.Tensor]:

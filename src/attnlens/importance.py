@@ -171,7 +171,7 @@ def importance_matrices(raw: dict[str, torch.Tensor], normalisation: str) -> dic
     return out
 
 
-def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path, split: str) -> dict:
+def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path) -> dict:
     """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
     from attnlens.data import load_examples
     from attnlens.io import provenance, save_tensors
@@ -201,12 +201,12 @@ def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path
         if heads:
             log.warning("%s importance is exactly 0 for (layer, head) %s: scaling removes them", name, heads)
     n_layers, n_heads = matrices["fixed"].shape
-    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), split, n_layers, n_heads, seconds)
+    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), cfg.split, n_layers, n_heads, seconds)
     prov = provenance(
         IMPORTANCE_SCHEMA,
         cfg.to_dict(),
         cfg.seed,
-        split=split,
+        split=cfg.split,
         example_ids=[str(e) for e in examples["example_id"]],
         model=str(model_dir),
         zero_heads=zeros,

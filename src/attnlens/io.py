@@ -65,6 +65,13 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def file_stem(name: str) -> str:
+    """A file-name-safe form of an example id (``class/stem`` ids of the folders source contain ``/``)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
+
+
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
     """The commit of the checkout the package runs from, ``+dirty`` when it has local changes, else ``unknown``."""

@@ -251,17 +251,11 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
     return written
 
 
-def _file_stem(example_id: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(example_id))
-
-
 def run_render_overlays(cfg, summary_paths, selection_path, importance_path, model_dir, out_dir) -> list[Path]:
     """Rule ``render_overlays``: every showcased example × ``cfg.overlay_layers`` × {unscaled, scaled}."""
     from attnlens.attention import layer_configuration, load_summaries
     from attnlens.importance import load_importance, zero_heads
-    from attnlens.io import atomic_dir, load_json
+    from attnlens.io import atomic_dir, file_stem, load_json
     from attnlens.modeling import load_tokenizer
     from attnlens.prediction import SELECTION_SCHEMA
 
@@ -295,6 +289,6 @@ def run_render_overlays(cfg, summary_paths, selection_path, importance_path, mod
                     )
                     note = f"layer configuration {layers}; {scaling}"
                     overlay = build_overlay(tokenizer, ex.input_ids, values.numpy(), title, note)
-                    name = f"{_file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
+                    name = f"{file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
                     written += write_overlay(overlay, tmp / name, cfg.dpi)
     return [Path(out_dir) / p.name for p in written]

@@ -225,8 +225,7 @@ def run_plot_attention(
     import torch
 
     from attnlens.attention import bin_cells, binned_image, load_bands, load_summaries
-    from attnlens.io import atomic_dir, provenance, save_tensors
-    from attnlens.overlays import _file_stem
+    from attnlens.io import atomic_dir, file_stem, provenance, save_tensors
 
     summaries = load_summaries(summary_paths)
     count = summaries.position_count
@@ -244,9 +243,10 @@ def run_plot_attention(
     )
     prov = provenance("attention_aggregate/v1", cfg.to_dict(), None, n_examples=n, n_max=n_max, bins=bins)
     save_tensors({"mean": torch.from_numpy(mean).float(), "position_count": count}, aggregate_path, prov)
+    selection = _selection(selection_path)
     seen = set()
     with atomic_dir(heatmap_dir) as tmp:
-        for e in _selection(selection_path):
+        for e in selection:
             eid = e["example_id"]
             if eid in seen:
                 continue
@@ -257,9 +257,9 @@ def run_plot_attention(
             own = bin_cells([length], bins, length).numpy()
             with np.errstate(invalid="ignore", divide="ignore"):
                 images = np.where(own > 0, images / own, np.nan)
-            roles = ", ".join(x["role"] for x in _selection(selection_path) if x["example_id"] == eid)
+            roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
             title = f"example {eid} ({roles}; label {e['label']}, predicted {e['pred']}; {length} tokens)"
-            plot_attention_grid(images, tmp / _file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
+            plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
 
 
 def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, figures_dir) -> dict:

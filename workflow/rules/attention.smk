@@ -17,7 +17,6 @@ rule estimate_head_importance:
         runtime=120,
     params:
         cfg=lookup(dpath="importance", within=config),
-        split=lookup(dpath="importance/split", within=config),
     script:
         "../scripts/estimate_head_importance.py"
 

@@ -11,5 +11,4 @@ with log_to(snakemake.log[0]):
         model_dir=snakemake.input.model,
         examples_path=snakemake.input.examples,
         out_path=snakemake.output.importance,
-        split=snakemake.params.split,
     )
