@@ -116,17 +116,12 @@ def _reference_topk(dense: torch.Tensor, k: int, length: int, axis: str):
 
 
 @pytest.mark.parametrize("k", [1, 3, 40])
-def test_topk_attended_matches_dense(band, k):
-    ref_idx, ref_val = _reference_topk(dense_reference(band), k, band.length, "row")
-    idx, val = topk_attended(band, k)
-    assert torch.equal(idx, ref_idx)
-    assert torch.allclose(val.double(), ref_val, atol=1e-6)
-
-
-@pytest.mark.parametrize("k", [1, 3, 40])
-def test_topk_attending_matches_dense(band, k):
-    ref_idx, ref_val = _reference_topk(dense_reference(band), k, band.length, "column")
-    idx, val = topk_attending(band, k)
+@pytest.mark.parametrize(
+    ("topk", "axis"), [(topk_attended, "row"), (topk_attending, "column")], ids=["attended", "attending"]
+)
+def test_topk_matches_dense(band, k, topk, axis):
+    ref_idx, ref_val = _reference_topk(dense_reference(band), k, band.length, axis)
+    idx, val = topk(band, k)
     assert torch.equal(idx, ref_idx)
     assert torch.allclose(val.double(), ref_val, atol=1e-6)
 

@@ -434,15 +434,16 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
     """
     n_layers = received.shape[0]
     half = n_layers // 2
-    chosen = {"last": slice(n_layers - 1, n_layers), "all": slice(0, n_layers), "lower": slice(0, half)}
-    chosen["upper"] = slice(half, n_layers)
+    chosen = {
+        "last": slice(n_layers - 1, n_layers),
+        "all": slice(0, n_layers),
+        "lower": slice(0, half),
+        "upper": slice(half, n_layers),
+    }
     if layers not in chosen:
         raise ValueError(f"unknown layer configuration {layers!r}; expected one of {sorted(chosen)}")
     values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
     return values[chosen[layers]].sum((0, 1))
-
-
-LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
 
 
 # --- extraction: one forward pass per example, summaries per shard ------------------------------
