@@ -331,25 +331,3 @@ def test_summaries_of_a_real_forward(tiny_classifier):
     assert torch.allclose(out["received"].sum(-1), torch.full((2, 2), float(n)), atol=1e-4)
     assert out["attended_idx"].shape == (2, 2, n, 4) and out["attended_idx"].dtype == torch.int32
     assert position_counts([3, 1, 2]).tolist() == [3, 2, 1]
-
-
-def test_block_pruned_topk_is_exact_with_ties():
-    """The pruned top-k equals torch.topk on inputs large enough to take the block path, with ties
-    (values on a coarse grid), -inf runs and a ragged tail."""
-    from attnlens.attention import TOPK_BLOCK, _block_topk, topk_stable
-
-    g = torch.Generator().manual_seed(0)
-    values = torch.randint(0, 50, (4, 200, 64 * TOPK_BLOCK + 5), generator=g).float() / 50
-    values[:, :40] = float("-inf")
-    values[:, 40:60, 100:] = float("-inf")
-    for k in (1, 11):
-        got_v, got_p = _block_topk(values, k)
-        ref_v, _ = values.topk(k, dim=-1)
-        assert torch.equal(got_v, ref_v)
-        assert torch.equal(values.gather(-1, got_p), got_v)
-    index = torch.arange(values.shape[-1]).expand_as(values)
-    idx, _ = topk_stable(values, index, 10)
-    for row in [(0, 45), (3, 100), (2, 199), (1, 50)]:
-        line = values[row]
-        ranked = sorted((-float(v), j) for j, v in enumerate(line.tolist()) if v > 0)[:10]
-        assert idx[row].tolist() == [j for _, j in ranked]

@@ -18,7 +18,8 @@ The semantics follow paper_spec §5.2 exactly and do not trust the model's zeros
 pad keys, local rows of global queries, window slots that point outside the sequence, at padding or
 at a global token (which is reached through its own global slot) are all excluded by index, never by
 ``nonzero``. Ties in top-k are broken deterministically by ``(−score, position)``; partners with
-score 0 are not reported (index −1), which is what the original's ``score ≠ 0`` filter did.
+score 0 are not reported (index −1), which is what the original's ``score ≠ 0`` filter did. Both
+top-k directions run as one compiled pass over the band (:mod:`attnlens.kernels`).
 
 The dense reconstruction these operations are checked against lives in ``tests/test_attention.py``.
 """
@@ -30,7 +31,10 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numba
 import torch
+
+from attnlens.kernels import topk_attended_kernel, topk_attending_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -117,14 +121,6 @@ class Band:
         """``(n, x + w + 1)`` key position of every local slot, ``−1`` where the slot does not count."""
         return self._layout[2]
 
-    @property
-    def window_queries(self) -> torch.Tensor:
-        """``(n, w + 1)`` for key ``c``, the query of window slot ``w − k'`` that points at it, or ``−1``.
-
-        Column ``k'`` holds query ``c − w/2 + k'``, i.e. queries in ascending order.
-        """
-        return self._layout[3]
-
     def head_chunks(self, bytes_per_head: int) -> Iterator[slice]:
         """Slices of heads whose working set stays under :data:`CHUNK_BYTES`."""
         step = max(1, CHUNK_BYTES // max(1, bytes_per_head))
@@ -150,7 +146,7 @@ class Band:
 def _layout(n: int, length: int, window: int, x: int, gpos: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
     """Index tensors of a band layout, shared by every layer and head with the same layout.
 
-    Returns ``(is_global, query_ok, slot_keys, window_queries)``; the last two are int32 (−1 = unused).
+    Returns ``(is_global, query_ok, slot_keys)``; ``slot_keys`` is int32 (−1 = unused).
     """
     half = window // 2
     is_global = torch.zeros(n, dtype=torch.bool)
@@ -162,10 +158,7 @@ def _layout(n: int, length: int, window: int, x: int, gpos: tuple[int, ...]) -> 
     keys[:, x:] = torch.where(ok, c, -1)
     for j, g in enumerate(gpos):
         keys[:, j] = torch.where(query_ok, g, -1)
-    q = torch.arange(n)[:, None] - half + torch.arange(window + 1)[None, :]
-    ok = (q >= 0) & (q < length) & query_ok[q.clamp(0, n - 1)] & query_ok[:, None]
-    queries = torch.where(ok, q, -1).to(torch.int32)
-    return is_global, query_ok, keys, queries
+    return is_global, query_ok, keys
 
 
 def bands_from_outputs(
@@ -216,150 +209,46 @@ def received_attention(band: Band) -> torch.Tensor:
     return out
 
 
-def _empty_topk(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return (
-        torch.full((band.heads, band.n, k), -1, dtype=torch.int32),
-        band.local.new_zeros(band.heads, band.n, k),
-    )
+def _as_numpy(t: torch.Tensor):
+    """A NumPy view (no copy on CPU; strided views stay strided — the kernels take any layout)."""
+    return t.detach().cpu().numpy()
 
 
-#: Block width of the pruned top-k (:func:`_block_topk`).
-TOPK_BLOCK = 16
-
-
-def _block_topk(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``values.topk(k)`` over the last axis, computed on the ``k`` blocks with the largest maxima.
-
-    Every one of the ``k`` largest entries lies in one of the ``k`` blocks (of :data:`TOPK_BLOCK`)
-    whose maxima are largest — otherwise ``k`` larger maxima would outrank it — so the top-k of those
-    ``k · TOPK_BLOCK`` candidates (plus the ragged tail) is exact, unless block maxima tie at the cut;
-    such rows are recomputed on the full axis.
-    """
-    m = values.shape[-1]
-    nb = m // TOPK_BLOCK
-    if nb <= 2 * k or values.numel() < 2**16:
-        return values.topk(k, dim=-1)
-    blocks = values[..., : nb * TOPK_BLOCK].unflatten(-1, (nb, TOPK_BLOCK))
-    bmax = blocks.amax(-1)
-    bval, bsel = bmax.topk(k + 1, dim=-1)
-    tie = (bval[..., k - 1] == bval[..., k]) & (bval[..., k - 1] > float("-inf"))
-    bsel = bsel[..., :k]
-    offsets = torch.arange(TOPK_BLOCK)
-    cand = blocks.gather(-2, bsel[..., None].expand(*bsel.shape, TOPK_BLOCK)).flatten(-2)
-    pos = (bsel[..., None] * TOPK_BLOCK + offsets).flatten(-2)
-    if nb * TOPK_BLOCK < m:
-        tail = values[..., nb * TOPK_BLOCK :]
-        cand = torch.cat([cand, tail], -1)
-        tail_pos = torch.arange(nb * TOPK_BLOCK, m).expand(*tail.shape)
-        pos = torch.cat([pos, tail_pos], -1)
-    top_v, top_p = cand.topk(k, dim=-1)
-    top_p = pos.gather(-1, top_p)
-    if tie.any():
-        rows = tie.nonzero(as_tuple=True)
-        top_v[rows], top_p[rows] = values[rows].topk(k, dim=-1)
-    return top_v, top_p
-
-
-def topk_stable(values: torch.Tensor, index: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top ``k`` of ``values`` along the last axis, ordered by (−value, index), positive values only.
-
-    Args:
-        values: ``(..., m)`` scores; entries to ignore should be ``-inf`` or ``≤ 0``.
-        index: ``(..., m)`` (broadcastable) position of each entry, ``−1`` for ignored ones.
-        k: how many to keep.
-
-    Returns:
-        ``(positions, scores)``, each ``(..., k)``; unused places hold position −1 and score 0.
-    """
-    index = index.expand_as(values)
-    m = values.shape[-1]
-    kk = min(k, m)
-    if kk == 0:
-        top_v, top_p = values[..., :0], index[..., :0]
-    else:  # one extra place tells whether a tie straddles the cut (k-th value == (k+1)-th value)
-        top_v, top_p = _block_topk(values, min(kk + 1, m))
-    if top_v.shape[-1] > kk:
-        ambiguous = (top_v[..., kk] == top_v[..., kk - 1]) & (top_v[..., kk - 1] > 0)
-        top_v, top_p = top_v[..., :kk], top_p[..., :kk]
-    else:
-        ambiguous = None
-    top_i = index.gather(-1, top_p)
-    if ambiguous is not None and ambiguous.any():  # decide the tie by position, for those rows only
-        rows = ambiguous.nonzero(as_tuple=True)
-        sub_v, sub_i = values[rows], index[rows]
-        by_pos = sub_i.argsort(dim=-1, stable=True)
-        by_score = (-sub_v.gather(-1, by_pos)).argsort(dim=-1, stable=True)[:, :kk]
-        chosen = by_pos.gather(-1, by_score)
-        top_v[rows] = sub_v.gather(-1, chosen)
-        top_i[rows] = sub_i.gather(-1, chosen)
-    by_pos = top_i.argsort(dim=-1, stable=True)
-    by_score = (-top_v.gather(-1, by_pos)).argsort(dim=-1, stable=True)
-    order = by_pos.gather(-1, by_score)
-    top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
-    keep = top_v > 0
-    top_i = torch.where(keep, top_i, -1)
-    top_v = torch.where(keep, top_v, torch.zeros_like(top_v))
-    if kk < k:
-        pad = (*top_v.shape[:-1], k - kk)
-        top_i = torch.cat([top_i, top_i.new_full(pad, -1)], -1)
-        top_v = torch.cat([top_v, top_v.new_zeros(pad)], -1)
-    return top_i, top_v
-
-
-def _global_rows_topk(band: Band, k: int, idx: torch.Tensor, val: torch.Tensor) -> None:
-    """Fill the rows of the global queries: each attends to every real key."""
-    length = band.length
-    keys = torch.arange(length)
-    for j, g in enumerate(band.global_positions.tolist()):
-        i, v = topk_stable(band.global_[:, :length, j], keys, k)
-        idx[:, g], val[:, g] = i, v
+def _run_topk(kernel, band: Band, k: int, *layout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Call a compiled kernel of :mod:`attnlens.kernels` on ``band``; ``(heads, n, k)`` outputs."""
+    idx = torch.full((band.heads, band.n, k), -1, dtype=torch.int32)
+    val = torch.zeros(band.heads, band.n, k, dtype=band.local.dtype)
+    if k == 0 or band.length == 0:
+        return idx, val
+    local = _as_numpy(band.local)
+    glob = local[:, :1, :0] if band.global_ is None else _as_numpy(band.global_)
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    arrays = [_as_numpy(t) for t in layout]
+    kernel(local, glob, *arrays, _as_numpy(band.global_positions.long()), band.length, idx.numpy(), val.numpy())
+    return idx, val
 
 
 def topk_attended(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every query, the ``k`` keys it attends to most.
+    """For every query, the ``k`` keys it attends to most, ordered by ``(−score, key)``.
+
+    A local row's candidates are its used slots; a global token's row is every real key.
 
     Returns:
         ``(keys, scores)``, each ``(heads, n, k)``; pad queries and unused places hold −1 / 0.
     """
-    idx, val = _empty_topk(band, k)
-    keys = band.slot_keys
-    per_head = band.n * band.slots * (band.local.element_size() + 1) * 2
-    for hs in band.head_chunks(per_head):
-        scores = band.local[hs].masked_fill(keys < 0, float("-inf"))
-        idx[hs], val[hs] = topk_stable(scores, keys, k)
-    _global_rows_topk(band, k, idx, val)
-    return idx, val
+    return _run_topk(topk_attended_kernel, band, k, band.query_ok, band.is_global)
 
 
 def topk_attending(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every key, the ``k`` queries attending to it most.
+    """For every key, the ``k`` queries attending to it most, ordered by ``(−score, query)``.
 
-    A real, non-global key is attended by the queries of its window (read from the key-major view)
-    and by every global token; a global key by every real query.
+    A real, non-global key is attended by the local rows of its window and by every global token;
+    a global key by every real query.
 
     Returns:
         ``(queries, scores)``, each ``(heads, n, k)``; pad keys and unused places hold −1 / 0.
     """
-    idx, val = _empty_topk(band, k)
-    n, nb, length = band.n, band.n_global, band.length
-    gpos = band.global_positions
-    cand_index = band.window_queries
-    if nb:
-        from_globals = torch.where(band.query_ok[:, None], gpos[None, :], -1).to(torch.int32).expand(n, nb)
-        cand_index = torch.cat([cand_index, from_globals], -1)
-    per_head = n * (band.window + 1 + nb) * (band.local.element_size() + 1) * 3
-    for hs in band.head_chunks(per_head):
-        cand = band.key_major(hs)
-        cand = torch.cat([cand, band.global_[hs, :n, :nb]], -1) if nb else cand.contiguous()
-        cand.masked_fill_(cand_index < 0, float("-inf"))
-        idx[hs], val[hs] = topk_stable(cand, cand_index, k)
-    queries = torch.arange(length)
-    for j, g in enumerate(gpos.tolist()):
-        column = band.local[:, :length, j] * band.query_ok[:length].to(band.local.dtype)
-        column[:, gpos] = band.global_[:, g, :nb]
-        idx[:, g], val[:, g] = topk_stable(column, queries, k)
-    idx[:, length:], val[:, length:] = -1, 0
-    return idx, val
+    return _run_topk(topk_attending_kernel, band, k, band.query_ok, band.is_global)
 
 
 def bin_edges(n_ref: int, bins: int) -> torch.Tensor:
