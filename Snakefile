@@ -16,6 +16,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/model.smk"
 include: "workflow/rules/attention.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/attribution.smk"
 
 
 rule all:

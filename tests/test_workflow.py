@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint, dry run, a tiny end-to-end run on .test, and bad input through it."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -62,8 +63,91 @@ def test_tiny_end_to_end(root, workdir):
     assert {"most_confident_0", "most_confident_1"} <= roles
     assert all(s["example_id"] in set(test["example_id"]) for s in selection)
     _check_attention_stage(res, test, selection, tokenizer)
+    _check_attribution_stage(res, test, selection, tokenizer)
     again = _snakemake(root, "--directory", str(workdir), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    _check_attribute_resumes(root, workdir)
+
+
+def _check_attribution_stage(res, test, selection, tokenizer):
+    import numpy as np
+
+    from attnlens.attribution import load_attributions, load_embedding_attributions
+
+    shards = sorted((res / "attributions").glob("shard*.parquet"))
+    assert len(shards) == 2 and not list((res / "attributions").glob(".*partial"))
+    frame = load_attributions(shards)
+    assert sorted(frame["example_id"]) == sorted(test["example_id"])  # every test example, once
+    for row in frame.itertuples(index=False):
+        assert len(row.scores) == len(row.input_ids)
+        assert np.sum(row.scores) == pytest.approx(row.gap + row.delta, abs=1e-9)
+        assert row.n_steps in (2, 4) and list(row.rounds_steps)[-1] == row.n_steps
+        assert row.target == int(np.argmax(row.probs))  # target: predicted
+    showcased = {s["example_id"] for s in selection}
+    emb = load_embedding_attributions(res / "attributions/embeddings.parquet")
+    assert set(emb) == showcased and all(set(e["scores"]) == {"word", "position"} for e in emb.values())
+    tables = res / "paper/tables/attributions"
+    for name in ("dataset_pos_sum_over_n_masked", "dataset_neg_mean_unmasked"):
+        for ext in ("csv", "tex", "md"):
+            assert (tables / f"{name}.{ext}").stat().st_size > 100
+    role = selection[0]
+    top = (tables / f"{role['role']}_{role['example_id']}_top_pos_unmasked.csv").read_text(encoding="utf-8")
+    assert top.splitlines()[0] == "token,position,attribution" and len(top.splitlines()) == 11
+    overlays = res / "paper/attribution_overlays"
+    assert len(list(overlays.glob("*.html"))) == len(selection)
+    html = next(overlays.glob("*.html")).read_text(encoding="utf-8")
+    assert "Attribution Score" in html and "hsl(" in html
+    for ext in ("png", "pdf"):
+        assert (res / f"paper/figures/faithfulness_curves.{ext}").stat().st_size > 1000
+    aopc = (res / "paper/tables/faithfulness_aopc.csv").read_text(encoding="utf-8")
+    for name in ("ig", "attention_last", "attention_all", "random"):
+        assert f"\n{name}," in aopc
+    assert "auprc" in (res / "paper/tables/plausibility.csv").read_text(encoding="utf-8")
+
+
+def _check_attribute_resumes(root, workdir):
+    """A shard killed after its first example resumes from its checkpoint; other shards are untouched."""
+    from attnlens import attribution
+    from attnlens.config import AttributionConfig, load_config
+    from attnlens.io import load_parquet
+
+    res = workdir / "results"
+    before, _ = load_parquet(res / "attributions/shard1.parquet")
+    (res / "attributions/shard1.parquet").unlink()
+    plan = _snakemake(root, "--directory", str(workdir), "-n", "--quiet", "rules")
+    assert re.search(r"^attribute\s+1$", plan.stdout, re.M)  # shard 1 only: shard 0 is not recomputed
+    cfg = AttributionConfig.from_dict(load_config(workdir / "config/config.yaml")["attribution"])
+    real = attribution.attribute_example
+    calls = []
+
+    def crash_on_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        return real(*args, **kwargs)
+
+    paths = {
+        "model_dir": res / "models/finetuned",
+        "test_path": res / "data/test.parquet",
+        "predictions_path": res / "predictions/test.parquet",
+        "selection_path": res / "predictions/selection.json",
+        "shard": 1,
+        "out_path": res / "attributions/shard1.parquet",
+    }
+    attribution.attribute_example = crash_on_second
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            attribution.run_attribute(cfg, **paths)
+    finally:
+        attribution.attribute_example = real
+    assert not (res / "attributions/shard1.parquet").exists()
+    assert len(list((res / "attributions/.shard1.parquet.partial").glob("*.parquet"))) == 1
+    done = attribution.run_attribute(cfg, **paths)
+    assert done["resumed"] == 1 and done["n_examples"] == len(before)
+    after, _ = load_parquet(res / "attributions/shard1.parquet")
+    assert list(after["example_id"]) == list(before["example_id"])
+    for a, b in zip(after["scores"], before["scores"], strict=True):
+        assert list(a) == pytest.approx(list(b), abs=1e-6)
 
 
 def _check_attention_stage(res, test, selection, tokenizer):

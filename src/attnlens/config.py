@@ -131,6 +131,31 @@ class AttentionConfig(_Section):
 
 
 @dataclass(frozen=True)
+class AttributionConfig(_Section):
+    n_shards: int = 2
+    target: Literal["predicted", "true", "class_1"] = "predicted"
+    adaptive: bool = True
+    min_steps: int = 8
+    max_steps: int = 32
+    tolerance: float = 0.05
+    n_steps: int = 50
+    showcase_steps: int | None = None
+    internal_batch_size: int = 8
+    autocast: bool = True
+    embeddings_mode: Literal["fixed", "legacy"] = "fixed"
+    embeddings_steps: int = 50
+
+
+@dataclass(frozen=True)
+class FaithfulnessConfig(_Section):
+    fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
+    rankings: tuple[str, ...] = ("ig", "attention_last", "attention_all", "random")
+    batch_size: int = 8
+    plausibility_k: int = 10
+    seed: int = 42
+
+
+@dataclass(frozen=True)
 class FiguresConfig(_Section):
     mode: Literal["fixed", "legacy"] = "fixed"
     mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
@@ -150,6 +175,8 @@ SECTIONS: dict[str, type[_Section]] = {
     "predict": PredictConfig,
     "importance": ImportanceConfig,
     "attention": AttentionConfig,
+    "attribution": AttributionConfig,
+    "faithfulness": FaithfulnessConfig,
     "figures": FiguresConfig,
 }
 

@@ -174,8 +174,19 @@ def compile_pdf(tex_path: Path, pdf_path: Path) -> bool:
     return True
 
 
-def render_png(overlay: Overlay, path: Path, dpi: int = 150, width_in: float = 11.0) -> None:
-    """Tokens laid out as wrapped text with coloured backgrounds (matplotlib)."""
+def render_png(
+    overlay: Overlay,
+    path: Path,
+    dpi: int = 150,
+    width_in: float = 11.0,
+    colours: list | None = None,
+    subtitle: str | None = None,
+) -> None:
+    """Tokens laid out as wrapped text with coloured backgrounds (matplotlib).
+
+    ``colours`` (one per token) overrides the default red scale of :attr:`Overlay.scaled`;
+    ``subtitle`` is a line under the title.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -204,17 +215,23 @@ def render_png(overlay: Overlay, path: Path, dpi: int = 150, width_in: float = 1
         elif x > margin:
             x += space
         for i in range(a, b):
-            value = overlay.scaled[i]
-            colour = "#d9d9d9" if np.isnan(value) else cmap(0.85 * value / 100)
+            if colours is not None:
+                colour = colours[i]
+            else:
+                value = overlay.scaled[i]
+                colour = "#d9d9d9" if np.isnan(value) else cmap(0.85 * value / 100)
             placed.append((x, y, overlay.tokens[i] or "␣", colour))
             x += widths[i]
-    height = y + line_h + 0.9
+    top = 0.75 + (0.3 if subtitle else 0.0)
+    height = y + line_h + top + 0.15
     fig.set_size_inches(width_in, height)
     fig.text(margin / width_in, 1 - 0.25 / height, overlay.title, fontsize=11, weight="bold", va="top")
+    if subtitle:
+        fig.text(margin / width_in, 1 - 0.58 / height, subtitle, fontsize=8.5, va="top", color="#333")
     for x, y, text, colour in placed:
         fig.text(
             x / width_in,
-            1 - (0.75 + y) / height,
+            1 - (top + y) / height,
             text,
             fontsize=fontsize,
             va="top",
@@ -291,4 +308,143 @@ def run_render_overlays(cfg, summary_paths, selection_path, importance_path, mod
                     overlay = build_overlay(tokenizer, ex.input_ids, values.numpy(), title, note)
                     name = f"{file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
                     written += write_overlay(overlay, tmp / name, cfg.dpi)
+    return [Path(out_dir) / p.name for p in written]
+
+
+# --- Captum-style attribution overlay (paper_spec §10, Figs 9 and 16) -------------------------------
+
+
+def captum_colour(a: float) -> tuple[int, int, int]:
+    """Captum's ``visualize_text`` colour as HSL: green for a > 0, red otherwise (a clipped to [−1, 1])."""
+    a = float(np.clip(a, -1, 1))
+    if a > 0:
+        return 120, 75, 100 - int(50 * a)
+    return 0, 75, 100 - int(40 * abs(a))
+
+
+def _hsl_to_rgb(h: int, s: int, lum: int) -> tuple[float, float, float]:
+    import colorsys
+
+    return colorsys.hls_to_rgb(h / 360, lum / 100, s / 100)
+
+
+@dataclass(frozen=True)
+class AttributionRecord:
+    """The fields of Captum's ``VisualizationDataRecord`` for one example."""
+
+    example_id: str
+    tokens: list[str]
+    starts_word: list[bool]
+    scores: np.ndarray  # L2-normalised
+    true_label: str
+    pred_label: str
+    pred_prob: float
+    attr_label: str
+    delta: float
+    n_steps: int
+
+    @property
+    def attr_score(self) -> float:
+        return float(self.scores.sum())
+
+
+def render_attribution_html(rec: AttributionRecord) -> str:
+    """Captum's table (True Label · Predicted Label · Attribution Label · Attribution Score · Word
+    Importance, with the Negative / Neutral / Positive legend), as one self-contained page."""
+    words = []
+    for i, (tok, start, a) in enumerate(zip(rec.tokens, rec.starts_word, rec.scores, strict=True)):
+        h, s, lum = captum_colour(a)
+        sep = " " if i and start else ""
+        words.append(
+            f'{sep}<mark style="background-color:hsl({h},{s}%,{lum}%);padding:0 1px;border-radius:2px" '
+            f'title="{i}: {a:.4f}">{html.escape(tok) or "&#9251;"}</mark>'
+        )
+    legend = "".join(
+        f'<span style="display:inline-block;width:10px;height:10px;border:1px solid;'
+        f'background-color:hsl({h},{s}%,{lum}%)"></span> {name} &nbsp;'
+        for name, (h, s, lum) in (
+            ("Negative", captum_colour(-1)),
+            ("Neutral", (0, 75, 100)),
+            ("Positive", captum_colour(1)),
+        )
+    )
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in ("True Label", "Predicted Label", "Attribution Label", "Attribution Score", "Word Importance")
+    )
+    cells = (
+        f"<td><b>{html.escape(rec.true_label)}</b></td>"
+        f"<td><b>{html.escape(rec.pred_label)} ({rec.pred_prob:.2f})</b></td>"
+        f"<td><b>{html.escape(rec.attr_label)}</b></td>"
+        f"<td><b>{rec.attr_score:.2f}</b></td>"
+        f"<td style='text-align:left;line-height:1.9'>{''.join(words)}</td>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>IG attributions: {html.escape(rec.example_id)}</title>"
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top}</style></head>\n"
+        f"<body><p><b>Legend:</b> {legend}</p>\n<table><tr>{head}</tr><tr>{cells}</tr></table>\n"
+        f'<p style="font-size:0.85em;color:#555">Integrated gradients on the embedding output, '
+        f"{rec.n_steps} Gauss-Legendre steps, convergence delta {rec.delta:.3g}; scores L2-normalised; "
+        "hover a token for its position and score.</p>\n</body></html>\n"
+    )
+
+
+def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, manifest_path, out_dir) -> list[Path]:
+    """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
+    from attnlens.attribution import l2_normalise, load_attributions
+    from attnlens.io import atomic_dir, file_stem, load_json
+    from attnlens.modeling import load_tokenizer
+    from attnlens.prediction import SELECTION_SCHEMA
+    from attnlens.tokens import special_ids, surface_pieces
+
+    tokenizer = load_tokenizer(model_dir)
+    frame = load_attributions(attribution_paths).set_index("example_id")
+    special = special_ids(tokenizer)
+    names = list(load_json(manifest_path)["classes"])
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]:
+            eid = e["example_id"]
+            row = frame.loc[eid]
+            ids = [int(i) for i in row["input_ids"]]
+            raw = tokenizer.convert_ids_to_tokens(ids)
+            pieces = surface_pieces(tokenizer, raw)
+            tokens = [f"#{t.strip('<>[]')}" if i in special else p[0] for i, t, p in zip(ids, raw, pieces, strict=True)]
+            probs = np.asarray(row["probs"])
+            rec = AttributionRecord(
+                example_id=eid,
+                tokens=tokens,
+                starts_word=[p[1] or i in special for i, p in zip(ids, pieces, strict=True)],
+                scores=l2_normalise(np.asarray(row["scores"], dtype=np.float64)),
+                true_label=names[int(row["label"])],
+                pred_label=names[int(np.argmax(probs))],
+                pred_prob=float(probs.max()),
+                attr_label=names[int(row["target"])],
+                delta=float(row["delta"]),
+                n_steps=int(row["n_steps"]),
+            )
+            stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}"
+            with atomic_path(stem.with_suffix(".html")) as out:
+                out.write_text(render_attribution_html(rec), encoding="utf-8")
+            table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
+            with atomic_path(stem.with_suffix(".csv")) as out:
+                table.to_csv(out, index=False)
+            overlay = Overlay(
+                tokens=tokens,
+                starts_word=rec.starts_word,
+                values=rec.scores,
+                special=np.zeros(len(ids), dtype=bool),
+                title=f"{eid} ({e['role']}): integrated gradients toward {rec.attr_label}",
+                note="",
+            )
+            colours = [_hsl_to_rgb(*captum_colour(a)) for a in rec.scores]
+            subtitle = (
+                f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
+                f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
+                f"{rec.n_steps} steps, delta {rec.delta:.2g}"
+            )
+            render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
+            written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
     return [Path(out_dir) / p.name for p in written]

@@ -20,6 +20,11 @@ def attention_shards(pattern):
     return expand(pattern, shard=range(config["attention"]["n_shards"]))
 
 
+def attribution_shards(pattern):
+    """One path per shard of attribute (attribution.n_shards of them)."""
+    return expand(pattern, shard=range(config["attribution"]["n_shards"]))
+
+
 def get_final_outputs():
     """Everything `rule all` builds."""
     return [
@@ -35,6 +40,13 @@ def get_final_outputs():
         "results/paper/figures/attention_aggregate.png",
         "results/paper/figures/topk_counts.png",
         "results/paper/overlays",
+        *attribution_shards("results/attributions/shard{shard}.parquet"),
+        "results/attributions/embeddings.parquet",
+        "results/paper/tables/attributions",
+        "results/paper/attribution_overlays",
+        "results/paper/figures/faithfulness_curves.png",
+        "results/paper/tables/faithfulness_aopc.csv",
+        "results/paper/tables/plausibility.csv",
     ]
 
 

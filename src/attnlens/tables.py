@@ -1,0 +1,194 @@
+"""Paper tables as CSV + LaTeX + Markdown, and the attribution tables of paper_spec §10.
+
+Attribution tables read the L2-normalised IG scores (§9.1 step 6):
+
+* per example — the ``top_n`` most positive and most negative tokens with their positions
+  (Fig 10 a/b), and the scores summed per token type (Fig 10 c/d);
+* over the dataset — per token type, the legacy ``Σ / N`` (sum over every example's per-type sums,
+  divided by the number of examples N, Fig 10 e/f) next to the mean per occurrence with its
+  occurrence and example counts (B-18).
+
+Each table comes masked (``figures.mask``) and unmasked, labelled in its name and caption. In
+``legacy`` mode tokens are grouped by their raw string (with ``Ġ`` / ``##``) and displayed
+stripped — the original's duplicate labels (B-18); ``fixed`` groups by the surface string.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlens.io import atomic_path
+
+logger = logging.getLogger(__name__)
+
+#: Tokens seen fewer times than this are left out of the mean-per-occurrence ranking (too noisy).
+MIN_OCCURRENCES = 3
+
+
+def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
+    """``<stem>.csv``, ``.tex`` (booktabs, every special character escaped) and ``.md``."""
+    from attnlens.overlays import latex_escape
+
+    stem = Path(stem)
+    written = []
+    with atomic_path(stem.with_suffix(".csv")) as tmp:
+        df.to_csv(tmp, index=False)
+    written.append(stem.with_suffix(".csv"))
+    rows = [" & ".join(latex_escape(str(c)) for c in df.columns) + r" \\"]
+    for rec in df.itertuples(index=False):
+        rows.append(" & ".join(latex_escape(_fmt(v)) for v in rec) + r" \\")
+    tex = (
+        "\\begin{table}[ht]\n\\centering\n"
+        f"\\caption{{{latex_escape(caption)}}}\n"
+        f"\\begin{{tabular}}{{{'l' * len(df.columns)}}}\n\\toprule\n{rows[0]}\n\\midrule\n"
+        + "\n".join(rows[1:])
+        + "\n\\bottomrule\n\\end{tabular}\n\\end{table}\n"
+    )
+    with atomic_path(stem.with_suffix(".tex")) as tmp:
+        tmp.write_text(tex, encoding="utf-8")
+    written.append(stem.with_suffix(".tex"))
+    md = [f"**{caption}**", "", "| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    md += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in rec) + " |" for rec in df.itertuples(index=False)]
+    with atomic_path(stem.with_suffix(".md")) as tmp:
+        tmp.write_text("\n".join(md) + "\n", encoding="utf-8")
+    written.append(stem.with_suffix(".md"))
+    return written
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float | np.floating):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def token_labels(tokenizer, ids, mode: str) -> tuple[list[str], list[str]]:
+    """``(group keys, display labels)``: raw token / stripped (legacy) or surface / surface (fixed)."""
+    from attnlens.tokens import display_tokens
+
+    shown = display_tokens(tokenizer, ids)
+    if mode == "legacy":
+        return tokenizer.convert_ids_to_tokens([int(i) for i in ids]), shown
+    return shown, shown
+
+
+def top_tokens(scores: np.ndarray, labels: list[str], keep: np.ndarray, n: int, positive: bool) -> pd.DataFrame:
+    """The ``n`` most positive (or negative) kept tokens, ties by position: ``token, position, attribution``."""
+    pos = np.flatnonzero(keep)
+    order = np.lexsort((pos, -scores[pos] if positive else scores[pos]))[:n]
+    chosen = pos[order]
+    return pd.DataFrame(
+        {"token": [labels[i] for i in chosen], "position": chosen, "attribution": scores[chosen].astype(float)}
+    )
+
+
+def per_type_sums(scores: np.ndarray, keys: list[str], shown: list[str], keep: np.ndarray) -> pd.DataFrame:
+    """Scores summed per token type (kept tokens): ``key, token, attribution, occurrences``."""
+    frame = pd.DataFrame({"key": keys, "token": shown, "attribution": scores.astype(float)})[keep]
+    return (
+        frame.groupby("key", sort=False)
+        .agg(token=("token", "first"), attribution=("attribution", "sum"), occurrences=("attribution", "size"))
+        .reset_index()
+    )
+
+
+def ranked(frame: pd.DataFrame, column: str, n: int, positive: bool) -> pd.DataFrame:
+    """Top ``n`` rows by ``column`` (descending, or ascending for the negative side), ties by token."""
+    out = frame.sort_values([column, "token"], ascending=[not positive, True], kind="stable").head(n)
+    return out.reset_index(drop=True)
+
+
+def dataset_aggregate(per_example: list[pd.DataFrame]) -> pd.DataFrame:
+    """Combine per-example type sums: legacy ``Σ / N`` and the mean per occurrence (with counts)."""
+    n = len(per_example)
+    if not n:
+        return pd.DataFrame(columns=["token", "sum_over_n", "mean_per_occurrence", "occurrences", "examples"])
+    allx = pd.concat(per_example, ignore_index=True)
+    agg = (
+        allx.groupby("key", sort=False)
+        .agg(
+            token=("token", "first"),
+            total=("attribution", "sum"),
+            occurrences=("occurrences", "sum"),
+            examples=("attribution", "size"),
+        )
+        .reset_index()
+    )
+    agg["sum_over_n"] = agg["total"] / n
+    agg["mean_per_occurrence"] = agg["total"] / agg["occurrences"]
+    return agg[["key", "token", "sum_over_n", "mean_per_occurrence", "occurrences", "examples"]]
+
+
+def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_path, model_dir, out_dir) -> list[Path]:
+    """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
+    from attnlens.attribution import l2_normalise, load_attributions, load_embedding_attributions
+    from attnlens.io import atomic_dir, file_stem, load_json
+    from attnlens.modeling import load_tokenizer
+    from attnlens.prediction import SELECTION_SCHEMA
+    from attnlens.tokens import stopword_source, token_mask
+
+    tokenizer = load_tokenizer(model_dir)
+    frame = load_attributions(attribution_paths)
+    embeddings = load_embedding_attributions(embeddings_path)
+    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
+    masks = {"unmasked": "none", "masked": cfg.mask}
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        per_example: dict[str, list[pd.DataFrame]] = {name: [] for name in masks}
+        by_id = {}
+        for row in frame.itertuples(index=False):
+            ids = np.asarray(row.input_ids)
+            scores = l2_normalise(np.asarray(row.scores, dtype=np.float64))
+            keys, shown = token_labels(tokenizer, ids, cfg.mode)
+            by_id[row.example_id] = (ids, scores, keys, shown, row)
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                per_example[name].append(per_type_sums(scores, keys, shown, keep))
+        for e in selection:
+            eid = e["example_id"]
+            if eid not in by_id:
+                continue
+            ids, scores, keys, shown, row = by_id[eid]
+            what = f"{eid} ({e['role']}; label {e['label']}, predicted {e['pred']}), IG target {row.target}"
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                label = f"{name} (mask {kind})"
+                sums = per_type_sums(scores, keys, shown, keep)
+                for side, positive in (("pos", True), ("neg", False)):
+                    top = top_tokens(scores, shown, keep, cfg.top_n, positive)
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_top_{side}_{name}"
+                    cap = f"{what}: top {cfg.top_n} {'positive' if positive else 'negative'} tokens, {label}"
+                    written += write_table(top, stem, cap)
+                    agg = ranked(sums, "attribution", cfg.top_n, positive)[["token", "attribution", "occurrences"]]
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_agg_{side}_{name}"
+                    written += write_table(agg, stem, f"{what}: attribution summed per token, {label}")
+            if eid in embeddings:
+                emb = embeddings[eid]
+                table = pd.DataFrame({"position": np.arange(len(ids)), "token": shown})
+                for layer, values in emb["scores"].items():
+                    table[layer] = l2_normalise(values)
+                table = table.reindex(table["word"].abs().sort_values(ascending=False, kind="stable").index)
+                cap = (
+                    f"{what}: per-embedding IG ({emb['mode']}), L2-normalised per layer, by |word|; "
+                    f"completeness of the sum: delta {emb['delta']:.3g} of {emb['gap']:.3g}"
+                )
+                written += write_table(table.head(cfg.top_n * 2), tmp / f"{file_stem(eid)}_embeddings", cap)
+        for name, kind in masks.items():
+            agg = dataset_aggregate(per_example[name])
+            n = len(per_example[name])
+            for side, positive in (("pos", True), ("neg", False)):
+                legacy = ranked(agg, "sum_over_n", cfg.top_n, positive).drop(columns="key")
+                cap = f"dataset ({n} examples): sum of per-example attribution / N, {name} (mask {kind})"
+                written += write_table(legacy, tmp / f"dataset_{side}_sum_over_n_{name}", cap)
+                frequent = agg[agg["occurrences"] >= MIN_OCCURRENCES]
+                mean = ranked(frequent, "mean_per_occurrence", cfg.top_n, positive).drop(columns="key")
+                cap = (
+                    f"dataset ({n} examples): mean attribution per occurrence (tokens seen >= {MIN_OCCURRENCES} "
+                    f"times), {name} (mask {kind}; stopwords: {stopword_source()})"
+                )
+                written += write_table(mean, tmp / f"dataset_{side}_mean_{name}", cap)
+    logger.info("wrote %d table files for %d examples", len(written), len(frame))
+    return [Path(out_dir) / p.name for p in written]

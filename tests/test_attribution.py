@@ -1,0 +1,156 @@
+"""IG attributions: closed-form toy model, parity with plain Captum, completeness, adaptive steps, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlens.attribution import (
+    attribute_example,
+    baseline_ids,
+    choose_target,
+    embedding_ig,
+    integrate,
+    l2_normalise,
+    prepare_inputs,
+)
+
+
+class Tokens(torch.nn.Module):
+    """``(1, 2)`` → ``(1, 2, 1)``: two "tokens" with hidden size 1, so a token score is the feature's."""
+
+    def forward(self, x):
+        return x[..., None]
+
+
+class BasicModel2(torch.nn.Module):
+    """The IG paper's example ``f(x1, x2) = ReLU(ReLU(x1) − 1 − ReLU(x2))`` (Sundararajan et al., 2017)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = Tokens()
+
+    def forward(self, x):
+        t = self.tokens(x)[..., 0]
+        relu = torch.nn.functional.relu
+        return relu(relu(t[:, :1]) - 1 - relu(t[:, 1:]))
+
+
+def test_toy_model_closed_form():
+    """From (0, 0) to (3, 1) the attributions are (1.5, −0.5) (captum's BasicModel2 reference)."""
+    model = BasicModel2()
+    x = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
+    res = integrate(
+        model, model.tokens, x, torch.zeros_like(x), (), 0, min_steps=2, max_steps=512, tolerance=1e-3,
+        internal_batch_size=64,
+    )  # fmt: skip
+    # the integrand has a kink, so Gauss-Legendre converges slowly: 1e-2 is what 512 nodes give
+    np.testing.assert_allclose(res.scores, [1.5, -0.5], atol=1e-2)
+    assert res.gap == pytest.approx(1.0)
+    assert abs(res.delta) <= 1e-3 * res.gap and res.converged
+
+
+def _smooth_model():
+    class Smooth(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = Tokens()
+
+        def forward(self, x):
+            t = self.tokens(x)[..., 0]
+            z = torch.stack([t.sum(-1) * 0, torch.sin(3 * t[:, 0]) * t[:, 1] ** 2 + torch.tanh(4 * t[:, 1])], -1)
+            return torch.softmax(z, -1)
+
+    return Smooth()
+
+
+def test_adaptive_steps_stop_at_the_tolerance():
+    model = _smooth_model()
+    x = torch.tensor([[2.0, 1.5]], dtype=torch.float64)
+    base = torch.zeros_like(x)
+    res = integrate(
+        model, model.tokens, x, base, (), 1, min_steps=1, max_steps=256, tolerance=1e-4, internal_batch_size=8
+    )
+    steps = [s for s, _ in res.rounds]
+    assert steps == [2**i for i in range(len(steps))] and res.n_steps == steps[-1]
+    assert res.converged and abs(res.rounds[-1][1]) <= 1e-4 * abs(res.gap)
+    assert all(abs(d) > 1e-4 * abs(res.gap) for _, d in res.rounds[:-1])  # stopped at the first success
+    assert len(steps) > 2
+    capped = integrate(
+        model, model.tokens, x, base, (), 1, min_steps=1, max_steps=2, tolerance=1e-4, internal_batch_size=8
+    )
+    assert not capped.converged and capped.n_steps == 2
+    assert capped.delta == pytest.approx(capped.scores.sum() - capped.gap)
+
+
+def _example(tiny_classifier):
+    model, tokenizer = tiny_classifier
+    model = model.double()
+    ids = tokenizer("integrated gradients on a tiny longformer with a window")["input_ids"]
+    return model, tokenizer, prepare_inputs(model, tokenizer, ids)
+
+
+def test_baseline_keeps_special_tokens(tiny_classifier):
+    _, tokenizer, inputs = _example(tiny_classifier)
+    ids, base = inputs.input_ids[0], inputs.baseline[0]
+    assert base[0] == tokenizer.cls_token_id and base[-1] == tokenizer.sep_token_id
+    assert (base[1:-1] == tokenizer.pad_token_id).all() and (ids[1:-1] != tokenizer.pad_token_id).all()
+    assert inputs.position_ids[0, 0] == tokenizer.pad_token_id + 1  # explicit: the baseline pads are not padding
+    assert baseline_ids(torch.tensor([[5, 6]]), {5}, 0).tolist() == [[5, 0]]
+
+
+def test_wrapper_equals_plain_captum_and_completeness(tiny_classifier):
+    """Our scores and δ equal Captum's own LayerIntegratedGradients (its convergence delta included)."""
+    from captum.attr import LayerIntegratedGradients
+
+    model, _, inputs = _example(tiny_classifier)
+    ours = attribute_example(model, inputs, 1, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16)
+
+    def f(ids, mask, gmask, pos):
+        return torch.softmax(
+            model(input_ids=ids, attention_mask=mask, global_attention_mask=gmask, position_ids=pos).logits, -1
+        )
+
+    attr, delta = LayerIntegratedGradients(f, model.longformer.embeddings).attribute(
+        inputs.input_ids,
+        baselines=inputs.baseline,
+        additional_forward_args=inputs.forward_args,
+        target=1,
+        n_steps=64,
+        method="gausslegendre",
+        internal_batch_size=16,
+        return_convergence_delta=True,
+    )
+    n = inputs.input_ids.shape[1]
+    plain = attr[0].sum(-1).numpy()
+    assert np.all(plain[n:] == 0)  # Longformer's internal window padding carries no attribution
+    # float64 end to end: the wrapper adds only summation-order error
+    np.testing.assert_allclose(ours.scores, plain[:n], rtol=1e-10, atol=1e-12)
+    assert ours.delta == pytest.approx(float(delta), abs=1e-10)
+    # completeness, within the δ we report
+    assert ours.scores.sum() == pytest.approx(ours.gap + ours.delta, abs=1e-12)
+    assert abs(ours.delta) < 1e-3 * abs(ours.gap)
+    assert ours.scores[0] == 0 and ours.scores[-1] == 0  # CLS and SEP are identical in input and baseline
+
+
+def test_embedding_attributions_bound_by_name(tiny_classifier):
+    model, _, inputs = _example(tiny_classifier)
+    fixed = embedding_ig(model, inputs, 1, n_steps=64, internal_batch_size=16, mode="fixed")
+    assert set(fixed) == {"word", "position", "delta", "gap"}
+    assert abs(fixed["delta"]) < 1e-3 * abs(fixed["gap"])  # completeness of the sum over layers
+    legacy = embedding_ig(model, inputs, 1, n_steps=64, internal_batch_size=16, mode="legacy")
+    assert set(legacy) == {"word", "position", "token_type", "delta", "gap"}
+    assert np.all(legacy["token_type"] == 0)  # constant input: zero, not NaN
+    assert not np.allclose(legacy["position"], 0)  # B-14: the position result is where its name says
+
+
+def test_choose_target_and_l2():
+    probs = np.array([0.3, 0.7])
+    assert choose_target("class_1", 0, probs) == 1
+    assert choose_target("predicted", 0, probs) == 1
+    assert choose_target("true", 0, probs) == 0
+    with pytest.raises(ValueError):
+        choose_target("other", 0, probs)
+    np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])
+    assert np.all(l2_normalise(np.zeros(3)) == 0)

@@ -1,0 +1,130 @@
+rule attribute:
+    input:
+        model="results/models/finetuned",
+        test="results/data/test.parquet",
+        predictions="results/predictions/test.parquet",
+        selection="results/predictions/selection.json",
+    output:
+        attributions="results/attributions/shard{shard}.parquet",
+    log:
+        "results/logs/attribute/shard{shard}.log",
+    benchmark:
+        "results/benchmarks/attribute/shard{shard}.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="attribution", within=config),
+    script:
+        "../scripts/attribute.py"
+
+
+rule attribute_embeddings:
+    input:
+        model="results/models/finetuned",
+        test="results/data/test.parquet",
+        predictions="results/predictions/test.parquet",
+        selection="results/predictions/selection.json",
+    output:
+        embeddings="results/attributions/embeddings.parquet",
+    log:
+        "results/logs/attribute_embeddings/attribute_embeddings.log",
+    benchmark:
+        "results/benchmarks/attribute_embeddings/attribute_embeddings.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        cfg=lookup(dpath="attribution", within=config),
+    script:
+        "../scripts/attribute_embeddings.py"
+
+
+rule attribution_tables:
+    input:
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        embeddings="results/attributions/embeddings.parquet",
+        selection="results/predictions/selection.json",
+        model="results/models/finetuned",
+    output:
+        tables=directory("results/paper/tables/attributions"),
+    log:
+        "results/logs/attribution_tables/attribution_tables.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/attribution_tables.py"
+
+
+rule attribution_overlays:
+    input:
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        selection="results/predictions/selection.json",
+        model="results/models/finetuned",
+        manifest="results/data/split_manifest.json",
+    output:
+        overlays=directory("results/paper/attribution_overlays"),
+    log:
+        "results/logs/attribution_overlays/attribution_overlays.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/attribution_overlays.py"
+
+
+rule evaluate_faithfulness:
+    input:
+        model="results/models/finetuned",
+        test="results/data/test.parquet",
+        rationales="results/data/rationales.parquet",
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+    output:
+        curves="results/faithfulness/curves.parquet",
+        plausibility="results/faithfulness/plausibility.parquet",
+    log:
+        "results/logs/evaluate_faithfulness/evaluate_faithfulness.log",
+    benchmark:
+        "results/benchmarks/evaluate_faithfulness/evaluate_faithfulness.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        cfg=lookup(dpath="faithfulness", within=config),
+    script:
+        "../scripts/evaluate_faithfulness.py"
+
+
+rule plot_faithfulness:
+    input:
+        curves="results/faithfulness/curves.parquet",
+        plausibility="results/faithfulness/plausibility.parquet",
+    output:
+        figure=multiext("results/paper/figures/faithfulness_curves", ".png", ".pdf"),
+        aopc=multiext("results/paper/tables/faithfulness_aopc", ".csv", ".tex", ".md"),
+        plausibility=multiext("results/paper/tables/plausibility", ".csv", ".tex", ".md"),
+    log:
+        "results/logs/plot_faithfulness/plot_faithfulness.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="faithfulness", within=config),
+        figures=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/plot_faithfulness.py"

@@ -1,0 +1,15 @@
+"""Snakemake adapter for rule attribution_overlays."""
+
+from attnlens.config import FiguresConfig
+from attnlens.logs import log_to
+from attnlens.overlays import run_attribution_overlays
+
+with log_to(snakemake.log[0]):
+    run_attribution_overlays(
+        FiguresConfig.from_dict(snakemake.params.cfg),
+        attribution_paths=snakemake.input.attributions,
+        selection_path=snakemake.input.selection,
+        model_dir=snakemake.input.model,
+        manifest_path=snakemake.input.manifest,
+        out_dir=snakemake.output.overlays,
+    )

@@ -1,0 +1,18 @@
+"""Snakemake adapter for rule evaluate_faithfulness."""
+
+from attnlens.config import FaithfulnessConfig
+from attnlens.faithfulness import run_evaluate_faithfulness
+from attnlens.logs import log_to, use_threads
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_evaluate_faithfulness(
+        FaithfulnessConfig.from_dict(snakemake.params.cfg),
+        model_dir=snakemake.input.model,
+        test_path=snakemake.input.test,
+        rationales_path=snakemake.input.rationales,
+        attribution_paths=snakemake.input.attributions,
+        summary_paths=snakemake.input.summaries,
+        curves_path=snakemake.output.curves,
+        plausibility_path=snakemake.output.plausibility,
+    )

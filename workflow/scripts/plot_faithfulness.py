@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule plot_faithfulness."""
+
+from pathlib import Path
+
+from attnlens.config import FaithfulnessConfig, FiguresConfig
+from attnlens.faithfulness import run_plot_faithfulness
+from attnlens.logs import log_to
+
+with log_to(snakemake.log[0]):
+    run_plot_faithfulness(
+        FaithfulnessConfig.from_dict(snakemake.params.cfg),
+        FiguresConfig.from_dict(snakemake.params.figures),
+        curves_path=snakemake.input.curves,
+        plausibility_path=snakemake.input.plausibility,
+        figure_stem=Path(snakemake.output.figure[0]).with_suffix(""),
+        tables_dir=Path(snakemake.output.aopc[0]).parent,
+    )
