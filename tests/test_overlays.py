@@ -86,3 +86,22 @@ def test_latex_compiles(tmp_path):
     o = _overlay([5, 1, 3, 2, 4], [True, False, False, False, True])
     written = write_overlay(o, tmp_path / "ex")
     assert tmp_path / "ex.pdf" in written
+
+
+def test_captum_colours_and_attribution_page():
+    import numpy as np
+
+    from attnlens.overlays import AttributionRecord, captum_colour, render_attribution_html
+
+    assert captum_colour(1.0) == (120, 75, 50) and captum_colour(2.0) == (120, 75, 50)  # clipped
+    assert captum_colour(0.5) == (120, 75, 75)
+    assert captum_colour(0.0) == (0, 75, 100) and captum_colour(-1.0) == (0, 75, 60)
+    rec = AttributionRecord(
+        "x1", ["#CLS", "deep", "<b>", "#SEP"], [True, True, True, True], np.array([0.0, 0.8, -0.6, 0.0]),
+        "ai", "pl", 0.73, "pl", 0.001, 32,
+    )  # fmt: skip
+    page = render_attribution_html(rec)
+    for text in ("True Label", "Predicted Label", "Attribution Label", "Attribution Score", "Word Importance"):
+        assert text in page
+    assert "<b>pl (0.73)</b>" in page and "<b>0.20</b>" in page  # attribution score = sum of the scores
+    assert "&lt;b&gt;" in page and "hsl(120,75%,60%)" in page and "hsl(0,75%,76%)" in page

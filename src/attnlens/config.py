@@ -135,7 +135,7 @@ class AttributionConfig(_Section):
     n_shards: int = 2
     target: Literal["predicted", "true", "class_1"] = "predicted"
     adaptive: bool = True
-    min_steps: int = 8
+    min_steps: int = 16
     max_steps: int = 32
     tolerance: float = 0.05
     n_steps: int = 50
@@ -298,6 +298,11 @@ def _type_text(prop: dict[str, Any]) -> str:
     return text
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
 def schema_markdown(schema: dict[str, Any] | None = None) -> str:
     """``config/README.md``: one table row per key of the schema (``python -m attnlens.config``)."""
     import json
@@ -316,11 +321,11 @@ def schema_markdown(schema: dict[str, Any] | None = None) -> str:
     def rows(section: dict[str, Any], prefix: str):
         for name, prop in section["properties"].items():
             if prop.get("type") == "object":
-                yield f"| **`{prefix}{name}`** | section | | {prop.get('description', '')} |"
+                yield f"| **`{prefix}{name}`** | section | | {_cell(prop.get('description', ''))} |"
                 yield from rows(prop, f"{prefix}{name}.")
             else:
                 default = json.dumps(prop.get("default"), ensure_ascii=False)
-                yield f"| `{prefix}{name}` | {_type_text(prop)} | `{default}` | {prop.get('description', '')} |"
+                yield f"| `{prefix}{name}` | {_type_text(prop)} | `{default}` | {_cell(prop.get('description', ''))} |"
 
     for name, section in schema["properties"].items():
         lines += ["", f"## `{name}` — {section.get('description', '')}", "", "| key | type | default | meaning |"]
