@@ -46,3 +46,14 @@ def test_write_table_formats(tmp_path):
     assert r"a\_b" in tex and r"100\%" in tex and r"\&" in tex and "\\toprule" in tex
     md = (tmp_path / "t.md").read_text(encoding="utf-8").splitlines()
     assert md[2] == "| token | position | attribution |" and md[4] == "| a_b | 3 | 0.5000 |"
+
+
+def test_convergence_table_counts_flagged_examples():
+    from attnlens.tables import convergence_table
+
+    frame = pd.DataFrame(
+        {"n_steps": [16, 32, 32], "converged": [True, True, False], "relative_delta": [0.01, 0.02, 0.2]}
+    )
+    table = convergence_table(frame).set_index("n_steps")
+    assert table.loc["32", "not_converged"] == 1 and table.loc["16", "converged"] == 1
+    assert table.loc["all", "examples"] == 3 and table.loc["all", "max_relative_delta"] == 0.2

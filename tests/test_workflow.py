@@ -87,7 +87,7 @@ def _check_attribution_stage(res, test, selection, tokenizer):
     emb = load_embedding_attributions(res / "attributions/embeddings.parquet")
     assert set(emb) == showcased and all(set(e["scores"]) == {"word", "position"} for e in emb.values())
     tables = res / "paper/tables/attributions"
-    for name in ("dataset_pos_sum_over_n_masked", "dataset_neg_mean_unmasked"):
+    for name in ("dataset_pos_sum_over_n_masked", "dataset_neg_mean_unmasked", "convergence"):
         for ext in ("csv", "tex", "md"):
             assert (tables / f"{name}.{ext}").stat().st_size > 100
     role = selection[0]

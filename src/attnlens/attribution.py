@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,7 +271,9 @@ def embedding_ig(
 
     types = torch.zeros_like(inputs.input_ids)
     base_pos = torch.full_like(inputs.position_ids, 0 if mode == "legacy" else model.config.pad_token_id)
-    lig = LayerIntegratedGradients(f, [modules[name] for name in names])
+    with warnings.catch_warnings():  # Captum warns about layers feeding each other; these are siblings
+        warnings.filterwarnings("ignore", message="Multiple layers provided", category=UserWarning)
+        lig = LayerIntegratedGradients(f, [modules[name] for name in names])
     attrs = lig.attribute(
         inputs=(inputs.input_ids, inputs.position_ids, types),
         baselines=(inputs.baseline, base_pos, types),

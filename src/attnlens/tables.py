@@ -122,6 +122,31 @@ def dataset_aggregate(per_example: list[pd.DataFrame]) -> pd.DataFrame:
     return agg[["key", "token", "sum_over_n", "mean_per_occurrence", "occurrences", "examples"]]
 
 
+CONVERGENCE_CAPTION = (
+    "IG convergence: examples per final step count, how many met the tolerance, and |delta| / |F(x) - F(x')|"
+)
+
+
+def convergence_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per final step count: examples, converged, not converged, median and max relative delta; and a total row."""
+    rows = []
+    groups = [(str(s), g) for s, g in frame.groupby("n_steps")] + [("all", frame)]
+    for steps, g in groups:
+        rel = g["relative_delta"].astype(float)
+        ok = g["converged"].astype(bool)
+        rows.append(
+            {
+                "n_steps": steps,
+                "examples": len(g),
+                "converged": int(ok.sum()),
+                "not_converged": int((~ok).sum()),
+                "median_relative_delta": float(rel.median()) if len(g) else float("nan"),
+                "max_relative_delta": float(rel.max()) if len(g) else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_path, model_dir, out_dir) -> list[Path]:
     """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
     from attnlens.attribution import l2_normalise, load_attributions, load_embedding_attributions
@@ -176,6 +201,7 @@ def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_pa
                     f"completeness of the sum: delta {emb['delta']:.3g} of {emb['gap']:.3g}"
                 )
                 written += write_table(table.head(cfg.top_n * 2), tmp / f"{file_stem(eid)}_embeddings", cap)
+        written += write_table(convergence_table(frame), tmp / "convergence", CONVERGENCE_CAPTION)
         for name, kind in masks.items():
             agg = dataset_aggregate(per_example[name])
             n = len(per_example[name])
