@@ -304,6 +304,20 @@ def embedding_ig(
 # --- the attribute rule: sharded, resumable --------------------------------------------------------
 
 
+def _fingerprint(section: dict, inputs: Sequence) -> str:
+    """Checkpoints are reused only for the same config and the same input files (path, size, mtime)."""
+    import hashlib
+    import json
+
+    stats = []
+    for root in map(Path, inputs):
+        for f in sorted([root] if root.is_file() else root.rglob("*")):
+            if f.is_file():
+                st = f.stat()
+                stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _checkpoint_dir(out_path) -> Path:
     out = Path(out_path)
     return out.parent / f".{out.name}.partial"
@@ -340,12 +354,12 @@ def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: st
 def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, shard: int, out_path) -> dict:
     """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
 
-    Each finished example is checkpointed under ``.<out>.partial/`` (keyed by a fingerprint of the
-    config and model), so a shard killed midway resumes where it stopped; the checkpoint folder is
-    removed once the shard's parquet is written.
+    Each finished example is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
+    config section and of every input file (path, size, mtime), so a shard killed midway resumes
+    where it stopped and never from another model's results; the checkpoint folder is removed once
+    the shard's parquet is written.
     """
     import hashlib
-    import json
 
     from attnlens.data import load_examples, shard_of
     from attnlens.io import atomic_path, load_json, load_parquet, provenance, save_parquet
@@ -362,9 +376,7 @@ def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, s
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    fingerprint = hashlib.sha256(
-        json.dumps([cfg.to_dict(), str(Path(model_dir).resolve())], sort_keys=True).encode()
-    ).hexdigest()[:16]
+    fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
     partial = _checkpoint_dir(out_path)
     partial.mkdir(parents=True, exist_ok=True)
     rows, resumed = [], 0
