@@ -218,6 +218,15 @@ def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attributi
     return dataclasses.replace(res, scores=res.scores[:n])
 
 
+def predicted_probs(predictions_path) -> dict[str, np.ndarray]:
+    """``{example_id: softmax probabilities}`` from the ``predict`` rule's parquet."""
+    from attnlens.io import load_parquet
+    from attnlens.prediction import PREDICTIONS_SCHEMA
+
+    preds, _ = load_parquet(predictions_path, PREDICTIONS_SCHEMA)
+    return {str(e): np.asarray(p) for e, p in zip(preds["example_id"], preds["probs"], strict=True)}
+
+
 def choose_target(kind: str, label: int, probs: np.ndarray) -> int:
     """The class IG explains: 1 (legacy, for every example), the predicted or the true class."""
     if kind == "class_1":
@@ -362,7 +371,7 @@ def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, s
     import hashlib
 
     from attnlens.data import load_examples, shard_of
-    from attnlens.io import atomic_path, load_json, load_parquet, provenance, save_parquet
+    from attnlens.io import atomic_path, load_json, provenance, save_parquet
     from attnlens.modeling import load_classifier
     from attnlens.prediction import SELECTION_SCHEMA, encode_texts
 
@@ -370,8 +379,7 @@ def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, s
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     examples, _ = load_examples(test_path)
-    preds, _ = load_parquet(predictions_path)
-    probs_by_id = {str(e): np.asarray(p) for e, p in zip(preds["example_id"], preds["probs"], strict=True)}
+    probs_by_id = predicted_probs(predictions_path)
     showcased = {e["example_id"] for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]}
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
@@ -467,14 +475,13 @@ def load_attributions(paths: Sequence) -> pd.DataFrame:
 def run_attribute_embeddings(cfg, model_dir, test_path, predictions_path, selection_path, out_path) -> dict:
     """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
     from attnlens.data import load_examples
-    from attnlens.io import load_json, load_parquet, provenance, save_parquet
+    from attnlens.io import load_json, provenance, save_parquet
     from attnlens.modeling import load_classifier
     from attnlens.prediction import SELECTION_SCHEMA, encode_texts
 
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)
-    preds, _ = load_parquet(predictions_path)
-    probs_by_id = {str(e): np.asarray(p) for e, p in zip(preds["example_id"], preds["probs"], strict=True)}
+    probs_by_id = predicted_probs(predictions_path)
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
     rows = []
     t0 = time.perf_counter()

@@ -202,16 +202,14 @@ def run_evaluate_faithfulness(
                 raise ValueError(f"{eid}: re-encoding for offsets gave different ids")
             ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
             labels = evidence_labels(enc["offset_mapping"], list(zip(ev["char_start"], ev["char_end"], strict=True)))
-            rng_scores = np.zeros(len(ids))
-            rng_scores[orders["random"] if "random" in orders else random_ranking(eligible, cfg.seed, eid)] = np.arange(
-                int(eligible.sum()), 0, -1
-            )
-            for name, s in {**scores, "random": rng_scores}.items():
-                if name in cfg.rankings:
-                    plaus.append(
-                        {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
-                         **plausibility(s, labels, eligible, cfg.plausibility_k)}
-                    )  # fmt: skip
+            if "random" in orders:  # scores that reproduce the random order
+                scores["random"] = np.zeros(len(ids))
+                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
+            for name in cfg.rankings:
+                plaus.append(
+                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
+                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
+                )  # fmt: skip
     seconds = time.perf_counter() - t0
     curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
