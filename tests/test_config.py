@@ -60,6 +60,9 @@ def test_defaults_are_filled():
         ({"data": {"source": "hub"}}, "data.hub.name"),
         ({"data": {"test_fraction": 1.5}}, "data.test_fraction"),
         ({"train": {"lr": "fast"}}, "train.lr"),
+        ({"attribution": {"min_steps": 64, "max_steps": 32}}, "attribution.min_steps"),
+        ({"attribution": {"target": "label"}}, "attribution.target"),
+        ({"faithfulness": {"fractions": [0.1, 1.5]}}, "faithfulness.fractions.1"),
     ],
 )
 def test_bad_config_names_the_key(snippet, field):

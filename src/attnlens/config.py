@@ -254,6 +254,9 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     syn = data.get("synthetic", {})
     if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
         raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")
+    ig = config.get("attribution", {})
+    if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
+        raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")
     model = config.get("model", {})
     max_length = model.get("max_length")
     windows = model.get("attention_window")
