@@ -17,6 +17,7 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/attention.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/attribution.smk"
+include: "workflow/rules/similarity.smk"
 
 
 rule all:

@@ -156,6 +156,18 @@ class FaithfulnessConfig(_Section):
 
 
 @dataclass(frozen=True)
+class SimilarityConfig(_Section):
+    n_permutations: int = 100
+    top_fraction: float = 0.05
+    rbo_p: tuple[float, ...] = (0.9, 0.98)
+    legacy_mask: Literal["alpha_stop_legacy", "alnum_legacy"] = "alpha_stop_legacy"
+    n_boot: int = 1000
+    seed: int = 42
+    dataset_name: str = "synthetic papers"
+    extra_datasets: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class FiguresConfig(_Section):
     mode: Literal["fixed", "legacy"] = "fixed"
     mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
@@ -177,6 +189,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "attention": AttentionConfig,
     "attribution": AttributionConfig,
     "faithfulness": FaithfulnessConfig,
+    "similarity": SimilarityConfig,
     "figures": FiguresConfig,
 }
 
@@ -257,6 +270,14 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     ig = config.get("attribution", {})
     if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
         raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")
+    sim = config.get("similarity", {})
+    names = [sim.get("dataset_name")] + [d.get("name") for d in sim.get("extra_datasets", [])]
+    if len(set(names)) < len(names):
+        raise InputError(
+            where,
+            "similarity.extra_datasets",
+            f"expected names different from each other and from dataset_name, got {names}",
+        )
     model = config.get("model", {})
     max_length = model.get("max_length")
     windows = model.get("attention_window")

@@ -1,4 +1,4 @@
-"""Compiled single-pass top-k on Longformer's band (numba).
+"""Compiled kernels (numba): single-pass top-k on Longformer's band, and Kendall concordance counts.
 
 Both directions of paper_spec §7 read the band once, in memory order, and keep for every row a
 small sorted buffer of its ``k`` best partners — ordered by ``(−score, position)``, the tie rule of
@@ -110,3 +110,62 @@ def topk_attended_kernel(local, global_, query_ok, is_global, gpos, length, out_
 def topk_attending_kernel(local, global_, query_ok, is_global, gpos, length, out_idx, out_val) -> None:
     """For every key, the ``k`` queries attending to it most (arguments as :func:`topk_attended_kernel`)."""
     _band_topk(local, global_, query_ok, is_global, gpos, length, out_idx, out_val, True)
+
+
+# --- Kendall's τ-b for many rankings against one (Knight's counting with a Fenwick tree) --------
+
+
+@numba.njit(cache=True, parallel=True)
+def _concordance(x_sorted, x_group_end, y, out_s, out_ties_y):
+    n = x_sorted.shape[0]
+    rows = y.shape[0]
+    for r in numba.prange(rows):
+        tree = np.zeros(n + 1, dtype=np.int64)
+        seen = np.zeros(n, dtype=np.int64)
+        s = 0
+        inserted = 0
+        g = 0
+        while g < n:
+            e = x_group_end[g]
+            # the group is [g, e): query every member first, so pairs tied in x count neither way
+            for j in range(g, e):
+                v = y[r, x_sorted[j]]
+                less = 0  # inserted with a smaller rank (Fenwick index = rank + 1)
+                i = v
+                while i > 0:
+                    less += tree[i]
+                    i -= i & -i
+                not_greater = 0
+                i = v + 1
+                while i > 0:
+                    not_greater += tree[i]
+                    i -= i & -i
+                s += less - (inserted - not_greater)
+            for j in range(g, e):
+                v = y[r, x_sorted[j]]
+                seen[v] += 1
+                i = v + 1
+                while i <= n:
+                    tree[i] += 1
+                    i += i & -i
+                inserted += 1
+            g = e
+        ties = 0
+        for v in range(n):
+            ties += seen[v] * (seen[v] - 1) // 2
+        out_s[r] = s
+        out_ties_y[r] = ties
+
+
+def concordance_kernel(x_sorted, x_group_end, y, out_s, out_ties_y) -> None:
+    """For every row of ``y``: concordant − discordant pairs against ``x``, and the pairs tied in that row.
+
+    Args:
+        x_sorted: ``(n,)`` int64 positions in ascending order of ``x`` (ties contiguous).
+        x_group_end: ``(n,)`` int64; for sorted index ``j``, the end (exclusive) of the run of ``x``
+            values equal to ``x[x_sorted[j]]`` (only read at run starts).
+        y: ``(rows, n)`` int64 dense ranks ``0 … n−1`` by position.
+        out_s: ``(rows,)`` int64, written: ``n_c − n_d`` (pairs tied in ``x`` or ``y`` count neither).
+        out_ties_y: ``(rows,)`` int64, written: ``Σ t(t−1)/2`` over the runs of equal ``y``.
+    """
+    _concordance(x_sorted, x_group_end, y, out_s, out_ties_y)

@@ -1,4 +1,4 @@
-"""Figures of the attention stage (PNG + PDF, 1-based layer and head labels; paper Figs 2, 4–7).
+"""Figures (PNG + PDF, 1-based layer and head labels): attention stage (paper Figs 2, 4–7) and similarity.
 
 Every figure is written through :func:`save_figure` (atomic, both formats). The layers × heads grid
 of binned attention is drawn as one mosaic image rather than 144 sub-plots, so a 12 × 12 grid of
@@ -124,6 +124,82 @@ def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) 
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
     fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi: int = 150) -> list[Path]:
+    """Layers × heads maps of how far each head's received attention agrees with IG (mean over examples)."""
+    import seaborn as sns
+
+    n_layers, n_heads = next(iter(maps.values())).shape
+    fig, axes = plt.subplots(1, len(maps), figsize=(4.6 * len(maps) + 1, 0.35 * n_layers + 2.2), squeeze=False)
+    for ax, (name, m) in zip(axes[0], maps.items(), strict=True):
+        centred = name.startswith("Spearman")
+        lim = float(np.nanmax(np.abs(m))) if centred and np.isfinite(m).any() else None
+        sns.heatmap(
+            np.asarray(m, dtype=float), ax=ax, cmap="RdBu_r" if centred else "viridis",
+            vmin=-lim if lim else None, vmax=lim, annot=n_layers * n_heads <= 144, fmt=".2f",
+            annot_kws={"fontsize": 6}, xticklabels=[str(h + 1) for h in range(n_heads)],
+            yticklabels=[str(i + 1) for i in range(n_layers)], cbar_kws={"shrink": 0.8},
+        )  # fmt: skip
+        ax.set_title(name)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+    fig.suptitle(f"Per-head agreement of received attention with IG attribution (mean over {n_examples} examples)")
+    fig.tight_layout()
+    return save_figure(fig, stem, dpi)
+
+
+#: Box colours of the similarity distributions: metric value and chance level, per mode.
+_MODE_COLOURS = {"legacy": ("#d95f02", "#fdd0a2"), "fixed": ("#1b6ca8", "#c6dbef")}
+
+
+def plot_similarity_distributions(
+    frame: pd.DataFrame, families, layers, masked_with: dict[str, str], scaled: bool, stem, dpi: int = 150
+) -> list[Path]:
+    """Per metric family (rows) and masking (columns): per layer configuration, boxes of the per-example
+    legacy value, its chance level, the fixed value and its chance level."""
+    from matplotlib.patches import Patch
+
+    frame = frame[frame["scaled"] == scaled]
+    fig, axes = plt.subplots(len(families), 2, figsize=(12, 2.6 * len(families) + 0.8), squeeze=False)
+    for row, (label, legacy, fixed) in enumerate(families):
+        for col, masked in enumerate((False, True)):
+            ax = axes[row, col]
+            data, positions, colours = [], [], []
+            for g, ly in enumerate(layers):
+                slot = 0
+                for mode, metric in (("legacy", legacy), ("fixed", fixed)):
+                    mask = masked_with[mode] if masked else "none"
+                    part = frame[
+                        (frame["mode"] == mode) & (frame["metric"] == metric)
+                        & (frame["configuration"] == ly) & (frame["mask"] == mask)
+                    ]  # fmt: skip
+                    for what, colour in zip(("value", "chance"), _MODE_COLOURS[mode], strict=True):
+                        v = part[what].to_numpy(dtype=float)
+                        data.append(v[np.isfinite(v)])
+                        positions.append(g * 5 + slot)
+                        colours.append(colour)
+                        slot += 1
+            boxes = ax.boxplot(data, positions=positions, widths=0.8, patch_artist=True, showfliers=False)
+            for patch, colour in zip(boxes["boxes"], colours, strict=True):
+                patch.set_facecolor(colour)
+            for median in boxes["medians"]:
+                median.set_color("black")
+            ax.set_xticks([g * 5 + 1.5 for g in range(len(layers))], list(layers))
+            ax.set_title(f"{label}, {'masked' if masked else 'unmasked'}", fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+    handles = [
+        Patch(facecolor=c, label=f"{mode} {what}")
+        for mode, pair in _MODE_COLOURS.items()
+        for what, c in zip(("value", "chance"), pair, strict=True)
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
+    fig.suptitle(
+        f"Attention vs IG per example, {'scaled' if scaled else 'unscaled'} attention "
+        "(masked: legacy = zero-filled legacy mask, fixed = kept positions of the fixed mask)"
+    )
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     return save_figure(fig, stem, dpi)
 
 

@@ -51,12 +51,17 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     with atomic_path(stem.with_suffix(".tex")) as tmp:
         tmp.write_text(tex, encoding="utf-8")
     written.append(stem.with_suffix(".tex"))
-    md = [f"**{caption}**", "", "| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    md += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in rec) + " |" for rec in df.itertuples(index=False)]
     with atomic_path(stem.with_suffix(".md")) as tmp:
-        tmp.write_text("\n".join(md) + "\n", encoding="utf-8")
+        tmp.write_text(markdown_table(df, caption), encoding="utf-8")
     written.append(stem.with_suffix(".md"))
     return written
+
+
+def markdown_table(df: pd.DataFrame, caption: str) -> str:
+    """A captioned Markdown table (``|`` in cells escaped)."""
+    md = [f"**{caption}**", "", "| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    md += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in rec) + " |" for rec in df.itertuples(index=False)]
+    return "\n".join(md) + "\n"
 
 
 def _fmt(value) -> str:

@@ -47,6 +47,11 @@ def get_final_outputs():
         "results/paper/figures/faithfulness_curves.png",
         "results/paper/tables/faithfulness_aopc.csv",
         "results/paper/tables/plausibility.csv",
+        "results/similarity/summary.parquet",
+        "results/paper/tables/similarity",
+        "results/paper/similarity_examples",
+        "results/paper/figures/similarity_distributions.png",
+        "results/paper/figures/head_agreement.png",
     ]
 
 

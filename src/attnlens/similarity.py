@@ -1,0 +1,1009 @@
+"""Attention vs attribution similarity (paper_spec §11): per-example metrics, dataset tables, figures.
+
+For one example, ``a`` is the signed IG attribution per token (raw sums) and ``t`` a received-attention
+vector of a layer configuration (``last`` = the paper's "layer 12", ``all``, ``lower``, ``upper``),
+unscaled or scaled by head importance (the ``legacy`` min–max matrix in legacy mode, the ``fixed``
+one in fixed mode). Every metric is computed for mask ∈ {none, legacy, fixed} and in two modes.
+
+**legacy** — exactly the original notebooks (§11.1, §11.2): the whole sequence including special
+tokens; ``mm`` = min–max; masking zero-fills masked entries of ``mm(|a|)`` and ``mm(t)`` and keeps the
+length (B-5); ranks are descending, ties broken by a (stable) ``argsort`` (B-8); "RBO" is the ``rbo``
+package at ``p = 1`` = average overlap over the full depth (B-6); the top-5 % sets are
+``{i : v_i ≥ pct95(v), v_i ≠ 0}``; 95th rank cosine and 95th AO use the hard-coded depth 102 (B-10).
+
+**fixed** — special tokens dropped, masks select positions instead of zero-filling, Spearman ρ and
+Kendall τ-b on the values with ties kept, top-weighted RBO with explicit ``p`` (extrapolated, on
+descending stable orders), top-``k`` sets with ``k = ⌈f · n_valid⌉`` by stable sort. Rank metrics
+use ``|a|`` (attention is non-negative; the question is whether it goes where the magnitude is);
+the raw cosine keeps the signed ``a`` in both modes.
+
+**Chance baseline** (both modes): the same metric with ``a`` permuted ``n_permutations`` times (over
+the whole sequence in legacy mode, so the legacy masking artefact is part of its chance level; within
+the kept positions in fixed mode). Each row stores the metric, the permutation mean and standard
+deviation, ``z = (value − chance) / sd`` and the permutation p-value ``(1 + #{perm ≥ value}) / (P + 1)``.
+
+Every vectorised metric is checked in ``tests/test_similarity.py`` against scipy, the ``rbo`` package
+and brute-force transcriptions of the notebooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from attnlens.kernels import concordance_kernel
+
+logger = logging.getLogger(__name__)
+
+LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
+MASKS = ("none", "legacy", "fixed")
+MODES = ("legacy", "fixed")
+#: ``2048 − ⌈0.95 · 2048⌉``: the original's hard-coded depth of the 95th rank cosine and AO (B-10).
+LEGACY_DEPTH_95 = 2048 - math.ceil(2048 * 0.95)
+LEGACY_METRICS = (
+    "cosine_raw", "cosine", "cosine_median", "cosine_mean", "cosine_p95", "rank_cosine",
+    "kendall_tau", "rbo_ao", "jaccard_top5", "rank_cosine_p95", "rbo_ao_p95",
+)  # fmt: skip
+#: Bug ids of paper_spec §15 whose legacy behaviour the fixed metrics change.
+DEVIATIONS = ("B-5", "B-6", "B-7", "B-8", "B-10", "B-11")
+SIMILARITY_SCHEMA = "similarity/v1"
+HEADS_SCHEMA = "head_agreement/v1"
+COLUMNS = (
+    "example_id", "configuration", "scaled", "mask", "mode", "metric",
+    "value", "chance", "chance_sd", "z", "p_perm", "n",
+)  # fmt: skip
+
+
+def fixed_metrics(rbo_p: Sequence[float]) -> tuple[str, ...]:
+    """Names of the fixed-mode metrics for the configured RBO persistence values."""
+    return (
+        "cosine_raw",
+        "cosine",
+        "spearman",
+        "kendall_tau_b",
+        "rbo_ao",
+        *(rbo_name(p) for p in rbo_p),
+        "jaccard_top5",
+    )
+
+
+def rbo_name(p: float) -> str:
+    return f"rbo_p{p:g}"
+
+
+# --- vectorised metrics: rows of the first argument against one vector (or matching rows) ----------
+
+
+def minmax(v: np.ndarray) -> np.ndarray:
+    """``(v − min v) / (max v − min v)`` along the last axis (NaN for a constant vector, as numpy gives)."""
+    lo = v.min(-1, keepdims=True)
+    hi = v.max(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (v - lo) / (hi - lo)
+
+
+def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Cosine along the last axis (broadcast); NaN when either vector is zero."""
+    num = np.einsum("...i,...i->...", u, v)
+    den = np.sqrt(np.einsum("...i,...i->...", u, u)) * np.sqrt(np.einsum("...i,...i->...", v, v))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def pearson(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Pearson correlation along the last axis (broadcast); NaN for a constant vector."""
+    return cosine(u - u.mean(-1, keepdims=True), v - v.mean(-1, keepdims=True))
+
+
+def zero_below(v: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Entries below their row's threshold set to 0 (the notebooks' ``x[x < thr] = 0``)."""
+    return np.where(v < np.asarray(threshold)[..., None], 0.0, v)
+
+
+def inverse_permutation(order: np.ndarray) -> np.ndarray:
+    """Row-wise ``rank[order[i]] = i``: the position of every item in its row's order."""
+    order = np.atleast_2d(order)
+    rank = np.empty_like(order)
+    rows = np.arange(order.shape[0])[:, None]
+    rank[rows, order] = np.arange(order.shape[1])[None, :]
+    return rank
+
+
+def legacy_ranks(v: np.ndarray) -> np.ndarray:
+    """Descending tie-broken ranks of the newer notebooks: ``order = argsort(v)[::-1]``, ``rank = argsort(order)``.
+
+    0 is the largest. The original used numpy's default (unstable) sort, whose tie order is
+    arbitrary (B-8); we use the stable one so the numbers are reproducible.
+    """
+    order = np.argsort(np.atleast_2d(v), axis=-1, kind="stable")[:, ::-1]
+    return inverse_permutation(order)
+
+
+def descending_positions(v: np.ndarray) -> np.ndarray:
+    """Position of every item in the stable descending order of its row (ties: earlier item first)."""
+    return inverse_permutation(np.argsort(-np.atleast_2d(v), axis=-1, kind="stable"))
+
+
+def overlap_curve(rank_s: np.ndarray, rank_t: np.ndarray) -> np.ndarray:
+    """``X[:, d − 1] = |S_{1:d} ∩ T_{1:d}|`` for rankings given as positions (rows of ``rank_s`` vs ``rank_t``).
+
+    An item is in both prefixes from depth ``max(rank_s, rank_t) + 1`` on, so ``X`` is the cumulative
+    histogram of that maximum.
+    """
+    m = np.maximum(np.atleast_2d(rank_s), np.atleast_2d(rank_t))
+    rows, n = m.shape
+    counts = np.bincount((m + n * np.arange(rows)[:, None]).ravel(), minlength=rows * n)
+    return counts.reshape(rows, n).cumsum(1)
+
+
+def average_overlap(x: np.ndarray, depth: int | None = None) -> np.ndarray:
+    """``(1/D) Σ_{d ≤ D} X_d / d`` — the ``rbo`` package at ``p = 1`` (B-6)."""
+    depth = x.shape[1] if depth is None else min(depth, x.shape[1])
+    d = np.arange(1, depth + 1)
+    return (x[:, :depth] / d).mean(1)
+
+
+def rbo_ext(x: np.ndarray, p: float) -> np.ndarray:
+    """Extrapolated rank-biased overlap of conjoint rankings of equal length (Webber et al. 2010, eq. 32).
+
+    ``(1 − p) Σ_{d ≤ n} p^{d−1} X_d / d + (X_n / n) p^n`` — ``rbo.RankingSimilarity(S, T).rbo_ext(p)``.
+    """
+    n = x.shape[1]
+    d = np.arange(1, n + 1)
+    agreement = x / d
+    return (1 - p) * agreement @ (p ** (d - 1.0)) + agreement[:, -1] * p**n
+
+
+def kendall_tau_b(x: np.ndarray, y_dense: np.ndarray) -> np.ndarray:
+    """Kendall's τ-b of ``x`` against every row of ``y_dense`` (dense integer ranks ``0…n−1``), O(n log n) each.
+
+    Equals ``scipy.stats.kendalltau(x, y)`` (variant ``b``); NaN when either side is constant.
+    """
+    x = np.asarray(x)
+    y_dense = np.ascontiguousarray(np.atleast_2d(y_dense), dtype=np.int64)
+    n = x.shape[0]
+    order = np.argsort(x, kind="stable").astype(np.int64)
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    ends = np.r_[starts[1:], n]
+    group_end = np.zeros(n, dtype=np.int64)
+    group_end[starts] = ends
+    runs = ends - starts
+    ties_x = int((runs * (runs - 1) // 2).sum())
+    s = np.empty(y_dense.shape[0], dtype=np.int64)
+    ties_y = np.empty(y_dense.shape[0], dtype=np.int64)
+    concordance_kernel(order, group_end, y_dense, s, ties_y)
+    n0 = n * (n - 1) // 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return s / np.sqrt((n0 - ties_x) * (n0 - ties_y).astype(np.float64))
+
+
+def dense_ranks(v: np.ndarray) -> np.ndarray:
+    """``0 … m−1`` for the ``m`` distinct values of ``v`` (ties share a rank)."""
+    return np.unique(v, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def n_top(fraction: float, m: int) -> int:
+    """``⌈f · m⌉`` tokens, at least one when ``m > 0`` (the fixed top-``k``)."""
+    return min(m, max(1, math.ceil(fraction * m - 1e-9))) if m else 0
+
+
+def legacy_top_set(v: np.ndarray) -> np.ndarray:
+    """``{i : v_i ≥ pct95(v), v_i ≠ 0}`` per row (``np.percentile`` with linear interpolation)."""
+    threshold = np.percentile(v, 95, axis=-1)
+    return (v >= threshold[..., None]) & (v != 0)
+
+
+def jaccard_sets(s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Jaccard index of boolean membership rows (NaN when both are empty)."""
+    inter = (s & t).sum(-1)
+    union = s.sum(-1) + t.sum(-1) - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return inter / union
+
+
+# --- per-example comparison ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LegacySide:
+    """Everything of one side (attribution rows or one attention vector) the legacy metrics reuse."""
+
+    norm: np.ndarray  # mm(v), masked entries 0
+    median: np.ndarray
+    mean: np.ndarray
+    p95: np.ndarray
+    top: np.ndarray  # legacy top-5 % membership
+    ranks: np.ndarray  # descending tie-broken ranks
+    ranks_p95: np.ndarray  # ranks > 102 set to 0
+
+    @classmethod
+    def of(cls, v: np.ndarray, keep: np.ndarray | None) -> _LegacySide:
+        norm = minmax(np.atleast_2d(v))
+        if keep is not None:
+            norm = np.where(keep, norm, 0.0)
+        ranks = legacy_ranks(norm)
+        return cls(
+            norm=norm,
+            median=zero_below(norm, np.percentile(norm, 50, axis=-1)),
+            mean=zero_below(norm, norm.mean(-1)),
+            p95=zero_below(norm, np.percentile(norm, 95, axis=-1)),
+            top=legacy_top_set(norm),
+            ranks=ranks,
+            ranks_p95=np.where(ranks > LEGACY_DEPTH_95, 0, ranks),
+        )
+
+
+def legacy_metrics(
+    a_rows: np.ndarray, side_a: _LegacySide, t: np.ndarray, side_t: _LegacySide
+) -> dict[str, np.ndarray]:
+    """Legacy metrics of every attribution row against one attention vector (paper_spec §11.1, §11.2)."""
+    overlap = overlap_curve(side_a.ranks, side_t.ranks)
+    return {
+        "cosine_raw": cosine(a_rows, t),
+        "cosine": cosine(side_a.norm, side_t.norm),
+        "cosine_median": cosine(side_a.median, side_t.median),
+        "cosine_mean": cosine(side_a.mean, side_t.mean),
+        "cosine_p95": cosine(side_a.p95, side_t.p95),
+        "rank_cosine": cosine(side_a.ranks.astype(np.float64), side_t.ranks.astype(np.float64)),
+        "kendall_tau": kendall_tau_b(side_t.ranks[0], side_a.ranks),
+        "rbo_ao": average_overlap(overlap),
+        "jaccard_top5": jaccard_sets(side_a.top, side_t.top),
+        "rank_cosine_p95": cosine(side_a.ranks_p95.astype(np.float64), side_t.ranks_p95.astype(np.float64)),
+        "rbo_ao_p95": average_overlap(overlap, LEGACY_DEPTH_95),
+    }
+
+
+@dataclass(frozen=True)
+class _FixedSide:
+    signed: np.ndarray
+    norm: np.ndarray  # mm(|v|)
+    avg_ranks: np.ndarray  # average ranks of |v| (Spearman)
+    positions: np.ndarray  # stable descending order positions of |v| (RBO, top-k)
+
+    @classmethod
+    def of(cls, v: np.ndarray, perms: np.ndarray | None = None) -> _FixedSide:
+        """One vector, or (``perms`` given) its rows ``v[perms[r]]`` with row 0 the identity."""
+        mag = np.abs(v)
+        avg = rankdata(mag)
+        if perms is not None:
+            signed, mag, avg = v[perms], mag[perms], avg[perms]
+        else:
+            signed, mag, avg = v[None], mag[None], avg[None]
+        return cls(signed, minmax(mag), avg, descending_positions(mag))
+
+
+def fixed_metrics_rows(
+    side_a: _FixedSide, dense_a: np.ndarray, t: np.ndarray, rbo_p: Sequence[float], top_fraction: float
+) -> dict[str, np.ndarray]:
+    """Fixed metrics of every attribution row against one attention vector (kept positions only)."""
+    side_t = _FixedSide.of(t)
+    overlap = overlap_curve(side_a.positions, side_t.positions)
+    k = n_top(top_fraction, len(t))
+    inter = overlap[:, k - 1]
+    out = {
+        "cosine_raw": cosine(side_a.signed, t),
+        "cosine": cosine(side_a.norm, side_t.norm),
+        "spearman": pearson(side_a.avg_ranks, side_t.avg_ranks),
+        "kendall_tau_b": kendall_tau_b(t, dense_a),
+        "rbo_ao": average_overlap(overlap),
+    }
+    for p in rbo_p:
+        out[rbo_name(p)] = rbo_ext(overlap, p)
+    out["jaccard_top5"] = inter / (2 * k - inter)
+    return out
+
+
+def example_rng(seed: int, example_id: str, stream: int) -> np.random.Generator:
+    """A generator stable per (seed, example id, stream)."""
+    sub = int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:4], "little")
+    return np.random.default_rng([seed, sub, stream])
+
+
+def permutations(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
+    """``(count + 1, n)`` index rows: the identity, then ``count`` random permutations."""
+    rows = np.tile(np.arange(n), (count + 1, 1))
+    if count:
+        rows[1:] = rng.permuted(rows[1:], axis=1)
+    return rows
+
+
+def _stats(values: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(value, chance mean, chance sd, z, permutation p) from row 0 = observed, rows 1… = permuted."""
+    v = float(values[0])
+    perm = values[1:]
+    perm = perm[~np.isnan(perm)]
+    if not len(perm) or np.isnan(v):
+        return v, float("nan"), float("nan"), float("nan"), float("nan")
+    mean, sd = float(perm.mean()), float(perm.std(ddof=1)) if len(perm) > 1 else float("nan")
+    z = (v - mean) / sd if sd and sd > 0 else float("nan")
+    return v, mean, sd, z, float((1 + (perm >= v - 1e-12).sum()) / (len(perm) + 1))
+
+
+def attention_vectors(
+    received: np.ndarray, importance: Mapping[str, np.ndarray]
+) -> dict[tuple[str, str, bool], np.ndarray]:
+    """``(mode, configuration, scaled) → (n,)`` received attention (paper_spec §11 ``att12``, ``attAll``, …)."""
+    n_layers = received.shape[0]
+    half = n_layers // 2
+    chosen = {
+        "last": slice(n_layers - 1, n_layers),
+        "all": slice(0, n_layers),
+        "lower": slice(0, half),
+        "upper": slice(half, n_layers),
+    }
+    per_head = received.astype(np.float64)
+    out = {}
+    for layers, sl in chosen.items():
+        unscaled = per_head[sl].sum((0, 1))
+        for mode in MODES:
+            out[(mode, layers, False)] = unscaled
+            out[(mode, layers, True)] = np.einsum("lhn,lh->n", per_head[sl], importance[mode][sl].astype(np.float64))
+    return out
+
+
+def compare_example(
+    example_id: str,
+    a: np.ndarray,
+    received: np.ndarray,
+    importance: Mapping[str, np.ndarray],
+    keep: Mapping[str, np.ndarray],
+    special: np.ndarray,
+    *,
+    n_permutations: int = 100,
+    top_fraction: float = 0.05,
+    rbo_p: Sequence[float] = (0.9, 0.98),
+    seed: int = 42,
+) -> pd.DataFrame:
+    """Every metric of one example, both modes, every configuration × scaled × mask, with chance baselines.
+
+    Args:
+        example_id: used in the rows and to seed the permutations.
+        a: ``(n,)`` signed IG attribution per token.
+        received: ``(L, H, n)`` received attention per head.
+        importance: ``{"legacy": (L, H), "fixed": (L, H)}`` head importance scaling the scaled rows.
+        keep: ``{"legacy": (n,), "fixed": (n,)}`` bool, True where the mask keeps the token.
+        special: ``(n,)`` bool, special tokens (dropped by every fixed metric).
+
+    Returns:
+        One row per (configuration, scaled, mask, mode, metric) with :data:`COLUMNS`.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    n = len(a)
+    if received.shape[-1] != n:
+        raise ValueError(f"{example_id}: attention has {received.shape[-1]} tokens, attribution {n}")
+    vectors = attention_vectors(received, importance)
+    records: list[tuple] = []
+
+    def emit(mode, mask, metrics_by_key, size):
+        for (layers, scaled), metrics in metrics_by_key.items():
+            for name, values in metrics.items():
+                records.append((example_id, layers, scaled, mask, mode, name, *_stats(values), size))
+
+    keep_of = {"none": None, "legacy": keep["legacy"], "fixed": keep["fixed"]}
+    perms = permutations(example_rng(seed, example_id, 0), n, n_permutations)
+    a_rows = a[perms]
+    abs_rows = np.abs(a_rows)
+    for mask in MASKS:
+        side_a = _LegacySide.of(abs_rows, keep_of[mask])
+        by_key = {}
+        for layers in LAYER_CONFIGURATIONS:
+            for scaled in (False, True):
+                t = vectors[("legacy", layers, scaled)]
+                by_key[(layers, scaled)] = legacy_metrics(a_rows, side_a, t, _LegacySide.of(t, keep_of[mask]))
+        emit("legacy", mask, by_key, n)
+    names = fixed_metrics(rbo_p)
+    for stream, mask in enumerate(MASKS, start=1):
+        valid = ~special if keep_of[mask] is None else (keep_of[mask] & ~special)
+        idx = np.flatnonzero(valid)
+        by_key = {}
+        if len(idx) < 2:
+            nan = np.full(1, np.nan)
+            by_key = {(ly, sc): dict.fromkeys(names, nan) for ly in LAYER_CONFIGURATIONS for sc in (False, True)}
+            emit("fixed", mask, by_key, len(idx))
+            continue
+        sub_perms = permutations(example_rng(seed, example_id, stream), len(idx), n_permutations)
+        side_a = _FixedSide.of(a[idx], sub_perms)
+        dense_a = dense_ranks(np.abs(a[idx]))[sub_perms]
+        for layers in LAYER_CONFIGURATIONS:
+            for scaled in (False, True):
+                t = vectors[("fixed", layers, scaled)][idx]
+                by_key[(layers, scaled)] = fixed_metrics_rows(side_a, dense_a, t, rbo_p, top_fraction)
+        emit("fixed", mask, by_key, len(idx))
+    return pd.DataFrame.from_records(records, columns=list(COLUMNS))
+
+
+def head_agreement(a: np.ndarray, received: np.ndarray, valid: np.ndarray, top_fraction: float) -> pd.DataFrame:
+    """Per head: Spearman ρ of its received attention with ``|a|``, and the Jaccard of their top-``k`` sets.
+
+    Fixed recipe on the ``valid`` positions (special tokens dropped); scaling a head by a constant
+    changes neither number, so there is no scaled variant.
+    """
+    idx = np.flatnonzero(valid)
+    n_layers, n_heads = received.shape[:2]
+    heads = received.reshape(n_layers * n_heads, -1)[:, idx].astype(np.float64)
+    mag = np.abs(np.asarray(a, dtype=np.float64)[idx])
+    rho = pearson(rankdata(heads, axis=1), rankdata(mag)) if len(idx) > 1 else np.full(len(heads), np.nan)
+    k = n_top(top_fraction, len(idx))
+    top_a = descending_positions(mag)[0] < k
+    top_h = descending_positions(heads) < k
+    jac = jaccard_sets(top_h, top_a[None]) if k else np.full(len(heads), np.nan)
+    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    return pd.DataFrame({"layer": layer, "head": head, "spearman": rho, "jaccard_top5": jac, "n": len(idx)})
+
+
+# --- rule compare: every example of one attention shard --------------------------------------------
+
+
+def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``({"legacy": keep, "fixed": keep}, special)`` for one example's ids (paper_spec §7.4).
+
+    The legacy mask tests the raw token, as the similarity notebooks did (``Ġthe`` is alphabetic).
+    """
+    from attnlens.tokens import special_ids, token_mask
+
+    special_set = special_ids(tokenizer)
+    special = np.array([int(i) in special_set for i in ids], dtype=bool)
+    keep = {
+        "legacy": token_mask(tokenizer, ids, legacy_mask, strip_marker=False),
+        "fixed": token_mask(tokenizer, ids, "fixed"),
+    }
+    return keep, special
+
+
+def _importance_pair(importance_path) -> dict[str, np.ndarray]:
+    from attnlens.importance import load_importance
+
+    return {mode: load_importance(importance_path, mode).double().numpy() for mode in MODES}
+
+
+def run_compare(cfg, summary_path, attribution_paths, importance_path, model_dir, out_path, heads_path) -> dict:
+    """Rule ``compare``: metrics of every example of one attention shard, and per-head agreement."""
+    from attnlens.attention import load_summaries
+    from attnlens.attribution import load_attributions
+    from attnlens.errors import InputError
+    from attnlens.io import provenance, save_parquet
+    from attnlens.modeling import load_tokenizer
+
+    tokenizer = load_tokenizer(model_dir)
+    importance = _importance_pair(importance_path)
+    examples = load_summaries([summary_path]).examples
+    attributions = load_attributions(attribution_paths).set_index("example_id")
+    frames, heads = [], []
+    t0 = time.perf_counter()
+    for eid, ex in examples.items():
+        if eid not in attributions.index:
+            raise InputError(", ".join(map(str, attribution_paths)), "example_id", f"expected an attribution of {eid}")
+        row = attributions.loc[eid]
+        ids = [int(i) for i in row["input_ids"]]
+        if ex.input_ids.tolist() != ids:
+            raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
+        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+        received = ex.received.numpy()
+        a = np.asarray(row["scores"], dtype=np.float64)
+        frames.append(
+            compare_example(
+                eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
+                top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed,
+            )
+        )  # fmt: skip
+        per_head = head_agreement(a, received, ~special, cfg.top_fraction)
+        per_head.insert(0, "example_id", eid)
+        heads.append(per_head)
+    seconds = time.perf_counter() - t0
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    extra = {"seconds": round(seconds, 2), "n_examples": len(examples), "deviations": list(DEVIATIONS)}
+    save_parquet(frame, out_path, provenance(SIMILARITY_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
+    head_frame = pd.concat(heads, ignore_index=True) if heads else pd.DataFrame()
+    save_parquet(head_frame, heads_path, provenance(HEADS_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
+    logger.info("%d examples in %.1f s (%.2f s each)", len(examples), seconds, seconds / max(len(examples), 1))
+    return {"n_examples": len(examples), "seconds": seconds}
+
+
+def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
+    """Per-example rows of ``compare`` shards; a folder stands for its ``shard*.parquet`` files."""
+    from attnlens.errors import InputError
+    from attnlens.io import load_parquet
+
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.glob("shard*.parquet"))
+            if not found:
+                raise InputError(where or p, "path", f"expected shard*.parquet files of rule compare in {p}")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError(where or p, "path", f"expected a per-example similarity parquet or folder, {p} is missing")
+    frames = [load_parquet(f, SIMILARITY_SCHEMA)[0] for f in files]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+
+
+# --- aggregate_similarity: dataset means, intervals, tests, tables --------------------------------
+
+GROUP = ["mode", "configuration", "scaled", "mask", "metric"]
+
+
+def bootstrap_means(values: np.ndarray, seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column means of ``(examples, groups)`` with percentile 95 % intervals (NaNs skipped).
+
+    The examples are resampled once for all groups (a paired bootstrap): ``n_boot`` multinomial
+    weight vectors times the matrix, so a thousand examples × hundreds of groups take a few
+    matrix products.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    valid = ~np.isnan(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(valid.any(0), np.nansum(values, 0) / valid.sum(0), np.nan)
+        n = values.shape[0]
+        if n == 0:
+            nan = np.full(values.shape[1], np.nan)
+            return mean, nan, nan
+        weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot).astype(np.float64)
+        boot = (weights @ np.where(valid, values, 0.0)) / (weights @ valid)
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=0) if n_boot else (mean, mean)
+    return mean, lo, hi
+
+
+def summarise(frame: pd.DataFrame, seed: int, n_boot: int) -> pd.DataFrame:
+    """Per (mode, configuration, scaled, mask, metric): mean with interval, chance, excess over chance.
+
+    Columns: ``n_examples, mean, ci_lo, ci_hi, chance, excess, excess_lo, excess_hi, mean_z,
+    frac_significant`` (share of examples whose permutation p-value is below 0.05).
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=[*GROUP, "n_examples", "mean", "ci_lo", "ci_hi", "chance", "excess"])
+    frame = frame.assign(excess=frame["value"] - frame["chance"], significant=(frame["p_perm"] < 0.05) * 1.0)
+    frame.loc[frame["p_perm"].isna(), "significant"] = np.nan
+    wide = frame.set_index([*GROUP, "example_id"])[["value", "excess", "chance", "z", "significant"]].unstack(GROUP)
+    value_mean, lo, hi = bootstrap_means(wide["value"].to_numpy(), seed, n_boot)
+    excess_mean, elo, ehi = bootstrap_means(wide["excess"].to_numpy(), seed, n_boot)
+    keys = wide["value"].columns.to_frame(index=False)
+    out = keys.assign(
+        n_examples=wide["value"].notna().sum(0).to_numpy(),
+        mean=value_mean,
+        ci_lo=lo,
+        ci_hi=hi,
+        chance=wide["chance"].mean(0).to_numpy(),
+        excess=excess_mean,
+        excess_lo=elo,
+        excess_hi=ehi,
+        mean_z=wide["z"].mean(0).to_numpy(),
+        frac_significant=wide["significant"].mean(0).to_numpy(),
+    )
+    return out.sort_values(GROUP, kind="stable").reset_index(drop=True)
+
+
+def _wilcoxon(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
+    """(pairs, median of x − y, statistic, two-sided p) over the pairs where both are finite."""
+    from scipy.stats import wilcoxon
+
+    ok = np.isfinite(x) & np.isfinite(y)
+    d = x[ok] - y[ok]
+    if not len(d) or not np.any(d != 0):
+        return int(ok.sum()), float(np.median(d)) if len(d) else float("nan"), float("nan"), float("nan")
+    res = wilcoxon(d)
+    return int(ok.sum()), float(np.median(d)), float(res.statistic), float(res.pvalue)
+
+
+TEST_COLUMNS = (
+    "comparison",
+    "mode",
+    "configuration",
+    "metric",
+    "held",
+    "n",
+    "median_difference",
+    "statistic",
+    "p_value",
+)
+
+
+def paired_tests(frame: pd.DataFrame) -> pd.DataFrame:
+    """Paired Wilcoxon signed-rank tests per example: masked vs unmasked and scaled vs unscaled.
+
+    ``held`` names what stays fixed in the pair; ``median_difference`` is the median of
+    (masked − unmasked) or (scaled − unscaled).
+    """
+    rows = []
+    if frame.empty:
+        return pd.DataFrame(columns=list(TEST_COLUMNS))
+    keys = ["mode", "configuration", "metric", "example_id", "scaled", "mask"]
+    wide = frame.set_index(keys)["value"].unstack(["scaled", "mask"])
+    for (mode, layers, metric), part in wide.groupby(level=["mode", "configuration", "metric"], sort=True):
+        pairs = [
+            ("masked − unmasked", f"mask {mask}, scaled {scaled}", (scaled, mask), (scaled, "none"))
+            for scaled in (False, True)
+            for mask in ("legacy", "fixed")
+        ] + [("scaled − unscaled", f"mask {mask}", (True, mask), (False, mask)) for mask in MASKS]
+        for comparison, held, x, y in pairs:
+            if x in part and y in part:
+                rows.append(
+                    (comparison, mode, layers, metric, held, *_wilcoxon(part[x].to_numpy(), part[y].to_numpy()))
+                )
+    return pd.DataFrame(rows, columns=list(TEST_COLUMNS))
+
+
+@dataclass(frozen=True)
+class PaperMetric:
+    """One column pair of Tables 1–4: the legacy metric and its fixed counterpart."""
+
+    label: str
+    legacy: str
+    fixed: str
+    legacy_header: str
+    fixed_header: str
+
+
+def paper_metrics(rbo_p: Sequence[float]) -> dict[str, list[PaperMetric]]:
+    """The metrics of Table 1 (cosine, Kendall τ, RBO) and Table 2 (top-5 % Jaccard)."""
+    p = rbo_p[0]
+    return {
+        "similarity": [
+            PaperMetric("cosine", "cosine", "cosine", "cosine legacy", "cosine fixed"),
+            PaperMetric("Kendall τ", "kendall_tau", "kendall_tau_b", "τ legacy", "τ-b fixed"),
+            PaperMetric("RBO", "rbo_ao", rbo_name(p), "RBO legacy (AO, p = 1)", f"RBO fixed (p = {p:g}, ext)"),
+        ],
+        "jaccard": [PaperMetric("top-5 % Jaccard", "jaccard_top5", "jaccard_top5", "Jaccard legacy", "Jaccard fixed")],
+    }
+
+
+#: The masked rows of Tables 1–4: each mode with its own mask.
+MASKED_WITH = {"legacy": "legacy", "fixed": "fixed"}
+LAYER_LABELS = {"last": "last layer", "all": "all layers", "lower": "lower half", "upper": "upper half"}
+
+
+def _cell(row: pd.Series) -> str:
+    if pd.isna(row["mean"]):
+        return "n/a"
+    return f"{row['mean']:.3f} [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}] ({row['chance']:.3f})"
+
+
+def paper_table(summary: pd.DataFrame, metrics: Sequence[PaperMetric], layers=("last", "all")) -> pd.DataFrame:
+    """Tables 1–4 layout: rows layers × scaled × masked; per metric a legacy and a fixed column.
+
+    A cell is ``mean [95 % CI] (chance)``; "masked" is the legacy zero-filled mask in legacy
+    columns and the fixed position subset in fixed columns.
+    """
+    index = summary.set_index(GROUP)
+    rows = []
+    for ly in layers:
+        for scaled in (True, False):
+            for masked in (True, False):
+                row = {
+                    "layers": LAYER_LABELS[ly],
+                    "scaled": "yes" if scaled else "no",
+                    "masked": "yes" if masked else "no",
+                }
+                for m in metrics:
+                    for mode, name, header in (
+                        ("legacy", m.legacy, m.legacy_header),
+                        ("fixed", m.fixed, m.fixed_header),
+                    ):
+                        key = (mode, ly, scaled, MASKED_WITH[mode] if masked else "none", name)
+                        row[header] = _cell(index.loc[key]) if key in index.index else "n/a"
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def masking_increase(summary: pd.DataFrame, rbo_p: Sequence[float], layers=("last", "all")) -> pd.DataFrame:
+    """The paper's "percentage increase due to masking", legacy and fixed, with the chance level's own change.
+
+    ``pct_increase`` = mean over (layers × scaled) of ``(masked − unmasked) / unmasked · 100`` of the
+    dataset means (the notebook's formula, §11.2); ``delta_value`` and ``delta_chance`` are the mean
+    absolute changes of the metric and of its chance level, and ``delta_excess`` their difference —
+    the part of the increase that is not an artefact of the recipe.
+    """
+    index = summary.set_index(GROUP)
+    rows = []
+    for group in paper_metrics(rbo_p).values():
+        for m in group:
+            for mode, name in (("legacy", m.legacy), ("fixed", m.fixed)):
+                pct, dv, dc = [], [], []
+                for ly in layers:
+                    for scaled in (True, False):
+                        masked, plain = (mode, ly, scaled, MASKED_WITH[mode], name), (mode, ly, scaled, "none", name)
+                        if masked in index.index and plain in index.index:
+                            u, v = index.loc[plain], index.loc[masked]
+                            pct.append((v["mean"] - u["mean"]) / u["mean"] * 100 if u["mean"] else np.nan)
+                            dv.append(v["mean"] - u["mean"])
+                            dc.append(v["chance"] - u["chance"])
+                rows.append(
+                    {"metric": m.label, "mode": mode, "name": name, "pct_increase": np.nanmean(pct) if pct else np.nan,
+                     "delta_value": np.nanmean(dv) if dv else np.nan, "delta_chance": np.nanmean(dc) if dc else np.nan}
+                )  # fmt: skip
+    out = pd.DataFrame(rows)
+    out["delta_excess"] = out["delta_value"] - out["delta_chance"]
+    return out
+
+
+LEGACY_EXAMPLE_NAMES = {
+    "last": "attrib_vs_layer12_attn",
+    "all": "attrib_vs_all_layer_attn",
+    "lower": "attrib_vs_lower_layer_attn",
+    "upper": "attrib_vs_upper_layer_attn",
+}
+
+
+def legacy_means_layout(summary: pd.DataFrame) -> pd.DataFrame:
+    """The original ``attrib_attn_sim_means.csv`` layout (legacy mode; newer notebook's columns), 6 decimals."""
+    columns = {
+        "cosine": "mean_cosine_sim",
+        "rank_cosine": "mean_cosine_sim_ranks",
+        "kendall_tau": "mean_kendall_tau",
+        "rbo_ao": "mean_RBO",
+        "jaccard_top5": "mean_Jaccard_95th",
+    }
+    part = summary[(summary["mode"] == "legacy") & summary["mask"].isin(["none", "legacy"])]
+    part = part[part["metric"].isin(list(columns))]
+    wide = part.pivot_table(index=["configuration", "scaled", "mask"], columns="metric", values="mean").reset_index()
+    out = pd.DataFrame({"example": wide["configuration"].map(LEGACY_EXAMPLE_NAMES)})
+    for metric, name in columns.items():
+        out[name] = wide[metric].round(6) if metric in wide else np.nan
+    out["scaled"] = wide["scaled"].astype(bool)
+    out["alpha_only"] = wide["mask"] == "legacy"
+    return out.sort_values(["example", "scaled", "alpha_only"], kind="stable").reset_index(drop=True)
+
+
+SUMMARY_SCHEMA = "similarity_summary/v1"
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    from attnlens.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], name: str, n_examples: int) -> None:
+    """Tables ``numbers`` (1–2 or 3–4) of one dataset, its masking increase, tests, summary, legacy layout."""
+    from attnlens.io import file_stem
+    from attnlens.tables import write_table
+
+    suffix = "" if numbers[0] == 1 else f"_{file_stem(name)}"
+    groups = paper_metrics(cfg.rbo_p)
+    intro = (
+        f"{name}, {n_examples} examples; cell = mean [bootstrap 95 % CI] "
+        f"(chance: mean over {cfg.n_permutations} permuted attributions)"
+    )
+    write_table(
+        paper_table(summary, groups["similarity"]),
+        out / f"table{numbers[0]}_similarity{suffix}",
+        f"Table {numbers[0]}: attention vs IG attribution, cosine, Kendall τ and RBO, legacy and fixed. {intro}.",
+    )
+    write_table(
+        paper_table(summary, groups["jaccard"]),
+        out / f"table{numbers[1]}_jaccard{suffix}",
+        f"Table {numbers[1]}: Jaccard of the top-5 % attended and attributed tokens, legacy and fixed. {intro}.",
+    )
+    write_table(
+        masking_increase(summary, cfg.rbo_p),
+        out / f"masking_increase{suffix}",
+        "Percentage increase due to masking (paper §5.2.3: mean over layer configurations × scaling of "
+        "(masked − unmasked) / unmasked), and the absolute change of the metric and of its chance level.",
+    )
+    shown = {m.legacy for g in groups.values() for m in g} | {m.fixed for g in groups.values() for m in g}
+    paper_tests = tests[tests["configuration"].isin(["last", "all"]) & tests["metric"].isin(shown)]
+    own_mask = ((paper_tests["mode"] == "legacy") & ~paper_tests["held"].str.contains("mask fixed")) | (
+        (paper_tests["mode"] == "fixed") & ~paper_tests["held"].str.contains("mask legacy")
+    )
+    write_table(
+        paper_tests[own_mask].reset_index(drop=True),
+        out / f"similarity_tests{suffix}",
+        f"Paired Wilcoxon signed-rank tests over the {n_examples} examples of {name} "
+        f"(every configuration, metric and mask: similarity_tests_all{suffix}.csv).",
+    )
+    _write_csv(tests, out / f"similarity_tests_all{suffix}.csv")
+    _write_csv(summary, out / f"similarity_summary{suffix}.csv")
+    _write_csv(legacy_means_layout(summary), out / f"similarity_means_legacy{suffix}.csv")
+
+
+def run_aggregate_similarity(cfg, similarity_paths, summary_path, tables_dir) -> dict:
+    """Rule ``aggregate_similarity``: Tables 1–2 (and 3–4 per extra dataset), tests and the tidy summary."""
+    from attnlens.io import atomic_dir, provenance, save_parquet
+
+    datasets = [(cfg.dataset_name, load_similarity(similarity_paths))]
+    for extra in cfg.extra_datasets:
+        datasets.append(
+            (
+                extra["name"],
+                load_similarity([extra["path"]], where=f"config: similarity.extra_datasets[{extra['name']}]"),
+            )
+        )
+    t0 = time.perf_counter()
+    summaries = []
+    with atomic_dir(tables_dir) as tmp:
+        for i, (name, frame) in enumerate(datasets):
+            summary = summarise(frame, cfg.seed, cfg.n_boot)
+            tests = paired_tests(frame)
+            n_examples = int(frame["example_id"].nunique()) if len(frame) else 0
+            numbers = (1, 2) if i == 0 else (3, 4)
+            _dataset_tables(summary, tests, cfg, Path(tmp), numbers, name, n_examples)
+            summaries.append(summary.assign(dataset=name))
+    seconds = time.perf_counter() - t0
+    merged = pd.concat(summaries, ignore_index=True)
+    prov = provenance(SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), deviations=list(DEVIATIONS))
+    save_parquet(merged, summary_path, prov)
+    logger.info("similarity tables for %s in %.1f s", ", ".join(n for n, _ in datasets), seconds)
+    return {"seconds": seconds}
+
+
+# --- the single-example in-depth view (paper_spec §11.1) -------------------------------------------
+
+SET_ORDER = ("shared", "attention_only", "attribution_only")
+
+
+def top_set_table(
+    labels: Sequence[str],
+    a: np.ndarray,
+    t: np.ndarray,
+    mode: str,
+    keep: np.ndarray | None,
+    special: np.ndarray,
+    top_fraction: float,
+) -> tuple[pd.DataFrame, int, int]:
+    """The attention-only / attribution-only / shared top tokens of one example (§11.1 items 11–13).
+
+    Legacy: ``{i : v_i ≥ pct95(v), v_i ≠ 0}`` of ``mm(v)`` over the whole sequence, masked entries
+    zero-filled (the percentile still over the full length). Fixed: the top ``⌈f · n⌉`` by stable
+    sort among the kept non-special positions. Ranks (1 = largest) and normalised values come from
+    the same configuration on both sides (the original mixed layer-12 ranks into all-layer tables, B-11).
+
+    Returns:
+        ``(table, |shared|, |union|)``; the table has columns ``set, token, position,
+        attention_norm, attention_rank, attribution_norm, attribution_rank``.
+    """
+    mag = np.abs(np.asarray(a, dtype=np.float64))
+    t = np.asarray(t, dtype=np.float64)
+    if mode == "legacy":
+        pos = np.arange(len(mag))
+        norm_a, norm_t = minmax(mag), minmax(t)
+        if keep is not None:
+            norm_a, norm_t = np.where(keep, norm_a, 0.0), np.where(keep, norm_t, 0.0)
+        top_a, top_t = legacy_top_set(norm_a), legacy_top_set(norm_t)
+        rank_a, rank_t = legacy_ranks(norm_a)[0] + 1, legacy_ranks(norm_t)[0] + 1
+    else:
+        pos = np.flatnonzero(~special if keep is None else keep & ~special)
+        norm_a, norm_t = minmax(mag[pos]), minmax(t[pos])
+        k = n_top(top_fraction, len(pos))
+        rank_a, rank_t = descending_positions(mag[pos])[0] + 1, descending_positions(t[pos])[0] + 1
+        top_a, top_t = rank_a <= k, rank_t <= k
+    member = {"shared": top_a & top_t, "attention_only": top_t & ~top_a, "attribution_only": top_a & ~top_t}
+    parts = []
+    for name in SET_ORDER:
+        idx = np.flatnonzero(member[name])
+        part = pd.DataFrame(
+            {"set": name, "token": [labels[pos[i]] for i in idx], "position": pos[idx],
+             "attention_norm": norm_t[idx], "attention_rank": rank_t[idx],
+             "attribution_norm": norm_a[idx], "attribution_rank": rank_a[idx]}
+        )  # fmt: skip
+        parts.append(part.sort_values("attribution_rank" if name == "attribution_only" else "attention_rank"))
+    shared = int(member["shared"].sum())
+    return pd.concat(parts, ignore_index=True), shared, int((top_a | top_t).sum())
+
+
+def value_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Tokens of each set counted (the notebooks' ``value_counts()``), most frequent overall first."""
+    counts = table.groupby(["token", "set"]).size().unstack("set", fill_value=0)
+    counts = counts.reindex(columns=list(SET_ORDER), fill_value=0)
+    counts["total"] = counts.sum(1)
+    counts = counts.reset_index().sort_values(["total", "token"], ascending=[False, True], kind="stable")
+    return counts.reset_index(drop=True)
+
+
+def example_metrics_table(rows: pd.DataFrame, layers=("last", "all")) -> pd.DataFrame:
+    """One example's metrics (scaled, as in the notebooks): ``value (chance)`` per layers × masked."""
+    rows = rows[rows["scaled"] & rows["configuration"].isin(layers)]
+    out = []
+    for mode in MODES:
+        part = rows[rows["mode"] == mode]
+        for metric in dict.fromkeys(part["metric"]):
+            rec = {"mode": mode, "metric": metric}
+            for ly in layers:
+                for masked in (False, True):
+                    mask = MASKED_WITH[mode] if masked else "none"
+                    hit = part[(part["metric"] == metric) & (part["configuration"] == ly) & (part["mask"] == mask)]
+                    v = hit.iloc[0] if len(hit) else None
+                    label = f"{LAYER_LABELS[ly]}{', masked' if masked else ''}"
+                    rec[label] = "n/a" if v is None or pd.isna(v["value"]) else f"{v['value']:.4f} ({v['chance']:.4f})"
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def run_similarity_examples(
+    cfg, summary_paths, attribution_paths, importance_path, similarity_paths, selection_path, model_dir, out_dir
+) -> list[Path]:
+    """Rule ``similarity_examples``: the in-depth view of every showcased example (§11.1)."""
+    from attnlens.attention import load_summaries
+    from attnlens.attribution import load_attributions
+    from attnlens.io import atomic_dir, atomic_path, file_stem, load_json
+    from attnlens.modeling import load_tokenizer
+    from attnlens.prediction import SELECTION_SCHEMA
+    from attnlens.tables import markdown_table, write_table
+    from attnlens.tokens import display_tokens
+
+    tokenizer = load_tokenizer(model_dir)
+    importance = _importance_pair(importance_path)
+    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
+    wanted = {e["example_id"] for e in selection}
+    summaries = load_summaries(summary_paths).examples
+    attributions = load_attributions(attribution_paths).set_index("example_id")
+    metrics = load_similarity(similarity_paths)
+    metrics = metrics[metrics["example_id"].isin(wanted)]
+    written: list[Path] = []
+    done: set[str] = set()
+    with atomic_dir(out_dir) as tmp:
+        for e in selection:
+            eid = e["example_id"]
+            if eid in done:
+                continue
+            done.add(eid)
+            stem = f"{file_stem(e['role'])}_{file_stem(eid)}"
+            roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
+            title = f"{eid} ({roles}; label {e['label']}, predicted {e['pred']})"
+            ids = [int(i) for i in attributions.loc[eid, "input_ids"]]
+            a = np.asarray(attributions.loc[eid, "scores"], dtype=np.float64)
+            keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+            labels = display_tokens(tokenizer, ids)
+            vectors = attention_vectors(summaries[eid].received.numpy(), importance)
+            table = example_metrics_table(metrics[metrics["example_id"] == eid])
+            caption = f"Similarity of attention (scaled by head importance) and IG attribution, {title}: value (chance)"
+            written += write_table(table, Path(tmp) / f"{stem}_metrics", caption)
+            page = [f"# Attention vs attribution: {title}", "", markdown_table(table, caption)]
+            for mode in MODES:
+                for ly in ("last", "all"):
+                    for masked in (False, True):
+                        mask = keep[MASKED_WITH[mode]] if masked else None
+                        sets, shared, union = top_set_table(
+                            labels, a, vectors[(mode, ly, True)], mode, mask, special, cfg.top_fraction
+                        )
+                        name = f"{stem}_{mode}_{ly}_{'masked' if masked else 'unmasked'}"
+                        jac = shared / union if union else float("nan")
+                        what = f"{mode}, {LAYER_LABELS[ly]} (scaled), {'masked' if masked else 'unmasked'}"
+                        for suffix, frame in (("top5", sets), ("counts", value_counts(sets))):
+                            with atomic_path(Path(tmp) / f"{name}_{suffix}.csv") as out:
+                                frame.to_csv(out, index=False)
+                            written.append(Path(tmp) / f"{name}_{suffix}.csv")
+                        page += [
+                            f"## Top-5 % tokens: {what}", "",
+                            f"Jaccard = {shared}/{union} = {jac:.3f}", "",
+                            markdown_table(value_counts(sets).head(15), "Token counts per set (15 most frequent)"),
+                            markdown_table(sets, "Shared, attention-only and attribution-only positions"),
+                        ]  # fmt: skip
+            with atomic_path(Path(tmp) / f"{stem}.md") as out:
+                out.write_text("\n".join(page), encoding="utf-8")
+            written.append(Path(tmp) / f"{stem}.md")
+    logger.info("in-depth similarity views of %d examples", len(done))
+    return written
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def run_plot_similarity(cfg, figures_cfg, similarity_paths, heads_paths, distributions_stem, heads_stem) -> None:
+    """Rule ``plot_similarity``: metric distributions (legacy, fixed, chance) and the per-head agreement map."""
+    from attnlens.io import load_parquet
+    from attnlens.plots import plot_head_agreement, plot_similarity_distributions
+
+    frame = load_similarity(similarity_paths)
+    families = [(m.label, m.legacy, m.fixed) for g in paper_metrics(cfg.rbo_p).values() for m in g]
+    for scaled, stem in ((False, distributions_stem), (True, f"{distributions_stem}_scaled")):
+        plot_similarity_distributions(frame, families, LAYER_CONFIGURATIONS, MASKED_WITH, scaled, stem, figures_cfg.dpi)
+    heads = pd.concat([load_parquet(p, HEADS_SCHEMA)[0] for p in heads_paths], ignore_index=True)
+    n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    means = heads.groupby(["layer", "head"])[["spearman", "jaccard_top5"]].mean()
+    maps = {
+        "Spearman ρ (received attention vs |IG|)": means["spearman"].to_numpy().reshape(n_layers, n_heads),
+        "top-5 % Jaccard": means["jaccard_top5"].to_numpy().reshape(n_layers, n_heads),
+    }
+    plot_head_agreement(maps, heads_stem, int(heads["example_id"].nunique()), figures_cfg.dpi)

@@ -1,0 +1,80 @@
+rule compare:
+    input:
+        summary="results/attention/shard{shard}.safetensors",
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        importance="results/importance/head_importance.safetensors",
+        model="results/models/finetuned",
+    output:
+        similarity="results/similarity/shard{shard}.parquet",
+        heads="results/similarity/heads_shard{shard}.parquet",
+    log:
+        "results/logs/compare/shard{shard}.log",
+    benchmark:
+        "results/benchmarks/compare/shard{shard}.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        cfg=lookup(dpath="similarity", within=config),
+    script:
+        "../scripts/compare.py"
+
+
+rule aggregate_similarity:
+    input:
+        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
+    output:
+        summary="results/similarity/summary.parquet",
+        tables=directory("results/paper/tables/similarity"),
+    log:
+        "results/logs/aggregate_similarity/aggregate_similarity.log",
+    benchmark:
+        "results/benchmarks/aggregate_similarity/aggregate_similarity.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="similarity", within=config),
+    script:
+        "../scripts/aggregate_similarity.py"
+
+
+rule similarity_examples:
+    input:
+        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        importance="results/importance/head_importance.safetensors",
+        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
+        selection="results/predictions/selection.json",
+        model="results/models/finetuned",
+    output:
+        examples=directory("results/paper/similarity_examples"),
+    log:
+        "results/logs/similarity_examples/similarity_examples.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="similarity", within=config),
+    script:
+        "../scripts/similarity_examples.py"
+
+
+rule plot_similarity:
+    input:
+        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
+        heads=attention_shards("results/similarity/heads_shard{shard}.parquet"),
+    output:
+        distributions=multiext("results/paper/figures/similarity_distributions", ".png", ".pdf"),
+        scaled=multiext("results/paper/figures/similarity_distributions_scaled", ".png", ".pdf"),
+        heads=multiext("results/paper/figures/head_agreement", ".png", ".pdf"),
+    log:
+        "results/logs/plot_similarity/plot_similarity.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="similarity", within=config),
+        figures=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/plot_similarity.py"

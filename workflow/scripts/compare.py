@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule compare."""
+
+from attnlens.config import SimilarityConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.similarity import run_compare
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_compare(
+        SimilarityConfig.from_dict(snakemake.params.cfg),
+        summary_path=snakemake.input.summary,
+        attribution_paths=snakemake.input.attributions,
+        importance_path=snakemake.input.importance,
+        model_dir=snakemake.input.model,
+        out_path=snakemake.output.similarity,
+        heads_path=snakemake.output.heads,
+    )

@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule similarity_examples."""
+
+from attnlens.config import SimilarityConfig
+from attnlens.logs import log_to
+from attnlens.similarity import run_similarity_examples
+
+with log_to(snakemake.log[0]):
+    run_similarity_examples(
+        SimilarityConfig.from_dict(snakemake.params.cfg),
+        summary_paths=snakemake.input.summaries,
+        attribution_paths=snakemake.input.attributions,
+        importance_path=snakemake.input.importance,
+        similarity_paths=snakemake.input.similarity,
+        selection_path=snakemake.input.selection,
+        model_dir=snakemake.input.model,
+        out_dir=snakemake.output.examples,
+    )
