@@ -63,6 +63,10 @@ def test_defaults_are_filled():
         ({"attribution": {"min_steps": 64, "max_steps": 32}}, "attribution.min_steps"),
         ({"attribution": {"target": "label"}}, "attribution.target"),
         ({"faithfulness": {"fractions": [0.1, 1.5]}}, "faithfulness.fractions.1"),
+        ({"similarity": {"rbo_p": [0.9, 1.0]}}, "similarity.rbo_p.1"),
+        ({"similarity": {"legacy_sort": "quick"}}, "similarity.legacy_sort"),
+        ({"similarity": {"extra_datasets": [{"name": "notes"}]}}, "similarity.extra_datasets.0"),
+        ({"similarity": {"extra_datasets": [{"name": "synthetic papers", "path": "x"}]}}, "similarity.extra_datasets"),
     ],
 )
 def test_bad_config_names_the_key(snippet, field):

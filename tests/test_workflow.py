@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -64,6 +65,7 @@ def test_tiny_end_to_end(root, workdir):
     assert all(s["example_id"] in set(test["example_id"]) for s in selection)
     _check_attention_stage(res, test, selection, tokenizer)
     _check_attribution_stage(res, test, selection, tokenizer)
+    _check_similarity_stage(res, test, selection)
     again = _snakemake(root, "--directory", str(workdir), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     _check_attribute_resumes(root, workdir)
@@ -103,6 +105,46 @@ def _check_attribution_stage(res, test, selection, tokenizer):
     for name in ("ig", "attention_last", "attention_all", "random"):
         assert f"\n{name}," in aopc
     assert "auprc" in (res / "paper/tables/plausibility.csv").read_text(encoding="utf-8")
+
+
+def _check_similarity_stage(res, test, selection):
+    import numpy as np
+
+    from attnlens.io import load_parquet
+    from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
+
+    frame = load_similarity(sorted((res / "similarity").glob("shard*.parquet")))
+    assert list(frame.columns) == list(COLUMNS)
+    assert sorted(frame["example_id"].unique()) == sorted(test["example_id"])
+    per_example = 4 * 2 * 3 * (len(LEGACY_METRICS) + len(fixed_metrics((0.9, 0.98))))
+    assert len(frame) == len(test) * per_example
+    assert frame["value"].notna().mean() > 0.95 and frame["chance"].notna().mean() > 0.95
+    fixed = frame[frame["mode"] == "fixed"]
+    assert (fixed.groupby("example_id")["n"].max() < frame.groupby("example_id")["n"].max()).all()  # specials dropped
+    heads = pd.concat(
+        load_parquet(p, "head_agreement/v1")[0] for p in (res / "similarity").glob("heads_shard*.parquet")
+    )
+    assert len(heads) == len(test) * 6 * 12 and np.isfinite(heads["spearman"]).all()
+    summary, prov = load_parquet(res / "similarity/summary.parquet", SUMMARY_SCHEMA)
+    assert (summary["n_examples"] <= len(test)).all() and prov["deviations"]
+    tables = res / "paper/tables/similarity"
+    for stem in ("table1_similarity", "table2_jaccard", "masking_increase", "similarity_tests"):
+        for ext in ("csv", "tex", "md"):
+            assert (tables / f"{stem}.{ext}").stat().st_size > 200, stem
+    table1 = pd.read_csv(tables / "table1_similarity.csv")
+    assert len(table1) == 8 and "τ-b fixed" in table1.columns
+    assert table1["cosine legacy"].str.match(r"-?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\] \(-?\d\.\d{3}\)").all()
+    assert len(pd.read_csv(tables / "similarity_means_legacy.csv")) == 16
+    views = res / "paper/similarity_examples"
+    first = selection[0]
+    page = (views / f"{first['role']}_{first['example_id']}.md").read_text(encoding="utf-8")
+    assert "Jaccard = " in page and "attention_only" in page
+    top = pd.read_csv(views / f"{first['role']}_{first['example_id']}_fixed_last_masked_top5.csv")
+    assert list(top.columns) == [
+        "set", "token", "position", "attention_norm", "attention_rank", "attribution_norm", "attribution_rank",
+    ]  # fmt: skip
+    for stem in ("similarity_distributions", "similarity_distributions_scaled", "head_agreement"):
+        assert (res / f"paper/figures/{stem}.png").stat().st_size > 5000
 
 
 def _check_attribute_resumes(root, workdir):

@@ -161,6 +161,7 @@ class SimilarityConfig(_Section):
     top_fraction: float = 0.05
     rbo_p: tuple[float, ...] = (0.9, 0.98)
     legacy_mask: Literal["alpha_stop_legacy", "alnum_legacy"] = "alpha_stop_legacy"
+    legacy_sort: Literal["stable", "numpy"] = "stable"
     n_boot: int = 1000
     seed: int = 42
     dataset_name: str = "synthetic papers"

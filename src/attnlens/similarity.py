@@ -7,7 +7,8 @@ one in fixed mode). Every metric is computed for mask ∈ {none, legacy, fixed} 
 
 **legacy** — exactly the original notebooks (§11.1, §11.2): the whole sequence including special
 tokens; ``mm`` = min–max; masking zero-fills masked entries of ``mm(|a|)`` and ``mm(t)`` and keeps the
-length (B-5); ranks are descending, ties broken by a (stable) ``argsort`` (B-8); "RBO" is the ``rbo``
+length (B-5); ranks are descending, ties broken by ``argsort`` (B-8; stable by default,
+``similarity.legacy_sort: numpy`` for the original's platform-dependent order); "RBO" is the ``rbo``
 package at ``p = 1`` = average overlap over the full depth (B-6); the top-5 % sets are
 ``{i : v_i ≥ pct95(v), v_i ≠ 0}``; 95th rank cosine and 95th AO use the hard-coded depth 102 (B-10).
 
@@ -118,13 +119,17 @@ def inverse_permutation(order: np.ndarray) -> np.ndarray:
     return rank
 
 
-def legacy_ranks(v: np.ndarray) -> np.ndarray:
+def legacy_ranks(v: np.ndarray, sort: str = "stable") -> np.ndarray:
     """Descending tie-broken ranks of the newer notebooks: ``order = argsort(v)[::-1]``, ``rank = argsort(order)``.
 
-    0 is the largest. The original used numpy's default (unstable) sort, whose tie order is
-    arbitrary (B-8); we use the stable one so the numbers are reproducible.
+    0 is the largest. ``sort="numpy"`` is the original's ``np.argsort`` default (introsort, SIMD where
+    the CPU has it): its order of tied values — all the zero-filled masked entries — differs between
+    machines and numpy versions (B-8). ``"stable"`` (the default) keeps ties in position order, so
+    the same inputs give the same numbers everywhere; tied positions then get the same relative order
+    in both vectors, which makes the masking artefact (B-5) somewhat larger than with numpy's order.
     """
-    order = np.argsort(np.atleast_2d(v), axis=-1, kind="stable")[:, ::-1]
+    kind = "stable" if sort == "stable" else None
+    order = np.argsort(np.atleast_2d(v), axis=-1, kind=kind)[:, ::-1]
     return inverse_permutation(order)
 
 
@@ -227,11 +232,11 @@ class _LegacySide:
     ranks_p95: np.ndarray  # ranks > 102 set to 0
 
     @classmethod
-    def of(cls, v: np.ndarray, keep: np.ndarray | None) -> _LegacySide:
+    def of(cls, v: np.ndarray, keep: np.ndarray | None, sort: str = "stable") -> _LegacySide:
         norm = minmax(np.atleast_2d(v))
         if keep is not None:
             norm = np.where(keep, norm, 0.0)
-        ranks = legacy_ranks(norm)
+        ranks = legacy_ranks(norm, sort)
         return cls(
             norm=norm,
             median=zero_below(norm, np.percentile(norm, 50, axis=-1)),
@@ -363,6 +368,7 @@ def compare_example(
     top_fraction: float = 0.05,
     rbo_p: Sequence[float] = (0.9, 0.98),
     seed: int = 42,
+    legacy_sort: str = "stable",
 ) -> pd.DataFrame:
     """Every metric of one example, both modes, every configuration × scaled × mask, with chance baselines.
 
@@ -394,12 +400,14 @@ def compare_example(
     a_rows = a[perms]
     abs_rows = np.abs(a_rows)
     for mask in MASKS:
-        side_a = _LegacySide.of(abs_rows, keep_of[mask])
+        side_a = _LegacySide.of(abs_rows, keep_of[mask], legacy_sort)
         by_key = {}
         for layers in LAYER_CONFIGURATIONS:
             for scaled in (False, True):
                 t = vectors[("legacy", layers, scaled)]
-                by_key[(layers, scaled)] = legacy_metrics(a_rows, side_a, t, _LegacySide.of(t, keep_of[mask]))
+                by_key[(layers, scaled)] = legacy_metrics(
+                    a_rows, side_a, t, _LegacySide.of(t, keep_of[mask], legacy_sort)
+                )
         emit("legacy", mask, by_key, n)
     names = fixed_metrics(rbo_p)
     for stream, mask in enumerate(MASKS, start=1):
@@ -493,7 +501,7 @@ def run_compare(cfg, summary_path, attribution_paths, importance_path, model_dir
         frames.append(
             compare_example(
                 eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
-                top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed,
+                top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed, legacy_sort=cfg.legacy_sort,
             )
         )  # fmt: skip
         per_head = head_agreement(a, received, ~special, cfg.top_fraction)
@@ -585,15 +593,23 @@ def summarise(frame: pd.DataFrame, seed: int, n_boot: int) -> pd.DataFrame:
 
 
 def _wilcoxon(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
-    """(pairs, median of x − y, statistic, two-sided p) over the pairs where both are finite."""
+    """(pairs, median of x − y, statistic, two-sided p) over the pairs where both are finite.
+
+    Zero differences are dropped (Wilcoxon's convention); the exact null distribution is used up
+    to 50 untied differences, the normal approximation otherwise (scipy's permutation fallback for
+    small tied samples costs seconds per test).
+    """
     from scipy.stats import wilcoxon
 
     ok = np.isfinite(x) & np.isfinite(y)
     d = x[ok] - y[ok]
-    if not len(d) or not np.any(d != 0):
-        return int(ok.sum()), float(np.median(d)) if len(d) else float("nan"), float("nan"), float("nan")
-    res = wilcoxon(d)
-    return int(ok.sum()), float(np.median(d)), float(res.statistic), float(res.pvalue)
+    median = float(np.median(d)) if len(d) else float("nan")
+    d = d[d != 0]
+    if not len(d):
+        return int(ok.sum()), median, float("nan"), float("nan")
+    exact = len(d) <= 50 and len(np.unique(np.abs(d))) == len(d)
+    res = wilcoxon(d, method="exact" if exact else "approx")
+    return int(ok.sum()), median, float(res.statistic), float(res.pvalue)
 
 
 TEST_COLUMNS = (
@@ -851,6 +867,7 @@ def top_set_table(
     keep: np.ndarray | None,
     special: np.ndarray,
     top_fraction: float,
+    legacy_sort: str = "stable",
 ) -> tuple[pd.DataFrame, int, int]:
     """The attention-only / attribution-only / shared top tokens of one example (§11.1 items 11–13).
 
@@ -871,7 +888,7 @@ def top_set_table(
         if keep is not None:
             norm_a, norm_t = np.where(keep, norm_a, 0.0), np.where(keep, norm_t, 0.0)
         top_a, top_t = legacy_top_set(norm_a), legacy_top_set(norm_t)
-        rank_a, rank_t = legacy_ranks(norm_a)[0] + 1, legacy_ranks(norm_t)[0] + 1
+        rank_a, rank_t = legacy_ranks(norm_a, legacy_sort)[0] + 1, legacy_ranks(norm_t, legacy_sort)[0] + 1
     else:
         pos = np.flatnonzero(~special if keep is None else keep & ~special)
         norm_a, norm_t = minmax(mag[pos]), minmax(t[pos])
@@ -965,7 +982,7 @@ def run_similarity_examples(
                     for masked in (False, True):
                         mask = keep[MASKED_WITH[mode]] if masked else None
                         sets, shared, union = top_set_table(
-                            labels, a, vectors[(mode, ly, True)], mode, mask, special, cfg.top_fraction
+                            labels, a, vectors[(mode, ly, True)], mode, mask, special, cfg.top_fraction, cfg.legacy_sort
                         )
                         name = f"{stem}_{mode}_{ly}_{'masked' if masked else 'unmasked'}"
                         jac = shared / union if union else float("nan")
