@@ -813,8 +813,10 @@ def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], na
     own_mask = ((paper_tests["mode"] == "legacy") & ~paper_tests["held"].str.contains("mask fixed")) | (
         (paper_tests["mode"] == "fixed") & ~paper_tests["held"].str.contains("mask legacy")
     )
+    shown_tests = paper_tests[own_mask].reset_index(drop=True)
+    shown_tests["p_value"] = [f"{p:.2e}" if np.isfinite(p) else "n/a" for p in shown_tests["p_value"]]
     write_table(
-        paper_tests[own_mask].reset_index(drop=True),
+        shown_tests,
         out / f"similarity_tests{suffix}",
         f"Paired Wilcoxon signed-rank tests over the {n_examples} examples of {name} "
         f"(every configuration, metric and mask: similarity_tests_all{suffix}.csv).",
