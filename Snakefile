@@ -18,6 +18,7 @@ include: "workflow/rules/attention.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/attribution.smk"
 include: "workflow/rules/similarity.smk"
+include: "workflow/rules/topology.smk"
 
 
 rule all:

@@ -66,6 +66,7 @@ def test_tiny_end_to_end(root, workdir):
     _check_attention_stage(res, test, selection, tokenizer)
     _check_attribution_stage(res, test, selection, tokenizer)
     _check_similarity_stage(res, test, selection)
+    _check_topology_stage(res, test, selection)
     again = _snakemake(root, "--directory", str(workdir), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     _check_attribute_resumes(root, workdir)
@@ -145,6 +146,34 @@ def _check_similarity_stage(res, test, selection):
     ]  # fmt: skip
     for stem in ("similarity_distributions", "similarity_distributions_scaled", "head_agreement"):
         assert (res / f"paper/figures/{stem}.png").stat().st_size > 5000
+
+
+def _check_topology_stage(res, test, selection):
+    import numpy as np
+
+    from attnlens.io import load_json, load_parquet, load_tensors
+    from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
+
+    diagrams = load_diagrams(sorted((res / "topology").glob("diagrams_shard*.parquet")))
+    assert sorted(diagrams["example_id"].unique()) == sorted(test["example_id"])
+    assert set(diagrams["estimator"]) == set(ESTIMATORS) and set(diagrams["dim"]) <= {0, 1}
+    h0 = diagrams[diagrams["dim"] == 0]
+    assert (h0.groupby(["example_id", "estimator"])["infinite"].sum() == 1).all()  # one component survives
+    assert (diagrams["death"] >= diagrams["birth"]).all() and (diagrams["death"] <= TWO_LN2 + 1e-9).all()
+    tensors, _ = load_tensors(res / "topology/matrices_shard0.safetensors", "topology_matrices/v1")
+    d = next(v for k, v in tensors.items() if k.endswith("|distance")).numpy()
+    assert np.allclose(d, d.T) and (np.diag(d) == 0).all()
+    pairs, prov = load_parquet(res / "topology/bottleneck.parquet", BOTTLENECK_SCHEMA)
+    n = len(test)
+    assert sorted(prov["example_ids"]) == sorted(test["example_id"])
+    assert len(pairs) == len(ESTIMATORS) * 3 * n * (n - 1) // 2 and np.isfinite(pairs["distance"]).all()
+    claims = load_json(res / "topology/claim.json", "topology_claim/v1")["claims"]
+    assert len(claims) == len(ESTIMATORS) * 3 and all(c["n_permutations"] == 50 for c in claims)
+    assert "1-NN" in (res / "topology/claim.md").read_text(encoding="utf-8")
+    figures = res / "topology/figures"
+    assert (figures / "bottleneck_xlogy_max.png").stat().st_size > 5000
+    first = selection[0]
+    assert (figures / f"{first['role']}_{first['example_id']}_joint_ppmi.png").exists()
 
 
 def _check_attribute_resumes(root, workdir):
@@ -257,6 +286,20 @@ def test_bad_config_key_is_one_line(root, workdir):
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
     assert any(ln.startswith("attnlens: error:") and "train.epochz: unknown key" in ln for ln in lines)
     assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_scripts_do_not_shadow_installed_modules(root):
+    """Snakemake puts workflow/scripts on sys.path: a script named like a package breaks its importers."""
+    import importlib.util
+
+    from pandas.compat._optional import VERSIONS  # optional packages pandas imports when present
+
+    clashes = [
+        p.stem
+        for p in (root / "workflow/scripts").glob("*.py")
+        if p.stem in VERSIONS or importlib.util.find_spec(p.stem)
+    ]
+    assert not clashes, f"rename these scripts: {clashes}"
 
 
 def test_ruff_clean(root):

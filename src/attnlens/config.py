@@ -169,6 +169,21 @@ class SimilarityConfig(_Section):
 
 
 @dataclass(frozen=True)
+class TopologyConfig(_Section):
+    n_shards: int = 2
+    layers: Literal["all", "last", "lower", "upper"] = "all"
+    pooling: Literal["chunks", "sentences", "none"] = "chunks"
+    chunk_size: int = 16
+    estimators: tuple[str, ...] = ("pooled_pmi", "joint_ppmi", "xlogy")
+    distance: Literal["rescale", "clip"] = "rescale"
+    max_dimension: int = 1
+    max_edge_length: float | None = None
+    sparse: float | None = None
+    n_permutations: int = 1000
+    seed: int = 42
+
+
+@dataclass(frozen=True)
 class FiguresConfig(_Section):
     mode: Literal["fixed", "legacy"] = "fixed"
     mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
@@ -191,6 +206,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "attribution": AttributionConfig,
     "faithfulness": FaithfulnessConfig,
     "similarity": SimilarityConfig,
+    "topology": TopologyConfig,
     "figures": FiguresConfig,
 }
 

@@ -65,6 +65,8 @@ def markdown_table(df: pd.DataFrame, caption: str) -> str:
 
 
 def _fmt(value) -> str:
+    if value is None or (isinstance(value, float | np.floating) and np.isnan(value)):
+        return "n/a"
     if isinstance(value, float | np.floating):
         return f"{value:.4f}"
     return str(value)

@@ -25,6 +25,11 @@ def attribution_shards(pattern):
     return expand(pattern, shard=range(config["attribution"]["n_shards"]))
 
 
+def topology_shards(pattern):
+    """One path per shard of topology (topology.n_shards of them)."""
+    return expand(pattern, shard=range(config["topology"]["n_shards"]))
+
+
 def get_final_outputs():
     """Everything `rule all` builds."""
     return [
@@ -52,6 +57,9 @@ def get_final_outputs():
         "results/paper/similarity_examples",
         "results/paper/figures/similarity_distributions.png",
         "results/paper/figures/head_agreement.png",
+        "results/topology/bottleneck.parquet",
+        "results/topology/claim.json",
+        "results/topology/figures",
     ]
 
 

@@ -1,0 +1,490 @@
+"""Attention topology: mutual-information distances, persistence diagrams, bottleneck distances.
+
+The claim under test (a companion study): turn a text's attention into a mutual-information (MI)
+matrix between its units, use ``MI⁻¹(I, J) = 2·ln 2 − MI(I, J)`` as a distance, take the
+Vietoris–Rips persistent homology of that distance, and compare two texts by the bottleneck distance
+between their persistence diagrams; small distance is said to mean semantically similar texts.
+
+**Units.** Special tokens are dropped (CLS is global and soaks up attention; its row says nothing
+about the text). The remaining tokens are pooled into units (``pooling``): consecutive chunks of
+``chunk_size`` tokens (default), sentences (split after ``.``/``!``/``?`` tokens), or single tokens
+(``none``, for short texts). The pooled attention of unit ``I`` to unit ``J`` in one layer and head is
+``S[I, J] = (1/|I|) Σ_{i∈I} Σ_{j∈J} A[i, j]``: the attention mass a query of ``I`` sends to ``J`` on
+average. On Longformer it is summed straight from the band (local window slots, the local rows'
+global slots and the global tokens' own rows); pairs outside the band have zero attention, so they
+add nothing to ``S`` and — when the whole unit pair lies outside the band — get MI 0, i.e. the
+largest distance. Dense attention of any encoder is pooled the same way.
+
+**Estimators** (each summed over the chosen layers and heads; ``0·log 0 = 0``):
+
+* ``pooled_pmi`` (a): ``MI[I, J] = Σ_{l,h} max(0, log₂(S_lh[I, J] / (f_I f_J)))`` with ``f_I`` the
+  mean, over the tokens of ``I``, of their token type's relative frequency in the text;
+* ``joint_ppmi`` (b): ``P = S_lh / Σ S_lh`` (a joint distribution), ``r`` its row sums,
+  ``MI[I, J] = Σ_{l,h} max(0, log₂(P[I, J] / (r_I r_J)))``;
+* ``xlogy`` (c): ``P`` as in (b), ``r`` and ``c`` its row and column sums,
+  ``MI[I, J] = Σ_{l,h} max(0, P[I, J] · ln(P[I, J] / (r_I c_J + ε)))`` — the pointwise summand of
+  ``I(P)`` (nats), with ``ε`` guarding empty rows and columns.
+
+Negative pointwise terms (less co-attention than independence predicts) are set to 0: ``MI⁻¹`` needs
+``MI ≥ 0``, and "no information" is the natural reading. ``MI`` is made symmetric by
+``(MI + MIᵀ) / 2``.
+
+**Distance.** ``MI`` is not bounded by ``2 ln 2`` (PPMI of a peaked ``m``-unit distribution reaches
+``log₂ m``), so ``2 ln 2 − MI`` can be negative. ``distance: rescale`` (default) maps each text's
+largest off-diagonal MI to 0 and MI 0 to ``2 ln 2``: ``d = 2 ln 2 · (1 − MI / max MI)`` — every
+distance lies in ``[0, 2 ln 2]``, and texts of different lengths and attention sharpness are
+compared by the shape of their MI structure. ``distance: clip`` is the literal formula clipped at 0,
+``d = max(0, 2 ln 2 − MI)``, which saturates (many distances 0) when MI is large. The diagonal is 0.
+
+**Persistence.** gudhi's Rips complex of ``d`` up to ``max_dimension`` (H0, H1 by default), optionally
+truncated at ``max_edge_length`` or sparsified (gudhi's ``sparse`` parameter). Infinite bars (the one
+H0 component that never dies, and any class still alive at the truncation) are kept with their flag
+and capped at the filtration's end (``2 ln 2`` or ``max_edge_length``) so bottleneck distances stay
+finite and comparable; the cap is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+ESTIMATORS = ("pooled_pmi", "joint_ppmi", "xlogy")
+POOLINGS = ("chunks", "sentences", "none")
+DISTANCES = ("rescale", "clip")
+TWO_LN2 = 2 * math.log(2)
+EPS = 1e-12
+DIAGRAMS_SCHEMA = "persistence_diagrams/v1"
+MATRICES_SCHEMA = "topology_matrices/v1"
+BOTTLENECK_SCHEMA = "bottleneck/v1"
+SENTENCE_END = frozenset({".", "!", "?"})
+
+
+# --- units ----------------------------------------------------------------------------------------
+
+
+def units(surfaces: Sequence[str], special: np.ndarray, pooling: str, chunk_size: int) -> np.ndarray:
+    """``(n,)`` unit index of every token (``−1`` for special tokens), units numbered from 0 in text order.
+
+    Args:
+        surfaces: the tokens' surface strings (for sentence boundaries).
+        special: ``(n,)`` bool, tokens left out.
+        pooling: ``chunks`` (``chunk_size`` consecutive kept tokens), ``sentences`` (a new unit after
+            every ``.``, ``!``, ``?`` token) or ``none`` (one unit per kept token).
+    """
+    kept = np.flatnonzero(~np.asarray(special, dtype=bool))
+    out = np.full(len(special), -1, dtype=np.int64)
+    if pooling == "none":
+        out[kept] = np.arange(len(kept))
+    elif pooling == "chunks":
+        out[kept] = np.arange(len(kept)) // chunk_size
+    elif pooling == "sentences":
+        unit, _started = 0, False
+        for i in kept:
+            out[i] = unit
+            if surfaces[i] in SENTENCE_END:
+                unit, _started = unit + 1, False
+    else:
+        raise ValueError(f"unknown pooling {pooling!r}; expected one of {POOLINGS}")
+    return out
+
+
+def unit_frequencies(input_ids: Sequence[int], unit_of: np.ndarray) -> np.ndarray:
+    """``f_I``: mean over the unit's tokens of their type's relative frequency among the kept tokens."""
+    ids = np.asarray(input_ids)
+    kept = unit_of >= 0
+    _, inverse, counts = np.unique(ids[kept], return_inverse=True, return_counts=True)
+    freq = counts[inverse] / kept.sum()
+    m = int(unit_of.max()) + 1
+    return np.bincount(unit_of[kept], weights=freq, minlength=m) / np.bincount(unit_of[kept], minlength=m)
+
+
+# --- pooled attention -----------------------------------------------------------------------------
+
+
+def pooled_from_dense(attentions: np.ndarray, unit_of: np.ndarray) -> np.ndarray:
+    """``(L, H, m, m)`` pooled attention from dense ``(L, H, n, n)`` attention (rows = queries)."""
+    m = int(unit_of.max()) + 1
+    kept = np.flatnonzero(unit_of >= 0)
+    onehot = np.zeros((len(kept), m))
+    onehot[np.arange(len(kept)), unit_of[kept]] = 1.0
+    a = np.asarray(attentions, dtype=np.float64)[:, :, kept][:, :, :, kept]
+    pooled = np.einsum("iI,lhij,jJ->lhIJ", onehot, a, onehot, optimize=True)
+    return pooled / onehot.sum(0)[:, None]
+
+
+def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
+    """``(L, H, m, m)`` pooled attention summed from Longformer bands (one :class:`~attnlens.attention.Band` per layer).
+
+    Every attention weight ``A[i, j]`` the band holds — window slots, the local rows' global slots
+    and the global tokens' rows — is added to cell ``(unit(i), unit(j))`` with one sparse product per
+    layer (all heads at once); nothing of size ``n × n`` is formed.
+    """
+    from scipy import sparse
+
+    m = int(unit_of.max()) + 1
+    counts = np.bincount(unit_of[unit_of >= 0], minlength=m).astype(np.float64)
+    first = bands[0]
+    n, length = first.n, first.length
+    keys = first.slot_keys.numpy().astype(np.int64)  # (n, slots), −1 = unused
+    unit_pad = np.append(unit_of, -1)  # index −1 → −1
+    uq = np.broadcast_to(unit_pad[np.minimum(np.arange(n), len(unit_of))][:, None], keys.shape)
+    uk = unit_pad[np.where(keys >= 0, np.minimum(keys, len(unit_of)), len(unit_of))]
+    ok = (keys >= 0) & (uq >= 0) & (uk >= 0)
+    local_cols = sparse.csr_matrix(
+        (np.ones(int(ok.sum())), (np.flatnonzero(ok.ravel()), (uq * m + uk)[ok])), shape=(keys.size, m * m)
+    )
+    gpos = first.global_positions.numpy()
+    glob_rows = []
+    for b, g in enumerate(gpos):
+        if g < len(unit_of) and unit_of[g] >= 0:
+            keys_g = np.flatnonzero(unit_of[:length] >= 0)
+            glob_rows.append((b, keys_g, unit_of[g] * m + unit_of[keys_g]))
+    out = np.zeros((len(bands), first.heads, m * m))
+    for layer, band in enumerate(bands):
+        local = band.local.double().numpy().reshape(band.heads, -1)
+        out[layer] = (local @ local_cols).reshape(band.heads, -1) if ok.any() else 0.0
+        for b, keys_g, cells in glob_rows:
+            w = band.global_[:, keys_g, b].double().numpy()
+            for h in range(band.heads):
+                out[layer, h] += np.bincount(cells, weights=w[h], minlength=m * m)
+    return out.reshape(len(bands), first.heads, m, m) / counts[:, None]
+
+
+# --- MI estimators and the distance -----------------------------------------------------------------
+
+
+def mutual_information(pooled: np.ndarray, estimator: str, freqs: np.ndarray | None = None) -> np.ndarray:
+    """``(m, m)`` symmetric non-negative MI of one text from ``(L, H, m, m)`` pooled attention (module docstring)."""
+    s = np.asarray(pooled, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if estimator == "pooled_pmi":
+            if freqs is None:
+                raise ValueError("pooled_pmi needs the unit frequencies")
+            ratio = s / np.outer(freqs, freqs)
+            terms = np.where(s > 0, np.log2(np.where(s > 0, ratio, 1.0)), 0.0)
+        elif estimator in ("joint_ppmi", "xlogy"):
+            total = s.sum((-2, -1), keepdims=True)
+            p = np.where(total > 0, s / np.where(total > 0, total, 1.0), 0.0)
+            r = p.sum(-1)
+            if estimator == "joint_ppmi":
+                ratio = p / (r[..., :, None] * r[..., None, :])
+                terms = np.where(p > 0, np.log2(np.where(p > 0, ratio, 1.0)), 0.0)
+            else:
+                c = p.sum(-2)
+                from scipy.special import xlogy
+
+                terms = xlogy(p, p / (r[..., :, None] * c[..., None, :] + EPS))
+        else:
+            raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATORS}")
+    mi = np.maximum(terms, 0.0).sum(tuple(range(terms.ndim - 2)))
+    return (mi + mi.T) / 2
+
+
+def mi_distance(mi: np.ndarray, how: str = "rescale") -> np.ndarray:
+    """``MI⁻¹ = 2 ln 2 − MI`` made a distance: ``rescale`` to ``[0, 2 ln 2]`` or ``clip`` at 0; zero diagonal."""
+    mi = np.asarray(mi, dtype=np.float64)
+    off = ~np.eye(len(mi), dtype=bool)
+    if how == "rescale":
+        top = mi[off].max() if off.any() else 0.0
+        d = TWO_LN2 * (1 - mi / top) if top > 0 else np.full(mi.shape, TWO_LN2)
+    elif how == "clip":
+        d = np.maximum(0.0, TWO_LN2 - mi)
+    else:
+        raise ValueError(f"unknown distance {how!r}; expected one of {DISTANCES}")
+    d = np.clip((d + d.T) / 2, 0.0, None)
+    np.fill_diagonal(d, 0.0)
+    return d
+
+
+# --- persistence and bottleneck -----------------------------------------------------------------
+
+
+def persistence(
+    distance: np.ndarray, max_dimension: int = 1, max_edge_length: float | None = None, sparse: float | None = None
+) -> tuple[dict[int, np.ndarray], float]:
+    """Rips persistence of a distance matrix with gudhi: ``({dim: (k, 3) [birth, death, infinite]}, cap)``.
+
+    Infinite deaths are replaced by ``cap`` (the filtration's end: ``max_edge_length`` or the largest
+    distance) and flagged in the third column. Zero-length bars (points on the diagonal, e.g. the pair
+    that rescaling puts at distance 0) are not reported; they cannot change a bottleneck distance.
+    """
+    import gudhi
+
+    d = np.asarray(distance, dtype=np.float64)
+    cap = float(max_edge_length) if max_edge_length is not None else (float(d.max()) if d.size else 0.0)
+    kwargs = {"distance_matrix": d, "max_edge_length": cap if max_edge_length is not None else float("inf")}
+    if sparse is not None:
+        kwargs["sparse"] = sparse
+    tree = gudhi.RipsComplex(**kwargs).create_simplex_tree(max_dimension=max_dimension + 1)
+    tree.compute_persistence(homology_coeff_field=2, min_persistence=0)
+    out = {}
+    for dim in range(max_dimension + 1):
+        bars = np.asarray(tree.persistence_intervals_in_dimension(dim), dtype=np.float64).reshape(-1, 2)
+        infinite = ~np.isfinite(bars[:, 1])
+        bars[infinite, 1] = cap
+        out[dim] = np.column_stack([bars, infinite.astype(np.float64)])
+    return out, cap
+
+
+def bottleneck(a: np.ndarray, b: np.ndarray) -> float:
+    """Bottleneck distance of two diagrams (``(k, 2+)`` birth, death; infinite bars already capped)."""
+    import gudhi
+
+    return float(gudhi.bottleneck_distance(np.asarray(a)[:, :2], np.asarray(b)[:, :2], 0.0))
+
+
+def bottleneck_matrix(diagrams: Sequence[np.ndarray]) -> np.ndarray:
+    """Symmetric ``(N, N)`` bottleneck distances, zero diagonal."""
+    n = len(diagrams)
+    out = np.zeros((n, n))
+    for i in range(n):
+        for j in range(i + 1, n):
+            out[i, j] = out[j, i] = bottleneck(diagrams[i], diagrams[j])
+    return out
+
+
+# --- the claim: same class closer than different class? -------------------------------------------
+
+
+def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: int, seed: int) -> dict:
+    """Mean same-class and different-class distance, a label-permutation test, and 1-NN accuracy.
+
+    ``gap`` = mean different-class − mean same-class distance (positive supports the claim); its
+    permutation p-value is the share of label shuffles with a gap at least as large. The 1-nearest-
+    neighbour accuracy (leave one out) is compared with the majority-class rate and its own
+    permutation p-value. When every pair is equally far (e.g. no H1 bar in any text) the test is
+    ``degenerate`` and its p-values and accuracy are ``None``.
+    """
+    d = np.asarray(distance, dtype=np.float64)
+    y = np.asarray(labels)
+    n = len(y)
+    iu = np.triu_indices(n, 1)
+
+    def gap_of(lab):
+        same = lab[iu[0]] == lab[iu[1]]
+        if same.all() or not same.any():
+            return float("nan"), float("nan"), float("nan")
+        ds, dd = d[iu][same].mean(), d[iu][~same].mean()
+        return float(ds), float(dd), float(dd - ds)
+
+    masked = d + np.diag(np.full(n, np.inf))
+    nearest = masked.argmin(1) if n > 1 else np.zeros(n, dtype=int)
+
+    def knn(lab):
+        return float((lab[nearest] == lab).mean())
+
+    same, diff, gap = gap_of(y)
+    if n < 3 or np.ptp(d[iu]) == 0:  # every pair equally far (e.g. no H1 bar anywhere): nothing to test
+        return {"n_examples": int(n), "mean_same_class": same, "mean_different_class": diff, "gap": gap,
+                "gap_p_value": None, "knn_accuracy": None, "knn_majority_rate": None, "knn_p_value": None,
+                "n_permutations": int(n_permutations), "degenerate": True}  # fmt: skip
+    acc = knn(y)
+    rng = np.random.default_rng(seed)
+    perm_gaps, perm_acc = [], []
+    for _ in range(n_permutations):
+        p = rng.permutation(y)
+        perm_gaps.append(gap_of(p)[2])
+        perm_acc.append(knn(p))
+    perm_gaps, perm_acc = np.asarray(perm_gaps), np.asarray(perm_acc)
+    majority = float(np.bincount(y.astype(int)).max() / n) if n else float("nan")
+    return {
+        "n_examples": int(n),
+        "mean_same_class": same,
+        "mean_different_class": diff,
+        "gap": gap,
+        "gap_p_value": float((1 + np.sum(perm_gaps >= gap)) / (n_permutations + 1)) if n_permutations else None,
+        "knn_accuracy": acc,
+        "knn_majority_rate": majority,
+        "knn_p_value": float((1 + np.sum(perm_acc >= acc)) / (n_permutations + 1)) if n_permutations else None,
+        "n_permutations": int(n_permutations),
+        "degenerate": False,
+    }
+
+
+def diagrams_frame(example_id: str, estimator: str, diagrams: dict[int, np.ndarray], cap: float) -> pd.DataFrame:
+    """Tidy rows ``example_id, estimator, dim, birth, death, infinite, cap``."""
+    parts = [
+        pd.DataFrame(
+            {
+                "example_id": example_id,
+                "estimator": estimator,
+                "dim": dim,
+                "birth": bars[:, 0],
+                "death": bars[:, 1],
+                "infinite": bars[:, 2].astype(bool),
+                "cap": cap,
+            }
+        )
+        for dim, bars in diagrams.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def example_topology(
+    pooled: np.ndarray, freqs: np.ndarray, cfg
+) -> dict[str, tuple[np.ndarray, np.ndarray, dict, float]]:
+    """``estimator → (MI, distance, diagrams, cap)`` for one text's pooled attention."""
+    out = {}
+    for est in cfg.estimators:
+        mi = mutual_information(pooled, est, freqs)
+        d = mi_distance(mi, cfg.distance)
+        diagrams, cap = persistence(d, cfg.max_dimension, cfg.max_edge_length, cfg.sparse)
+        out[est] = (mi, d, diagrams, cap)
+    return out
+
+
+def layer_slice(n_layers: int, layers: str) -> slice:
+    half = n_layers // 2
+    return {"all": slice(0, n_layers), "last": slice(n_layers - 1, n_layers), "lower": slice(0, half),
+            "upper": slice(half, n_layers)}[layers]  # fmt: skip
+
+
+def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_path) -> dict:
+    """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
+    import torch
+
+    from attnlens.attention import forward_bands
+    from attnlens.data import load_examples, shard_of
+    from attnlens.io import provenance, save_parquet, save_tensors
+    from attnlens.modeling import load_classifier
+    from attnlens.prediction import encode_texts
+    from attnlens.tokens import display_tokens, special_ids
+
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    encoded = encode_texts(tokenizer, examples["text"])
+    ids = [str(e) for e in examples["example_id"]]
+    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    special_set = special_ids(tokenizer)
+    frames, tensors, timing = [], {}, []
+    for i in mine:
+        t0 = time.perf_counter()
+        input_ids = encoded.input_ids[i]
+        special = np.array([t in special_set for t in input_ids], dtype=bool)
+        unit_of = units(display_tokens(tokenizer, input_ids), special, cfg.pooling, cfg.chunk_size)
+        if unit_of.max() < 1:
+            logger.warning("%s: fewer than 2 units, no topology", ids[i])
+            continue
+        bands = forward_bands(model, encoded.batch([i]))
+        pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
+        freqs = unit_frequencies(input_ids, unit_of)
+        for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():
+            frames.append(diagrams_frame(ids[i], est, diagrams, cap))
+            tensors[f"{ids[i]}|{est}|mi"] = torch.from_numpy(mi)
+            tensors[f"{ids[i]}|{est}|distance"] = torch.from_numpy(d)
+        timing.append({"example_id": ids[i], "tokens": len(input_ids), "units": int(unit_of.max()) + 1,
+                       "seconds": time.perf_counter() - t0})  # fmt: skip
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    prov = provenance(DIAGRAMS_SCHEMA, cfg.to_dict(), None, shard=shard, timing=timing, model=str(model_dir))
+    save_parquet(frame, diagrams_path, prov)
+    save_tensors(tensors, matrices_path, provenance(MATRICES_SCHEMA, cfg.to_dict(), None, shard=shard))
+    total = sum(t["seconds"] for t in timing)
+    logger.info("shard %d: %d examples in %.1f s", shard, len(timing), total)
+    return {"n_examples": len(timing), "seconds": total}
+
+
+def load_diagrams(paths: Sequence) -> pd.DataFrame:
+    from attnlens.io import load_parquet
+
+    frames = [load_parquet(p, DIAGRAMS_SCHEMA)[0] for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def run_bottleneck(cfg, diagram_paths, test_path, matrix_path, claim_path, table_stem) -> dict:
+    """Rule ``bottleneck_distances``: all-pairs bottleneck distances per estimator and dimension, and the claim test."""
+    from attnlens.data import load_examples
+    from attnlens.io import provenance, save_json, save_parquet
+    from attnlens.tables import write_table
+
+    diagrams = load_diagrams(diagram_paths)
+    examples, _ = load_examples(test_path)
+    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
+    ids = sorted(diagrams["example_id"].unique(), key=lambda e: (label_of[e], e))
+    rows, claims = [], []
+    t0 = time.perf_counter()
+    for est in cfg.estimators:
+        part = diagrams[diagrams["estimator"] == est]
+        per_dim = {}
+        for dim in range(cfg.max_dimension + 1):
+            sub = part[part["dim"] == dim]
+            grouped = {e: g[["birth", "death"]].to_numpy() for e, g in sub.groupby("example_id")}
+            dgms = [grouped.get(e, np.zeros((0, 2))) for e in ids]
+            per_dim[dim] = bottleneck_matrix(dgms)
+        per_dim["max"] = np.max(np.stack([per_dim[d] for d in range(cfg.max_dimension + 1)]), 0)
+        labels = np.array([label_of[e] for e in ids])
+        bars = part.groupby(["dim", "example_id"]).size()
+        for dim, mat in per_dim.items():
+            iu = np.triu_indices(len(ids), 1)
+            rows.append(pd.DataFrame({"estimator": est, "dim": str(dim), "example_a": np.array(ids)[iu[0]],
+                                      "example_b": np.array(ids)[iu[1]], "distance": mat[iu]}))  # fmt: skip
+            n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
+            claims.append({"estimator": est, "dim": str(dim), "mean_bars": None if dim == "max" else float(n_bars),
+                           **class_separation(mat, labels, cfg.n_permutations, cfg.seed)})  # fmt: skip
+    seconds = time.perf_counter() - t0
+    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
+    save_parquet(frame, matrix_path, prov)
+    save_json(
+        {"claims": claims, "example_ids": ids}, claim_path, provenance("topology_claim/v1", cfg.to_dict(), cfg.seed)
+    )
+    table = pd.DataFrame(claims)[
+        ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
+         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value"]
+    ]  # fmt: skip
+    write_table(
+        table,
+        table_stem,
+        "Does a small bottleneck distance between attention persistence diagrams mean the same class? "
+        f"Gap = mean different-class − same-class distance; p-values from {cfg.n_permutations} label permutations; "
+        "1-NN = leave-one-out nearest-neighbour accuracy (dim max = the larger of the H0 and H1 distances; "
+        "empty cells: every pair equally far, nothing to test).",
+    )
+    logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
+    return {"seconds": seconds}
+
+
+def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, selection_path, out_dir) -> None:
+    """Rule ``plot_topology``: bottleneck heat-maps (ordered by class) and showcased examples' barcodes."""
+    from attnlens.data import load_examples
+    from attnlens.io import atomic_dir, file_stem, load_json, load_parquet
+    from attnlens.plots import plot_distance_matrix, plot_persistence
+    from attnlens.prediction import SELECTION_SCHEMA
+
+    diagrams = load_diagrams(diagram_paths)
+    pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
+    ids = list(prov["example_ids"])
+    examples, _ = load_examples(test_path)
+    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
+    labels = np.array([label_of[e] for e in ids])
+    pos = {e: i for i, e in enumerate(ids)}
+    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
+    with atomic_dir(out_dir) as tmp:
+        for (est, dim), part in pairs.groupby(["estimator", "dim"], sort=True):
+            mat = np.zeros((len(ids), len(ids)))
+            a, b = part["example_a"].map(pos).to_numpy(), part["example_b"].map(pos).to_numpy()
+            mat[a, b] = mat[b, a] = part["distance"].to_numpy()
+            what = "max(H0, H1)" if dim == "max" else f"H{dim}"
+            plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
+                                 f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
+                                 figures_cfg.dpi)  # fmt: skip
+        done = set()
+        for e in selection:
+            eid = e["example_id"]
+            if eid in done or eid not in pos:
+                continue
+            done.add(eid)
+            for est in cfg.estimators:
+                part = diagrams[(diagrams["example_id"] == eid) & (diagrams["estimator"] == est)]
+                dgms = {int(d): g[["birth", "death", "infinite"]].to_numpy(dtype=float) for d, g in part.groupby("dim")}
+                cap = float(part["cap"].iloc[0]) if len(part) else TWO_LN2
+                title = f"{eid} ({e['role']}, label {e['label']}): {est}, {cfg.pooling} of {cfg.chunk_size}"
+                plot_persistence(
+                    dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
+                )

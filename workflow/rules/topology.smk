@@ -1,0 +1,60 @@
+rule topology:
+    input:
+        model="results/models/finetuned",
+        test="results/data/test.parquet",
+    output:
+        diagrams="results/topology/diagrams_shard{shard}.parquet",
+        matrices="results/topology/matrices_shard{shard}.safetensors",
+    log:
+        "results/logs/topology/shard{shard}.log",
+    benchmark:
+        "results/benchmarks/topology/shard{shard}.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        cfg=lookup(dpath="topology", within=config),
+    script:
+        "../scripts/topology.py"
+
+
+rule bottleneck_distances:
+    input:
+        diagrams=topology_shards("results/topology/diagrams_shard{shard}.parquet"),
+        test="results/data/test.parquet",
+    output:
+        matrix="results/topology/bottleneck.parquet",
+        claim="results/topology/claim.json",
+        table=multiext("results/topology/claim", ".csv", ".tex", ".md"),
+    log:
+        "results/logs/bottleneck_distances/bottleneck_distances.log",
+    benchmark:
+        "results/benchmarks/bottleneck_distances/bottleneck_distances.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="topology", within=config),
+    script:
+        "../scripts/bottleneck_distances.py"
+
+
+rule plot_topology:
+    input:
+        diagrams=topology_shards("results/topology/diagrams_shard{shard}.parquet"),
+        matrix="results/topology/bottleneck.parquet",
+        test="results/data/test.parquet",
+        selection="results/predictions/selection.json",
+    output:
+        figures=directory("results/topology/figures"),
+    log:
+        "results/logs/plot_topology/plot_topology.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="topology", within=config),
+        figures=lookup(dpath="figures", within=config),
+    script:
+        "../scripts/plot_topology.py"

@@ -1,0 +1,20 @@
+"""Snakemake adapter for rule bottleneck_distances.
+
+Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas imports `bottleneck`.
+"""
+
+from pathlib import Path
+
+from attnlens.config import TopologyConfig
+from attnlens.logs import log_to
+from attnlens.topology import run_bottleneck
+
+with log_to(snakemake.log[0]):
+    run_bottleneck(
+        TopologyConfig.from_dict(snakemake.params.cfg),
+        diagram_paths=snakemake.input.diagrams,
+        test_path=snakemake.input.test,
+        matrix_path=snakemake.output.matrix,
+        claim_path=snakemake.output.claim,
+        table_stem=Path(snakemake.output.table[0]).with_suffix(""),
+    )

@@ -1,0 +1,16 @@
+"""Snakemake adapter for rule plot_topology."""
+
+from attnlens.config import FiguresConfig, TopologyConfig
+from attnlens.logs import log_to
+from attnlens.topology import run_plot_topology
+
+with log_to(snakemake.log[0]):
+    run_plot_topology(
+        TopologyConfig.from_dict(snakemake.params.cfg),
+        FiguresConfig.from_dict(snakemake.params.figures),
+        diagram_paths=snakemake.input.diagrams,
+        matrix_path=snakemake.input.matrix,
+        test_path=snakemake.input.test,
+        selection_path=snakemake.input.selection,
+        out_dir=snakemake.output.figures,
+    )

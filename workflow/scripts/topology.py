@@ -1,0 +1,16 @@
+"""Snakemake adapter for rule topology."""
+
+from attnlens.config import TopologyConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.topology import run_topology
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_topology(
+        TopologyConfig.from_dict(snakemake.params.cfg),
+        model_dir=snakemake.input.model,
+        test_path=snakemake.input.test,
+        shard=int(snakemake.wildcards.shard),
+        diagrams_path=snakemake.output.diagrams,
+        matrices_path=snakemake.output.matrices,
+    )
