@@ -177,3 +177,22 @@ def test_topology_of_a_real_forward(tiny_classifier):
         # one bar per unit, less the zero-length ones (rescaling puts the closest pair at distance 0)
         zero = int((d[np.triu_indices(len(d), 1)] == 0).sum())
         assert len(dgms[0]) >= unit_of.max() + 1 - zero and dgms[0][:, 2].sum() == 1 and cap <= tp.TWO_LN2 + 1e-12
+
+
+def test_dense_encoder_topology(minilm):
+    """Any Hugging Face encoder: eager attention of the packaged BERT, pooled per token and per sentence."""
+    model, tokenizer = minilm
+    batch = tokenizer(["Attention is cheap. Topology is not! Is it useful?"], return_tensors="pt")
+    dense = tp.dense_attentions(model, dict(batch))
+    n = int(batch["attention_mask"].sum())
+    assert dense.shape == (6, 12, n, n) and np.allclose(dense.sum(-1), 1, atol=1e-5)
+    ids = batch["input_ids"][0].tolist()
+    special = np.isin(ids, tokenizer.all_special_ids)
+    surfaces = tokenizer.convert_ids_to_tokens(ids)
+    for pooling, m in (("none", n - 2), ("sentences", 3)):
+        unit_of = tp.units(surfaces, special, pooling, 1)
+        assert unit_of.max() + 1 == m
+        pooled = tp.pooled_from_dense(dense, unit_of)
+        np.testing.assert_allclose(pooled, _loop_pool(dense, unit_of), atol=1e-12)
+        d = tp.mi_distance(tp.mutual_information(pooled, "joint_ppmi"))
+        assert np.allclose(d, d.T) and (np.diag(d) == 0).all()

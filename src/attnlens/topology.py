@@ -119,6 +119,24 @@ def pooled_from_dense(attentions: np.ndarray, unit_of: np.ndarray) -> np.ndarray
     return pooled / onehot.sum(0)[:, None]
 
 
+def dense_attentions(model, batch: dict) -> np.ndarray:
+    """``(L, H, n, n)`` float64 attention of the first example of ``batch`` from any Hugging Face encoder.
+
+    Switches the model to eager attention when needed (SDPA and flash kernels return no weights) and
+    drops the padding.
+    """
+    import torch
+
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        model.set_attn_implementation("eager")
+    with torch.no_grad():
+        out = model(**batch, output_attentions=True)
+    if not out.attentions:
+        raise ValueError(f"{type(model).__name__} returned no attention weights")
+    n = int(batch["attention_mask"][0].sum()) if "attention_mask" in batch else out.attentions[0].shape[-1]
+    return torch.stack([a[0, :, :n, :n] for a in out.attentions]).double().numpy()
+
+
 def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
     """``(L, H, m, m)`` pooled attention summed from Longformer bands (one :class:`~attnlens.attention.Band` per layer).
 
