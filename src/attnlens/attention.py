@@ -321,7 +321,16 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
     Returns:
         ``(n,)`` sum over the chosen layers and all heads.
     """
-    n_layers = received.shape[0]
+    values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
+    return values[layer_slice(received.shape[0], layers)].sum((0, 1))
+
+
+#: Layer configurations of paper_spec §11: the paper's "layer 12", all layers, lower and upper half.
+LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
+
+
+def layer_slice(n_layers: int, layers: str) -> slice:
+    """The layers of a configuration: ``last``, ``all``, ``lower`` (first half) or ``upper`` (second half)."""
     half = n_layers // 2
     chosen = {
         "last": slice(n_layers - 1, n_layers),
@@ -330,9 +339,8 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
         "upper": slice(half, n_layers),
     }
     if layers not in chosen:
-        raise ValueError(f"unknown layer configuration {layers!r}; expected one of {sorted(chosen)}")
-    values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
-    return values[chosen[layers]].sum((0, 1))
+        raise ValueError(f"unknown layer configuration {layers!r}; expected one of {LAYER_CONFIGURATIONS}")
+    return chosen[layers]
 
 
 # --- extraction: one forward pass per example, summaries per shard ------------------------------

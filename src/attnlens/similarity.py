@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from attnlens.attention import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.kernels import concordance_kernel
 
 logger = logging.getLogger(__name__)
 
-LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
 MASKS = ("none", "legacy", "fixed")
 MODES = ("legacy", "fixed")
 #: ``2048 − ⌈0.95 · 2048⌉``: the original's hard-coded depth of the 95th rank cosine and AO (B-10).
@@ -338,17 +338,10 @@ def attention_vectors(
     received: np.ndarray, importance: Mapping[str, np.ndarray]
 ) -> dict[tuple[str, str, bool], np.ndarray]:
     """``(mode, configuration, scaled) → (n,)`` received attention (paper_spec §11 ``att12``, ``attAll``, …)."""
-    n_layers = received.shape[0]
-    half = n_layers // 2
-    chosen = {
-        "last": slice(n_layers - 1, n_layers),
-        "all": slice(0, n_layers),
-        "lower": slice(0, half),
-        "upper": slice(half, n_layers),
-    }
     per_head = received.astype(np.float64)
     out = {}
-    for layers, sl in chosen.items():
+    for layers in LAYER_CONFIGURATIONS:
+        sl = layer_slice(len(per_head), layers)
         unscaled = per_head[sl].sum((0, 1))
         for mode in MODES:
             out[(mode, layers, False)] = unscaled

@@ -358,17 +358,11 @@ def example_topology(
     return out
 
 
-def layer_slice(n_layers: int, layers: str) -> slice:
-    half = n_layers // 2
-    return {"all": slice(0, n_layers), "last": slice(n_layers - 1, n_layers), "lower": slice(0, half),
-            "upper": slice(half, n_layers)}[layers]  # fmt: skip
-
-
 def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_path) -> dict:
     """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
     import torch
 
-    from attnlens.attention import forward_bands
+    from attnlens.attention import forward_bands, layer_slice
     from attnlens.data import load_examples, shard_of
     from attnlens.io import provenance, save_parquet, save_tensors
     from attnlens.modeling import load_classifier
