@@ -196,3 +196,13 @@ def test_dense_encoder_topology(minilm):
         np.testing.assert_allclose(pooled, _loop_pool(dense, unit_of), atol=1e-12)
         d = tp.mi_distance(tp.mutual_information(pooled, "joint_ppmi"))
         assert np.allclose(d, d.T) and (np.diag(d) == 0).all()
+
+
+def test_truncated_and_sparse_rips():
+    x = np.array([0.0, 0.1, 0.2, 1.0, 1.1])
+    d = np.abs(x[:, None] - x[None, :])
+    dgms, cap = tp.persistence(d, max_dimension=1, max_edge_length=0.5)
+    assert cap == 0.5 and dgms[0][:, 2].sum() == 2  # two clusters never merge below 0.5: both capped
+    assert (dgms[0][dgms[0][:, 2] == 1][:, 1] == 0.5).all()
+    sparse, _ = tp.persistence(d, max_dimension=1, sparse=0.3)
+    assert sparse[0][:, 2].sum() == 1 and len(sparse[0]) <= len(d)
