@@ -43,3 +43,24 @@ def test_label_noise_flips_labels_and_marks_evidence():
     r = corpus.rationales[corpus.rationales["example_id"].isin(corpus.flipped)]
     merged = r.merge(corpus.documents, on="example_id")
     assert ((merged["phrase_label"] == merged["label"]) == merged["evidence"]).all()
+
+
+def test_generated_pairs_have_the_stated_grades():
+    from attnlens.corpus import _EVIDENCE, CLASS_NAMES, generate_pairs
+
+    pairs = generate_pairs(30, seed=3, n_filler=1, n_phrases=2)
+    assert pairs["grade"].value_counts().to_dict() == {0: 10, 1: 10, 2: 10}
+    assert pairs.equals(generate_pairs(30, seed=3, n_filler=1, n_phrases=2))  # deterministic
+    for row in pairs.itertuples():
+        phrases = {
+            side: {p for lab in (0, 1) for p in _EVIDENCE[lab] if p in getattr(row, f"text_{side}")} for side in "ab"
+        }
+        assert len(phrases["a"]) >= 2 and len(phrases["b"]) >= 2
+        same_field = row.field_a == row.field_b
+        assert same_field == (row.grade > 0) and row.score == row.grade / 2
+        assert row.field_a in CLASS_NAMES
+        shared = phrases["a"] & phrases["b"]
+        if row.grade == 2:
+            assert row.shared_phrase in shared
+        if row.grade == 1:
+            assert not shared
