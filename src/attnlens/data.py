@@ -344,3 +344,9 @@ def shard_of(example_id: str, n_shards: int) -> int:
     """
     digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % n_shards
+
+
+def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:
+    """A generator that depends only on (seed, example id, streams): same draws in any shard or order."""
+    sub = int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:4], "little")
+    return np.random.default_rng([seed, sub, *streams])

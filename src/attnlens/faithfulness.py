@@ -43,11 +43,9 @@ def ranking(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 def random_ranking(eligible: np.ndarray, seed: int, example_id: str) -> np.ndarray:
     """A seeded permutation of the eligible positions, stable per example id."""
-    import hashlib
+    from attnlens.data import example_rng
 
-    sub = int.from_bytes(hashlib.sha256(example_id.encode()).digest()[:4], "little")
-    rng = np.random.default_rng([seed, sub])
-    return rng.permutation(np.flatnonzero(eligible))
+    return example_rng(seed, example_id).permutation(np.flatnonzero(eligible))
 
 
 def n_top(fraction: float, m: int) -> int:

@@ -29,7 +29,6 @@ and brute-force transcriptions of the notebooks.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import time
@@ -42,6 +41,8 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from attnlens.attention import LAYER_CONFIGURATIONS, layer_slice
+from attnlens.data import example_rng
+from attnlens.faithfulness import n_top
 from attnlens.kernels import concordance_kernel
 
 logger = logging.getLogger(__name__)
@@ -197,11 +198,6 @@ def dense_ranks(v: np.ndarray) -> np.ndarray:
     return np.unique(v, return_inverse=True)[1].astype(np.int64).reshape(-1)
 
 
-def n_top(fraction: float, m: int) -> int:
-    """``⌈f · m⌉`` tokens, at least one when ``m > 0`` (the fixed top-``k``)."""
-    return min(m, max(1, math.ceil(fraction * m - 1e-9))) if m else 0
-
-
 def legacy_top_set(v: np.ndarray) -> np.ndarray:
     """``{i : v_i ≥ pct95(v), v_i ≠ 0}`` per row (``np.percentile`` with linear interpolation)."""
     threshold = np.percentile(v, 95, axis=-1)
@@ -306,12 +302,6 @@ def fixed_metrics_rows(
         out[rbo_name(p)] = rbo_ext(overlap, p)
     out["jaccard_top5"] = inter / (2 * k - inter)
     return out
-
-
-def example_rng(seed: int, example_id: str, stream: int) -> np.random.Generator:
-    """A generator stable per (seed, example id, stream)."""
-    sub = int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:4], "little")
-    return np.random.default_rng([seed, sub, stream])
 
 
 def permutations(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
