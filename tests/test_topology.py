@@ -206,3 +206,30 @@ def test_truncated_and_sparse_rips():
     assert (dgms[0][dgms[0][:, 2] == 1][:, 1] == 0.5).all()
     sparse, _ = tp.persistence(d, max_dimension=1, sparse=0.3)
     assert sparse[0][:, 2].sum() == 1 and len(sparse[0]) <= len(d)
+
+
+def test_rank_correlation_against_scipy():
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    x = rng.random(30)
+    y = x + rng.normal(0, 0.3, 30)
+    res = tp.rank_correlation(x, y, n_permutations=500, seed=1)
+    assert res["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic) and res["p_value"] < 0.01
+    flat = tp.rank_correlation(x, rng.random(30), n_permutations=200, seed=1)
+    assert flat["p_value"] > 0.01
+
+
+def test_text_topology_of_generated_pairs(minilm):
+    """Study 3 meets study 2: persistence of each text of a pair under the encoder's own attention."""
+    from attnlens.config import TopologyConfig
+    from attnlens.corpus import generate_pairs
+
+    model, tokenizer = minilm
+    cfg = TopologyConfig(pooling="none", estimators=("joint_ppmi",))
+    pair = generate_pairs(3, seed=0).iloc[2]
+    a = tp.text_topology(model, tokenizer, pair["text_a"], cfg)["joint_ppmi"]
+    b = tp.text_topology(model, tokenizer, pair["text_b"], cfg)["joint_ppmi"]
+    n_units = len(tokenizer(pair["text_a"])["input_ids"]) - 2
+    assert a[1].shape == (n_units, n_units) and np.isfinite(tp.bottleneck(a[2][0], b[2][0]))
+    assert tp.bottleneck(a[2][0], a[2][0]) == 0

@@ -500,3 +500,36 @@ def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, s
                 plot_persistence(
                     dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
                 )
+
+
+# --- any encoder, one text at a time (study 3 meets study 2) ---------------------------------------
+
+
+def text_topology(model, tokenizer, text: str, cfg) -> dict[str, tuple[np.ndarray, np.ndarray, dict, float]]:
+    """``estimator → (MI, distance, diagrams, cap)`` of one text under a dense Hugging Face encoder."""
+    from attnlens.attention import layer_slice
+    from attnlens.tokens import display_tokens, special_ids
+
+    batch = tokenizer([text], return_tensors="pt", truncation=True)
+    dense = dense_attentions(model, dict(batch))
+    ids = batch["input_ids"][0].tolist()
+    special = np.isin(ids, sorted(special_ids(tokenizer)))
+    unit_of = units(display_tokens(tokenizer, ids), special, cfg.pooling, cfg.chunk_size)
+    if unit_of.max() < 1:
+        raise ValueError(f"text of {len(ids)} tokens gives fewer than 2 units with pooling {cfg.pooling!r}")
+    pooled = pooled_from_dense(dense[layer_slice(len(dense), cfg.layers)], unit_of)
+    return example_topology(pooled, unit_frequencies(ids, unit_of), cfg)
+
+
+def rank_correlation(x: np.ndarray, y: np.ndarray, n_permutations: int, seed: int) -> dict:
+    """Spearman ρ of ``x`` and ``y`` with a two-sided permutation p-value (``y`` shuffled)."""
+    from scipy.stats import rankdata
+
+    from attnlens.similarity import pearson
+
+    rx, ry = rankdata(x), rankdata(y)
+    observed = float(pearson(rx, ry))
+    rng = np.random.default_rng(seed)
+    null = pearson(np.stack([rng.permutation(ry) for _ in range(n_permutations)]), rx) if n_permutations else None
+    p = float((1 + np.sum(np.abs(null) >= abs(observed) - 1e-12)) / (n_permutations + 1)) if n_permutations else None
+    return {"spearman": observed, "p_value": p, "n": len(x), "n_permutations": int(n_permutations)}
