@@ -181,21 +181,10 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     """
     import gc
 
-    from transformers import LongformerConfig, LongformerForSequenceClassification
-
     from attnlens.attention import compute_example_summaries, forward_bands
 
-    torch.manual_seed(seed)
-    config = LongformerConfig(
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        hidden_size=768,
-        intermediate_size=3072,
-        attention_window=512,
-        max_position_embeddings=4098,
-        num_labels=2,
-    )
-    model = LongformerForSequenceClassification(config).eval()
+    model = _base_longformer(seed)
+    config = model.config
     ids = torch.randint(5, config.vocab_size, (1, n))
     ids[0, 0] = config.bos_token_id
     mask = torch.ones_like(ids)
@@ -563,62 +552,53 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
     }
 
 
+def _write(out_dir: str, name: str, result: dict) -> None:
+    """``<out_dir>/<name>.json`` with provenance, atomically, and echo it."""
+    result = {**result, "provenance": provenance(f"bench_{name}/v1")}
+    with atomic_path(Path(out_dir) / f"{name}.json") as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+def _attribution(config_path: str) -> dict:
+    cfg = load_config(config_path)
+    result = {"throughput": bench_ig_throughput(ModelConfig.from_dict(cfg["model"]))}
+    model_dir, test = ROOT / "results/models/finetuned", ROOT / "results/data/test.parquet"
+    if model_dir.exists() and test.exists():
+        result["adaptive"] = bench_adaptive_steps(model_dir, test)
+    else:
+        result["adaptive"] = "skipped: run `make run` first (needs the trained default model and test split)"
+    return result
+
+
+def _foundation(config_path: str, skip_pipeline: bool) -> dict:
+    config = load_config(config_path)
+    result = {
+        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__},
+        "model": [bench_model(ModelConfig.from_dict(config["model"]), b) for b in (1, 2)],
+    }
+    if not skip_pipeline:
+        result["pipeline"] = bench_pipeline(Path(config_path))
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     parser.add_argument("--skip-pipeline", action="store_true")
-    parser.add_argument(
-        "--only", choices=["foundation", "attention", "attribution", "similarity", "topology"], default=None
-    )
-    args = parser.parse_args(argv)
-    if args.only in (None, "topology"):
-        result = {**bench_topology(), "provenance": provenance("bench_topology/v1")}
-        with atomic_path(Path(args.out) / "topology.json") as tmp:
-            tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(result, indent=2))
-        if args.only == "topology":
-            return
-    if args.only in (None, "similarity"):
-        result = {**bench_similarity(), "provenance": provenance("bench_similarity/v1")}
-        with atomic_path(Path(args.out) / "similarity.json") as tmp:
-            tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(result, indent=2))
-        if args.only == "similarity":
-            return
-    if args.only in (None, "attribution"):
-        cfg = load_config(args.config)
-        result = {"throughput": bench_ig_throughput(ModelConfig.from_dict(cfg["model"]))}
-        model_dir, test = ROOT / "results/models/finetuned", ROOT / "results/data/test.parquet"
-        if model_dir.exists() and test.exists():
-            result["adaptive"] = bench_adaptive_steps(model_dir, test)
-        else:
-            result["adaptive"] = "skipped: run `make run` first (needs the trained default model and test split)"
-        result["provenance"] = provenance("bench_attribution/v1")
-        with atomic_path(Path(args.out) / "attribution.json") as tmp:
-            tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(result, indent=2))
-        if args.only == "attribution":
-            return
-    if args.only in (None, "attention"):
-        attention = {"lengths": bench_attention(), "provenance": provenance("bench_attention/v1")}
-        with atomic_path(Path(args.out) / "attention.json") as tmp:
-            tmp.write_text(json.dumps(attention, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(attention, indent=2))
-        if args.only == "attention":
-            return
-    config = load_config(args.config)
-    result = {
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__},
-        "model": [bench_model(ModelConfig.from_dict(config["model"]), b) for b in (1, 2)],
+    benches = {
+        "topology": bench_topology,
+        "similarity": bench_similarity,
+        "attribution": lambda: _attribution(args.config),
+        "attention": lambda: {"lengths": bench_attention()},
+        "foundation": lambda: _foundation(args.config, args.skip_pipeline),
     }
-    if not args.skip_pipeline:
-        result["pipeline"] = bench_pipeline(Path(args.config))
-    result["provenance"] = provenance("bench_foundation/v1")
-    out = Path(args.out) / "foundation.json"
-    with atomic_path(out) as tmp:
-        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
+    parser.add_argument("--only", choices=list(benches), default=None)
+    args = parser.parse_args(argv)
+    for name, bench in benches.items():
+        if args.only in (None, name):
+            _write(args.out, name, bench())
 
 
 if __name__ == "__main__":
