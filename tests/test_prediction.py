@@ -62,3 +62,18 @@ def test_predict_logits_is_order_and_batch_invariant(tiny_classifier):
     b = predict_logits(model, enc, batch_size=3)
     np.testing.assert_allclose(a, b, atol=1e-5)  # padding must not change a prediction
     assert np.allclose(softmax(a).sum(1), 1)
+
+
+def test_showcased_once_keeps_order_and_joins_roles():
+    from attnlens.prediction import showcased_once
+
+    sel = [
+        {"example_id": "b", "role": "false_positive"},
+        {"example_id": "a", "role": "most_confident_1"},
+        {"example_id": "b", "role": "random_correct_1"},
+    ]
+    out = showcased_once(sel)
+    assert [(e["example_id"], e["role"], roles) for e, roles in out] == [
+        ("b", "false_positive", "false_positive, random_correct_1"),
+        ("a", "most_confident_1", "most_confident_1"),
+    ]

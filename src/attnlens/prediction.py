@@ -137,6 +137,16 @@ def select_examples(predictions: pd.DataFrame, seed: int, extra_ids: Sequence[st
     ]
 
 
+def showcased_once(selection: Sequence[dict]) -> list[tuple[dict, str]]:
+    """Each showcased example once, in selection order: its first entry and all its roles, joined."""
+    roles: dict[str, list[str]] = {}
+    first: dict[str, dict] = {}
+    for e in selection:
+        first.setdefault(e["example_id"], e)
+        roles.setdefault(e["example_id"], []).append(e["role"])
+    return [(first[eid], ", ".join(r)) for eid, r in roles.items()]
+
+
 def predictions_frame(examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
     probs = softmax(logits.astype(np.float64))
     return pd.DataFrame(

@@ -930,7 +930,7 @@ def run_similarity_examples(
     from attnlens.attribution import load_attributions
     from attnlens.io import atomic_dir, atomic_path, file_stem, load_json
     from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA
+    from attnlens.prediction import SELECTION_SCHEMA, showcased_once
     from attnlens.tables import markdown_table, write_table
     from attnlens.tokens import display_tokens
 
@@ -943,15 +943,11 @@ def run_similarity_examples(
     metrics = load_similarity(similarity_paths)
     metrics = metrics[metrics["example_id"].isin(wanted)]
     written: list[Path] = []
-    done: set[str] = set()
+    showcased = showcased_once(selection)
     with atomic_dir(out_dir) as tmp:
-        for e in selection:
+        for e, roles in showcased:
             eid = e["example_id"]
-            if eid in done:
-                continue
-            done.add(eid)
             stem = f"{file_stem(e['role'])}_{file_stem(eid)}"
-            roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
             title = f"{eid} ({roles}; label {e['label']}, predicted {e['pred']})"
             ids = [int(i) for i in attributions.loc[eid, "input_ids"]]
             a = np.asarray(attributions.loc[eid, "scores"], dtype=np.float64)
@@ -985,7 +981,7 @@ def run_similarity_examples(
             with atomic_path(Path(tmp) / f"{stem}.md") as out:
                 out.write_text("\n".join(page), encoding="utf-8")
             written.append(Path(tmp) / f"{stem}.md")
-    logger.info("in-depth similarity views of %d examples", len(done))
+    logger.info("in-depth similarity views of %d examples", len(showcased))
     return written
 
 

@@ -467,7 +467,7 @@ def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, s
     from attnlens.data import load_examples
     from attnlens.io import atomic_dir, file_stem, load_json, load_parquet
     from attnlens.plots import plot_distance_matrix, plot_persistence
-    from attnlens.prediction import SELECTION_SCHEMA
+    from attnlens.prediction import SELECTION_SCHEMA, showcased_once
 
     diagrams = load_diagrams(diagram_paths)
     pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
@@ -486,12 +486,10 @@ def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, s
             plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
                                  f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
                                  figures_cfg.dpi)  # fmt: skip
-        done = set()
-        for e in selection:
+        for e, _roles in showcased_once(selection):
             eid = e["example_id"]
-            if eid in done or eid not in pos:
+            if eid not in pos:
                 continue
-            done.add(eid)
             for est in cfg.estimators:
                 part = diagrams[(diagrams["example_id"] == eid) & (diagrams["estimator"] == est)]
                 dgms = {int(d): g[["birth", "death", "infinite"]].to_numpy(dtype=float) for d, g in part.groupby("dim")}
