@@ -21,12 +21,15 @@
 configuration × scaled × mask × mode, 100 permutations each; target ≤ 1 s) and aggregation of 1 000
 synthetic examples' rows into Tables 1–2, tests and summary (target ≤ 30 s).
 
+``pairs.json``: one token-pair attribution (integrated Jacobians at layer 3 of the packaged MiniLM,
+50 Gauss–Legendre steps) for two 32-token and two 128-token texts: seconds and peak extra memory.
+
 ``topology.json``: per example at 512, 1 024 and 2 048 tokens (base-size configuration, chunks of 16
 tokens): forward, pooling from the band, the three MI estimators with their Rips persistence (H0, H1),
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
 Run: ``python -m attnlens.bench --out results/bench [--skip-pipeline]
-[--only foundation|attention|attribution|similarity|topology]``.
+[--only foundation|attention|attribution|similarity|topology|pairs]``.
 """
 
 from __future__ import annotations
@@ -552,6 +555,36 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
     }
 
 
+def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int = 64) -> list[dict]:
+    """Seconds and peak extra memory of one pair attribution (two texts of ``n`` tokens) on the packaged MiniLM."""
+    import gc
+
+    from transformers import BertModel
+
+    from attnlens.modeling import packaged_model_dir
+    from attnlens.pairs import LayerSplitEncoder, attribute_pair
+
+    encoder = LayerSplitEncoder(BertModel.from_pretrained(str(packaged_model_dir())), layer)
+    rows = []
+    for n in lengths:
+        g = torch.Generator().manual_seed(n)
+        ids = [torch.cat([torch.tensor([101]), torch.randint(2000, 20000, (n - 2,), generator=g), torch.tensor([102])])
+               for _ in range(2)]  # fmt: skip
+        refs = [torch.where((i == 101) | (i == 102), i, torch.zeros_like(i)) for i in ids]
+        (xa, xb), (ra, rb) = [encoder.representation(i) for i in ids], [encoder.representation(r) for r in refs]
+        gc.collect()
+        before = _rss_kib("VmRSS")
+        measured = _reset_peak_rss()
+        t0 = time.perf_counter()
+        res = attribute_pair(encoder.head, xa, ra, xb, rb, n_steps, chunk)
+        seconds = time.perf_counter() - t0
+        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        rows.append({"tokens_per_text": n, "n_steps": n_steps, "layer": layer, "chunk": chunk,
+                     "seconds_per_pair": round(seconds, 2), "peak_extra_bytes": peak,
+                     "attribution_error": res.error, "target": res.target})  # fmt: skip
+    return rows
+
+
 def _write(out_dir: str, name: str, result: dict) -> None:
     """``<out_dir>/<name>.json`` with provenance, atomically, and echo it."""
     result = {**result, "provenance": provenance(f"bench_{name}/v1")}
@@ -592,6 +625,7 @@ def main(argv: list[str] | None = None) -> None:
         "similarity": bench_similarity,
         "attribution": lambda: _attribution(args.config),
         "attention": lambda: {"lengths": bench_attention()},
+        "pairs": lambda: {"pairs": bench_pairs()},
         "foundation": lambda: _foundation(args.config, args.skip_pipeline),
     }
     parser.add_argument("--only", choices=list(benches), default=None)
