@@ -19,6 +19,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/attribution.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/topology.smk"
+include: "workflow/rules/pairs.smk"
 
 
 rule all:

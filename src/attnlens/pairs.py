@@ -1,85 +1,147 @@
 """Token-pair attributions for Siamese encoders with integrated Jacobians (Moeller et al., EMNLP 2023, EACL 2024).
 
-A Siamese encoder embeds each text on its own, ``e(a) = f(x_a)``, where ``x_a ∈ R^{n×d}`` is the
-representation entering layer ``l`` and ``f`` runs the remaining layers and the pooling (mean over
-tokens; L2-normalised for cosine similarity). The similarity of two texts is ``s(a, b) = e(a)·e(b)``
-(cosine when ``f`` normalises, dot product otherwise). With a reference input ``r`` (the same length,
-every non-special token replaced by padding) and ``Δ_a = x_a − r_a``, the path integral of ``f`` gives
-per token ``i`` a vector
+A Siamese encoder embeds each text on its own, ``e(a) = g(x_a)``, where ``x_a ∈ R^{n×d}`` is the
+representation entering layer ``l`` and ``g`` runs the remaining layers and the pooling. The
+similarity of two texts is ``s(a, b) = e(a)·e(b)`` for ``dot`` and ``ê(a)·ê(b)`` (unit vectors) for
+``cosine``. With a reference input ``r`` of the same length (every non-special token replaced by
+padding, the reference of the method) and ``Δ_a = x_a − r_a``, the path integral of the embedding
+``φ`` (``g`` or ``g/|g|``) gives per token ``i`` a vector
 
-    ``u_a[i] = ∫₀¹ J_f(r_a + α Δ_a)[:, i, :] Δ_a[i] dα ∈ R^D``   (``Σ_i u_a[i] = f(x_a) − f(r_a)``),
+    ``u_a[i] = ∫₀¹ J_φ(r_a + α Δ_a)[:, i, :] Δ_a[i] dα ∈ R^D``   (``Σ_i u_a[i] = φ(x_a) − φ(r_a)``),
 
 and the token-pair attribution ``A[i, j] = u_a[i] · u_b[j]`` sums to
 
     ``Σ A = s(a, b) − s(a, r_b) − s(r_a, b) + s(r_a, r_b)``
 
-up to the quadrature error of the integral — the *attribution error* reported per pair. Each ``u_a[i]``
-is a Jacobian–vector product of ``f`` with ``Δ_a`` restricted to token ``i``: the ``n`` products of one
-interpolation step run as one forward-mode pass over a batch of ``n`` copies, so the ``D × n × d``
-Jacobian is never formed. Memory grows with the token chunk (``chunk`` copies of the sequence at
-once), not with ``D``.
+up to the quadrature error of the integrals: the *attribution error* ``Σ A − target``.
 
-This module holds the numerics; the pipeline stage (pair corpus, exact-mode training, rules and
-figures) builds on it.
+**Approximate vs exact.** An off-the-shelf model (EACL 2024) is explained by ``A`` with the three
+reference terms left over: ``Σ A − s(a, b)`` is their sum plus the quadrature error. The *exact*
+variant (EMNLP 2023) changes the model so the reference terms vanish: the embedding is shifted,
+``e'(x) = g(x) − g(r_x)``, and the similarity is the dot product of shifted embeddings
+(``shifted_dot``), so ``e'(r) = 0`` and ``Σ A = s'(a, b)`` up to the quadrature error alone. The
+shift is a constant, so ``A`` is the ``dot`` matrix; what changes is the score the model reports,
+which is why the model is fine-tuned with the shift (:func:`train_pair_encoder`).
+
+**Cost.** Each ``u_a[i]`` is a Jacobian–vector product with ``Δ_a`` restricted to token ``i``: all
+(step, token) products run as forward-mode passes over batches of ``chunk`` copies of the sequence,
+so the ``D × n × d`` Jacobian is never formed and memory grows with ``chunk``, not with ``D``. One
+pass gives both the ``dot`` and the ``cosine`` vectors (chain rule through the normalisation).
+Time grows as ``n² · N · (layers after l)`` per text.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
+
+from attnlens.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-#: ``f``: ``(batch, n, d)`` representations at the chosen layer → ``(batch, D)`` embeddings.
-Head = Callable[[torch.Tensor], torch.Tensor]
+#: ``g``: ``(batch, n, d)`` representations at the chosen layer → ``(batch, D)`` pooled embeddings.
+Pool = Callable[[torch.Tensor], torch.Tensor]
+
+QUADRATURES = ("gauss_legendre", "midpoint")
+SIMILARITIES = ("cosine", "dot", "shifted_dot")
+#: Architectures whose encoder blocks :class:`SiameseEncoder` can run one by one.
+ARCHITECTURES = ("bert", "roberta", "xlm-roberta", "mpnet")
+#: Written into a model folder trained by :func:`train_pair_encoder` (exact mode).
+PAIR_MODEL_FILE = "attnlens_pair.json"
+
+
+# --------------------------------------------------------------------------------------------- numerics
+
+
+def quadrature(rule: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes in ``(0, 1)`` and weights summing to 1 of an ``n_steps``-point rule.
+
+    ``gauss_legendre`` is exact for polynomials up to degree ``2N − 1`` (error falls exponentially
+    for smooth paths); ``midpoint`` is the uniform Riemann sum at ``(k + ½)/N`` (error ∝ ``1/N²``).
+    """
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be at least 1, got {n_steps}")
+    if rule == "gauss_legendre":
+        x, w = np.polynomial.legendre.leggauss(n_steps)
+        return (x + 1) / 2, w / 2
+    if rule == "midpoint":
+        return (np.arange(n_steps) + 0.5) / n_steps, np.full(n_steps, 1.0 / n_steps)
+    raise ValueError(f"unknown quadrature {rule!r}; expected one of {QUADRATURES}")
 
 
 def gauss_legendre(n_steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes in ``(0, 1)`` and weights summing to 1 of the ``n_steps``-point Gauss–Legendre rule."""
-    x, w = np.polynomial.legendre.leggauss(n_steps)
-    return (x + 1) / 2, w / 2
+    """The ``n_steps``-point Gauss–Legendre rule on ``(0, 1)``."""
+    return quadrature("gauss_legendre", n_steps)
 
 
-def integrated_jacobian(head: Head, x: torch.Tensor, r: torch.Tensor, n_steps: int, chunk: int = 64) -> torch.Tensor:
-    """``(n, D)``: ``u[i] = ∫ J_f(r + αΔ)[:, i, :] Δ[i] dα`` by Gauss–Legendre quadrature.
+def integrated_jacobians(
+    pool: Pool, x: torch.Tensor, r: torch.Tensor, n_steps: int, chunk: int = 64, rule: str = "gauss_legendre"
+) -> dict[str, torch.Tensor]:
+    """``{"dot": U, "cosine": U}``, each ``(n, D)``: ``u[i] = ∫ J_φ(r + αΔ)[:, i, :] Δ[i] dα``.
+
+    ``φ = g`` for ``dot`` and ``g/|g|`` for ``cosine``; one forward-mode pass per chunk gives both,
+    since ``J_{g/|g|} t = (J_g t − ĝ (ĝ·J_g t)) / |g|``.
 
     Args:
-        head: ``f``, batched over its first axis.
+        pool: ``g``, batched over its first axis.
         x, r: ``(n, d)`` input and reference representations.
         n_steps: quadrature points.
-        chunk: sequences per forward-mode pass (tokens × steps are flattened into chunks of this size).
+        chunk: sequences per forward-mode pass ((step, token) pairs are flattened into chunks).
+        rule: ``gauss_legendre`` or ``midpoint``.
     """
     from torch.func import jvp
 
     n = x.shape[0]
     delta = x - r
-    alphas, weights = gauss_legendre(n_steps)
+    alphas, weights = (torch.as_tensor(v, dtype=x.dtype) for v in quadrature(rule, n_steps))
     # every (step, token) pair is one sequence: the point on the path, and Δ kept on that token only
-    step_of = np.repeat(np.arange(n_steps), n)
-    token_of = np.tile(np.arange(n), n_steps)
-    out = None
+    step_of = torch.arange(n_steps).repeat_interleave(n)
+    token_of = torch.arange(n).repeat(n_steps)
+    u_dot = u_cos = None
     for start in range(0, len(step_of), chunk):
-        s = torch.from_numpy(step_of[start : start + chunk])
-        t = torch.from_numpy(token_of[start : start + chunk])
-        alpha = torch.as_tensor(alphas, dtype=x.dtype)[s]
-        points = r[None] + alpha[:, None, None] * delta[None]
+        s, t = step_of[start : start + chunk], token_of[start : start + chunk]
+        points = r[None] + alphas[s][:, None, None] * delta[None]
         tangents = torch.zeros_like(points)
         tangents[torch.arange(len(t)), t] = delta[t]
-        _, directional = jvp(head, (points,), (tangents,))  # (c, D)
-        if out is None:
-            out = x.new_zeros(n, directional.shape[-1])
-        out.index_add_(0, t, directional * torch.as_tensor(weights, dtype=x.dtype)[s][:, None])
-    return out
+        g, dg = jvp(pool, (points,), (tangents,))  # (c, D) each
+        norm = g.norm(dim=-1, keepdim=True)
+        unit = g / norm
+        dcos = (dg - unit * (unit * dg).sum(-1, keepdim=True)) / norm
+        if u_dot is None:
+            u_dot, u_cos = x.new_zeros(n, g.shape[-1]), x.new_zeros(n, g.shape[-1])
+        w = weights[s][:, None]
+        u_dot.index_add_(0, t, dg * w)
+        u_cos.index_add_(0, t, dcos * w)
+    return {"dot": u_dot, "cosine": u_cos}
+
+
+def similarity_terms(
+    e_a: torch.Tensor, e_ra: torch.Tensor, e_b: torch.Tensor, e_rb: torch.Tensor, similarity: str
+) -> tuple[float, float, float, float]:
+    """``s(a, b), s(a, r_b), s(r_a, b), s(r_a, r_b)`` from the four pooled embeddings ``g``."""
+    if similarity == "cosine":
+        e_a, e_ra, e_b, e_rb = (torch.nn.functional.normalize(e, dim=-1) for e in (e_a, e_ra, e_b, e_rb))
+    elif similarity == "shifted_dot":  # e'(x) = g(x) − g(r_x): the reference embeds to exactly 0
+        e_a, e_b = e_a - e_ra, e_b - e_rb
+        e_ra, e_rb = torch.zeros_like(e_ra), torch.zeros_like(e_rb)
+    elif similarity != "dot":
+        raise ValueError(f"unknown similarity {similarity!r}; expected one of {SIMILARITIES}")
+    return float(e_a @ e_b), float(e_a @ e_rb), float(e_ra @ e_b), float(e_ra @ e_rb)
 
 
 @dataclass
 class PairAttribution:
     """Token × token attribution of one pair and the similarity terms it should add up to."""
 
+    similarity: str
     matrix: np.ndarray  # (n_a, n_b)
     score: float  # s(a, b)
     score_a_rb: float  # s(a, r_b)
@@ -88,52 +150,84 @@ class PairAttribution:
     n_steps: int
 
     @property
+    def total(self) -> float:
+        """``Σ A``."""
+        return float(self.matrix.sum())
+
+    @property
     def target(self) -> float:
         """``s(a, b) − s(a, r_b) − s(r_a, b) + s(r_a, r_b)``: what ``Σ A`` approximates."""
         return self.score - self.score_a_rb - self.score_ra_b + self.score_ra_rb
 
     @property
     def error(self) -> float:
-        """Attribution error ``Σ A − target`` (quadrature error of the path integrals)."""
-        return float(self.matrix.sum() - self.target)
+        """Attribution error ``Σ A − target``: the quadrature error of the path integrals."""
+        return self.total - self.target
+
+    @property
+    def score_error(self) -> float:
+        """``Σ A − s(a, b)``: how far the matrix is from explaining the score itself (reference terms + error)."""
+        return self.total - self.score
 
 
 def attribute_pair(
-    head: Head,
+    pool: Pool,
     x_a: torch.Tensor,
     r_a: torch.Tensor,
     x_b: torch.Tensor,
     r_b: torch.Tensor,
     n_steps: int,
+    similarities: tuple[str, ...] = ("cosine", "dot"),
     chunk: int = 64,
-) -> PairAttribution:
-    """``A = U_a U_bᵀ`` for representations at the chosen layer, with the four similarity terms."""
-    u_a = integrated_jacobian(head, x_a, r_a, n_steps, chunk)
-    u_b = integrated_jacobian(head, x_b, r_b, n_steps, chunk)
+    rule: str = "gauss_legendre",
+) -> dict[str, PairAttribution]:
+    """``A = U_a U_bᵀ`` per similarity, for representations at the chosen layer, with the four terms."""
+    u_a = integrated_jacobians(pool, x_a, r_a, n_steps, chunk, rule)
+    u_b = integrated_jacobians(pool, x_b, r_b, n_steps, chunk, rule)
     with torch.no_grad():
-        e = head(torch.stack([x_a, r_a])), head(torch.stack([x_b, r_b]))
-    (ea, era), (eb, erb) = e
-    return PairAttribution(
-        matrix=(u_a @ u_b.T).double().numpy(),
-        score=float(ea @ eb),
-        score_a_rb=float(ea @ erb),
-        score_ra_b=float(era @ eb),
-        score_ra_rb=float(era @ erb),
-        n_steps=n_steps,
-    )
+        (e_a, e_ra), (e_b, e_rb) = pool(torch.stack([x_a, r_a])), pool(torch.stack([x_b, r_b]))
+    out = {}
+    for sim in similarities:
+        kind = "cosine" if sim == "cosine" else "dot"
+        out[sim] = PairAttribution(
+            sim, (u_a[kind] @ u_b[kind].T).double().numpy(), *similarity_terms(e_a, e_ra, e_b, e_rb, sim), n_steps
+        )
+    return out
 
 
-class LayerSplitEncoder:
-    """A BERT-style sentence encoder split before layer ``layer``: representations in, pooled embedding out.
+# --------------------------------------------------------------------------------------------- encoders
+
+
+def _pooling_mode(folder: Path | None) -> str:
+    """``mean`` or ``cls`` from a sentence-transformers folder's pooling config (``mean`` without one)."""
+    if folder is None:
+        return "mean"
+    for config in sorted(folder.glob("*_Pooling/config.json")):
+        spec = json.loads(config.read_text(encoding="utf-8"))
+        modes = [k.removeprefix("pooling_mode_") for k, v in spec.items() if k.startswith("pooling_mode_") and v]
+        if modes == ["mean_tokens"]:
+            return "mean"
+        if modes == ["cls_token"]:
+            return "cls"
+        raise InputError(str(config), "pooling_mode", f"expected mean or CLS pooling, found {modes}")
+    return "mean"
+
+
+class SiameseEncoder:
+    """A sentence encoder split before layer ``layer``: representations in, pooled embedding out.
 
     ``representation(ids)`` is the hidden state entering layer ``layer`` (``0`` = the embedding
-    output); :meth:`head` runs layers ``layer …`` and mean pooling, then L2-normalises for cosine
-    similarity. Texts are encoded one at a time (no padding), as a Siamese model sees them.
+    output); :meth:`pool` runs layers ``layer …`` and the pooling (mean or CLS, as the model's
+    sentence-transformers config says). Texts are encoded one at a time (no padding), as a Siamese
+    model sees them. BERT, RoBERTa and MPNet (relative position bias) encoders are supported.
     """
 
-    def __init__(self, model, layer: int, similarity: str = "cosine") -> None:
-        if similarity not in ("cosine", "dot"):
-            raise ValueError(f"unknown similarity {similarity!r}; expected 'cosine' or 'dot'")
+    def __init__(
+        self, model, tokenizer, layer: int, pooling: str = "mean", similarity: str = "cosine", scale: float = 1.0
+    ) -> None:
+        kind = getattr(model.config, "model_type", "")
+        if kind not in ARCHITECTURES:
+            raise ValueError(f"unsupported encoder architecture {kind!r}; expected one of {ARCHITECTURES}")
         n_layers = len(model.encoder.layer)
         if not 0 <= layer <= n_layers:
             raise ValueError(f"layer {layer} outside [0, {n_layers}]")
@@ -142,8 +236,49 @@ class LayerSplitEncoder:
         self.model = model.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.kind = kind
         self.layer = layer
-        self.similarity = similarity
+        self.pooling = pooling
+        self.similarity = similarity  # the model's own similarity (shifted_dot for an exact model)
+        self.scale = scale  # fixed factor of the embedding (exact-mode models, see train_pair_encoder)
+
+    @classmethod
+    def load(cls, name_or_path: str, layer: int, field: str = "pairs.encoder") -> SiameseEncoder:
+        """The packaged MiniLM, a local folder (sentence-transformers or plain HF), or a hub id (needs the network)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        from attnlens.modeling import _from_hub, resolve_pretrained
+
+        source = resolve_pretrained(name_or_path, field)
+        folder = Path(source) if Path(source).is_dir() else None
+        tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, field)
+        model = _from_hub(AutoModel.from_pretrained, source, field, attn_implementation="eager")
+        meta = folder / PAIR_MODEL_FILE if folder else None
+        spec = json.loads(meta.read_text(encoding="utf-8")) if meta and meta.exists() else {}
+        if folder is None:  # hub id: the pooling config sits beside the weights in the hub snapshot
+            folder = _hub_folder(source)
+        kind = getattr(model.config, "model_type", "")
+        if kind not in ARCHITECTURES:
+            raise InputError(source, field, f"expected a {'/'.join(ARCHITECTURES)} encoder, got {kind!r}")
+        n_layers = len(model.encoder.layer)
+        if not 0 <= layer <= n_layers:
+            raise InputError(source, "pairs.layer", f"expected a layer in [0, {n_layers}], got {layer}")
+        pooling = spec.get("pooling") or _pooling_mode(folder)
+        return cls(model, tokenizer, layer, pooling, spec.get("similarity", "cosine"), float(spec.get("scale", 1.0)))
+
+    def encode(self, text: str, max_tokens: int) -> torch.Tensor:
+        """Token ids of one text, truncated to ``max_tokens`` (special tokens included)."""
+        return torch.tensor(self.tokenizer(text, truncation=True, max_length=max_tokens)["input_ids"])
+
+    def reference_ids(self, input_ids: torch.Tensor, kind: str = "pad") -> torch.Tensor:
+        """The reference input: special tokens kept, every other token replaced by ``[PAD]`` (or ``[MASK]``)."""
+        from attnlens.tokens import special_ids
+
+        token = self.tokenizer.pad_token_id if kind == "pad" else self.tokenizer.mask_token_id
+        if token is None:
+            raise ValueError(f"the tokenizer has no {kind} token for the reference input")
+        return reference_ids(input_ids, token, special_ids(self.tokenizer))
 
     @torch.no_grad()
     def representation(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -151,16 +286,516 @@ class LayerSplitEncoder:
         out = self.model(input_ids=input_ids[None], output_hidden_states=True)
         return out.hidden_states[self.layer][0]
 
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        """``(batch, n, d)`` → ``(batch, D)`` embeddings (mean over tokens, normalised for cosine)."""
+    def pool(self, h: torch.Tensor) -> torch.Tensor:
+        """``(batch, n, d)`` → ``(batch, D)``: the remaining layers, then mean or CLS pooling (not normalised)."""
+        bias = self.model.encoder.compute_position_bias(h) if self.kind == "mpnet" else None
         for block in self.model.encoder.layer[self.layer :]:
-            h = block(h)
+            h = block(h, None, bias) if bias is not None else block(h)
             h = h[0] if isinstance(h, tuple) else h
-        e = h.mean(1)
-        return torch.nn.functional.normalize(e, dim=-1) if self.similarity == "cosine" else e
+        g = h[:, 0] if self.pooling == "cls" else h.mean(1)
+        return g * self.scale if self.scale != 1.0 else g
+
+    def embed(self, batch: list[torch.Tensor]) -> torch.Tensor:
+        """``(len(batch), D)`` pooled embeddings ``g`` of token-id sequences of any length (padded, masked)."""
+        return pooled_embeddings(self.model, batch, self.pooling) * self.scale
+
+
+def _hub_folder(name: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, allow_patterns=["*_Pooling/config.json", "modules.json"]))
+    except Exception:  # no pooling config to be had: mean pooling, as sentence-transformers defaults to
+        return None
+
+
+def pooled_embeddings(model, batch: list[torch.Tensor], pooling: str = "mean") -> torch.Tensor:
+    """Pooled last hidden states of a padded batch, each sequence attending to its own length only.
+
+    Padding *inside* a sequence (the reference input) is attended to, as when the sequence is
+    encoded on its own; only the batch's right-padding is masked.
+    """
+    lengths = torch.tensor([len(b) for b in batch])
+    n = int(lengths.max())
+    ids = torch.zeros(len(batch), n, dtype=torch.long)
+    for k, b in enumerate(batch):
+        ids[k, : len(b)] = b
+    mask = (torch.arange(n)[None] < lengths[:, None]).long()
+    hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    if pooling == "cls":
+        return hidden[:, 0]
+    return (hidden * mask[..., None]).sum(1) / lengths[:, None].to(hidden.dtype)
 
 
 def reference_ids(input_ids: torch.Tensor, pad_id: int, special: set[int]) -> torch.Tensor:
-    """The reference input: every non-special token replaced by padding (same length, same specials)."""
+    """The reference input: every non-special token replaced by ``pad_id`` (same length, same specials)."""
     keep = torch.tensor([int(i) in special for i in input_ids.tolist()], dtype=torch.bool)
     return torch.where(keep, input_ids, torch.full_like(input_ids, pad_id))
+
+
+# --------------------------------------------------------------------------------------------- pair data
+
+PAIRS_SCHEMA = "pairs/v1"
+PAIR_SCORES_SCHEMA = "pair_scores/v1"
+PAIR_MATRICES_SCHEMA = "pair_matrices/v1"
+PAIR_CONVERGENCE_SCHEMA = "pair_convergence/v1"
+PAIR_TOPOLOGY_SCHEMA = "pair_topology/v1"
+PAIR_COLUMNS = ("pair_id", "text_a", "text_b", "gold")
+
+
+def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
+    """``pair_id, text_a, text_b, gold`` (+ ``split`` when the source has one), checked."""
+    for column in (cfg.text_a_column, cfg.text_b_column, cfg.score_column):
+        if column not in df.columns:
+            raise InputError(where, column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
+    if cfg.id_column is not None and cfg.id_column not in df.columns:
+        raise InputError(where, cfg.id_column, f"expected a pair id column {cfg.id_column!r}")
+    ids = df[cfg.id_column].astype(str) if cfg.id_column else pd.Series([f"pair{i:05d}" for i in range(len(df))])
+    if ids.duplicated().any():
+        raise InputError(where, cfg.id_column, f"expected unique pair ids, {ids[ids.duplicated()].iloc[0]!r} repeats")
+    for column in (cfg.text_a_column, cfg.text_b_column):
+        bad = [k for k, t in enumerate(df[column]) if not isinstance(t, str) or not t.strip()]
+        if bad:
+            raise InputError(where, column, f"expected non-empty text in every row, row {bad[0]} has none")
+    gold = pd.to_numeric(df[cfg.score_column], errors="coerce")
+    if gold.isna().any() or not np.isfinite(gold.to_numpy(dtype=float)).all():
+        row = int(np.flatnonzero(gold.isna() | ~np.isfinite(gold.fillna(0).to_numpy(dtype=float)))[0])
+        raise InputError(where, cfg.score_column, f"expected a finite number in every row, row {row} is not")
+    out = pd.DataFrame({"pair_id": ids.to_numpy(), "text_a": df[cfg.text_a_column].to_numpy(),
+                        "text_b": df[cfg.text_b_column].to_numpy(), "gold": gold.to_numpy(dtype=float)})  # fmt: skip
+    if "split" in df.columns:
+        bad = sorted(set(df["split"].astype(str)) - {"train", "test"})
+        if bad:
+            raise InputError(where, "split", f"expected values 'train' or 'test', got {bad[:3]}")
+        out["split"] = df["split"].astype(str).to_numpy()
+    return out
+
+
+def load_pair_source(cfg) -> tuple[pd.DataFrame, str]:
+    """The pairs of ``pairs.data`` (a :class:`~attnlens.config.PairDataConfig`) and where they came from."""
+    from attnlens.corpus import generate_pairs
+
+    if cfg.source == "synthetic":
+        syn = cfg.synthetic
+        df = generate_pairs(syn.n_pairs, cfg.seed, syn.n_filler, syn.n_phrases)
+        out = df.rename(columns={"score": "gold"})
+        return out, "synthetic pairs"
+    if cfg.source == "file":
+        from attnlens.data import _read_table
+
+        path = Path(cfg.path)
+        if not path.is_file():
+            raise InputError(str(path), "pairs.data.path", "expected an existing CSV, JSONL or parquet file of pairs")
+        return _check_pairs(_read_table(path), str(path), cfg), str(path)
+    import datasets
+
+    hub = cfg.hub
+    try:
+        ds = datasets.load_dataset(hub.name, hub.config, split=hub.split, revision=hub.revision)
+    except Exception as err:
+        raise InputError(
+            "config",
+            "pairs.data.hub.name",
+            f"could not load {hub.name!r} split {hub.split!r} from the Hugging Face Hub "
+            f"({type(err).__name__}; offline or unknown id); use pairs.data.source 'file' offline",
+        ) from None
+    where = f"hub:{hub.name}"
+    return _check_pairs(ds.to_pandas(), where, cfg), where
+
+
+def split_pairs(df: pd.DataFrame, test_fraction: float, seed: int) -> np.ndarray:
+    """``True`` marks test pairs: a seeded split stratified by grade (synthetic) or by gold-score tercile."""
+    from scipy.stats import rankdata
+
+    from attnlens.data import compute_split
+
+    if "split" in df.columns:
+        return df["split"].to_numpy() == "test"
+    strata = df["grade"].to_numpy() if "grade" in df.columns else (rankdata(df["gold"], "min") - 1) * 3 // len(df)
+    return compute_split(np.asarray(strata), test_fraction, seed)
+
+
+def run_prepare_pairs(cfg, train_path, test_path) -> dict:
+    """Rule ``prepare_pairs``: the pair source, checked and split into train and test pairs."""
+    from attnlens.io import provenance, save_parquet
+
+    df, where = load_pair_source(cfg)
+    if len(df) < 4:
+        raise InputError(where, "(rows)", f"expected at least 4 pairs to split, found {len(df)}")
+    is_test = split_pairs(df, cfg.test_fraction, cfg.seed)
+    if is_test.all() or not is_test.any():
+        raise InputError(where, "split", "expected both train and test pairs")
+    df = df.drop(columns=["split"], errors="ignore")
+    prov = provenance(PAIRS_SCHEMA, cfg.to_dict(), cfg.seed, source=where)
+    save_parquet(df[~is_test].reset_index(drop=True), train_path, {**prov, "split": "train"})
+    save_parquet(df[is_test].reset_index(drop=True), test_path, {**prov, "split": "test"})
+    logger.info("%s: %d train and %d test pairs", where, int((~is_test).sum()), int(is_test.sum()))
+    return {"train": int((~is_test).sum()), "test": int(is_test.sum())}
+
+
+def load_pairs(path) -> pd.DataFrame:
+    from attnlens.io import load_parquet
+
+    return load_parquet(path, PAIRS_SCHEMA)[0]
+
+
+# --------------------------------------------------------------------------------------------- exact mode
+
+
+def shifted_dot(model, ids_a: list[torch.Tensor], ids_b: list[torch.Tensor], ref_a, ref_b, pooling: str, scale: float):
+    """``e'(a)·e'(b)`` with ``e'(x) = (g(x) − g(r_x)) · scale`` for a batch of pairs, differentiable."""
+    k = len(ids_a)
+    g = pooled_embeddings(model, [*ids_a, *ref_a, *ids_b, *ref_b], pooling) * scale
+    ga, gra, gb, grb = g[:k], g[k : 2 * k], g[2 * k : 3 * k], g[3 * k :]
+    return ((ga - gra) * (gb - grb)).sum(-1)
+
+
+def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.DataFrame):
+    """Fine-tune the encoder with the shifted embedding and dot similarity (EMNLP 2023 exact variant).
+
+    The loss is the MSE of ``e'(a)·e'(b)`` against the gold score. Before training, one fixed
+    factor ``scale`` (stored with the model) brings the mean shifted dot product of the training
+    pairs to their mean gold score, so a few steps suffice; scaling keeps ``e'(r) = 0``.
+
+    Returns:
+        ``(model, tokenizer, spec, metrics)``; ``spec`` goes into :data:`PAIR_MODEL_FILE`.
+    """
+    from scipy.stats import spearmanr
+
+    from attnlens.train import seed_everything
+
+    base = SiameseEncoder.load(encoder_cfg.name_or_path, 0, "pairs.encoder.name_or_path")
+    model, tok = base.model, base.tokenizer
+
+    def ids(df):
+        a = [base.encode(t, encoder_cfg.max_tokens) for t in df["text_a"]]
+        b = [base.encode(t, encoder_cfg.max_tokens) for t in df["text_b"]]
+        ref = base.reference_ids
+        return a, b, [ref(x, encoder_cfg.reference) for x in a], [ref(x, encoder_cfg.reference) for x in b]
+
+    def evaluate(data, gold, scale):
+        model.eval()
+        with torch.no_grad():
+            s = torch.cat([shifted_dot(model, *(d[i : i + 32] for d in data), base.pooling, scale)
+                           for i in range(0, len(gold), 32)])  # fmt: skip
+        return {"mse": float(((s - gold) ** 2).mean()), "spearman": float(spearmanr(s, gold).statistic)}
+
+    seed_everything(exact_cfg.seed)
+    tr, te = ids(train), ids(test)
+    y_tr = torch.tensor(train["gold"].to_numpy(), dtype=torch.float32)
+    y_te = torch.tensor(test["gold"].to_numpy(), dtype=torch.float32)
+    with torch.no_grad():
+        raw = torch.cat([shifted_dot(model, *(d[i : i + 32] for d in tr), base.pooling, 1.0)
+                         for i in range(0, len(y_tr), 32)])  # fmt: skip
+    ratio = float(y_tr.mean() / raw.mean()) if float(raw.mean()) > 0 and float(y_tr.mean()) > 0 else 1.0
+    scale = ratio**0.5
+    before = evaluate(te, y_te, scale)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=exact_cfg.lr, weight_decay=exact_cfg.weight_decay)
+    warm = max(1, round(exact_cfg.warmup_ratio * exact_cfg.steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: min(1.0, (k + 1) / warm) * max(0.0, (exact_cfg.steps - k) / exact_cfg.steps)
+    )
+    rng = np.random.default_rng(exact_cfg.seed)
+    order, losses, t0 = np.array([], dtype=int), [], time.perf_counter()
+    bs = min(exact_cfg.batch_size, len(y_tr))
+    model.train()
+    for _ in range(exact_cfg.steps):
+        if len(order) < bs:
+            order = np.concatenate([order, rng.permutation(len(y_tr))])
+        idx, order = order[:bs], order[bs:]
+        pred = shifted_dot(model, *([d[i] for i in idx] for d in tr), base.pooling, scale)
+        loss = torch.nn.functional.mse_loss(pred, y_tr[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    seconds = time.perf_counter() - t0
+    model.eval()
+    after = evaluate(te, y_te, scale)
+    spec = {"similarity": "shifted_dot", "pooling": base.pooling, "scale": scale, "reference": encoder_cfg.reference,
+            "base": encoder_cfg.name_or_path}  # fmt: skip
+    metrics = {"steps": exact_cfg.steps, "seconds": round(seconds, 2), "seconds_per_step": seconds / exact_cfg.steps,
+               "scale": scale, "first_loss": losses[0], "last_loss": float(np.mean(losses[-5:])),
+               "test_before": before, "test_after": after, "n_train": len(y_tr), "n_test": len(y_te)}  # fmt: skip
+    logger.info(
+        "exact-mode training: %d steps in %.1f s, test MSE %.3f -> %.3f, Spearman %.3f -> %.3f",
+        *(exact_cfg.steps, seconds, before["mse"], after["mse"], before["spearman"], after["spearman"]),
+    )
+    return model, tok, spec, metrics
+
+
+def run_train_pair_encoder(cfg, train_path, test_path, model_dir, metrics_path) -> dict:
+    """Rule ``train_pair_encoder``: the exact-mode model (``save_pretrained`` + :data:`PAIR_MODEL_FILE`)."""
+    from attnlens.io import atomic_dir, provenance, save_json
+
+    model, tok, spec, metrics = train_pair_encoder(
+        cfg.encoder, cfg.exact, load_pairs(train_path), load_pairs(test_path)
+    )
+    prov = provenance("pair_encoder/v1", {"encoder": cfg.encoder.to_dict(), "exact": cfg.exact.to_dict()},
+                      cfg.exact.seed)  # fmt: skip
+    with atomic_dir(model_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / PAIR_MODEL_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        (tmp / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
+    save_json(metrics, metrics_path, prov)
+    return metrics
+
+
+# --------------------------------------------------------------------------------------------- rules
+
+
+def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(model name, folder or id, similarities)`` to attribute: off-the-shelf, then exact."""
+    out = [("off_the_shelf", cfg.encoder.name_or_path, tuple(cfg.attribution.similarities))]
+    if exact_dir is not None:
+        out.append(("exact", str(exact_dir), ("shifted_dot",)))
+    return out
+
+
+def _load(source: str, layer: int) -> SiameseEncoder:
+    return SiameseEncoder.load(source, layer, "pairs.encoder.name_or_path")
+
+
+def pair_inputs(enc: SiameseEncoder, row, cfg) -> dict:
+    """Ids, references and layer representations of both texts of one pair."""
+    out = {}
+    for side in ("a", "b"):
+        ids = enc.encode(row[f"text_{side}"], cfg.encoder.max_tokens)
+        ref = enc.reference_ids(ids, cfg.encoder.reference)
+        out[side] = (ids, enc.representation(ids), enc.representation(ref))
+    return out
+
+
+def attribution_row(pair_id: str, model: str, res: PairAttribution, cfg, gold: float, seconds: float) -> dict:
+    return {"pair_id": pair_id, "model": model, "similarity": res.similarity, "layer": cfg.attribution.layer,
+            "n_steps": res.n_steps, "quadrature": cfg.attribution.quadrature, "n_a": res.matrix.shape[0],
+            "n_b": res.matrix.shape[1], "gold": gold, "score": res.score, "score_a_rb": res.score_a_rb,
+            "score_ra_b": res.score_ra_b, "score_ra_rb": res.score_ra_rb, "target": res.target, "total": res.total,
+            "error": res.error, "score_error": res.score_error, "seconds": seconds}  # fmt: skip
+
+
+def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, scores_path) -> dict:
+    """Rule ``attribute_pairs``: token × token matrices and score terms of the shard's test pairs, every model."""
+    from attnlens.data import shard_of
+    from attnlens.io import provenance, save_parquet, save_tensors
+    from attnlens.tokens import display_tokens
+
+    pairs = load_pairs(test_path)
+    mine = pairs[[shard_of(p, cfg.attribution.n_shards) == shard for p in pairs["pair_id"]]]
+    att = cfg.attribution
+    rows, tensors = [], {}
+    for model_name, source, sims in _models(cfg, exact_dir):
+        enc = _load(source, att.layer)
+        for row in mine.to_dict("records"):
+            t0 = time.perf_counter()
+            x = pair_inputs(enc, row, cfg)
+            res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims, att.chunk,
+                                 att.quadrature)  # fmt: skip
+            seconds = time.perf_counter() - t0  # one pass gives every similarity of this model
+            for sim, r in res.items():
+                tensors[f"{row['pair_id']}/{model_name}/{sim}"] = torch.from_numpy(r.matrix)
+                rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
+                             "tokens_a": display_tokens(enc.tokenizer, x["a"][0].tolist()),
+                             "tokens_b": display_tokens(enc.tokenizer, x["b"][0].tolist())})  # fmt: skip
+            logger.info("%s %s: %.1f s", row["pair_id"], model_name, time.perf_counter() - t0)
+    section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
+    prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
+    save_tensors(tensors, matrices_path, {**prov, "schema": PAIR_MATRICES_SCHEMA})
+    save_parquet(pd.DataFrame(rows), scores_path, prov)
+    return {"pairs": len(mine)}
+
+
+def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
+    """Up to ``n`` test pairs: highest gold score, lowest, the middle one, then the rest by pair id."""
+    ordered = pairs.sort_values(["gold", "pair_id"], ascending=[False, True])["pair_id"].tolist()
+    picks = [ordered[0], ordered[-1], ordered[len(ordered) // 2]] if ordered else []
+    picks += [p for p in sorted(ordered) if p not in picks]
+    return list(dict.fromkeys(picks))[:n]
+
+
+def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
+    """Rule ``pair_convergence``: attribution error against the number of steps, both rules, one pair."""
+    from attnlens.io import provenance, save_parquet
+
+    pairs = load_pairs(test_path)
+    pair_id = showcased_pairs(pairs, 1)[0]
+    row = pairs.set_index("pair_id").loc[pair_id].to_dict() | {"pair_id": pair_id}
+    rows = []
+    for model_name, source, sims in _models(cfg, exact_dir):
+        enc = _load(source, cfg.attribution.layer)
+        x = pair_inputs(enc, row, cfg)
+        for rule in QUADRATURES:
+            for n in cfg.attribution.convergence_steps:
+                t0 = time.perf_counter()
+                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims,
+                                     cfg.attribution.chunk, rule)  # fmt: skip
+                seconds = time.perf_counter() - t0
+                for r in res.values():
+                    rows.append(
+                        {**attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds), "quadrature": rule}
+                    )
+    section = {"encoder": cfg.encoder.to_dict(), "attribution": cfg.attribution.to_dict()}
+    save_parquet(pd.DataFrame(rows), out_path, provenance(PAIR_CONVERGENCE_SCHEMA, section, None, pair_id=pair_id))
+    return {"pair_id": pair_id}
+
+
+def run_pair_topology(cfg, pair_paths, out_path, correlation_path, table_stem) -> dict:
+    """Rule ``pair_topology``: does attention topology track the encoder's similarity and the gold grade?
+
+    Every pair (train and test: the off-the-shelf encoder has seen none of them) is used.
+
+    Each text's attention (every head of ``topology.layers``, the off-the-shelf encoder) becomes an
+    MI distance and a Rips persistence diagram, as in the topology stage; each pair gets the
+    bottleneck distance of its two diagrams per estimator and dimension (``max`` = the larger of
+    H0 and H1). The table gives Spearman's ρ of that distance against the encoder's cosine
+    similarity and against the gold score, with permutation p-values; a distance that tracks
+    similarity has ρ < 0.
+    """
+    from attnlens.io import provenance, save_json, save_parquet
+    from attnlens.tables import write_table
+    from attnlens.topology import bottleneck, rank_correlation, text_topology
+
+    topo = cfg.topology
+    pairs = pd.concat([load_pairs(p) for p in pair_paths], ignore_index=True).sort_values("pair_id")
+    enc = SiameseEncoder.load(cfg.encoder.name_or_path, 0, "pairs.encoder.name_or_path")
+    rows, t0 = [], time.perf_counter()
+    for row in pairs.to_dict("records"):
+        tops = [text_topology(enc.model, enc.tokenizer, row[f"text_{s}"], topo, cfg.encoder.max_tokens) for s in "ab"]
+        with torch.no_grad():
+            g = enc.embed([enc.encode(row[f"text_{s}"], cfg.encoder.max_tokens) for s in "ab"])
+        cosine = float(torch.nn.functional.cosine_similarity(g[0], g[1], dim=0))
+        for est in topo.estimators:
+            (_, _, dgm_a, _), (_, _, dgm_b, _) = tops[0][est], tops[1][est]
+            per_dim = {str(d): bottleneck(dgm_a[d], dgm_b[d]) for d in range(topo.max_dimension + 1)}
+            per_dim["max"] = max(per_dim.values())
+            for dim, value in per_dim.items():
+                bars = (len(dgm_a[int(dim)]), len(dgm_b[int(dim)])) if dim != "max" else (None, None)
+                rows.append({"pair_id": row["pair_id"], "estimator": est, "dim": dim, "bottleneck": value,
+                             "cosine": cosine, "gold": row["gold"], "bars_a": bars[0], "bars_b": bars[1]})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    seconds = time.perf_counter() - t0
+    once = frame.drop_duplicates("pair_id")
+    own = rank_correlation(once["cosine"].to_numpy(), once["gold"].to_numpy(), topo.n_permutations, topo.seed)
+    results = [{"estimator": "-", "dim": "-", "x": "encoder cosine", "y": "gold", **own}]
+    for (est, dim), part in frame.groupby(["estimator", "dim"], sort=False):
+        for against, label in (("cosine", "encoder cosine"), ("gold", "gold")):
+            x = part["bottleneck"].to_numpy()
+            if np.ptp(x) == 0:  # every pair equally far (e.g. no H1 bar anywhere): nothing to correlate
+                stats = {"spearman": None, "p_value": None, "n": len(x), "n_permutations": topo.n_permutations}
+            else:
+                stats = rank_correlation(x, part[against].to_numpy(), topo.n_permutations, topo.seed)
+            results.append({"estimator": est, "dim": dim, "x": "bottleneck", "y": label, **stats})
+    prov = provenance(PAIR_TOPOLOGY_SCHEMA, {"encoder": cfg.encoder.to_dict(), "topology": topo.to_dict()}, topo.seed,
+                      seconds=round(seconds, 2))  # fmt: skip
+    save_parquet(frame, out_path, prov)
+    save_json({"correlations": results}, correlation_path, {**prov, "schema": "pair_topology_correlation/v1"})
+    table = pd.DataFrame(results).rename(columns={"spearman": "spearman_rho", "dim": "homology"})
+    write_table(
+        table[["x", "y", "estimator", "homology", "spearman_rho", "p_value", "n"]],
+        table_stem,
+        "Does attention topology track similarity? Spearman ρ of the bottleneck distance between the two texts' "
+        "attention persistence diagrams against the encoder's cosine similarity and against the gold score "
+        f"(first row: the encoder's own agreement with the gold score); two-sided p from {topo.n_permutations} "
+        "permutations. Tracking means ρ < 0; empty cells: every pair equally far.",
+    )
+    logger.info("pair topology for %d pairs in %.1f s", len(pairs), seconds)
+    return {"seconds": seconds}
+
+
+def load_scores(paths) -> pd.DataFrame:
+    from attnlens.io import load_parquet
+
+    frames = [load_parquet(p, PAIR_SCORES_SCHEMA)[0] for p in paths]
+    return pd.concat(frames, ignore_index=True).sort_values(["model", "similarity", "pair_id"], ignore_index=True)
+
+
+def error_summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per model and similarity: how well ΣA adds up to the target and to the score, and the score's rank agreement."""
+    from scipy.stats import spearmanr
+
+    rows = []
+    for (model, sim), part in scores.groupby(["model", "similarity"], sort=False):
+        rel = np.abs(part["score_error"]) / np.maximum(np.abs(part["score"]), 1e-12)
+        rows.append({"model": model, "similarity": sim, "pairs": len(part),
+                     "mean abs error": float(np.abs(part["error"]).mean()),
+                     "max abs error": float(np.abs(part["error"]).max()),
+                     "mean abs(ΣA − score)": float(np.abs(part["score_error"]).mean()),
+                     "median abs(ΣA − score) / abs(score)": float(np.median(rel)),
+                     "spearman(score, gold)": float(spearmanr(part["score"], part["gold"]).statistic)
+                     if part["score"].nunique() > 1 and part["gold"].nunique() > 1 else None,
+                     "seconds per pair and model": float(part["seconds"].mean())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _sci(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    out = frame.copy()
+    for c in columns:
+        out[c] = [f"{v:.2e}" if v is not None and np.isfinite(v) else None for v in out[c]]
+    return out
+
+
+def run_pair_tables(score_paths, exact_metrics_path, out_dir) -> list[Path]:
+    """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
+    from attnlens.io import atomic_dir, load_json
+    from attnlens.tables import write_table
+
+    scores = load_scores(score_paths)
+    columns = ["pair_id", "model", "similarity", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
+               "target", "total", "error", "score_error"]  # fmt: skip
+    summary = error_summary(scores)
+    written = []
+    with atomic_dir(out_dir) as tmp:
+        written += write_table(
+            _sci(scores[columns].rename(columns={"total": "sum_A"}), ["error", "score_error"]),
+            tmp / "pair_scores",
+            "Per test pair: gold similarity, the model's score s(a,b), the reference terms s(a,r_b), s(r_a,b), "
+            "s(r_a,r_b), target = s(a,b) − s(a,r_b) − s(r_a,b) + s(r_a,r_b), ΣA, error = ΣA − target (quadrature) "
+            "and score_error = ΣA − s(a,b) (what the matrix leaves unexplained of the score).",
+        )
+        caption = (
+            "Attribution error per model. Off-the-shelf (approximate, EACL 2024): ΣA misses the score by the "
+            "reference terms. Exact (EMNLP 2023, shifted embedding e'(x) = g(x) − g(r_x), dot product): the "
+            "reference terms are 0, so ΣA − score is the quadrature error alone."
+        )
+        if exact_metrics_path is not None:
+            m = load_json(exact_metrics_path)
+            caption += (
+                f" The exact model was fine-tuned {m['steps']} steps; its test Spearman against gold went from "
+                f"{m['test_before']['spearman']:.3f} to {m['test_after']['spearman']:.3f}."
+            )
+        written += write_table(
+            _sci(
+                summary,
+                ["mean abs error", "max abs error", "mean abs(ΣA − score)", "median abs(ΣA − score) / abs(score)"],
+            ),
+            tmp / "pair_errors",
+            caption,
+        )
+    return [Path(out_dir) / p.relative_to(tmp) for p in written]
+
+
+def run_plot_pairs(cfg, score_paths, matrix_paths, convergence_path, topology_path, out_dir, dpi: int = 150) -> None:
+    """Rule ``plot_pairs``: heatmaps of the showcased pairs, the convergence curve, topology against similarity."""
+    from attnlens.io import atomic_dir, load_parquet, load_tensors
+    from attnlens.plots import plot_pair_convergence, plot_pair_matrix, plot_pair_topology
+
+    scores = load_scores(score_paths)
+    matrices = {}
+    for p in matrix_paths:
+        matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
+    shown = showcased_pairs(scores.drop_duplicates("pair_id"), cfg.attribution.n_showcase)
+    with atomic_dir(out_dir) as tmp:
+        for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
+            key = f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"
+            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}): gold {rec['gold']:.2f}, "
+                     f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
+            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}"
+            plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
+        plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)
+        topo = load_parquet(topology_path, PAIR_TOPOLOGY_SCHEMA)[0]
+        for est in cfg.topology.estimators:
+            plot_pair_topology(topo, est, "max", tmp / f"topology_vs_similarity_{est}", dpi)

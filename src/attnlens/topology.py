@@ -503,12 +503,14 @@ def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, s
 # --- any encoder, one text at a time (study 3 meets study 2) ---------------------------------------
 
 
-def text_topology(model, tokenizer, text: str, cfg) -> dict[str, tuple[np.ndarray, np.ndarray, dict, float]]:
+def text_topology(
+    model, tokenizer, text: str, cfg, max_length: int | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray, dict, float]]:
     """``estimator → (MI, distance, diagrams, cap)`` of one text under a dense Hugging Face encoder."""
     from attnlens.attention import layer_slice
     from attnlens.tokens import display_tokens, special_ids
 
-    batch = tokenizer([text], return_tensors="pt", truncation=True)
+    batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
     dense = dense_attentions(model, dict(batch))
     ids = batch["input_ids"][0].tolist()
     special = np.isin(ids, sorted(special_ids(tokenizer)))

@@ -30,6 +30,21 @@ def topology_shards(pattern):
     return expand(pattern, shard=range(config["topology"]["n_shards"]))
 
 
+def pair_shards(pattern):
+    """One path per shard of attribute_pairs (pairs.attribution.n_shards of them)."""
+    return expand(pattern, shard=range(config["pairs"]["attribution"]["n_shards"]))
+
+
+def exact_model(wildcards):
+    """The exact-mode pair encoder, when pairs.exact.enabled."""
+    return {"exact": "results/models/pair_encoder_exact"} if config["pairs"]["exact"]["enabled"] else {}
+
+
+def exact_metrics(wildcards):
+    """The exact-mode training metrics, when pairs.exact.enabled."""
+    return {"exact_metrics": "results/models/pair_encoder_exact_metrics.json"} if config["pairs"]["exact"]["enabled"] else {}
+
+
 def get_final_outputs():
     """Everything `rule all` builds."""
     return [
@@ -60,6 +75,9 @@ def get_final_outputs():
         "results/topology/bottleneck.parquet",
         "results/topology/claim.json",
         "results/topology/figures",
+        "results/pairs/tables",
+        "results/pairs/figures",
+        "results/pairs/correlation.json",
     ]
 
 

@@ -1,0 +1,141 @@
+# Study 3: token-pair attributions of a Siamese sentence encoder, and whether attention topology tracks similarity.
+
+
+rule prepare_pairs:
+    output:
+        train="results/data/pairs_train.parquet",
+        test="results/data/pairs_test.parquet",
+    log:
+        "results/logs/prepare_pairs/prepare_pairs.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        cfg=lookup(dpath="pairs/data", within=config),
+    script:
+        "../scripts/prepare_pairs.py"
+
+
+rule train_pair_encoder:
+    input:
+        train="results/data/pairs_train.parquet",
+        test="results/data/pairs_test.parquet",
+    output:
+        model=directory("results/models/pair_encoder_exact"),
+        metrics="results/models/pair_encoder_exact_metrics.json",
+    log:
+        "results/logs/train_pair_encoder/train_pair_encoder.log",
+    benchmark:
+        "results/benchmarks/train_pair_encoder/train_pair_encoder.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        encoder=lookup(dpath="pairs/encoder", within=config),
+        exact=lookup(dpath="pairs/exact", within=config),
+    script:
+        "../scripts/train_pair_encoder.py"
+
+
+rule attribute_pairs:
+    input:
+        unpack(exact_model),
+        test="results/data/pairs_test.parquet",
+    output:
+        matrices="results/pairs/matrices_shard{shard}.safetensors",
+        scores="results/pairs/scores_shard{shard}.parquet",
+    log:
+        "results/logs/attribute_pairs/shard{shard}.log",
+    benchmark:
+        "results/benchmarks/attribute_pairs/shard{shard}.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        encoder=lookup(dpath="pairs/encoder", within=config),
+        attribution=lookup(dpath="pairs/attribution", within=config),
+    script:
+        "../scripts/attribute_pairs.py"
+
+
+rule pair_convergence:
+    input:
+        unpack(exact_model),
+        test="results/data/pairs_test.parquet",
+    output:
+        convergence="results/pairs/convergence.parquet",
+    log:
+        "results/logs/pair_convergence/pair_convergence.log",
+    benchmark:
+        "results/benchmarks/pair_convergence/pair_convergence.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        encoder=lookup(dpath="pairs/encoder", within=config),
+        attribution=lookup(dpath="pairs/attribution", within=config),
+    script:
+        "../scripts/pair_convergence.py"
+
+
+rule pair_topology:
+    input:
+        pairs=["results/data/pairs_train.parquet", "results/data/pairs_test.parquet"],
+    output:
+        topology="results/pairs/topology.parquet",
+        correlation="results/pairs/correlation.json",
+        table=multiext("results/pairs/correlation", ".csv", ".tex", ".md"),
+    log:
+        "results/logs/pair_topology/pair_topology.log",
+    benchmark:
+        "results/benchmarks/pair_topology/pair_topology.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    threads: 2
+    params:
+        encoder=lookup(dpath="pairs/encoder", within=config),
+        topology=lookup(dpath="pairs/topology", within=config),
+    script:
+        "../scripts/pair_topology.py"
+
+
+rule pair_tables:
+    input:
+        unpack(exact_metrics),
+        scores=pair_shards("results/pairs/scores_shard{shard}.parquet"),
+    output:
+        tables=directory("results/pairs/tables"),
+    log:
+        "results/logs/pair_tables/pair_tables.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    script:
+        "../scripts/pair_tables.py"
+
+
+rule plot_pairs:
+    input:
+        scores=pair_shards("results/pairs/scores_shard{shard}.parquet"),
+        matrices=pair_shards("results/pairs/matrices_shard{shard}.safetensors"),
+        convergence="results/pairs/convergence.parquet",
+        topology="results/pairs/topology.parquet",
+    output:
+        figures=directory("results/pairs/figures"),
+    log:
+        "results/logs/plot_pairs/plot_pairs.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        attribution=lookup(dpath="pairs/attribution", within=config),
+        topology=lookup(dpath="pairs/topology", within=config),
+        dpi=lookup(dpath="figures/dpi", within=config),
+    script:
+        "../scripts/plot_pairs.py"

@@ -1,0 +1,16 @@
+"""Snakemake adapter for rule attribute_pairs."""
+
+from attnlens.config import PairsConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.pairs import run_attribute_pairs
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_attribute_pairs(
+        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "attribution": snakemake.params.attribution}),
+        test_path=snakemake.input.test,
+        exact_dir=snakemake.input.get("exact"),
+        shard=int(snakemake.wildcards.shard),
+        matrices_path=snakemake.output.matrices,
+        scores_path=snakemake.output.scores,
+    )

@@ -1,0 +1,14 @@
+"""Snakemake adapter for rule pair_convergence."""
+
+from attnlens.config import PairsConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.pairs import run_pair_convergence
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_pair_convergence(
+        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "attribution": snakemake.params.attribution}),
+        test_path=snakemake.input.test,
+        exact_dir=snakemake.input.get("exact"),
+        out_path=snakemake.output.convergence,
+    )

@@ -1,0 +1,17 @@
+"""Snakemake adapter for rule pair_topology."""
+
+from pathlib import Path
+
+from attnlens.config import PairsConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.pairs import run_pair_topology
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_pair_topology(
+        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "topology": snakemake.params.topology}),
+        pair_paths=snakemake.input.pairs,
+        out_path=snakemake.output.topology,
+        correlation_path=snakemake.output.correlation,
+        table_stem=Path(snakemake.output.table[0]).with_suffix(""),
+    )

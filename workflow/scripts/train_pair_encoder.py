@@ -1,0 +1,15 @@
+"""Snakemake adapter for rule train_pair_encoder."""
+
+from attnlens.config import PairsConfig
+from attnlens.logs import log_to, use_threads
+from attnlens.pairs import run_train_pair_encoder
+
+with log_to(snakemake.log[0]):
+    use_threads(snakemake.threads)
+    run_train_pair_encoder(
+        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "exact": snakemake.params.exact}),
+        train_path=snakemake.input.train,
+        test_path=snakemake.input.test,
+        model_dir=snakemake.output.model,
+        metrics_path=snakemake.output.metrics,
+    )
