@@ -31,6 +31,17 @@ def test_dry_run(root):
     assert out.returncode == 0, out.stderr
 
 
+def test_pairs_without_the_exact_model(root, workdir):
+    """pairs.exact.enabled: false drops train_pair_encoder from the DAG; the pair rules still plan."""
+    args = ["results/pairs/tables", "--directory", str(workdir), "-n", "--forceall"]
+    (workdir / "config/no_exact.yaml").write_text("pairs:\n  exact:\n    enabled: false\n", encoding="utf-8")
+    on = _snakemake(root, *args)
+    off = _snakemake(root, *args, "--configfile", str(workdir / "config/no_exact.yaml"))
+    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+    assert "train_pair_encoder" in on.stdout and "train_pair_encoder" not in off.stdout
+    assert "attribute_pairs" in off.stdout
+
+
 @pytest.fixture()
 def workdir(root, tmp_path):
     shutil.copytree(root / ".test" / "config", tmp_path / "config")
