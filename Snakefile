@@ -22,6 +22,10 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/pairs.smk"
 
 
+localrules:
+    all,
+
+
 rule all:
     default_target: True
     input:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +16,42 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def run_snakemake(root, *args, cwd=None, timeout=900, prefix=()):
+    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``)."""
+    return subprocess.run(
+        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
+        cwd=cwd or root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_run(root, tmp_path_factory) -> Path:
+    """A working directory where the .test configuration has run to the end, locally (once per session).
+
+    Tests read it; a test that changes files works on a copy (:func:`copy_run`).
+    """
+    work = tmp_path_factory.mktemp("tiny-run")
+    shutil.copytree(root / ".test" / "config", work / "config")
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+def copy_run(run: Path, dest: Path) -> Path:
+    """A copy of a finished run (modification times kept, so Snakemake sees nothing to do)."""
+    shutil.copytree(run, dest, symlinks=True)
+    return dest
 
 
 @pytest.fixture(scope="session")

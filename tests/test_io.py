@@ -73,3 +73,27 @@ def test_atomic_dir(tmp_path):
 def test_json_artifact_has_provenance_first(tmp_path):
     save_json({"x": 1}, tmp_path / "a.json", provenance("a/v1", seed=1))
     assert next(iter(json.loads((tmp_path / "a.json").read_text()))) == "provenance"
+
+
+def test_temporaries_of_killed_writers_are_removed(tmp_path):
+    """A writer killed mid-write leaves ``.<name>.tmp-<pid>``; the next write removes it, not a live writer's."""
+    import os
+    import subprocess
+
+    from attnlens.io import atomic_dir, atomic_path
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale_file = tmp_path / f".table.tmp-{dead.pid}.csv"
+    stale_dir = tmp_path / f".model.tmp-{dead.pid}"
+    live = tmp_path / f".table.tmp-{os.getppid()}.csv"
+    for p in (stale_file, live):
+        p.write_text("half")
+    stale_dir.mkdir()
+    (stale_dir / "weights").write_text("half")
+    with atomic_path(tmp_path / "table.csv") as tmp:
+        tmp.write_text("whole")
+    with atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "weights").write_text("whole")
+    assert not stale_file.exists() and not stale_dir.exists() and live.exists()
+    assert (tmp_path / "table.csv").read_text() == "whole" and (tmp_path / "model/weights").read_text() == "whole"

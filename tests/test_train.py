@@ -47,3 +47,32 @@ def test_gradient_checkpointing_gives_the_same_model(tiny_classifier):
     b, _ = _train(deepcopy(model), tokenizer, gradient_checkpointing=True)
     for key, value in a.state_dict().items():
         torch.testing.assert_close(value, b.state_dict()[key], rtol=1e-4, atol=1e-5)
+
+
+def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_path):
+    """`python -m attnlens.train` under torchrun (2 CPU processes, gloo): what `accelerate launch` runs per GPU."""
+    import json
+    import subprocess
+    import sys
+
+    from attnlens.data import EXAMPLES_SCHEMA
+    from attnlens.io import load_json, provenance, save_parquet, save_pretrained
+    from attnlens.modeling import load_classifier
+
+    model, tokenizer = tiny_classifier
+    save_pretrained(model, tokenizer, tmp_path / "base", provenance("classifier/v1"))
+    for name, n in (("train", 16), ("test", 6)):
+        save_parquet(_data(n), tmp_path / f"{name}.parquet", provenance(EXAMPLES_SCHEMA))
+    cfg = {"epochs": 1, "lr": 1e-3, "batch_size": 2, "gradient_accumulation_steps": 2, "eval_batch_size": 4}
+    args = ["--train-config", json.dumps(cfg), "--base-dir", str(tmp_path / "base"),
+            "--train-data", str(tmp_path / "train.parquet"), "--test-data", str(tmp_path / "test.parquet"),
+            "--model-dir", str(tmp_path / "model"), "--metrics-file", str(tmp_path / "metrics.json"),
+            "--log-file", str(tmp_path / "train.log")]  # fmt: skip
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "attnlens.train", *args]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:] + (tmp_path / "train.log").read_text()
+    metrics = load_json(tmp_path / "metrics.json", "train_metrics/v1")
+    assert metrics["processes"] == 2 and metrics["optimizer_steps"] == 2  # 16 examples / (2 × 2) / 2 accumulated
+    assert (tmp_path / "train.log.rank1").exists() and load_classifier(tmp_path / "model")[0] is not None
+    assert not list(tmp_path.glob(".*tmp-*"))

@@ -31,6 +31,23 @@ from attnlens.errors import InputError
 PROVENANCE_KEY = "attnlens"
 
 
+def _remove_stale(folder: Path, prefix: str, suffix: str) -> None:
+    """Delete temporaries ``<prefix><pid><suffix>`` left by writers that were killed (their PID is gone)."""
+    for tmp in folder.glob(f"{prefix}*{suffix}"):
+        pid = tmp.name[len(prefix) : len(tmp.name) - len(suffix) if suffix else None]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # the writer is dead: its half-written file can go
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+        except PermissionError:  # alive, another user's
+            continue
+
+
 @contextmanager
 def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``final``; rename it onto ``final`` when the block succeeds.
@@ -40,6 +57,7 @@ def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(final.parent, f".{final.stem}.tmp-", final.suffix)
     tmp = final.with_name(f".{final.stem}.tmp-{os.getpid()}{final.suffix}")
     try:
         yield tmp
@@ -53,6 +71,7 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
     """Like :func:`atomic_path` for a folder (``save_pretrained`` output): fill a temporary folder, then rename."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(final.parent, f".{final.name}.tmp-", "")
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

@@ -11,6 +11,7 @@ on the model's implicit default). Everything random — head initialisation was 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 
@@ -72,7 +73,9 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
     seed_everything(cfg.seed)
     use_fp16 = cfg.fp16 and torch.cuda.is_available()
     accelerator = Accelerator(
-        mixed_precision="fp16" if use_fp16 else "no", gradient_accumulation_steps=cfg.gradient_accumulation_steps
+        mixed_precision="fp16" if use_fp16 else "no",
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        cpu=not torch.cuda.is_available(),  # several CPU processes (torchrun) then train as one, over gloo
     )
     if cfg.gradient_checkpointing:
         _checkpointing(model, True)
@@ -81,7 +84,11 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
     train_labels = torch.tensor(train_df["label"].to_numpy(), dtype=torch.long)
     eval_labels = eval_df["label"].to_numpy().copy()
     n = len(train_labels)
-    batches_per_epoch = -(-n // cfg.batch_size)
+    # one process per GPU under `accelerate launch`: each step, process k takes the k-th of P consecutive
+    # batches of the shuffled order; at the epoch's end a process with nothing left repeats one example,
+    # so all processes step together (P = 1 is the single-device loop, number for number)
+    n_proc, rank = accelerator.num_processes, accelerator.process_index
+    batches_per_epoch = -(-n // (cfg.batch_size * n_proc))
     steps_per_epoch = -(-batches_per_epoch // cfg.gradient_accumulation_steps)
     total_steps = steps_per_epoch * cfg.epochs
     optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
@@ -97,7 +104,8 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
         losses = []
         bar = tqdm(range(batches_per_epoch), desc=f"epoch {epoch + 1}/{cfg.epochs}", mininterval=5)
         for b in bar:
-            index = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            start_at = (b * n_proc + rank) * cfg.batch_size
+            index = [order[i % n] for i in range(start_at, min(start_at + cfg.batch_size, n))] or [order[start_at % n]]
             batch = train_enc.batch(index, accelerator.device)
             with accelerator.accumulate(model):
                 out = model(**batch, labels=train_labels[index].to(accelerator.device))
@@ -109,7 +117,7 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
                 optimizer.zero_grad()
             losses.append(out.loss.item())
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
-        logits = predict_logits(model, eval_enc, cfg.eval_batch_size)
+        logits = predict_logits(accelerator.unwrap_model(model), eval_enc, cfg.eval_batch_size)
         eval_loss = float(
             torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(eval_labels)).item()
         )
@@ -132,6 +140,7 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
         "n_train": n,
         "n_eval": len(eval_labels),
         "device": str(accelerator.device),
+        "processes": n_proc,
         "mixed_precision": "fp16" if use_fp16 else "fp32",
         "torch_threads": torch.get_num_threads(),
     }
@@ -144,7 +153,42 @@ def run_train_classifier(cfg: TrainConfig, base_dir, train_path, test_path, mode
     train_df, _ = load_examples(train_path)
     test_df, _ = load_examples(test_path)
     model, metrics = train_classifier(model, tokenizer, train_df, test_df, cfg)
-    prov = provenance(MODEL_SCHEMA, cfg.to_dict(), cfg.seed, base_model=str(base_dir))
-    save_pretrained(model, tokenizer, model_dir, prov)
-    save_json(metrics, metrics_path, provenance(METRICS_SCHEMA, cfg.to_dict(), cfg.seed))
+    from accelerate import PartialState
+
+    state = PartialState()
+    if state.is_main_process:  # under `accelerate launch`, one process writes
+        prov = provenance(MODEL_SCHEMA, cfg.to_dict(), cfg.seed, base_model=str(base_dir))
+        save_pretrained(model, tokenizer, model_dir, prov)
+        save_json(metrics, metrics_path, provenance(METRICS_SCHEMA, cfg.to_dict(), cfg.seed))
+    state.wait_for_everyone()
     return metrics
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m attnlens.train`` — rule ``train_classifier`` as a command, so ``accelerate launch`` can start it.
+
+    One process per GPU when launched by ``accelerate launch --multi_gpu --num_processes N``; a plain
+    ``python -m`` call is the single-device run. Logging and errors go to ``--log-file`` (rank 0; other
+    ranks append to ``<log-file>.rank<k>``).
+    """
+    import argparse
+    import json
+
+    from attnlens.logs import log_to, use_threads
+
+    parser = argparse.ArgumentParser(prog="python -m attnlens.train", description=main.__doc__.splitlines()[0])
+    # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
+    parser.add_argument("--train-config", required=True, help="the `train` config section as JSON")
+    for name in ("base-dir", "train-data", "test-data", "model-dir", "metrics-file", "log-file"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--n-threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
+        use_threads(args.n_threads)
+        run_train_classifier(TrainConfig.from_dict(json.loads(args.train_config)), args.base_dir, args.train_data,
+                             args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,5 @@
 # Validation, helpers and wildcard constraints: the only Python of the workflow.
+import json
 import sys
 
 from attnlens.config import validate_config
@@ -13,6 +14,19 @@ except InputError as err:
 TOPK_TABLES = [
     f"{kind}_by_{by}" for kind in ("attended", "attending") for by in ("type", "position")
 ] + ["intersection_by_type", "intersection_by_position", "token_occurrences"]
+
+
+def train_launcher(wildcards, resources):
+    """How train_classifier starts: one process, or one per GPU through `accelerate launch` when given several."""
+    from snakemake.settings.types import DeploymentMethod
+
+    # under --use-conda the env's own python; otherwise the interpreter Snakemake runs in (the .venv)
+    methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
+    python = "python" if DeploymentMethod.CONDA in methods else sys.executable
+    gpus = int(resources.get("gpu", 0) or 0)
+    if gpus > 1:
+        return f"{python} -m accelerate.commands.launch --multi_gpu --num_processes {gpus} --num_machines 1"
+    return python
 
 
 def attention_shards(pattern):

@@ -37,9 +37,12 @@ rule train_classifier:
         mem_mb=16000,
         runtime=240,
     params:
-        cfg=lookup(dpath="train", within=config),
-    script:
-        "../scripts/train_classifier.py"
+        cfg=lambda wildcards: json.dumps(config["train"]),
+        launch=train_launcher,
+    shell:
+        "{params.launch} -m attnlens.train --train-config {params.cfg:q} --base-dir {input.base:q} "
+        "--train-data {input.train:q} --test-data {input.test:q} --model-dir {output.model:q} "
+        "--metrics-file {output.metrics:q} --log-file {log:q} --n-threads {threads}"
 
 
 rule predict:

@@ -1,0 +1,118 @@
+"""The slurm profile against a real single-node SLURM (tests/slurm/cluster.sh), not a mock.
+
+The cluster comes up from Debian's packages on localhost (root only); where it cannot, the tests are
+skipped with the reason. The profile is workflow/profiles/slurm itself, with its placeholders filled
+for this node and fast status checks (squeue: the test cluster runs no accounting daemon).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import run_snakemake
+
+pytestmark = pytest.mark.slurm
+
+#: Outputs compared number for number with the local run of the same configuration.
+COMPARED = (
+    "paper/tables/similarity/table1_similarity.csv",
+    "paper/tables/similarity/table2_jaccard.csv",
+    "paper/tables/faithfulness_aopc.csv",
+    "paper/tables/plausibility.csv",
+    "topology/claim.csv",
+    "pairs/tables/pair_scores.csv",
+    "pairs/correlation.csv",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(root):
+    if os.geteuid() != 0:
+        pytest.skip("a real SLURM needs root here: tests/slurm/cluster.sh installs and starts munge and slurm")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        pytest.skip("SLURM is not installed and there is no apt-get to install it")
+    started = time.perf_counter()
+    up = subprocess.run(["bash", str(root / "tests/slurm/cluster.sh"), "up"], capture_output=True, text=True,
+                        timeout=900)  # fmt: skip
+    if up.returncode != 0:
+        pytest.skip(f"could not bring up SLURM: {(up.stderr.strip().splitlines() or ['?'])[-1]}")
+    yield time.perf_counter() - started
+    subprocess.run(["bash", str(root / "tests/slurm/cluster.sh"), "down"], capture_output=True, timeout=120)
+
+
+def test_profile_has_placeholders_and_every_gpu_rule_a_partition(root):
+    profile = yaml.safe_load((root / "workflow/profiles/slurm/config.yaml").read_text(encoding="utf-8"))
+    assert profile["executor"] == "slurm" and profile["rerun-incomplete"] and profile["retries"] >= 1
+    assert profile["latency-wait"] >= 60
+    assert profile["default-resources"]["slurm_account"].startswith("EDIT_ME")
+    rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
+    gpu_rules = re.findall(r"^rule (\w+):(?:(?!^rule ).)*?gpu=1", rules, re.S | re.M)
+    assert len(gpu_rules) >= 5
+    for rule in gpu_rules:
+        assert profile["set-resources"][rule]["slurm_partition"] == "EDIT_ME_gpu_partition", rule
+
+
+def node_profile(root, tmp_path) -> str:
+    """The production profile with its placeholders filled for this node (tests/slurm/local_profile.py)."""
+    sys.path.insert(0, str(root / "tests" / "slurm"))
+    from local_profile import write_local_profile
+
+    return str(write_local_profile(tmp_path / "profile"))
+
+
+def _slurm_run(root, work, profile, *args, limit=540):
+    """Snakemake through the profile, killed after ``limit`` seconds (a hang fails the test, never CI)."""
+    t0 = time.perf_counter()
+    out = run_snakemake(root, "--directory", str(work), "--profile", profile, *args,
+                        prefix=("timeout", "-k", "10", str(limit)), timeout=limit + 30)  # fmt: skip
+    return out, time.perf_counter() - t0
+
+
+@pytest.mark.workflow
+def test_tiny_run_through_slurm_matches_the_local_run(root, cluster, tiny_run, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(root / ".test" / "config", work / "config")
+    out, seconds = _slurm_run(root, work, node_profile(root, tmp_path))
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-4000:]
+    job_ids = re.findall(r"submitted with SLURM jobid (\d+)", log)
+    stats = re.search(r"Job stats:\n(.*?)\n\s*total\s+(\d+)", log, re.S)
+    total = int(stats.group(2))
+    assert len(job_ids) == total - 1  # every job but the local `all` went through sbatch
+    logs = {p.stem: p.parent.name for p in (work / ".snakemake/slurm_logs").rglob("*.log")}
+    assert set(logs) == set(job_ids)  # one SLURM log per job id, under the rule it ran
+    states = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(job_ids)],
+                            capture_output=True, text=True, timeout=30).stdout  # fmt: skip
+    found = dict(line.split() for line in states.splitlines())
+    assert set(found) == set(job_ids) and set(found.values()) == {"COMPLETED"}, found
+    for rel in COMPARED:
+        a = pd.read_csv(tiny_run / "results" / rel)
+        b = pd.read_csv(work / "results" / rel)
+        assert list(a.columns) == list(b.columns) and len(a) == len(b), rel
+        for col in a.columns:
+            if pd.api.types.is_numeric_dtype(a[col]):
+                np.testing.assert_allclose(b[col], a[col], rtol=1e-5, atol=1e-7, err_msg=f"{rel}:{col}")
+            else:
+                assert list(a[col].astype(str)) == list(b[col].astype(str)), f"{rel}:{col}"
+    print(f"\nSLURM: cluster up in {cluster:.1f} s, {len(job_ids)} sbatch jobs, pipeline {seconds:.0f} s")
+
+
+def test_a_failing_job_fails_the_run_instead_of_hanging(root, cluster, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(root / ".test" / "config", work / "config")
+    (work / "config/bad.yaml").write_text("pairs:\n  data:\n    source: file\n    path: no/such/pairs.csv\n")
+    out, seconds = _slurm_run(root, work, node_profile(root, tmp_path), "results/data/pairs_test.parquet",
+                              "--configfile", str(work / "config/bad.yaml"), limit=240)  # fmt: skip
+    log = out.stdout + out.stderr
+    assert out.returncode not in (0, 124, 137) and seconds < 200, log[-3000:]  # failed, and not by the timeout
+    assert re.search(r"submitted with SLURM jobid \d+", log)
+    assert not (work / "results/data/pairs_test.parquet").exists()
