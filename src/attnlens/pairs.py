@@ -556,10 +556,6 @@ def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
     return out
 
 
-def _load(source: str, layer: int) -> SiameseEncoder:
-    return SiameseEncoder.load(source, layer, "pairs.encoder.name_or_path")
-
-
 def pair_inputs(enc: SiameseEncoder, row, cfg) -> dict:
     """Ids, references and layer representations of both texts of one pair."""
     out = {}
@@ -589,7 +585,7 @@ def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, sc
     att = cfg.attribution
     rows, tensors = [], {}
     for model_name, source, sims in _models(cfg, exact_dir):
-        enc = _load(source, att.layer)
+        enc = SiameseEncoder.load(source, att.layer, "pairs.encoder.name_or_path")
         for row in mine.to_dict("records"):
             t0 = time.perf_counter()
             x = pair_inputs(enc, row, cfg)
@@ -626,7 +622,7 @@ def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
     row = pairs.set_index("pair_id").loc[pair_id].to_dict() | {"pair_id": pair_id}
     rows = []
     for model_name, source, sims in _models(cfg, exact_dir):
-        enc = _load(source, cfg.attribution.layer)
+        enc = SiameseEncoder.load(source, cfg.attribution.layer, "pairs.encoder.name_or_path")
         x = pair_inputs(enc, row, cfg)
         for rule in QUADRATURES:
             for n in cfg.attribution.convergence_steps:
