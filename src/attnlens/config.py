@@ -169,8 +169,9 @@ class SimilarityConfig(_Section):
 
 
 @dataclass(frozen=True)
-class TopologyConfig(_Section):
-    n_shards: int = 2
+class PersistenceConfig(_Section):
+    """Attention → MI → distance → Rips persistence: what the topology stage and the pair stage share."""
+
     layers: Literal["all", "last", "lower", "upper"] = "all"
     pooling: Literal["chunks", "sentences", "none"] = "chunks"
     chunk_size: int = 16
@@ -181,6 +182,11 @@ class TopologyConfig(_Section):
     sparse: float | None = None
     n_permutations: int = 1000
     seed: int = 42
+
+
+@dataclass(frozen=True)
+class TopologyConfig(PersistenceConfig):
+    n_shards: int = 2
 
 
 @dataclass(frozen=True)
@@ -243,17 +249,9 @@ class PairAttributionConfig(_Section):
 
 
 @dataclass(frozen=True)
-class PairTopologyConfig(_Section):
-    layers: Literal["all", "last", "lower", "upper"] = "all"
-    pooling: Literal["chunks", "sentences", "none"] = "none"
+class PairTopologyConfig(PersistenceConfig):
+    pooling: Literal["chunks", "sentences", "none"] = "none"  # short texts: every token a Rips point
     chunk_size: int = 4
-    estimators: tuple[str, ...] = ("pooled_pmi", "joint_ppmi", "xlogy")
-    distance: Literal["rescale", "clip"] = "rescale"
-    max_dimension: int = 1
-    max_edge_length: float | None = None
-    sparse: float | None = None
-    n_permutations: int = 1000
-    seed: int = 42
 
 
 @dataclass(frozen=True)

@@ -77,11 +77,6 @@ def quadrature(rule: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"unknown quadrature {rule!r}; expected one of {QUADRATURES}")
 
 
-def gauss_legendre(n_steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_steps``-point Gauss–Legendre rule on ``(0, 1)``."""
-    return quadrature("gauss_legendre", n_steps)
-
-
 def integrated_jacobians(
     pool: Pool, x: torch.Tensor, r: torch.Tensor, n_steps: int, chunk: int = 64, rule: str = "gauss_legendre"
 ) -> dict[str, torch.Tensor]:
