@@ -36,6 +36,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES)
+	$(BIN)/snakemake --report results/report.html
 
 test: $(TEST_STAMP)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest

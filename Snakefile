@@ -20,13 +20,17 @@ include: "workflow/rules/attribution.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/topology.smk"
 include: "workflow/rules/pairs.smk"
+include: "workflow/rules/report.smk"
 
 
 localrules:
     all,
+    manifest,
 
 
 rule all:
     default_target: True
     input:
         get_final_outputs(),
+        "results/explorer",
+        "results/manifest.json",

@@ -275,6 +275,17 @@ class FiguresConfig(_Section):
     dpi: int = 150
 
 
+@dataclass(frozen=True)
+class ExplorerConfig(_Section):
+    top_k: int = 3
+    importance: Literal["fixed", "legacy"] = "fixed"
+
+
+@dataclass(frozen=True)
+class ReportConfig(_Section):
+    explorer: ExplorerConfig = field(default_factory=ExplorerConfig)
+
+
 #: Top-level schema key → dataclass of that section.
 SECTIONS: dict[str, type[_Section]] = {
     "data": DataConfig,
@@ -289,6 +300,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "topology": TopologyConfig,
     "pairs": PairsConfig,
     "figures": FiguresConfig,
+    "report": ReportConfig,
 }
 
 

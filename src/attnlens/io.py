@@ -12,12 +12,14 @@ No pickle anywhere.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -110,20 +112,93 @@ def git_commit() -> str:
     return sha + ("+dirty" if dirty else "")
 
 
+def config_sha256(config: Mapping[str, Any] | None) -> str | None:
+    """SHA-256 of a configuration (section) as canonical JSON: equal settings, equal hash."""
+    if config is None:
+        return None
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    """The Snakemake job a process runs for (set by :func:`attnlens.logs.rule_job`)."""
+
+    rule: str
+    config: Mapping[str, Any] | None  # the rule's config section (its ``params.cfg``)
+    seed: int | None
+    run_config_sha256: str | None  # hash of the whole run configuration
+
+
+_JOB: Job | None = None
+
+
+def set_job(job: Job | None) -> None:
+    """Make ``job`` the current job (``None`` outside a rule)."""
+    global _JOB
+    _JOB = job
+
+
+def current_job() -> Job | None:
+    return _JOB
+
+
 def provenance(schema: str, config: Mapping[str, Any] | None = None, seed: int | None = None, **extra: Any) -> dict:
-    """The provenance record stored with an artifact."""
+    """The provenance record stored with an artifact.
+
+    It names the schema, the package version, the git commit, the creation time, the seed, the
+    config section and its SHA-256; inside a rule also the rule and the hash of the whole run
+    configuration.
+    """
     from attnlens import __version__
 
+    config = dict(config) if config is not None else None
     record = {
         "schema": schema,
         "attnlens_version": __version__,
         "git_commit": git_commit(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "seed": seed,
-        "config": dict(config) if config is not None else None,
+        "config": config,
+        "config_sha256": config_sha256(config),
     }
+    if _JOB is not None:
+        record["rule"] = _JOB.rule
+        record["run_config_sha256"] = _JOB.run_config_sha256
     record.update(extra)
     return record
+
+
+def artifact_provenance(kind: str) -> dict:
+    """Provenance of a figure or table: the job's section, hash and seed; no time, so files stay reproducible."""
+    job = _JOB
+    record = provenance(f"{kind}/v1", job.config if job else None, job.seed if job else None)
+    del record["created"]
+    return record
+
+
+def sidecar_path(stem: str | os.PathLike) -> Path:
+    """``<stem>.provenance.json``: the provenance of every file ``<stem>.*`` that cannot hold metadata itself."""
+    stem = Path(stem)
+    return stem.with_name(stem.name + ".provenance.json")
+
+
+def write_sidecar(stem: str | os.PathLike, files: list[str], prov: Mapping[str, Any] | None = None) -> Path:
+    """Write the provenance sidecar of ``<stem>.*`` (tables: CSV, TeX, Markdown), naming the files it covers."""
+    record = {**(prov or artifact_provenance("table")), "files": sorted(files)}
+    path = sidecar_path(stem)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def save_csv(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any] | None = None) -> Path:
+    """A CSV table (index dropped), atomically, with its provenance sidecar."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    write_sidecar(path.with_suffix(""), [path.name], prov)
+    return path
 
 
 def _check_schema(found: Mapping[str, Any] | None, schema: str | None, path: Path) -> dict:

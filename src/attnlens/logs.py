@@ -9,11 +9,14 @@ goes to the log as usual.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from attnlens.errors import InputError
 
@@ -45,6 +48,66 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         root.removeHandler(handler)
         if handle is not terminal:
             handle.close()
+
+
+def job_record_path(log: str | os.PathLike) -> Path:
+    """Where a job's record goes: next to its log, ``<log stem>.job.json``."""
+    log = Path(log)
+    return log.with_name(log.stem + ".job.json")
+
+
+def write_job_record(
+    rule: str, inputs: Sequence[str], outputs: Sequence[str], log: str | os.PathLike,
+    wildcards: Mapping[str, Any] | None = None, run_config_sha256: str | None = None,
+) -> Path:  # fmt: skip
+    """Record what a finished job read and wrote; ``results/manifest.json`` is built from these records."""
+    from datetime import UTC, datetime
+
+    from attnlens import __version__
+    from attnlens.io import atomic_path, git_commit
+
+    record = {
+        "rule": rule,
+        "wildcards": dict(wildcards or {}),
+        "input": [str(p) for p in inputs],
+        "output": [str(p) for p in outputs],
+        "log": str(log),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "attnlens_version": __version__,
+        "git_commit": git_commit(),
+        "run_config_sha256": run_config_sha256,
+    }
+    path = job_record_path(log)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+@contextmanager
+def rule_job(smk) -> Iterator[None]:
+    """What every rule script runs its one package call in (``smk`` is Snakemake's ``snakemake`` object).
+
+    It routes logging to the rule's log (:func:`log_to`), makes the job current so that figures and
+    tables written inside carry its provenance (rule, config section and hash, seed), and, when the
+    call returns, writes the job's record next to its log.
+    """
+    from attnlens.io import Job, config_sha256, set_job
+
+    cfg = getattr(smk.params, "cfg", None)
+    section = cfg if isinstance(cfg, Mapping) else None
+    seed = section.get("seed") if section else None
+    if seed is None:
+        seed = (smk.config.get("data") or {}).get("seed")
+    run_hash = config_sha256(smk.config)
+    set_job(Job(smk.rule, section, seed, run_hash))
+    log = smk.log[0] if len(smk.log) else None
+    try:
+        with log_to(log):
+            yield
+        if log:
+            write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()), run_hash)
+    finally:
+        set_job(None)
 
 
 def use_threads(n: int) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.io import atomic_path
+from attnlens.io import atomic_path, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +243,10 @@ def render_png(
 def _save_png(fig, path: Path, dpi: int) -> None:
     import matplotlib.pyplot as plt
 
+    from attnlens.plots import figure_metadata
+
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format="png", metadata={"Software": "attnlens"})
+        fig.savefig(tmp, dpi=dpi, format="png", metadata=figure_metadata(".png"))
     plt.close(fig)
 
 
@@ -265,6 +267,7 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
     written.append(png)
     if compile_pdf(stem.with_suffix(".tex"), stem.with_suffix(".pdf")):
         written.append(stem.with_suffix(".pdf"))
+    write_sidecar(stem, [p.name for p in written])
     return written
 
 
@@ -431,6 +434,7 @@ def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, 
             table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
             with atomic_path(stem.with_suffix(".csv")) as out:
                 table.to_csv(out, index=False)
+            write_sidecar(stem, [stem.with_suffix(".html").name, stem.with_suffix(".csv").name])
             overlay = Overlay(
                 tokens=tokens,
                 starts_word=rec.starts_word,

@@ -7,6 +7,7 @@ of binned attention is drawn as one mosaic image rather than 144 sub-plots, so a
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from attnlens.io import atomic_path
+from attnlens.io import PROVENANCE_KEY, artifact_provenance, atomic_path, save_csv
 
 log = logging.getLogger(__name__)
 
@@ -25,21 +26,27 @@ SCALES = ("log", "linear", "rank")
 
 
 def save_figure(fig, stem: str | Path, dpi: int = 150) -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically and close the figure."""
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically, with provenance in their metadata, and close the figure."""
     stem = Path(stem)
     written = []
     for suffix in (".png", ".pdf"):
         path = stem.with_suffix(suffix)
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=suffix[1:], metadata=_metadata(suffix))
+            fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=suffix[1:], metadata=figure_metadata(suffix))
         written.append(path)
     plt.close(fig)
     return written
 
 
-def _metadata(suffix: str) -> dict:
-    # fixed metadata keeps the files reproducible byte for byte (no creation date)
-    return {"Software": "attnlens"} if suffix == ".png" else {"Creator": "attnlens", "CreationDate": None}
+def figure_metadata(suffix: str) -> dict:
+    """Metadata of a figure file: the job's provenance as JSON (PNG text chunk ``attnlens``, PDF ``Subject``).
+
+    It holds no creation time, so a figure stays reproducible byte for byte.
+    """
+    prov = json.dumps(artifact_provenance("figure"), sort_keys=True)
+    if suffix == ".png":
+        return {"Software": "attnlens", PROVENANCE_KEY: prov}
+    return {"Creator": "attnlens", "CreationDate": None, "Subject": prov}
 
 
 def scale_per_head(images: np.ndarray, scale: str) -> np.ndarray:
@@ -392,7 +399,6 @@ def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, fi
     """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
     from attnlens.attention import count_topk, intersect_counts, load_summaries
     from attnlens.errors import InputError
-    from attnlens.io import atomic_path
     from attnlens.modeling import load_tokenizer
     from attnlens.tokens import display_tokens, stopword_source, token_mask
 
@@ -430,8 +436,7 @@ def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, fi
     tables["token_occurrences"] = att[att["token"] == token].reset_index(drop=True)
     tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
     for name, table in tables.items():
-        with atomic_path(tables_dir / f"topk_{name}.csv") as tmp:
-            table.to_csv(tmp, index=False)
+        save_csv(table, tables_dir / f"topk_{name}.csv")
     k = ex.topk["attended_idx"].shape[-1]
     title = f"example {eid} ({cfg.topk_role}), top-{k} partners over all layers and heads, mask {cfg.mask}"
     plot_topk_counts(tables, figures_dir / "topk_counts", cfg.top_n, title, cfg.dpi)

@@ -758,10 +758,9 @@ SUMMARY_SCHEMA = "similarity_summary/v1"
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    from attnlens.io import atomic_path
+    from attnlens.io import save_csv
 
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+    save_csv(frame, path)
 
 
 def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], name: str, n_examples: int) -> None:
@@ -928,7 +927,7 @@ def run_similarity_examples(
     """Rule ``similarity_examples``: the in-depth view of every showcased example (§11.1)."""
     from attnlens.attention import load_summaries
     from attnlens.attribution import load_attributions
-    from attnlens.io import atomic_dir, atomic_path, file_stem, load_json
+    from attnlens.io import atomic_dir, atomic_path, file_stem, load_json, save_csv, write_sidecar
     from attnlens.modeling import load_tokenizer
     from attnlens.prediction import SELECTION_SCHEMA, showcased_once
     from attnlens.tables import markdown_table, write_table
@@ -969,8 +968,7 @@ def run_similarity_examples(
                         jac = shared / union if union else float("nan")
                         what = f"{mode}, {LAYER_LABELS[ly]} (scaled), {'masked' if masked else 'unmasked'}"
                         for suffix, frame in (("top5", sets), ("counts", value_counts(sets))):
-                            with atomic_path(Path(tmp) / f"{name}_{suffix}.csv") as out:
-                                frame.to_csv(out, index=False)
+                            save_csv(frame, Path(tmp) / f"{name}_{suffix}.csv")
                             written.append(Path(tmp) / f"{name}_{suffix}.csv")
                         page += [
                             f"## Top-5 % tokens: {what}", "",
@@ -980,6 +978,7 @@ def run_similarity_examples(
                         ]  # fmt: skip
             with atomic_path(Path(tmp) / f"{stem}.md") as out:
                 out.write_text("\n".join(page), encoding="utf-8")
+            write_sidecar(Path(tmp) / stem, [f"{stem}.md"])
             written.append(Path(tmp) / f"{stem}.md")
     logger.info("in-depth similarity views of %d examples", len(showcased))
     return written

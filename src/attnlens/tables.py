@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.io import atomic_path
+from attnlens.io import atomic_path, write_sidecar
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ MIN_OCCURRENCES = 3
 
 
 def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
-    """``<stem>.csv``, ``.tex`` (booktabs, every special character escaped) and ``.md``."""
+    """``<stem>.csv``, ``.tex`` (booktabs, every special character escaped), ``.md`` and their provenance sidecar."""
     from attnlens.overlays import latex_escape
 
     stem = Path(stem)
@@ -54,6 +54,7 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     with atomic_path(stem.with_suffix(".md")) as tmp:
         tmp.write_text(markdown_table(df, caption), encoding="utf-8")
     written.append(stem.with_suffix(".md"))
+    write_sidecar(stem, [p.name for p in written])
     return written
 
 

@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
     import json
 
-    from attnlens.logs import log_to, use_threads
+    from attnlens.io import Job, set_job
+    from attnlens.logs import log_to, use_threads, write_job_record
 
     parser = argparse.ArgumentParser(prog="python -m attnlens.train", description=main.__doc__.splitlines()[0])
     # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
@@ -184,10 +185,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-threads", type=int, default=1)
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
+    section = json.loads(args.train_config)
+    # a shell rule sees only its own section: the run configuration's hash stays unknown here
+    set_job(Job("train_classifier", section, section.get("seed"), None))
     with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
         use_threads(args.n_threads)
-        run_train_classifier(TrainConfig.from_dict(json.loads(args.train_config)), args.base_dir, args.train_data,
+        run_train_classifier(TrainConfig.from_dict(section), args.base_dir, args.train_data,
                              args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
+    if rank == 0:
+        inputs = [args.base_dir, args.train_data, args.test_data]
+        write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ rule attribution_tables:
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        tables=directory("results/paper/tables/attributions"),
+        tables=report_dir("results/paper/tables/attributions", "{name}.csv", "attribution_tables", CLASSIFICATION, "Attribution tables"),
     log:
         "results/logs/attribution_tables/attribution_tables.log",
     conda:
@@ -73,7 +73,7 @@ rule attribution_overlays:
         model="results/models/finetuned",
         manifest="results/data/split_manifest.json",
     output:
-        overlays=directory("results/paper/attribution_overlays"),
+        overlays=report_dir("results/paper/attribution_overlays", "{name}.png", "attribution_overlays", CLASSIFICATION, "Attribution overlays"),
     log:
         "results/logs/attribution_overlays/attribution_overlays.log",
     conda:
@@ -116,9 +116,9 @@ rule plot_faithfulness:
         curves="results/faithfulness/curves.parquet",
         plausibility="results/faithfulness/plausibility.parquet",
     output:
-        figure=multiext("results/paper/figures/faithfulness_curves", ".png", ".pdf"),
-        aopc=multiext("results/paper/tables/faithfulness_aopc", ".csv", ".tex", ".md"),
-        plausibility=multiext("results/paper/tables/plausibility", ".csv", ".tex", ".md"),
+        figure=report_figure("results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"),
+        aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
+        plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
     log:
         "results/logs/plot_faithfulness/plot_faithfulness.log",
     conda:

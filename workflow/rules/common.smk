@@ -16,6 +16,30 @@ TOPK_TABLES = [
 ] + ["intersection_by_type", "intersection_by_position", "token_occurrences"]
 
 
+def report_figure(stem, caption, category, subcategory, **labels):
+    """``<stem>.png`` (shown in the Snakemake report with ``caption``) and ``<stem>.pdf``."""
+    png = report(f"{stem}.png", caption=f"../report/{caption}.rst", category=category, subcategory=subcategory,
+                 labels=labels or None)  # fmt: skip
+    return [png, f"{stem}.pdf"]
+
+
+def report_table(stem, caption, category, subcategory, **labels):
+    """``<stem>.csv`` (shown in the Snakemake report with ``caption``), ``.tex`` and ``.md``."""
+    csv = report(f"{stem}.csv", caption=f"../report/{caption}.rst", category=category, subcategory=subcategory,
+                 labels=labels or None)  # fmt: skip
+    return [csv, f"{stem}.tex", f"{stem}.md"]
+
+
+def report_dir(path, pattern, caption, category, subcategory):
+    """An output folder whose files matching ``pattern`` go into the Snakemake report, one per ``{name}``."""
+    return report(directory(path), patterns=[pattern], caption=f"../report/{caption}.rst", category=category,
+                  subcategory=subcategory, labels={"file": "{name}"})  # fmt: skip
+
+
+#: Report categories: one per study.
+CLASSIFICATION, TOPOLOGY, PAIRS = "1 Classification (Longformer)", "2 Topology", "3 Siamese pairs"
+
+
 def train_launcher(wildcards, resources):
     """How train_classifier starts: one process, or one per GPU through `accelerate launch` when given several."""
     from snakemake.settings.types import DeploymentMethod

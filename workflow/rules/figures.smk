@@ -2,7 +2,7 @@ rule plot_head_importance:
     input:
         importance="results/importance/head_importance.safetensors",
     output:
-        multiext("results/paper/figures/head_importance", ".png", ".pdf"),
+        report_figure("results/paper/figures/head_importance", "head_importance", CLASSIFICATION, "Head importance"),
     log:
         "results/logs/plot_head_importance/plot_head_importance.log",
     conda:
@@ -19,8 +19,8 @@ rule plot_attention:
         bands=attention_shards("results/attention/bands/shard{shard}.safetensors"),
         selection="results/predictions/selection.json",
     output:
-        heatmaps=directory("results/paper/figures/attention_heatmaps"),
-        aggregate=multiext("results/paper/figures/attention_aggregate", ".png", ".pdf"),
+        heatmaps=report_dir("results/paper/figures/attention_heatmaps", "{name}.png", "attention_heatmaps", CLASSIFICATION, "Attention"),
+        aggregate=report_figure("results/paper/figures/attention_aggregate", "attention_aggregate", CLASSIFICATION, "Attention"),
         tensor="results/attention/aggregate.safetensors",
     log:
         "results/logs/plot_attention/plot_attention.log",
@@ -41,12 +41,12 @@ rule count_topk:
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        tables=expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES),
-        figures=expand(
-            "results/paper/figures/topk_{name}.{ext}",
-            name=["counts", "intersections", "token_occurrences"],
-            ext=["png", "pdf"],
-        ),
+        tables=report(expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES), caption="../report/topk_tables.rst", category=CLASSIFICATION, subcategory="Top-k partners"),
+        figures=[
+            f
+            for name in ["counts", "intersections", "token_occurrences"]
+            for f in report_figure(f"results/paper/figures/topk_{name}", "topk_figures", CLASSIFICATION, "Top-k partners")
+        ],
     log:
         "results/logs/count_topk/count_topk.log",
     conda:
@@ -64,7 +64,7 @@ rule render_overlays:
         importance="results/importance/head_importance.safetensors",
         model="results/models/finetuned",
     output:
-        overlays=directory("results/paper/overlays"),
+        overlays=report_dir("results/paper/overlays", "{name}.png", "overlays", CLASSIFICATION, "Attention overlays"),
     log:
         "results/logs/render_overlays/render_overlays.log",
     benchmark:

@@ -92,7 +92,7 @@ rule pair_topology:
     output:
         topology="results/pairs/topology.parquet",
         correlation="results/pairs/correlation.json",
-        table=multiext("results/pairs/correlation", ".csv", ".tex", ".md"),
+        table=report_table("results/pairs/correlation", "pair_correlation", PAIRS, "Topology vs similarity"),
     log:
         "results/logs/pair_topology/pair_topology.log",
     benchmark:
@@ -112,7 +112,7 @@ rule pair_tables:
         unpack(exact_metrics),
         scores=pair_shards("results/pairs/scores_shard{shard}.parquet"),
     output:
-        tables=directory("results/pairs/tables"),
+        tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
     log:
         "results/logs/pair_tables/pair_tables.log",
     conda:
@@ -128,7 +128,7 @@ rule plot_pairs:
         convergence="results/pairs/convergence.parquet",
         topology="results/pairs/topology.parquet",
     output:
-        figures=directory("results/pairs/figures"),
+        figures=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
     log:
         "results/logs/plot_pairs/plot_pairs.log",
     conda:

@@ -28,7 +28,7 @@ rule aggregate_similarity:
         similarity=attention_shards("results/similarity/shard{shard}.parquet"),
     output:
         summary="results/similarity/summary.parquet",
-        tables=directory("results/paper/tables/similarity"),
+        tables=report_dir("results/paper/tables/similarity", "{name}.csv", "similarity_tables", CLASSIFICATION, "Attention vs attribution"),
     log:
         "results/logs/aggregate_similarity/aggregate_similarity.log",
     benchmark:
@@ -50,7 +50,7 @@ rule similarity_examples:
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        examples=directory("results/paper/similarity_examples"),
+        examples=report_dir("results/paper/similarity_examples", "{name}.md", "similarity_examples", CLASSIFICATION, "Attention vs attribution"),
     log:
         "results/logs/similarity_examples/similarity_examples.log",
     conda:
@@ -66,9 +66,9 @@ rule plot_similarity:
         similarity=attention_shards("results/similarity/shard{shard}.parquet"),
         heads=attention_shards("results/similarity/heads_shard{shard}.parquet"),
     output:
-        distributions=multiext("results/paper/figures/similarity_distributions", ".png", ".pdf"),
-        scaled=multiext("results/paper/figures/similarity_distributions_scaled", ".png", ".pdf"),
-        heads=multiext("results/paper/figures/head_agreement", ".png", ".pdf"),
+        distributions=report_figure("results/paper/figures/similarity_distributions", "similarity_distributions", CLASSIFICATION, "Attention vs attribution"),
+        scaled=report_figure("results/paper/figures/similarity_distributions_scaled", "similarity_distributions", CLASSIFICATION, "Attention vs attribution"),
+        heads=report_figure("results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"),
     log:
         "results/logs/plot_similarity/plot_similarity.log",
     conda:

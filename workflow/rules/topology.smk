@@ -28,7 +28,7 @@ rule bottleneck_distances:
     output:
         matrix="results/topology/bottleneck.parquet",
         claim="results/topology/claim.json",
-        table=multiext("results/topology/claim", ".csv", ".tex", ".md"),
+        table=report_table("results/topology/claim", "topology_claim", TOPOLOGY, "Bottleneck distances"),
     log:
         "results/logs/bottleneck_distances/bottleneck_distances.log",
     benchmark:
@@ -48,7 +48,7 @@ rule plot_topology:
         test="results/data/test.parquet",
         selection="results/predictions/selection.json",
     output:
-        figures=directory("results/topology/figures"),
+        figures=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
     log:
         "results/logs/plot_topology/plot_topology.log",
     conda:

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule aggregate_similarity."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.similarity import run_aggregate_similarity
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_aggregate_similarity(
         SimilarityConfig.from_dict(snakemake.params.cfg),
         similarity_paths=snakemake.input.similarity,

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule attribute_pairs."""
 
 from attnlens.config import PairsConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 from attnlens.pairs import run_attribute_pairs
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_attribute_pairs(
         PairsConfig.from_dict({"encoder": snakemake.params.encoder, "attribution": snakemake.params.attribution}),

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule attribution_overlays."""
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.overlays import run_attribution_overlays
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_attribution_overlays(
         FiguresConfig.from_dict(snakemake.params.cfg),
         attribution_paths=snakemake.input.attributions,

@@ -6,10 +6,10 @@ Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas impo
 from pathlib import Path
 
 from attnlens.config import TopologyConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.topology import run_bottleneck
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_bottleneck(
         TopologyConfig.from_dict(snakemake.params.cfg),
         diagram_paths=snakemake.input.diagrams,

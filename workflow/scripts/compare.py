@@ -1,10 +1,10 @@
 """Snakemake adapter for rule compare."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 from attnlens.similarity import run_compare
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_compare(
         SimilarityConfig.from_dict(snakemake.params.cfg),

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.plots import run_count_topk
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_count_topk(
         FiguresConfig.from_dict(snakemake.params.cfg),
         summary_paths=snakemake.input.summaries,

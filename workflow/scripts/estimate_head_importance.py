@@ -2,9 +2,9 @@
 
 from attnlens.config import ImportanceConfig
 from attnlens.importance import run_estimate_head_importance
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_estimate_head_importance(
         ImportanceConfig.from_dict(snakemake.params.cfg),

@@ -2,9 +2,9 @@
 
 from attnlens.config import FaithfulnessConfig
 from attnlens.faithfulness import run_evaluate_faithfulness
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_evaluate_faithfulness(
         FaithfulnessConfig.from_dict(snakemake.params.cfg),

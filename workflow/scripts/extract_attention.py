@@ -2,9 +2,9 @@
 
 from attnlens.attention import run_extract_attention
 from attnlens.config import AttentionConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_extract_attention(
         AttentionConfig.from_dict(snakemake.params.cfg),

@@ -1,9 +1,9 @@
 """Snakemake adapter for rule pair_tables."""
 
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.pairs import run_pair_tables
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_pair_tables(
         score_paths=snakemake.input.scores,
         exact_metrics_path=snakemake.input.get("exact_metrics"),

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from attnlens.config import PairsConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 from attnlens.pairs import run_pair_topology
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_pair_topology(
         PairsConfig.from_dict({"encoder": snakemake.params.encoder, "topology": snakemake.params.topology}),

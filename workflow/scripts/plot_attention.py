@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.plots import run_plot_attention
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_plot_attention(
         FiguresConfig.from_dict(snakemake.params.cfg),
         bins=snakemake.params.bins,

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from attnlens.config import FaithfulnessConfig, FiguresConfig
 from attnlens.faithfulness import run_plot_faithfulness
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_plot_faithfulness(
         FaithfulnessConfig.from_dict(snakemake.params.cfg),
         FiguresConfig.from_dict(snakemake.params.figures),

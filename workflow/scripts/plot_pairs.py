@@ -1,10 +1,10 @@
 """Snakemake adapter for rule plot_pairs."""
 
 from attnlens.config import PairsConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.pairs import run_plot_pairs
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_plot_pairs(
         PairsConfig.from_dict({"attribution": snakemake.params.attribution, "topology": snakemake.params.topology}),
         score_paths=snakemake.input.scores,

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig, SimilarityConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.similarity import run_plot_similarity
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_plot_similarity(
         SimilarityConfig.from_dict(snakemake.params.cfg),
         FiguresConfig.from_dict(snakemake.params.figures),

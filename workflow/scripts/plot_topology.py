@@ -1,10 +1,10 @@
 """Snakemake adapter for rule plot_topology."""
 
 from attnlens.config import FiguresConfig, TopologyConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.topology import run_plot_topology
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_plot_topology(
         TopologyConfig.from_dict(snakemake.params.cfg),
         FiguresConfig.from_dict(snakemake.params.figures),

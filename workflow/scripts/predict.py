@@ -1,10 +1,10 @@
 """Snakemake adapter for rule predict."""
 
 from attnlens.config import PredictConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 from attnlens.prediction import run_predict
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_predict(
         PredictConfig.from_dict(snakemake.params.cfg),

@@ -2,9 +2,9 @@
 
 from attnlens.config import DataConfig
 from attnlens.data import run_prepare_dataset
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_prepare_dataset(
         DataConfig.from_dict(snakemake.params.cfg),
         train_path=snakemake.output.train,

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule prepare_pairs."""
 
 from attnlens.config import PairDataConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.pairs import run_prepare_pairs
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_prepare_pairs(
         PairDataConfig.from_dict(snakemake.params.cfg),
         train_path=snakemake.output.train,

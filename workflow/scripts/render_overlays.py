@@ -1,10 +1,10 @@
 """Snakemake adapter for rule render_overlays."""
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.overlays import run_render_overlays
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_render_overlays(
         FiguresConfig.from_dict(snakemake.params.cfg),
         summary_paths=snakemake.input.summaries,

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule similarity_examples."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import log_to
+from attnlens.logs import rule_job
 from attnlens.similarity import run_similarity_examples
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     run_similarity_examples(
         SimilarityConfig.from_dict(snakemake.params.cfg),
         summary_paths=snakemake.input.summaries,

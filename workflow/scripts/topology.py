@@ -1,10 +1,10 @@
 """Snakemake adapter for rule topology."""
 
 from attnlens.config import TopologyConfig
-from attnlens.logs import log_to, use_threads
+from attnlens.logs import rule_job, use_threads
 from attnlens.topology import run_topology
 
-with log_to(snakemake.log[0]):
+with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_topology(
         TopologyConfig.from_dict(snakemake.params.cfg),

@@ -1,0 +1,40 @@
+rule build_explorers:
+    input:
+        bands=attention_shards("results/attention/bands/shard{shard}.safetensors"),
+        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        importance="results/importance/head_importance.safetensors",
+        selection="results/predictions/selection.json",
+        test="results/data/test.parquet",
+        rationales="results/data/rationales.parquet",
+        manifest="results/data/split_manifest.json",
+        model="results/models/finetuned",
+    output:
+        explorers=report_dir("results/explorer", "{name}.html", "explorer", CLASSIFICATION, "Explorer"),
+    log:
+        "results/logs/build_explorers/build_explorers.log",
+    benchmark:
+        "results/benchmarks/build_explorers/build_explorers.tsv"
+    conda:
+        "../../envs/pipeline.yaml"
+    resources:
+        mem_mb=8000,
+    params:
+        cfg=lookup(dpath="report/explorer", within=config),
+    script:
+        "../scripts/build_explorers.py"
+
+
+rule manifest:
+    input:
+        targets=get_final_outputs(),
+        explorers="results/explorer",
+    output:
+        manifest="results/manifest.json",
+    log:
+        "results/logs/manifest/manifest.log",
+    conda:
+        "../../envs/pipeline.yaml"
+    params:
+        logs="results/logs",
+    script:
+        "../scripts/manifest.py"

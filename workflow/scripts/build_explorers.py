@@ -1,0 +1,20 @@
+"""Snakemake adapter for rule build_explorers."""
+
+from attnlens.config import ExplorerConfig
+from attnlens.explorer import run_build_explorers
+from attnlens.logs import rule_job
+
+with rule_job(snakemake):
+    cfg = ExplorerConfig.from_dict(snakemake.params.cfg)
+    run_build_explorers(
+        cfg,
+        bands_paths=snakemake.input.bands,
+        attribution_paths=snakemake.input.attributions,
+        importance_path=snakemake.input.importance,
+        selection_path=snakemake.input.selection,
+        test_path=snakemake.input.test,
+        rationales_path=snakemake.input.rationales,
+        manifest_path=snakemake.input.manifest,
+        model_dir=snakemake.input.model,
+        out_dir=snakemake.output.explorers,
+    )

@@ -1,0 +1,12 @@
+"""Snakemake adapter for rule manifest."""
+
+from attnlens.logs import rule_job
+from attnlens.manifest import run_manifest
+
+with rule_job(snakemake):
+    run_manifest(
+        snakemake.config,
+        targets=list(snakemake.input),
+        logs_dir=snakemake.params.logs,
+        out_path=snakemake.output.manifest,
+    )
