@@ -67,9 +67,58 @@ def test_tiny_end_to_end(root, tiny_run, tmp_path):
     _check_similarity_stage(res, test, selection)
     _check_topology_stage(res, test, selection)
     _check_pairs_stage(res)
+    _check_explorers(res, selection)
+    _check_manifest_and_provenance(res)
     again = _snakemake(root, "--directory", str(tiny_run), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     _check_attribute_resumes(root, copy_run(tiny_run, tmp_path / "copy"))
+
+
+def _check_explorers(res, selection):
+    from attnlens.explorer import read_explorer
+
+    pages = sorted((res / "explorer").glob("*.html"))
+    assert sorted(p.stem for p in pages) == sorted({s["example_id"] for s in selection})
+    for page in pages:
+        meta, arrays = read_explorer(page)
+        n, views = meta["n_tokens"], meta["n_layers"] * meta["n_heads"] + len(meta["configurations"])
+        assert meta["example_id"] == page.stem and len(meta["tokens"]) == n
+        assert arrays["received"].shape == (views, n) and arrays["attribution"].shape == (n,)
+        assert arrays["attended_gaps"].shape == (2, views, meta["top_k"], n)
+        assert "evidence" in arrays  # the synthetic corpus plants evidence
+        assert meta["provenance"]["schema"] == "explorer/v1" and meta["provenance"]["config_sha256"]
+
+
+#: Files that are figures or tables, wherever a rule writes them.
+FIGURE_OR_TABLE = {".png", ".pdf", ".csv", ".tex", ".md", ".html"}
+
+
+def _check_manifest_and_provenance(res):
+    """The manifest names each artifact's rule and its inputs' current hashes; every figure and table has provenance."""
+    from attnlens.io import load_json
+    from attnlens.manifest import read_provenance, sha256_file, sha256_tree
+
+    manifest = load_json(res / "manifest.json", "manifest/v1")
+    artifacts = {a["path"]: a for a in manifest["artifacts"]}
+    rules = {a["rule"] for a in artifacts.values() if a["rule"]}
+    assert {"prepare_dataset", "train_classifier", "extract_attention", "attribute", "compare", "build_explorers",
+            "plot_pairs", "pair_topology", "bottleneck_distances"} <= rules  # fmt: skip
+    assert manifest["summary"]["without_provenance"] == []
+    for path, entry in artifacts.items():
+        assert entry["rule"] is not None, f"{path}: no rule made it"
+        assert entry["kind"] in ("file", "directory")
+        for inp in entry["inputs"]:
+            ip = res.parent / inp["path"]
+            current = sha256_tree(ip)[0] if ip.is_dir() else sha256_file(ip)
+            assert inp["sha256"] == current, f"{path}: input {inp['path']} changed since"
+            assert inp["path"] in artifacts
+    for folder in ("paper", "topology", "pairs", "explorer"):
+        for f in (res / folder).rglob("*"):
+            if f.suffix in FIGURE_OR_TABLE and ".tmp-" not in f.name:
+                prov = read_provenance(f)
+                assert prov is not None, f"{f} carries no provenance"
+                assert prov["git_commit"] and prov["attnlens_version"] and prov["config_sha256"], f
+                assert "seed" in prov, f
 
 
 def _check_attribution_stage(res, test, selection, tokenizer):
@@ -394,3 +443,25 @@ def test_kill_and_resume(root, tiny_run, tmp_path):
             fa, fb = (a / f, b / f) if f else (a, b)
             read = pd.read_parquet if fa.suffix == ".parquet" else pd.read_csv
             pd.testing.assert_frame_equal(read(fb), read(fa), check_exact=False, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.workflow
+def test_snakemake_report(root, tiny_run, tmp_path):
+    """`snakemake --report` renders every report-tagged figure and table, grouped by study, with captions."""
+    report = tmp_path / "report.html"
+    out = _snakemake(root, "--directory", str(tiny_run), "--report", str(report))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "ERROR/" not in out.stderr, out.stderr  # a caption that does not render as reStructuredText
+    text = report.read_text(encoding="utf-8")
+    for category in ("1 Classification (Longformer)", "2 Topology", "3 Siamese pairs"):
+        assert category in text
+    captions = sorted((root / "workflow/report").glob("*.rst"))
+    rules = "".join(p.read_text() for p in (root / "workflow/rules").glob("*.smk"))
+    tagged = r'caption="\.\./report/(\w+)\.rst"|report_\w+\([^)]*"(\w+)", (?:CLASSIFICATION|TOPOLOGY|PAIRS)'
+    used = re.findall(tagged, rules)
+    names = {a or b for a, b in used}
+    assert names == {p.stem for p in captions} - {"workflow"}, "every caption is used and every used caption exists"
+    for name in ("head_importance.png", "table1_similarity.csv", "claim.csv", "correlation.csv", "convergence.png"):
+        assert name in text, f"{name} missing from the report"
+    explorers = sorted((tiny_run / "results/explorer").glob("*.html"))
+    assert explorers and all(p.name in text for p in explorers)

@@ -13,8 +13,10 @@ produced (a user's data file, say) appear with ``rule: null``.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ logger = logging.getLogger(__name__)
 MANIFEST_SCHEMA = "manifest/v1"
 #: Files inside output folders that are bookkeeping, not results.
 IGNORED = (".snakemake_timestamp",)
+#: Figures and tables: every one must carry provenance (embedded, or in its ``<stem>.provenance.json``).
+REPORTED = (".png", ".pdf", ".csv", ".tex", ".md", ".html")
 #: Provenance fields copied into the manifest.
 SUMMARY_KEYS = ("schema", "attnlens_version", "git_commit", "config_sha256", "run_config_sha256", "seed", "rule")
 
@@ -113,6 +117,10 @@ def read_provenance(path: str | Path) -> dict[str, Any] | None:
             payload = json.loads(path.read_text(encoding="utf-8"))
             prov = payload.get("provenance") if isinstance(payload, dict) else None
             return prov if isinstance(prov, dict) else None
+        if suffix == ".html":
+            found = re.search(r'<meta name="attnlens-provenance" content="([^"]*)"', path.read_text(encoding="utf-8"))
+            if found:
+                return json.loads(html.unescape(found[1]))
         side = sidecar_path(path.with_suffix(""))
         return json.loads(side.read_text(encoding="utf-8")) if side.exists() else None
     except (OSError, ValueError, KeyError):
@@ -161,8 +169,26 @@ def _entry(path: str, hashes: dict[str, str]) -> dict[str, Any]:
         entry.update(kind="missing", sha256=None, bytes=None)
     hashes[path] = entry["sha256"]
     prov = read_provenance(p) if p.exists() else None
+    if entry["kind"] == "directory":
+        for f in entry["files"]:
+            found = read_provenance(p / f["path"]) if f["path"].endswith(REPORTED) else None
+            if f["path"].endswith(REPORTED):
+                f["provenance"] = found is not None
+            prov = prov or found
     entry["provenance"] = {k: prov.get(k) for k in SUMMARY_KEYS if k in prov} if prov else None
     return entry
+
+
+def lacking_provenance(artifacts: Sequence[dict[str, Any]]) -> list[str]:
+    """Made-by-a-rule files, and figures and tables inside output folders, that carry no provenance."""
+    out = []
+    for a in artifacts:
+        if a["rule"] is None:
+            continue
+        if a["kind"] == "file" and a["provenance"] is None:
+            out.append(a["path"])
+        out += [f"{a['path']}/{f['path']}" for f in a.get("files", []) if f.get("provenance") is False]
+    return out
 
 
 def build_manifest(targets: Iterable[str], logs_dir: str | Path) -> list[dict[str, Any]]:
@@ -197,7 +223,7 @@ def run_manifest(config: dict[str, Any], targets: Sequence[str], logs_dir, out_p
     from attnlens.io import config_sha256, provenance, save_json
 
     artifacts = build_manifest(targets, logs_dir)
-    missing = [a["path"] for a in artifacts if a["rule"] is not None and a["provenance"] is None]
+    missing = lacking_provenance(artifacts)
     summary = {
         "n_artifacts": len(artifacts),
         "n_files": sum(len(a.get("files", [])) or 1 for a in artifacts),

@@ -162,11 +162,11 @@
   }
 
   // --- minimap: the document as a grid of coloured cells, with the visible part framed ---
-  const COLS = 24;
+  const COLS = 24, MAX_CELL = 6;  // cells per row; a short document's rows stay thin
   function drawMinimap() {
     const c = $("minimap"), ctx = c.getContext("2d");
     c.height = c.clientHeight || 600;
-    const rows = Math.ceil(n / COLS), cw = c.width / COLS, ch = c.height / rows;
+    const rows = Math.ceil(n / COLS), cw = c.width / COLS, ch = Math.min(MAX_CELL, c.height / rows);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, c.height);
     for (let i = 0; i < n; i++) {
       ctx.fillStyle = colours[i] === "transparent" ? "#fff" : colours[i];
@@ -192,7 +192,8 @@
   }
   function minimapClick(ev) {
     const c = $("minimap"), rect = c.getBoundingClientRect();
-    const rows = Math.ceil(n / COLS), row = Math.floor(((ev.clientY - rect.top) / rect.height) * rows);
+    const rows = Math.ceil(n / COLS), ch = Math.min(MAX_CELL, rect.height / rows);
+    const row = Math.floor((ev.clientY - rect.top) / ch);
     const col = Math.floor(((ev.clientX - rect.left) / rect.width) * COLS);
     const i = Math.max(0, Math.min(n - 1, row * COLS + col));
     spans[i].scrollIntoView({ block: "center" });

@@ -1,0 +1,178 @@
+"""The explorer in a real browser: Debian's Chromium driven by Playwright, on an explorer of the .test run.
+
+Expectations come from the pipeline's other artifacts and from a dense reference, never from the
+page's own data: the IG score from the attribution shards, the received attention from the
+attention summaries, the top-k partners from the dense attention rebuilt from the stored bands.
+
+Chromium is installed from Debian by tests/browser/install_chromium.sh when missing (root and
+apt-get needed; otherwise the test is skipped with the reason, unless ATTNLENS_REQUIRE_BROWSER=1,
+as in CI, turns the skip into a failure). Playwright never downloads a browser.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_attention import dense_reference
+
+from attnlens.attention import layer_configuration, load_bands, load_summaries
+from attnlens.attribution import load_attributions
+from attnlens.explorer import combine_bands, configuration_weights, read_explorer
+
+pytestmark = [pytest.mark.browser, pytest.mark.workflow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _unavailable(reason: str):
+    if os.environ.get("ATTNLENS_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser test required but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser(root):
+    if not CHROMIUM.exists():
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            _unavailable("Chromium is not installed and installing it needs root and apt-get")
+        done = subprocess.run(["bash", str(root / "tests/browser/install_chromium.sh")], capture_output=True,
+                              text=True, timeout=900)  # fmt: skip
+        if done.returncode != 0:
+            _unavailable(f"could not install Chromium: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed (envs/requirements-test.txt)")
+    with sync_playwright() as p:
+        # --no-sandbox: Chromium's sandbox refuses to run as root, which CI machines are
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def _float(text: str) -> float:
+    return float(text.strip())
+
+
+def _colours(page) -> list[str]:
+    return page.eval_on_selector_all(".tok", "els => els.map(e => getComputedStyle(e).backgroundColor)")
+
+
+def _partners(page, which: str) -> list[int]:
+    return [int(p) for p in page.eval_on_selector_all(f"#d-{which} li[data-pos]", "els => els.map(e => e.dataset.pos)")]
+
+
+def _highlighted(page, cls: str) -> set[int]:
+    return {int(i) for i in page.eval_on_selector_all(f".tok.{cls}", "els => els.map(e => e.dataset.i)")}
+
+
+def _check_partners(listed, dense_line, k, length):
+    """The listed partners are k positions whose dense attention is among the k largest (ties allowed)."""
+    line = dense_line[:length]
+    positive = np.sort(line[line > 0])[::-1]
+    assert len(listed) == min(k, len(positive))
+    if not listed:
+        return
+    kth = positive[len(listed) - 1]
+    assert all(line[j] >= kth - 1e-5 for j in listed), (listed, line[listed], kth)
+    values = [line[j] for j in listed]
+    assert values == sorted(values, reverse=True) or np.allclose(sorted(values, reverse=True), values, atol=1e-3)
+
+
+def test_explorer_in_a_real_browser(browser, tiny_run, root):
+    res = tiny_run / "results"
+    pages = sorted((res / "explorer").glob("*.html"))
+    assert pages, "build_explorers wrote no page"
+    path = pages[0]
+    meta, _ = read_explorer(path)
+    eid = meta["example_id"]
+    n, k = meta["n_tokens"], meta["top_k"]
+    # independent expectations: the attribution shards, the attention summaries, dense attention from the bands
+    ig = np.asarray(load_attributions(sorted(res.glob("attributions/shard*.parquet"))).set_index("example_id")
+                    .loc[eid, "scores"], dtype=np.float64)  # fmt: skip
+    received = load_summaries(sorted(res.glob("attention/shard*.safetensors"))).examples[eid].received
+    bands, ids = load_bands(sorted(res.glob("attention/bands/shard*.safetensors")), eid)
+    dense_all = dense_reference(combine_bands(bands, configuration_weights(len(bands), bands[0].heads, "all", None)))
+    dense_all = dense_all[0].numpy()
+    special = np.array([t.startswith("[") and t.endswith("]") for t in meta["tokens"]])
+    i = int(np.argmax(np.where(special, -np.inf, np.abs(ig))))  # the most attributed real token
+
+    page = browser.new_page(viewport={"width": 1400, "height": 850})
+    errors, fetched = [], []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", lambda route: (fetched.append(route.request.url), route.continue_())[-1])
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator(".tok").count() == n == len(ids)
+
+    # click a token: the panel shows its position, token and scores, and its partners are highlighted
+    page.click(f".tok[data-i='{i}']")
+    assert page.inner_text("#d-position") == str(i)
+    assert page.inner_text("#d-token") == meta["tokens"][i]
+    assert _float(page.inner_text("#d-attribution")) == pytest.approx(ig[i], rel=1e-3, abs=1e-7)
+    assert _float(page.inner_text("#d-attribution-l2")) == pytest.approx(ig[i] / np.linalg.norm(ig), rel=1e-3)
+    expected = float(layer_configuration(received, "all")[i])  # the default view: all layers, unscaled
+    assert _float(page.inner_text("#d-received")) == pytest.approx(expected, rel=2e-3)
+    attended, attending = _partners(page, "attended"), _partners(page, "attending")
+    _check_partners(attended, dense_all[i], k, len(ids))
+    _check_partners(attending, dense_all[:, i], k, len(ids))
+    assert _highlighted(page, "selected") == {i}
+    assert _highlighted(page, "attended") == set(attended)
+    assert _highlighted(page, "attending") == set(attending)
+
+    # switch the overlay: IG colours → attention colours
+    before = _colours(page)
+    page.select_option("#overlay", "attention")
+    after = _colours(page)
+    assert sum(a != b for a, b in zip(before, after, strict=True)) > n // 2
+    assert "Received attention" in page.inner_text("#legend-text")
+
+    # one layer and head, scaled: the panel follows the view
+    layer, head = len(bands), 2
+    page.check("input[name='kind'][value='head']")
+    page.select_option("#layer", str(layer))
+    page.select_option("#head", str(head))
+    head_colours = _colours(page)
+    assert head_colours != after
+    assert _float(page.inner_text("#d-received")) == pytest.approx(float(received[layer - 1, head - 1, i]), rel=2e-3)
+    dense_head = dense_reference(bands[layer - 1])[head - 1].numpy()
+    _check_partners(_partners(page, "attended"), dense_head[i], k, len(ids))
+    page.check("#scaled")
+    importance = page.evaluate(f"window.attnlens.data.importance[{(layer - 1) * bands[0].heads + head - 1}]")
+    scaled = _float(page.inner_text("#d-received"))
+    assert scaled == pytest.approx(float(received[layer - 1, head - 1, i]) * importance, rel=2e-3, abs=1e-6)
+
+    # planted evidence of the synthetic corpus
+    page.select_option("#overlay", "evidence")
+    lit = page.eval_on_selector_all(".tok", "els => els.filter(e => e.style.backgroundColor !== 'transparent').length")
+    assert lit > 0
+
+    # a click on a partner in the list moves the selection there
+    page.select_option("#overlay", "attribution")
+    page.check("input[name='kind'][value='configuration']")
+    page.uncheck("#scaled")
+    page.click(f".tok[data-i='{i}']")
+    if attended:
+        page.click(f"#d-attended li[data-pos='{attended[-1]}']")
+        assert page.inner_text("#d-position") == str(attended[-1])
+
+    # the minimap scrolls the text (a narrow window, so that even the tiny document overflows)
+    page.set_viewport_size({"width": 640, "height": 420})
+    page.evaluate("document.getElementById('text').scrollTop = 0")
+    box = page.locator("#minimap").bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 2)
+    page.wait_for_function("document.getElementById('text').scrollTop > 0", timeout=5_000)
+
+    shots = root / "results" / "browser"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 850})
+    page.click(f".tok[data-i='{i}']")
+    shot = shots / f"explorer_{path.stem}.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    assert errors == []
+    assert all(url.startswith("file://") for url in fetched), fetched  # opens from disk: nothing else is fetched
+    page.close()
