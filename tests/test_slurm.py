@@ -87,7 +87,7 @@ def test_tiny_run_through_slurm_matches_the_local_run(root, cluster, tiny_run, t
     job_ids = re.findall(r"submitted with SLURM jobid (\d+)", log)
     stats = re.search(r"Job stats:\n(.*?)\n\s*total\s+(\d+)", log, re.S)
     total = int(stats.group(2))
-    assert len(job_ids) == total - 1  # every job but the local `all` went through sbatch
+    assert len(job_ids) == total - 2  # every job but the local rules `all` and `manifest` went through sbatch
     logs = {p.stem: p.parent.name for p in (work / ".snakemake/slurm_logs").rglob("*.log")}
     assert set(logs) == set(job_ids)  # one SLURM log per job id, under the rule it ran
     states = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(job_ids)],
