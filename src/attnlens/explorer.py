@@ -357,16 +357,6 @@ def document_for(
     )
 
 
-def example_evidence(tokenizer, text: str, input_ids: list[int], spans: list[tuple[int, int]]) -> np.ndarray:
-    """``(n,)`` bool: the token overlaps a planted evidence span (character offsets of the text)."""
-    from attnlens.faithfulness import evidence_labels
-
-    enc = tokenizer(text, truncation=True, max_length=tokenizer.model_max_length, return_offsets_mapping=True)
-    if enc["input_ids"] != input_ids:
-        raise ValueError("re-encoding the text for character offsets gave different token ids")
-    return evidence_labels(enc["offset_mapping"], spans)
-
-
 def run_build_explorers(
     cfg, bands_paths, attribution_paths, importance_path, selection_path, test_path,
     rationales_path, manifest_path, model_dir, out_dir,
@@ -377,6 +367,7 @@ def run_build_explorers(
     from attnlens.attention import load_bands
     from attnlens.attribution import load_attributions
     from attnlens.data import load_examples
+    from attnlens.faithfulness import example_evidence
     from attnlens.importance import load_importance
     from attnlens.io import atomic_dir, atomic_path, file_stem, load_json, provenance
     from attnlens.modeling import load_tokenizer
@@ -406,7 +397,7 @@ def run_build_explorers(
             evidence = None
             if len(rationales):
                 spans = evidence_rows.loc[evidence_rows["example_id"] == eid, ["char_start", "char_end"]]
-                evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()])
+                evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
             doc = document_for(
                 example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
                 evidence, cfg.top_k, prov,

@@ -126,6 +126,14 @@ def evidence_labels(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[in
     return out
 
 
+def example_evidence(tokenizer, text: str, input_ids: Sequence[int], spans, example_id: str = "") -> np.ndarray:
+    """``(n,)`` bool: the example's tokens that overlap a planted evidence span (character offsets of ``text``)."""
+    enc = tokenizer(text, truncation=True, max_length=tokenizer.model_max_length, return_offsets_mapping=True)
+    if enc["input_ids"] != [int(i) for i in input_ids]:
+        raise ValueError(f"{example_id}: re-encoding the text for character offsets gave different token ids")
+    return evidence_labels(enc["offset_mapping"], spans)
+
+
 def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k: int) -> dict[str, float]:
     """Token-level AUPRC of ``scores`` and precision / recall / F1 of the top ``k`` eligible tokens."""
     from sklearn.metrics import average_precision_score
@@ -193,13 +201,9 @@ def run_evaluate_faithfulness(
         frame.insert(0, "example_id", eid)
         curves.append(frame)
         if eid in with_evidence:
-            enc = tokenizer(
-                text_of[eid], truncation=True, max_length=tokenizer.model_max_length, return_offsets_mapping=True
-            )
-            if enc["input_ids"] != ids:
-                raise ValueError(f"{eid}: re-encoding for offsets gave different ids")
             ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
-            labels = evidence_labels(enc["offset_mapping"], list(zip(ev["char_start"], ev["char_end"], strict=True)))
+            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
+            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
             if "random" in orders:  # scores that reproduce the random order
                 scores["random"] = np.zeros(len(ids))
                 scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)

@@ -95,13 +95,13 @@ def rule_job(smk) -> Iterator[None]:
 
     params = dict(smk.params.items())
     # the rule's config: its `cfg` section, or every config value it is given, by parameter name
-    section = params["cfg"] if isinstance(params.get("cfg"), Mapping) else (params or None)
+    section = params["cfg"] if isinstance(params.get("cfg"), Mapping) else params  # {} for a rule without config
     sections = [section] if section is params.get("cfg") else [v for v in params.values() if isinstance(v, Mapping)]
     seed = next((s["seed"] for s in sections if s and s.get("seed") is not None), None)
     if seed is None:  # rules without a seed of their own: the data seed everything downstream derives from
         seed = (smk.config.get("data") or {}).get("seed")
     run_hash = config_sha256(smk.config)
-    set_job(Job(smk.rule, json.loads(json.dumps(section, default=str)) if section else None, seed, run_hash))
+    set_job(Job(smk.rule, json.loads(json.dumps(section, default=str)), seed, run_hash))
     log = smk.log[0] if len(smk.log) else None
     try:
         with log_to(log):
