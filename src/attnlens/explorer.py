@@ -125,8 +125,13 @@ def compute_views(bands: list[Band], importance: torch.Tensor, k: int) -> Views:
             configurations.append({"layers": layers, "scaled": scaled, "view": view})
             view += 1
     return Views(
-        received, *parts["attended"], *parts["attending"], configurations=configurations
-    )  # fmt: skip
+        received=received,
+        attended_idx=parts["attended"][0],
+        attended_val=parts["attended"][1],
+        attending_idx=parts["attending"][0],
+        attending_val=parts["attending"][1],
+        configurations=configurations,
+    )
 
 
 # --- compact encoding ----------------------------------------------------------------------------

@@ -171,10 +171,10 @@ def _entry(path: str, hashes: dict[str, str]) -> dict[str, Any]:
     prov = read_provenance(p) if p.exists() else None
     if entry["kind"] == "directory":
         for f in entry["files"]:
-            found = read_provenance(p / f["path"]) if f["path"].endswith(REPORTED) else None
             if f["path"].endswith(REPORTED):
+                found = read_provenance(p / f["path"])
                 f["provenance"] = found is not None
-            prov = prov or found
+                prov = prov or found
     entry["provenance"] = {k: prov.get(k) for k in SUMMARY_KEYS if k in prov} if prov else None
     return entry
 
