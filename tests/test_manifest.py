@@ -74,13 +74,20 @@ def test_manifest_follows_records_from_the_targets(tmp_path, monkeypatch):
     assert again["results/mid.txt"]["rule"] == "a2"
 
 
+JOB = Job("rule_x", {"seed": 5, "k": "x (y) \\ z é"}, 5, "runhash")
+
+
+def _figure(path) -> None:
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0], label="a (b) \\ c")
+    ax.set_title("parentheses ( and backslashes \\ survive")
+    save_figure(fig, path)
+
+
 def test_every_writer_leaves_readable_provenance(tmp_path):
-    set_job(Job("rule_x", {"seed": 5, "k": "x (y) \\ z é"}, 5, "runhash"))
+    set_job(JOB)
     try:
-        fig, ax = plt.subplots()
-        ax.plot([0, 1], [1, 0], label="a (b) \\ c")
-        ax.set_title("parentheses ( and backslashes \\ survive")
-        save_figure(fig, tmp_path / "fig")
+        _figure(tmp_path / "fig")
         write_table(pd.DataFrame({"a": [1, 2]}), tmp_path / "table", "caption")
         save_csv(pd.DataFrame({"a": [1]}), tmp_path / "plain.csv")
         prov = provenance("thing/v1", {"seed": 5}, 5)
@@ -104,12 +111,9 @@ def test_every_writer_leaves_readable_provenance(tmp_path):
     assert read_provenance(tmp_path / "fig.png")["schema"] == "figure/v1"
     # figures carry no time, so the same job writes the same bytes
     first = (tmp_path / "fig.png").read_bytes()
-    set_job(Job("rule_x", {"seed": 5, "k": "x (y) \\ z é"}, 5, "runhash"))
+    set_job(JOB)
     try:
-        fig, ax = plt.subplots()
-        ax.plot([0, 1], [1, 0], label="a (b) \\ c")
-        ax.set_title("parentheses ( and backslashes \\ survive")
-        save_figure(fig, tmp_path / "fig")
+        _figure(tmp_path / "fig")
     finally:
         set_job(None)
     assert (tmp_path / "fig.png").read_bytes() == first
