@@ -125,7 +125,7 @@ class Job:
     """The Snakemake job a process runs for (set by :func:`attnlens.logs.rule_job`)."""
 
     rule: str
-    config: Mapping[str, Any] | None  # the rule's config section (its ``params.cfg``)
+    config: Mapping[str, Any] | None  # the rule's ``params.cfg``, or all its params by name
     seed: int | None
     run_config_sha256: str | None  # hash of the whole run configuration
 
@@ -137,10 +137,6 @@ def set_job(job: Job | None) -> None:
     """Make ``job`` the current job (``None`` outside a rule)."""
     global _JOB
     _JOB = job
-
-
-def current_job() -> Job | None:
-    return _JOB
 
 
 def provenance(schema: str, config: Mapping[str, Any] | None = None, seed: int | None = None, **extra: Any) -> dict:

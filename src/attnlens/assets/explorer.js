@@ -235,7 +235,6 @@
       state.layers = layers.value;
       state.layer = +$("layer").value; state.head = +$("head").value;
       state.scaled = $("scaled").checked;
-      $("view").disabled = false;
       paint();
     };
     for (const el of document.querySelectorAll("#controls select, #controls input")) el.addEventListener("change", sync);
