@@ -47,7 +47,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/snakemake --lint
 
 bench: $(STAMP)
-	$(BIN)/python -m attnlens.bench --out results/bench
+	$(BIN)/python benchmarks/bench.py --out results/bench
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt

@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import ROOT, run_snakemake
+from transformers import AutoTokenizer, BertModel, LongformerConfig, LongformerForSequenceClassification
+
+from attnlens.modeling import packaged_model_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-
-
-def run_snakemake(root, *args, cwd=None, timeout=900, prefix=()):
-    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``)."""
-    return subprocess.run(
-        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
-        cwd=cwd or root,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -48,18 +36,9 @@ def tiny_run(root, tmp_path_factory) -> Path:
     return work
 
 
-def copy_run(run: Path, dest: Path) -> Path:
-    """A copy of a finished run (modification times kept, so Snakemake sees nothing to do)."""
-    shutil.copytree(run, dest, symlinks=True)
-    return dest
-
-
 @pytest.fixture(scope="session")
 def minilm():
     """The packaged all-MiniLM-L6-v2 BERT model (eval mode) and its tokenizer."""
-    from transformers import AutoTokenizer, BertModel
-
-    from attnlens.modeling import packaged_model_dir
 
     path = packaged_model_dir()
     return BertModel.from_pretrained(str(path)).eval(), AutoTokenizer.from_pretrained(str(path))
@@ -68,9 +47,6 @@ def minilm():
 @pytest.fixture()
 def tiny_classifier():
     """A 2-layer, 2-head random Longformer classifier with the MiniLM tokenizer, seeded."""
-    from transformers import AutoTokenizer, LongformerConfig, LongformerForSequenceClassification
-
-    from attnlens.modeling import packaged_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     tokenizer.model_max_length = 64

@@ -14,17 +14,25 @@ import math
 
 import pytest
 import torch
+from transformers import LongformerConfig, LongformerModel
 
 from attnlens.attention import (
     Band,
     bands_from_outputs,
     bin_cells,
     binned_image,
+    compute_example_summaries,
+    count_topk,
+    forward_bands,
+    intersect_counts,
     layer_configuration,
+    position_counts,
     received_attention,
     topk_attended,
     topk_attending,
 )
+from attnlens.data import shard_of
+from attnlens.prediction import encode_texts
 
 
 def dense_reference(band: Band) -> torch.Tensor:
@@ -172,7 +180,6 @@ def test_band_rejects_inconsistent_layout():
 
 
 def _tiny_longformer(window: int, n_layers: int = 2, heads: int = 3, hidden: int = 12):
-    from transformers import LongformerConfig, LongformerModel
 
     config = LongformerConfig(
         vocab_size=50,
@@ -279,7 +286,6 @@ def test_real_model_narrow_window_rows_sum_to_one():
 
 def test_count_topk_matches_set_semantics():
     """count(t) = number of self positions having t among surviving partners (paper_spec §7 steps 3–5)."""
-    from attnlens.attention import count_topk, intersect_counts
 
     g = torch.Generator().manual_seed(0)
     n, k = 9, 3
@@ -309,7 +315,6 @@ def test_count_topk_matches_set_semantics():
 
 
 def test_shard_of_is_stable_and_spreads():
-    from attnlens.data import shard_of
 
     assert shard_of("syn00000", 4) == shard_of("syn00000", 4)
     assert shard_of("syn00000", 1) == 0
@@ -318,8 +323,6 @@ def test_shard_of_is_stable_and_spreads():
 
 
 def test_summaries_of_a_real_forward(tiny_classifier):
-    from attnlens.attention import compute_example_summaries, forward_bands, position_counts
-    from attnlens.prediction import encode_texts
 
     model, tokenizer = tiny_classifier
     encoded = encode_texts(tokenizer, ["a long enough text about attention windows " * 4, "short one"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from captum.attr import LayerIntegratedGradients
 
 from attnlens.attribution import (
     attribute_example,
@@ -102,7 +103,6 @@ def test_baseline_keeps_special_tokens(tiny_classifier):
 
 def test_wrapper_equals_plain_captum_and_completeness(tiny_classifier):
     """Our scores and δ equal Captum's own LayerIntegratedGradients (its convergence delta included)."""
-    from captum.attr import LayerIntegratedGradients
 
     model, _, inputs = _example(tiny_classifier)
     ours = attribute_example(model, inputs, 1, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16)

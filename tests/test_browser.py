@@ -20,7 +20,7 @@ from test_attention import dense_reference
 
 from attnlens.attention import layer_configuration, load_bands, load_summaries
 from attnlens.attribution import load_attributions
-from attnlens.explorer import combine_bands, configuration_weights, read_explorer
+from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]
 
@@ -43,7 +43,7 @@ def browser(root):
         if done.returncode != 0:
             _unavailable(f"could not install Chromium: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415 (optional: the test skips without it)
     except ImportError:
         _unavailable("the playwright package is not installed (envs/requirements-test.txt)")
     with sync_playwright() as p:

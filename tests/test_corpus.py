@@ -1,7 +1,7 @@
 import pandas as pd
 
 from attnlens.config import SyntheticConfig
-from attnlens.corpus import generate_corpus
+from attnlens.corpus import _EVIDENCE, CLASS_NAMES, generate_corpus, generate_pairs
 
 
 def test_deterministic_and_seed_sensitive():
@@ -46,7 +46,6 @@ def test_label_noise_flips_labels_and_marks_evidence():
 
 
 def test_generated_pairs_have_the_stated_grades():
-    from attnlens.corpus import _EVIDENCE, CLASS_NAMES, generate_pairs
 
     pairs = generate_pairs(30, seed=3, n_filler=1, n_phrases=2)
     assert pairs["grade"].value_counts().to_dict() == {0: 10, 1: 10, 2: 10}

@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 
 from attnlens.config import DataConfig, SyntheticConfig
-from attnlens.data import compute_split, load_examples, prepare_dataset, run_prepare_dataset, sha256_text
+from attnlens.data import compute_split, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
+from attnlens.stages.data import run_prepare_dataset
 
 TEXTS = [f"document number {i} about things" for i in range(12)]
 

@@ -10,7 +10,7 @@ import torch
 from test_attention import _reference_topk, dense_reference, random_band
 
 from attnlens.attention import LAYER_CONFIGURATIONS, layer_configuration, received_attention
-from attnlens.explorer import (
+from attnlens.render.explorer import (
     NO_PARTNER,
     ExplorerDocument,
     combine_bands,

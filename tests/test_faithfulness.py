@@ -9,15 +9,14 @@ import torch
 
 from attnlens.faithfulness import (
     aopc,
-    bootstrap_ci,
     evaluate_example,
     evidence_labels,
-    n_top,
     perturb,
     plausibility,
     random_ranking,
     ranking,
 )
+from attnlens.prediction import Encoded
 
 
 def test_ranking_orders_by_score_then_position():
@@ -28,13 +27,6 @@ def test_ranking_orders_by_score_then_position():
     assert sorted(perm.tolist()) == [1, 2, 3, 4]
     assert perm.tolist() == random_ranking(eligible, 0, "a").tolist()
     assert {tuple(random_ranking(eligible, 0, str(i))) for i in range(30)} != {tuple(perm)}
-
-
-@pytest.mark.parametrize(
-    ("fraction", "m", "expected"), [(0.01, 50, 1), (0.1, 50, 5), (0.5, 7, 4), (1.0, 7, 7), (0.0, 7, 0)]
-)
-def test_n_top(fraction, m, expected):
-    assert n_top(fraction, m) == expected
 
 
 def test_perturb_deletes_or_keeps_on_ids():
@@ -55,8 +47,6 @@ def test_evaluate_example_end_points(tiny_classifier):
     frame = evaluate_example(model, ids, special, orders, 1, [0.2, 0.5], batch_size=3)
     assert len(frame) == 2 * 2 * 4  # rankings × curves × {0, 0.2, 0.5, 1}
     with torch.no_grad():
-        from attnlens.prediction import Encoded
-
         full = torch.softmax(model(**Encoded([ids], tokenizer.pad_token_id).batch([0])).logits, -1)
     d0 = frame[(frame.curve == "deletion") & (frame.fraction == 0)]["prob"]
     i1 = frame[(frame.curve == "insertion") & (frame.fraction == 1)]["prob"]
@@ -100,8 +90,3 @@ def test_evidence_labels_overlap():
     offsets = [(0, 0), (0, 4), (5, 9), (9, 12), (13, 15), (0, 0)]
     assert evidence_labels(offsets, [(5, 12)]).tolist() == [False, False, True, True, False, False]
     assert evidence_labels(offsets, [(3, 6)]).tolist() == [False, True, True, False, False, False]
-
-
-def test_bootstrap_interval_contains_the_mean():
-    mean, lo, hi = bootstrap_ci(np.array([1.0, 2.0, 3.0, 4.0, np.nan]), seed=0)
-    assert mean == 2.5 and lo <= mean <= hi and lo >= 1 and hi <= 4

@@ -1,4 +1,6 @@
 import json
+import os
+import subprocess
 
 import pandas as pd
 import pytest
@@ -77,10 +79,6 @@ def test_json_artifact_has_provenance_first(tmp_path):
 
 def test_temporaries_of_killed_writers_are_removed(tmp_path):
     """A writer killed mid-write leaves ``.<name>.tmp-<pid>``; the next write removes it, not a live writer's."""
-    import os
-    import subprocess
-
-    from attnlens.io import atomic_dir, atomic_path
 
     dead = subprocess.Popen(["true"])
     dead.wait()

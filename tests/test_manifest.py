@@ -8,12 +8,13 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import torch
 
-from attnlens.io import Job, provenance, save_csv, save_json, save_parquet, save_tensors, set_job
-from attnlens.logs import job_record_path, write_job_record
+from attnlens.io import Job, config_sha256, provenance, save_csv, save_json, save_parquet, save_tensors, set_job
 from attnlens.manifest import build_manifest, read_provenance, sha256_tree
-from attnlens.plots import save_figure
-from attnlens.tables import write_table
+from attnlens.render.figures import save_figure
+from attnlens.render.tables import write_table
+from attnlens.runtime import job_record_path, write_job_record
 
 
 def _sha(data: bytes) -> str:
@@ -93,8 +94,6 @@ def test_every_writer_leaves_readable_provenance(tmp_path):
         prov = provenance("thing/v1", {"seed": 5}, 5)
         save_parquet(pd.DataFrame({"a": [1]}), tmp_path / "t.parquet", prov)
         save_json({"x": 1}, tmp_path / "t.json", prov)
-        import torch
-
         save_tensors({"w": torch.zeros(2)}, tmp_path / "t.safetensors", prov)
     finally:
         set_job(None)
@@ -120,7 +119,6 @@ def test_every_writer_leaves_readable_provenance(tmp_path):
 
 
 def test_config_hash_is_canonical():
-    from attnlens.io import config_sha256
 
     assert config_sha256({"a": 1, "b": [1, 2]}) == config_sha256({"b": [1, 2], "a": 1})
     assert config_sha256({"a": 1}) != config_sha256({"a": 2})

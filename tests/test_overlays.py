@@ -6,8 +6,21 @@ import re
 
 import numpy as np
 import pytest
+from transformers import AutoTokenizer
 
-from attnlens.overlays import Overlay, build_overlay, latex_escape, render_html, render_latex, write_overlay
+import attnlens.render.overlays as ov
+from attnlens.modeling import packaged_model_dir
+from attnlens.render.overlays import (
+    AttributionRecord,
+    Overlay,
+    build_overlay,
+    captum_colour,
+    latex_escape,
+    render_attribution_html,
+    render_html,
+    render_latex,
+    write_overlay,
+)
 
 SPECIALS = "\\{}$&#^_~%<>|"
 
@@ -56,9 +69,6 @@ def test_latex_has_the_original_layout():
 
 
 def test_wordpiece_pieces_join_into_words(request):
-    from transformers import AutoTokenizer
-
-    from attnlens.modeling import packaged_model_dir
 
     tok = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     ids = tok("tokenization works")["input_ids"]
@@ -70,7 +80,6 @@ def test_wordpiece_pieces_join_into_words(request):
 
 
 def test_write_overlay_without_tex(tmp_path, monkeypatch, caplog):
-    import attnlens.overlays as ov
 
     monkeypatch.setattr(ov.shutil, "which", lambda _name: None)
     o = _overlay([5, 1, 3, 2, 4], [True, False, False, False, True])
@@ -89,9 +98,6 @@ def test_latex_compiles(tmp_path):
 
 
 def test_captum_colours_and_attribution_page():
-    import numpy as np
-
-    from attnlens.overlays import AttributionRecord, captum_colour, render_attribution_html
 
     assert captum_colour(1.0) == (120, 75, 50) and captum_colour(2.0) == (120, 75, 50)  # clipped
     assert captum_colour(0.5) == (120, 75, 75)

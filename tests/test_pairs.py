@@ -4,10 +4,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.stats import spearmanr
+from sentence_transformers import SentenceTransformer
+from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
 
 from attnlens import pairs
-from attnlens.config import PairDataConfig
+from attnlens.config import PairDataConfig, PairsConfig
 from attnlens.errors import InputError
+from attnlens.io import load_json, load_parquet
+from attnlens.modeling import packaged_model_dir
+from attnlens.stages import pairs as pair_stages
+from attnlens.topology import bottleneck, text_topology
 
 # --------------------------------------------------------------------------------------------- numerics
 
@@ -84,9 +91,6 @@ def minilm_pair():
 
 
 def test_pool_reproduces_the_sentence_embedding(minilm_pair):
-    from sentence_transformers import SentenceTransformer
-
-    from attnlens.modeling import packaged_model_dir
 
     enc, _, ((xa, _), _) = minilm_pair
     reference = SentenceTransformer(str(packaged_model_dir()), device="cpu").encode(
@@ -131,9 +135,6 @@ def test_reference_keeps_special_tokens():
 
 def _tiny(kind):
     """A random 2-layer encoder of ``kind`` with the MiniLM tokenizer (no download)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
-
-    from attnlens.modeling import packaged_model_dir
 
     tok = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     common = {"vocab_size": tok.vocab_size, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -184,12 +185,11 @@ def test_cls_pooling_is_read_from_the_sentence_transformers_folder(tmp_path):
 
 def test_exact_model_explains_its_own_score(tmp_path):
     """A few steps of shifted-embedding training: ΣA = s'(a, b) up to quadrature; off the shelf it is not."""
-    from attnlens.config import PairsConfig
 
     data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.25})
-    pairs.run_prepare_pairs(data, tmp_path / "train.parquet", tmp_path / "test.parquet")
+    pair_stages.run_prepare_pairs(data, tmp_path / "train.parquet", tmp_path / "test.parquet")
     cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 24}, "exact": {"steps": 3, "batch_size": 4}})
-    metrics = pairs.run_train_pair_encoder(cfg, tmp_path / "train.parquet", tmp_path / "test.parquet",
+    metrics = pair_stages.run_train_pair_encoder(cfg, tmp_path / "train.parquet", tmp_path / "test.parquet",
                                            tmp_path / "exact", tmp_path / "metrics.json")  # fmt: skip
     assert metrics["steps"] == 3 and metrics["scale"] > 0 and np.isfinite(metrics["last_loss"])
     assert (tmp_path / "exact" / pairs.PAIR_MODEL_FILE).exists()
@@ -225,12 +225,15 @@ def test_file_pairs_are_checked_and_split(tmp_path):
     df = pd.DataFrame({"text_a": [f"a {i}" for i in range(12)], "text_b": [f"b {i}" for i in range(12)],
                        "score": np.linspace(0, 5, 12)})  # fmt: skip
     cfg = _file(tmp_path, df)
-    counts = pairs.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    counts = pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
     test = pairs.load_pairs(tmp_path / "te.parquet")
     assert counts == {"train": 9, "test": 3} and list(test.columns) == list(pairs.PAIR_COLUMNS)
     assert sorted(np.digitize(test["gold"], [5 / 3, 10 / 3])) == [0, 1, 2]  # one per score tercile
     own = _file(tmp_path, df.assign(split=["test"] * 2 + ["train"] * 10))
-    assert pairs.run_prepare_pairs(own, tmp_path / "tr.parquet", tmp_path / "te.parquet") == {"train": 10, "test": 2}
+    assert pair_stages.run_prepare_pairs(own, tmp_path / "tr.parquet", tmp_path / "te.parquet") == {
+        "train": 10,
+        "test": 2,
+    }
 
 
 @pytest.mark.parametrize(
@@ -245,13 +248,13 @@ def test_file_pairs_are_checked_and_split(tmp_path):
 def test_bad_pair_files_give_one_line(tmp_path, change, field, expected):
     df = change(pd.DataFrame({"text_a": list("abcd"), "text_b": list("efgh"), "score": [0, 1, 2, 3]}))
     with pytest.raises(InputError, match=f"{field}: .*{expected}"):
-        pairs.run_prepare_pairs(_file(tmp_path, df), tmp_path / "tr.parquet", tmp_path / "te.parquet")
+        pair_stages.run_prepare_pairs(_file(tmp_path, df), tmp_path / "tr.parquet", tmp_path / "te.parquet")
     assert not (tmp_path / "tr.parquet").exists()
 
 
 def test_synthetic_split_is_stratified_by_grade(tmp_path):
     cfg = PairDataConfig.from_dict({"synthetic": {"n_pairs": 24}, "test_fraction": 0.25})
-    pairs.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
     test = pairs.load_pairs(tmp_path / "te.parquet")
     assert sorted(test["grade"]) == [0, 0, 1, 1, 2, 2] and np.allclose(test["gold"], test["grade"] / 2)
 
@@ -285,17 +288,12 @@ def test_error_summary_by_hand():
 
 
 def test_pair_topology_agrees_with_the_topology_stage(tmp_path):
-    from scipy.stats import spearmanr
-
-    from attnlens.config import PairsConfig
-    from attnlens.io import load_json, load_parquet
-    from attnlens.topology import bottleneck, text_topology
 
     data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.5})
-    pairs.run_prepare_pairs(data, tmp_path / "tr.parquet", tmp_path / "te.parquet")
+    pair_stages.run_prepare_pairs(data, tmp_path / "tr.parquet", tmp_path / "te.parquet")
     cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 32}, "topology": {"estimators": ["pooled_pmi"],
                                                                             "n_permutations": 200}})  # fmt: skip
-    pairs.run_pair_topology(cfg, [tmp_path / "tr.parquet", tmp_path / "te.parquet"], tmp_path / "topo.parquet",
+    pair_stages.run_pair_topology(cfg, [tmp_path / "tr.parquet", tmp_path / "te.parquet"], tmp_path / "topo.parquet",
                             tmp_path / "corr.json", tmp_path / "corr")  # fmt: skip
     frame, _ = load_parquet(tmp_path / "topo.parquet", pairs.PAIR_TOPOLOGY_SCHEMA)
     test = pairs.load_pairs(tmp_path / "te.parquet")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlens.plots import (
+from attnlens.render.figures import (
     plot_attention_grid,
     plot_head_importance,
     plot_intersections,

@@ -4,7 +4,14 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from attnlens.errors import InputError
-from attnlens.prediction import classification_metrics, encode_texts, predict_logits, select_examples, softmax
+from attnlens.prediction import (
+    classification_metrics,
+    encode_texts,
+    predict_logits,
+    select_examples,
+    showcased_once,
+    softmax,
+)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -65,7 +72,6 @@ def test_predict_logits_is_order_and_batch_invariant(tiny_classifier):
 
 
 def test_showcased_once_keeps_order_and_joins_roles():
-    from attnlens.prediction import showcased_once
 
     sel = [
         {"example_id": "b", "role": "false_positive"},

@@ -14,7 +14,10 @@ import rbo
 from scipy import stats
 
 from attnlens import similarity as sim
+from attnlens.config import SimilarityConfig
 from attnlens.errors import InputError
+from attnlens.io import load_parquet, provenance, save_parquet
+from attnlens.stages.similarity import run_aggregate_similarity
 
 # --- independent references ---------------------------------------------------------------------
 
@@ -370,18 +373,6 @@ def _synthetic_rows(n_examples=40, seed=0):
     return pd.DataFrame(rows, columns=list(sim.COLUMNS))
 
 
-def test_bootstrap_means_paired_and_nan_aware():
-    rng = np.random.default_rng(0)
-    x = rng.normal(1.0, 2.0, size=(400, 3))
-    x[::7, 1] = np.nan
-    x[:, 2] = 5.0
-    mean, lo, hi = sim.bootstrap_means(x, seed=1, n_boot=2000)
-    np.testing.assert_allclose(mean, np.nanmean(x, 0))
-    half = 1.96 * np.nanstd(x[:, 0], ddof=1) / np.sqrt(400)
-    assert hi[0] - lo[0] == pytest.approx(2 * half, rel=0.15)
-    assert lo[2] == hi[2] == 5.0 and lo[1] < mean[1] < hi[1]
-
-
 def test_summarise_tests_and_masking_increase():
     frame = _synthetic_rows()
     summary = sim.summarise(frame, seed=0, n_boot=200)
@@ -429,17 +420,13 @@ def test_paper_table_and_legacy_layout():
 
 
 def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
-    from attnlens.config import SimilarityConfig
-    from attnlens.io import load_parquet, provenance, save_parquet
 
     for name, seed in (("main", 0), ("notes", 1)):
         save_parquet(_synthetic_rows(12, seed), tmp_path / name / "shard0.parquet", provenance(sim.SIMILARITY_SCHEMA))
     cfg = SimilarityConfig(
         n_boot=50, dataset_name="papers", extra_datasets=({"name": "notes", "path": str(tmp_path / "notes")},)
     )
-    sim.run_aggregate_similarity(
-        cfg, [tmp_path / "main/shard0.parquet"], tmp_path / "summary.parquet", tmp_path / "tables"
-    )
+    run_aggregate_similarity(cfg, [tmp_path / "main/shard0.parquet"], tmp_path / "summary.parquet", tmp_path / "tables")
     names = {p.name for p in (tmp_path / "tables").iterdir()}
     for stem in (
         "table1_similarity",
@@ -454,5 +441,5 @@ def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
     assert set(summary["dataset"]) == {"papers", "notes"} and "B-5" in prov["deviations"]
     bad = SimilarityConfig(extra_datasets=({"name": "gone", "path": str(tmp_path / "missing")},))
     with pytest.raises(InputError, match=r"similarity.extra_datasets\[gone\]: path: expected"):
-        sim.run_aggregate_similarity(bad, [tmp_path / "main/shard0.parquet"], tmp_path / "s2.parquet", tmp_path / "t2")
+        run_aggregate_similarity(bad, [tmp_path / "main/shard0.parquet"], tmp_path / "s2.parquet", tmp_path / "t2")
     assert not (tmp_path / "t2").exists() and not (tmp_path / "s2.parquet").exists()

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import run_snakemake
+from helpers import run_snakemake
 
 pytestmark = pytest.mark.slurm
 
@@ -64,7 +64,7 @@ def test_profile_has_placeholders_and_every_gpu_rule_a_partition(root):
 def node_profile(root, tmp_path) -> str:
     """The production profile with its placeholders filled for this node (tests/slurm/local_profile.py)."""
     sys.path.insert(0, str(root / "tests" / "slurm"))
-    from local_profile import write_local_profile
+    from local_profile import write_local_profile  # noqa: PLC0415 (a script folder, on the path only here)
 
     return str(write_local_profile(tmp_path / "profile"))
 

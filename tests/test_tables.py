@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlens.tables import dataset_aggregate, per_type_sums, ranked, top_tokens, write_table
+from attnlens.render.tables import convergence_table, dataset_aggregate, per_type_sums, ranked, top_tokens, write_table
 
 
 def test_top_tokens_ties_by_position_and_mask():
@@ -49,7 +49,6 @@ def test_write_table_formats(tmp_path):
 
 
 def test_convergence_table_counts_flagged_examples():
-    from attnlens.tables import convergence_table
 
     frame = pd.DataFrame(
         {"n_steps": [16, 32, 32], "converged": [True, True, False], "relative_delta": [0.01, 0.02, 0.2]}

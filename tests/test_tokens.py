@@ -7,23 +7,17 @@ few sentences (nothing downloaded), so the byte artefacts of §15 B-13 (``Ċ``, 
 from __future__ import annotations
 
 import pytest
+from tokenizers import ByteLevelBPETokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from attnlens.tokens import (
-    display_tokens,
-    stopword_source,
-    stopwords,
-    surface_pieces,
-    token_mask,
-    tokenizer_family,
-)
+from attnlens.modeling import packaged_model_dir
+from attnlens.tokens import display_tokens, stopword_source, stopwords, surface_pieces, token_mask, tokenizer_family
 
 CORPUS = ["The model attends to the training data — naïve “quotes”\n\tand tabs, 42 times. We learn."] * 30
 
 
 @pytest.fixture(scope="module")
 def bpe():
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import PreTrainedTokenizerFast
 
     trainer = ByteLevelBPETokenizer()
     trainer.train_from_iterator(
@@ -42,9 +36,6 @@ def bpe():
 
 @pytest.fixture(scope="module")
 def wordpiece():
-    from transformers import AutoTokenizer
-
-    from attnlens.modeling import packaged_model_dir
 
     return AutoTokenizer.from_pretrained(str(packaged_model_dir()))
 

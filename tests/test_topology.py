@@ -5,9 +5,17 @@ import math
 
 import numpy as np
 import pytest
+from persim import bottleneck as persim_bottleneck
+from ripser import ripser
+from scipy import stats
 from test_attention import CASES, dense_reference, random_band
 
 from attnlens import topology as tp
+from attnlens.attention import forward_bands
+from attnlens.config import TopologyConfig
+from attnlens.corpus import generate_pairs
+from attnlens.prediction import encode_texts
+from attnlens.stats import rank_correlation
 
 
 def _loop_pool(dense, unit_of):
@@ -106,7 +114,6 @@ def test_h0_of_points_on_a_line_is_the_gaps():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gudhi_persistence_matches_ripser(seed):
-    from ripser import ripser
 
     rng = np.random.default_rng(seed)
     pts = rng.random((14, 2))
@@ -126,7 +133,6 @@ def test_gudhi_persistence_matches_ripser(seed):
 
 
 def test_bottleneck_matches_persim_and_caps_infinite_bars():
-    from persim import bottleneck as persim_bottleneck
 
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -155,8 +161,6 @@ def test_class_separation_on_a_block_matrix():
 
 def test_topology_of_a_real_forward(tiny_classifier):
     """On a real Longformer forward: band pooling = pooling of the dense attention, rows keep their mass."""
-    from attnlens.attention import forward_bands
-    from attnlens.prediction import encode_texts
 
     model, tokenizer = tiny_classifier
     encoded = encode_texts(tokenizer, ["a long enough text about attention windows and their bands. " * 3])
@@ -209,21 +213,18 @@ def test_truncated_and_sparse_rips():
 
 
 def test_rank_correlation_against_scipy():
-    from scipy import stats
 
     rng = np.random.default_rng(0)
     x = rng.random(30)
     y = x + rng.normal(0, 0.3, 30)
-    res = tp.rank_correlation(x, y, n_permutations=500, seed=1)
+    res = rank_correlation(x, y, n_permutations=500, seed=1)
     assert res["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic) and res["p_value"] < 0.01
-    flat = tp.rank_correlation(x, rng.random(30), n_permutations=200, seed=1)
+    flat = rank_correlation(x, rng.random(30), n_permutations=200, seed=1)
     assert flat["p_value"] > 0.01
 
 
 def test_text_topology_of_generated_pairs(minilm):
     """Study 3 meets study 2: persistence of each text of a pair under the encoder's own attention."""
-    from attnlens.config import TopologyConfig
-    from attnlens.corpus import generate_pairs
 
     model, tokenizer = minilm
     cfg = TopologyConfig(pooling="none", estimators=("joint_ppmi",))

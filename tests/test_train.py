@@ -1,8 +1,17 @@
+import json
+import subprocess
+import sys
+from copy import deepcopy
+
 import numpy as np
 import pandas as pd
 import torch
+from helpers import ROOT
 
 from attnlens.config import TrainConfig
+from attnlens.data import EXAMPLES_SCHEMA
+from attnlens.io import load_json, provenance, save_parquet, save_pretrained
+from attnlens.modeling import load_classifier
 from attnlens.train import train_classifier
 
 
@@ -23,7 +32,6 @@ def _train(model, tokenizer, **kw):
 
 
 def test_training_is_seeded_and_reported(tiny_classifier):
-    from copy import deepcopy
 
     model, tokenizer = tiny_classifier
     start = deepcopy(model.state_dict())
@@ -40,7 +48,6 @@ def test_training_is_seeded_and_reported(tiny_classifier):
 
 
 def test_gradient_checkpointing_gives_the_same_model(tiny_classifier):
-    from copy import deepcopy
 
     model, tokenizer = tiny_classifier
     a, _ = _train(deepcopy(model), tokenizer, gradient_checkpointing=False)
@@ -50,14 +57,7 @@ def test_gradient_checkpointing_gives_the_same_model(tiny_classifier):
 
 
 def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_path):
-    """`python -m attnlens.train` under torchrun (2 CPU processes, gloo): what `accelerate launch` runs per GPU."""
-    import json
-    import subprocess
-    import sys
-
-    from attnlens.data import EXAMPLES_SCHEMA
-    from attnlens.io import load_json, provenance, save_parquet, save_pretrained
-    from attnlens.modeling import load_classifier
+    """The train_classifier script under torchrun (2 CPU processes, gloo): what `accelerate launch` runs per GPU."""
 
     model, tokenizer = tiny_classifier
     save_pretrained(model, tokenizer, tmp_path / "base", provenance("classifier/v1"))
@@ -69,7 +69,7 @@ def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_pat
             "--model-dir", str(tmp_path / "model"), "--metrics-file", str(tmp_path / "metrics.json"),
             "--log-file", str(tmp_path / "train.log")]  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "attnlens.train", *args]  # fmt: skip
+           str(ROOT / "workflow/scripts/train_classifier.py"), *args]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:] + (tmp_path / "train.log").read_text()
     metrics = load_json(tmp_path / "metrics.json", "train_metrics/v1")

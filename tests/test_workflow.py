@@ -1,14 +1,34 @@
 """The Snakemake workflow: lint, dry run, a tiny end-to-end run on .test, and bad input through it."""
 
+import importlib.util
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pandas as pd
 import pytest
-from conftest import SNAKEMAKE, copy_run
-from conftest import run_snakemake as _snakemake
+import torch
+from helpers import SNAKEMAKE, copy_run
+from helpers import run_snakemake as _snakemake
+from pandas.compat._optional import VERSIONS
+
+from attnlens.attention import load_bands, load_summaries, received_attention
+from attnlens.attribution import load_attributions, load_embedding_attributions
+from attnlens.config import AttributionConfig, load_config
+from attnlens.data import load_examples
+from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors
+from attnlens.manifest import read_provenance, sha256_file, sha256_tree
+from attnlens.modeling import load_classifier
+from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
+from attnlens.render.explorer import read_explorer
+from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
+from attnlens.stages import attribution as attribution_stage
+from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 
 
 def test_lint(root):
@@ -40,9 +60,6 @@ def workdir(root, tmp_path):
 
 @pytest.mark.workflow
 def test_tiny_end_to_end(root, tiny_run, tmp_path):
-    from attnlens.data import load_examples
-    from attnlens.io import load_json, load_model_provenance, load_parquet
-    from attnlens.modeling import load_classifier
 
     res = tiny_run / "results"
     train, _ = load_examples(res / "data/train.parquet")
@@ -75,7 +92,6 @@ def test_tiny_end_to_end(root, tiny_run, tmp_path):
 
 
 def _check_explorers(res, selection):
-    from attnlens.explorer import read_explorer
 
     pages = sorted((res / "explorer").glob("*.html"))
     assert sorted(p.stem for p in pages) == sorted({s["example_id"] for s in selection})
@@ -95,8 +111,6 @@ FIGURE_OR_TABLE = {".png", ".pdf", ".csv", ".tex", ".md", ".html"}
 
 def _check_manifest_and_provenance(res):
     """The manifest names each artifact's rule and its inputs' current hashes; every figure and table has provenance."""
-    from attnlens.io import load_json
-    from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 
     manifest = load_json(res / "manifest.json", "manifest/v1")
     artifacts = {a["path"]: a for a in manifest["artifacts"]}
@@ -122,9 +136,6 @@ def _check_manifest_and_provenance(res):
 
 
 def _check_attribution_stage(res, test, selection, tokenizer):
-    import numpy as np
-
-    from attnlens.attribution import load_attributions, load_embedding_attributions
 
     shards = sorted((res / "attributions").glob("shard*.parquet"))
     assert len(shards) == 2 and not list((res / "attributions").glob(".*partial"))
@@ -158,10 +169,6 @@ def _check_attribution_stage(res, test, selection, tokenizer):
 
 
 def _check_similarity_stage(res, test, selection):
-    import numpy as np
-
-    from attnlens.io import load_parquet
-    from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
 
     frame = load_similarity(sorted((res / "similarity").glob("shard*.parquet")))
     assert list(frame.columns) == list(COLUMNS)
@@ -198,10 +205,6 @@ def _check_similarity_stage(res, test, selection):
 
 
 def _check_topology_stage(res, test, selection):
-    import numpy as np
-
-    from attnlens.io import load_json, load_parquet, load_tensors
-    from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 
     diagrams = load_diagrams(sorted((res / "topology").glob("diagrams_shard*.parquet")))
     assert sorted(diagrams["example_id"].unique()) == sorted(test["example_id"])
@@ -226,11 +229,6 @@ def _check_topology_stage(res, test, selection):
 
 
 def _check_pairs_stage(res):
-    import numpy as np
-    import pandas as pd
-
-    from attnlens.io import load_json, load_parquet, load_tensors
-    from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
 
     train, test = load_pairs(res / "data/pairs_train.parquet"), load_pairs(res / "data/pairs_test.parquet")
     assert len(train) == len(test) == 6 and not set(train["pair_id"]) & set(test["pair_id"])
@@ -262,9 +260,6 @@ def _check_pairs_stage(res):
 
 def _check_attribute_resumes(root, workdir):
     """A shard killed after its first example resumes from its checkpoint; other shards are untouched."""
-    from attnlens import attribution
-    from attnlens.config import AttributionConfig, load_config
-    from attnlens.io import load_parquet
 
     res = workdir / "results"
     before, _ = load_parquet(res / "attributions/shard1.parquet")
@@ -272,7 +267,7 @@ def _check_attribute_resumes(root, workdir):
     plan = _snakemake(root, "--directory", str(workdir), "-n", "--quiet", "rules")
     assert re.search(r"^attribute\s+1$", plan.stdout, re.M)  # shard 1 only: shard 0 is not recomputed
     cfg = AttributionConfig.from_dict(load_config(workdir / "config/config.yaml")["attribution"])
-    real = attribution.attribute_example
+    real = attribution_stage.attribute_example
     calls = []
 
     def crash_on_second(*args, **kwargs):
@@ -289,15 +284,15 @@ def _check_attribute_resumes(root, workdir):
         "shard": 1,
         "out_path": res / "attributions/shard1.parquet",
     }
-    attribution.attribute_example = crash_on_second
+    attribution_stage.attribute_example = crash_on_second
     try:
         with pytest.raises(KeyboardInterrupt):
-            attribution.run_attribute(cfg, **paths)
+            attribution_stage.run_attribute(cfg, **paths)
     finally:
-        attribution.attribute_example = real
+        attribution_stage.attribute_example = real
     assert not (res / "attributions/shard1.parquet").exists()
     assert len(list((res / "attributions/.shard1.parquet.partial").glob("*.parquet"))) == 1
-    done = attribution.run_attribute(cfg, **paths)
+    done = attribution_stage.run_attribute(cfg, **paths)
     assert done["resumed"] == 1 and done["n_examples"] == len(before)
     after, _ = load_parquet(res / "attributions/shard1.parquet")
     assert list(after["example_id"]) == list(before["example_id"])
@@ -306,10 +301,6 @@ def _check_attribute_resumes(root, workdir):
 
 
 def _check_attention_stage(res, test, selection, tokenizer):
-    import torch
-
-    from attnlens.attention import load_bands, load_summaries, received_attention
-    from attnlens.io import load_tensors
 
     imp, prov = load_tensors(res / "importance/head_importance.safetensors", "head_importance/v1")
     assert prov["split"] == "train" and len(prov["example_ids"]) == 4
@@ -374,9 +365,6 @@ def test_bad_config_key_is_one_line(root, workdir):
 
 def test_scripts_do_not_shadow_installed_modules(root):
     """Snakemake puts workflow/scripts on sys.path: a script named like a package breaks its importers."""
-    import importlib.util
-
-    from pandas.compat._optional import VERSIONS  # optional packages pandas imports when present
 
     clashes = [
         p.stem
@@ -399,9 +387,6 @@ def test_kill_and_resume(root, tiny_run, tmp_path):
     Finished shards are not recomputed, no half-written artifact survives, and the final tables equal
     those of an uninterrupted run.
     """
-    import os
-    import signal
-    import time
 
     work = copy_run(tiny_run, tmp_path / "work")
     res = work / "results"

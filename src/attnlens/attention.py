@@ -32,8 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numba
+import numpy as np
+import pandas as pd
 import torch
 
+from attnlens.io import load_tensors
 from attnlens.kernels import topk_attended_kernel, topk_attending_kernel
 
 logger = logging.getLogger(__name__)
@@ -345,6 +348,12 @@ def layer_slice(n_layers: int, layers: str) -> slice:
 
 # --- extraction: one forward pass per example, summaries per shard ------------------------------
 
+
+def band_key(example_id: str) -> str:
+    """The safetensors key prefix of an example's stored bands (``|`` is not allowed in keys)."""
+    return str(example_id).replace("|", "_")
+
+
 SUMMARY_SCHEMA = "attention_summaries/v1"
 BANDS_SCHEMA = "attention_bands/v1"
 
@@ -386,107 +395,6 @@ def position_counts(lengths: Sequence[int]) -> torch.Tensor:
     return (torch.arange(n_max)[None, :] < lengths[:, None]).sum(0)
 
 
-def _safe(example_id: str) -> str:
-    return str(example_id).replace("|", "_")
-
-
-def run_extract_attention(cfg, model_dir, test_path, selection_path, shard: int, summary_path, bands_path) -> dict:
-    """Rule ``extract_attention``: summaries of the shard's test examples and bands of its showcased ones.
-
-    ``summary_path`` (safetensors) holds, concatenated over the shard's examples along the token axis,
-    ``received`` ``(L, H, Σn)`` float32 and ``input_ids``, with per-example ``offsets``; top-k tables
-    (``attended_idx/val``, ``attending_idx/val``, ``(L, H, Σn, k)``) for the examples of
-    ``cfg.topk_for``; and ``aggregate`` ``(L, H, bins, bins)``: the shard's part of the dataset mean
-    attention per cell (each cell divided by the number of test examples in which both positions are
-    real), binned over the longest test example. ``bands_path`` holds the local and global attention of
-    every showcased example of the shard.
-    """
-    import time
-
-    from attnlens.data import load_examples, shard_of
-    from attnlens.io import load_json, provenance, save_tensors
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import SELECTION_SCHEMA, encode_texts
-
-    model, tokenizer = load_classifier(model_dir)
-    examples, _ = load_examples(test_path)
-    showcased = {e["example_id"] for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]}
-    encoded = encode_texts(tokenizer, examples["text"])
-    lengths = [len(ids) for ids in encoded.input_ids]
-    count = position_counts(lengths)
-    n_max = len(count)
-    ids = [str(e) for e in examples["example_id"]]
-    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
-    received, input_ids, offsets = [], [], [0]
-    topk_parts: dict[str, list[torch.Tensor]] = {}
-    topk_ids, topk_offsets = [], [0]
-    bands_out: dict[str, torch.Tensor] = {}
-    t0 = time.perf_counter()
-    for i in mine:
-        eid = ids[i]
-        bands = forward_bands(model, encoded.batch([i]))
-        want_topk = cfg.topk_for == "all" or eid in showcased
-        summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
-        received.append(summary.pop("received"))
-        input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))
-        offsets.append(offsets[-1] + lengths[i])
-        if want_topk:
-            topk_ids.append(eid)
-            topk_offsets.append(topk_offsets[-1] + lengths[i])
-            for key, value in summary.items():
-                topk_parts.setdefault(key, []).append(value)
-        for layer, band in enumerate(bands):
-            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double()
-        if eid in showcased:
-            key = _safe(eid)
-            bands_out[f"{key}|input_ids"] = input_ids[-1]
-            bands_out[f"{key}|global_positions"] = bands[0].global_positions
-            for layer, band in enumerate(bands):
-                bands_out[f"{key}|{layer}|local"] = band.local.float()
-                if band.global_ is not None:
-                    bands_out[f"{key}|{layer}|global"] = band.global_[:, : band.n].float()
-    seconds = time.perf_counter() - t0
-    tensors = {
-        "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),
-        "input_ids": torch.cat(input_ids) if input_ids else torch.zeros(0, dtype=torch.int32),
-        "offsets": torch.tensor(offsets, dtype=torch.int64),
-        "topk_offsets": torch.tensor(topk_offsets, dtype=torch.int64),
-        "aggregate": aggregate,
-        "position_count": count,
-    }
-    for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
-        parts = topk_parts.get(key)
-        dtype = torch.int32 if key.endswith("idx") else torch.float32
-        tensors[key] = torch.cat(parts, 2) if parts else torch.zeros(n_layers, n_heads, 0, cfg.top_k, dtype=dtype)
-    common = {"shard": shard, "n_shards": cfg.n_shards, "model": str(model_dir)}
-    prov = provenance(
-        SUMMARY_SCHEMA,
-        cfg.to_dict(),
-        None,
-        example_ids=[ids[i] for i in mine],
-        topk_ids=topk_ids,
-        n_test_examples=len(ids),
-        n_max=n_max,
-        seconds=round(seconds, 2),
-        **common,
-    )
-    save_tensors(tensors, summary_path, prov)
-    band_ids = [ids[i] for i in mine if ids[i] in showcased]
-    save_tensors(bands_out, bands_path, provenance(BANDS_SCHEMA, cfg.to_dict(), None, example_ids=band_ids, **common))
-    logger.info(
-        "shard %d/%d: %d examples (%d with top-k, %d showcased) in %.1f s",
-        shard,
-        cfg.n_shards,
-        len(mine),
-        len(topk_ids),
-        len(band_ids),
-        seconds,
-    )
-    return {"n_examples": len(mine), "seconds": seconds}
-
-
 @dataclass
 class ExampleAttention:
     """What extraction stored for one example."""
@@ -508,8 +416,6 @@ class AttentionSummaries:
 
 def load_summaries(paths: Sequence) -> AttentionSummaries:
     """Merge the shard files of ``extract_attention``."""
-    from attnlens.io import load_tensors
-
     examples: dict[str, ExampleAttention] = {}
     aggregate = None
     count = None
@@ -534,9 +440,7 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
 
 def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tensor]:
     """The stored bands (one per layer) and input ids of a showcased example."""
-    from attnlens.io import load_tensors
-
-    key = _safe(example_id)
+    key = band_key(example_id)
     for path in paths:
         t, prov = load_tensors(path, BANDS_SCHEMA)
         if example_id not in prov["example_ids"]:
@@ -568,9 +472,6 @@ def count_topk(partners: torch.Tensor, labels: Sequence[str], keep) -> tuple:
         count is the number of self positions having that token (resp. position) among their surviving
         partners in any layer and head; sorted by count (descending), then token / position.
     """
-    import numpy as np
-    import pandas as pd
-
     n = partners.shape[2]
     keep = np.asarray(keep, dtype=bool)
     flat = partners.permute(2, 0, 1, 3).reshape(n, -1).numpy().astype(np.int64)

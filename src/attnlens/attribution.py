@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from captum.attr import LayerIntegratedGradients
+
+from attnlens.io import load_parquet
+from attnlens.modeling import global_attention_mask
+from attnlens.prediction import PREDICTIONS_SCHEMA
+from attnlens.tokens import special_ids
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +100,6 @@ class Inputs:
 
 def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs:
     """Build :class:`Inputs` for one tokenised example (special tokens included)."""
-    from attnlens.modeling import global_attention_mask
-    from attnlens.tokens import special_ids
-
     input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
     mask = torch.ones_like(input_ids)
     return Inputs(
@@ -150,8 +151,6 @@ def layer_ig(forward, layer, inputs, baselines, forward_args, target: int, n_ste
     Convergence deltas are computed by the caller from the end-point outputs, which saves Captum's
     two extra forwards per call.
     """
-    from captum.attr import LayerIntegratedGradients
-
     return LayerIntegratedGradients(forward, layer).attribute(
         inputs=inputs,
         baselines=baselines,
@@ -220,9 +219,6 @@ def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attributi
 
 def predicted_probs(predictions_path) -> dict[str, np.ndarray]:
     """``{example_id: softmax probabilities}`` from the ``predict`` rule's parquet."""
-    from attnlens.io import load_parquet
-    from attnlens.prediction import PREDICTIONS_SCHEMA
-
     preds, _ = load_parquet(predictions_path, PREDICTIONS_SCHEMA)
     return {str(e): np.asarray(p) for e, p in zip(preds["example_id"], preds["probs"], strict=True)}
 
@@ -264,8 +260,6 @@ def embedding_ig(
         ``{name: (n,) scores}`` for each attributed layer, plus ``"delta"``: Σ over all layers and
         tokens − (F_t(x) − F_t(x′)) — only the sum obeys completeness, not each layer.
     """
-    from captum.attr import LayerIntegratedGradients
-
     emb = model.longformer.embeddings
     names = ["word", "position", "token_type"] if mode == "legacy" else ["word", "position"]
     modules = {
@@ -313,25 +307,6 @@ def embedding_ig(
 # --- the attribute rule: sharded, resumable --------------------------------------------------------
 
 
-def _fingerprint(section: dict, inputs: Sequence) -> str:
-    """Checkpoints are reused only for the same config and the same input files (path, size, mtime)."""
-    import hashlib
-    import json
-
-    stats = []
-    for root in map(Path, inputs):
-        for f in sorted([root] if root.is_file() else root.rglob("*")):
-            if f.is_file():
-                st = f.stat()
-                stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
-    return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _checkpoint_dir(out_path) -> Path:
-    out = Path(out_path)
-    return out.parent / f".{out.name}.partial"
-
-
 #: Columns of an ``attribute`` shard, one row per example.
 ATTRIBUTION_COLUMNS = (
     "example_id", "input_ids", "scores", "delta", "gap", "relative_delta", "n_steps", "converged",
@@ -339,182 +314,15 @@ ATTRIBUTION_COLUMNS = (
 )  # fmt: skip
 
 
-def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool) -> dict:
-    return {
-        "example_id": eid,
-        "input_ids": np.asarray(ids, dtype=np.int32),
-        "scores": res.scores.astype(np.float64),
-        "delta": res.delta,
-        "gap": res.gap,
-        "relative_delta": abs(res.delta) / abs(res.gap) if res.gap else float("inf"),
-        "n_steps": res.n_steps,
-        "converged": res.converged,
-        "rounds_steps": np.asarray([r[0] for r in res.rounds], dtype=np.int32),
-        "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
-        "target": res.target,
-        "target_kind": kind,
-        "label": int(label),
-        "probs": res.probs.astype(np.float64),
-        "probs_baseline": res.probs_baseline.astype(np.float64),
-        "showcased": is_showcase,
-    }
-
-
-def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, shard: int, out_path) -> dict:
-    """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
-
-    Each finished example is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
-    config section and of every input file (path, size, mtime), so a shard killed midway resumes
-    where it stopped and never from another model's results; the checkpoint folder is removed once
-    the shard's parquet is written.
-    """
-    import hashlib
-
-    from attnlens.data import load_examples, shard_of
-    from attnlens.io import atomic_path, load_json, provenance, save_parquet
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import SELECTION_SCHEMA, encode_texts
-
-    model, tokenizer = load_classifier(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
-    examples, _ = load_examples(test_path)
-    probs_by_id = predicted_probs(predictions_path)
-    showcased = {e["example_id"] for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]}
-    encoded = encode_texts(tokenizer, examples["text"])
-    ids = [str(e) for e in examples["example_id"]]
-    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
-    partial = _checkpoint_dir(out_path)
-    partial.mkdir(parents=True, exist_ok=True)
-    rows, resumed = [], 0
-    t0 = time.perf_counter()
-    for i in mine:
-        eid = ids[i]
-        ckpt = partial / f"{fingerprint}-{hashlib.sha256(eid.encode()).hexdigest()[:16]}.parquet"
-        if ckpt.exists():
-            rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
-            resumed += 1
-            continue
-        label = int(examples["label"].iloc[i])
-        target = choose_target(cfg.target, label, probs_by_id[eid])
-        inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], device)
-        is_showcase = eid in showcased
-        # fixed steps are one round (min = max); the tolerance then only flags, as paper_spec §9.1 asks
-        if is_showcase and cfg.showcase_steps:
-            lo = hi = cfg.showcase_steps
-        elif cfg.adaptive:
-            lo, hi = cfg.min_steps, cfg.max_steps
-        else:
-            lo = hi = cfg.n_steps
-        res = attribute_example(
-            model,
-            inputs,
-            target,
-            min_steps=lo,
-            max_steps=hi,
-            tolerance=cfg.tolerance,
-            internal_batch_size=cfg.internal_batch_size,
-            autocast=cfg.autocast,
-        )
-        row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase)
-        with atomic_path(ckpt) as tmp:
-            pd.DataFrame([row]).to_parquet(tmp)
-        rows.append(row)
-        logger.info(
-            "%s: %d tokens, %d steps, |δ|/|gap| = %.4f%s",
-            eid,
-            len(encoded.input_ids[i]),
-            res.n_steps,
-            row["relative_delta"],
-            "" if res.converged else " (NOT converged)",
-        )
-    seconds = time.perf_counter() - t0
-    frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
-    n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
-    prov = provenance(
-        ATTRIBUTION_SCHEMA,
-        cfg.to_dict(),
-        None,
-        shard=shard,
-        n_shards=cfg.n_shards,
-        model=str(model_dir),
-        device=device,
-        seconds=round(seconds, 2),
-        resumed_examples=resumed,
-        not_converged=n_bad,
-    )
-    save_parquet(frame, out_path, prov)
-    for f in partial.glob("*.parquet"):
-        f.unlink()
-    partial.rmdir()
-    logger.info(
-        "shard %d/%d: %d examples (%d resumed, %d not converged) in %.1f s",
-        shard,
-        cfg.n_shards,
-        len(frame),
-        resumed,
-        n_bad,
-        seconds,
-    )
-    return {"n_examples": len(frame), "seconds": seconds, "not_converged": n_bad, "resumed": resumed}
-
-
 def load_attributions(paths: Sequence) -> pd.DataFrame:
     """Every shard of ``attribute``, concatenated (one row per example)."""
-    from attnlens.io import load_parquet
-
     frames = [load_parquet(p, ATTRIBUTION_SCHEMA)[0] for p in paths]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return frame.sort_values("example_id", kind="stable").reset_index(drop=True)
 
 
-def run_attribute_embeddings(cfg, model_dir, test_path, predictions_path, selection_path, out_path) -> dict:
-    """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
-    from attnlens.data import load_examples
-    from attnlens.io import load_json, provenance, save_parquet
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import SELECTION_SCHEMA, encode_texts
-
-    model, tokenizer = load_classifier(model_dir)
-    examples, _ = load_examples(test_path)
-    probs_by_id = predicted_probs(predictions_path)
-    row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
-    rows = []
-    t0 = time.perf_counter()
-    for eid in dict.fromkeys(e["example_id"] for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]):
-        i = row_of[eid]
-        ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
-        label = int(examples["label"].iloc[i])
-        target = choose_target(cfg.target, label, probs_by_id[eid])
-        inputs = prepare_inputs(model, tokenizer, ids)
-        res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
-        rows.append(
-            {
-                "example_id": eid,
-                "input_ids": np.asarray(ids, dtype=np.int32),
-                "mode": cfg.embeddings_mode,
-                "target": target,
-                "word": res["word"],
-                "position": res["position"],
-                "token_type": res.get("token_type"),
-                "delta": res["delta"],
-                "gap": res["gap"],
-            }
-        )
-        logger.info("%s: per-embedding IG, delta %.3g of %.3g", eid, res["delta"], res["gap"])
-    seconds = time.perf_counter() - t0
-    frame = pd.DataFrame(rows)
-    deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
-    prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations)
-    save_parquet(frame, out_path, prov)
-    return {"n_examples": len(frame), "seconds": seconds}
-
-
 def load_embedding_attributions(path) -> dict[str, dict]:
     """``{example_id: {"scores": {layer: (n,)}, "delta", "gap", "mode", "target"}}``."""
-    from attnlens.io import load_parquet
-
     frame, _ = load_parquet(path, EMBEDDING_SCHEMA)
     out = {}
     for row in frame.itertuples(index=False):

@@ -11,11 +11,13 @@ first violation into one :class:`~attnlens.errors.InputError` line naming the fi
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import jsonschema
 import yaml
 
 from attnlens.errors import InputError
@@ -351,8 +353,6 @@ def validate_config(config: dict[str, Any], where: str = "config", schema: dict 
     Raises:
         InputError: the first violation, as ``<where>: <dotted key>: <expected …>``.
     """
-    import jsonschema
-
     schema = schema or load_schema()
     _fill_defaults(schema, config)
     validator = jsonschema.Draft202012Validator(schema)
@@ -444,8 +444,6 @@ def _cell(text: str) -> str:
 
 def schema_markdown(schema: dict[str, Any] | None = None) -> str:
     """``config/README.md``: one table row per key of the schema (``python -m attnlens.config``)."""
-    import json
-
     schema = schema or load_schema()
     lines = [
         "# Configuration keys",

@@ -31,7 +31,7 @@ import pandas as pd
 from attnlens.config import DataConfig
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
-from attnlens.io import load_parquet, provenance, save_json, save_parquet
+from attnlens.io import load_parquet
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _load_synthetic(cfg: DataConfig) -> Source:
     return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales)
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path) -> pd.DataFrame:
     suffix = "".join(path.suffixes[-1:]).lower()
     try:
         if suffix == ".csv":
@@ -92,7 +92,7 @@ def _load_file(cfg: DataConfig) -> Source:
     path = Path(cfg.path)
     if not path.is_file():
         raise InputError(str(path), "data.path", "expected an existing CSV, JSONL or parquet file")
-    df = _read_table(path)
+    df = read_table(path)
     for column in (cfg.text_column, cfg.label_column):
         if column not in df.columns:
             raise InputError(str(path), column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
@@ -149,7 +149,7 @@ def _load_folders(cfg: DataConfig) -> Source:
 
 
 def _load_hub(cfg: DataConfig) -> Source:
-    import datasets
+    import datasets  # noqa: PLC0415 (only the hub source needs it, and it is slow to import)
 
     hub = cfg.hub
     where = f"hub:{hub.name}"
@@ -318,17 +318,6 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         ],
     }
     return frames, rationales, manifest
-
-
-def run_prepare_dataset(cfg: DataConfig, train_path, test_path, rationales_path, manifest_path) -> None:
-    """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``."""
-    frames, rationales, manifest = prepare_dataset(cfg)
-    for split, path in (("train", train_path), ("test", test_path)):
-        prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
-        save_parquet(frames[split], path, prov)
-        log.info("%s: %d examples %s", split, len(frames[split]), manifest["counts"][split])
-    save_parquet(rationales, rationales_path, provenance(RATIONALES_SCHEMA, cfg.to_dict(), cfg.seed))
-    save_json(manifest, manifest_path, provenance(MANIFEST_SCHEMA, cfg.to_dict(), cfg.seed))
 
 
 def load_examples(path) -> tuple[pd.DataFrame, dict]:

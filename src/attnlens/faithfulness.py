@@ -21,13 +21,17 @@ top ``k`` tokens.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.metrics import average_precision_score
+
+from attnlens.attention import layer_configuration
+from attnlens.data import example_rng
+from attnlens.prediction import Encoded, softmax
+from attnlens.stats import bootstrap_means, n_top
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +47,7 @@ def ranking(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 def random_ranking(eligible: np.ndarray, seed: int, example_id: str) -> np.ndarray:
     """A seeded permutation of the eligible positions, stable per example id."""
-    from attnlens.data import example_rng
-
     return example_rng(seed, example_id).permutation(np.flatnonzero(eligible))
-
-
-def n_top(fraction: float, m: int) -> int:
-    """How many ranked tokens a fraction covers: ``⌈f · m⌉`` (at least one when ``m > 0``)."""
-    return min(m, math.ceil(fraction * m - 1e-9))
 
 
 def perturb(ids: Sequence[int], order: np.ndarray, special: np.ndarray, count: int, kind: str) -> list[int]:
@@ -64,8 +61,6 @@ def perturb(ids: Sequence[int], order: np.ndarray, special: np.ndarray, count: i
 @torch.no_grad()
 def class_probabilities(model, sequences: list[list[int]], pad_id: int, batch_size: int) -> np.ndarray:
     """``(len(sequences), n_labels)`` softmax probabilities, length-sorted batches, CLS global."""
-    from attnlens.prediction import Encoded, softmax
-
     encoded = Encoded([list(s) for s in sequences], pad_id)
     device = next(model.parameters()).device
     out = np.zeros((len(sequences), model.config.num_labels))
@@ -136,8 +131,6 @@ def example_evidence(tokenizer, text: str, input_ids: Sequence[int], spans, exam
 
 def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k: int) -> dict[str, float]:
     """Token-level AUPRC of ``scores`` and precision / recall / F1 of the top ``k`` eligible tokens."""
-    from sklearn.metrics import average_precision_score
-
     y = labels[eligible]
     s = np.asarray(scores, dtype=np.float64)[eligible]
     if not y.any():
@@ -151,88 +144,7 @@ def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k
 
 def attention_scores(received: torch.Tensor, config: str) -> np.ndarray:
     """``(n,)`` received attention summed over the heads of a layer configuration (unscaled)."""
-    from attnlens.attention import layer_configuration
-
     return layer_configuration(received, config).numpy().astype(np.float64)
-
-
-def run_evaluate_faithfulness(
-    cfg, model_dir, test_path, rationales_path, attribution_paths, summary_paths, curves_path, plausibility_path
-) -> dict:
-    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility."""
-    import time
-
-    from attnlens.attention import load_summaries
-    from attnlens.attribution import load_attributions
-    from attnlens.data import load_examples
-    from attnlens.io import provenance, save_parquet
-    from attnlens.modeling import load_classifier
-    from attnlens.tokens import special_ids
-
-    model, tokenizer = load_classifier(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
-    examples, _ = load_examples(test_path)
-    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
-    rationales = pd.read_parquet(rationales_path)
-    with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
-    attributions = load_attributions(attribution_paths)
-    summaries = load_summaries(summary_paths).examples if summary_paths else {}
-    special_set = special_ids(tokenizer)
-    curves, plaus = [], []
-    t0 = time.perf_counter()
-    for row in attributions.itertuples(index=False):
-        eid = row.example_id
-        ids = [int(i) for i in row.input_ids]
-        special = np.array([i in special_set for i in ids], dtype=bool)
-        eligible = ~special
-        scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
-        for name in cfg.rankings:
-            if name.startswith("attention_"):
-                ex = summaries[eid]
-                if ex.input_ids.tolist() != ids:
-                    raise ValueError(f"{eid}: attention and attribution saw different token ids")
-                scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
-        orders = {
-            name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
-            for name in cfg.rankings
-        }
-        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
-        frame.insert(0, "example_id", eid)
-        curves.append(frame)
-        if eid in with_evidence:
-            ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
-            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
-            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
-            if "random" in orders:  # scores that reproduce the random order
-                scores["random"] = np.zeros(len(ids))
-                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
-            for name in cfg.rankings:
-                plaus.append(
-                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
-                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
-                )  # fmt: skip
-    seconds = time.perf_counter() - t0
-    curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
-    save_parquet(curves_frame, curves_path, prov)
-    plaus_frame = pd.DataFrame(
-        plaus, columns=["example_id", "ranking", "n_evidence", "auprc", "precision", "recall", "f1"]
-    )
-    save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
-    logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
-    return {"n_examples": len(attributions), "seconds": seconds}
-
-
-def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = 1000) -> tuple[float, float, float]:
-    """Mean and percentile 95 % interval of the mean (NaNs dropped)."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[~np.isnan(v)]
-    if not len(v):
-        return float("nan"), float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(1)
-    return float(v.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.DataFrame:
@@ -241,54 +153,8 @@ def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.
     for name, part in frame.groupby("ranking", sort=False):
         row = {"ranking": name, "examples": int(part["example_id"].nunique())}
         for m in metrics:
-            mean, lo, hi = bootstrap_ci(part[m].to_numpy(), seed)
+            mean, lo, hi = (float(x[0]) for x in bootstrap_means(part[m].to_numpy()[:, None], seed, n_boot=1000))
             row[m] = mean
             row[f"{m}_ci95"] = f"[{lo:.3f}, {hi:.3f}]"
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def run_plot_faithfulness(cfg, figures_cfg, curves_path, plausibility_path, figure_stem, tables_dir) -> None:
-    """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from attnlens.io import load_parquet
-    from attnlens.plots import save_figure
-    from attnlens.tables import write_table
-
-    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
-    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
-    for ax, curve in zip(axes, ("deletion", "insertion"), strict=True):
-        part = curves[curves["curve"] == curve]
-        for name, g in part.groupby("ranking", sort=False):
-            stats = g.groupby("fraction")["prob"].agg(["mean", "sem"]).reset_index()
-            line = ax.plot(stats["fraction"], stats["mean"], marker="o", ms=3, label=name)[0]
-            sem = stats["sem"].fillna(0)
-            ax.fill_between(
-                stats["fraction"], stats["mean"] - sem, stats["mean"] + sem, color=line.get_color(), alpha=0.15
-            )
-        ax.set_xscale("symlog", linthresh=0.01)
-        ax.set_xlabel("fraction of non-special tokens " + ("deleted" if curve == "deletion" else "kept"))
-        ax.set_title(f"{curve} ({curves['example_id'].nunique()} examples)")
-    axes[0].set_ylabel("probability of the explained class (mean ± s.e.)")
-    axes[1].legend(frameon=False, fontsize=8)
-    save_figure(fig, figure_stem, figures_cfg.dpi)
-    per_example = aopc(curves, cfg.fractions)
-    fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
-    aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
-    cap = (
-        f"AOPC over fractions {fractions} of the tokens, mean with bootstrap 95 % interval "
-        "(higher comprehensiveness, lower sufficiency = more faithful)"
-    )
-    write_table(aopc_table, Path(tables_dir) / "faithfulness_aopc", cap)
-    cap = f"plausibility against the planted evidence: token AUPRC and top-{cfg.plausibility_k} precision / recall / F1"
-    if len(plaus):
-        ptable = summary_table(plaus, ["auprc", "precision", "recall", "f1"], cfg.seed)
-    else:
-        logger.warning("no planted evidence in this dataset: the plausibility table says so")
-        ptable = pd.DataFrame({"note": ["no example of this dataset has planted evidence (synthetic corpus only)"]})
-    write_table(ptable, Path(tables_dir) / "plausibility", cap)

@@ -26,13 +26,12 @@ checks both against central finite differences on a float64 model.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 
 import numpy as np
 import torch
 
-from attnlens.config import ImportanceConfig
+from attnlens.io import load_tensors
 
 log = logging.getLogger(__name__)
 
@@ -171,57 +170,13 @@ def importance_matrices(raw: dict[str, torch.Tensor], normalisation: str) -> dic
     return out
 
 
-def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path) -> dict:
-    """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
-    from attnlens.data import load_examples
-    from attnlens.io import provenance, save_tensors
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import encode_texts
-
-    torch.manual_seed(cfg.seed)
-    model, tokenizer = load_classifier(model_dir)
-    examples, _ = load_examples(examples_path)
-    if cfg.max_examples is not None and cfg.max_examples < len(examples):
-        order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
-        examples = examples.iloc[np.sort(order)]
-    encoded = encode_texts(tokenizer, examples["text"])
-    labels = examples["label"].to_numpy()
-
-    def batches():
-        for i in range(len(labels)):
-            batch = encoded.batch([i])
-            batch["labels"] = torch.tensor([int(labels[i])])
-            yield batch
-
-    t0 = time.perf_counter()
-    matrices = importance_matrices(estimate_head_importance(model, batches(), cfg.estimator), cfg.normalisation)
-    seconds = time.perf_counter() - t0
-    zeros = {name: zero_heads(matrices[name]) for name in ("legacy", "fixed")}
-    for name, heads in zeros.items():
-        if heads:
-            log.warning("%s importance is exactly 0 for (layer, head) %s: scaling removes them", name, heads)
-    n_layers, n_heads = matrices["fixed"].shape
-    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), cfg.split, n_layers, n_heads, seconds)
-    prov = provenance(
-        IMPORTANCE_SCHEMA,
-        cfg.to_dict(),
-        cfg.seed,
-        split=cfg.split,
-        example_ids=[str(e) for e in examples["example_id"]],
-        model=str(model_dir),
-        zero_heads=zeros,
-        legacy="T3-vis: accumulated gradients, local projections only, global min-max (paper_spec §4)",
-        fixed=f"per-example {cfg.estimator} Taylor terms, local + global projections, {cfg.normalisation}",
-        deviations=list(FIXED_DEVIATIONS),
-        seconds=round(seconds, 2),
-    )
-    save_tensors({k: v.to(torch.float64) for k, v in matrices.items()}, out_path, prov)
-    return {"n_examples": len(labels), "zero_heads": zeros}
-
-
 def load_importance(path, which: str) -> torch.Tensor:
     """The ``legacy`` or ``fixed`` (or any stored) matrix of a head-importance artifact, float32."""
-    from attnlens.io import load_tensors
-
     tensors, _ = load_tensors(path, IMPORTANCE_SCHEMA)
     return tensors[which].float()
+
+
+def load_importance_modes(path, modes=("legacy", "fixed")) -> dict[str, np.ndarray]:
+    """Every mode's matrix of a head-importance artifact, float64, read once."""
+    tensors, _ = load_tensors(path, IMPORTANCE_SCHEMA)
+    return {mode: tensors[mode].double().numpy() for mode in modes}

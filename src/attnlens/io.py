@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -27,7 +28,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from safetensors import safe_open
+from safetensors.torch import save_file
 
+from attnlens import __version__
 from attnlens.errors import InputError
 
 PROVENANCE_KEY = "attnlens"
@@ -88,8 +92,6 @@ def atomic_dir(final: str | os.PathLike) -> Iterator[Path]:
 
 def file_stem(name: str) -> str:
     """A file-name-safe form of an example id (``class/stem`` ids of the folders source contain ``/``)."""
-    import re
-
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
 
 
@@ -146,8 +148,6 @@ def provenance(schema: str, config: Mapping[str, Any] | None = None, seed: int |
     config section and its SHA-256; inside a rule also the rule and the hash of the whole run
     configuration.
     """
-    from attnlens import __version__
-
     config = dict(config) if config is not None else None
     record = {
         "schema": schema,
@@ -241,8 +241,6 @@ def load_json(path: str | os.PathLike, schema: str | None = None) -> dict:
 
 def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
     """Write torch tensors to safetensors, provenance JSON under the metadata key ``attnlens``."""
-    from safetensors.torch import save_file
-
     with atomic_path(path) as tmp:
         save_file(
             {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={PROVENANCE_KEY: json.dumps(prov)}
@@ -251,8 +249,6 @@ def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapp
 
 def load_tensors(path: str | os.PathLike, schema: str | None = None) -> tuple[dict, dict]:
     """Read a safetensors artifact (as torch tensors) and its provenance."""
-    from safetensors import safe_open
-
     path = Path(path)
     with safe_open(str(path), "pt") as fh:
         meta = fh.metadata() or {}

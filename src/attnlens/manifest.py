@@ -21,6 +21,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+from PIL import Image
+from safetensors import safe_open
+
+from attnlens.io import PROVENANCE_KEY, sidecar_path
+
 logger = logging.getLogger(__name__)
 
 MANIFEST_SCHEMA = "manifest/v1"
@@ -85,8 +91,6 @@ def _pdf_subject(path: Path) -> str | None:
 
 def read_provenance(path: str | Path) -> dict[str, Any] | None:
     """The provenance an artifact carries: embedded metadata, ``provenance.json`` or a sidecar; ``None`` if none."""
-    from attnlens.io import PROVENANCE_KEY, sidecar_path
-
     path = Path(path)
     try:
         if path.is_dir():
@@ -94,19 +98,13 @@ def read_provenance(path: str | Path) -> dict[str, Any] | None:
             return json.loads(f.read_text(encoding="utf-8")) if f.exists() else None
         suffix = path.suffix
         if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
             raw = (pq.read_schema(path).metadata or {}).get(PROVENANCE_KEY.encode())
             return json.loads(raw) if raw else None
         if suffix == ".safetensors":
-            from safetensors import safe_open
-
             with safe_open(str(path), "np") as fh:
                 raw = (fh.metadata() or {}).get(PROVENANCE_KEY)
             return json.loads(raw) if raw else None
         if suffix == ".png":
-            from PIL import Image
-
             with Image.open(path) as img:
                 raw = img.text.get(PROVENANCE_KEY)
             return json.loads(raw) if raw else None
@@ -216,22 +214,3 @@ def build_manifest(targets: Iterable[str], logs_dir: str | Path) -> list[dict[st
     for entry in entries.values():
         entry["inputs"] = [{"path": i, "sha256": hashes.get(i) or _entry(i, hashes)["sha256"]} for i in entry["inputs"]]
     return [entries[k] for k in sorted(entries)]
-
-
-def run_manifest(config: dict[str, Any], targets: Sequence[str], logs_dir, out_path) -> dict[str, Any]:
-    """Rule ``manifest``: write ``results/manifest.json``."""
-    from attnlens.io import config_sha256, provenance, save_json
-
-    artifacts = build_manifest(targets, logs_dir)
-    missing = lacking_provenance(artifacts)
-    summary = {
-        "n_artifacts": len(artifacts),
-        "n_files": sum(len(a.get("files", [])) or 1 for a in artifacts),
-        "rules": sorted({a["rule"] for a in artifacts if a["rule"]}),
-        "run_config_sha256": config_sha256(config),
-        "without_provenance": missing,
-    }
-    save_json({"summary": summary, "artifacts": artifacts}, out_path, provenance(MANIFEST_SCHEMA, None, None))
-    logger.info("%d artifacts (%d files) from %d rules", summary["n_artifacts"], summary["n_files"],
-                len(summary["rules"]))  # fmt: skip
-    return summary

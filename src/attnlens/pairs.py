@@ -42,8 +42,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import rankdata, spearmanr
+from torch.func import jvp
+from transformers import AutoModel, AutoTokenizer
 
+from attnlens.corpus import generate_pairs
+from attnlens.data import compute_split, read_table
 from attnlens.errors import InputError
+from attnlens.io import load_parquet
+from attnlens.modeling import from_hub, resolve_pretrained
+from attnlens.tokens import special_ids
+from attnlens.train import seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +101,6 @@ def integrated_jacobians(
         chunk: sequences per forward-mode pass ((step, token) pairs are flattened into chunks).
         rule: ``gauss_legendre`` or ``midpoint``.
     """
-    from torch.func import jvp
-
     n = x.shape[0]
     delta = x - r
     alphas, weights = (torch.as_tensor(v, dtype=x.dtype) for v in quadrature(rule, n_steps))
@@ -241,14 +248,10 @@ class SiameseEncoder:
     @classmethod
     def load(cls, name_or_path: str, layer: int, field: str = "pairs.encoder") -> SiameseEncoder:
         """The packaged MiniLM, a local folder (sentence-transformers or plain HF), or a hub id (needs the network)."""
-        from transformers import AutoModel, AutoTokenizer
-
-        from attnlens.modeling import _from_hub, resolve_pretrained
-
         source = resolve_pretrained(name_or_path, field)
         folder = Path(source) if Path(source).is_dir() else None
-        tokenizer = _from_hub(AutoTokenizer.from_pretrained, source, field)
-        model = _from_hub(AutoModel.from_pretrained, source, field, attn_implementation="eager")
+        tokenizer = from_hub(AutoTokenizer.from_pretrained, source, field)
+        model = from_hub(AutoModel.from_pretrained, source, field, attn_implementation="eager")
         meta = folder / PAIR_MODEL_FILE if folder else None
         spec = json.loads(meta.read_text(encoding="utf-8")) if meta and meta.exists() else {}
         if folder is None:  # hub id: the pooling config sits beside the weights in the hub snapshot
@@ -268,8 +271,6 @@ class SiameseEncoder:
 
     def reference_ids(self, input_ids: torch.Tensor, kind: str = "pad") -> torch.Tensor:
         """The reference input: special tokens kept, every other token replaced by ``[PAD]`` (or ``[MASK]``)."""
-        from attnlens.tokens import special_ids
-
         token = self.tokenizer.pad_token_id if kind == "pad" else self.tokenizer.mask_token_id
         if token is None:
             raise ValueError(f"the tokenizer has no {kind} token for the reference input")
@@ -297,7 +298,7 @@ class SiameseEncoder:
 
 def _hub_folder(name: str) -> Path | None:
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 (hub ids only)
 
         return Path(snapshot_download(name, allow_patterns=["*_Pooling/config.json", "modules.json"]))
     except Exception:  # no pooling config to be had: mean pooling, as sentence-transformers defaults to
@@ -368,21 +369,17 @@ def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
 
 def load_pair_source(cfg) -> tuple[pd.DataFrame, str]:
     """The pairs of ``pairs.data`` (a :class:`~attnlens.config.PairDataConfig`) and where they came from."""
-    from attnlens.corpus import generate_pairs
-
     if cfg.source == "synthetic":
         syn = cfg.synthetic
         df = generate_pairs(syn.n_pairs, cfg.seed, syn.n_filler, syn.n_phrases)
         out = df.rename(columns={"score": "gold"})
         return out, "synthetic pairs"
     if cfg.source == "file":
-        from attnlens.data import _read_table
-
         path = Path(cfg.path)
         if not path.is_file():
             raise InputError(str(path), "pairs.data.path", "expected an existing CSV, JSONL or parquet file of pairs")
-        return _check_pairs(_read_table(path), str(path), cfg), str(path)
-    import datasets
+        return _check_pairs(read_table(path), str(path), cfg), str(path)
+    import datasets  # noqa: PLC0415 (only the hub source needs it, and it is slow to import)
 
     hub = cfg.hub
     try:
@@ -400,37 +397,13 @@ def load_pair_source(cfg) -> tuple[pd.DataFrame, str]:
 
 def split_pairs(df: pd.DataFrame, test_fraction: float, seed: int) -> np.ndarray:
     """``True`` marks test pairs: a seeded split stratified by grade (synthetic) or by gold-score tercile."""
-    from scipy.stats import rankdata
-
-    from attnlens.data import compute_split
-
     if "split" in df.columns:
         return df["split"].to_numpy() == "test"
     strata = df["grade"].to_numpy() if "grade" in df.columns else (rankdata(df["gold"], "min") - 1) * 3 // len(df)
     return compute_split(np.asarray(strata), test_fraction, seed)
 
 
-def run_prepare_pairs(cfg, train_path, test_path) -> dict:
-    """Rule ``prepare_pairs``: the pair source, checked and split into train and test pairs."""
-    from attnlens.io import provenance, save_parquet
-
-    df, where = load_pair_source(cfg)
-    if len(df) < 4:
-        raise InputError(where, "(rows)", f"expected at least 4 pairs to split, found {len(df)}")
-    is_test = split_pairs(df, cfg.test_fraction, cfg.seed)
-    if is_test.all() or not is_test.any():
-        raise InputError(where, "split", "expected both train and test pairs")
-    df = df.drop(columns=["split"], errors="ignore")
-    prov = provenance(PAIRS_SCHEMA, cfg.to_dict(), cfg.seed, source=where)
-    save_parquet(df[~is_test].reset_index(drop=True), train_path, {**prov, "split": "train"})
-    save_parquet(df[is_test].reset_index(drop=True), test_path, {**prov, "split": "test"})
-    logger.info("%s: %d train and %d test pairs", where, int((~is_test).sum()), int(is_test.sum()))
-    return {"train": int((~is_test).sum()), "test": int(is_test.sum())}
-
-
 def load_pairs(path) -> pd.DataFrame:
-    from attnlens.io import load_parquet
-
     return load_parquet(path, PAIRS_SCHEMA)[0]
 
 
@@ -455,10 +428,6 @@ def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.Dat
     Returns:
         ``(model, tokenizer, spec, metrics)``; ``spec`` goes into :data:`PAIR_MODEL_FILE`.
     """
-    from scipy.stats import spearmanr
-
-    from attnlens.train import seed_everything
-
     base = SiameseEncoder.load(encoder_cfg.name_or_path, 0, "pairs.encoder.name_or_path")
     model, tok = base.model, base.tokenizer
 
@@ -522,33 +491,7 @@ def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.Dat
     return model, tok, spec, metrics
 
 
-def run_train_pair_encoder(cfg, train_path, test_path, model_dir, metrics_path) -> dict:
-    """Rule ``train_pair_encoder``: the exact-mode model (``save_pretrained`` + :data:`PAIR_MODEL_FILE`)."""
-    from attnlens.io import atomic_dir, provenance, save_json
-
-    model, tok, spec, metrics = train_pair_encoder(
-        cfg.encoder, cfg.exact, load_pairs(train_path), load_pairs(test_path)
-    )
-    prov = provenance("pair_encoder/v1", {"encoder": cfg.encoder.to_dict(), "exact": cfg.exact.to_dict()},
-                      cfg.exact.seed)  # fmt: skip
-    with atomic_dir(model_dir) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / PAIR_MODEL_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-        (tmp / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
-    save_json(metrics, metrics_path, prov)
-    return metrics
-
-
 # --------------------------------------------------------------------------------------------- rules
-
-
-def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
-    """``(model name, folder or id, similarities)`` to attribute: off-the-shelf, then exact."""
-    out = [("off_the_shelf", cfg.encoder.name_or_path, tuple(cfg.attribution.similarities))]
-    if exact_dir is not None:
-        out.append(("exact", str(exact_dir), ("shifted_dot",)))
-    return out
 
 
 def pair_inputs(enc: SiameseEncoder, row, cfg) -> dict:
@@ -569,37 +512,6 @@ def attribution_row(pair_id: str, model: str, res: PairAttribution, cfg, gold: f
             "error": res.error, "score_error": res.score_error, "seconds": seconds}  # fmt: skip
 
 
-def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, scores_path) -> dict:
-    """Rule ``attribute_pairs``: token × token matrices and score terms of the shard's test pairs, every model."""
-    from attnlens.data import shard_of
-    from attnlens.io import provenance, save_parquet, save_tensors
-    from attnlens.tokens import display_tokens
-
-    pairs = load_pairs(test_path)
-    mine = pairs[[shard_of(p, cfg.attribution.n_shards) == shard for p in pairs["pair_id"]]]
-    att = cfg.attribution
-    rows, tensors = [], {}
-    for model_name, source, sims in _models(cfg, exact_dir):
-        enc = SiameseEncoder.load(source, att.layer, "pairs.encoder.name_or_path")
-        for row in mine.to_dict("records"):
-            t0 = time.perf_counter()
-            x = pair_inputs(enc, row, cfg)
-            res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims, att.chunk,
-                                 att.quadrature)  # fmt: skip
-            seconds = time.perf_counter() - t0  # one pass gives every similarity of this model
-            for sim, r in res.items():
-                tensors[f"{row['pair_id']}/{model_name}/{sim}"] = torch.from_numpy(r.matrix)
-                rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
-                             "tokens_a": display_tokens(enc.tokenizer, x["a"][0].tolist()),
-                             "tokens_b": display_tokens(enc.tokenizer, x["b"][0].tolist())})  # fmt: skip
-            logger.info("%s %s: %.1f s", row["pair_id"], model_name, time.perf_counter() - t0)
-    section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
-    prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
-    save_tensors(tensors, matrices_path, {**prov, "schema": PAIR_MATRICES_SCHEMA})
-    save_parquet(pd.DataFrame(rows), scores_path, prov)
-    return {"pairs": len(mine)}
-
-
 def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
     """Up to ``n`` test pairs: highest gold score, lowest, the middle one, then the rest by pair id."""
     ordered = pairs.sort_values(["gold", "pair_id"], ascending=[False, True])["pair_id"].tolist()
@@ -608,106 +520,13 @@ def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
     return list(dict.fromkeys(picks))[:n]
 
 
-def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
-    """Rule ``pair_convergence``: attribution error against the number of steps, both rules, one pair."""
-    from attnlens.io import provenance, save_parquet
-
-    pairs = load_pairs(test_path)
-    pair_id = showcased_pairs(pairs, 1)[0]
-    row = pairs.set_index("pair_id").loc[pair_id].to_dict() | {"pair_id": pair_id}
-    rows = []
-    for model_name, source, sims in _models(cfg, exact_dir):
-        enc = SiameseEncoder.load(source, cfg.attribution.layer, "pairs.encoder.name_or_path")
-        x = pair_inputs(enc, row, cfg)
-        for rule in QUADRATURES:
-            for n in cfg.attribution.convergence_steps:
-                t0 = time.perf_counter()
-                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims,
-                                     cfg.attribution.chunk, rule)  # fmt: skip
-                seconds = time.perf_counter() - t0
-                for r in res.values():
-                    rows.append(
-                        {**attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds), "quadrature": rule}
-                    )
-    section = {"encoder": cfg.encoder.to_dict(), "attribution": cfg.attribution.to_dict()}
-    save_parquet(pd.DataFrame(rows), out_path, provenance(PAIR_CONVERGENCE_SCHEMA, section, None, pair_id=pair_id))
-    return {"pair_id": pair_id}
-
-
-def run_pair_topology(cfg, pair_paths, out_path, correlation_path, table_stem) -> dict:
-    """Rule ``pair_topology``: does attention topology track the encoder's similarity and the gold grade?
-
-    Every pair (train and test: the off-the-shelf encoder has seen none of them) is used.
-
-    Each text's attention (every head of ``topology.layers``, the off-the-shelf encoder) becomes an
-    MI distance and a Rips persistence diagram, as in the topology stage; each pair gets the
-    bottleneck distance of its two diagrams per estimator and dimension (``max`` = the larger of
-    H0 and H1). The table gives Spearman's ρ of that distance against the encoder's cosine
-    similarity and against the gold score, with permutation p-values; a distance that tracks
-    similarity has ρ < 0.
-    """
-    from attnlens.io import provenance, save_json, save_parquet
-    from attnlens.tables import write_table
-    from attnlens.topology import bottleneck, rank_correlation, text_topology
-
-    topo = cfg.topology
-    pairs = pd.concat([load_pairs(p) for p in pair_paths], ignore_index=True).sort_values("pair_id")
-    enc = SiameseEncoder.load(cfg.encoder.name_or_path, 0, "pairs.encoder.name_or_path")
-    rows, t0 = [], time.perf_counter()
-    for row in pairs.to_dict("records"):
-        tops = [text_topology(enc.model, enc.tokenizer, row[f"text_{s}"], topo, cfg.encoder.max_tokens) for s in "ab"]
-        with torch.no_grad():
-            g = enc.embed([enc.encode(row[f"text_{s}"], cfg.encoder.max_tokens) for s in "ab"])
-        cosine = float(torch.nn.functional.cosine_similarity(g[0], g[1], dim=0))
-        for est in topo.estimators:
-            (_, _, dgm_a, _), (_, _, dgm_b, _) = tops[0][est], tops[1][est]
-            per_dim = {str(d): bottleneck(dgm_a[d], dgm_b[d]) for d in range(topo.max_dimension + 1)}
-            per_dim["max"] = max(per_dim.values())
-            for dim, value in per_dim.items():
-                bars = (len(dgm_a[int(dim)]), len(dgm_b[int(dim)])) if dim != "max" else (None, None)
-                rows.append({"pair_id": row["pair_id"], "estimator": est, "dim": dim, "bottleneck": value,
-                             "cosine": cosine, "gold": row["gold"], "bars_a": bars[0], "bars_b": bars[1]})  # fmt: skip
-    frame = pd.DataFrame(rows)
-    seconds = time.perf_counter() - t0
-    once = frame.drop_duplicates("pair_id")
-    own = rank_correlation(once["cosine"].to_numpy(), once["gold"].to_numpy(), topo.n_permutations, topo.seed)
-    results = [{"estimator": "-", "dim": "-", "x": "encoder cosine", "y": "gold", **own}]
-    for (est, dim), part in frame.groupby(["estimator", "dim"], sort=False):
-        for against, label in (("cosine", "encoder cosine"), ("gold", "gold")):
-            x = part["bottleneck"].to_numpy()
-            if np.ptp(x) == 0:  # every pair equally far (e.g. no H1 bar anywhere): nothing to correlate
-                stats = {"spearman": None, "p_value": None, "n": len(x), "n_permutations": topo.n_permutations}
-            else:
-                stats = rank_correlation(x, part[against].to_numpy(), topo.n_permutations, topo.seed)
-            results.append({"estimator": est, "dim": dim, "x": "bottleneck", "y": label, **stats})
-    prov = provenance(PAIR_TOPOLOGY_SCHEMA, {"encoder": cfg.encoder.to_dict(), "topology": topo.to_dict()}, topo.seed,
-                      seconds=round(seconds, 2))  # fmt: skip
-    save_parquet(frame, out_path, prov)
-    save_json({"correlations": results}, correlation_path, {**prov, "schema": "pair_topology_correlation/v1"})
-    table = pd.DataFrame(results).rename(columns={"spearman": "spearman_rho", "dim": "homology"})
-    write_table(
-        table[["x", "y", "estimator", "homology", "spearman_rho", "p_value", "n"]],
-        table_stem,
-        "Does attention topology track similarity? Spearman ρ of the bottleneck distance between the two texts' "
-        "attention persistence diagrams against the encoder's cosine similarity and against the gold score "
-        f"(first row: the encoder's own agreement with the gold score); two-sided p from {topo.n_permutations} "
-        "permutations. Tracking means ρ < 0; empty cells: every pair equally far.",
-    )
-    logger.info("pair topology for %d pairs in %.1f s", len(pairs), seconds)
-    return {"seconds": seconds}
-
-
 def load_scores(paths) -> pd.DataFrame:
-    from attnlens.io import load_parquet
-
     frames = [load_parquet(p, PAIR_SCORES_SCHEMA)[0] for p in paths]
     return pd.concat(frames, ignore_index=True).sort_values(["model", "similarity", "pair_id"], ignore_index=True)
 
 
 def error_summary(scores: pd.DataFrame) -> pd.DataFrame:
     """Per model and similarity: how well ΣA adds up to the target and to the score, and the score's rank agreement."""
-    from scipy.stats import spearmanr
-
     rows = []
     for (model, sim), part in scores.groupby(["model", "similarity"], sort=False):
         rel = np.abs(part["score_error"]) / np.maximum(np.abs(part["score"]), 1e-12)
@@ -720,73 +539,3 @@ def error_summary(scores: pd.DataFrame) -> pd.DataFrame:
                      if part["score"].nunique() > 1 and part["gold"].nunique() > 1 else None,
                      "seconds per pair and model": float(part["seconds"].mean())})  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def _sci(frame: pd.DataFrame, columns) -> pd.DataFrame:
-    out = frame.copy()
-    for c in columns:
-        out[c] = [f"{v:.2e}" if v is not None and np.isfinite(v) else None for v in out[c]]
-    return out
-
-
-def run_pair_tables(score_paths, exact_metrics_path, out_dir) -> list[Path]:
-    """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
-    from attnlens.io import atomic_dir, load_json
-    from attnlens.tables import write_table
-
-    scores = load_scores(score_paths)
-    columns = ["pair_id", "model", "similarity", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
-               "target", "total", "error", "score_error"]  # fmt: skip
-    summary = error_summary(scores)
-    written = []
-    with atomic_dir(out_dir) as tmp:
-        written += write_table(
-            _sci(scores[columns].rename(columns={"total": "sum_A"}), ["error", "score_error"]),
-            tmp / "pair_scores",
-            "Per test pair: gold similarity, the model's score s(a,b), the reference terms s(a,r_b), s(r_a,b), "
-            "s(r_a,r_b), target = s(a,b) − s(a,r_b) − s(r_a,b) + s(r_a,r_b), ΣA, error = ΣA − target (quadrature) "
-            "and score_error = ΣA − s(a,b) (what the matrix leaves unexplained of the score).",
-        )
-        caption = (
-            "Attribution error per model. Off-the-shelf (approximate, EACL 2024): ΣA misses the score by the "
-            "reference terms. Exact (EMNLP 2023, shifted embedding e'(x) = g(x) − g(r_x), dot product): the "
-            "reference terms are 0, so ΣA − score is the quadrature error alone."
-        )
-        if exact_metrics_path is not None:
-            m = load_json(exact_metrics_path)
-            caption += (
-                f" The exact model was fine-tuned {m['steps']} steps; its test Spearman against gold went from "
-                f"{m['test_before']['spearman']:.3f} to {m['test_after']['spearman']:.3f}."
-            )
-        written += write_table(
-            _sci(
-                summary,
-                ["mean abs error", "max abs error", "mean abs(ΣA − score)", "median abs(ΣA − score) / abs(score)"],
-            ),
-            tmp / "pair_errors",
-            caption,
-        )
-    return [Path(out_dir) / p.relative_to(tmp) for p in written]
-
-
-def run_plot_pairs(cfg, score_paths, matrix_paths, convergence_path, topology_path, out_dir, dpi: int = 150) -> None:
-    """Rule ``plot_pairs``: heatmaps of the showcased pairs, the convergence curve, topology against similarity."""
-    from attnlens.io import atomic_dir, load_parquet, load_tensors
-    from attnlens.plots import plot_pair_convergence, plot_pair_matrix, plot_pair_topology
-
-    scores = load_scores(score_paths)
-    matrices = {}
-    for p in matrix_paths:
-        matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
-    shown = showcased_pairs(scores.drop_duplicates("pair_id"), cfg.attribution.n_showcase)
-    with atomic_dir(out_dir) as tmp:
-        for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
-            key = f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"
-            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}): gold {rec['gold']:.2f}, "
-                     f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
-            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}"
-            plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
-        plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)
-        topo = load_parquet(topology_path, PAIR_TOPOLOGY_SCHEMA)[0]
-        for est in cfg.topology.estimators:
-            plot_pair_topology(topo, est, "max", tmp / f"topology_vs_similarity_{est}", dpi)

@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.config import PredictConfig
 from attnlens.errors import InputError
-from attnlens.io import provenance, save_json, save_parquet
-from attnlens.modeling import global_attention_mask, load_classifier
+from attnlens.io import load_json
+from attnlens.modeling import global_attention_mask
 
 log = logging.getLogger(__name__)
 
@@ -160,20 +159,6 @@ def predictions_frame(examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFram
     )
 
 
-def run_predict(cfg: PredictConfig, model_dir, test_path, predictions_path, metrics_path, selection_path) -> dict:
-    """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
-    from attnlens.data import load_examples
-
-    model, tokenizer = load_classifier(model_dir)
-    examples, _ = load_examples(test_path)
-    logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
-    frame = predictions_frame(examples, logits)
-    metrics = classification_metrics(frame["label"], frame["pred"], model.config.num_labels)
-    metrics["n_examples"] = len(frame)
-    log.info("test: %s", metrics)
-    selection = select_examples(frame, cfg.seed, cfg.extra_ids)
-    prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
-    save_parquet(frame, predictions_path, prov)
-    save_json(metrics, metrics_path, prov)
-    save_json({"examples": selection}, selection_path, provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed))
-    return metrics
+def load_selection(path) -> list[dict]:
+    """The showcased examples of ``selection.json`` (``role``, ``example_id``, …), in file order."""
+    return load_json(path, SELECTION_SCHEMA)["examples"]

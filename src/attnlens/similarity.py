@@ -31,19 +31,21 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
+from scipy.stats import rankdata, wilcoxon
 
 from attnlens.attention import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.data import example_rng
-from attnlens.faithfulness import n_top
+from attnlens.errors import InputError
+from attnlens.io import load_parquet
 from attnlens.kernels import concordance_kernel
+from attnlens.stats import bootstrap_means, cosine, n_top, pearson, permutation_p_value
+from attnlens.tokens import special_ids, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -91,19 +93,6 @@ def minmax(v: np.ndarray) -> np.ndarray:
     hi = v.max(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (v - lo) / (hi - lo)
-
-
-def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Cosine along the last axis (broadcast); NaN when either vector is zero."""
-    num = np.einsum("...i,...i->...", u, v)
-    den = np.sqrt(np.einsum("...i,...i->...", u, u)) * np.sqrt(np.einsum("...i,...i->...", v, v))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / den
-
-
-def pearson(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Pearson correlation along the last axis (broadcast); NaN for a constant vector."""
-    return cosine(u - u.mean(-1, keepdims=True), v - v.mean(-1, keepdims=True))
 
 
 def zero_below(v: np.ndarray, threshold: np.ndarray) -> np.ndarray:
@@ -321,7 +310,7 @@ def _stats(values: np.ndarray) -> tuple[float, float, float, float, float]:
         return v, float("nan"), float("nan"), float("nan"), float("nan")
     mean, sd = float(perm.mean()), float(perm.std(ddof=1)) if len(perm) > 1 else float("nan")
     z = (v - mean) / sd if sd and sd > 0 else float("nan")
-    return v, mean, sd, z, float((1 + (perm >= v - 1e-12).sum()) / (len(perm) + 1))
+    return v, mean, sd, z, permutation_p_value(v, perm, atol=1e-12)
 
 
 def attention_vectors(
@@ -440,8 +429,6 @@ def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[s
 
     The legacy mask tests the raw token, as the similarity notebooks did (``Ġthe`` is alphabetic).
     """
-    from attnlens.tokens import special_ids, token_mask
-
     special_set = special_ids(tokenizer)
     special = np.array([int(i) in special_set for i in ids], dtype=bool)
     keep = {
@@ -451,60 +438,8 @@ def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[s
     return keep, special
 
 
-def _importance_pair(importance_path) -> dict[str, np.ndarray]:
-    from attnlens.importance import load_importance
-
-    return {mode: load_importance(importance_path, mode).double().numpy() for mode in MODES}
-
-
-def run_compare(cfg, summary_path, attribution_paths, importance_path, model_dir, out_path, heads_path) -> dict:
-    """Rule ``compare``: metrics of every example of one attention shard, and per-head agreement."""
-    from attnlens.attention import load_summaries
-    from attnlens.attribution import load_attributions
-    from attnlens.errors import InputError
-    from attnlens.io import provenance, save_parquet
-    from attnlens.modeling import load_tokenizer
-
-    tokenizer = load_tokenizer(model_dir)
-    importance = _importance_pair(importance_path)
-    examples = load_summaries([summary_path]).examples
-    attributions = load_attributions(attribution_paths).set_index("example_id")
-    frames, heads = [], []
-    t0 = time.perf_counter()
-    for eid, ex in examples.items():
-        if eid not in attributions.index:
-            raise InputError(", ".join(map(str, attribution_paths)), "example_id", f"expected an attribution of {eid}")
-        row = attributions.loc[eid]
-        ids = [int(i) for i in row["input_ids"]]
-        if ex.input_ids.tolist() != ids:
-            raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
-        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
-        received = ex.received.numpy()
-        a = np.asarray(row["scores"], dtype=np.float64)
-        frames.append(
-            compare_example(
-                eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
-                top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed, legacy_sort=cfg.legacy_sort,
-            )
-        )  # fmt: skip
-        per_head = head_agreement(a, received, ~special, cfg.top_fraction)
-        per_head.insert(0, "example_id", eid)
-        heads.append(per_head)
-    seconds = time.perf_counter() - t0
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
-    extra = {"seconds": round(seconds, 2), "n_examples": len(examples), "deviations": list(DEVIATIONS)}
-    save_parquet(frame, out_path, provenance(SIMILARITY_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
-    head_frame = pd.concat(heads, ignore_index=True) if heads else pd.DataFrame()
-    save_parquet(head_frame, heads_path, provenance(HEADS_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
-    logger.info("%d examples in %.1f s (%.2f s each)", len(examples), seconds, seconds / max(len(examples), 1))
-    return {"n_examples": len(examples), "seconds": seconds}
-
-
 def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
     """Per-example rows of ``compare`` shards; a folder stands for its ``shard*.parquet`` files."""
-    from attnlens.errors import InputError
-    from attnlens.io import load_parquet
-
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -523,27 +458,6 @@ def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
 # --- aggregate_similarity: dataset means, intervals, tests, tables --------------------------------
 
 GROUP = ["mode", "configuration", "scaled", "mask", "metric"]
-
-
-def bootstrap_means(values: np.ndarray, seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Column means of ``(examples, groups)`` with percentile 95 % intervals (NaNs skipped).
-
-    The examples are resampled once for all groups (a paired bootstrap): ``n_boot`` multinomial
-    weight vectors times the matrix, so a thousand examples × hundreds of groups take a few
-    matrix products.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    valid = ~np.isnan(values)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(valid.any(0), np.nansum(values, 0) / valid.sum(0), np.nan)
-        n = values.shape[0]
-        if n == 0:
-            nan = np.full(values.shape[1], np.nan)
-            return mean, nan, nan
-        weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot).astype(np.float64)
-        boot = (weights @ np.where(valid, values, 0.0)) / (weights @ valid)
-    lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=0) if n_boot else (mean, mean)
-    return mean, lo, hi
 
 
 def summarise(frame: pd.DataFrame, seed: int, n_boot: int) -> pd.DataFrame:
@@ -582,8 +496,6 @@ def _wilcoxon(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
     to 50 untied differences, the normal approximation otherwise (scipy's permutation fallback for
     small tied samples costs seconds per test).
     """
-    from scipy.stats import wilcoxon
-
     ok = np.isfinite(x) & np.isfinite(y)
     d = x[ok] - y[ok]
     median = float(np.median(d)) if len(d) else float("nan")
@@ -757,87 +669,6 @@ def legacy_means_layout(summary: pd.DataFrame) -> pd.DataFrame:
 SUMMARY_SCHEMA = "similarity_summary/v1"
 
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    from attnlens.io import save_csv
-
-    save_csv(frame, path)
-
-
-def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], name: str, n_examples: int) -> None:
-    """Tables ``numbers`` (1–2 or 3–4) of one dataset, its masking increase, tests, summary, legacy layout."""
-    from attnlens.io import file_stem
-    from attnlens.tables import write_table
-
-    suffix = "" if numbers[0] == 1 else f"_{file_stem(name)}"
-    groups = paper_metrics(cfg.rbo_p)
-    intro = (
-        f"{name}, {n_examples} examples; cell = mean [bootstrap 95 % CI] "
-        f"(chance: mean over {cfg.n_permutations} permuted attributions)"
-    )
-    write_table(
-        paper_table(summary, groups["similarity"]),
-        out / f"table{numbers[0]}_similarity{suffix}",
-        f"Table {numbers[0]}: attention vs IG attribution, cosine, Kendall τ and RBO, legacy and fixed. {intro}.",
-    )
-    write_table(
-        paper_table(summary, groups["jaccard"]),
-        out / f"table{numbers[1]}_jaccard{suffix}",
-        f"Table {numbers[1]}: Jaccard of the top-5 % attended and attributed tokens, legacy and fixed. {intro}.",
-    )
-    write_table(
-        masking_increase(summary, cfg.rbo_p),
-        out / f"masking_increase{suffix}",
-        "Percentage increase due to masking (paper §5.2.3: mean over layer configurations × scaling of "
-        "(masked − unmasked) / unmasked), and the absolute change of the metric and of its chance level.",
-    )
-    shown = {m.legacy for g in groups.values() for m in g} | {m.fixed for g in groups.values() for m in g}
-    paper_tests = tests[tests["configuration"].isin(["last", "all"]) & tests["metric"].isin(shown)]
-    own_mask = ((paper_tests["mode"] == "legacy") & ~paper_tests["held"].str.contains("mask fixed")) | (
-        (paper_tests["mode"] == "fixed") & ~paper_tests["held"].str.contains("mask legacy")
-    )
-    shown_tests = paper_tests[own_mask].reset_index(drop=True)
-    shown_tests["p_value"] = [f"{p:.2e}" if np.isfinite(p) else "n/a" for p in shown_tests["p_value"]]
-    write_table(
-        shown_tests,
-        out / f"similarity_tests{suffix}",
-        f"Paired Wilcoxon signed-rank tests over the {n_examples} examples of {name} "
-        f"(every configuration, metric and mask: similarity_tests_all{suffix}.csv).",
-    )
-    _write_csv(tests, out / f"similarity_tests_all{suffix}.csv")
-    _write_csv(summary, out / f"similarity_summary{suffix}.csv")
-    _write_csv(legacy_means_layout(summary), out / f"similarity_means_legacy{suffix}.csv")
-
-
-def run_aggregate_similarity(cfg, similarity_paths, summary_path, tables_dir) -> dict:
-    """Rule ``aggregate_similarity``: Tables 1–2 (and 3–4 per extra dataset), tests and the tidy summary."""
-    from attnlens.io import atomic_dir, provenance, save_parquet
-
-    datasets = [(cfg.dataset_name, load_similarity(similarity_paths))]
-    for extra in cfg.extra_datasets:
-        datasets.append(
-            (
-                extra["name"],
-                load_similarity([extra["path"]], where=f"config: similarity.extra_datasets[{extra['name']}]"),
-            )
-        )
-    t0 = time.perf_counter()
-    summaries = []
-    with atomic_dir(tables_dir) as tmp:
-        for i, (name, frame) in enumerate(datasets):
-            summary = summarise(frame, cfg.seed, cfg.n_boot)
-            tests = paired_tests(frame)
-            n_examples = int(frame["example_id"].nunique()) if len(frame) else 0
-            numbers = (1, 2) if i == 0 else (3, 4)
-            _dataset_tables(summary, tests, cfg, Path(tmp), numbers, name, n_examples)
-            summaries.append(summary.assign(dataset=name))
-    seconds = time.perf_counter() - t0
-    merged = pd.concat(summaries, ignore_index=True)
-    prov = provenance(SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), deviations=list(DEVIATIONS))
-    save_parquet(merged, summary_path, prov)
-    logger.info("similarity tables for %s in %.1f s", ", ".join(n for n, _ in datasets), seconds)
-    return {"seconds": seconds}
-
-
 # --- the single-example in-depth view (paper_spec §11.1) -------------------------------------------
 
 SET_ORDER = ("shared", "attention_only", "attribution_only")
@@ -921,86 +752,4 @@ def example_metrics_table(rows: pd.DataFrame, layers=("last", "all")) -> pd.Data
     return pd.DataFrame(out)
 
 
-def run_similarity_examples(
-    cfg, summary_paths, attribution_paths, importance_path, similarity_paths, selection_path, model_dir, out_dir
-) -> list[Path]:
-    """Rule ``similarity_examples``: the in-depth view of every showcased example (§11.1)."""
-    from attnlens.attention import load_summaries
-    from attnlens.attribution import load_attributions
-    from attnlens.io import atomic_dir, atomic_path, file_stem, load_json, save_csv, write_sidecar
-    from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA, showcased_once
-    from attnlens.tables import markdown_table, write_table
-    from attnlens.tokens import display_tokens
-
-    tokenizer = load_tokenizer(model_dir)
-    importance = _importance_pair(importance_path)
-    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
-    wanted = {e["example_id"] for e in selection}
-    summaries = load_summaries(summary_paths).examples
-    attributions = load_attributions(attribution_paths).set_index("example_id")
-    metrics = load_similarity(similarity_paths)
-    metrics = metrics[metrics["example_id"].isin(wanted)]
-    written: list[Path] = []
-    showcased = showcased_once(selection)
-    with atomic_dir(out_dir) as tmp:
-        for e, roles in showcased:
-            eid = e["example_id"]
-            stem = f"{file_stem(e['role'])}_{file_stem(eid)}"
-            title = f"{eid} ({roles}; label {e['label']}, predicted {e['pred']})"
-            ids = [int(i) for i in attributions.loc[eid, "input_ids"]]
-            a = np.asarray(attributions.loc[eid, "scores"], dtype=np.float64)
-            keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
-            labels = display_tokens(tokenizer, ids)
-            vectors = attention_vectors(summaries[eid].received.numpy(), importance)
-            table = example_metrics_table(metrics[metrics["example_id"] == eid])
-            caption = f"Similarity of attention (scaled by head importance) and IG attribution, {title}: value (chance)"
-            written += write_table(table, Path(tmp) / f"{stem}_metrics", caption)
-            page = [f"# Attention vs attribution: {title}", "", markdown_table(table, caption)]
-            for mode in MODES:
-                for ly in ("last", "all"):
-                    for masked in (False, True):
-                        mask = keep[MASKED_WITH[mode]] if masked else None
-                        sets, shared, union = top_set_table(
-                            labels, a, vectors[(mode, ly, True)], mode, mask, special, cfg.top_fraction, cfg.legacy_sort
-                        )
-                        name = f"{stem}_{mode}_{ly}_{'masked' if masked else 'unmasked'}"
-                        jac = shared / union if union else float("nan")
-                        what = f"{mode}, {LAYER_LABELS[ly]} (scaled), {'masked' if masked else 'unmasked'}"
-                        for suffix, frame in (("top5", sets), ("counts", value_counts(sets))):
-                            save_csv(frame, Path(tmp) / f"{name}_{suffix}.csv")
-                            written.append(Path(tmp) / f"{name}_{suffix}.csv")
-                        page += [
-                            f"## Top-5 % tokens: {what}", "",
-                            f"Jaccard = {shared}/{union} = {jac:.3f}", "",
-                            markdown_table(value_counts(sets).head(15), "Token counts per set (15 most frequent)"),
-                            markdown_table(sets, "Shared, attention-only and attribution-only positions"),
-                        ]  # fmt: skip
-            with atomic_path(Path(tmp) / f"{stem}.md") as out:
-                out.write_text("\n".join(page), encoding="utf-8")
-            write_sidecar(Path(tmp) / stem, [f"{stem}.md"])
-            written.append(Path(tmp) / f"{stem}.md")
-    logger.info("in-depth similarity views of %d examples", len(showcased))
-    return written
-
-
 # --- figures ---------------------------------------------------------------------------------------
-
-
-def run_plot_similarity(cfg, figures_cfg, similarity_paths, heads_paths, distributions_stem, heads_stem) -> None:
-    """Rule ``plot_similarity``: metric distributions (legacy, fixed, chance) and the per-head agreement map."""
-    from attnlens.io import load_parquet
-    from attnlens.plots import plot_head_agreement, plot_similarity_distributions
-
-    frame = load_similarity(similarity_paths)
-    families = [(m.label, m.legacy, m.fixed) for g in paper_metrics(cfg.rbo_p).values() for m in g]
-    for scaled, stem in ((False, distributions_stem), (True, f"{distributions_stem}_scaled")):
-        plot_similarity_distributions(frame, families, LAYER_CONFIGURATIONS, MASKED_WITH, scaled, stem, figures_cfg.dpi)
-    heads = pd.concat([load_parquet(p, HEADS_SCHEMA)[0] for p in heads_paths], ignore_index=True)
-    n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
-    means = heads.groupby(["layer", "head"])[["spearman", "jaccard_top5"]].mean()
-    maps = {
-        "Spearman ρ (received attention vs |IG|)": means["spearman"].to_numpy().reshape(n_layers, n_heads),
-        "top-5 % Jaccard": means["jaccard_top5"].to_numpy().reshape(n_layers, n_heads),
-    }
-    plot_head_agreement(maps, heads_stem, int(heads["example_id"].nunique()), figures_cfg.dpi)

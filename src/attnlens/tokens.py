@@ -29,6 +29,8 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import sklearn
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 MASKS = ("none", "alnum_legacy", "alpha_stop_legacy", "fixed")
 _ALPHA = re.compile(r"[A-Za-z]+")
@@ -38,15 +40,11 @@ _BPE_SPACE = "Ġ"
 @functools.lru_cache(maxsize=1)
 def stopwords() -> frozenset[str]:
     """The English stopword list used by every mask."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
     return frozenset(ENGLISH_STOP_WORDS)
 
 
 def stopword_source() -> str:
     """Where the stopword list comes from, for provenance records."""
-    import sklearn
-
     return f"scikit-learn {sklearn.__version__} ENGLISH_STOP_WORDS ({len(stopwords())} words)"
 
 

@@ -47,11 +47,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Sequence
 
+import gudhi
 import numpy as np
 import pandas as pd
+import torch
+from scipy import sparse
+from scipy.special import xlogy
+
+from attnlens.attention import layer_slice
+from attnlens.io import load_parquet
+from attnlens.stats import permutation_p_value
+from attnlens.tokens import display_tokens, special_ids
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +133,6 @@ def dense_attentions(model, batch: dict) -> np.ndarray:
     Switches the model to eager attention when needed (SDPA and flash kernels return no weights) and
     drops the padding.
     """
-    import torch
-
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         model.set_attn_implementation("eager")
     with torch.no_grad():
@@ -144,8 +150,6 @@ def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
     and the global tokens' rows — is added to cell ``(unit(i), unit(j))`` with one sparse product per
     layer (all heads at once); nothing of size ``n × n`` is formed.
     """
-    from scipy import sparse
-
     m = int(unit_of.max()) + 1
     counts = np.bincount(unit_of[unit_of >= 0], minlength=m).astype(np.float64)
     first = bands[0]
@@ -196,7 +200,6 @@ def mutual_information(pooled: np.ndarray, estimator: str, freqs: np.ndarray | N
                 terms = np.where(p > 0, np.log2(np.where(p > 0, ratio, 1.0)), 0.0)
             else:
                 c = p.sum(-2)
-                from scipy.special import xlogy
 
                 terms = xlogy(p, p / (r[..., :, None] * c[..., None, :] + EPS))
         else:
@@ -233,8 +236,6 @@ def persistence(
     distance) and flagged in the third column. Zero-length bars (points on the diagonal, e.g. the pair
     that rescaling puts at distance 0) are not reported; they cannot change a bottleneck distance.
     """
-    import gudhi
-
     d = np.asarray(distance, dtype=np.float64)
     cap = float(max_edge_length) if max_edge_length is not None else (float(d.max()) if d.size else 0.0)
     kwargs = {"distance_matrix": d, "max_edge_length": cap if max_edge_length is not None else float("inf")}
@@ -253,8 +254,6 @@ def persistence(
 
 def bottleneck(a: np.ndarray, b: np.ndarray) -> float:
     """Bottleneck distance of two diagrams (``(k, 2+)`` birth, death; infinite bars already capped)."""
-    import gudhi
-
     return float(gudhi.bottleneck_distance(np.asarray(a)[:, :2], np.asarray(b)[:, :2], 0.0))
 
 
@@ -317,10 +316,10 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
         "mean_same_class": same,
         "mean_different_class": diff,
         "gap": gap,
-        "gap_p_value": float((1 + np.sum(perm_gaps >= gap)) / (n_permutations + 1)) if n_permutations else None,
+        "gap_p_value": permutation_p_value(gap, perm_gaps) if n_permutations else None,
         "knn_accuracy": acc,
         "knn_majority_rate": majority,
-        "knn_p_value": float((1 + np.sum(perm_acc >= acc)) / (n_permutations + 1)) if n_permutations else None,
+        "knn_p_value": permutation_p_value(acc, perm_acc) if n_permutations else None,
         "n_permutations": int(n_permutations),
         "degenerate": False,
     }
@@ -358,146 +357,9 @@ def example_topology(
     return out
 
 
-def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_path) -> dict:
-    """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
-    import torch
-
-    from attnlens.attention import forward_bands, layer_slice
-    from attnlens.data import load_examples, shard_of
-    from attnlens.io import provenance, save_parquet, save_tensors
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import encode_texts
-    from attnlens.tokens import display_tokens, special_ids
-
-    model, tokenizer = load_classifier(model_dir)
-    examples, _ = load_examples(test_path)
-    encoded = encode_texts(tokenizer, examples["text"])
-    ids = [str(e) for e in examples["example_id"]]
-    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    special_set = special_ids(tokenizer)
-    frames, tensors, timing = [], {}, []
-    for i in mine:
-        t0 = time.perf_counter()
-        input_ids = encoded.input_ids[i]
-        special = np.array([t in special_set for t in input_ids], dtype=bool)
-        unit_of = units(display_tokens(tokenizer, input_ids), special, cfg.pooling, cfg.chunk_size)
-        if unit_of.max() < 1:
-            logger.warning("%s: fewer than 2 units, no topology", ids[i])
-            continue
-        bands = forward_bands(model, encoded.batch([i]))
-        pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
-        freqs = unit_frequencies(input_ids, unit_of)
-        for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():
-            frames.append(diagrams_frame(ids[i], est, diagrams, cap))
-            tensors[f"{ids[i]}|{est}|mi"] = torch.from_numpy(mi)
-            tensors[f"{ids[i]}|{est}|distance"] = torch.from_numpy(d)
-        timing.append({"example_id": ids[i], "tokens": len(input_ids), "units": int(unit_of.max()) + 1,
-                       "seconds": time.perf_counter() - t0})  # fmt: skip
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    prov = provenance(DIAGRAMS_SCHEMA, cfg.to_dict(), None, shard=shard, timing=timing, model=str(model_dir))
-    save_parquet(frame, diagrams_path, prov)
-    save_tensors(tensors, matrices_path, provenance(MATRICES_SCHEMA, cfg.to_dict(), None, shard=shard))
-    total = sum(t["seconds"] for t in timing)
-    logger.info("shard %d: %d examples in %.1f s", shard, len(timing), total)
-    return {"n_examples": len(timing), "seconds": total}
-
-
 def load_diagrams(paths: Sequence) -> pd.DataFrame:
-    from attnlens.io import load_parquet
-
     frames = [load_parquet(p, DIAGRAMS_SCHEMA)[0] for p in paths]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def run_bottleneck(cfg, diagram_paths, test_path, matrix_path, claim_path, table_stem) -> dict:
-    """Rule ``bottleneck_distances``: all-pairs bottleneck distances per estimator and dimension, and the claim test."""
-    from attnlens.data import load_examples
-    from attnlens.io import provenance, save_json, save_parquet
-    from attnlens.tables import write_table
-
-    diagrams = load_diagrams(diagram_paths)
-    examples, _ = load_examples(test_path)
-    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
-    ids = sorted(diagrams["example_id"].unique(), key=lambda e: (label_of[e], e))
-    rows, claims = [], []
-    t0 = time.perf_counter()
-    for est in cfg.estimators:
-        part = diagrams[diagrams["estimator"] == est]
-        per_dim = {}
-        for dim in range(cfg.max_dimension + 1):
-            sub = part[part["dim"] == dim]
-            grouped = {e: g[["birth", "death"]].to_numpy() for e, g in sub.groupby("example_id")}
-            dgms = [grouped.get(e, np.zeros((0, 2))) for e in ids]
-            per_dim[dim] = bottleneck_matrix(dgms)
-        per_dim["max"] = np.max(np.stack([per_dim[d] for d in range(cfg.max_dimension + 1)]), 0)
-        labels = np.array([label_of[e] for e in ids])
-        bars = part.groupby(["dim", "example_id"]).size()
-        for dim, mat in per_dim.items():
-            iu = np.triu_indices(len(ids), 1)
-            rows.append(pd.DataFrame({"estimator": est, "dim": str(dim), "example_a": np.array(ids)[iu[0]],
-                                      "example_b": np.array(ids)[iu[1]], "distance": mat[iu]}))  # fmt: skip
-            n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
-            claims.append({"estimator": est, "dim": str(dim), "mean_bars": None if dim == "max" else float(n_bars),
-                           **class_separation(mat, labels, cfg.n_permutations, cfg.seed)})  # fmt: skip
-    seconds = time.perf_counter() - t0
-    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
-    prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
-    save_parquet(frame, matrix_path, prov)
-    save_json(
-        {"claims": claims, "example_ids": ids}, claim_path, provenance("topology_claim/v1", cfg.to_dict(), cfg.seed)
-    )
-    table = pd.DataFrame(claims)[
-        ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
-         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value"]
-    ]  # fmt: skip
-    write_table(
-        table,
-        table_stem,
-        "Does a small bottleneck distance between attention persistence diagrams mean the same class? "
-        f"Gap = mean different-class − same-class distance; p-values from {cfg.n_permutations} label permutations; "
-        "1-NN = leave-one-out nearest-neighbour accuracy (dim max = the larger of the H0 and H1 distances; "
-        "empty cells: every pair equally far, nothing to test).",
-    )
-    logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
-    return {"seconds": seconds}
-
-
-def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, selection_path, out_dir) -> None:
-    """Rule ``plot_topology``: bottleneck heat-maps (ordered by class) and showcased examples' barcodes."""
-    from attnlens.data import load_examples
-    from attnlens.io import atomic_dir, file_stem, load_json, load_parquet
-    from attnlens.plots import plot_distance_matrix, plot_persistence
-    from attnlens.prediction import SELECTION_SCHEMA, showcased_once
-
-    diagrams = load_diagrams(diagram_paths)
-    pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
-    ids = list(prov["example_ids"])
-    examples, _ = load_examples(test_path)
-    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
-    labels = np.array([label_of[e] for e in ids])
-    pos = {e: i for i, e in enumerate(ids)}
-    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
-    with atomic_dir(out_dir) as tmp:
-        for (est, dim), part in pairs.groupby(["estimator", "dim"], sort=True):
-            mat = np.zeros((len(ids), len(ids)))
-            a, b = part["example_a"].map(pos).to_numpy(), part["example_b"].map(pos).to_numpy()
-            mat[a, b] = mat[b, a] = part["distance"].to_numpy()
-            what = "max(H0, H1)" if dim == "max" else f"H{dim}"
-            plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
-                                 f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
-                                 figures_cfg.dpi)  # fmt: skip
-        for e, _roles in showcased_once(selection):
-            eid = e["example_id"]
-            if eid not in pos:
-                continue
-            for est in cfg.estimators:
-                part = diagrams[(diagrams["example_id"] == eid) & (diagrams["estimator"] == est)]
-                dgms = {int(d): g[["birth", "death", "infinite"]].to_numpy(dtype=float) for d, g in part.groupby("dim")}
-                cap = float(part["cap"].iloc[0]) if len(part) else TWO_LN2
-                title = f"{eid} ({e['role']}, label {e['label']}): {est}, {cfg.pooling} of {cfg.chunk_size}"
-                plot_persistence(
-                    dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
-                )
 
 
 # --- any encoder, one text at a time (study 3 meets study 2) ---------------------------------------
@@ -507,9 +369,6 @@ def text_topology(
     model, tokenizer, text: str, cfg, max_length: int | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray, dict, float]]:
     """``estimator → (MI, distance, diagrams, cap)`` of one text under a dense Hugging Face encoder."""
-    from attnlens.attention import layer_slice
-    from attnlens.tokens import display_tokens, special_ids
-
     batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
     dense = dense_attentions(model, dict(batch))
     ids = batch["input_ids"][0].tolist()
@@ -519,17 +378,3 @@ def text_topology(
         raise ValueError(f"text of {len(ids)} tokens gives fewer than 2 units with pooling {cfg.pooling!r}")
     pooled = pooled_from_dense(dense[layer_slice(len(dense), cfg.layers)], unit_of)
     return example_topology(pooled, unit_frequencies(ids, unit_of), cfg)
-
-
-def rank_correlation(x: np.ndarray, y: np.ndarray, n_permutations: int, seed: int) -> dict:
-    """Spearman ρ of ``x`` and ``y`` with a two-sided permutation p-value (``y`` shuffled)."""
-    from scipy.stats import rankdata
-
-    from attnlens.similarity import pearson
-
-    rx, ry = rankdata(x), rankdata(y)
-    observed = float(pearson(rx, ry))
-    rng = np.random.default_rng(seed)
-    null = pearson(np.stack([rng.permutation(ry) for _ in range(n_permutations)]), rx) if n_permutations else None
-    p = float((1 + np.sum(np.abs(null) >= abs(observed) - 1e-12)) / (n_permutations + 1)) if n_permutations else None
-    return {"spearman": observed, "p_value": p, "n": len(x), "n_permutations": int(n_permutations)}

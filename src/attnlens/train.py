@@ -11,18 +11,16 @@ on the model's implicit default). Everything random — head initialisation was 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 
 import numpy as np
 import torch
+from accelerate import Accelerator
 from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
 
 from attnlens.config import TrainConfig
-from attnlens.data import load_examples
-from attnlens.io import provenance, save_json, save_pretrained
-from attnlens.modeling import load_classifier
 from attnlens.prediction import classification_metrics, encode_texts, predict_logits
 
 log = logging.getLogger(__name__)
@@ -67,9 +65,6 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
         The trained (unwrapped) model and the metrics: per epoch ``train_loss``, ``eval_loss``,
         ``accuracy``, ``macro_f1``, ``seconds``; plus device, precision and optimiser steps.
     """
-    from accelerate import Accelerator
-    from transformers import get_linear_schedule_with_warmup
-
     seed_everything(cfg.seed)
     use_fp16 = cfg.fp16 and torch.cuda.is_available()
     accelerator = Accelerator(
@@ -145,57 +140,3 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> t
         "torch_threads": torch.get_num_threads(),
     }
     return model.eval(), metrics
-
-
-def run_train_classifier(cfg: TrainConfig, base_dir, train_path, test_path, model_dir, metrics_path) -> dict:
-    """Rule ``train_classifier``: fine-tune the base model; save it (safetensors) and ``train_metrics.json``."""
-    model, tokenizer = load_classifier(base_dir)
-    train_df, _ = load_examples(train_path)
-    test_df, _ = load_examples(test_path)
-    model, metrics = train_classifier(model, tokenizer, train_df, test_df, cfg)
-    from accelerate import PartialState
-
-    state = PartialState()
-    if state.is_main_process:  # under `accelerate launch`, one process writes
-        prov = provenance(MODEL_SCHEMA, cfg.to_dict(), cfg.seed, base_model=str(base_dir))
-        save_pretrained(model, tokenizer, model_dir, prov)
-        save_json(metrics, metrics_path, provenance(METRICS_SCHEMA, cfg.to_dict(), cfg.seed))
-    state.wait_for_everyone()
-    return metrics
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m attnlens.train`` — rule ``train_classifier`` as a command, so ``accelerate launch`` can start it.
-
-    One process per GPU when launched by ``accelerate launch --multi_gpu --num_processes N``; a plain
-    ``python -m`` call is the single-device run. Logging and errors go to ``--log-file`` (rank 0; other
-    ranks append to ``<log-file>.rank<k>``).
-    """
-    import argparse
-    import json
-
-    from attnlens.io import Job, set_job
-    from attnlens.logs import log_to, use_threads, write_job_record
-
-    parser = argparse.ArgumentParser(prog="python -m attnlens.train", description=main.__doc__.splitlines()[0])
-    # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
-    parser.add_argument("--train-config", required=True, help="the `train` config section as JSON")
-    for name in ("base-dir", "train-data", "test-data", "model-dir", "metrics-file", "log-file"):
-        parser.add_argument(f"--{name}", required=True)
-    parser.add_argument("--n-threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    section = json.loads(args.train_config)
-    # a shell rule sees only its own section: the run configuration's hash stays unknown here
-    set_job(Job("train_classifier", section, section.get("seed"), None))
-    with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
-        use_threads(args.n_threads)
-        run_train_classifier(TrainConfig.from_dict(section), args.base_dir, args.train_data,
-                             args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
-    if rank == 0:
-        inputs = [args.base_dir, args.train_data, args.test_data]
-        write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,8 @@
 # Validation, helpers and wildcard constraints: the only Python of the workflow.
 import json
+import shlex
 import sys
+from pathlib import Path
 
 from attnlens.config import validate_config
 from attnlens.errors import InputError
@@ -47,10 +49,11 @@ def train_launcher(wildcards, resources):
     # under --use-conda the env's own python; otherwise the interpreter Snakemake runs in (the .venv)
     methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
     python = "python" if DeploymentMethod.CONDA in methods else sys.executable
+    script = shlex.quote(str(Path(workflow.basedir) / "workflow" / "scripts" / "train_classifier.py"))
     gpus = int(resources.get("gpu", 0) or 0)
     if gpus > 1:
-        return f"{python} -m accelerate.commands.launch --multi_gpu --num_processes {gpus} --num_machines 1"
-    return python
+        return f"{python} -m accelerate.commands.launch --multi_gpu --num_processes {gpus} --num_machines 1 {script}"
+    return f"{python} {script}"
 
 
 def attention_shards(pattern):

@@ -40,7 +40,7 @@ rule train_classifier:
         cfg=lambda wildcards: json.dumps(config["train"]),
         launch=train_launcher,
     shell:
-        "{params.launch} -m attnlens.train --train-config {params.cfg:q} --base-dir {input.base:q} "
+        "{params.launch} --train-config {params.cfg:q} --base-dir {input.base:q} "
         "--train-data {input.train:q} --test-data {input.test:q} --model-dir {output.model:q} "
         "--metrics-file {output.metrics:q} --log-file {log:q} --n-threads {threads}"
 

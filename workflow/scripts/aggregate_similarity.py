@@ -1,8 +1,8 @@
 """Snakemake adapter for rule aggregate_similarity."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import rule_job
-from attnlens.similarity import run_aggregate_similarity
+from attnlens.runtime import rule_job
+from attnlens.stages.similarity import run_aggregate_similarity
 
 with rule_job(snakemake):
     run_aggregate_similarity(

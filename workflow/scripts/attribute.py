@@ -1,8 +1,8 @@
 """Snakemake adapter for rule attribute (one shard)."""
 
-from attnlens.attribution import run_attribute
 from attnlens.config import AttributionConfig
-from attnlens.logs import rule_job, use_threads
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.attribution import run_attribute
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

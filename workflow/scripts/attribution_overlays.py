@@ -1,8 +1,8 @@
 """Snakemake adapter for rule attribution_overlays."""
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import rule_job
-from attnlens.overlays import run_attribution_overlays
+from attnlens.runtime import rule_job
+from attnlens.stages.attribution import run_attribution_overlays
 
 with rule_job(snakemake):
     run_attribution_overlays(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule attribution_tables."""
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import rule_job
-from attnlens.tables import run_attribution_tables
+from attnlens.runtime import rule_job
+from attnlens.stages.attribution import run_attribution_tables
 
 with rule_job(snakemake):
     run_attribution_tables(

@@ -6,11 +6,11 @@ Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas impo
 from pathlib import Path
 
 from attnlens.config import TopologyConfig
-from attnlens.logs import rule_job
-from attnlens.topology import run_bottleneck
+from attnlens.runtime import rule_job
+from attnlens.stages.topology import run_bottleneck_distances
 
 with rule_job(snakemake):
-    run_bottleneck(
+    run_bottleneck_distances(
         TopologyConfig.from_dict(snakemake.params.cfg),
         diagram_paths=snakemake.input.diagrams,
         test_path=snakemake.input.test,

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule build_base_model."""
 
 from attnlens.config import ModelConfig
-from attnlens.logs import rule_job
-from attnlens.modeling import run_build_base_model
+from attnlens.runtime import rule_job
+from attnlens.stages.model import run_build_base_model
 
 with rule_job(snakemake):
     run_build_base_model(

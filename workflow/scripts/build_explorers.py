@@ -1,8 +1,8 @@
 """Snakemake adapter for rule build_explorers."""
 
 from attnlens.config import ExplorerConfig
-from attnlens.explorer import run_build_explorers
-from attnlens.logs import rule_job
+from attnlens.runtime import rule_job
+from attnlens.stages.report import run_build_explorers
 
 with rule_job(snakemake):
     cfg = ExplorerConfig.from_dict(snakemake.params.cfg)

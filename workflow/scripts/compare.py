@@ -1,8 +1,8 @@
 """Snakemake adapter for rule compare."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.similarity import run_compare
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.similarity import run_compare
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import rule_job
-from attnlens.plots import run_count_topk
+from attnlens.runtime import rule_job
+from attnlens.stages.figures import run_count_topk
 
 with rule_job(snakemake):
     run_count_topk(

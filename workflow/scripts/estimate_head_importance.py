@@ -1,8 +1,8 @@
 """Snakemake adapter for rule estimate_head_importance."""
 
 from attnlens.config import ImportanceConfig
-from attnlens.importance import run_estimate_head_importance
-from attnlens.logs import rule_job, use_threads
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.attention import run_estimate_head_importance
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule evaluate_faithfulness."""
 
 from attnlens.config import FaithfulnessConfig
-from attnlens.faithfulness import run_evaluate_faithfulness
-from attnlens.logs import rule_job, use_threads
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.attribution import run_evaluate_faithfulness
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule extract_attention (one shard)."""
 
-from attnlens.attention import run_extract_attention
 from attnlens.config import AttentionConfig
-from attnlens.logs import rule_job, use_threads
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.attention import run_extract_attention
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

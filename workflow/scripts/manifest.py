@@ -1,7 +1,7 @@
 """Snakemake adapter for rule manifest."""
 
-from attnlens.logs import rule_job
-from attnlens.manifest import run_manifest
+from attnlens.runtime import rule_job
+from attnlens.stages.report import run_manifest
 
 with rule_job(snakemake):
     run_manifest(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule pair_convergence."""
 
 from attnlens.config import PairsConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.pairs import run_pair_convergence
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.pairs import run_pair_convergence
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

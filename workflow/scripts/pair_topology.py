@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from attnlens.config import PairsConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.pairs import run_pair_topology
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.pairs import run_pair_topology
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import rule_job
-from attnlens.plots import run_plot_attention
+from attnlens.runtime import rule_job
+from attnlens.stages.figures import run_plot_attention
 
 with rule_job(snakemake):
     run_plot_attention(

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from attnlens.config import FaithfulnessConfig, FiguresConfig
-from attnlens.faithfulness import run_plot_faithfulness
-from attnlens.logs import rule_job
+from attnlens.runtime import rule_job
+from attnlens.stages.attribution import run_plot_faithfulness
 
 with rule_job(snakemake):
     run_plot_faithfulness(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule plot_pairs."""
 
 from attnlens.config import PairsConfig
-from attnlens.logs import rule_job
-from attnlens.pairs import run_plot_pairs
+from attnlens.runtime import rule_job
+from attnlens.stages.pairs import run_plot_pairs
 
 with rule_job(snakemake):
     run_plot_pairs(

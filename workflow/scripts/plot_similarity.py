@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from attnlens.config import FiguresConfig, SimilarityConfig
-from attnlens.logs import rule_job
-from attnlens.similarity import run_plot_similarity
+from attnlens.runtime import rule_job
+from attnlens.stages.similarity import run_plot_similarity
 
 with rule_job(snakemake):
     run_plot_similarity(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule plot_topology."""
 
 from attnlens.config import FiguresConfig, TopologyConfig
-from attnlens.logs import rule_job
-from attnlens.topology import run_plot_topology
+from attnlens.runtime import rule_job
+from attnlens.stages.topology import run_plot_topology
 
 with rule_job(snakemake):
     run_plot_topology(

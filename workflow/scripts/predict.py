@@ -1,8 +1,8 @@
 """Snakemake adapter for rule predict."""
 
 from attnlens.config import PredictConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.prediction import run_predict
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.model import run_predict
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule prepare_dataset."""
 
 from attnlens.config import DataConfig
-from attnlens.data import run_prepare_dataset
-from attnlens.logs import rule_job
+from attnlens.runtime import rule_job
+from attnlens.stages.data import run_prepare_dataset
 
 with rule_job(snakemake):
     run_prepare_dataset(

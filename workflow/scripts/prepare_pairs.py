@@ -1,8 +1,8 @@
 """Snakemake adapter for rule prepare_pairs."""
 
 from attnlens.config import PairDataConfig
-from attnlens.logs import rule_job
-from attnlens.pairs import run_prepare_pairs
+from attnlens.runtime import rule_job
+from attnlens.stages.pairs import run_prepare_pairs
 
 with rule_job(snakemake):
     run_prepare_pairs(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule render_overlays."""
 
 from attnlens.config import FiguresConfig
-from attnlens.logs import rule_job
-from attnlens.overlays import run_render_overlays
+from attnlens.runtime import rule_job
+from attnlens.stages.figures import run_render_overlays
 
 with rule_job(snakemake):
     run_render_overlays(

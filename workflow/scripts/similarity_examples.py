@@ -1,8 +1,8 @@
 """Snakemake adapter for rule similarity_examples."""
 
 from attnlens.config import SimilarityConfig
-from attnlens.logs import rule_job
-from attnlens.similarity import run_similarity_examples
+from attnlens.runtime import rule_job
+from attnlens.stages.similarity import run_similarity_examples
 
 with rule_job(snakemake):
     run_similarity_examples(

@@ -1,8 +1,8 @@
 """Snakemake adapter for rule topology."""
 
 from attnlens.config import TopologyConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.topology import run_topology
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.topology import run_topology
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

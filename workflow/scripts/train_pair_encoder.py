@@ -1,8 +1,8 @@
 """Snakemake adapter for rule train_pair_encoder."""
 
 from attnlens.config import PairsConfig
-from attnlens.logs import rule_job, use_threads
-from attnlens.pairs import run_train_pair_encoder
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.pairs import run_train_pair_encoder
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

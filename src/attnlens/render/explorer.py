@@ -272,7 +272,7 @@ def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
 
 
 def _asset(name: str) -> str:
-    return resources.files("attnlens").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("attnlens.render").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def _script_json(obj: Any) -> str:
@@ -309,110 +309,3 @@ def read_explorer(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarra
 
 
 # --- the rule ------------------------------------------------------------------------------------
-
-
-def document_for(
-    example: dict[str, Any],
-    roles: list[str],
-    bands: list[Band],
-    input_ids: list[int],
-    attribution_row,
-    importance: torch.Tensor,
-    tokenizer,
-    class_names: list[str],
-    evidence: np.ndarray | None,
-    top_k: int,
-    prov: dict[str, Any],
-) -> ExplorerDocument:
-    """Assemble one example's page from the pipeline's artifacts."""
-    from attnlens.tokens import special_ids, surface_pieces
-
-    eid = example["example_id"]
-    if [int(i) for i in attribution_row["input_ids"]] != input_ids:
-        raise ValueError(f"{eid}: attention and attribution saw different token ids")
-    special_set = special_ids(tokenizer)
-    raw = tokenizer.convert_ids_to_tokens(input_ids)
-    pieces = surface_pieces(tokenizer, raw)
-    tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]
-    starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
-    probs = [float(p) for p in attribution_row["probs"]]
-    target = int(attribution_row["target"])
-    info = {
-        "roles": roles,
-        "label": class_names[int(example["label"])],
-        "prediction": class_names[int(np.argmax(probs))],
-        "probabilities": {name: round(p, 4) for name, p in zip(class_names, probs, strict=True)},
-        "attributed_class": class_names[target],
-        "ig_steps": int(attribution_row["n_steps"]),
-        "ig_delta": float(attribution_row["delta"]),
-    }
-    title = f"{eid} ({', '.join(roles)}): label {info['label']}, predicted {info['prediction']}"
-    return ExplorerDocument(
-        example_id=eid,
-        title=title,
-        info=info,
-        tokens=tokens,
-        starts_word=starts,
-        special=np.array([i in special_set for i in input_ids], dtype=bool),
-        attribution=np.asarray(attribution_row["scores"], dtype=np.float32),
-        evidence=evidence,
-        importance=importance.numpy(),
-        views=compute_views(bands, importance, top_k),
-        provenance=prov,
-    )
-
-
-def run_build_explorers(
-    cfg, bands_paths, attribution_paths, importance_path, selection_path, test_path,
-    rationales_path, manifest_path, model_dir, out_dir,
-) -> list[Path]:  # fmt: skip
-    """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example)."""
-    import pandas as pd
-
-    from attnlens.attention import load_bands
-    from attnlens.attribution import load_attributions
-    from attnlens.data import load_examples
-    from attnlens.faithfulness import example_evidence
-    from attnlens.importance import load_importance
-    from attnlens.io import atomic_dir, atomic_path, file_stem, load_json, provenance
-    from attnlens.modeling import load_tokenizer
-    from attnlens.prediction import SELECTION_SCHEMA
-
-    tokenizer = load_tokenizer(model_dir)
-    importance = load_importance(importance_path, cfg.importance)
-    attributions = load_attributions(attribution_paths).set_index("example_id")
-    examples, _ = load_examples(test_path)
-    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
-    rationales = pd.read_parquet(rationales_path)
-    evidence_rows = rationales[rationales["evidence"]] if len(rationales) else rationales
-    class_names = list(load_json(manifest_path)["classes"])
-    selection = load_json(selection_path, SELECTION_SCHEMA)["examples"]
-    roles: dict[str, list[str]] = {}
-    first: dict[str, dict] = {}
-    for e in selection:
-        roles.setdefault(e["example_id"], []).append(e["role"])
-        first.setdefault(e["example_id"], e)
-    prov = provenance(EXPLORER_SCHEMA, cfg.to_dict(), None)
-    prov.pop("created")
-    written = []
-    with atomic_dir(out_dir) as tmp:
-        for eid, example in first.items():
-            bands, ids = load_bands(bands_paths, eid)
-            ids = [int(i) for i in ids]
-            evidence = None
-            if len(rationales):
-                spans = evidence_rows.loc[evidence_rows["example_id"] == eid, ["char_start", "char_end"]]
-                evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
-            doc = document_for(
-                example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
-                evidence, cfg.top_k, prov,
-            )  # fmt: skip
-            meta, blob = payload(doc)
-            name = f"{file_stem(eid)}.html"
-            with atomic_path(tmp / name) as out:
-                out.write_text(render_explorer(meta, blob), encoding="utf-8")
-            size = (tmp / name).stat().st_size
-            logger.info("%s: %d tokens, %d views, top-%d: %.2f MB", eid, len(ids), len(doc.views.received),
-                        cfg.top_k, size / 1e6)  # fmt: skip
-            written.append(Path(out_dir) / name)
-    return written

@@ -1,0 +1,166 @@
+"""Rules of ``workflow/rules/attention.smk``: head importance and sharded attention extraction."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from attnlens.attention import (
+    BANDS_SCHEMA,
+    SUMMARY_SCHEMA,
+    band_key,
+    binned_image,
+    compute_example_summaries,
+    forward_bands,
+    position_counts,
+)
+from attnlens.config import ImportanceConfig
+from attnlens.data import load_examples, shard_of
+from attnlens.importance import (
+    FIXED_DEVIATIONS,
+    IMPORTANCE_SCHEMA,
+    estimate_head_importance,
+    importance_matrices,
+    zero_heads,
+)
+from attnlens.io import provenance, save_tensors
+from attnlens.modeling import load_classifier
+from attnlens.prediction import encode_texts, load_selection
+
+log = logging.getLogger(__name__)
+
+
+def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path) -> dict:
+    """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(examples_path)
+    if cfg.max_examples is not None and cfg.max_examples < len(examples):
+        order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
+        examples = examples.iloc[np.sort(order)]
+    encoded = encode_texts(tokenizer, examples["text"])
+    labels = examples["label"].to_numpy()
+
+    def batches():
+        for i in range(len(labels)):
+            batch = encoded.batch([i])
+            batch["labels"] = torch.tensor([int(labels[i])])
+            yield batch
+
+    t0 = time.perf_counter()
+    matrices = importance_matrices(estimate_head_importance(model, batches(), cfg.estimator), cfg.normalisation)
+    seconds = time.perf_counter() - t0
+    zeros = {name: zero_heads(matrices[name]) for name in ("legacy", "fixed")}
+    for name, heads in zeros.items():
+        if heads:
+            log.warning("%s importance is exactly 0 for (layer, head) %s: scaling removes them", name, heads)
+    n_layers, n_heads = matrices["fixed"].shape
+    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), cfg.split, n_layers, n_heads, seconds)
+    prov = provenance(
+        IMPORTANCE_SCHEMA,
+        cfg.to_dict(),
+        cfg.seed,
+        split=cfg.split,
+        example_ids=[str(e) for e in examples["example_id"]],
+        model=str(model_dir),
+        zero_heads=zeros,
+        legacy="T3-vis: accumulated gradients, local projections only, global min-max (paper_spec §4)",
+        fixed=f"per-example {cfg.estimator} Taylor terms, local + global projections, {cfg.normalisation}",
+        deviations=list(FIXED_DEVIATIONS),
+        seconds=round(seconds, 2),
+    )
+    save_tensors({k: v.to(torch.float64) for k, v in matrices.items()}, out_path, prov)
+    return {"n_examples": len(labels), "zero_heads": zeros}
+
+
+def run_extract_attention(cfg, model_dir, test_path, selection_path, shard: int, summary_path, bands_path) -> dict:
+    """Rule ``extract_attention``: summaries of the shard's test examples and bands of its showcased ones.
+
+    ``summary_path`` (safetensors) holds, concatenated over the shard's examples along the token axis,
+    ``received`` ``(L, H, Σn)`` float32 and ``input_ids``, with per-example ``offsets``; top-k tables
+    (``attended_idx/val``, ``attending_idx/val``, ``(L, H, Σn, k)``) for the examples of
+    ``cfg.topk_for``; and ``aggregate`` ``(L, H, bins, bins)``: the shard's part of the dataset mean
+    attention per cell (each cell divided by the number of test examples in which both positions are
+    real), binned over the longest test example. ``bands_path`` holds the local and global attention of
+    every showcased example of the shard.
+    """
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    showcased = {e["example_id"] for e in load_selection(selection_path)}
+    encoded = encode_texts(tokenizer, examples["text"])
+    lengths = [len(ids) for ids in encoded.input_ids]
+    count = position_counts(lengths)
+    n_max = len(count)
+    ids = [str(e) for e in examples["example_id"]]
+    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
+    received, input_ids, offsets = [], [], [0]
+    topk_parts: dict[str, list[torch.Tensor]] = {}
+    topk_ids, topk_offsets = [], [0]
+    bands_out: dict[str, torch.Tensor] = {}
+    t0 = time.perf_counter()
+    for i in mine:
+        eid = ids[i]
+        bands = forward_bands(model, encoded.batch([i]))
+        want_topk = cfg.topk_for == "all" or eid in showcased
+        summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
+        received.append(summary.pop("received"))
+        input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))
+        offsets.append(offsets[-1] + lengths[i])
+        if want_topk:
+            topk_ids.append(eid)
+            topk_offsets.append(topk_offsets[-1] + lengths[i])
+            for key, value in summary.items():
+                topk_parts.setdefault(key, []).append(value)
+        for layer, band in enumerate(bands):
+            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double()
+        if eid in showcased:
+            key = band_key(eid)
+            bands_out[f"{key}|input_ids"] = input_ids[-1]
+            bands_out[f"{key}|global_positions"] = bands[0].global_positions
+            for layer, band in enumerate(bands):
+                bands_out[f"{key}|{layer}|local"] = band.local.float()
+                if band.global_ is not None:
+                    bands_out[f"{key}|{layer}|global"] = band.global_[:, : band.n].float()
+    seconds = time.perf_counter() - t0
+    tensors = {
+        "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),
+        "input_ids": torch.cat(input_ids) if input_ids else torch.zeros(0, dtype=torch.int32),
+        "offsets": torch.tensor(offsets, dtype=torch.int64),
+        "topk_offsets": torch.tensor(topk_offsets, dtype=torch.int64),
+        "aggregate": aggregate,
+        "position_count": count,
+    }
+    for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
+        parts = topk_parts.get(key)
+        dtype = torch.int32 if key.endswith("idx") else torch.float32
+        tensors[key] = torch.cat(parts, 2) if parts else torch.zeros(n_layers, n_heads, 0, cfg.top_k, dtype=dtype)
+    common = {"shard": shard, "n_shards": cfg.n_shards, "model": str(model_dir)}
+    prov = provenance(
+        SUMMARY_SCHEMA,
+        cfg.to_dict(),
+        None,
+        example_ids=[ids[i] for i in mine],
+        topk_ids=topk_ids,
+        n_test_examples=len(ids),
+        n_max=n_max,
+        seconds=round(seconds, 2),
+        **common,
+    )
+    save_tensors(tensors, summary_path, prov)
+    band_ids = [ids[i] for i in mine if ids[i] in showcased]
+    save_tensors(bands_out, bands_path, provenance(BANDS_SCHEMA, cfg.to_dict(), None, example_ids=band_ids, **common))
+    log.info(
+        "shard %d/%d: %d examples (%d with top-k, %d showcased) in %.1f s",
+        shard,
+        cfg.n_shards,
+        len(mine),
+        len(topk_ids),
+        len(band_ids),
+        seconds,
+    )
+    return {"n_examples": len(mine), "seconds": seconds}

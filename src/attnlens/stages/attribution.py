@@ -1,0 +1,447 @@
+"""Rules of ``workflow/rules/attribution.smk``: IG shards, attribution tables and overlays, faithfulness."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.attention import load_summaries
+from attnlens.attribution import (
+    ATTRIBUTION_COLUMNS,
+    ATTRIBUTION_SCHEMA,
+    EMBEDDING_SCHEMA,
+    Attribution,
+    attribute_example,
+    choose_target,
+    embedding_ig,
+    l2_normalise,
+    load_attributions,
+    load_embedding_attributions,
+    predicted_probs,
+    prepare_inputs,
+)
+from attnlens.data import load_examples, shard_of
+from attnlens.faithfulness import (
+    FAITHFULNESS_SCHEMA,
+    PLAUSIBILITY_SCHEMA,
+    aopc,
+    attention_scores,
+    evaluate_example,
+    example_evidence,
+    plausibility,
+    random_ranking,
+    ranking,
+    summary_table,
+)
+from attnlens.io import (
+    atomic_dir,
+    atomic_path,
+    file_stem,
+    load_json,
+    load_parquet,
+    provenance,
+    save_parquet,
+    write_sidecar,
+)
+from attnlens.modeling import load_classifier, load_tokenizer
+from attnlens.prediction import encode_texts, load_selection
+from attnlens.render.figures import plot_faithfulness_curves, save_figure
+from attnlens.render.overlays import (
+    AttributionRecord,
+    Overlay,
+    captum_colour,
+    hsl_to_rgb,
+    render_attribution_html,
+    render_png,
+)
+from attnlens.render.tables import (
+    CONVERGENCE_CAPTION,
+    MIN_OCCURRENCES,
+    convergence_table,
+    dataset_aggregate,
+    per_type_sums,
+    ranked,
+    token_labels,
+    top_tokens,
+    write_table,
+)
+from attnlens.tokens import special_ids, stopword_source, surface_pieces, token_mask
+
+logger = logging.getLogger(__name__)
+
+
+def _fingerprint(section: dict, inputs: Sequence) -> str:
+    """Checkpoints are reused only for the same config and the same input files (path, size, mtime)."""
+    stats = []
+    for root in map(Path, inputs):
+        for f in sorted([root] if root.is_file() else root.rglob("*")):
+            if f.is_file():
+                st = f.stat()
+                stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _checkpoint_dir(out_path) -> Path:
+    out = Path(out_path)
+    return out.parent / f".{out.name}.partial"
+
+
+def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool) -> dict:
+    return {
+        "example_id": eid,
+        "input_ids": np.asarray(ids, dtype=np.int32),
+        "scores": res.scores.astype(np.float64),
+        "delta": res.delta,
+        "gap": res.gap,
+        "relative_delta": abs(res.delta) / abs(res.gap) if res.gap else float("inf"),
+        "n_steps": res.n_steps,
+        "converged": res.converged,
+        "rounds_steps": np.asarray([r[0] for r in res.rounds], dtype=np.int32),
+        "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
+        "target": res.target,
+        "target_kind": kind,
+        "label": int(label),
+        "probs": res.probs.astype(np.float64),
+        "probs_baseline": res.probs_baseline.astype(np.float64),
+        "showcased": is_showcase,
+    }
+
+
+def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, shard: int, out_path) -> dict:
+    """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
+
+    Each finished example is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
+    config section and of every input file (path, size, mtime), so a shard killed midway resumes
+    where it stopped and never from another model's results; the checkpoint folder is removed once
+    the shard's parquet is written.
+    """
+    model, tokenizer = load_classifier(model_dir)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    examples, _ = load_examples(test_path)
+    probs_by_id = predicted_probs(predictions_path)
+    showcased = {e["example_id"] for e in load_selection(selection_path)}
+    encoded = encode_texts(tokenizer, examples["text"])
+    ids = [str(e) for e in examples["example_id"]]
+    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
+    partial = _checkpoint_dir(out_path)
+    partial.mkdir(parents=True, exist_ok=True)
+    rows, resumed = [], 0
+    t0 = time.perf_counter()
+    for i in mine:
+        eid = ids[i]
+        ckpt = partial / f"{fingerprint}-{hashlib.sha256(eid.encode()).hexdigest()[:16]}.parquet"
+        if ckpt.exists():
+            rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
+            resumed += 1
+            continue
+        label = int(examples["label"].iloc[i])
+        target = choose_target(cfg.target, label, probs_by_id[eid])
+        inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], device)
+        is_showcase = eid in showcased
+        # fixed steps are one round (min = max); the tolerance then only flags, as paper_spec §9.1 asks
+        if is_showcase and cfg.showcase_steps:
+            lo = hi = cfg.showcase_steps
+        elif cfg.adaptive:
+            lo, hi = cfg.min_steps, cfg.max_steps
+        else:
+            lo = hi = cfg.n_steps
+        res = attribute_example(
+            model,
+            inputs,
+            target,
+            min_steps=lo,
+            max_steps=hi,
+            tolerance=cfg.tolerance,
+            internal_batch_size=cfg.internal_batch_size,
+            autocast=cfg.autocast,
+        )
+        row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase)
+        with atomic_path(ckpt) as tmp:
+            pd.DataFrame([row]).to_parquet(tmp)
+        rows.append(row)
+        logger.info(
+            "%s: %d tokens, %d steps, |δ|/|gap| = %.4f%s",
+            eid,
+            len(encoded.input_ids[i]),
+            res.n_steps,
+            row["relative_delta"],
+            "" if res.converged else " (NOT converged)",
+        )
+    seconds = time.perf_counter() - t0
+    frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
+    n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
+    prov = provenance(
+        ATTRIBUTION_SCHEMA,
+        cfg.to_dict(),
+        None,
+        shard=shard,
+        n_shards=cfg.n_shards,
+        model=str(model_dir),
+        device=device,
+        seconds=round(seconds, 2),
+        resumed_examples=resumed,
+        not_converged=n_bad,
+    )
+    save_parquet(frame, out_path, prov)
+    for f in partial.glob("*.parquet"):
+        f.unlink()
+    partial.rmdir()
+    logger.info(
+        "shard %d/%d: %d examples (%d resumed, %d not converged) in %.1f s",
+        shard,
+        cfg.n_shards,
+        len(frame),
+        resumed,
+        n_bad,
+        seconds,
+    )
+    return {"n_examples": len(frame), "seconds": seconds, "not_converged": n_bad, "resumed": resumed}
+
+
+def run_attribute_embeddings(cfg, model_dir, test_path, predictions_path, selection_path, out_path) -> dict:
+    """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    probs_by_id = predicted_probs(predictions_path)
+    row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
+    rows = []
+    t0 = time.perf_counter()
+    for eid in dict.fromkeys(e["example_id"] for e in load_selection(selection_path)):
+        i = row_of[eid]
+        ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
+        label = int(examples["label"].iloc[i])
+        target = choose_target(cfg.target, label, probs_by_id[eid])
+        inputs = prepare_inputs(model, tokenizer, ids)
+        res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
+        rows.append(
+            {
+                "example_id": eid,
+                "input_ids": np.asarray(ids, dtype=np.int32),
+                "mode": cfg.embeddings_mode,
+                "target": target,
+                "word": res["word"],
+                "position": res["position"],
+                "token_type": res.get("token_type"),
+                "delta": res["delta"],
+                "gap": res["gap"],
+            }
+        )
+        logger.info("%s: per-embedding IG, delta %.3g of %.3g", eid, res["delta"], res["gap"])
+    seconds = time.perf_counter() - t0
+    frame = pd.DataFrame(rows)
+    deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
+    prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations)
+    save_parquet(frame, out_path, prov)
+    return {"n_examples": len(frame), "seconds": seconds}
+
+
+def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_path, model_dir, out_dir) -> list[Path]:
+    """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
+    tokenizer = load_tokenizer(model_dir)
+    frame = load_attributions(attribution_paths)
+    embeddings = load_embedding_attributions(embeddings_path)
+    selection = load_selection(selection_path)
+    masks = {"unmasked": "none", "masked": cfg.mask}
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        per_example: dict[str, list[pd.DataFrame]] = {name: [] for name in masks}
+        by_id = {}
+        for row in frame.itertuples(index=False):
+            ids = np.asarray(row.input_ids)
+            scores = l2_normalise(np.asarray(row.scores, dtype=np.float64))
+            keys, shown = token_labels(tokenizer, ids, cfg.mode)
+            by_id[row.example_id] = (ids, scores, keys, shown, row)
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                per_example[name].append(per_type_sums(scores, keys, shown, keep))
+        for e in selection:
+            eid = e["example_id"]
+            if eid not in by_id:
+                continue
+            ids, scores, keys, shown, row = by_id[eid]
+            what = f"{eid} ({e['role']}; label {e['label']}, predicted {e['pred']}), IG target {row.target}"
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                label = f"{name} (mask {kind})"
+                sums = per_type_sums(scores, keys, shown, keep)
+                for side, positive in (("pos", True), ("neg", False)):
+                    top = top_tokens(scores, shown, keep, cfg.top_n, positive)
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_top_{side}_{name}"
+                    cap = f"{what}: top {cfg.top_n} {'positive' if positive else 'negative'} tokens, {label}"
+                    written += write_table(top, stem, cap)
+                    agg = ranked(sums, "attribution", cfg.top_n, positive)[["token", "attribution", "occurrences"]]
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_agg_{side}_{name}"
+                    written += write_table(agg, stem, f"{what}: attribution summed per token, {label}")
+            if eid in embeddings:
+                emb = embeddings[eid]
+                table = pd.DataFrame({"position": np.arange(len(ids)), "token": shown})
+                for layer, values in emb["scores"].items():
+                    table[layer] = l2_normalise(values)
+                table = table.reindex(table["word"].abs().sort_values(ascending=False, kind="stable").index)
+                cap = (
+                    f"{what}: per-embedding IG ({emb['mode']}), L2-normalised per layer, by |word|; "
+                    f"completeness of the sum: delta {emb['delta']:.3g} of {emb['gap']:.3g}"
+                )
+                written += write_table(table.head(cfg.top_n * 2), tmp / f"{file_stem(eid)}_embeddings", cap)
+        written += write_table(convergence_table(frame), tmp / "convergence", CONVERGENCE_CAPTION)
+        for name, kind in masks.items():
+            agg = dataset_aggregate(per_example[name])
+            n = len(per_example[name])
+            for side, positive in (("pos", True), ("neg", False)):
+                legacy = ranked(agg, "sum_over_n", cfg.top_n, positive).drop(columns="key")
+                cap = f"dataset ({n} examples): sum of per-example attribution / N, {name} (mask {kind})"
+                written += write_table(legacy, tmp / f"dataset_{side}_sum_over_n_{name}", cap)
+                frequent = agg[agg["occurrences"] >= MIN_OCCURRENCES]
+                mean = ranked(frequent, "mean_per_occurrence", cfg.top_n, positive).drop(columns="key")
+                cap = (
+                    f"dataset ({n} examples): mean attribution per occurrence (tokens seen >= {MIN_OCCURRENCES} "
+                    f"times), {name} (mask {kind}; stopwords: {stopword_source()})"
+                )
+                written += write_table(mean, tmp / f"dataset_{side}_mean_{name}", cap)
+    logger.info("wrote %d table files for %d examples", len(written), len(frame))
+    return [Path(out_dir) / p.name for p in written]
+
+
+def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, manifest_path, out_dir) -> list[Path]:
+    """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
+    tokenizer = load_tokenizer(model_dir)
+    frame = load_attributions(attribution_paths).set_index("example_id")
+    special = special_ids(tokenizer)
+    names = list(load_json(manifest_path)["classes"])
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        for e in load_selection(selection_path):
+            eid = e["example_id"]
+            row = frame.loc[eid]
+            ids = [int(i) for i in row["input_ids"]]
+            raw = tokenizer.convert_ids_to_tokens(ids)
+            pieces = surface_pieces(tokenizer, raw)
+            tokens = [f"#{t.strip('<>[]')}" if i in special else p[0] for i, t, p in zip(ids, raw, pieces, strict=True)]
+            probs = np.asarray(row["probs"])
+            rec = AttributionRecord(
+                example_id=eid,
+                tokens=tokens,
+                starts_word=[p[1] or i in special for i, p in zip(ids, pieces, strict=True)],
+                scores=l2_normalise(np.asarray(row["scores"], dtype=np.float64)),
+                true_label=names[int(row["label"])],
+                pred_label=names[int(np.argmax(probs))],
+                pred_prob=float(probs.max()),
+                attr_label=names[int(row["target"])],
+                delta=float(row["delta"]),
+                n_steps=int(row["n_steps"]),
+            )
+            stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}"
+            with atomic_path(stem.with_suffix(".html")) as out:
+                out.write_text(render_attribution_html(rec), encoding="utf-8")
+            table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
+            with atomic_path(stem.with_suffix(".csv")) as out:
+                table.to_csv(out, index=False)
+            write_sidecar(stem, [stem.with_suffix(".html").name, stem.with_suffix(".csv").name])
+            overlay = Overlay(
+                tokens=tokens,
+                starts_word=rec.starts_word,
+                values=rec.scores,
+                special=np.zeros(len(ids), dtype=bool),
+                title=f"{eid} ({e['role']}): integrated gradients toward {rec.attr_label}",
+                note="",
+            )
+            colours = [hsl_to_rgb(*captum_colour(a)) for a in rec.scores]
+            subtitle = (
+                f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
+                f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
+                f"{rec.n_steps} steps, delta {rec.delta:.2g}"
+            )
+            render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
+            written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
+    return [Path(out_dir) / p.name for p in written]
+
+
+def run_evaluate_faithfulness(
+    cfg, model_dir, test_path, rationales_path, attribution_paths, summary_paths, curves_path, plausibility_path
+) -> dict:
+    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility."""
+    model, tokenizer = load_classifier(model_dir)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    examples, _ = load_examples(test_path)
+    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
+    rationales = pd.read_parquet(rationales_path)
+    with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
+    attributions = load_attributions(attribution_paths)
+    summaries = load_summaries(summary_paths).examples if summary_paths else {}
+    special_set = special_ids(tokenizer)
+    curves, plaus = [], []
+    t0 = time.perf_counter()
+    for row in attributions.itertuples(index=False):
+        eid = row.example_id
+        ids = [int(i) for i in row.input_ids]
+        special = np.array([i in special_set for i in ids], dtype=bool)
+        eligible = ~special
+        scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
+        for name in cfg.rankings:
+            if name.startswith("attention_"):
+                ex = summaries[eid]
+                if ex.input_ids.tolist() != ids:
+                    raise ValueError(f"{eid}: attention and attribution saw different token ids")
+                scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
+        orders = {
+            name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
+            for name in cfg.rankings
+        }
+        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
+        frame.insert(0, "example_id", eid)
+        curves.append(frame)
+        if eid in with_evidence:
+            ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
+            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
+            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
+            if "random" in orders:  # scores that reproduce the random order
+                scores["random"] = np.zeros(len(ids))
+                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
+            for name in cfg.rankings:
+                plaus.append(
+                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
+                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
+                )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
+    save_parquet(curves_frame, curves_path, prov)
+    plaus_frame = pd.DataFrame(
+        plaus, columns=["example_id", "ranking", "n_evidence", "auprc", "precision", "recall", "f1"]
+    )
+    save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
+    logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
+    return {"n_examples": len(attributions), "seconds": seconds}
+
+
+def run_plot_faithfulness(cfg, figures_cfg, curves_path, plausibility_path, figure_stem, tables_dir) -> None:
+    """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
+    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
+    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
+    save_figure(plot_faithfulness_curves(curves), figure_stem, figures_cfg.dpi)
+    per_example = aopc(curves, cfg.fractions)
+    fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
+    aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
+    cap = (
+        f"AOPC over fractions {fractions} of the tokens, mean with bootstrap 95 % interval "
+        "(higher comprehensiveness, lower sufficiency = more faithful)"
+    )
+    write_table(aopc_table, Path(tables_dir) / "faithfulness_aopc", cap)
+    cap = f"plausibility against the planted evidence: token AUPRC and top-{cfg.plausibility_k} precision / recall / F1"
+    if len(plaus):
+        ptable = summary_table(plaus, ["auprc", "precision", "recall", "f1"], cfg.seed)
+    else:
+        logger.warning("no planted evidence in this dataset: the plausibility table says so")
+        ptable = pd.DataFrame({"note": ["no example of this dataset has planted evidence (synthetic corpus only)"]})
+    write_table(ptable, Path(tables_dir) / "plausibility", cap)

@@ -1,0 +1,177 @@
+"""Rules of ``workflow/rules/figures.smk``: the attention stage's figures, top-k tables and overlays."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlens.attention import (
+    bin_cells,
+    binned_image,
+    count_topk,
+    intersect_counts,
+    layer_configuration,
+    load_bands,
+    load_summaries,
+)
+from attnlens.errors import InputError
+from attnlens.importance import IMPORTANCE_SCHEMA, load_importance, zero_heads
+from attnlens.io import atomic_dir, file_stem, load_tensors, provenance, save_csv, save_tensors
+from attnlens.modeling import load_tokenizer
+from attnlens.prediction import load_selection
+from attnlens.render.figures import (
+    plot_attention_grid,
+    plot_head_importance,
+    plot_intersections,
+    plot_token_occurrences,
+    plot_topk_counts,
+)
+from attnlens.render.overlays import build_overlay, write_overlay
+from attnlens.tokens import display_tokens, stopword_source, token_mask
+
+log = logging.getLogger(__name__)
+
+
+def run_plot_head_importance(cfg, importance_path, stem) -> list[Path]:
+    """Rule ``plot_head_importance``: legacy and fixed matrices and the global projections' share."""
+    t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
+    fixed_cfg = prov["config"]
+    total = (t["fixed_local"] + t["fixed_global"]).numpy()
+    share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
+    matrices = {
+        "legacy (T3-vis: summed gradients, local only, min-max)": t["legacy"].numpy(),
+        f"fixed ({fixed_cfg['estimator']}, local + global, {fixed_cfg['normalisation']})": t["fixed"].numpy(),
+        "fixed: share from global projections": share,
+    }
+    return plot_head_importance(matrices, stem, cfg.dpi)
+
+
+def run_plot_attention(
+    cfg, bins: int, summary_paths, band_paths, selection_path, heatmap_dir, aggregate_stem, aggregate_path
+) -> None:
+    """Rule ``plot_attention``: per showcased example (Fig 2 / 4a) and dataset aggregate (Fig 4b) grids."""
+    summaries = load_summaries(summary_paths)
+    count = summaries.position_count
+    n_max = len(count)
+    cells = bin_cells([n_max], bins, n_max).numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = summaries.aggregate.numpy() / cells
+    n = len(summaries.examples)
+    plot_attention_grid(
+        mean,
+        aggregate_stem,
+        f"mean attention over {n} test examples (each cell over the examples where both tokens are real)",
+        cfg.heatmap_scale,
+        cfg.dpi,
+    )
+    prov = provenance("attention_aggregate/v1", cfg.to_dict(), None, n_examples=n, n_max=n_max, bins=bins)
+    save_tensors({"mean": torch.from_numpy(mean).float(), "position_count": count}, aggregate_path, prov)
+    selection = load_selection(selection_path)
+    seen = set()
+    with atomic_dir(heatmap_dir) as tmp:
+        for e in selection:
+            eid = e["example_id"]
+            if eid in seen:
+                continue
+            seen.add(eid)
+            bands, _ = load_bands(band_paths, eid)
+            length = bands[0].length
+            images = torch.stack([binned_image(b, bins) for b in bands]).double().numpy()
+            own = bin_cells([length], bins, length).numpy()
+            with np.errstate(invalid="ignore", divide="ignore"):
+                images = np.where(own > 0, images / own, np.nan)
+            roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
+            title = f"example {eid} ({roles}; label {e['label']}, predicted {e['pred']}; {length} tokens)"
+            plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
+
+
+def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, figures_dir) -> dict:
+    """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
+    chosen = [e for e in load_selection(selection_path) if cfg.topk_role in (e["role"], e["example_id"])]
+    if not chosen:
+        roles = sorted({e["role"] for e in load_selection(selection_path)})
+        raise InputError(
+            str(selection_path), "figures.topk_role", f"expected a role {roles} or showcased id, got {cfg.topk_role!r}"
+        )
+    eid = chosen[0]["example_id"]
+    ex = load_summaries(summary_paths).examples[eid]
+    if ex.topk is None:
+        raise InputError("config", "attention.topk_for", f"expected top-k tables for showcased example {eid!r}")
+    tokenizer = load_tokenizer(model_dir)
+    ids = ex.input_ids.tolist()
+    if cfg.mask in ("alpha_stop_legacy", "alnum_legacy"):  # the original grouped by the Ġ-stripped raw token
+        labels = [t.replace("Ġ", "") for t in tokenizer.convert_ids_to_tokens(ids)]
+    else:
+        labels = display_tokens(tokenizer, ids)
+    keep = token_mask(tokenizer, ids, cfg.mask)
+    tables = {}
+    for kind in ("attended", "attending"):
+        by_type, by_pos = count_topk(ex.topk[f"{kind}_idx"], labels, keep)
+        tables[f"{kind}_by_type"], tables[f"{kind}_by_position"] = by_type, by_pos
+    tables["intersection_by_type"] = intersect_counts(
+        tables["attended_by_type"], tables["attending_by_type"], cfg.top_n, "token"
+    )
+    tables["intersection_by_position"] = intersect_counts(
+        tables["attended_by_position"], tables["attending_by_position"], cfg.top_n, "position"
+    )
+    token = cfg.token_of_interest or (
+        tables["attending_by_type"]["token"].iloc[0] if len(tables["attending_by_type"]) else ""
+    )
+    att = tables["attending_by_position"]
+    tables["token_occurrences"] = att[att["token"] == token].reset_index(drop=True)
+    tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
+    for name, table in tables.items():
+        save_csv(table, tables_dir / f"topk_{name}.csv")
+    k = ex.topk["attended_idx"].shape[-1]
+    title = f"example {eid} ({cfg.topk_role}), top-{k} partners over all layers and heads, mask {cfg.mask}"
+    plot_topk_counts(tables, figures_dir / "topk_counts", cfg.top_n, title, cfg.dpi)
+    plot_intersections(
+        tables["intersection_by_type"],
+        tables["intersection_by_position"],
+        figures_dir / "topk_intersections",
+        title,
+        cfg.dpi,
+    )
+    plot_token_occurrences(tables["token_occurrences"], token, figures_dir / "topk_token_occurrences", title, cfg.dpi)
+    log.info("top-k counts of %s with mask %s (stopwords: %s)", eid, cfg.mask, stopword_source())
+    return {"example_id": eid, "token_of_interest": token}
+
+
+def run_render_overlays(cfg, summary_paths, selection_path, importance_path, model_dir, out_dir) -> list[Path]:
+    """Rule ``render_overlays``: every showcased example × ``cfg.overlay_layers`` × {unscaled, scaled}."""
+    summaries = load_summaries(summary_paths)
+    tokenizer = load_tokenizer(model_dir)
+    importance = load_importance(importance_path, cfg.mode)
+    zeros = zero_heads(importance)
+    if zeros:
+        log.warning("%s head importance is 0 for (layer, head) %s: scaled overlays drop them", cfg.mode, zeros)
+    roles: dict[str, list[str]] = {}
+    info: dict[str, dict] = {}
+    for e in load_selection(selection_path):
+        roles.setdefault(e["example_id"], []).append(e["role"])
+        info[e["example_id"]] = e
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        for eid, example_roles in roles.items():
+            ex = summaries.examples[eid]
+            e = info[eid]
+            for layers in cfg.overlay_layers:
+                for scaled in (False, True):
+                    values = layer_configuration(ex.received, layers, importance if scaled else None)
+                    scaling = (
+                        f"scaled by the {cfg.mode} head importance ({importance_path}; zero heads {zeros or 'none'})"
+                        if scaled
+                        else "unscaled"
+                    )
+                    title = (
+                        f"{eid} ({', '.join(example_roles)}; label {e['label']}, predicted {e['pred']}): "
+                        f"received attention, {layers} layer{'s' if layers != 'last' else ''}, {scaling.split(' (')[0]}"
+                    )
+                    note = f"layer configuration {layers}; {scaling}"
+                    overlay = build_overlay(tokenizer, ex.input_ids, values.numpy(), title, note)
+                    name = f"{file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
+                    written += write_overlay(overlay, tmp / name, cfg.dpi)
+    return [Path(out_dir) / p.name for p in written]

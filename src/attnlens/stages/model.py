@@ -1,0 +1,102 @@
+"""Rules of ``workflow/rules/model.smk``: the base Longformer, fine-tuning and the prediction pass."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+from accelerate import PartialState
+
+from attnlens.config import ModelConfig, PredictConfig, TrainConfig
+from attnlens.data import MANIFEST_SCHEMA, load_examples
+from attnlens.io import Job, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
+from attnlens.modeling import build_base_model, load_classifier
+from attnlens.prediction import (
+    PREDICTIONS_SCHEMA,
+    SELECTION_SCHEMA,
+    classification_metrics,
+    encode_texts,
+    predict_logits,
+    predictions_frame,
+    select_examples,
+)
+from attnlens.runtime import log_to, use_threads, write_job_record
+from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
+
+log = logging.getLogger(__name__)
+
+
+BASE_MODEL_SCHEMA = "base_model/v1"
+
+
+def run_build_base_model(cfg: ModelConfig, manifest_path, out_dir) -> None:
+    """Rule ``build_base_model``: the classifier fine-tuning starts from, with the dataset's class names."""
+    classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
+    model, tokenizer = build_base_model(cfg, len(classes))
+    model.config.id2label = dict(enumerate(classes))
+    model.config.label2id = {c: i for i, c in enumerate(classes)}
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("base model: %s from %s, %d parameters", cfg.source, cfg.name_or_path, n_params)
+    save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))
+
+
+def run_train_classifier(cfg: TrainConfig, base_dir, train_path, test_path, model_dir, metrics_path) -> dict:
+    """Rule ``train_classifier``: fine-tune the base model; save it (safetensors) and ``train_metrics.json``."""
+    model, tokenizer = load_classifier(base_dir)
+    train_df, _ = load_examples(train_path)
+    test_df, _ = load_examples(test_path)
+    model, metrics = train_classifier(model, tokenizer, train_df, test_df, cfg)
+
+    state = PartialState()
+    if state.is_main_process:  # under `accelerate launch`, one process writes
+        prov = provenance(MODEL_SCHEMA, cfg.to_dict(), cfg.seed, base_model=str(base_dir))
+        save_pretrained(model, tokenizer, model_dir, prov)
+        save_json(metrics, metrics_path, provenance(METRICS_SCHEMA, cfg.to_dict(), cfg.seed))
+    state.wait_for_everyone()
+    return metrics
+
+
+def train_classifier_command(argv: list[str] | None = None) -> None:
+    """Rule ``train_classifier`` as a command (``workflow/scripts/train_classifier.py``), for ``accelerate launch``.
+    One process per GPU when launched by ``accelerate launch --multi_gpu --num_processes N``; a plain
+    ``python`` call is the single-device run. Logging and errors go to ``--log-file`` (rank 0; other
+    ranks append to ``<log-file>.rank<k>``).
+    """
+    doc = train_classifier_command.__doc__.splitlines()[0]
+    parser = argparse.ArgumentParser(prog="train_classifier.py", description=doc)
+    # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
+    parser.add_argument("--train-config", required=True, help="the `train` config section as JSON")
+    for name in ("base-dir", "train-data", "test-data", "model-dir", "metrics-file", "log-file"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--n-threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    section = json.loads(args.train_config)
+    # a shell rule sees only its own section: the run configuration's hash stays unknown here
+    set_job(Job("train_classifier", section, section.get("seed"), None))
+    with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
+        use_threads(args.n_threads)
+        run_train_classifier(TrainConfig.from_dict(section), args.base_dir, args.train_data,
+                             args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
+    if rank == 0:
+        inputs = [args.base_dir, args.train_data, args.test_data]
+        write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
+
+
+def run_predict(cfg: PredictConfig, model_dir, test_path, predictions_path, metrics_path, selection_path) -> dict:
+    """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
+    frame = predictions_frame(examples, logits)
+    metrics = classification_metrics(frame["label"], frame["pred"], model.config.num_labels)
+    metrics["n_examples"] = len(frame)
+    log.info("test: %s", metrics)
+    selection = select_examples(frame, cfg.seed, cfg.extra_ids)
+    prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
+    save_parquet(frame, predictions_path, prov)
+    save_json(metrics, metrics_path, prov)
+    save_json({"examples": selection}, selection_path, provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed))
+    return metrics

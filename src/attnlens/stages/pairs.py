@@ -1,0 +1,259 @@
+"""Rules of ``workflow/rules/pairs.smk``: pair data, exact-mode training, pair attributions, tables, figures."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.data import shard_of
+from attnlens.errors import InputError
+from attnlens.io import (
+    atomic_dir,
+    load_json,
+    load_parquet,
+    load_tensors,
+    provenance,
+    save_json,
+    save_parquet,
+    save_tensors,
+)
+from attnlens.pairs import (
+    PAIR_CONVERGENCE_SCHEMA,
+    PAIR_MATRICES_SCHEMA,
+    PAIR_MODEL_FILE,
+    PAIR_SCORES_SCHEMA,
+    PAIR_TOPOLOGY_SCHEMA,
+    PAIRS_SCHEMA,
+    QUADRATURES,
+    SiameseEncoder,
+    attribute_pair,
+    attribution_row,
+    error_summary,
+    load_pair_source,
+    load_pairs,
+    load_scores,
+    pair_inputs,
+    showcased_pairs,
+    split_pairs,
+    train_pair_encoder,
+)
+from attnlens.render.figures import plot_pair_convergence, plot_pair_matrix, plot_pair_topology
+from attnlens.render.tables import scientific, write_table
+from attnlens.stats import rank_correlation
+from attnlens.tokens import display_tokens
+from attnlens.topology import bottleneck, text_topology
+
+logger = logging.getLogger(__name__)
+
+
+def run_prepare_pairs(cfg, train_path, test_path) -> dict:
+    """Rule ``prepare_pairs``: the pair source, checked and split into train and test pairs."""
+    df, where = load_pair_source(cfg)
+    if len(df) < 4:
+        raise InputError(where, "(rows)", f"expected at least 4 pairs to split, found {len(df)}")
+    is_test = split_pairs(df, cfg.test_fraction, cfg.seed)
+    if is_test.all() or not is_test.any():
+        raise InputError(where, "split", "expected both train and test pairs")
+    df = df.drop(columns=["split"], errors="ignore")
+    prov = provenance(PAIRS_SCHEMA, cfg.to_dict(), cfg.seed, source=where)
+    save_parquet(df[~is_test].reset_index(drop=True), train_path, {**prov, "split": "train"})
+    save_parquet(df[is_test].reset_index(drop=True), test_path, {**prov, "split": "test"})
+    logger.info("%s: %d train and %d test pairs", where, int((~is_test).sum()), int(is_test.sum()))
+    return {"train": int((~is_test).sum()), "test": int(is_test.sum())}
+
+
+def run_train_pair_encoder(cfg, train_path, test_path, model_dir, metrics_path) -> dict:
+    """Rule ``train_pair_encoder``: the exact-mode model (``save_pretrained`` + :data:`PAIR_MODEL_FILE`)."""
+    model, tok, spec, metrics = train_pair_encoder(
+        cfg.encoder, cfg.exact, load_pairs(train_path), load_pairs(test_path)
+    )
+    prov = provenance("pair_encoder/v1", {"encoder": cfg.encoder.to_dict(), "exact": cfg.exact.to_dict()},
+                      cfg.exact.seed)  # fmt: skip
+    with atomic_dir(model_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / PAIR_MODEL_FILE).write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        (tmp / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n", encoding="utf-8")
+    save_json(metrics, metrics_path, prov)
+    return metrics
+
+
+def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(model name, folder or id, similarities)`` to attribute: off-the-shelf, then exact."""
+    out = [("off_the_shelf", cfg.encoder.name_or_path, tuple(cfg.attribution.similarities))]
+    if exact_dir is not None:
+        out.append(("exact", str(exact_dir), ("shifted_dot",)))
+    return out
+
+
+def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, scores_path) -> dict:
+    """Rule ``attribute_pairs``: token × token matrices and score terms of the shard's test pairs, every model."""
+    pairs = load_pairs(test_path)
+    mine = pairs[[shard_of(p, cfg.attribution.n_shards) == shard for p in pairs["pair_id"]]]
+    att = cfg.attribution
+    rows, tensors = [], {}
+    for model_name, source, sims in _models(cfg, exact_dir):
+        enc = SiameseEncoder.load(source, att.layer, "pairs.encoder.name_or_path")
+        for row in mine.to_dict("records"):
+            t0 = time.perf_counter()
+            x = pair_inputs(enc, row, cfg)
+            res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims, att.chunk,
+                                 att.quadrature)  # fmt: skip
+            seconds = time.perf_counter() - t0  # one pass gives every similarity of this model
+            for sim, r in res.items():
+                tensors[f"{row['pair_id']}/{model_name}/{sim}"] = torch.from_numpy(r.matrix)
+                rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
+                             "tokens_a": display_tokens(enc.tokenizer, x["a"][0].tolist()),
+                             "tokens_b": display_tokens(enc.tokenizer, x["b"][0].tolist())})  # fmt: skip
+            logger.info("%s %s: %.1f s", row["pair_id"], model_name, time.perf_counter() - t0)
+    section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
+    prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
+    save_tensors(tensors, matrices_path, {**prov, "schema": PAIR_MATRICES_SCHEMA})
+    save_parquet(pd.DataFrame(rows), scores_path, prov)
+    return {"pairs": len(mine)}
+
+
+def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
+    """Rule ``pair_convergence``: attribution error against the number of steps, both rules, one pair."""
+    pairs = load_pairs(test_path)
+    pair_id = showcased_pairs(pairs, 1)[0]
+    row = pairs.set_index("pair_id").loc[pair_id].to_dict() | {"pair_id": pair_id}
+    rows = []
+    for model_name, source, sims in _models(cfg, exact_dir):
+        enc = SiameseEncoder.load(source, cfg.attribution.layer, "pairs.encoder.name_or_path")
+        x = pair_inputs(enc, row, cfg)
+        for rule in QUADRATURES:
+            for n in cfg.attribution.convergence_steps:
+                t0 = time.perf_counter()
+                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims,
+                                     cfg.attribution.chunk, rule)  # fmt: skip
+                seconds = time.perf_counter() - t0
+                for r in res.values():
+                    rows.append(
+                        {**attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds), "quadrature": rule}
+                    )
+    section = {"encoder": cfg.encoder.to_dict(), "attribution": cfg.attribution.to_dict()}
+    save_parquet(pd.DataFrame(rows), out_path, provenance(PAIR_CONVERGENCE_SCHEMA, section, None, pair_id=pair_id))
+    return {"pair_id": pair_id}
+
+
+def run_pair_topology(cfg, pair_paths, out_path, correlation_path, table_stem) -> dict:
+    """Rule ``pair_topology``: does attention topology track the encoder's similarity and the gold grade?
+
+    Every pair (train and test: the off-the-shelf encoder has seen none of them) is used.
+
+    Each text's attention (every head of ``topology.layers``, the off-the-shelf encoder) becomes an
+    MI distance and a Rips persistence diagram, as in the topology stage; each pair gets the
+    bottleneck distance of its two diagrams per estimator and dimension (``max`` = the larger of
+    H0 and H1). The table gives Spearman's ρ of that distance against the encoder's cosine
+    similarity and against the gold score, with permutation p-values; a distance that tracks
+    similarity has ρ < 0.
+    """
+    topo = cfg.topology
+    pairs = pd.concat([load_pairs(p) for p in pair_paths], ignore_index=True).sort_values("pair_id")
+    enc = SiameseEncoder.load(cfg.encoder.name_or_path, 0, "pairs.encoder.name_or_path")
+    rows, t0 = [], time.perf_counter()
+    for row in pairs.to_dict("records"):
+        tops = [text_topology(enc.model, enc.tokenizer, row[f"text_{s}"], topo, cfg.encoder.max_tokens) for s in "ab"]
+        with torch.no_grad():
+            g = enc.embed([enc.encode(row[f"text_{s}"], cfg.encoder.max_tokens) for s in "ab"])
+        cosine = float(torch.nn.functional.cosine_similarity(g[0], g[1], dim=0))
+        for est in topo.estimators:
+            (_, _, dgm_a, _), (_, _, dgm_b, _) = tops[0][est], tops[1][est]
+            per_dim = {str(d): bottleneck(dgm_a[d], dgm_b[d]) for d in range(topo.max_dimension + 1)}
+            per_dim["max"] = max(per_dim.values())
+            for dim, value in per_dim.items():
+                bars = (len(dgm_a[int(dim)]), len(dgm_b[int(dim)])) if dim != "max" else (None, None)
+                rows.append({"pair_id": row["pair_id"], "estimator": est, "dim": dim, "bottleneck": value,
+                             "cosine": cosine, "gold": row["gold"], "bars_a": bars[0], "bars_b": bars[1]})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    seconds = time.perf_counter() - t0
+    once = frame.drop_duplicates("pair_id")
+    own = rank_correlation(once["cosine"].to_numpy(), once["gold"].to_numpy(), topo.n_permutations, topo.seed)
+    results = [{"estimator": "-", "dim": "-", "x": "encoder cosine", "y": "gold", **own}]
+    for (est, dim), part in frame.groupby(["estimator", "dim"], sort=False):
+        for against, label in (("cosine", "encoder cosine"), ("gold", "gold")):
+            x = part["bottleneck"].to_numpy()
+            if np.ptp(x) == 0:  # every pair equally far (e.g. no H1 bar anywhere): nothing to correlate
+                stats = {"spearman": None, "p_value": None, "n": len(x), "n_permutations": topo.n_permutations}
+            else:
+                stats = rank_correlation(x, part[against].to_numpy(), topo.n_permutations, topo.seed)
+            results.append({"estimator": est, "dim": dim, "x": "bottleneck", "y": label, **stats})
+    prov = provenance(PAIR_TOPOLOGY_SCHEMA, {"encoder": cfg.encoder.to_dict(), "topology": topo.to_dict()}, topo.seed,
+                      seconds=round(seconds, 2))  # fmt: skip
+    save_parquet(frame, out_path, prov)
+    save_json({"correlations": results}, correlation_path, {**prov, "schema": "pair_topology_correlation/v1"})
+    table = pd.DataFrame(results).rename(columns={"spearman": "spearman_rho", "dim": "homology"})
+    write_table(
+        table[["x", "y", "estimator", "homology", "spearman_rho", "p_value", "n"]],
+        table_stem,
+        "Does attention topology track similarity? Spearman ρ of the bottleneck distance between the two texts' "
+        "attention persistence diagrams against the encoder's cosine similarity and against the gold score "
+        f"(first row: the encoder's own agreement with the gold score); two-sided p from {topo.n_permutations} "
+        "permutations. Tracking means ρ < 0; empty cells: every pair equally far.",
+    )
+    logger.info("pair topology for %d pairs in %.1f s", len(pairs), seconds)
+    return {"seconds": seconds}
+
+
+def run_pair_tables(score_paths, exact_metrics_path, out_dir) -> list[Path]:
+    """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
+    scores = load_scores(score_paths)
+    columns = ["pair_id", "model", "similarity", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
+               "target", "total", "error", "score_error"]  # fmt: skip
+    summary = error_summary(scores)
+    written = []
+    with atomic_dir(out_dir) as tmp:
+        written += write_table(
+            scientific(scores[columns].rename(columns={"total": "sum_A"}), ["error", "score_error"]),
+            tmp / "pair_scores",
+            "Per test pair: gold similarity, the model's score s(a,b), the reference terms s(a,r_b), s(r_a,b), "
+            "s(r_a,r_b), target = s(a,b) − s(a,r_b) − s(r_a,b) + s(r_a,r_b), ΣA, error = ΣA − target (quadrature) "
+            "and score_error = ΣA − s(a,b) (what the matrix leaves unexplained of the score).",
+        )
+        caption = (
+            "Attribution error per model. Off-the-shelf (approximate, EACL 2024): ΣA misses the score by the "
+            "reference terms. Exact (EMNLP 2023, shifted embedding e'(x) = g(x) − g(r_x), dot product): the "
+            "reference terms are 0, so ΣA − score is the quadrature error alone."
+        )
+        if exact_metrics_path is not None:
+            m = load_json(exact_metrics_path)
+            caption += (
+                f" The exact model was fine-tuned {m['steps']} steps; its test Spearman against gold went from "
+                f"{m['test_before']['spearman']:.3f} to {m['test_after']['spearman']:.3f}."
+            )
+        written += write_table(
+            scientific(
+                summary,
+                ["mean abs error", "max abs error", "mean abs(ΣA − score)", "median abs(ΣA − score) / abs(score)"],
+            ),
+            tmp / "pair_errors",
+            caption,
+        )
+    return [Path(out_dir) / p.relative_to(tmp) for p in written]
+
+
+def run_plot_pairs(cfg, score_paths, matrix_paths, convergence_path, topology_path, out_dir, dpi: int = 150) -> None:
+    """Rule ``plot_pairs``: heatmaps of the showcased pairs, the convergence curve, topology against similarity."""
+    scores = load_scores(score_paths)
+    matrices = {}
+    for p in matrix_paths:
+        matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
+    shown = showcased_pairs(scores.drop_duplicates("pair_id"), cfg.attribution.n_showcase)
+    with atomic_dir(out_dir) as tmp:
+        for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
+            key = f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"
+            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}): gold {rec['gold']:.2f}, "
+                     f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
+            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}"
+            plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
+        plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)
+        topo = load_parquet(topology_path, PAIR_TOPOLOGY_SCHEMA)[0]
+        for est in cfg.topology.estimators:
+            plot_pair_topology(topo, est, "max", tmp / f"topology_vs_similarity_{est}", dpi)

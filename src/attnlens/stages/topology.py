@@ -1,0 +1,160 @@
+"""Rules of ``workflow/rules/topology.smk``: persistence diagrams, bottleneck distances, figures."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.attention import forward_bands, layer_slice
+from attnlens.data import load_examples, shard_of
+from attnlens.io import (
+    atomic_dir,
+    file_stem,
+    load_parquet,
+    provenance,
+    save_json,
+    save_parquet,
+    save_tensors,
+)
+from attnlens.modeling import load_classifier
+from attnlens.prediction import encode_texts, load_selection, showcased_once
+from attnlens.render.figures import plot_distance_matrix, plot_persistence
+from attnlens.render.tables import write_table
+from attnlens.tokens import display_tokens, special_ids
+from attnlens.topology import (
+    BOTTLENECK_SCHEMA,
+    DIAGRAMS_SCHEMA,
+    MATRICES_SCHEMA,
+    TWO_LN2,
+    bottleneck_matrix,
+    class_separation,
+    diagrams_frame,
+    example_topology,
+    load_diagrams,
+    pooled_from_bands,
+    unit_frequencies,
+    units,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_path) -> dict:
+    """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
+    model, tokenizer = load_classifier(model_dir)
+    examples, _ = load_examples(test_path)
+    encoded = encode_texts(tokenizer, examples["text"])
+    ids = [str(e) for e in examples["example_id"]]
+    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    special_set = special_ids(tokenizer)
+    frames, tensors, timing = [], {}, []
+    for i in mine:
+        t0 = time.perf_counter()
+        input_ids = encoded.input_ids[i]
+        special = np.array([t in special_set for t in input_ids], dtype=bool)
+        unit_of = units(display_tokens(tokenizer, input_ids), special, cfg.pooling, cfg.chunk_size)
+        if unit_of.max() < 1:
+            logger.warning("%s: fewer than 2 units, no topology", ids[i])
+            continue
+        bands = forward_bands(model, encoded.batch([i]))
+        pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
+        freqs = unit_frequencies(input_ids, unit_of)
+        for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():
+            frames.append(diagrams_frame(ids[i], est, diagrams, cap))
+            tensors[f"{ids[i]}|{est}|mi"] = torch.from_numpy(mi)
+            tensors[f"{ids[i]}|{est}|distance"] = torch.from_numpy(d)
+        timing.append({"example_id": ids[i], "tokens": len(input_ids), "units": int(unit_of.max()) + 1,
+                       "seconds": time.perf_counter() - t0})  # fmt: skip
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    prov = provenance(DIAGRAMS_SCHEMA, cfg.to_dict(), None, shard=shard, timing=timing, model=str(model_dir))
+    save_parquet(frame, diagrams_path, prov)
+    save_tensors(tensors, matrices_path, provenance(MATRICES_SCHEMA, cfg.to_dict(), None, shard=shard))
+    total = sum(t["seconds"] for t in timing)
+    logger.info("shard %d: %d examples in %.1f s", shard, len(timing), total)
+    return {"n_examples": len(timing), "seconds": total}
+
+
+def run_bottleneck_distances(cfg, diagram_paths, test_path, matrix_path, claim_path, table_stem) -> dict:
+    """Rule ``bottleneck_distances``: all-pairs bottleneck distances per estimator and dimension, and the claim test."""
+    diagrams = load_diagrams(diagram_paths)
+    examples, _ = load_examples(test_path)
+    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
+    ids = sorted(diagrams["example_id"].unique(), key=lambda e: (label_of[e], e))
+    rows, claims = [], []
+    t0 = time.perf_counter()
+    for est in cfg.estimators:
+        part = diagrams[diagrams["estimator"] == est]
+        per_dim = {}
+        for dim in range(cfg.max_dimension + 1):
+            sub = part[part["dim"] == dim]
+            grouped = {e: g[["birth", "death"]].to_numpy() for e, g in sub.groupby("example_id")}
+            dgms = [grouped.get(e, np.zeros((0, 2))) for e in ids]
+            per_dim[dim] = bottleneck_matrix(dgms)
+        per_dim["max"] = np.max(np.stack([per_dim[d] for d in range(cfg.max_dimension + 1)]), 0)
+        labels = np.array([label_of[e] for e in ids])
+        bars = part.groupby(["dim", "example_id"]).size()
+        for dim, mat in per_dim.items():
+            iu = np.triu_indices(len(ids), 1)
+            rows.append(pd.DataFrame({"estimator": est, "dim": str(dim), "example_a": np.array(ids)[iu[0]],
+                                      "example_b": np.array(ids)[iu[1]], "distance": mat[iu]}))  # fmt: skip
+            n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
+            claims.append({"estimator": est, "dim": str(dim), "mean_bars": None if dim == "max" else float(n_bars),
+                           **class_separation(mat, labels, cfg.n_permutations, cfg.seed)})  # fmt: skip
+    seconds = time.perf_counter() - t0
+    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
+    save_parquet(frame, matrix_path, prov)
+    save_json(
+        {"claims": claims, "example_ids": ids}, claim_path, provenance("topology_claim/v1", cfg.to_dict(), cfg.seed)
+    )
+    table = pd.DataFrame(claims)[
+        ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
+         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value"]
+    ]  # fmt: skip
+    write_table(
+        table,
+        table_stem,
+        "Does a small bottleneck distance between attention persistence diagrams mean the same class? "
+        f"Gap = mean different-class − same-class distance; p-values from {cfg.n_permutations} label permutations; "
+        "1-NN = leave-one-out nearest-neighbour accuracy (dim max = the larger of the H0 and H1 distances; "
+        "empty cells: every pair equally far, nothing to test).",
+    )
+    logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
+    return {"seconds": seconds}
+
+
+def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, selection_path, out_dir) -> None:
+    """Rule ``plot_topology``: bottleneck heat-maps (ordered by class) and showcased examples' barcodes."""
+    diagrams = load_diagrams(diagram_paths)
+    pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
+    ids = list(prov["example_ids"])
+    examples, _ = load_examples(test_path)
+    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
+    labels = np.array([label_of[e] for e in ids])
+    pos = {e: i for i, e in enumerate(ids)}
+    selection = load_selection(selection_path)
+    with atomic_dir(out_dir) as tmp:
+        for (est, dim), part in pairs.groupby(["estimator", "dim"], sort=True):
+            mat = np.zeros((len(ids), len(ids)))
+            a, b = part["example_a"].map(pos).to_numpy(), part["example_b"].map(pos).to_numpy()
+            mat[a, b] = mat[b, a] = part["distance"].to_numpy()
+            what = "max(H0, H1)" if dim == "max" else f"H{dim}"
+            plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
+                                 f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
+                                 figures_cfg.dpi)  # fmt: skip
+        for e, _roles in showcased_once(selection):
+            eid = e["example_id"]
+            if eid not in pos:
+                continue
+            for est in cfg.estimators:
+                part = diagrams[(diagrams["example_id"] == eid) & (diagrams["estimator"] == est)]
+                dgms = {int(d): g[["birth", "death", "infinite"]].to_numpy(dtype=float) for d, g in part.groupby("dim")}
+                cap = float(part["cap"].iloc[0]) if len(part) else TWO_LN2
+                title = f"{eid} ({e['role']}, label {e['label']}): {est}, {cfg.pooling} of {cfg.chunk_size}"
+                plot_persistence(
+                    dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
+                )

@@ -1,0 +1,72 @@
+"""Small shared statistics: top-fraction counts, cosine and Pearson, one bootstrap, one permutation p-value.
+
+Every interval in the pipeline comes from :func:`bootstrap_means` and every permutation test's
+p-value from :func:`permutation_p_value`, so a reader checks each recipe once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import rankdata
+
+
+def n_top(fraction: float, m: int) -> int:
+    """How many ranked tokens a fraction covers: ``⌈f · m⌉`` (at least one when ``m > 0``)."""
+    return min(m, math.ceil(fraction * m - 1e-9))
+
+
+def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Cosine along the last axis (broadcast); NaN when either vector is zero."""
+    num = np.einsum("...i,...i->...", u, v)
+    den = np.sqrt(np.einsum("...i,...i->...", u, u)) * np.sqrt(np.einsum("...i,...i->...", v, v))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def pearson(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Pearson correlation along the last axis (broadcast); NaN for a constant vector."""
+    return cosine(u - u.mean(-1, keepdims=True), v - v.mean(-1, keepdims=True))
+
+
+def bootstrap_means(values: np.ndarray, seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column means of ``(examples, groups)`` with percentile 95 % intervals (NaNs skipped).
+
+    The examples are resampled once for all groups (a paired bootstrap): ``n_boot`` multinomial
+    weight vectors times the matrix, so a thousand examples × hundreds of groups take a few
+    matrix products.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    valid = ~np.isnan(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(valid.any(0), np.nansum(values, 0) / valid.sum(0), np.nan)
+        n = values.shape[0]
+        if n == 0:
+            nan = np.full(values.shape[1], np.nan)
+            return mean, nan, nan
+        weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot).astype(np.float64)
+        boot = (weights @ np.where(valid, values, 0.0)) / (weights @ valid)
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=0) if n_boot else (mean, mean)
+    return mean, lo, hi
+
+
+def permutation_p_value(observed: float, null, atol: float = 0.0) -> float:
+    """One-sided permutation p-value ``(1 + #{null ≥ observed − atol}) / (len(null) + 1)``.
+
+    ``null`` holds the statistic on permuted data (NaNs already dropped); the ``+ 1`` counts the
+    observed arrangement itself, so the p-value is never 0 (Phipson & Smyth, 2010). ``atol`` lets
+    a permuted value equal to the observed one up to rounding count as "at least as large".
+    """
+    null = np.asarray(null, dtype=np.float64)
+    return float((1 + np.sum(null >= observed - atol)) / (len(null) + 1))
+
+
+def rank_correlation(x: np.ndarray, y: np.ndarray, n_permutations: int, seed: int) -> dict:
+    """Spearman ρ of ``x`` and ``y`` with a two-sided permutation p-value (``y`` shuffled)."""
+    rx, ry = rankdata(x), rankdata(y)
+    observed = float(pearson(rx, ry))
+    rng = np.random.default_rng(seed)
+    null = pearson(np.stack([rng.permutation(ry) for _ in range(n_permutations)]), rx) if n_permutations else None
+    p = permutation_p_value(abs(observed), np.abs(null), atol=1e-12) if n_permutations else None
+    return {"spearman": observed, "p_value": p, "n": len(x), "n_permutations": int(n_permutations)}

@@ -1,0 +1,76 @@
+"""The house rules: where code lives, who may import whom, and how a rule finds its function."""
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+
+def _modules(root):
+    package = root / "src" / "attnlens"
+    return {p.relative_to(package).with_suffix("").as_posix().replace("/", "."): p for p in package.rglob("*.py")}
+
+
+def test_import_contracts_hold(root):
+    """import-linter's contracts in pyproject.toml (numerics never import stages or render; …)."""
+    out = subprocess.run([sys.executable, "-m", "importlinter.cli", "--no-cache"], cwd=root, capture_output=True,
+                         text=True)  # fmt: skip
+    if out.returncode and "No module named" in out.stderr:
+        pytest.fail("import-linter is not installed (envs/requirements-test.txt)")
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_every_numeric_module_is_under_contract(root):
+    contracts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    numeric = set(next(c for c in contracts["contracts"] if c["name"].startswith("numerics"))["source_modules"])
+    top = {f"attnlens.{m}" for m in _modules(root) if "." not in m and m != "__init__"}
+    assert numeric == top, f"add to or remove from the numerics contract: {sorted(numeric ^ top)}"
+
+
+def test_render_never_reads_artifacts(root):
+    """Rendering gets data, never paths to read: no artifact reader (``load_*``) is imported in attnlens.render."""
+    for name, path in _modules(root).items():
+        if not name.startswith("render."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnlens"):
+                readers = [a.name for a in node.names if a.name.startswith(("load_", "read_"))]
+                assert not readers, f"{name} imports artifact readers {readers} from {node.module}"
+
+
+def test_internal_imports_are_at_the_top(root):
+    """No function-level ``from attnlens …`` (ruff PLC0415 checks third-party ones too)."""
+    for name, path in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nested = [n.lineno for top in tree.body for n in ast.walk(top) if top is not n
+                  and isinstance(n, ast.ImportFrom) and (n.module or "").startswith("attnlens")]  # fmt: skip
+        assert not nested, f"{name}: imports inside functions at lines {nested}"
+
+
+def test_rule_script_function_convention(root):
+    """Rule X = workflow/scripts/X.py = attnlens.stages.<rule file>.run_X; no `run_` outside attnlens.stages."""
+    expected = {}
+    for smk in (root / "workflow/rules").glob("*.smk"):
+        for rule in re.findall(r"^rule (\w+):", smk.read_text(encoding="utf-8"), re.M):
+            expected[rule] = smk.stem
+    scripts = {p.stem for p in (root / "workflow/scripts").glob("*.py")}
+    assert scripts == set(expected) - {"all"}, "one script per rule, named after it"
+    for rule, stage in expected.items():
+        if rule == "all":
+            continue
+        tree = ast.parse((root / "workflow/scripts" / f"{rule}.py").read_text(encoding="utf-8"))
+        imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        function = "train_classifier_command" if rule == "train_classifier" else f"run_{rule}"
+        assert (f"attnlens.stages.{stage}", function) in imported, f"{rule}: expected stages.{stage}.{function}"
+        assert callable(getattr(importlib.import_module(f"attnlens.stages.{stage}"), function))
+    for path in (root / "src/attnlens").rglob("*.py"):
+        if "stages" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("run_")]
+        assert not defined, f"{path}: rule functions belong in attnlens.stages ({defined})"
