@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 help:
 	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
 	@echo "make test   install with test tools, then run every test (unit + tiny end-to-end workflow)"
-	@echo "make lint   ruff check, ruff format --check, snakemake --lint"
+	@echo "make lint   ruff check and format, snakemake --lint, snakefmt --check, import contracts (lint-imports)"
 	@echo "make bench  benchmarks -> results/bench/*.json"
 
 $(BIN)/python:
@@ -45,6 +45,8 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check Snakefile workflow
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --out results/bench

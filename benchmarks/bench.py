@@ -178,7 +178,7 @@ def _reset_peak_rss() -> bool:
 
 
 def legacy_dense_head(local: torch.Tensor, glob: torch.Tensor, x: int, half: int) -> torch.Tensor:
-    """The original ``create_head_matrix`` (paper_spec §5.1), generalised only in its offset ``x + w/2``:
+    """The original ``create_head_matrix`` (recipes §5.1), generalised only in its offset ``x + w/2``:
     a Python loop over query rows, ``nonzero`` per row, its first index dropped as the CLS slot."""
     n = local.shape[0]
     dense = torch.zeros(n, n)

@@ -1,4 +1,4 @@
-"""Band-native attention operations against a brute-force dense reconstruction (paper_spec §5.2 item 7).
+"""Band-native attention operations against a brute-force dense reconstruction (recipes §5.2 item 7).
 
 The reference :func:`dense_reference` is a plain loop over queries written from the HF layout
 description, independent of the vectorised code. Random bands cover x ∈ {0, 1, 2, 3} global slots,
@@ -285,7 +285,7 @@ def test_real_model_narrow_window_rows_sum_to_one():
 
 
 def test_count_topk_matches_set_semantics():
-    """count(t) = number of self positions having t among surviving partners (paper_spec §7 steps 3–5)."""
+    """count(t) = number of self positions having t among surviving partners (recipes §7 steps 3–5)."""
 
     g = torch.Generator().manual_seed(0)
     n, k = 9, 3

@@ -1,9 +1,14 @@
-"""The environment decisions that could silently break numbers.
+"""The environment decisions that could silently break numbers, and the conda environment of the rules.
 
 `rbo` declares numpy<2 but is installed with --no-deps on numpy 2 (pyarrow needs numpy >= 2). Check
 it still computes what Webber et al. (2010) define, against an independent implementation, and the
 values the similarity stage relies on (legacy "RBO" = average overlap at p = 1, B-6).
 """
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,3 +51,38 @@ def test_rbo_fixed_values():
     assert rbo.RankingSimilarity(s, t).rbo(p=0.9) == pytest.approx(0.4668616)
     assert rbo.RankingSimilarity([1, 2, 3], [1, 2, 3]).rbo() == 1.0
     assert rbo.RankingSimilarity([1, 2, 3], [4, 5, 6]).rbo() == 0.0
+
+
+def test_conda_post_deploy_yields_a_working_package(root, tmp_path):
+    """workflow/envs/pipeline.post-deploy.sh, run in a fresh venv as Snakemake runs it in a new conda env.
+
+    The conda channels are out of reach here, so the environment is a fresh venv that sees this
+    interpreter's third-party packages (a .pth entry) but not attnlens. After the script, attnlens must
+    import from the venv's own site-packages (not the checkout's src/), with its explorer assets, and
+    a rule function must run.
+    """
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+    site_packages = next((env / "lib").glob("python*/site-packages"))
+    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "torch").is_dir())
+    (site_packages / "attnlens-test-deps.pth").write_text(f"{deps}\n", encoding="utf-8")
+    environ = {**os.environ, "PATH": f"{env / 'bin'}{os.pathsep}{os.environ['PATH']}",
+               "ATTNLENS_SOURCE": str(root), "PIP_NO_BUILD_ISOLATION": "0", "VIRTUAL_ENV": str(env)}  # fmt: skip
+    environ.pop("PYTHONPATH", None)
+    script = root / "workflow" / "envs" / "pipeline.post-deploy.sh"
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    check = (
+        "import attnlens, rbo\n"
+        "from attnlens.render.explorer import _asset\n"
+        "from attnlens.stats import rank_correlation\n"
+        "from attnlens.config import rule_section\n"
+        "assert 'DecompressionStream' in _asset('explorer.js')\n"
+        "assert abs(rank_correlation([1, 2, 3, 4], [1, 2, 4, 3], 10, 0)['spearman'] - 0.8) < 1e-12\n"
+        "assert rule_section({'attribution': {'n_steps': 8}}, 'attribution').n_steps == 8\n"
+        "print(attnlens.__file__)\n"
+    )
+    done = subprocess.run([str(env / "bin" / "python"), "-c", check], cwd=tmp_path, env=environ, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Path(done.stdout.strip()).is_relative_to(site_packages), f"attnlens imported from {done.stdout}"

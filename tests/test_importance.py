@@ -4,7 +4,7 @@ A head mask ``m[l, h]`` multiplying head ``h``'s context before the attention ou
 (Michel et al. 2019) is implemented here with forward pre-hooks, independently of the estimator.
 ``∂loss/∂m`` at ``m = 1`` must equal the estimator's ``Σ g·θ`` over the output-dense columns of the
 head, and also over its local + global value rows: checked against central finite differences on a
-float64 model. The legacy matrix is checked against a direct re-statement of paper_spec §4.
+float64 model. The legacy matrix is checked against a direct re-statement of recipes §4.
 """
 
 from __future__ import annotations

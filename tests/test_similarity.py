@@ -1,7 +1,7 @@
 """Attention vs attribution similarity: every metric against scipy, the ``rbo`` package and brute force.
 
 The legacy references below are straight transcriptions of the notebooks' per-example functions
-(paper_spec §11.1–11.2), written with loops, sets, ``np.percentile``, ``scipy.stats`` and ``rbo`` —
+(recipes §11.1–11.2), written with loops, sets, ``np.percentile``, ``scipy.stats`` and ``rbo`` —
 independent of the vectorised code under test.
 """
 
@@ -269,7 +269,7 @@ def test_mismatched_lengths_raise():
 
 @pytest.mark.parametrize("sort", ["stable", "numpy"])
 def test_shared_zero_mask_inflates_legacy_metrics_and_fixed_stay_at_chance(sort):
-    """paper_spec §11.2: independent vectors + a shared 55 % zero mask → legacy rank-cos ≈ 0.96, τ ≈ 0.64, AO ≈ 0.74."""
+    """recipes §11.2: independent vectors + a shared 55 % zero mask → legacy rank-cos ≈ 0.96, τ ≈ 0.64, AO ≈ 0.74."""
     n, trials = 2048, 6
     rng = np.random.default_rng(11)
     got = {k: [] for k in ("plain", "masked", "fixed", "legacy_excess")}

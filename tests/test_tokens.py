@@ -1,4 +1,4 @@
-"""Token surface strings and masks (paper_spec §7.4) on both tokenizer families.
+"""Token surface strings and masks (recipes §7.4) on both tokenizer families.
 
 WordPiece: the packaged MiniLM tokenizer. Byte-level BPE: a RoBERTa-style tokenizer trained here on a
 few sentences (nothing downloaded), so the byte artefacts of §15 B-13 (``Ċ``, ``ĉ``, ``âĢĶ``) occur.

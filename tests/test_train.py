@@ -64,7 +64,7 @@ def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_pat
     for name, n in (("train", 16), ("test", 6)):
         save_parquet(_data(n), tmp_path / f"{name}.parquet", provenance(EXAMPLES_SCHEMA))
     cfg = {"epochs": 1, "lr": 1e-3, "batch_size": 2, "gradient_accumulation_steps": 2, "eval_batch_size": 4}
-    args = ["--train-config", json.dumps(cfg), "--base-dir", str(tmp_path / "base"),
+    args = ["--train-config", json.dumps({"train": TrainConfig(**cfg).to_dict()}), "--base-dir", str(tmp_path / "base"),
             "--train-data", str(tmp_path / "train.parquet"), "--test-data", str(tmp_path / "test.parquet"),
             "--model-dir", str(tmp_path / "model"), "--metrics-file", str(tmp_path / "metrics.json"),
             "--log-file", str(tmp_path / "train.log")]  # fmt: skip

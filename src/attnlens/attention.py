@@ -5,16 +5,16 @@ Longformer returns, per layer, the *local* attention of every query over ``x + w
 slot ``k`` is key ``i + k − w/2`` — and the *global* attention of the ``x`` global tokens over every
 key (``(batch, heads, n_pad, x)``, key axis padded to a multiple of the window). The dense matrix
 ``A[i, j]`` (row = attending query, column = attended key) that the original study built by a
-Python loop (paper_spec §5.1) is never formed here: every statistic is computed on the band, with
+Python loop (recipes §5.1) is never formed here: every statistic is computed on the band, with
 tensor operations whose memory is ``O(heads · n · w)``:
 
-* :func:`received_attention` — ``Σ_i A[i, j]`` per head (paper_spec §8 step 1);
+* :func:`received_attention` — ``Σ_i A[i, j]`` per head (recipes §8 step 1);
 * :func:`topk_attended` — for every query the ``k`` keys it attends most (§7 Algorithm 1);
 * :func:`topk_attending` — for every key the ``k`` queries attending to it most (§7 Algorithm 3);
 * :func:`binned_image` — ``A`` summed into ``bins × bins`` blocks, for heat-maps (§6), optionally
   weighted cell by cell (the dataset aggregate of §6.2).
 
-The semantics follow paper_spec §5.2 exactly and do not trust the model's zeros: pad queries and
+The semantics follow recipes §5.2 exactly and do not trust the model's zeros: pad queries and
 pad keys, local rows of global queries, window slots that point outside the sequence, at padding or
 at a global token (which is reached through its own global slot) are all excluded by index, never by
 ``nonzero``. Ties in top-k are broken deterministically by ``(−score, position)``; partners with
@@ -270,7 +270,7 @@ def binned_image(band: Band, bins: int, n_ref: int | None = None, count: torch.T
         count: optional ``(≥ n_ref,)`` number of examples with a real token at each position; each
             cell ``(i, j)`` is then divided by ``count[max(i, j)]`` (the examples in which both
             positions are real, for right-padded data), so that summing over a dataset gives the
-            mean attention per cell (paper_spec §6.2, fixed).
+            mean attention per cell (recipes §6.2, fixed).
     """
     n_ref = n_ref or band.length
     if band.length > n_ref:
@@ -314,7 +314,7 @@ def bin_cells(lengths: Sequence[int] | torch.Tensor, bins: int, n_ref: int) -> t
 
 
 def layer_configuration(received: torch.Tensor, layers: str, importance: torch.Tensor | None = None) -> torch.Tensor:
-    """One attention vector per token from ``(layers, heads, n)`` received attention (paper_spec §8, §11).
+    """One attention vector per token from ``(layers, heads, n)`` received attention (recipes §8, §11).
 
     Args:
         received: ``(L, H, n)``.
@@ -328,7 +328,7 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
     return values[layer_slice(received.shape[0], layers)].sum((0, 1))
 
 
-#: Layer configurations of paper_spec §11: the paper's "layer 12", all layers, lower and upper half.
+#: Layer configurations of recipes §11: the paper's "layer 12", all layers, lower and upper half.
 LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
 
 
@@ -456,7 +456,7 @@ def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tens
     raise KeyError(f"no stored attention bands for example {example_id!r}")
 
 
-# --- top-k counts by token type and by position (paper_spec §7 steps 3–8) ----------------------
+# --- top-k counts by token type and by position (recipes §7 steps 3–8) ----------------------
 
 
 def count_topk(partners: torch.Tensor, labels: Sequence[str], keep) -> tuple:

@@ -1,4 +1,4 @@
-"""Integrated-Gradients attributions of a Longformer classifier (paper_spec §9).
+"""Integrated-Gradients attributions of a Longformer classifier (recipes §9).
 
 The main attribution (§9.1) is Captum's ``LayerIntegratedGradients`` on the output of the whole
 embedding module (word + position + token type, after LayerNorm): the path runs from the
@@ -76,7 +76,7 @@ def position_ids(model, n: int, batch: int = 1) -> torch.Tensor:
 
 
 def baseline_ids(input_ids: torch.Tensor, special: set[int], pad_id: int) -> torch.Tensor:
-    """Pad tokens everywhere except at special tokens (CLS, SEP …), which are kept (paper_spec §9.1)."""
+    """Pad tokens everywhere except at special tokens (CLS, SEP …), which are kept (recipes §9.1)."""
     keep = torch.zeros_like(input_ids, dtype=torch.bool)
     for sid in special - {pad_id}:
         keep |= input_ids == sid
@@ -202,7 +202,7 @@ def integrate(
 
 
 def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attribution:
-    """:func:`integrate` on the output of Longformer's embedding module (paper_spec §9.1)."""
+    """:func:`integrate` on the output of Longformer's embedding module (recipes §9.1)."""
     forward = ProbabilityForward(freeze(model))
     res = integrate(
         forward,
@@ -235,7 +235,7 @@ def choose_target(kind: str, label: int, probs: np.ndarray) -> int:
 
 
 def l2_normalise(scores: np.ndarray) -> np.ndarray:
-    """``a / ‖a‖₂`` (paper_spec §9.1 step 6); all-zero vectors stay zero."""
+    """``a / ‖a‖₂`` (recipes §9.1 step 6); all-zero vectors stay zero."""
     norm = float(np.linalg.norm(scores))
     return scores / norm if norm > 0 else np.zeros_like(scores)
 

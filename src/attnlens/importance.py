@@ -1,4 +1,4 @@
-"""Head importance by first-order Taylor expansion (Molchanov et al. 2019; T3-vis; paper_spec §4).
+"""Head importance by first-order Taylor expansion (Molchanov et al. 2019; T3-vis; recipes §4).
 
 For layer ``l`` and head ``h`` with output features ``R_h = [h·d, (h+1)·d)`` the parameter groups are
 
@@ -40,7 +40,7 @@ LOCAL_GROUPS = ("query", "key", "value", "output")
 GLOBAL_GROUPS = ("query_global", "key_global", "value_global")
 GROUPS = LOCAL_GROUPS + GLOBAL_GROUPS
 NORMALISATIONS = ("minmax", "max", "layer_sum")
-#: Legacy bugs whose behaviour the fixed matrix changes (paper_spec §15).
+#: Legacy bugs whose behaviour the fixed matrix changes (docs/deviations.md).
 FIXED_DEVIATIONS = ("B-3", "B-4")
 
 

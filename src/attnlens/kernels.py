@@ -1,6 +1,6 @@
 """Compiled kernels (numba): single-pass top-k on Longformer's band, and Kendall concordance counts.
 
-Both directions of paper_spec §7 read the band once, in memory order, and keep for every row a
+Both directions of recipes §7 read the band once, in memory order, and keep for every row a
 small sorted buffer of its ``k`` best partners — ordered by ``(−score, position)``, the tie rule of
 :mod:`attnlens.attention`. A candidate is compared with the buffer's last entry first, so almost
 every one of the ``heads · n · (w + 1)`` scores costs one comparison. Nothing of the band's size is

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from attnlens import __version__
+from attnlens.config import KEYS_GIVEN, KEYS_READ
 from attnlens.errors import InputError
 from attnlens.io import Job, atomic_path, config_sha256, git_commit, set_job
 
@@ -76,6 +77,9 @@ def write_job_record(
         "attnlens_version": __version__,
         "git_commit": git_commit(),
         "run_config_sha256": run_config_sha256,
+        # the config keys the job was given (its params) and those it read
+        "config_keys": sorted(KEYS_GIVEN),
+        "config_keys_read": sorted(KEYS_READ),
     }
     path = job_record_path(log)
     with atomic_path(path) as tmp:
@@ -92,10 +96,9 @@ def rule_job(smk) -> Iterator[None]:
     call returns, writes the job's record next to its log.
     """
     params = dict(smk.params.items())
-    # the rule's config: its `cfg` section, or every config value it is given, by parameter name
-    section = params["cfg"] if isinstance(params.get("cfg"), Mapping) else params  # {} for a rule without config
-    sections = [section] if section is params.get("cfg") else [v for v in params.values() if isinstance(v, Mapping)]
-    seed = next((s["seed"] for s in sections if s and s.get("seed") is not None), None)
+    # the rule's config: its `cfg` parameter, the keys it reads by section (`keys(...)` in the workflow)
+    section = params.get("cfg") if isinstance(params.get("cfg"), Mapping) else {}
+    seed = first_seed(section)
     if seed is None:  # rules without a seed of their own: the data seed everything downstream derives from
         seed = (smk.config.get("data") or {}).get("seed")
     run_hash = config_sha256(smk.config)
@@ -108,6 +111,16 @@ def rule_job(smk) -> Iterator[None]:
             write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()), run_hash)
     finally:
         set_job(None)
+
+
+def first_seed(cfg: Mapping[str, Any]) -> int | None:
+    """The first ``seed`` of a rule's config (``{section: {key: value}}``, nested sections searched in order)."""
+    if cfg.get("seed") is not None:
+        return cfg["seed"]
+    for value in cfg.values():
+        if isinstance(value, Mapping) and (seed := first_seed(value)) is not None:
+            return seed
+    return None
 
 
 def use_threads(n: int) -> None:

@@ -1,4 +1,4 @@
-"""Attention vs attribution similarity (paper_spec §11): per-example metrics, dataset tables, figures.
+"""Attention vs attribution similarity (recipes §11): per-example metrics, dataset tables, figures.
 
 For one example, ``a`` is the signed IG attribution per token (raw sums) and ``t`` a received-attention
 vector of a layer configuration (``last`` = the paper's "layer 12", ``all``, ``lower``, ``upper``),
@@ -57,7 +57,7 @@ LEGACY_METRICS = (
     "cosine_raw", "cosine", "cosine_median", "cosine_mean", "cosine_p95", "rank_cosine",
     "kendall_tau", "rbo_ao", "jaccard_top5", "rank_cosine_p95", "rbo_ao_p95",
 )  # fmt: skip
-#: Bug ids of paper_spec §15 whose legacy behaviour the fixed metrics change.
+#: Bug ids of docs/deviations.md whose legacy behaviour the fixed metrics change.
 DEVIATIONS = ("B-5", "B-6", "B-7", "B-8", "B-10", "B-11")
 SIMILARITY_SCHEMA = "similarity/v1"
 HEADS_SCHEMA = "head_agreement/v1"
@@ -236,7 +236,7 @@ class _LegacySide:
 def legacy_metrics(
     a_rows: np.ndarray, side_a: _LegacySide, t: np.ndarray, side_t: _LegacySide
 ) -> dict[str, np.ndarray]:
-    """Legacy metrics of every attribution row against one attention vector (paper_spec §11.1, §11.2)."""
+    """Legacy metrics of every attribution row against one attention vector (recipes §11.1, §11.2)."""
     overlap = overlap_curve(side_a.ranks, side_t.ranks)
     return {
         "cosine_raw": cosine(a_rows, t),
@@ -316,7 +316,7 @@ def _stats(values: np.ndarray) -> tuple[float, float, float, float, float]:
 def attention_vectors(
     received: np.ndarray, importance: Mapping[str, np.ndarray]
 ) -> dict[tuple[str, str, bool], np.ndarray]:
-    """``(mode, configuration, scaled) → (n,)`` received attention (paper_spec §11 ``att12``, ``attAll``, …)."""
+    """``(mode, configuration, scaled) → (n,)`` received attention (recipes §11 ``att12``, ``attAll``, …)."""
     per_head = received.astype(np.float64)
     out = {}
     for layers in LAYER_CONFIGURATIONS:
@@ -425,7 +425,7 @@ def head_agreement(a: np.ndarray, received: np.ndarray, valid: np.ndarray, top_f
 
 
 def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """``({"legacy": keep, "fixed": keep}, special)`` for one example's ids (paper_spec §7.4).
+    """``({"legacy": keep, "fixed": keep}, special)`` for one example's ids (recipes §7.4).
 
     The legacy mask tests the raw token, as the similarity notebooks did (``Ġthe`` is alphabetic).
     """
@@ -669,7 +669,7 @@ def legacy_means_layout(summary: pd.DataFrame) -> pd.DataFrame:
 SUMMARY_SCHEMA = "similarity_summary/v1"
 
 
-# --- the single-example in-depth view (paper_spec §11.1) -------------------------------------------
+# --- the single-example in-depth view (recipes §11.1) -------------------------------------------
 
 SET_ORDER = ("shared", "attention_only", "attribution_only")
 

@@ -1,4 +1,4 @@
-"""Token surface strings and the token masks of paper_spec §7.4, for WordPiece and byte-level BPE alike.
+"""Token surface strings and the token masks of recipes §7.4, for WordPiece and byte-level BPE alike.
 
 The original study used a byte-level BPE tokenizer (RoBERTa's), where a leading space is the marker
 ``Ġ`` and every other byte is mapped to a printable character (``Ċ`` newline, ``ĉ`` tab, ``âĢĶ`` an

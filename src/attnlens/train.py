@@ -1,6 +1,6 @@
 """Fine-tuning the Longformer classifier with accelerate (multi-GPU ready, fp16 on CUDA, fp32 on CPU).
 
-The recipe is the paper's (§2.1 of ``paper_spec.md``) with the Trainer's implicit defaults made
+The recipe is the paper's (§2.1 of ``docs/recipes.md``) with the Trainer's implicit defaults made
 explicit: AdamW (β = 0.9/0.999, ε = 1e-8), weight decay on every weight but biases and LayerNorm,
 linear warm-up then linear decay to zero, gradient clipping, gradient accumulation, optional
 gradient checkpointing, and an explicit global-attention mask on CLS (fixed behaviour: never rely

@@ -9,14 +9,14 @@ rule estimate_head_importance:
     benchmark:
         "results/benchmarks/estimate_head_importance/estimate_head_importance.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 4
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=120,
     params:
-        cfg=lookup(dpath="importance", within=config),
+        cfg=keys(importance=["split", "max_examples", "estimator", "normalisation", "seed"]),
     script:
         "../scripts/estimate_head_importance.py"
 
@@ -34,13 +34,13 @@ rule extract_attention:
     benchmark:
         "results/benchmarks/extract_attention/shard{shard}.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=120,
     params:
-        cfg=lookup(dpath="attention", within=config),
+        cfg=keys(attention=["n_shards", "top_k", "topk_for", "bins"]),
     script:
         "../scripts/extract_attention.py"

@@ -11,14 +11,27 @@ rule attribute:
     benchmark:
         "results/benchmarks/attribute/shard{shard}.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=720,
     params:
-        cfg=lookup(dpath="attribution", within=config),
+        cfg=keys(
+            attribution=[
+                "n_shards",
+                "target",
+                "adaptive",
+                "min_steps",
+                "max_steps",
+                "tolerance",
+                "n_steps",
+                "showcase_steps",
+                "internal_batch_size",
+                "autocast",
+            ]
+        ),
     script:
         "../scripts/attribute.py"
 
@@ -36,50 +49,62 @@ rule attribute_embeddings:
     benchmark:
         "results/benchmarks/attribute_embeddings/attribute_embeddings.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=lookup(dpath="attribution", within=config),
+        cfg=keys(attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps"]),
     script:
         "../scripts/attribute_embeddings.py"
 
 
 rule attribution_tables:
     input:
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         embeddings="results/attributions/embeddings.parquet",
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        tables=report_dir("results/paper/tables/attributions", "{name}.csv", "attribution_tables", CLASSIFICATION, "Attribution tables"),
+        tables=report_dir(
+            "results/paper/tables/attributions",
+            "{name}.csv",
+            "attribution_tables",
+            CLASSIFICATION,
+            "Attribution tables",
+        ),
     log:
         "results/logs/attribution_tables/attribution_tables.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
+        cfg=keys(figures=["mode", "mask", "top_n"]),
     script:
         "../scripts/attribution_tables.py"
 
 
 rule attribution_overlays:
     input:
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
         manifest="results/data/split_manifest.json",
     output:
-        overlays=report_dir("results/paper/attribution_overlays", "{name}.png", "attribution_overlays", CLASSIFICATION, "Attribution overlays"),
+        overlays=report_dir(
+            "results/paper/attribution_overlays",
+            "{name}.png",
+            "attribution_overlays",
+            CLASSIFICATION,
+            "Attribution overlays",
+        ),
     log:
         "results/logs/attribution_overlays/attribution_overlays.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
+        cfg=keys(figures=["dpi"]),
     script:
         "../scripts/attribution_overlays.py"
 
@@ -89,8 +114,8 @@ rule evaluate_faithfulness:
         model="results/models/finetuned",
         test="results/data/test.parquet",
         rationales="results/data/rationales.parquet",
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
-        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
     output:
         curves="results/faithfulness/curves.parquet",
         plausibility="results/faithfulness/plausibility.parquet",
@@ -99,14 +124,14 @@ rule evaluate_faithfulness:
     benchmark:
         "results/benchmarks/evaluate_faithfulness/evaluate_faithfulness.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=lookup(dpath="faithfulness", within=config),
+        cfg=keys(faithfulness=["fractions", "rankings", "batch_size", "plausibility_k", "seed"]),
     script:
         "../scripts/evaluate_faithfulness.py"
 
@@ -116,15 +141,16 @@ rule plot_faithfulness:
         curves="results/faithfulness/curves.parquet",
         plausibility="results/faithfulness/plausibility.parquet",
     output:
-        figure=report_figure("results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"),
+        figure=report_figure(
+            "results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"
+        ),
         aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
         plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
     log:
         "results/logs/plot_faithfulness/plot_faithfulness.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="faithfulness", within=config),
-        figures=lookup(dpath="figures", within=config),
+        cfg=keys(faithfulness=["fractions", "plausibility_k", "seed"], figures=["dpi"]),
     script:
         "../scripts/plot_faithfulness.py"

@@ -1,5 +1,6 @@
 # Validation, helpers and wildcard constraints: the only Python of the workflow.
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -7,15 +8,45 @@ from pathlib import Path
 from attnlens.config import validate_config
 from attnlens.errors import InputError
 
+# the checkout that `--sdm conda` installs into each rule's environment (workflow/envs/pipeline.post-deploy.sh)
+os.environ.setdefault("ATTNLENS_SOURCE", str(Path(workflow.basedir).resolve()))
+
 try:
     validate_config(config, where=" + ".join(map(str, workflow.configfiles)) or "config")
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
 
 
-TOPK_TABLES = [
-    f"{kind}_by_{by}" for kind in ("attended", "attending") for by in ("type", "position")
-] + ["intersection_by_type", "intersection_by_position", "token_occurrences"]
+def keys(**sections):
+    """A rule's ``cfg`` parameter: only the config values it reads, by section, e.g.
+    ``keys(attribution=["n_steps", "target"], figures=["dpi"])``; a dotted name reaches into a nested
+    section (``keys(pairs=["attribution.layer"])``). Snakemake re-runs a job when its params change, so
+    changing a key re-runs exactly the rules that list it (and what depends on their outputs); a rule
+    that reads a key it does not list fails (``attnlens.config.ConfigKeyNotGiven``)."""
+    cfg = {}
+    for name, paths in sections.items():
+        for path in paths:
+            src, dst = config[name], cfg.setdefault(name, {})
+            *parents, leaf = path.split(".")
+            for part in parents:
+                src, dst = src[part], dst.setdefault(part, {})
+            dst[leaf] = src[leaf]
+    return cfg
+
+
+def shards(section, pattern):
+    """One path per shard of a sharded rule (``<section>.n_shards`` of them; dotted for nested sections)."""
+    value = config
+    for part in section.split("."):
+        value = value[part]
+    return expand(pattern, shard=range(value["n_shards"]))
+
+
+TOPK_TABLES = [f"{kind}_by_{by}" for kind in ("attended", "attending") for by in ("type", "position")] + [
+    "intersection_by_type",
+    "intersection_by_position",
+    "token_occurrences",
+]
 
 
 def report_figure(stem, caption, category, subcategory, **labels):
@@ -56,26 +87,6 @@ def train_launcher(wildcards, resources):
     return f"{python} {script}"
 
 
-def attention_shards(pattern):
-    """One path per shard of extract_attention (attention.n_shards of them)."""
-    return expand(pattern, shard=range(config["attention"]["n_shards"]))
-
-
-def attribution_shards(pattern):
-    """One path per shard of attribute (attribution.n_shards of them)."""
-    return expand(pattern, shard=range(config["attribution"]["n_shards"]))
-
-
-def topology_shards(pattern):
-    """One path per shard of topology (topology.n_shards of them)."""
-    return expand(pattern, shard=range(config["topology"]["n_shards"]))
-
-
-def pair_shards(pattern):
-    """One path per shard of attribute_pairs (pairs.attribution.n_shards of them)."""
-    return expand(pattern, shard=range(config["pairs"]["attribution"]["n_shards"]))
-
-
 def exact_model(wildcards):
     """The exact-mode pair encoder, when pairs.exact.enabled."""
     return {"exact": "results/models/pair_encoder_exact"} if config["pairs"]["exact"]["enabled"] else {}
@@ -83,7 +94,11 @@ def exact_model(wildcards):
 
 def exact_metrics(wildcards):
     """The exact-mode training metrics, when pairs.exact.enabled."""
-    return {"exact_metrics": "results/models/pair_encoder_exact_metrics.json"} if config["pairs"]["exact"]["enabled"] else {}
+    return (
+        {"exact_metrics": "results/models/pair_encoder_exact_metrics.json"}
+        if config["pairs"]["exact"]["enabled"]
+        else {}
+    )
 
 
 def get_final_outputs():
@@ -95,13 +110,13 @@ def get_final_outputs():
         "results/predictions/metrics.json",
         "results/predictions/selection.json",
         "results/importance/head_importance.safetensors",
-        *attention_shards("results/attention/shard{shard}.safetensors"),
+        *shards("attention", "results/attention/shard{shard}.safetensors"),
         "results/paper/figures/head_importance.png",
         "results/paper/figures/attention_heatmaps",
         "results/paper/figures/attention_aggregate.png",
         "results/paper/figures/topk_counts.png",
         "results/paper/overlays",
-        *attribution_shards("results/attributions/shard{shard}.parquet"),
+        *shards("attribution", "results/attributions/shard{shard}.parquet"),
         "results/attributions/embeddings.parquet",
         "results/paper/tables/attributions",
         "results/paper/attribution_overlays",

@@ -9,8 +9,21 @@ rule prepare_dataset:
     benchmark:
         "results/benchmarks/prepare_dataset/prepare_dataset.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="data", within=config),
+        cfg=keys(
+            data=[
+                "source",
+                "seed",
+                "test_fraction",
+                "text_column",
+                "label_column",
+                "id_column",
+                "path",
+                "classes",
+                "hub",
+                "synthetic",
+            ]
+        ),
     script:
         "../scripts/prepare_dataset.py"

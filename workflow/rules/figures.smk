@@ -6,60 +6,70 @@ rule plot_head_importance:
     log:
         "results/logs/plot_head_importance/plot_head_importance.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
+        cfg=keys(figures=["dpi"]),
     script:
         "../scripts/plot_head_importance.py"
 
 
 rule plot_attention:
     input:
-        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
-        bands=attention_shards("results/attention/bands/shard{shard}.safetensors"),
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
+        bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
         selection="results/predictions/selection.json",
     output:
-        heatmaps=report_dir("results/paper/figures/attention_heatmaps", "{name}.png", "attention_heatmaps", CLASSIFICATION, "Attention"),
-        aggregate=report_figure("results/paper/figures/attention_aggregate", "attention_aggregate", CLASSIFICATION, "Attention"),
+        heatmaps=report_dir(
+            "results/paper/figures/attention_heatmaps", "{name}.png", "attention_heatmaps", CLASSIFICATION, "Attention"
+        ),
+        aggregate=report_figure(
+            "results/paper/figures/attention_aggregate", "attention_aggregate", CLASSIFICATION, "Attention"
+        ),
         tensor="results/attention/aggregate.safetensors",
     log:
         "results/logs/plot_attention/plot_attention.log",
     benchmark:
         "results/benchmarks/plot_attention/plot_attention.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
-        bins=lookup(dpath="attention/bins", within=config),
+        cfg=keys(figures=["dpi", "heatmap_scale"], attention=["bins"]),
     script:
         "../scripts/plot_attention.py"
 
 
 rule count_topk:
     input:
-        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        tables=report(expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES), caption="../report/topk_tables.rst", category=CLASSIFICATION, subcategory="Top-k partners"),
+        tables=report(
+            expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES),
+            caption="../report/topk_tables.rst",
+            category=CLASSIFICATION,
+            subcategory="Top-k partners",
+        ),
         figures=[
             f
             for name in ["counts", "intersections", "token_occurrences"]
-            for f in report_figure(f"results/paper/figures/topk_{name}", "topk_figures", CLASSIFICATION, "Top-k partners")
+            for f in report_figure(
+                f"results/paper/figures/topk_{name}", "topk_figures", CLASSIFICATION, "Top-k partners"
+            )
         ],
     log:
         "results/logs/count_topk/count_topk.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
+        cfg=keys(figures=["dpi", "mask", "token_of_interest", "top_n", "topk_role"]),
     script:
         "../scripts/count_topk.py"
 
 
 rule render_overlays:
     input:
-        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
         selection="results/predictions/selection.json",
         importance="results/importance/head_importance.safetensors",
         model="results/models/finetuned",
@@ -70,8 +80,8 @@ rule render_overlays:
     benchmark:
         "results/benchmarks/render_overlays/render_overlays.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="figures", within=config),
+        cfg=keys(figures=["dpi", "mode", "overlay_layers"]),
     script:
         "../scripts/render_overlays.py"

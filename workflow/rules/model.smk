@@ -8,11 +8,11 @@ rule build_base_model:
     benchmark:
         "results/benchmarks/build_base_model/build_base_model.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     resources:
         mem_mb=4000,
     params:
-        cfg=lookup(dpath="model", within=config),
+        cfg=keys(model=["source", "name_or_path", "max_length", "attention_window", "seed"]),
     script:
         "../scripts/build_base_model.py"
 
@@ -30,14 +30,30 @@ rule train_classifier:
     benchmark:
         "results/benchmarks/train_classifier/train_classifier.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 8
     resources:
         gpu=1,
         mem_mb=16000,
         runtime=240,
     params:
-        cfg=lambda wildcards: json.dumps(config["train"]),
+        cfg=lambda wildcards: json.dumps(
+            keys(
+                train=[
+                    "epochs",
+                    "lr",
+                    "weight_decay",
+                    "warmup_ratio",
+                    "batch_size",
+                    "gradient_accumulation_steps",
+                    "max_grad_norm",
+                    "fp16",
+                    "gradient_checkpointing",
+                    "eval_batch_size",
+                    "seed",
+                ]
+            )
+        ),
         launch=train_launcher,
     shell:
         "{params.launch} --train-config {params.cfg:q} --base-dir {input.base:q} "
@@ -58,13 +74,13 @@ rule predict:
     benchmark:
         "results/benchmarks/predict/predict.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 4
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=60,
     params:
-        cfg=lookup(dpath="predict", within=config),
+        cfg=keys(predict=["batch_size", "seed", "extra_ids"]),
     script:
         "../scripts/predict.py"

@@ -8,9 +8,9 @@ rule prepare_pairs:
     log:
         "results/logs/prepare_pairs/prepare_pairs.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="pairs/data", within=config),
+        cfg=keys(pairs=["data"]),
     script:
         "../scripts/prepare_pairs.py"
 
@@ -27,14 +27,23 @@ rule train_pair_encoder:
     benchmark:
         "results/benchmarks/train_pair_encoder/train_pair_encoder.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=60,
     params:
-        encoder=lookup(dpath="pairs/encoder", within=config),
-        exact=lookup(dpath="pairs/exact", within=config),
+        cfg=keys(
+            pairs=[
+                "encoder",
+                "exact.steps",
+                "exact.batch_size",
+                "exact.lr",
+                "exact.weight_decay",
+                "exact.warmup_ratio",
+                "exact.seed",
+            ]
+        ),
     script:
         "../scripts/train_pair_encoder.py"
 
@@ -51,14 +60,23 @@ rule attribute_pairs:
     benchmark:
         "results/benchmarks/attribute_pairs/shard{shard}.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=120,
     params:
-        encoder=lookup(dpath="pairs/encoder", within=config),
-        attribution=lookup(dpath="pairs/attribution", within=config),
+        cfg=keys(
+            pairs=[
+                "encoder",
+                "attribution.layer",
+                "attribution.n_steps",
+                "attribution.quadrature",
+                "attribution.chunk",
+                "attribution.similarities",
+                "attribution.n_shards",
+            ]
+        ),
     script:
         "../scripts/attribute_pairs.py"
 
@@ -74,14 +92,22 @@ rule pair_convergence:
     benchmark:
         "results/benchmarks/pair_convergence/pair_convergence.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=60,
     params:
-        encoder=lookup(dpath="pairs/encoder", within=config),
-        attribution=lookup(dpath="pairs/attribution", within=config),
+        cfg=keys(
+            pairs=[
+                "encoder",
+                "attribution.layer",
+                "attribution.quadrature",
+                "attribution.chunk",
+                "attribution.similarities",
+                "attribution.convergence_steps",
+            ]
+        ),
     script:
         "../scripts/pair_convergence.py"
 
@@ -98,11 +124,10 @@ rule pair_topology:
     benchmark:
         "results/benchmarks/pair_topology/pair_topology.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     params:
-        encoder=lookup(dpath="pairs/encoder", within=config),
-        topology=lookup(dpath="pairs/topology", within=config),
+        cfg=keys(pairs=["encoder.name_or_path", "encoder.max_tokens", "topology"]),
     script:
         "../scripts/pair_topology.py"
 
@@ -110,21 +135,21 @@ rule pair_topology:
 rule pair_tables:
     input:
         unpack(exact_metrics),
-        scores=pair_shards("results/pairs/scores_shard{shard}.parquet"),
+        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
     output:
         tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
     log:
         "results/logs/pair_tables/pair_tables.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     script:
         "../scripts/pair_tables.py"
 
 
 rule plot_pairs:
     input:
-        scores=pair_shards("results/pairs/scores_shard{shard}.parquet"),
-        matrices=pair_shards("results/pairs/matrices_shard{shard}.safetensors"),
+        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
+        matrices=shards("pairs.attribution", "results/pairs/matrices_shard{shard}.safetensors"),
         convergence="results/pairs/convergence.parquet",
         topology="results/pairs/topology.parquet",
     output:
@@ -132,10 +157,8 @@ rule plot_pairs:
     log:
         "results/logs/plot_pairs/plot_pairs.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        attribution=lookup(dpath="pairs/attribution", within=config),
-        topology=lookup(dpath="pairs/topology", within=config),
-        dpi=lookup(dpath="figures/dpi", within=config),
+        cfg=keys(pairs=["attribution.n_showcase", "topology.estimators"], figures=["dpi"]),
     script:
         "../scripts/plot_pairs.py"

@@ -1,7 +1,7 @@
 rule build_explorers:
     input:
-        bands=attention_shards("results/attention/bands/shard{shard}.safetensors"),
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         importance="results/importance/head_importance.safetensors",
         selection="results/predictions/selection.json",
         test="results/data/test.parquet",
@@ -15,11 +15,11 @@ rule build_explorers:
     benchmark:
         "results/benchmarks/build_explorers/build_explorers.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     resources:
         mem_mb=8000,
     params:
-        cfg=lookup(dpath="report/explorer", within=config),
+        cfg=keys(report=["explorer.top_k", "explorer.importance"]),
     script:
         "../scripts/build_explorers.py"
 
@@ -33,7 +33,7 @@ rule manifest:
     log:
         "results/logs/manifest/manifest.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
         logs="results/logs",
     script:

@@ -1,7 +1,7 @@
 rule compare:
     input:
         summary="results/attention/shard{shard}.safetensors",
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         importance="results/importance/head_importance.safetensors",
         model="results/models/finetuned",
     output:
@@ -12,69 +12,92 @@ rule compare:
     benchmark:
         "results/benchmarks/compare/shard{shard}.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=120,
     params:
-        cfg=lookup(dpath="similarity", within=config),
+        cfg=keys(similarity=["n_permutations", "top_fraction", "rbo_p", "legacy_mask", "legacy_sort", "seed"]),
     script:
         "../scripts/compare.py"
 
 
 rule aggregate_similarity:
     input:
-        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
     output:
         summary="results/similarity/summary.parquet",
-        tables=report_dir("results/paper/tables/similarity", "{name}.csv", "similarity_tables", CLASSIFICATION, "Attention vs attribution"),
+        tables=report_dir(
+            "results/paper/tables/similarity",
+            "{name}.csv",
+            "similarity_tables",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
     log:
         "results/logs/aggregate_similarity/aggregate_similarity.log",
     benchmark:
         "results/benchmarks/aggregate_similarity/aggregate_similarity.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="similarity", within=config),
+        cfg=keys(similarity=["n_permutations", "rbo_p", "n_boot", "seed", "dataset_name", "extra_datasets"]),
     script:
         "../scripts/aggregate_similarity.py"
 
 
 rule similarity_examples:
     input:
-        summaries=attention_shards("results/attention/shard{shard}.safetensors"),
-        attributions=attribution_shards("results/attributions/shard{shard}.parquet"),
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         importance="results/importance/head_importance.safetensors",
-        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
         selection="results/predictions/selection.json",
         model="results/models/finetuned",
     output:
-        examples=report_dir("results/paper/similarity_examples", "{name}.md", "similarity_examples", CLASSIFICATION, "Attention vs attribution"),
+        examples=report_dir(
+            "results/paper/similarity_examples",
+            "{name}.md",
+            "similarity_examples",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
     log:
         "results/logs/similarity_examples/similarity_examples.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="similarity", within=config),
+        cfg=keys(similarity=["top_fraction", "legacy_mask", "legacy_sort"]),
     script:
         "../scripts/similarity_examples.py"
 
 
 rule plot_similarity:
     input:
-        similarity=attention_shards("results/similarity/shard{shard}.parquet"),
-        heads=attention_shards("results/similarity/heads_shard{shard}.parquet"),
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
+        heads=shards("attention", "results/similarity/heads_shard{shard}.parquet"),
     output:
-        distributions=report_figure("results/paper/figures/similarity_distributions", "similarity_distributions", CLASSIFICATION, "Attention vs attribution"),
-        scaled=report_figure("results/paper/figures/similarity_distributions_scaled", "similarity_distributions", CLASSIFICATION, "Attention vs attribution"),
-        heads=report_figure("results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"),
+        distributions=report_figure(
+            "results/paper/figures/similarity_distributions",
+            "similarity_distributions",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        scaled=report_figure(
+            "results/paper/figures/similarity_distributions_scaled",
+            "similarity_distributions",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        heads=report_figure(
+            "results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"
+        ),
     log:
         "results/logs/plot_similarity/plot_similarity.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="similarity", within=config),
-        figures=lookup(dpath="figures", within=config),
+        cfg=keys(similarity=["rbo_p"], figures=["dpi"]),
     script:
         "../scripts/plot_similarity.py"

@@ -10,20 +10,32 @@ rule topology:
     benchmark:
         "results/benchmarks/topology/shard{shard}.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=120,
     params:
-        cfg=lookup(dpath="topology", within=config),
+        cfg=keys(
+            topology=[
+                "layers",
+                "pooling",
+                "chunk_size",
+                "estimators",
+                "distance",
+                "max_dimension",
+                "max_edge_length",
+                "sparse",
+                "n_shards",
+            ]
+        ),
     script:
         "../scripts/topology.py"
 
 
 rule bottleneck_distances:
     input:
-        diagrams=topology_shards("results/topology/diagrams_shard{shard}.parquet"),
+        diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
         test="results/data/test.parquet",
     output:
         matrix="results/topology/bottleneck.parquet",
@@ -34,16 +46,16 @@ rule bottleneck_distances:
     benchmark:
         "results/benchmarks/bottleneck_distances/bottleneck_distances.tsv"
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="topology", within=config),
+        cfg=keys(topology=["estimators", "max_dimension", "n_permutations", "seed"]),
     script:
         "../scripts/bottleneck_distances.py"
 
 
 rule plot_topology:
     input:
-        diagrams=topology_shards("results/topology/diagrams_shard{shard}.parquet"),
+        diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
         matrix="results/topology/bottleneck.parquet",
         test="results/data/test.parquet",
         selection="results/predictions/selection.json",
@@ -52,9 +64,8 @@ rule plot_topology:
     log:
         "results/logs/plot_topology/plot_topology.log",
     conda:
-        "../../envs/pipeline.yaml"
+        "../envs/pipeline.yaml"
     params:
-        cfg=lookup(dpath="topology", within=config),
-        figures=lookup(dpath="figures", within=config),
+        cfg=keys(topology=["pooling", "chunk_size", "estimators"], figures=["dpi"]),
     script:
         "../scripts/plot_topology.py"

@@ -1,12 +1,12 @@
 """Snakemake adapter for rule aggregate_similarity."""
 
-from attnlens.config import SimilarityConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.similarity import run_aggregate_similarity
 
 with rule_job(snakemake):
     run_aggregate_similarity(
-        SimilarityConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "similarity"),
         similarity_paths=snakemake.input.similarity,
         summary_path=snakemake.output.summary,
         tables_dir=snakemake.output.tables,

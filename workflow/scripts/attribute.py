@@ -1,13 +1,13 @@
 """Snakemake adapter for rule attribute (one shard)."""
 
-from attnlens.config import AttributionConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.attribution import run_attribute
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_attribute(
-        AttributionConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "attribution"),
         model_dir=snakemake.input.model,
         test_path=snakemake.input.test,
         predictions_path=snakemake.input.predictions,

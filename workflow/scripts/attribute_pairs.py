@@ -1,13 +1,13 @@
 """Snakemake adapter for rule attribute_pairs."""
 
-from attnlens.config import PairsConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_attribute_pairs
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_attribute_pairs(
-        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "attribution": snakemake.params.attribution}),
+        rule_section(snakemake.params.cfg, "pairs"),
         test_path=snakemake.input.test,
         exact_dir=snakemake.input.get("exact"),
         shard=int(snakemake.wildcards.shard),

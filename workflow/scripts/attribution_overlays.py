@@ -1,12 +1,12 @@
 """Snakemake adapter for rule attribution_overlays."""
 
-from attnlens.config import FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.attribution import run_attribution_overlays
 
 with rule_job(snakemake):
     run_attribution_overlays(
-        FiguresConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "figures"),
         attribution_paths=snakemake.input.attributions,
         selection_path=snakemake.input.selection,
         model_dir=snakemake.input.model,

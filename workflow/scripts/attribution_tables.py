@@ -1,12 +1,12 @@
 """Snakemake adapter for rule attribution_tables."""
 
-from attnlens.config import FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.attribution import run_attribution_tables
 
 with rule_job(snakemake):
     run_attribution_tables(
-        FiguresConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "figures"),
         attribution_paths=snakemake.input.attributions,
         embeddings_path=snakemake.input.embeddings,
         selection_path=snakemake.input.selection,

@@ -5,13 +5,13 @@ Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas impo
 
 from pathlib import Path
 
-from attnlens.config import TopologyConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.topology import run_bottleneck_distances
 
 with rule_job(snakemake):
     run_bottleneck_distances(
-        TopologyConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "topology"),
         diagram_paths=snakemake.input.diagrams,
         test_path=snakemake.input.test,
         matrix_path=snakemake.output.matrix,

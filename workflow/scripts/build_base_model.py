@@ -1,12 +1,12 @@
 """Snakemake adapter for rule build_base_model."""
 
-from attnlens.config import ModelConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.model import run_build_base_model
 
 with rule_job(snakemake):
     run_build_base_model(
-        ModelConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "model"),
         manifest_path=snakemake.input.manifest,
         out_dir=snakemake.output.model,
     )

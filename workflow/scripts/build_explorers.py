@@ -1,11 +1,11 @@
 """Snakemake adapter for rule build_explorers."""
 
-from attnlens.config import ExplorerConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.report import run_build_explorers
 
 with rule_job(snakemake):
-    cfg = ExplorerConfig.from_dict(snakemake.params.cfg)
+    cfg = rule_section(snakemake.params.cfg, "report").explorer
     run_build_explorers(
         cfg,
         bands_paths=snakemake.input.bands,

@@ -1,13 +1,13 @@
 """Snakemake adapter for rule compare."""
 
-from attnlens.config import SimilarityConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.similarity import run_compare
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_compare(
-        SimilarityConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "similarity"),
         summary_path=snakemake.input.summary,
         attribution_paths=snakemake.input.attributions,
         importance_path=snakemake.input.importance,

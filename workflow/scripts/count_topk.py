@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from attnlens.config import FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.figures import run_count_topk
 
 with rule_job(snakemake):
     run_count_topk(
-        FiguresConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "figures"),
         summary_paths=snakemake.input.summaries,
         selection_path=snakemake.input.selection,
         model_dir=snakemake.input.model,

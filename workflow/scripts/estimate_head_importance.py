@@ -1,13 +1,13 @@
 """Snakemake adapter for rule estimate_head_importance."""
 
-from attnlens.config import ImportanceConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.attention import run_estimate_head_importance
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_estimate_head_importance(
-        ImportanceConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "importance"),
         model_dir=snakemake.input.model,
         examples_path=snakemake.input.examples,
         out_path=snakemake.output.importance,

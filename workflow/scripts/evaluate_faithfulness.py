@@ -1,13 +1,13 @@
 """Snakemake adapter for rule evaluate_faithfulness."""
 
-from attnlens.config import FaithfulnessConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.attribution import run_evaluate_faithfulness
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_evaluate_faithfulness(
-        FaithfulnessConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "faithfulness"),
         model_dir=snakemake.input.model,
         test_path=snakemake.input.test,
         rationales_path=snakemake.input.rationales,

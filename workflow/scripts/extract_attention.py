@@ -1,13 +1,13 @@
 """Snakemake adapter for rule extract_attention (one shard)."""
 
-from attnlens.config import AttentionConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.attention import run_extract_attention
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_extract_attention(
-        AttentionConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "attention"),
         model_dir=snakemake.input.model,
         test_path=snakemake.input.test,
         selection_path=snakemake.input.selection,

@@ -1,13 +1,13 @@
 """Snakemake adapter for rule pair_convergence."""
 
-from attnlens.config import PairsConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_pair_convergence
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_pair_convergence(
-        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "attribution": snakemake.params.attribution}),
+        rule_section(snakemake.params.cfg, "pairs"),
         test_path=snakemake.input.test,
         exact_dir=snakemake.input.get("exact"),
         out_path=snakemake.output.convergence,

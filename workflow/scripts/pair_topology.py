@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from attnlens.config import PairsConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_pair_topology
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_pair_topology(
-        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "topology": snakemake.params.topology}),
+        rule_section(snakemake.params.cfg, "pairs"),
         pair_paths=snakemake.input.pairs,
         out_path=snakemake.output.topology,
         correlation_path=snakemake.output.correlation,

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from attnlens.config import FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.figures import run_plot_attention
 
 with rule_job(snakemake):
     run_plot_attention(
-        FiguresConfig.from_dict(snakemake.params.cfg),
-        bins=snakemake.params.bins,
+        rule_section(snakemake.params.cfg, "figures"),
+        bins=rule_section(snakemake.params.cfg, "attention").bins,
         summary_paths=snakemake.input.summaries,
         band_paths=snakemake.input.bands,
         selection_path=snakemake.input.selection,

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from attnlens.config import FaithfulnessConfig, FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.attribution import run_plot_faithfulness
 
 with rule_job(snakemake):
     run_plot_faithfulness(
-        FaithfulnessConfig.from_dict(snakemake.params.cfg),
-        FiguresConfig.from_dict(snakemake.params.figures),
+        rule_section(snakemake.params.cfg, "faithfulness"),
+        rule_section(snakemake.params.cfg, "figures"),
         curves_path=snakemake.input.curves,
         plausibility_path=snakemake.input.plausibility,
         figure_stem=Path(snakemake.output.figure[0]).with_suffix(""),

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from attnlens.config import FiguresConfig, SimilarityConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.similarity import run_plot_similarity
 
 with rule_job(snakemake):
     run_plot_similarity(
-        SimilarityConfig.from_dict(snakemake.params.cfg),
-        FiguresConfig.from_dict(snakemake.params.figures),
+        rule_section(snakemake.params.cfg, "similarity"),
+        rule_section(snakemake.params.cfg, "figures"),
         similarity_paths=snakemake.input.similarity,
         heads_paths=snakemake.input.heads,
         distributions_stem=Path(snakemake.output.distributions[0]).with_suffix(""),

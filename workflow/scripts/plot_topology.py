@@ -1,13 +1,13 @@
 """Snakemake adapter for rule plot_topology."""
 
-from attnlens.config import FiguresConfig, TopologyConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.topology import run_plot_topology
 
 with rule_job(snakemake):
     run_plot_topology(
-        TopologyConfig.from_dict(snakemake.params.cfg),
-        FiguresConfig.from_dict(snakemake.params.figures),
+        rule_section(snakemake.params.cfg, "topology"),
+        rule_section(snakemake.params.cfg, "figures"),
         diagram_paths=snakemake.input.diagrams,
         matrix_path=snakemake.input.matrix,
         test_path=snakemake.input.test,

@@ -1,13 +1,13 @@
 """Snakemake adapter for rule predict."""
 
-from attnlens.config import PredictConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.model import run_predict
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_predict(
-        PredictConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "predict"),
         model_dir=snakemake.input.model,
         test_path=snakemake.input.test,
         predictions_path=snakemake.output.predictions,

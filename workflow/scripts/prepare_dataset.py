@@ -1,12 +1,12 @@
 """Snakemake adapter for rule prepare_dataset."""
 
-from attnlens.config import DataConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.data import run_prepare_dataset
 
 with rule_job(snakemake):
     run_prepare_dataset(
-        DataConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "data"),
         train_path=snakemake.output.train,
         test_path=snakemake.output.test,
         rationales_path=snakemake.output.rationales,

@@ -1,12 +1,12 @@
 """Snakemake adapter for rule prepare_pairs."""
 
-from attnlens.config import PairDataConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.pairs import run_prepare_pairs
 
 with rule_job(snakemake):
     run_prepare_pairs(
-        PairDataConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "pairs").data,
         train_path=snakemake.output.train,
         test_path=snakemake.output.test,
     )

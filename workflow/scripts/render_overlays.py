@@ -1,12 +1,12 @@
 """Snakemake adapter for rule render_overlays."""
 
-from attnlens.config import FiguresConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.figures import run_render_overlays
 
 with rule_job(snakemake):
     run_render_overlays(
-        FiguresConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "figures"),
         summary_paths=snakemake.input.summaries,
         selection_path=snakemake.input.selection,
         importance_path=snakemake.input.importance,

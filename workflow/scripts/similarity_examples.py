@@ -1,12 +1,12 @@
 """Snakemake adapter for rule similarity_examples."""
 
-from attnlens.config import SimilarityConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.similarity import run_similarity_examples
 
 with rule_job(snakemake):
     run_similarity_examples(
-        SimilarityConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "similarity"),
         summary_paths=snakemake.input.summaries,
         attribution_paths=snakemake.input.attributions,
         importance_path=snakemake.input.importance,

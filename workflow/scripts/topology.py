@@ -1,13 +1,13 @@
 """Snakemake adapter for rule topology."""
 
-from attnlens.config import TopologyConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.topology import run_topology
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_topology(
-        TopologyConfig.from_dict(snakemake.params.cfg),
+        rule_section(snakemake.params.cfg, "topology"),
         model_dir=snakemake.input.model,
         test_path=snakemake.input.test,
         shard=int(snakemake.wildcards.shard),

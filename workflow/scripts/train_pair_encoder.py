@@ -1,13 +1,13 @@
 """Snakemake adapter for rule train_pair_encoder."""
 
-from attnlens.config import PairsConfig
+from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_train_pair_encoder
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)
     run_train_pair_encoder(
-        PairsConfig.from_dict({"encoder": snakemake.params.encoder, "exact": snakemake.params.exact}),
+        rule_section(snakemake.params.cfg, "pairs"),
         train_path=snakemake.input.train,
         test_path=snakemake.input.test,
         model_dir=snakemake.output.model,

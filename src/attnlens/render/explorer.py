@@ -1,7 +1,7 @@
 """Interactive long-document explorer: one self-contained HTML file per showcased example.
 
 The page shows the whole document as text with a colour overlay — IG attribution, received
-attention of a *view* (a layer configuration of paper_spec §8/§11 over all heads, or one layer and
+attention of a *view* (a layer configuration of recipes §8/§11 over all heads, or one layer and
 head; raw or scaled by head importance) or, for the synthetic corpus, the planted evidence.
 Clicking a token shows its position, attribution, received attention and its top-k attended and
 attending tokens in the current view, which are then highlighted in the text and on a minimap.

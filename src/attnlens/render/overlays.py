@@ -1,4 +1,4 @@
-"""Summed-attention overlays of one example's text (paper Fig 8; paper_spec §8).
+"""Summed-attention overlays of one example's text (paper Fig 8; recipes §8).
 
 Each token is coloured by the attention it receives, summed over the heads of a layer configuration
 (``last`` = the paper's "layer 12", ``all``, ``lower``, ``upper``), optionally scaled by head
@@ -264,7 +264,7 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
     return written
 
 
-# --- Captum-style attribution overlay (paper_spec §10, Figs 9 and 16) -------------------------------
+# --- Captum-style attribution overlay (recipes §10, Figs 9 and 16) -------------------------------
 
 
 def captum_colour(a: float) -> tuple[int, int, int]:

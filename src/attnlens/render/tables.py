@@ -1,4 +1,4 @@
-"""Paper tables as CSV + LaTeX + Markdown, and the attribution tables of paper_spec §10.
+"""Paper tables as CSV + LaTeX + Markdown, and the attribution tables of recipes §10.
 
 Attribution tables read the L2-normalised IG scores (§9.1 step 6):
 

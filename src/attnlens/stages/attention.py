@@ -67,7 +67,7 @@ def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path
         example_ids=[str(e) for e in examples["example_id"]],
         model=str(model_dir),
         zero_heads=zeros,
-        legacy="T3-vis: accumulated gradients, local projections only, global min-max (paper_spec §4)",
+        legacy="T3-vis: accumulated gradients, local projections only, global min-max (recipes §4)",
         fixed=f"per-example {cfg.estimator} Taylor terms, local + global projections, {cfg.normalisation}",
         deviations=list(FIXED_DEVIATIONS),
         seconds=round(seconds, 2),

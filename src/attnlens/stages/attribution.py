@@ -148,7 +148,7 @@ def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, s
         target = choose_target(cfg.target, label, probs_by_id[eid])
         inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], device)
         is_showcase = eid in showcased
-        # fixed steps are one round (min = max); the tolerance then only flags, as paper_spec §9.1 asks
+        # fixed steps are one round (min = max); the tolerance then only flags, as recipes §9.1 asks
         if is_showcase and cfg.showcase_steps:
             lo = hi = cfg.showcase_steps
         elif cfg.adaptive:

@@ -9,7 +9,7 @@ import os
 
 from accelerate import PartialState
 
-from attnlens.config import ModelConfig, PredictConfig, TrainConfig
+from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_section
 from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.io import Job, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.modeling import build_base_model, load_classifier
@@ -22,7 +22,7 @@ from attnlens.prediction import (
     predictions_frame,
     select_examples,
 )
-from attnlens.runtime import log_to, use_threads, write_job_record
+from attnlens.runtime import first_seed, log_to, use_threads, write_job_record
 from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     doc = train_classifier_command.__doc__.splitlines()[0]
     parser = argparse.ArgumentParser(prog="train_classifier.py", description=doc)
     # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
-    parser.add_argument("--train-config", required=True, help="the `train` config section as JSON")
+    parser.add_argument("--train-config", required=True, help='the keys it reads as JSON: {"train": {...}}')
     for name in ("base-dir", "train-data", "test-data", "model-dir", "metrics-file", "log-file"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--n-threads", type=int, default=1)
@@ -75,10 +75,11 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     rank = int(os.environ.get("RANK", "0"))
     section = json.loads(args.train_config)
     # a shell rule sees only its own section: the run configuration's hash stays unknown here
-    set_job(Job("train_classifier", section, section.get("seed"), None))
+    cfg = rule_section(section, "train")
+    set_job(Job("train_classifier", section, first_seed(section), None))
     with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
         use_threads(args.n_threads)
-        run_train_classifier(TrainConfig.from_dict(section), args.base_dir, args.train_data,
+        run_train_classifier(cfg, args.base_dir, args.train_data,
                              args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
     if rank == 0:
         inputs = [args.base_dir, args.train_data, args.test_data]
