@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import ROOT, run_snakemake
-from transformers import AutoTokenizer, BertModel, LongformerConfig, LongformerForSequenceClassification
+from helpers import ROOT, run_snakemake, tiny_longformer
+from transformers import AutoTokenizer, BertModel
 
 from attnlens.modeling import packaged_model_dir
 
@@ -50,16 +49,6 @@ def tiny_classifier():
 
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     tokenizer.model_max_length = 64
-    config = LongformerConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=66,
-        attention_window=16,
-        pad_token_id=tokenizer.pad_token_id,
-        num_labels=2,
-    )
-    torch.manual_seed(0)
-    return LongformerForSequenceClassification(config).eval(), tokenizer
+    model = tiny_longformer(vocab_size=tokenizer.vocab_size, hidden=16, heads=2, intermediate=32, max_positions=66,
+                            window=16, pad_token_id=tokenizer.pad_token_id, num_labels=2, seed=0)  # fmt: skip
+    return model, tokenizer

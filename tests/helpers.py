@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -26,3 +29,26 @@ def copy_run(run: Path, dest: Path) -> Path:
     """A copy of a finished run (modification times kept, so Snakemake sees nothing to do)."""
     shutil.copytree(run, dest, symlinks=True)
     return dest
+
+
+def tiny_longformer(
+    *, vocab_size: int = 50, hidden: int = 12, layers: int = 2, heads: int = 3, intermediate: int = 24,
+    max_positions: int = 80, window: int = 4, pad_token_id: int = 1, num_labels: int | None = None, seed: int = 0,
+    double: bool = False,
+):  # fmt: skip
+    """A seeded random Longformer small enough for exact checks: the encoder alone, or a classifier with
+    ``num_labels`` classes; eval mode, float64 when ``double``."""
+    config = LongformerConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=intermediate,
+        max_position_embeddings=max_positions,
+        attention_window=window,
+        pad_token_id=pad_token_id,
+        **({"num_labels": num_labels} if num_labels else {}),
+    )
+    torch.manual_seed(seed)
+    model = (LongformerForSequenceClassification if num_labels else LongformerModel)(config).eval()
+    return model.double() if double else model

@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from transformers import LongformerConfig, LongformerModel
+from helpers import tiny_longformer
 
 from attnlens.attention import (
     Band,
@@ -180,19 +180,8 @@ def test_band_rejects_inconsistent_layout():
 
 
 def _tiny_longformer(window: int, n_layers: int = 2, heads: int = 3, hidden: int = 12):
-
-    config = LongformerConfig(
-        vocab_size=50,
-        hidden_size=hidden,
-        num_hidden_layers=n_layers,
-        num_attention_heads=heads,
-        intermediate_size=24,
-        max_position_embeddings=80,
-        attention_window=window,
-        pad_token_id=1,
-    )
-    torch.manual_seed(3)
-    model = LongformerModel(config).eval().double()
+    """The shared tiny encoder, float64, with global and local Q/K projections made clearly different."""
+    model = tiny_longformer(hidden=hidden, layers=n_layers, heads=heads, window=window, seed=3, double=True)
     with torch.no_grad():  # make global projections differ from the local ones
         for layer in model.encoder.layer:
             for proj in ("query_global", "key_global", "value_global"):

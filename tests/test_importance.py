@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LongformerConfig, LongformerForSequenceClassification
+from helpers import tiny_longformer
 
 from attnlens.importance import (
     GLOBAL_GROUPS,
@@ -27,19 +27,8 @@ N_LAYERS, N_HEADS, HIDDEN = 2, 3, 12
 
 
 def tiny_model():
-    config = LongformerConfig(
-        vocab_size=40,
-        hidden_size=HIDDEN,
-        num_hidden_layers=N_LAYERS,
-        num_attention_heads=N_HEADS,
-        intermediate_size=20,
-        max_position_embeddings=40,
-        attention_window=4,
-        pad_token_id=1,
-        num_labels=2,
-    )
-    torch.manual_seed(5)
-    model = LongformerForSequenceClassification(config).double().eval()
+    model = tiny_longformer(vocab_size=40, hidden=HIDDEN, layers=N_LAYERS, heads=N_HEADS, intermediate=20,
+                            max_positions=40, window=4, num_labels=2, seed=5, double=True)  # fmt: skip
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)  # break the symmetric init so every head matters

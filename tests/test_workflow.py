@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from attnlens.io import load_json, load_model_provenance, load_parquet, load_ten
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.modeling import load_classifier
 from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
+from attnlens.prediction import load_selection
 from attnlens.render.explorer import read_explorer
 from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
 from attnlens.stages import attribution as attribution_stage
@@ -58,12 +60,21 @@ def workdir(root, tmp_path):
     return tmp_path
 
 
-@pytest.mark.workflow
-def test_tiny_end_to_end(root, tiny_run, tmp_path):
-
+@pytest.fixture(scope="module")
+def tiny(tiny_run) -> SimpleNamespace:
+    """The finished .test run: its results folder, test split and showcased examples."""
     res = tiny_run / "results"
+    return SimpleNamespace(
+        res=res,
+        test=load_examples(res / "data/test.parquet")[0],
+        selection=load_selection(res / "predictions/selection.json"),
+    )
+
+
+@pytest.mark.workflow
+def test_data_model_and_prediction_stages(tiny):
+    res, test = tiny.res, tiny.test
     train, _ = load_examples(res / "data/train.parquet")
-    test, _ = load_examples(res / "data/test.parquet")
     assert len(train) == 18 and len(test) == 6
     rationales, _ = load_parquet(res / "data/rationales.parquet", "rationales/v1")
     assert len(rationales) > 0
@@ -75,24 +86,25 @@ def test_tiny_end_to_end(root, tiny_run, tmp_path):
     assert len(metrics["epochs"]) == 1
     preds, _ = load_parquet(res / "predictions/test.parquet", "predictions/v1")
     assert sorted(preds["example_id"]) == sorted(test["example_id"])
-    selection = load_json(res / "predictions/selection.json", "selection/v1")["examples"]
-    roles = {s["role"] for s in selection}
+    roles = {s["role"] for s in tiny.selection}
     assert {"most_confident_0", "most_confident_1"} <= roles
-    assert all(s["example_id"] in set(test["example_id"]) for s in selection)
-    _check_attention_stage(res, test, selection, tokenizer)
-    _check_attribution_stage(res, test, selection, tokenizer)
-    _check_similarity_stage(res, test, selection)
-    _check_topology_stage(res, test, selection)
-    _check_pairs_stage(res)
-    _check_explorers(res, selection)
-    _check_manifest_and_provenance(res)
+    assert all(s["example_id"] in set(test["example_id"]) for s in tiny.selection)
+
+
+@pytest.mark.workflow
+def test_a_finished_run_has_nothing_to_do(root, tiny_run):
     again = _snakemake(root, "--directory", str(tiny_run), "--cores", "2")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_attribute_resumes_from_its_checkpoints(root, tiny_run, tmp_path):
     _check_attribute_resumes(root, copy_run(tiny_run, tmp_path / "copy"))
 
 
-def _check_explorers(res, selection):
-
+@pytest.mark.workflow
+def test_explorers(tiny):
+    res, selection = tiny.res, tiny.selection
     pages = sorted((res / "explorer").glob("*.html"))
     assert sorted(p.stem for p in pages) == sorted({s["example_id"] for s in selection})
     for page in pages:
@@ -109,9 +121,10 @@ def _check_explorers(res, selection):
 FIGURE_OR_TABLE = {".png", ".pdf", ".csv", ".tex", ".md", ".html"}
 
 
-def _check_manifest_and_provenance(res):
+@pytest.mark.workflow
+def test_manifest_and_provenance(tiny):
     """The manifest names each artifact's rule and its inputs' current hashes; every figure and table has provenance."""
-
+    res = tiny.res
     manifest = load_json(res / "manifest.json", "manifest/v1")
     artifacts = {a["path"]: a for a in manifest["artifacts"]}
     rules = {a["rule"] for a in artifacts.values() if a["rule"]}
@@ -135,8 +148,9 @@ def _check_manifest_and_provenance(res):
                 assert "seed" in prov, f
 
 
-def _check_attribution_stage(res, test, selection, tokenizer):
-
+@pytest.mark.workflow
+def test_attribution_stage(tiny):
+    res, test, selection = tiny.res, tiny.test, tiny.selection
     shards = sorted((res / "attributions").glob("shard*.parquet"))
     assert len(shards) == 2 and not list((res / "attributions").glob(".*partial"))
     frame = load_attributions(shards)
@@ -168,8 +182,9 @@ def _check_attribution_stage(res, test, selection, tokenizer):
     assert "auprc" in (res / "paper/tables/plausibility.csv").read_text(encoding="utf-8")
 
 
-def _check_similarity_stage(res, test, selection):
-
+@pytest.mark.workflow
+def test_similarity_stage(tiny):
+    res, test, selection = tiny.res, tiny.test, tiny.selection
     frame = load_similarity(sorted((res / "similarity").glob("shard*.parquet")))
     assert list(frame.columns) == list(COLUMNS)
     assert sorted(frame["example_id"].unique()) == sorted(test["example_id"])
@@ -204,8 +219,9 @@ def _check_similarity_stage(res, test, selection):
         assert (res / f"paper/figures/{stem}.png").stat().st_size > 5000
 
 
-def _check_topology_stage(res, test, selection):
-
+@pytest.mark.workflow
+def test_topology_stage(tiny):
+    res, test, selection = tiny.res, tiny.test, tiny.selection
     diagrams = load_diagrams(sorted((res / "topology").glob("diagrams_shard*.parquet")))
     assert sorted(diagrams["example_id"].unique()) == sorted(test["example_id"])
     assert set(diagrams["estimator"]) == set(ESTIMATORS) and set(diagrams["dim"]) <= {0, 1}
@@ -228,8 +244,9 @@ def _check_topology_stage(res, test, selection):
     assert (figures / f"{first['role']}_{first['example_id']}_joint_ppmi.png").exists()
 
 
-def _check_pairs_stage(res):
-
+@pytest.mark.workflow
+def test_pairs_stage(tiny):
+    res = tiny.res
     train, test = load_pairs(res / "data/pairs_train.parquet"), load_pairs(res / "data/pairs_test.parquet")
     assert len(train) == len(test) == 6 and not set(train["pair_id"]) & set(test["pair_id"])
     scores = load_scores(sorted((res / "pairs").glob("scores_shard*.parquet")))
@@ -300,8 +317,9 @@ def _check_attribute_resumes(root, workdir):
         assert list(a) == pytest.approx(list(b), abs=1e-6)
 
 
-def _check_attention_stage(res, test, selection, tokenizer):
-
+@pytest.mark.workflow
+def test_attention_stage(tiny):
+    res, test, selection = tiny.res, tiny.test, tiny.selection
     imp, prov = load_tensors(res / "importance/head_importance.safetensors", "head_importance/v1")
     assert prov["split"] == "train" and len(prov["example_ids"]) == 4
     assert imp["fixed"].shape == imp["legacy"].shape == (6, 12)
@@ -442,7 +460,7 @@ def test_snakemake_report(root, tiny_run, tmp_path):
         assert category in text
     captions = sorted((root / "workflow/report").glob("*.rst"))
     rules = "".join(p.read_text() for p in (root / "workflow/rules").glob("*.smk"))
-    tagged = r'caption="\.\./report/(\w+)\.rst"|report_\w+\([^)]*"(\w+)", (?:CLASSIFICATION|TOPOLOGY|PAIRS)'
+    tagged = r'caption="\.\./report/(\w+)\.rst"|report_\w+\([^)]*"(\w+)",\s*(?:CLASSIFICATION|TOPOLOGY|PAIRS)'
     used = re.findall(tagged, rules)
     names = {a or b for a, b in used}
     assert names == {p.stem for p in captions} - {"workflow"}, "every caption is used and every used caption exists"

@@ -34,6 +34,9 @@ from safetensors.torch import save_file
 from attnlens import __version__
 from attnlens.errors import InputError
 
+#: A path argument: a string or any ``os.PathLike`` (what ``run_*`` functions accept).
+StrPath = str | os.PathLike[str]
+
 PROVENANCE_KEY = "attnlens"
 
 

@@ -114,9 +114,10 @@ def legacy_ranks(v: np.ndarray, sort: str = "stable") -> np.ndarray:
 
     0 is the largest. ``sort="numpy"`` is the original's ``np.argsort`` default (introsort, SIMD where
     the CPU has it): its order of tied values — all the zero-filled masked entries — differs between
-    machines and numpy versions (B-8). ``"stable"`` (the default) keeps ties in position order, so
-    the same inputs give the same numbers everywhere; tied positions then get the same relative order
-    in both vectors, which makes the masking artefact (B-5) somewhat larger than with numpy's order.
+    machines and numpy versions (B-8). ``"stable"`` (the default) gives the same numbers everywhere:
+    the stable ascending order reversed lists tied values in *reverse* position order (the later
+    position ranks higher). Tied positions then get the same relative order in both vectors, which
+    makes the masking artefact (B-5) somewhat larger than with numpy's order.
     """
     kind = "stable" if sort == "stable" else None
     order = np.argsort(np.atleast_2d(v), axis=-1, kind=kind)[:, ::-1]

@@ -17,7 +17,7 @@ from attnlens.attention import (
     forward_bands,
     position_counts,
 )
-from attnlens.config import ImportanceConfig
+from attnlens.config import AttentionConfig, ImportanceConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.importance import (
     FIXED_DEVIATIONS,
@@ -26,14 +26,16 @@ from attnlens.importance import (
     importance_matrices,
     zero_heads,
 )
-from attnlens.io import provenance, save_tensors
+from attnlens.io import StrPath, provenance, save_tensors
 from attnlens.modeling import load_classifier
 from attnlens.prediction import encode_texts, load_selection
 
 log = logging.getLogger(__name__)
 
 
-def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path, out_path) -> dict:
+def run_estimate_head_importance(
+    cfg: ImportanceConfig, model_dir: StrPath, examples_path: StrPath, out_path: StrPath
+) -> dict:
     """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_dir)
@@ -76,7 +78,15 @@ def run_estimate_head_importance(cfg: ImportanceConfig, model_dir, examples_path
     return {"n_examples": len(labels), "zero_heads": zeros}
 
 
-def run_extract_attention(cfg, model_dir, test_path, selection_path, shard: int, summary_path, bands_path) -> dict:
+def run_extract_attention(
+    cfg: AttentionConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    selection_path: StrPath,
+    shard: int,
+    summary_path: StrPath,
+    bands_path: StrPath,
+) -> dict:
     """Rule ``extract_attention``: summaries of the shard's test examples and bands of its showcased ones.
 
     ``summary_path`` (safetensors) holds, concatenated over the shard's examples along the token axis,

@@ -28,6 +28,7 @@ from attnlens.attribution import (
     predicted_probs,
     prepare_inputs,
 )
+from attnlens.config import AttributionConfig, FaithfulnessConfig, FiguresConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.faithfulness import (
     FAITHFULNESS_SCHEMA,
@@ -42,6 +43,7 @@ from attnlens.faithfulness import (
     summary_table,
 )
 from attnlens.io import (
+    StrPath,
     atomic_dir,
     atomic_path,
     file_stem,
@@ -115,7 +117,15 @@ def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: st
     }
 
 
-def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, shard: int, out_path) -> dict:
+def run_attribute(
+    cfg: AttributionConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    predictions_path: StrPath,
+    selection_path: StrPath,
+    shard: int,
+    out_path: StrPath,
+) -> dict:
     """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
 
     Each finished example is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
@@ -208,7 +218,14 @@ def run_attribute(cfg, model_dir, test_path, predictions_path, selection_path, s
     return {"n_examples": len(frame), "seconds": seconds, "not_converged": n_bad, "resumed": resumed}
 
 
-def run_attribute_embeddings(cfg, model_dir, test_path, predictions_path, selection_path, out_path) -> dict:
+def run_attribute_embeddings(
+    cfg: AttributionConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    predictions_path: StrPath,
+    selection_path: StrPath,
+    out_path: StrPath,
+) -> dict:
     """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)
@@ -245,7 +262,14 @@ def run_attribute_embeddings(cfg, model_dir, test_path, predictions_path, select
     return {"n_examples": len(frame), "seconds": seconds}
 
 
-def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_path, model_dir, out_dir) -> list[Path]:
+def run_attribution_tables(
+    cfg: FiguresConfig,
+    attribution_paths: Sequence[StrPath],
+    embeddings_path: StrPath,
+    selection_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
     """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
     tokenizer = load_tokenizer(model_dir)
     frame = load_attributions(attribution_paths)
@@ -312,7 +336,14 @@ def run_attribution_tables(cfg, attribution_paths, embeddings_path, selection_pa
     return [Path(out_dir) / p.name for p in written]
 
 
-def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, manifest_path, out_dir) -> list[Path]:
+def run_attribution_overlays(
+    cfg: FiguresConfig,
+    attribution_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    model_dir: StrPath,
+    manifest_path: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
     """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
     tokenizer = load_tokenizer(model_dir)
     frame = load_attributions(attribution_paths).set_index("example_id")
@@ -367,7 +398,14 @@ def run_attribution_overlays(cfg, attribution_paths, selection_path, model_dir, 
 
 
 def run_evaluate_faithfulness(
-    cfg, model_dir, test_path, rationales_path, attribution_paths, summary_paths, curves_path, plausibility_path
+    cfg: FaithfulnessConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    attribution_paths: Sequence[StrPath],
+    summary_paths: Sequence[StrPath],
+    curves_path: StrPath,
+    plausibility_path: StrPath,
 ) -> dict:
     """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility."""
     model, tokenizer = load_classifier(model_dir)
@@ -425,7 +463,14 @@ def run_evaluate_faithfulness(
     return {"n_examples": len(attributions), "seconds": seconds}
 
 
-def run_plot_faithfulness(cfg, figures_cfg, curves_path, plausibility_path, figure_stem, tables_dir) -> None:
+def run_plot_faithfulness(
+    cfg: FaithfulnessConfig,
+    figures_cfg: FiguresConfig,
+    curves_path: StrPath,
+    plausibility_path: StrPath,
+    figure_stem: StrPath,
+    tables_dir: StrPath,
+) -> None:
     """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
     curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
     plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)

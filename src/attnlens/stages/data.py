@@ -6,12 +6,14 @@ import logging
 
 from attnlens.config import DataConfig
 from attnlens.data import EXAMPLES_SCHEMA, MANIFEST_SCHEMA, RATIONALES_SCHEMA, prepare_dataset
-from attnlens.io import provenance, save_json, save_parquet
+from attnlens.io import StrPath, provenance, save_json, save_parquet
 
 log = logging.getLogger(__name__)
 
 
-def run_prepare_dataset(cfg: DataConfig, train_path, test_path, rationales_path, manifest_path) -> None:
+def run_prepare_dataset(
+    cfg: DataConfig, train_path: StrPath, test_path: StrPath, rationales_path: StrPath, manifest_path: StrPath
+) -> None:
     """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``."""
     frames, rationales, manifest = prepare_dataset(cfg)
     for split, path in (("train", train_path), ("test", test_path)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,10 @@ from attnlens.attention import (
     load_bands,
     load_summaries,
 )
+from attnlens.config import FiguresConfig
 from attnlens.errors import InputError
 from attnlens.importance import IMPORTANCE_SCHEMA, load_importance, zero_heads
-from attnlens.io import atomic_dir, file_stem, load_tensors, provenance, save_csv, save_tensors
+from attnlens.io import StrPath, atomic_dir, file_stem, load_tensors, provenance, save_csv, save_tensors
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection
 from attnlens.render.figures import (
@@ -35,7 +37,7 @@ from attnlens.tokens import display_tokens, stopword_source, token_mask
 log = logging.getLogger(__name__)
 
 
-def run_plot_head_importance(cfg, importance_path, stem) -> list[Path]:
+def run_plot_head_importance(cfg: FiguresConfig, importance_path: StrPath, stem: StrPath) -> list[Path]:
     """Rule ``plot_head_importance``: legacy and fixed matrices and the global projections' share."""
     t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
     fixed_cfg = prov["config"]
@@ -50,7 +52,14 @@ def run_plot_head_importance(cfg, importance_path, stem) -> list[Path]:
 
 
 def run_plot_attention(
-    cfg, bins: int, summary_paths, band_paths, selection_path, heatmap_dir, aggregate_stem, aggregate_path
+    cfg: FiguresConfig,
+    bins: int,
+    summary_paths: Sequence[StrPath],
+    band_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    heatmap_dir: StrPath,
+    aggregate_stem: StrPath,
+    aggregate_path: StrPath,
 ) -> None:
     """Rule ``plot_attention``: per showcased example (Fig 2 / 4a) and dataset aggregate (Fig 4b) grids."""
     summaries = load_summaries(summary_paths)
@@ -88,7 +97,14 @@ def run_plot_attention(
             plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
 
 
-def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, figures_dir) -> dict:
+def run_count_topk(
+    cfg: FiguresConfig,
+    summary_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    model_dir: StrPath,
+    tables_dir: StrPath,
+    figures_dir: StrPath,
+) -> dict:
     """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
     chosen = [e for e in load_selection(selection_path) if cfg.topk_role in (e["role"], e["example_id"])]
     if not chosen:
@@ -140,7 +156,14 @@ def run_count_topk(cfg, summary_paths, selection_path, model_dir, tables_dir, fi
     return {"example_id": eid, "token_of_interest": token}
 
 
-def run_render_overlays(cfg, summary_paths, selection_path, importance_path, model_dir, out_dir) -> list[Path]:
+def run_render_overlays(
+    cfg: FiguresConfig,
+    summary_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    importance_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
     """Rule ``render_overlays``: every showcased example × ``cfg.overlay_layers`` × {unscaled, scaled}."""
     summaries = load_summaries(summary_paths)
     tokenizer = load_tokenizer(model_dir)

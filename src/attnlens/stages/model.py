@@ -11,7 +11,7 @@ from accelerate import PartialState
 
 from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_section
 from attnlens.data import MANIFEST_SCHEMA, load_examples
-from attnlens.io import Job, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
+from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.modeling import build_base_model, load_classifier
 from attnlens.prediction import (
     PREDICTIONS_SCHEMA,
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 BASE_MODEL_SCHEMA = "base_model/v1"
 
 
-def run_build_base_model(cfg: ModelConfig, manifest_path, out_dir) -> None:
+def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> None:
     """Rule ``build_base_model``: the classifier fine-tuning starts from, with the dataset's class names."""
     classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
     model, tokenizer = build_base_model(cfg, len(classes))
@@ -42,7 +42,14 @@ def run_build_base_model(cfg: ModelConfig, manifest_path, out_dir) -> None:
     save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))
 
 
-def run_train_classifier(cfg: TrainConfig, base_dir, train_path, test_path, model_dir, metrics_path) -> dict:
+def run_train_classifier(
+    cfg: TrainConfig,
+    base_dir: StrPath,
+    train_path: StrPath,
+    test_path: StrPath,
+    model_dir: StrPath,
+    metrics_path: StrPath,
+) -> dict:
     """Rule ``train_classifier``: fine-tune the base model; save it (safetensors) and ``train_metrics.json``."""
     model, tokenizer = load_classifier(base_dir)
     train_df, _ = load_examples(train_path)
@@ -86,7 +93,14 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
         write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
 
 
-def run_predict(cfg: PredictConfig, model_dir, test_path, predictions_path, metrics_path, selection_path) -> dict:
+def run_predict(
+    cfg: PredictConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    predictions_path: StrPath,
+    metrics_path: StrPath,
+    selection_path: StrPath,
+) -> dict:
     """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)

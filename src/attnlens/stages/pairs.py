@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from attnlens.config import PairDataConfig, PairsConfig
 from attnlens.data import shard_of
 from attnlens.errors import InputError
 from attnlens.io import (
+    StrPath,
     atomic_dir,
     load_json,
     load_parquet,
@@ -52,7 +55,7 @@ from attnlens.topology import bottleneck, text_topology
 logger = logging.getLogger(__name__)
 
 
-def run_prepare_pairs(cfg, train_path, test_path) -> dict:
+def run_prepare_pairs(cfg: PairDataConfig, train_path: StrPath, test_path: StrPath) -> dict:
     """Rule ``prepare_pairs``: the pair source, checked and split into train and test pairs."""
     df, where = load_pair_source(cfg)
     if len(df) < 4:
@@ -68,7 +71,9 @@ def run_prepare_pairs(cfg, train_path, test_path) -> dict:
     return {"train": int((~is_test).sum()), "test": int(is_test.sum())}
 
 
-def run_train_pair_encoder(cfg, train_path, test_path, model_dir, metrics_path) -> dict:
+def run_train_pair_encoder(
+    cfg: PairsConfig, train_path: StrPath, test_path: StrPath, model_dir: StrPath, metrics_path: StrPath
+) -> dict:
     """Rule ``train_pair_encoder``: the exact-mode model (``save_pretrained`` + :data:`PAIR_MODEL_FILE`)."""
     model, tok, spec, metrics = train_pair_encoder(
         cfg.encoder, cfg.exact, load_pairs(train_path), load_pairs(test_path)
@@ -92,7 +97,9 @@ def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
     return out
 
 
-def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, scores_path) -> dict:
+def run_attribute_pairs(
+    cfg: PairsConfig, test_path: StrPath, exact_dir: StrPath, shard: int, matrices_path: StrPath, scores_path: StrPath
+) -> dict:
     """Rule ``attribute_pairs``: token × token matrices and score terms of the shard's test pairs, every model."""
     pairs = load_pairs(test_path)
     mine = pairs[[shard_of(p, cfg.attribution.n_shards) == shard for p in pairs["pair_id"]]]
@@ -119,7 +126,7 @@ def run_attribute_pairs(cfg, test_path, exact_dir, shard: int, matrices_path, sc
     return {"pairs": len(mine)}
 
 
-def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
+def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPath, out_path: StrPath) -> dict:
     """Rule ``pair_convergence``: attribution error against the number of steps, both rules, one pair."""
     pairs = load_pairs(test_path)
     pair_id = showcased_pairs(pairs, 1)[0]
@@ -143,7 +150,9 @@ def run_pair_convergence(cfg, test_path, exact_dir, out_path) -> dict:
     return {"pair_id": pair_id}
 
 
-def run_pair_topology(cfg, pair_paths, out_path, correlation_path, table_stem) -> dict:
+def run_pair_topology(
+    cfg: PairsConfig, pair_paths: Sequence[StrPath], out_path: StrPath, correlation_path: StrPath, table_stem: StrPath
+) -> dict:
     """Rule ``pair_topology``: does attention topology track the encoder's similarity and the gold grade?
 
     Every pair (train and test: the off-the-shelf encoder has seen none of them) is used.
@@ -202,7 +211,7 @@ def run_pair_topology(cfg, pair_paths, out_path, correlation_path, table_stem) -
     return {"seconds": seconds}
 
 
-def run_pair_tables(score_paths, exact_metrics_path, out_dir) -> list[Path]:
+def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath, out_dir: StrPath) -> list[Path]:
     """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
     scores = load_scores(score_paths)
     columns = ["pair_id", "model", "similarity", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
@@ -239,7 +248,15 @@ def run_pair_tables(score_paths, exact_metrics_path, out_dir) -> list[Path]:
     return [Path(out_dir) / p.relative_to(tmp) for p in written]
 
 
-def run_plot_pairs(cfg, score_paths, matrix_paths, convergence_path, topology_path, out_dir, dpi: int = 150) -> None:
+def run_plot_pairs(
+    cfg: PairsConfig,
+    score_paths: Sequence[StrPath],
+    matrix_paths: Sequence[StrPath],
+    convergence_path: StrPath,
+    topology_path: StrPath,
+    out_dir: StrPath,
+    dpi: int = 150,
+) -> None:
     """Rule ``plot_pairs``: heatmaps of the showcased pairs, the convergence curve, topology against similarity."""
     scores = load_scores(score_paths)
     matrices = {}

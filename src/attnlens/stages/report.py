@@ -13,10 +13,11 @@ import torch
 
 from attnlens.attention import Band, load_bands
 from attnlens.attribution import load_attributions
+from attnlens.config import ExplorerConfig
 from attnlens.data import load_examples
 from attnlens.faithfulness import example_evidence
 from attnlens.importance import load_importance
-from attnlens.io import atomic_dir, atomic_path, config_sha256, file_stem, load_json, provenance, save_json
+from attnlens.io import StrPath, atomic_dir, atomic_path, config_sha256, file_stem, load_json, provenance, save_json
 from attnlens.manifest import MANIFEST_SCHEMA, build_manifest, lacking_provenance
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection
@@ -76,9 +77,17 @@ def document_for(
 
 
 def run_build_explorers(
-    cfg, bands_paths, attribution_paths, importance_path, selection_path, test_path,
-    rationales_path, manifest_path, model_dir, out_dir,
-) -> list[Path]:  # fmt: skip
+    cfg: ExplorerConfig,
+    bands_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    importance_path: StrPath,
+    selection_path: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    manifest_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
     """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example)."""
     tokenizer = load_tokenizer(model_dir)
     importance = load_importance(importance_path, cfg.importance)
@@ -120,7 +129,9 @@ def run_build_explorers(
     return written
 
 
-def run_manifest(config: dict[str, Any], targets: Sequence[str], logs_dir, out_path) -> dict[str, Any]:
+def run_manifest(
+    config: dict[str, Any], targets: Sequence[str], logs_dir: StrPath, out_path: StrPath
+) -> dict[str, Any]:
     """Rule ``manifest``: write ``results/manifest.json``."""
     artifacts = build_manifest(targets, logs_dir)
     missing = lacking_provenance(artifacts)

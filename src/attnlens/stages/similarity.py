@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,11 @@ import pandas as pd
 
 from attnlens.attention import LAYER_CONFIGURATIONS, load_summaries
 from attnlens.attribution import load_attributions
+from attnlens.config import FiguresConfig, SimilarityConfig
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import (
+    StrPath,
     atomic_dir,
     atomic_path,
     file_stem,
@@ -56,7 +59,15 @@ from attnlens.tokens import display_tokens
 logger = logging.getLogger(__name__)
 
 
-def run_compare(cfg, summary_path, attribution_paths, importance_path, model_dir, out_path, heads_path) -> dict:
+def run_compare(
+    cfg: SimilarityConfig,
+    summary_path: StrPath,
+    attribution_paths: Sequence[StrPath],
+    importance_path: StrPath,
+    model_dir: StrPath,
+    out_path: StrPath,
+    heads_path: StrPath,
+) -> dict:
     """Rule ``compare``: metrics of every example of one attention shard, and per-head agreement."""
     tokenizer = load_tokenizer(model_dir)
     importance = load_importance_modes(importance_path, MODES)
@@ -139,7 +150,9 @@ def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], na
     _write_csv(legacy_means_layout(summary), out / f"similarity_means_legacy{suffix}.csv")
 
 
-def run_aggregate_similarity(cfg, similarity_paths, summary_path, tables_dir) -> dict:
+def run_aggregate_similarity(
+    cfg: SimilarityConfig, similarity_paths: Sequence[StrPath], summary_path: StrPath, tables_dir: StrPath
+) -> dict:
     """Rule ``aggregate_similarity``: Tables 1–2 (and 3–4 per extra dataset), tests and the tidy summary."""
     datasets = [(cfg.dataset_name, load_similarity(similarity_paths))]
     for extra in cfg.extra_datasets:
@@ -168,7 +181,14 @@ def run_aggregate_similarity(cfg, similarity_paths, summary_path, tables_dir) ->
 
 
 def run_similarity_examples(
-    cfg, summary_paths, attribution_paths, importance_path, similarity_paths, selection_path, model_dir, out_dir
+    cfg: SimilarityConfig,
+    summary_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    importance_path: StrPath,
+    similarity_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
 ) -> list[Path]:
     """Rule ``similarity_examples``: the in-depth view of every showcased example (§11.1)."""
     tokenizer = load_tokenizer(model_dir)
@@ -222,7 +242,14 @@ def run_similarity_examples(
     return written
 
 
-def run_plot_similarity(cfg, figures_cfg, similarity_paths, heads_paths, distributions_stem, heads_stem) -> None:
+def run_plot_similarity(
+    cfg: SimilarityConfig,
+    figures_cfg: FiguresConfig,
+    similarity_paths: Sequence[StrPath],
+    heads_paths: Sequence[StrPath],
+    distributions_stem: StrPath,
+    heads_stem: StrPath,
+) -> None:
     """Rule ``plot_similarity``: metric distributions (legacy, fixed, chance) and the per-head agreement map."""
     frame = load_similarity(similarity_paths)
     families = [(m.label, m.legacy, m.fixed) for g in paper_metrics(cfg.rbo_p).values() for m in g]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
 from attnlens.attention import forward_bands, layer_slice
+from attnlens.config import FiguresConfig, TopologyConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.io import (
+    StrPath,
     atomic_dir,
     file_stem,
     load_parquet,
@@ -43,7 +46,14 @@ from attnlens.topology import (
 logger = logging.getLogger(__name__)
 
 
-def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_path) -> dict:
+def run_topology(
+    cfg: TopologyConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    shard: int,
+    diagrams_path: StrPath,
+    matrices_path: StrPath,
+) -> dict:
     """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
     model, tokenizer = load_classifier(model_dir)
     examples, _ = load_examples(test_path)
@@ -78,7 +88,14 @@ def run_topology(cfg, model_dir, test_path, shard: int, diagrams_path, matrices_
     return {"n_examples": len(timing), "seconds": total}
 
 
-def run_bottleneck_distances(cfg, diagram_paths, test_path, matrix_path, claim_path, table_stem) -> dict:
+def run_bottleneck_distances(
+    cfg: TopologyConfig,
+    diagram_paths: Sequence[StrPath],
+    test_path: StrPath,
+    matrix_path: StrPath,
+    claim_path: StrPath,
+    table_stem: StrPath,
+) -> dict:
     """Rule ``bottleneck_distances``: all-pairs bottleneck distances per estimator and dimension, and the claim test."""
     diagrams = load_diagrams(diagram_paths)
     examples, _ = load_examples(test_path)
@@ -127,7 +144,15 @@ def run_bottleneck_distances(cfg, diagram_paths, test_path, matrix_path, claim_p
     return {"seconds": seconds}
 
 
-def run_plot_topology(cfg, figures_cfg, diagram_paths, matrix_path, test_path, selection_path, out_dir) -> None:
+def run_plot_topology(
+    cfg: TopologyConfig,
+    figures_cfg: FiguresConfig,
+    diagram_paths: Sequence[StrPath],
+    matrix_path: StrPath,
+    test_path: StrPath,
+    selection_path: StrPath,
+    out_dir: StrPath,
+) -> None:
     """Rule ``plot_topology``: bottleneck heat-maps (ordered by class) and showcased examples' barcodes."""
     diagrams = load_diagrams(diagram_paths)
     pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
