@@ -17,6 +17,7 @@ from attnlens.importance import (
     GLOBAL_GROUPS,
     LOCAL_GROUPS,
     estimate_head_importance,
+    head_labels,
     importance_matrices,
     normalise,
     taylor_terms,
@@ -180,7 +181,7 @@ def test_group_estimator_squares_the_summed_term():
 def test_normalisations():
     raw = torch.tensor([[1.0, 3.0], [2.0, 5.0]], dtype=torch.float64)
     mm = normalise(raw, "minmax")
-    assert mm.min() == 0 and mm.max() == 1 and zero_heads(mm) == [(1, 1)]
+    assert mm.min() == 0 and mm.max() == 1 and zero_heads(mm) == [(0, 0)] and head_labels(zero_heads(mm)) == "L1 H1"
     assert torch.allclose(normalise(raw, "max"), raw / 5)
     assert zero_heads(normalise(raw, "max")) == []
     assert torch.allclose(normalise(raw, "layer_sum").sum(1), torch.ones(2, dtype=torch.float64))

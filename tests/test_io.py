@@ -13,10 +13,12 @@ from attnlens.io import (
     load_json,
     load_parquet,
     load_tensors,
+    pack_strings,
     provenance,
     save_json,
     save_parquet,
     save_tensors,
+    unpack_strings,
 )
 
 
@@ -95,3 +97,13 @@ def test_temporaries_of_killed_writers_are_removed(tmp_path):
         (tmp / "weights").write_text("whole")
     assert not stale_file.exists() and not stale_dir.exists() and live.exists()
     assert (tmp_path / "table.csv").read_text() == "whole" and (tmp_path / "model/weights").read_text() == "whole"
+
+
+def test_strings_round_trip_through_tensors(tmp_path):
+    ids = ["doc|1", "é-ü", "", "a" * 300]
+    data, offsets = pack_strings(ids)
+    assert data.dtype == torch.uint8 and offsets.tolist()[0] == 0 and offsets.tolist()[-1] == len(data)
+    save_tensors({"b": data, "o": offsets}, tmp_path / "s.safetensors", provenance("strings/v1"))
+    back, _ = load_tensors(tmp_path / "s.safetensors")
+    assert unpack_strings(back["b"], back["o"]) == ids
+    assert unpack_strings(*pack_strings([])) == []

@@ -17,6 +17,7 @@ from attnlens import similarity as sim
 from attnlens.config import SimilarityConfig
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, provenance, save_parquet
+from attnlens.render.tables import number, paper_table
 from attnlens.stages.similarity import run_aggregate_similarity
 
 # --- independent references ---------------------------------------------------------------------
@@ -405,7 +406,7 @@ def test_summarise_tests_and_masking_increase():
 
 def test_paper_table_and_legacy_layout():
     summary = sim.summarise(_synthetic_rows(), seed=0, n_boot=100)
-    table = sim.paper_table(summary, sim.paper_metrics((0.9,))["similarity"])
+    table = paper_table(summary, sim.paper_metrics((0.9,))["similarity"])
     assert len(table) == 8 and list(table.columns[:3]) == ["layers", "scaled", "masked"]
     assert "τ-b fixed" in table.columns and "RBO fixed (p = 0.9, ext)" in table.columns
     cell = table.loc[0, "cosine legacy"]
@@ -443,3 +444,8 @@ def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
     with pytest.raises(InputError, match=r"similarity.extra_datasets\[gone\]: path: expected"):
         run_aggregate_similarity(bad, [tmp_path / "main/shard0.parquet"], tmp_path / "s2.parquet", tmp_path / "t2")
     assert not (tmp_path / "t2").exists() and not (tmp_path / "s2.parquet").exists()
+
+
+def test_numbers_never_print_negative_zero():
+    assert number(-0.00001, 3) == "0.000" and number(-0.0004, 4) == "-0.0004" and number(0.12345, 3) == "0.123"
+    assert number(-1e-9, 4) == "0.0000" and number(-0.5, 1) == "-0.5"

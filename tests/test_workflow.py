@@ -22,7 +22,7 @@ from attnlens.attention import load_bands, load_summaries, received_attention
 from attnlens.attribution import load_attributions, load_embedding_attributions
 from attnlens.config import AttributionConfig, load_config
 from attnlens.data import load_examples
-from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors
+from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.modeling import load_classifier
 from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
@@ -327,6 +327,11 @@ def test_attention_stage(tiny):
     assert (imp["fixed_global"] > 0).all()
     shards = sorted((res / "attention").glob("shard*.safetensors"))
     assert len(shards) == 2
+    for shard in shards:  # ids and offsets are tensors too: the file reads without its metadata
+        t, prov = load_tensors(shard, "attention_summaries/v1")
+        assert unpack_strings(t["example_id_bytes"], t["example_id_offsets"]) == prov["example_ids"]
+        assert unpack_strings(t["topk_id_bytes"], t["topk_id_offsets"]) == prov["topk_ids"]
+        assert len(t["offsets"]) == len(prov["example_ids"]) + 1 and t["offsets"][-1] == t["received"].shape[-1]
     summaries = load_summaries(shards)
     assert sorted(summaries.examples) == sorted(test["example_id"])  # every test example, once
     for ex in summaries.examples.values():

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.io import load_tensors
+from attnlens.errors import InputError
+from attnlens.io import load_tensors, unpack_strings
 from attnlens.kernels import topk_attended_kernel, topk_attending_kernel
 
 logger = logging.getLogger(__name__)
@@ -422,6 +423,10 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
     for path in paths:
         t, prov = load_tensors(path, SUMMARY_SCHEMA)
         off, toff = t["offsets"].tolist(), t["topk_offsets"].tolist()
+        if "example_id_bytes" in t and unpack_strings(t["example_id_bytes"], t["example_id_offsets"]) != list(
+            prov["example_ids"]
+        ):
+            raise InputError(str(path), "example_id_bytes", "expected the same example ids as its metadata")
         topk_pos = {eid: j for j, eid in enumerate(prov["topk_ids"])}
         for j, eid in enumerate(prov["example_ids"]):
             topk = None

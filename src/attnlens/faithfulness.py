@@ -31,7 +31,7 @@ from sklearn.metrics import average_precision_score
 from attnlens.attention import layer_configuration
 from attnlens.data import example_rng
 from attnlens.prediction import Encoded, softmax
-from attnlens.stats import bootstrap_means, n_top
+from attnlens.stats import n_top
 
 logger = logging.getLogger(__name__)
 
@@ -145,16 +145,3 @@ def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k
 def attention_scores(received: torch.Tensor, config: str) -> np.ndarray:
     """``(n,)`` received attention summed over the heads of a layer configuration (unscaled)."""
     return layer_configuration(received, config).numpy().astype(np.float64)
-
-
-def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.DataFrame:
-    """Per ranking: ``metric`` mean with ``[lo, hi]`` bootstrap interval, and the example count."""
-    rows = []
-    for name, part in frame.groupby("ranking", sort=False):
-        row = {"ranking": name, "examples": int(part["example_id"].nunique())}
-        for m in metrics:
-            mean, lo, hi = (float(x[0]) for x in bootstrap_means(part[m].to_numpy()[:, None], seed, n_boot=1000))
-            row[m] = mean
-            row[f"{m}_ci95"] = f"[{lo:.3f}, {hi:.3f}]"
-        rows.append(row)
-    return pd.DataFrame(rows)

@@ -98,8 +98,13 @@ def normalise(raw: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def zero_heads(importance: torch.Tensor) -> list[tuple[int, int]]:
-    """1-based ``(layer, head)`` of the heads whose weight is exactly 0 (they vanish when scaling)."""
-    return [(int(a) + 1, int(b) + 1) for a, b in torch.nonzero(importance == 0).tolist()]
+    """0-based ``(layer, head)`` indices of the heads whose weight is exactly 0 (they vanish when scaling)."""
+    return [(int(a), int(b)) for a, b in torch.nonzero(importance == 0).tolist()]
+
+
+def head_labels(heads: Iterable[tuple[int, int]]) -> str:
+    """``L1 H1, L12 H5``: 0-based ``(layer, head)`` pairs as the 1-based labels of figures and logs."""
+    return ", ".join(f"L{layer + 1} H{head + 1}" for layer, head in heads) or "none"
 
 
 def estimate_head_importance(

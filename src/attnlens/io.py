@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -248,6 +251,20 @@ def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapp
         save_file(
             {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={PROVENANCE_KEY: json.dumps(prov)}
         )
+
+
+def pack_strings(strings: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Strings as tensors a safetensors file can hold: UTF-8 bytes ``(B,)`` uint8 and offsets ``(n + 1,)`` int64."""
+    encoded = [str(s).encode("utf-8") for s in strings]
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+    offsets = np.cumsum([0, *map(len, encoded)]).astype(np.int64)
+    return torch.from_numpy(data), torch.from_numpy(offsets)
+
+
+def unpack_strings(data: torch.Tensor, offsets: torch.Tensor) -> list[str]:
+    """The inverse of :func:`pack_strings`."""
+    raw = data.numpy().tobytes()
+    return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
 
 
 def load_tensors(path: str | os.PathLike, schema: str | None = None) -> tuple[dict, dict]:

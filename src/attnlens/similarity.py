@@ -575,39 +575,6 @@ MASKED_WITH = {"legacy": "legacy", "fixed": "fixed"}
 LAYER_LABELS = {"last": "last layer", "all": "all layers", "lower": "lower half", "upper": "upper half"}
 
 
-def _cell(row: pd.Series) -> str:
-    if pd.isna(row["mean"]):
-        return "n/a"
-    return f"{row['mean']:.3f} [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}] ({row['chance']:.3f})"
-
-
-def paper_table(summary: pd.DataFrame, metrics: Sequence[PaperMetric], layers=("last", "all")) -> pd.DataFrame:
-    """Tables 1–4 layout: rows layers × scaled × masked; per metric a legacy and a fixed column.
-
-    A cell is ``mean [95 % CI] (chance)``; "masked" is the legacy zero-filled mask in legacy
-    columns and the fixed position subset in fixed columns.
-    """
-    index = summary.set_index(GROUP)
-    rows = []
-    for ly in layers:
-        for scaled in (True, False):
-            for masked in (True, False):
-                row = {
-                    "layers": LAYER_LABELS[ly],
-                    "scaled": "yes" if scaled else "no",
-                    "masked": "yes" if masked else "no",
-                }
-                for m in metrics:
-                    for mode, name, header in (
-                        ("legacy", m.legacy, m.legacy_header),
-                        ("fixed", m.fixed, m.fixed_header),
-                    ):
-                        key = (mode, ly, scaled, MASKED_WITH[mode] if masked else "none", name)
-                        row[header] = _cell(index.loc[key]) if key in index.index else "n/a"
-                rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def masking_increase(summary: pd.DataFrame, rbo_p: Sequence[float], layers=("last", "all")) -> pd.DataFrame:
     """The paper's "percentage increase due to masking", legacy and fixed, with the chance level's own change.
 
@@ -732,25 +699,6 @@ def value_counts(table: pd.DataFrame) -> pd.DataFrame:
     counts["total"] = counts.sum(1)
     counts = counts.reset_index().sort_values(["total", "token"], ascending=[False, True], kind="stable")
     return counts.reset_index(drop=True)
-
-
-def example_metrics_table(rows: pd.DataFrame, layers=("last", "all")) -> pd.DataFrame:
-    """One example's metrics (scaled, as in the notebooks): ``value (chance)`` per layers × masked."""
-    rows = rows[rows["scaled"] & rows["configuration"].isin(layers)]
-    out = []
-    for mode in MODES:
-        part = rows[rows["mode"] == mode]
-        for metric in dict.fromkeys(part["metric"]):
-            rec = {"mode": mode, "metric": metric}
-            for ly in layers:
-                for masked in (False, True):
-                    mask = MASKED_WITH[mode] if masked else "none"
-                    hit = part[(part["metric"] == metric) & (part["configuration"] == ly) & (part["mask"] == mask)]
-                    v = hit.iloc[0] if len(hit) else None
-                    label = f"{LAYER_LABELS[ly]}{', masked' if masked else ''}"
-                    rec[label] = "n/a" if v is None or pd.isna(v["value"]) else f"{v['value']:.4f} ({v['chance']:.4f})"
-            out.append(rec)
-    return pd.DataFrame(out)
 
 
 # --- figures ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ stripped — the original's duplicate labels (B-18); ``fixed`` groups by the sur
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,8 @@ import pandas as pd
 
 from attnlens.io import atomic_path, write_sidecar
 from attnlens.render.overlays import latex_escape
+from attnlens.similarity import GROUP, LAYER_LABELS, MASKED_WITH, MODES, PaperMetric
+from attnlens.stats import bootstrap_means
 from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)
@@ -65,11 +68,17 @@ def markdown_table(df: pd.DataFrame, caption: str) -> str:
     return "\n".join(md) + "\n"
 
 
+def number(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals; a value that rounds to zero prints ``0.000``, never ``-0.000``."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def _fmt(value) -> str:
     if value is None or (isinstance(value, float | np.floating) and np.isnan(value)):
         return "n/a"
     if isinstance(value, float | np.floating):
-        return f"{value:.4f}"
+        return number(value, 4)
     return str(value)
 
 
@@ -159,3 +168,77 @@ def scientific(frame: pd.DataFrame, columns) -> pd.DataFrame:
     for c in columns:
         out[c] = [f"{v:.2e}" if v is not None and np.isfinite(v) else None for v in out[c]]
     return out
+
+
+# --- the similarity stage's table layouts (Tables 1–4, the in-depth example tables) ---------------
+
+
+def interval_cell(row: pd.Series) -> str:
+    """``mean [95 % CI] (chance)`` of one summary row, three decimals."""
+    if pd.isna(row["mean"]):
+        return "n/a"
+    mean, lo, hi, chance = (number(row[k], 3) for k in ("mean", "ci_lo", "ci_hi", "chance"))
+    return f"{mean} [{lo}, {hi}] ({chance})"
+
+
+def paper_table(summary: pd.DataFrame, metrics: Sequence[PaperMetric], layers=("last", "all")) -> pd.DataFrame:
+    """Tables 1–4 layout: rows layers × scaled × masked; per metric a legacy and a fixed column.
+
+    A cell is ``mean [95 % CI] (chance)``; "masked" is the legacy zero-filled mask in legacy
+    columns and the fixed position subset in fixed columns.
+    """
+    index = summary.set_index(GROUP)
+    rows = []
+    for ly in layers:
+        for scaled in (True, False):
+            for masked in (True, False):
+                row = {
+                    "layers": LAYER_LABELS[ly],
+                    "scaled": "yes" if scaled else "no",
+                    "masked": "yes" if masked else "no",
+                }
+                for m in metrics:
+                    for mode, name, header in (
+                        ("legacy", m.legacy, m.legacy_header),
+                        ("fixed", m.fixed, m.fixed_header),
+                    ):
+                        key = (mode, ly, scaled, MASKED_WITH[mode] if masked else "none", name)
+                        row[header] = interval_cell(index.loc[key]) if key in index.index else "n/a"
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def example_metrics_table(rows: pd.DataFrame, layers=("last", "all")) -> pd.DataFrame:
+    """One example's metrics (scaled, as in the notebooks): ``value (chance)`` per layers × masked."""
+    rows = rows[rows["scaled"] & rows["configuration"].isin(layers)]
+    out = []
+    for mode in MODES:
+        part = rows[rows["mode"] == mode]
+        for metric in dict.fromkeys(part["metric"]):
+            rec = {"mode": mode, "metric": metric}
+            for ly in layers:
+                for masked in (False, True):
+                    mask = MASKED_WITH[mode] if masked else "none"
+                    hit = part[(part["metric"] == metric) & (part["configuration"] == ly) & (part["mask"] == mask)]
+                    v = hit.iloc[0] if len(hit) else None
+                    label = f"{LAYER_LABELS[ly]}{', masked' if masked else ''}"
+                    rec[label] = (
+                        "n/a"
+                        if v is None or pd.isna(v["value"])
+                        else f"{number(v['value'], 4)} ({number(v['chance'], 4)})"
+                    )
+            out.append(rec)
+    return pd.DataFrame(out)
+
+
+def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.DataFrame:
+    """Per ranking: ``metric`` mean with ``[lo, hi]`` bootstrap interval, and the example count."""
+    rows = []
+    for name, part in frame.groupby("ranking", sort=False):
+        row = {"ranking": name, "examples": int(part["example_id"].nunique())}
+        for m in metrics:
+            mean, lo, hi = (float(x[0]) for x in bootstrap_means(part[m].to_numpy()[:, None], seed, n_boot=1000))
+            row[m] = mean
+            row[f"{m}_ci95"] = f"[{number(lo, 3)}, {number(hi, 3)}]"
+        rows.append(row)
+    return pd.DataFrame(rows)

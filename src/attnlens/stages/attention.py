@@ -23,10 +23,11 @@ from attnlens.importance import (
     FIXED_DEVIATIONS,
     IMPORTANCE_SCHEMA,
     estimate_head_importance,
+    head_labels,
     importance_matrices,
     zero_heads,
 )
-from attnlens.io import StrPath, provenance, save_tensors
+from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.modeling import load_classifier
 from attnlens.prediction import encode_texts, load_selection
 
@@ -58,7 +59,7 @@ def run_estimate_head_importance(
     zeros = {name: zero_heads(matrices[name]) for name in ("legacy", "fixed")}
     for name, heads in zeros.items():
         if heads:
-            log.warning("%s importance is exactly 0 for (layer, head) %s: scaling removes them", name, heads)
+            log.warning("%s importance is exactly 0 for %s: scaling removes them", name, head_labels(heads))
     n_layers, n_heads = matrices["fixed"].shape
     log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), cfg.split, n_layers, n_heads, seconds)
     prov = provenance(
@@ -76,6 +77,11 @@ def run_estimate_head_importance(
     )
     save_tensors({k: v.to(torch.float64) for k, v in matrices.items()}, out_path, prov)
     return {"n_examples": len(labels), "zero_heads": zeros}
+
+
+def _packed(name: str, strings: list[str]) -> dict[str, torch.Tensor]:
+    data, offsets = pack_strings(strings)
+    return {f"{name}_bytes": data, f"{name}_offsets": offsets}
 
 
 def run_extract_attention(
@@ -142,6 +148,9 @@ def run_extract_attention(
         "input_ids": torch.cat(input_ids) if input_ids else torch.zeros(0, dtype=torch.int32),
         "offsets": torch.tensor(offsets, dtype=torch.int64),
         "topk_offsets": torch.tensor(topk_offsets, dtype=torch.int64),
+        # the ids, readable without the metadata (example e: example_id_bytes[example_id_offsets[e]:[e + 1]])
+        **_packed("example_id", [ids[i] for i in mine]),
+        **_packed("topk_id", topk_ids),
         "aggregate": aggregate,
         "position_count": count,
     }

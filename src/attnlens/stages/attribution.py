@@ -40,7 +40,6 @@ from attnlens.faithfulness import (
     plausibility,
     random_ranking,
     ranking,
-    summary_table,
 )
 from attnlens.io import (
     StrPath,
@@ -71,6 +70,7 @@ from attnlens.render.tables import (
     dataset_aggregate,
     per_type_sums,
     ranked,
+    summary_table,
     token_labels,
     top_tokens,
     write_table,

@@ -20,7 +20,7 @@ from attnlens.attention import (
 )
 from attnlens.config import FiguresConfig
 from attnlens.errors import InputError
-from attnlens.importance import IMPORTANCE_SCHEMA, load_importance, zero_heads
+from attnlens.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
 from attnlens.io import StrPath, atomic_dir, file_stem, load_tensors, provenance, save_csv, save_tensors
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection
@@ -170,7 +170,7 @@ def run_render_overlays(
     importance = load_importance(importance_path, cfg.mode)
     zeros = zero_heads(importance)
     if zeros:
-        log.warning("%s head importance is 0 for (layer, head) %s: scaled overlays drop them", cfg.mode, zeros)
+        log.warning("%s head importance is 0 for %s: scaled overlays drop them", cfg.mode, head_labels(zeros))
     roles: dict[str, list[str]] = {}
     info: dict[str, dict] = {}
     for e in load_selection(selection_path):
@@ -185,7 +185,7 @@ def run_render_overlays(
                 for scaled in (False, True):
                     values = layer_configuration(ex.received, layers, importance if scaled else None)
                     scaling = (
-                        f"scaled by the {cfg.mode} head importance ({importance_path}; zero heads {zeros or 'none'})"
+                        f"scaled by the {cfg.mode} head importance ({importance_path}; zero heads {head_labels(zeros)})"
                         if scaled
                         else "unscaled"
                     )

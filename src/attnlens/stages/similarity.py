@@ -29,7 +29,7 @@ from attnlens.io import (
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection, showcased_once
 from attnlens.render.figures import plot_head_agreement, plot_similarity_distributions
-from attnlens.render.tables import markdown_table, write_table
+from attnlens.render.tables import example_metrics_table, markdown_table, paper_table, write_table
 from attnlens.similarity import (
     COLUMNS,
     DEVIATIONS,
@@ -41,14 +41,12 @@ from attnlens.similarity import (
     SUMMARY_SCHEMA,
     attention_vectors,
     compare_example,
-    example_metrics_table,
     head_agreement,
     legacy_means_layout,
     load_similarity,
     masking_increase,
     paired_tests,
     paper_metrics,
-    paper_table,
     summarise,
     token_masks,
     top_set_table,
