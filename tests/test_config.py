@@ -3,6 +3,7 @@ import typing
 
 import pytest
 import yaml
+from helpers import ROOT
 
 from attnlens.config import SECTIONS, _Section, load_config, load_schema, schema_markdown, validate_config
 from attnlens.errors import InputError
@@ -99,3 +100,26 @@ def test_config_readme_documents_every_key(root):
     missing = [k for k in keys(load_schema(), "") if f"`{k}`" not in text]
     assert not missing, f"config/README.md lacks {missing}"
     assert text == schema_markdown(), "config/README.md is stale: python -m attnlens.config > config/README.md"
+
+
+def test_schema_enums_hold_values_of_their_type():
+    """An unquoted `true` in a YAML enum is a boolean: the string option could never be chosen."""
+    kinds = {"string": str, "integer": int, "number": (int, float), "boolean": bool}
+
+    def walk(node, prefix=""):
+        for key, prop in node.get("properties", {}).items():
+            yield f"{prefix}{key}", prop
+            yield from walk(prop, f"{prefix}{key}.")
+            yield from walk(prop.get("items", {}), f"{prefix}{key}[].")
+
+    for key, prop in walk(load_schema()):
+        types = prop.get("type")
+        for option in prop.get("enum", []):
+            allowed = [kinds[t] for t in ([types] if isinstance(types, str) else types or []) if t in kinds]
+            assert any(isinstance(option, k) for k in allowed), f"{key}: enum value {option!r} is not a {types}"
+
+
+def test_the_true_class_target_is_accepted():
+    config = load_config(ROOT / "config" / "config.yaml")
+    config["attribution"]["target"] = "true"
+    assert validate_config(config)["attribution"]["target"] == "true"

@@ -87,7 +87,8 @@ def test_every_deviation_id_and_recipe_section_resolves_in_docs(root):
     deviations = (root / "docs" / "deviations.md").read_text(encoding="utf-8")
     recipes = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
     defined = set(re.findall(r"^\*\*(B-\d+) —", deviations, re.M))
-    sections = set(re.findall(r"^#+ (\d+(?:\.\d+)?)\.? ", recipes, re.M)) | set(re.findall(r"§(\d+(?:\.\d+)?)", recipes))
+    headings = re.findall(r"^#+ (\d+(?:\.\d+)?)\.? ", recipes, re.M)
+    sections = set(headings) | set(re.findall(r"§(\d+(?:\.\d+)?)", recipes))
     for path in _cited_files(root):
         text = path.read_text(encoding="utf-8")
         for bug in set(re.findall(r"\bB-\d+\b", text)):
