@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def run_snakemake(root, *args, cwd=None, timeout=900, prefix=()):
+def run_snakemake(root, *args, cwd=None, timeout=900, prefix=(), env=None):
     """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``)."""
     return subprocess.run(
         [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
@@ -22,7 +23,27 @@ def run_snakemake(root, *args, cwd=None, timeout=900, prefix=()):
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
+
+
+#: SLURM's client commands: Snakemake's SLURM plugin runs them whenever it loads (`scontrol show config`
+#: waits ~9 s for a controller that is not running, e.g. after tests/slurm has stopped its cluster).
+SLURM_COMMANDS = {"sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel", "srun", "salloc", "sacctmgr"}
+
+
+def without_slurm_env(tmp: Path) -> dict[str, str]:
+    """An environment whose PATH offers every command of this one except SLURM's (for many quick local runs)."""
+    shadow = tmp / "bin-without-slurm"
+    shadow.mkdir(parents=True, exist_ok=True)
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not folder or not Path(folder).is_dir():
+            continue
+        for tool in Path(folder).iterdir():
+            link = shadow / tool.name
+            if tool.name not in SLURM_COMMANDS and not link.exists() and not link.is_symlink():
+                link.symlink_to(tool)
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
 
 
 def copy_run(run: Path, dest: Path) -> Path:
