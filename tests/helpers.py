@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -15,15 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def run_snakemake(root, *args, cwd=None, timeout=900, prefix=(), env=None):
-    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``)."""
+def run_snakemake(root, *args, cwd=None, timeout=900, prefix=(), slurm=False):
+    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``).
+
+    Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
+    """
     return subprocess.run(
         [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
         cwd=cwd or root,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=None if slurm else local_env(),
     )
 
 
@@ -32,16 +37,16 @@ def run_snakemake(root, *args, cwd=None, timeout=900, prefix=(), env=None):
 SLURM_COMMANDS = {"sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel", "srun", "salloc", "sacctmgr"}
 
 
-def without_slurm_env(tmp: Path) -> dict[str, str]:
-    """An environment whose PATH offers every command of this one except SLURM's (for many quick local runs)."""
-    shadow = tmp / "bin-without-slurm"
-    shadow.mkdir(parents=True, exist_ok=True)
+@functools.cache
+def local_env() -> dict[str, str]:
+    """This environment with a PATH that offers every command but SLURM's (built once per test session)."""
+    shadow = Path(tempfile.mkdtemp(prefix="attnlens-bin-without-slurm-"))
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         if not folder or not Path(folder).is_dir():
             continue
         for tool in Path(folder).iterdir():
             link = shadow / tool.name
-            if tool.name not in SLURM_COMMANDS and not link.exists() and not link.is_symlink():
+            if tool.name not in SLURM_COMMANDS and not link.is_symlink():
                 link.symlink_to(tool)
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
 

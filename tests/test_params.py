@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
-from helpers import run_snakemake, without_slurm_env
+from helpers import run_snakemake
 
 from attnlens.config import load_schema, validate_config
 
@@ -109,9 +109,9 @@ def _changed(prop: dict, current):
     raise AssertionError(f"no change rule for {prop}")
 
 
-def _rule_graph(root, work, env) -> dict[str, set[str]]:
+def _rule_graph(root, work) -> dict[str, set[str]]:
     """Rule → the rules that consume its outputs (from ``snakemake --rulegraph``)."""
-    out = run_snakemake(root, "--directory", str(work), "--rulegraph", "--forceall", env=env)
+    out = run_snakemake(root, "--directory", str(work), "--rulegraph", "--forceall")
     assert out.returncode == 0, out.stderr[-3000:]
     names = dict(re.findall(r"^\s*(\d+)\[label = \"(\w+)\"", out.stdout, re.M))
     children: dict[str, set[str]] = {name: set() for name in names.values()}
@@ -153,8 +153,7 @@ def test_jobs_read_only_keys_they_are_given(tiny_run):
 
 def test_each_key_replans_exactly_its_readers(root, tiny_run, tmp_path):
     records = _records(tiny_run)
-    env = without_slurm_env(tmp_path)  # 133 dry runs: none needs SLURM, and it costs seconds each
-    children = _rule_graph(root, tiny_run, env)
+    children = _rule_graph(root, tiny_run)
     config = yaml.safe_load((tiny_run / "config" / "config.yaml").read_text(encoding="utf-8"))
     config = validate_config(config)
     leaves = _leaves(load_schema())
@@ -166,7 +165,7 @@ def test_each_key_replans_exactly_its_readers(root, tiny_run, tmp_path):
         override = _merge(_nested(key, value), extra)
         path = tmp_path / f"{key}.yaml"
         path.write_text(yaml.safe_dump(override), encoding="utf-8")
-        out = run_snakemake(root, "--directory", str(tiny_run), "-n", "--configfile", str(path), env=env)
+        out = run_snakemake(root, "--directory", str(tiny_run), "-n", "--configfile", str(path))
         planned = set(re.findall(r"^(?:local)?rule (\w+):", out.stdout, re.M)) - {"all"}
         readers = {rule for rule, (given, _) in records.items() if key in given} | DAG_KEYS.get(key, set())
         return key, planned, _downstream(readers, children), out.stderr[-1500:] if out.returncode else ""

@@ -73,7 +73,7 @@ def _slurm_run(root, work, profile, *args, limit=540):
     """Snakemake through the profile, killed after ``limit`` seconds (a hang fails the test, never CI)."""
     t0 = time.perf_counter()
     out = run_snakemake(root, "--directory", str(work), "--profile", profile, *args,
-                        prefix=("timeout", "-k", "10", str(limit)), timeout=limit + 30)  # fmt: skip
+                        prefix=("timeout", "-k", "10", str(limit)), timeout=limit + 30, slurm=True)  # fmt: skip
     return out, time.perf_counter() - t0
 
 

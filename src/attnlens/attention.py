@@ -27,7 +27,6 @@ The dense reconstruction these operations are checked against lives in ``tests/t
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -39,8 +38,6 @@ import torch
 from attnlens.errors import InputError
 from attnlens.io import load_tensors, unpack_strings
 from attnlens.kernels import topk_attended_kernel, topk_attending_kernel
-
-logger = logging.getLogger(__name__)
 
 #: Working memory one head-chunk may use, in bytes (heads are processed in chunks of this size).
 CHUNK_BYTES = 16 * 2**20

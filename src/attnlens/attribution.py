@@ -22,7 +22,6 @@ embedding layers at once, returned **by name** (bug B-14 read a list by the wron
 from __future__ import annotations
 
 import dataclasses
-import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,8 +35,6 @@ from attnlens.io import load_parquet
 from attnlens.modeling import global_attention_mask
 from attnlens.prediction import PREDICTIONS_SCHEMA
 from attnlens.tokens import special_ids
-
-logger = logging.getLogger(__name__)
 
 ATTRIBUTION_SCHEMA = "attributions/v1"
 EMBEDDING_SCHEMA = "embedding_attributions/v1"

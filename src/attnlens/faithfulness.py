@@ -20,7 +20,6 @@ top ``k`` tokens.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,8 +31,6 @@ from attnlens.attention import layer_configuration
 from attnlens.data import example_rng
 from attnlens.prediction import Encoded, softmax
 from attnlens.stats import n_top
-
-logger = logging.getLogger(__name__)
 
 FAITHFULNESS_SCHEMA = "faithfulness/v1"
 PLAUSIBILITY_SCHEMA = "plausibility/v1"

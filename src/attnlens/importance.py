@@ -25,15 +25,12 @@ checks both against central finite differences on a float64 model.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 import numpy as np
 import torch
 
 from attnlens.io import load_tensors
-
-log = logging.getLogger(__name__)
 
 IMPORTANCE_SCHEMA = "head_importance/v1"
 LOCAL_GROUPS = ("query", "key", "value", "output")

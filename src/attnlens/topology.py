@@ -45,7 +45,6 @@ finite and comparable; the cap is recorded.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 
@@ -60,8 +59,6 @@ from attnlens.attention import layer_slice
 from attnlens.io import load_parquet
 from attnlens.stats import permutation_p_value
 from attnlens.tokens import display_tokens, special_ids
-
-logger = logging.getLogger(__name__)
 
 ESTIMATORS = ("pooled_pmi", "joint_ppmi", "xlogy")
 POOLINGS = ("chunks", "sentences", "none")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import logging
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -43,8 +42,6 @@ from attnlens.attention import (
     topk_attended,
     topk_attending,
 )
-
-logger = logging.getLogger(__name__)
 
 EXPLORER_SCHEMA = "explorer/v1"
 #: int16 offset meaning "no partner" (fewer than k partners with non-zero attention).

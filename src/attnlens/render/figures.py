@@ -8,7 +8,6 @@ of binned attention is drawn as one mosaic image rather than 144 sub-plots, so a
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import matplotlib
@@ -22,8 +21,6 @@ from matplotlib.patches import Patch
 from scipy.stats import rankdata
 
 from attnlens.io import PROVENANCE_KEY, artifact_provenance, atomic_path
-
-log = logging.getLogger(__name__)
 
 SCALES = ("log", "linear", "rank")
 

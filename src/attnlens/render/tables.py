@@ -15,7 +15,6 @@ stripped — the original's duplicate labels (B-18); ``fixed`` groups by the sur
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,8 +26,6 @@ from attnlens.render.overlays import latex_escape
 from attnlens.similarity import GROUP, LAYER_LABELS, MASKED_WITH, MODES, PaperMetric
 from attnlens.stats import bootstrap_means
 from attnlens.tokens import display_tokens
-
-logger = logging.getLogger(__name__)
 
 #: Tokens seen fewer times than this are left out of the mean-per-occurrence ranking (too noisy).
 MIN_OCCURRENCES = 3
