@@ -58,8 +58,8 @@ from attnlens.attention import Band, compute_example_summaries, forward_bands
 from attnlens.attribution import ProbabilityForward, attribute_example, choose_target, endpoint_probs, prepare_inputs
 from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, TopologyConfig, load_config
 from attnlens.corpus import generate_corpus
-from attnlens.data import load_examples
-from attnlens.io import atomic_path, provenance, save_parquet
+from attnlens.data import MANIFEST_SCHEMA, load_examples
+from attnlens.io import atomic_path, provenance, save_json, save_parquet
 from attnlens.modeling import (
     build_base_model,
     convert_bert_to_longformer,
@@ -461,7 +461,9 @@ def bench_similarity(n: int = 2048, n_examples: int = 1000, repeats: int = 5) ->
         path = Path(tmp) / "shard0.parquet"
         save_parquet(rows, path, provenance(SIMILARITY_SCHEMA))
         t0 = time.perf_counter()
-        run_aggregate_similarity(cfg, [path], Path(tmp) / "summary.parquet", Path(tmp) / "tables")
+        manifest = Path(tmp) / "split_manifest.json"
+        save_json({"name": "benchmark"}, manifest, provenance(MANIFEST_SCHEMA))
+        run_aggregate_similarity(cfg, [path], manifest, Path(tmp) / "summary.parquet", Path(tmp) / "tables")
         aggregate_s = time.perf_counter() - t0
     return {
         "tokens": n,

@@ -4,13 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlens.config import DataConfig, SyntheticConfig
+from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
 from attnlens.data import compute_split, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.stages.data import run_prepare_dataset
 
 TEXTS = [f"document number {i} about things" for i in range(12)]
+MODEL = ModelConfig(max_length=32)
 
 
 def _file_cfg(path, **kw):
@@ -38,7 +39,7 @@ def test_stratified_split_is_seeded_and_balanced():
 def test_synthetic_end_to_end(tmp_path):
     cfg = DataConfig(synthetic=SyntheticConfig(n_documents=20, min_words=30, max_words=60))
     paths = [tmp_path / n for n in ("train.parquet", "test.parquet", "rationales.parquet", "manifest.json")]
-    run_prepare_dataset(cfg, *paths)
+    run_prepare_dataset(cfg, MODEL, *paths)
     train, prov = load_examples(paths[0])
     test, _ = load_examples(paths[1])
     assert list(train.columns) == ["example_id", "text", "label"]
@@ -51,7 +52,7 @@ def test_synthetic_end_to_end(tmp_path):
     rationales, _ = load_parquet(paths[2], "rationales/v1")
     assert set(rationales["example_id"]) <= set(by_id)
     # stable ids: a second run gives identical splits
-    run_prepare_dataset(cfg, *(tmp_path / f"b{p.name}" for p in paths))
+    run_prepare_dataset(cfg, MODEL, *(tmp_path / f"b{p.name}" for p in paths))
     pd.testing.assert_frame_equal(train, load_examples(tmp_path / "btrain.parquet")[0])
 
 
@@ -195,3 +196,58 @@ def test_manifest_is_json_serialisable(tmp_path):
     _, _, manifest = prepare_dataset(_file_cfg(_write_csv(tmp_path, _frame())))
     json.dumps(manifest)
     assert manifest["counts"]["test"] == {"0": 1, "1": 1}
+
+
+def test_truncation_is_counted_in_the_manifest(tmp_path):
+    """Documents longer than model.max_length are cut by every later stage: the manifest says by how much."""
+    texts = ["word " * 100, "short text", *TEXTS[2:]]
+    path = _write_csv(
+        tmp_path,
+        pd.DataFrame({"text": texts, "label": [i % 2 for i in range(12)], "split": ["test"] * 2 + ["train"] * 10}),
+    )
+    paths = [tmp_path / n for n in ("train.parquet", "test.parquet", "rationales.parquet", "manifest.json")]
+    run_prepare_dataset(_file_cfg(path), MODEL, *paths)
+    manifest = load_json(paths[3], "split_manifest/v1")
+    long, short = manifest["examples"][-2:]
+    assert (long["tokens"], long["kept"]) == (102, 32)  # [CLS] 100 × word [SEP]
+    assert short["tokens"] == short["kept"] == 4
+    assert manifest["truncation"]["test"] == {
+        "documents": 2,
+        "truncated": 1,
+        "tokens": 106,
+        "tokens_kept": 36,
+        "longest": 102,
+    }
+    assert manifest["truncation"]["train"]["truncated"] == 0
+    assert manifest["provenance"]["notes"] == [
+        "test: 1 of 2 documents are longer than max_length 32 and were cut (longest 102 tokens); "
+        "36 of 106 tokens kept (34%)"
+    ]
+
+
+def test_a_dataset_is_named_by_its_source(tmp_path):
+    path = _write_csv(tmp_path, _frame(), name="discharge notes.csv")
+    assert prepare_dataset(_file_cfg(path))[2]["name"] == "discharge notes"
+    for c, name in enumerate(("cs.PL", "cs.AI")):
+        (tmp_path / "arxiv" / name).mkdir(parents=True)
+        for i in range(3):
+            (tmp_path / "arxiv" / name / f"p{i}.txt").write_text(f"paper {i} of class {c}", encoding="utf-8")
+    cfg = DataConfig(source="folders", path=str(tmp_path / "arxiv"), classes=("cs.PL", "cs.AI"))
+    assert prepare_dataset(cfg)[2]["name"] == "arxiv"
+    assert prepare_dataset(DataConfig(synthetic=SyntheticConfig(n_documents=8)))[2]["name"] == "synthetic papers"
+
+
+def test_byte_order_marks_and_windows_line_ends_are_read_as_text(tmp_path):
+    csv = tmp_path / "bom.csv"
+    csv.write_bytes('\ufefftext,label\r\n"first\r\nnote",0\r\nsecond,1\r\nthird,0\r\nfourth,1\r\n'.encode())
+    frames, _, _ = prepare_dataset(_file_cfg(csv, test_fraction=0.5))
+    texts = sorted(pd.concat(frames.values())["text"])
+    assert texts == ["first\r\nnote", "fourth", "second", "third"]
+    for name in ("a", "b"):
+        (tmp_path / "f" / name).mkdir(parents=True)
+        for i in range(2):
+            (tmp_path / "f" / name / f"x {i}__y.txt").write_text(f"doc {i}", encoding="utf-8-sig")
+    frames, _, _ = prepare_dataset(DataConfig(source="folders", path=str(tmp_path / "f"), classes=("a", "b")))
+    both = pd.concat(frames.values())
+    assert not both["text"].str.startswith("\ufeff").any()
+    assert sorted(both["example_id"]) == ["a/x 0__y", "a/x 1__y", "b/x 0__y", "b/x 1__y"]

@@ -2,7 +2,10 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -12,6 +15,7 @@ from attnlens.io import (
     atomic_path,
     load_json,
     load_parquet,
+    load_shards,
     load_tensors,
     pack_strings,
     provenance,
@@ -107,3 +111,23 @@ def test_strings_round_trip_through_tensors(tmp_path):
     back, _ = load_tensors(tmp_path / "s.safetensors")
     assert unpack_strings(back["b"], back["o"]) == ids
     assert unpack_strings(*pack_strings([])) == []
+
+
+def test_an_empty_shard_is_a_typed_artifact_and_readers_concatenate_it(tmp_path):
+    """More shards than examples: an empty shard has every column with its type, and adds nothing."""
+    columns = pa.schema([("example_id", pa.string()), ("value", pa.float64()), ("ids", pa.list_(pa.int32()))])
+    full = pd.DataFrame({"example_id": ["a", "b"], "value": [0.5, 1.5], "ids": [np.array([1, 2]), np.array([3])]})
+    save_parquet(full, tmp_path / "shard0.parquet", provenance("x/v1"), columns)
+    save_parquet(pd.DataFrame(), tmp_path / "shard1.parquet", provenance("x/v1"), columns)
+    assert pq.read_schema(tmp_path / "shard1.parquet").remove_metadata() == columns
+    assert pq.read_schema(tmp_path / "shard0.parquet").remove_metadata() == columns
+    both = load_shards([tmp_path / "shard1.parquet", tmp_path / "shard0.parquet"], "x/v1", columns)
+    assert both["value"].dtype == np.float64 and both["example_id"].tolist() == ["a", "b"]
+    empty = load_shards([tmp_path / "shard1.parquet"], "x/v1", columns)
+    assert list(empty.columns) == ["example_id", "value", "ids"] and empty["value"].dtype == np.float64
+    save_parquet(pd.DataFrame({"example_id": ["c"]}), tmp_path / "old.parquet", provenance("x/v1"))
+    with pytest.raises(InputError, match=r"old.parquet: columns: expected the columns \['value', 'ids'\] of x/v1"):
+        load_shards([tmp_path / "old.parquet"], "x/v1", columns)
+    with pytest.raises(ValueError, match="lacks the artifact's columns"):
+        save_parquet(pd.DataFrame({"example_id": ["c"]}), tmp_path / "bad.parquet", provenance("x/v1"), columns)
+    assert not (tmp_path / "bad.parquet").exists()

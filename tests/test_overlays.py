@@ -49,7 +49,7 @@ def test_special_tokens_are_off_the_scale():
     assert np.isnan(scaled[0]) and np.isnan(scaled[4])
     assert scaled[1] == 0 and scaled[2] == 100 and scaled[3] == 50
     table = o.table()
-    assert list(table.columns) == ["position", "token", "value_raw", "value_0_100", "special"]
+    assert list(table.columns) == ["position", "token", "value_raw", "value_0_100", "special", "note"]
 
 
 def test_html_is_self_contained_and_escaped():

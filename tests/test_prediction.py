@@ -8,6 +8,7 @@ from attnlens.prediction import (
     classification_metrics,
     encode_texts,
     predict_logits,
+    roles_left_out,
     select_examples,
     showcased_once,
     softmax,
@@ -83,3 +84,25 @@ def test_showcased_once_keeps_order_and_joins_roles():
         ("b", "false_positive", "false_positive, random_correct_1"),
         ("a", "most_confident_1", "most_confident_1"),
     ]
+
+
+def test_a_role_no_example_meets_is_left_out_not_filled_from_the_other_class():
+    """Every test note predicted 1: no 'most confident 0', no correct 0, no false negative — and no stand-in."""
+    frame = _preds([0.7, 0.8, 0.95], [0, 1, 1])
+    sel = {s["role"]: s for s in select_examples(frame, seed=0)}
+    assert set(sel) == {"false_positive", "most_confident_1", "random_correct_1"}
+    assert all(s["pred"] == 1 for s in sel.values())
+    assert roles_left_out(frame, seed=0) == [
+        {"role": "false_negative", "why": "no test example has label 1 and is predicted 0"},
+        {"role": "most_confident_0", "why": "no test example is predicted 0"},
+        {"role": "random_correct_0", "why": "no test example of class 0 is predicted 0"},
+    ]
+
+
+def test_metrics_count_every_class_and_say_when_f1_is_undefined():
+    got = classification_metrics(np.array([0, 0, 0]), np.array([0, 1, 0]), 2)
+    assert got["per_class"]["0"] == {"n_true": 3, "n_predicted": 2, "f1": pytest.approx(0.8), "note": ""}
+    assert got["per_class"]["1"] == {
+        "n_true": 0, "n_predicted": 1, "f1": 0.0,
+        "note": "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean",
+    }  # fmt: skip

@@ -15,8 +15,9 @@ from scipy import stats
 
 from attnlens import similarity as sim
 from attnlens.config import SimilarityConfig
+from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
-from attnlens.io import load_parquet, provenance, save_parquet
+from attnlens.io import load_parquet, provenance, save_json, save_parquet
 from attnlens.render.tables import number, paper_table
 from attnlens.stages.similarity import run_aggregate_similarity
 
@@ -427,7 +428,10 @@ def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
     cfg = SimilarityConfig(
         n_boot=50, dataset_name="papers", extra_datasets=({"name": "notes", "path": str(tmp_path / "notes")},)
     )
-    run_aggregate_similarity(cfg, [tmp_path / "main/shard0.parquet"], tmp_path / "summary.parquet", tmp_path / "tables")
+    manifest = tmp_path / "split_manifest.json"
+    save_json({"name": "discharge notes"}, manifest, provenance(MANIFEST_SCHEMA))
+    main = [tmp_path / "main/shard0.parquet"]
+    run_aggregate_similarity(cfg, main, manifest, tmp_path / "summary.parquet", tmp_path / "tables")
     names = {p.name for p in (tmp_path / "tables").iterdir()}
     for stem in (
         "table1_similarity",
@@ -442,10 +446,37 @@ def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
     assert set(summary["dataset"]) == {"papers", "notes"} and "B-5" in prov["deviations"]
     bad = SimilarityConfig(extra_datasets=({"name": "gone", "path": str(tmp_path / "missing")},))
     with pytest.raises(InputError, match=r"similarity.extra_datasets\[gone\]: path: expected"):
-        run_aggregate_similarity(bad, [tmp_path / "main/shard0.parquet"], tmp_path / "s2.parquet", tmp_path / "t2")
+        run_aggregate_similarity(bad, main, manifest, tmp_path / "s2.parquet", tmp_path / "t2")
     assert not (tmp_path / "t2").exists() and not (tmp_path / "s2.parquet").exists()
+    # without dataset_name, the dataset is named by its source (the split manifest's name)
+    run_aggregate_similarity(SimilarityConfig(n_boot=20), main, manifest, tmp_path / "s3.parquet", tmp_path / "t3")
+    assert set(load_parquet(tmp_path / "s3.parquet")[0]["dataset"]) == {"discharge notes"}
+    assert "discharge notes, 12 examples" in (tmp_path / "t3/table1_similarity.md").read_text(encoding="utf-8")
+    clash = SimilarityConfig(extra_datasets=({"name": "discharge notes", "path": str(tmp_path / "notes")},))
+    with pytest.raises(InputError, match="names other than this run's dataset name 'discharge notes'"):
+        run_aggregate_similarity(clash, main, manifest, tmp_path / "s4.parquet", tmp_path / "t4")
 
 
 def test_numbers_never_print_negative_zero():
     assert number(-0.00001, 3) == "0.000" and number(-0.0004, 4) == "-0.0004" and number(0.12345, 3) == "0.123"
     assert number(-1e-9, 4) == "0.0000" and number(-0.5, 1) == "-0.5"
+
+
+def test_tiny_splits_give_a_value_or_a_reason_never_a_crash():
+    """One, two or three examples (and untyped object columns, as an old empty shard gave)."""
+    rows = _synthetic_rows(3, 0)
+    for n in (1, 2, 3):
+        part = rows[rows["example_id"].isin(sorted(rows["example_id"].unique())[:n])].astype({"value": object})
+        summary = sim.summarise(part.astype({"value": float}), seed=0, n_boot=50)
+        assert (summary["n_examples"] <= n).all()
+        if n == 1:
+            assert summary["ci_lo"].isna().all()
+            assert (summary["note"] == "not computable (n = 1): a bootstrap interval needs 2 examples").all()
+            cell = paper_table(summary, sim.paper_metrics((0.9,))["similarity"]).iloc[0, 3]
+            assert "[no interval: not computable (n = 1)" in cell
+        else:
+            assert not summary["ci_lo"].isna().any() and (summary["note"] == "").all()
+        tests = sim.paired_tests(part)
+        assert len(tests) and not tests["note"].eq("").all()  # fewer than 6 pairs: p cannot fall below 0.05
+        undefined = tests["p_value"].isna()
+        assert tests.loc[undefined, "note"].str.startswith("not computable").all()

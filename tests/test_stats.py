@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from attnlens.stats import bootstrap_means, cosine, n_top, pearson, permutation_p_value, rank_correlation
+from attnlens.stats import (
+    bootstrap_means,
+    cosine,
+    n_top,
+    not_computable,
+    pearson,
+    permutation_p_value,
+    rank_correlation,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +76,14 @@ def test_rank_correlation_against_scipy_and_a_permutation_loop():
     rx, ry = np.argsort(np.argsort(x)) + 1.0, np.argsort(np.argsort(y)) + 1.0  # ranks (no ties)
     null = [abs(spearmanr(rx, perm.permutation(ry)).statistic) for _ in range(200)]
     assert got["p_value"] == pytest.approx((1 + sum(v >= abs(got["spearman"]) - 1e-12 for v in null)) / 201)
+
+
+def test_bootstrap_gives_no_interval_for_a_single_value():
+    values = np.array([[0.4, np.nan], [np.nan, np.nan], [0.6, np.nan]])
+    values[1, 0] = np.nan
+    mean, lo, hi = bootstrap_means(values[:1], seed=0, n_boot=100)  # one example
+    assert mean[0] == 0.4 and np.isnan(lo[0]) and np.isnan(hi[0])
+    mean, lo, hi = bootstrap_means(values, seed=0, n_boot=100)  # two values in column 0, none in column 1
+    assert mean[0] == pytest.approx(0.5) and lo[0] <= 0.5 <= hi[0] and np.isnan(mean[1]) and np.isnan(lo[1])
+    assert not_computable(1) == "not computable (n = 1)"
+    assert not_computable(2, "why") == "not computable (n = 2): why"

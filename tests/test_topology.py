@@ -234,3 +234,22 @@ def test_text_topology_of_generated_pairs(minilm):
     n_units = len(tokenizer(pair["text_a"])["input_ids"]) - 2
     assert a[1].shape == (n_units, n_units) and np.isfinite(tp.bottleneck(a[2][0], b[2][0]))
     assert tp.bottleneck(a[2][0], a[2][0]) == 0
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ([0, 1], "not computable (n = 2): the label-permutation and 1-NN tests need 3 examples"),
+        ([0, 0, 0], "not computable (n = 3): every example has the same class: no different-class pair, no gap"),
+    ],
+)
+def test_class_separation_on_tiny_or_one_class_splits_says_why(labels, expected):
+    n = len(labels)
+    d = np.arange(1, n * n + 1, dtype=float).reshape(n, n)
+    d = d + d.T
+    np.fill_diagonal(d, 0)
+    res = tp.class_separation(d, np.array(labels), n_permutations=20, seed=0)
+    assert expected in res["note"]
+    assert res["gap"] != res["gap"]  # NaN: one class, or no different-class pair
+    if n < 3:
+        assert res["gap_p_value"] is None and res["degenerate"]

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 from captum.attr import LayerIntegratedGradients
 
-from attnlens.io import load_parquet
+from attnlens.io import load_parquet, load_shards
 from attnlens.modeling import global_attention_mask
 from attnlens.prediction import PREDICTIONS_SCHEMA
 from attnlens.tokens import special_ids
@@ -304,22 +305,31 @@ def embedding_ig(
 # --- the attribute rule: sharded, resumable --------------------------------------------------------
 
 
-#: Columns of an ``attribute`` shard, one row per example.
-ATTRIBUTION_COLUMNS = (
-    "example_id", "input_ids", "scores", "delta", "gap", "relative_delta", "n_steps", "converged",
-    "rounds_steps", "rounds_delta", "target", "target_kind", "label", "probs", "probs_baseline", "showcased",
-)  # fmt: skip
+#: Columns of an ``attribute`` shard, one row per example (an empty shard has them too).
+ATTRIBUTION_TYPES = pa.schema([
+    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("scores", pa.list_(pa.float64())),
+    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("n_steps", pa.int64()),
+    ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
+    ("target", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
+    ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
+])  # fmt: skip
+ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
+#: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).
+EMBEDDING_TYPES = pa.schema([
+    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("mode", pa.string()), ("target", pa.int64()),
+    ("word", pa.list_(pa.float64())), ("position", pa.list_(pa.float64())), ("token_type", pa.list_(pa.float64())),
+    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("converged", pa.bool_()),
+])  # fmt: skip
 
 
 def load_attributions(paths: Sequence) -> pd.DataFrame:
     """Every shard of ``attribute``, concatenated (one row per example)."""
-    frames = [load_parquet(p, ATTRIBUTION_SCHEMA)[0] for p in paths]
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frame = load_shards(paths, ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES)
     return frame.sort_values("example_id", kind="stable").reset_index(drop=True)
 
 
 def load_embedding_attributions(path) -> dict[str, dict]:
-    """``{example_id: {"scores": {layer: (n,)}, "delta", "gap", "mode", "target"}}``."""
+    """``{example_id: {"scores": {layer: (n,)}, "delta", "gap", "mode", "target", "converged"}}``."""
     frame, _ = load_parquet(path, EMBEDDING_SCHEMA)
     out = {}
     for row in frame.itertuples(index=False):
@@ -331,5 +341,6 @@ def load_embedding_attributions(path) -> dict[str, dict]:
             "gap": float(row.gap),
             "mode": row.mode,
             "target": int(row.target),
+            "converged": bool(getattr(row, "converged", True)),
         }
     return out

@@ -222,7 +222,7 @@ class SimilarityConfig(_Section):
     legacy_sort: Literal["stable", "numpy"] = "stable"
     n_boot: int = 1000
     seed: int = 42
-    dataset_name: str = "synthetic papers"
+    dataset_name: str | None = None
     extra_datasets: tuple[dict[str, str], ...] = ()
 
 
@@ -416,6 +416,17 @@ def _describe(error) -> tuple[str, str]:
     return key, f"expected {rule}{f' ({described})' if described else ''}, got {error.instance!r}"
 
 
+def source_name(source: str, path: str | None, hub_name: str | None) -> str:
+    """What tables and figures call a dataset by default: the file's stem, the folder's name, the hub id."""
+    if source == "file" and path:
+        return Path(path).stem
+    if source == "folders" and path:
+        return Path(path).resolve().name
+    if source == "hub" and hub_name:
+        return hub_name
+    return "synthetic papers"
+
+
 def validate_config(config: dict[str, Any], where: str = "config", schema: dict | None = None) -> dict[str, Any]:
     """Validate ``config`` in place against the schema, fill defaults, and return it.
 
@@ -450,7 +461,9 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
         raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")
     sim = config.get("similarity", {})
-    names = [sim.get("dataset_name")] + [d.get("name") for d in sim.get("extra_datasets", [])]
+    own = sim.get("dataset_name") or source_name(data.get("source", "synthetic"), data.get("path"),
+                                                 (data.get("hub") or {}).get("name"))  # fmt: skip
+    names = [own] + [d.get("name") for d in sim.get("extra_datasets", [])]
     if len(set(names)) < len(names):
         raise InputError(
             where,

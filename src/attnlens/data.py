@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.config import DataConfig
+from attnlens.config import DataConfig, source_name
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
@@ -57,6 +57,8 @@ class Source:
     classes: tuple[str, ...]
     where: str
     rationales: pd.DataFrame | None = None
+    #: what tables and figures call the dataset: the file stem, the folder name or the hub id
+    name: str = ""
 
 
 # --------------------------------------------------------------------------------------------- loaders
@@ -65,16 +67,17 @@ class Source:
 def _load_synthetic(cfg: DataConfig) -> Source:
     corpus = generate_corpus(cfg.synthetic, cfg.seed)
     log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
-    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales)
+    name = source_name("synthetic", None, None)
+    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales, name)
 
 
 def read_table(path: Path) -> pd.DataFrame:
     suffix = "".join(path.suffixes[-1:]).lower()
     try:
         if suffix == ".csv":
-            return pd.read_csv(path, encoding="utf-8", keep_default_na=False, na_values=[""])
+            return pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False, na_values=[""])
         if suffix in (".jsonl", ".json"):
-            return pd.read_json(path, lines=True, encoding="utf-8", dtype=False)
+            return pd.read_json(path, lines=True, encoding="utf-8-sig", dtype=False)
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
     except UnicodeDecodeError as err:
@@ -105,12 +108,12 @@ def _load_file(cfg: DataConfig) -> Source:
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    return Source(out, _class_names(cfg, out["label"], str(path)), str(path))
+    return Source(out, _class_names(cfg, out["label"], str(path)), str(path), name=source_name("file", str(path), None))
 
 
 def _read_text(file: Path) -> str:
     try:
-        return file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8-sig")  # a byte-order mark is not text
     except UnicodeDecodeError as err:
         raise InputError(
             str(file),
@@ -145,7 +148,7 @@ def _load_folders(cfg: DataConfig) -> Source:
                 if split:
                     row["split"] = split
                 rows.append(row)
-    return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root))
+    return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root), name=source_name("folders", str(root), None))
 
 
 def _load_hub(cfg: DataConfig) -> Source:
@@ -175,7 +178,7 @@ def _load_hub(cfg: DataConfig) -> Source:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    return Source(out, _class_names(cfg, out["label"], where), where)
+    return Source(out, _class_names(cfg, out["label"], where), where, name=source_name("hub", None, hub.name))
 
 
 def _class_names(cfg: DataConfig, labels: pd.Series, where: str) -> tuple[str, ...]:
@@ -308,6 +311,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         rationales = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RATIONALE_COLUMNS.items()})
     manifest = {
         "source": source.where,
+        "name": source.name or source.where,
         "seed": cfg.seed,
         "classes": list(source.classes),
         "counts": {s: {str(c): int((frames[s]["label"] == c).sum()) for c in range(k)} for s in SPLITS},
@@ -318,6 +322,51 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         ],
     }
     return frames, rationales, manifest
+
+
+def token_counts(tokenizer, frames: dict[str, pd.DataFrame]) -> dict[str, np.ndarray]:
+    """Tokens of every document (special tokens included, nothing cut), per split, in frame order."""
+    return {
+        split: np.array([len(ids) for ids in tokenizer(list(df["text"]), truncation=False, verbose=False)["input_ids"]],
+                        dtype=np.int64) if len(df) else np.zeros(0, dtype=np.int64)
+        for split, df in frames.items()
+    }  # fmt: skip
+
+
+def truncation(manifest: dict, counts: dict[str, np.ndarray], max_length: int) -> dict:
+    """Add to the split manifest what cutting at ``max_length`` keeps: ``tokens`` and ``kept`` per example,
+    and per split the number of documents cut and the tokens kept of all. Returns the per-split summary."""
+    per_split = {}
+    position = {split: 0 for split in counts}
+    for entry in manifest["examples"]:
+        split = entry["split"]
+        n = int(counts[split][position[split]])
+        position[split] += 1
+        entry["tokens"], entry["kept"] = n, min(n, max_length)
+    for split, n in counts.items():
+        kept = np.minimum(n, max_length)
+        per_split[split] = {
+            "documents": len(n),
+            "truncated": int((n > max_length).sum()),
+            "tokens": int(n.sum()),
+            "tokens_kept": int(kept.sum()),
+            "longest": int(n.max()) if len(n) else 0,
+        }
+    manifest["max_length"] = int(max_length)
+    manifest["truncation"] = per_split
+    return per_split
+
+
+def truncation_note(split: str, summary: dict, max_length: int) -> str | None:
+    """One line on what cutting at ``max_length`` did to a split, or ``None`` when nothing was cut."""
+    if not summary["truncated"]:
+        return None
+    share = summary["tokens_kept"] / summary["tokens"] if summary["tokens"] else 1.0
+    return (
+        f"{split}: {summary['truncated']} of {summary['documents']} documents are longer than max_length "
+        f"{max_length} and were cut (longest {summary['longest']} tokens); {summary['tokens_kept']} of "
+        f"{summary['tokens']} tokens kept ({share:.0%})"
+    )
 
 
 def load_examples(path) -> tuple[pd.DataFrame, dict]:

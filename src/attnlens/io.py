@@ -211,9 +211,23 @@ def _check_schema(found: Mapping[str, Any] | None, schema: str | None, path: Pat
     return dict(found)
 
 
-def save_parquet(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
-    """Write ``df`` (index dropped) with ``prov`` as JSON in the schema metadata."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
+def save_parquet(
+    df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any], columns: pa.Schema | None = None
+) -> None:
+    """Write ``df`` (index dropped) with ``prov`` as JSON in the schema metadata.
+
+    With ``columns`` (the artifact's arrow schema) the file holds exactly those columns with those types,
+    also when ``df`` has no rows: an empty shard is a normal, typed artifact that every reader concatenates.
+    """
+    if columns is None:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    elif len(df) == 0:
+        table = columns.empty_table()
+    else:
+        missing = [name for name in columns.names if name not in df.columns]
+        if missing:
+            raise ValueError(f"{path}: the frame lacks the artifact's columns {missing}")
+        table = pa.Table.from_pandas(df[columns.names], schema=columns, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PROVENANCE_KEY.encode()] = json.dumps(prov, sort_keys=True).encode()
     table = table.replace_schema_metadata(meta)
@@ -221,13 +235,32 @@ def save_parquet(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, A
         pq.write_table(table, tmp)
 
 
-def load_parquet(path: str | os.PathLike, schema: str | None = None) -> tuple[pd.DataFrame, dict]:
-    """Read a parquet artifact and its provenance; check the schema id when given."""
+def load_parquet(
+    path: str | os.PathLike, schema: str | None = None, columns: pa.Schema | None = None
+) -> tuple[pd.DataFrame, dict]:
+    """Read a parquet artifact and its provenance; check the schema id, and the columns when given."""
     path = Path(path)
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(str(path), "file", f"expected a parquet file ({str(err).splitlines()[0]})") from None
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY.encode())
     prov = _check_schema(json.loads(raw) if raw else None, schema, path)
+    if columns is not None:
+        missing = [name for name in columns.names if name not in table.column_names]
+        if missing:
+            raise InputError(str(path), "columns", f"expected the columns {missing} of {schema or 'the artifact'}")
     return table.to_pandas(), prov
+
+
+def load_shards(paths: Sequence[str | os.PathLike], schema: str, columns: pa.Schema) -> pd.DataFrame:
+    """The shards of one sharded artifact, concatenated: empty shards add nothing, and no shard with a
+    row still gives a frame with every column, typed as ``columns`` says."""
+    frames = [load_parquet(p, schema, columns)[0] for p in paths]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return columns.empty_table().to_pandas()
+    return pd.concat(frames, ignore_index=True)
 
 
 def save_json(obj: Mapping[str, Any], path: str | os.PathLike, prov: Mapping[str, Any]) -> None:

@@ -32,7 +32,11 @@ IGNORED = (".snakemake_timestamp",)
 #: Figures and tables: every one must carry provenance (embedded, or in its ``<stem>.provenance.json``).
 REPORTED = (".png", ".pdf", ".csv", ".tex", ".md", ".html")
 #: Provenance fields copied into the manifest.
-SUMMARY_KEYS = ("schema", "attnlens_version", "git_commit", "config_sha256", "run_config_sha256", "seed", "rule")
+SUMMARY_KEYS = (
+    "schema", "attnlens_version", "git_commit", "config_sha256", "run_config_sha256", "seed", "rule", "notes",
+)  # fmt: skip
+#: The run notes' row when no artifact has a note.
+NO_NOTES = "nothing was cut, left out or outside its tolerance"
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -172,6 +176,15 @@ def _entry(path: str, hashes: dict[str, str]) -> dict[str, Any]:
                 prov = prov or found
     entry["provenance"] = {k: prov.get(k) for k in SUMMARY_KEYS if k in prov} if prov else None
     return entry
+
+
+def artifact_notes(artifacts: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """Every note the run's artifacts carry in their provenance (``notes``): ``{"artifact", "rule", "note"}``."""
+    return [
+        {"artifact": a["path"], "rule": a["rule"] or "", "note": note}
+        for a in artifacts
+        for note in ((a.get("provenance") or {}).get("notes") or [])
+    ]
 
 
 def lacking_provenance(artifacts: Sequence[dict[str, Any]]) -> list[str]:

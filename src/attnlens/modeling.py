@@ -212,7 +212,7 @@ def build_base_model(
     fresh ``num_labels`` head with the configured window.
     """
     name = resolve_pretrained(cfg.name_or_path)
-    tokenizer = from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    tokenizer = source_tokenizer(cfg.name_or_path, cfg.max_length)
     src_config = from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
     if cfg.source == "convert_bert":
         if src_config.model_type != "bert":
@@ -242,8 +242,18 @@ def build_base_model(
             num_labels=num_labels,
             attention_window=windows,
         )
-    tokenizer.model_max_length = cfg.max_length
     return model.eval(), tokenizer
+
+
+def source_tokenizer(name_or_path: str, max_length: int) -> PreTrainedTokenizerBase:
+    """The tokenizer of the checkpoint a run starts from (``model.name_or_path``), cutting at ``max_length``.
+
+    The base model keeps it unchanged, so it counts the tokens every later stage sees.
+    """
+    name = resolve_pretrained(name_or_path)
+    tokenizer = from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    tokenizer.model_max_length = max_length
+    return tokenizer
 
 
 def load_classifier(model_dir: str | Path) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase]:

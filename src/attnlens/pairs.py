@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 from scipy.stats import rankdata, spearmanr
 from torch.func import jvp
@@ -49,7 +50,7 @@ from transformers import AutoModel, AutoTokenizer
 from attnlens.corpus import generate_pairs
 from attnlens.data import compute_split, read_table
 from attnlens.errors import InputError
-from attnlens.io import load_parquet
+from attnlens.io import load_parquet, load_shards
 from attnlens.modeling import from_hub, resolve_pretrained
 from attnlens.tokens import special_ids
 from attnlens.train import seed_everything
@@ -337,6 +338,14 @@ PAIR_MATRICES_SCHEMA = "pair_matrices/v1"
 PAIR_CONVERGENCE_SCHEMA = "pair_convergence/v1"
 PAIR_TOPOLOGY_SCHEMA = "pair_topology/v1"
 PAIR_COLUMNS = ("pair_id", "text_a", "text_b", "gold")
+#: Columns of an ``attribute_pairs`` shard's scores, one row per pair × model × similarity.
+PAIR_SCORES_TYPES = pa.schema(
+    [("pair_id", pa.string()), ("model", pa.string()), ("similarity", pa.string()), ("layer", pa.int64()),
+     ("n_steps", pa.int64()), ("quadrature", pa.string()), ("n_a", pa.int64()), ("n_b", pa.int64())]
+    + [(name, pa.float64()) for name in ("gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb", "target",
+                                         "total", "error", "score_error", "seconds")]
+    + [("tokens_a", pa.list_(pa.string())), ("tokens_b", pa.list_(pa.string()))]
+)  # fmt: skip
 
 
 def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
@@ -521,8 +530,9 @@ def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
 
 
 def load_scores(paths) -> pd.DataFrame:
-    frames = [load_parquet(p, PAIR_SCORES_SCHEMA)[0] for p in paths]
-    return pd.concat(frames, ignore_index=True).sort_values(["model", "similarity", "pair_id"], ignore_index=True)
+    return load_shards(paths, PAIR_SCORES_SCHEMA, PAIR_SCORES_TYPES).sort_values(
+        ["model", "similarity", "pair_id"], ignore_index=True
+    )
 
 
 def error_summary(scores: pd.DataFrame) -> pd.DataFrame:

@@ -68,58 +68,88 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def classification_metrics(labels: np.ndarray, preds: np.ndarray, n_labels: int) -> dict[str, float]:
-    """Accuracy and macro F1 (F1 of a class with no true and no predicted example counts as 0)."""
+def classification_metrics(labels: np.ndarray, preds: np.ndarray, n_labels: int) -> dict:
+    """Accuracy, macro F1 and per-class counts (F1 of a class with no true and no predicted example counts as 0).
+
+    ``per_class[c]`` holds ``n_true``, ``n_predicted``, ``f1`` and a ``note`` when a count of 0 makes
+    recall or precision undefined (a class absent from a small test split).
+    """
     labels = np.asarray(labels)
     preds = np.asarray(preds)
-    f1s = []
+    f1s, per_class = [], {}
     for c in range(n_labels):
         tp = np.sum((preds == c) & (labels == c))
         fp = np.sum((preds == c) & (labels != c))
         fn = np.sum((preds != c) & (labels == c))
         f1s.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
-    return {"accuracy": float(np.mean(labels == preds)), "macro_f1": float(np.mean(f1s))}
+        n_true, n_pred = int(np.sum(labels == c)), int(np.sum(preds == c))
+        note = ""
+        if n_true == 0:
+            note = "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean"
+        elif n_pred == 0:
+            note = "no test example predicted as this class: precision is undefined, F1 is 0"
+        per_class[str(c)] = {"n_true": n_true, "n_predicted": n_pred, "f1": float(f1s[-1]), "note": note}
+    return {"accuracy": float(np.mean(labels == preds)), "macro_f1": float(np.mean(f1s)), "per_class": per_class}
+
+
+def _roles(predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
+    """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order."""
+    probs = np.stack(predictions["probs"].to_numpy())
+    labels = predictions["label"].to_numpy()
+    preds = predictions["pred"].to_numpy()
+    n_labels = probs.shape[1]
+    out: list[tuple[str, int | None, str]] = []
+    if n_labels == 2:
+        for role, true, pred in (("false_positive", 0, 1), ("false_negative", 1, 0)):
+            idx = np.flatnonzero((labels == true) & (preds == pred))
+            if len(idx):
+                best = idx[np.argmax(probs[idx, pred])]
+                out.append((role, int(best), f"label {true} predicted {pred}, highest p{pred} among them"))
+            else:
+                out.append((role, None, f"no test example has label {true} and is predicted {pred}"))
+    for c in range(n_labels):
+        idx = np.flatnonzero(preds == c)
+        if len(idx):
+            best = idx[np.argmax(probs[idx, c])]
+            out.append((f"most_confident_{c}", int(best), f"predicted {c}, highest softmax probability p{c}"))
+        else:
+            out.append((f"most_confident_{c}", None, f"no test example is predicted {c}"))
+    rng = np.random.default_rng(seed)
+    for c in range(n_labels):
+        idx = np.flatnonzero((labels == c) & (preds == c))
+        if len(idx):
+            out.append((f"random_correct_{c}", int(rng.choice(idx)), f"seeded draw (seed {seed}) of correct class {c}"))
+        else:
+            out.append((f"random_correct_{c}", None, f"no test example of class {c} is predicted {c}"))
+    return out
 
 
 def select_examples(predictions: pd.DataFrame, seed: int, extra_ids: Sequence[str] = ()) -> list[dict]:
     """The showcased examples of the test split.
 
     * ``false_positive`` / ``false_negative`` (binary tasks, positive = class 1): the most confident
-      error of that kind, when one exists;
-    * ``most_confident_<c>``: the example with the highest softmax probability of class ``c``;
+      error of that kind;
+    * ``most_confident_<c>``: of the examples predicted ``c``, the one with the highest probability of ``c``;
     * ``random_correct_<c>``: a correct example of true class ``c``, drawn with ``seed``;
     * ``fixed``: every id of ``extra_ids`` (e.g. the paper's legacy ids), in the given order.
+
+    A role no example meets is left out (never filled with an example of another class);
+    :func:`roles_left_out` says which and why.
 
     Args:
         predictions: ``example_id, label, pred, probs`` (``probs`` a list per row).
         seed: seed of the random draws.
         extra_ids: ids to include as they are.
     """
-    probs = np.stack(predictions["probs"].to_numpy())
-    labels = predictions["label"].to_numpy()
-    preds = predictions["pred"].to_numpy()
-    n_labels = probs.shape[1]
-    chosen: list[tuple[str, int, str]] = []
-    if n_labels == 2:
-        for role, true, pred in (("false_positive", 0, 1), ("false_negative", 1, 0)):
-            idx = np.flatnonzero((labels == true) & (preds == pred))
-            if len(idx):
-                best = idx[np.argmax(probs[idx, pred])]
-                chosen.append((role, int(best), f"label {true} predicted {pred}, highest p{pred} among them"))
-    for c in range(n_labels):
-        chosen.append((f"most_confident_{c}", int(np.argmax(probs[:, c])), f"highest softmax probability p{c}"))
-    rng = np.random.default_rng(seed)
-    for c in range(n_labels):
-        idx = np.flatnonzero((labels == c) & (preds == c))
-        if len(idx):
-            chosen.append(
-                (f"random_correct_{c}", int(rng.choice(idx)), f"seeded draw (seed {seed}) of correct class {c}")
-            )
+    chosen = [(role, i, rule) for role, i, rule in _roles(predictions, seed) if i is not None]
     position = {eid: i for i, eid in enumerate(predictions["example_id"])}
     for eid in extra_ids:
         if eid not in position:
             raise InputError("config", "predict.extra_ids", f"expected ids of the test split, {eid!r} is not one")
         chosen.append(("fixed", position[eid], "listed in predict.extra_ids"))
+    labels = predictions["label"].to_numpy()
+    preds = predictions["pred"].to_numpy()
+    probs = predictions["probs"].to_numpy()
     return [
         {
             "role": role,
@@ -131,6 +161,11 @@ def select_examples(predictions: pd.DataFrame, seed: int, extra_ids: Sequence[st
         }
         for role, i, rule in chosen
     ]
+
+
+def roles_left_out(predictions: pd.DataFrame, seed: int) -> list[dict]:
+    """The showcase roles :func:`select_examples` leaves out: ``{"role", "why"}`` each."""
+    return [{"role": role, "why": why} for role, i, why in _roles(predictions, seed) if i is None]
 
 
 def showcased_once(selection: Sequence[dict]) -> list[tuple[dict, str]]:

@@ -4,7 +4,7 @@ Scripts wrap their one package call in :func:`log_to`. Inside, ``logging`` and `
 (warnings, progress bars) go to the rule's log. An :class:`~attnlens.errors.InputError` is written
 as a single ``attnlens: error: <file>: <field>: <expected>`` line to the log *and* to the terminal,
 and the process exits with status 1 — no traceback. Any other exception is a bug: its traceback
-goes to the log as usual.
+goes to the log and to the terminal.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -49,6 +50,12 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
         if handle is not terminal:
             print(error_line(err), file=terminal, flush=True)
         raise SystemExit(1) from None
+    except Exception:
+        # a bug: its traceback goes to the rule's log (which the profile's failed-log display shows) and,
+        # as the exception propagates, to the terminal
+        if handle is not terminal:
+            traceback.print_exc(file=handle)
+        raise
     finally:
         sys.stderr = terminal
         root.removeHandler(handler)

@@ -36,14 +36,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from scipy.stats import rankdata, wilcoxon
 
 from attnlens.attention import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.data import example_rng
 from attnlens.errors import InputError
-from attnlens.io import load_parquet
+from attnlens.io import load_shards
 from attnlens.kernels import concordance_kernel
-from attnlens.stats import bootstrap_means, cosine, n_top, pearson, permutation_p_value
+from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, cosine, n_top, not_computable, pearson, permutation_p_value
 from attnlens.tokens import special_ids, token_mask
 
 MASKS = ("none", "legacy", "fixed")
@@ -58,10 +59,18 @@ LEGACY_METRICS = (
 DEVIATIONS = ("B-5", "B-6", "B-7", "B-8", "B-10", "B-11")
 SIMILARITY_SCHEMA = "similarity/v1"
 HEADS_SCHEMA = "head_agreement/v1"
-COLUMNS = (
-    "example_id", "configuration", "scaled", "mask", "mode", "metric",
-    "value", "chance", "chance_sd", "z", "p_perm", "n",
-)  # fmt: skip
+#: Columns of a ``compare`` shard, one row per example × configuration × scaling × mask × mode × metric.
+SIMILARITY_TYPES = pa.schema([
+    ("example_id", pa.string()), ("configuration", pa.string()), ("scaled", pa.bool_()), ("mask", pa.string()),
+    ("mode", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("chance", pa.float64()),
+    ("chance_sd", pa.float64()), ("z", pa.float64()), ("p_perm", pa.float64()), ("n", pa.int64()),
+])  # fmt: skip
+COLUMNS = tuple(SIMILARITY_TYPES.names)
+#: Columns of a ``compare`` shard's per-head agreement, one row per example × layer × head.
+HEADS_TYPES = pa.schema([
+    ("example_id", pa.string()), ("layer", pa.int64()), ("head", pa.int64()), ("spearman", pa.float64()),
+    ("jaccard_top5", pa.float64()), ("n", pa.int64()),
+])  # fmt: skip
 
 
 def fixed_metrics(rbo_p: Sequence[float]) -> tuple[str, ...]:
@@ -449,8 +458,7 @@ def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
             files.append(p)
         else:
             raise InputError(where or p, "path", f"expected a per-example similarity parquet or folder, {p} is missing")
-    frames = [load_parquet(f, SIMILARITY_SCHEMA)[0] for f in files]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    return load_shards(files, SIMILARITY_SCHEMA, SIMILARITY_TYPES)
 
 
 # --- aggregate_similarity: dataset means, intervals, tests, tables --------------------------------
@@ -462,10 +470,11 @@ def summarise(frame: pd.DataFrame, seed: int, n_boot: int) -> pd.DataFrame:
     """Per (mode, configuration, scaled, mask, metric): mean with interval, chance, excess over chance.
 
     Columns: ``n_examples, mean, ci_lo, ci_hi, chance, excess, excess_lo, excess_hi, mean_z,
-    frac_significant`` (share of examples whose permutation p-value is below 0.05).
+    frac_significant`` (share of examples whose permutation p-value is below 0.05), and ``note``: why a
+    number is missing (no example with a defined value, or one example: no interval).
     """
     if frame.empty:
-        return pd.DataFrame(columns=[*GROUP, "n_examples", "mean", "ci_lo", "ci_hi", "chance", "excess"])
+        return pd.DataFrame(columns=[*GROUP, "n_examples", "mean", "ci_lo", "ci_hi", "chance", "excess", "note"])
     frame = frame.assign(excess=frame["value"] - frame["chance"], significant=(frame["p_perm"] < 0.05) * 1.0)
     frame.loc[frame["p_perm"].isna(), "significant"] = np.nan
     wide = frame.set_index([*GROUP, "example_id"])[["value", "excess", "chance", "z", "significant"]].unstack(GROUP)
@@ -484,25 +493,45 @@ def summarise(frame: pd.DataFrame, seed: int, n_boot: int) -> pd.DataFrame:
         mean_z=wide["z"].mean(0).to_numpy(),
         frac_significant=wide["significant"].mean(0).to_numpy(),
     )
+    out["note"] = [summary_note(int(n)) for n in out["n_examples"]]
     return out.sort_values(GROUP, kind="stable").reset_index(drop=True)
 
 
-def _wilcoxon(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
-    """(pairs, median of x − y, statistic, two-sided p) over the pairs where both are finite.
+def summary_note(n_examples: int) -> str:
+    """Why a dataset mean or its interval is missing, for ``n_examples`` examples with a defined value."""
+    if n_examples == 0:
+        return not_computable(0, "the metric is undefined for every example")
+    if n_examples < MIN_BOOTSTRAP:
+        return not_computable(n_examples, f"a bootstrap interval needs {MIN_BOOTSTRAP} examples")
+    return ""
+
+
+#: The fewest non-zero paired differences with which a two-sided exact Wilcoxon test can reach p < 0.05.
+MIN_WILCOXON = 6
+
+
+def _wilcoxon(x, y) -> tuple[int, float, float, float, str]:
+    """(pairs, median of x − y, statistic, two-sided p, note) over the pairs where both are finite.
 
     Zero differences are dropped (Wilcoxon's convention); the exact null distribution is used up
     to 50 untied differences, the normal approximation otherwise (scipy's permutation fallback for
-    small tied samples costs seconds per test).
+    small tied samples costs seconds per test). ``note`` says why there is no p-value, or that with
+    fewer than :data:`MIN_WILCOXON` non-zero differences no p-value can fall below 0.05.
     """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(x) & np.isfinite(y)
     d = x[ok] - y[ok]
+    n = int(ok.sum())
     median = float(np.median(d)) if len(d) else float("nan")
     d = d[d != 0]
+    if not n:
+        return 0, median, float("nan"), float("nan"), not_computable(0, "no example has both values")
     if not len(d):
-        return int(ok.sum()), median, float("nan"), float("nan")
+        return n, median, float("nan"), float("nan"), not_computable(n, "every paired difference is 0")
     exact = len(d) <= 50 and len(np.unique(np.abs(d))) == len(d)
     res = wilcoxon(d, method="exact" if exact else "approx")
-    return int(ok.sum()), median, float(res.statistic), float(res.pvalue)
+    note = f"{len(d)} non-zero differences: p cannot fall below 0.05" if len(d) < MIN_WILCOXON else ""
+    return n, median, float(res.statistic), float(res.pvalue), note
 
 
 TEST_COLUMNS = (
@@ -515,6 +544,7 @@ TEST_COLUMNS = (
     "median_difference",
     "statistic",
     "p_value",
+    "note",
 )
 
 

@@ -7,6 +7,7 @@ p-value from :func:`permutation_p_value`, so a reader checks each recipe once.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy.stats import rankdata
@@ -30,12 +31,21 @@ def pearson(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return cosine(u - u.mean(-1, keepdims=True), v - v.mean(-1, keepdims=True))
 
 
+def not_computable(n: int, why: str | None = None) -> str:
+    """The reason a table gives instead of a number: ``not computable (n = 1)[: why]``."""
+    return f"not computable (n = {n})" + (f": {why}" if why else "")
+
+
+#: The fewest values a bootstrap interval is computed from (one value has no spread to resample).
+MIN_BOOTSTRAP = 2
+
+
 def bootstrap_means(values: np.ndarray, seed: int, n_boot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Column means of ``(examples, groups)`` with percentile 95 % intervals (NaNs skipped).
 
     The examples are resampled once for all groups (a paired bootstrap): ``n_boot`` multinomial
     weight vectors times the matrix, so a thousand examples × hundreds of groups take a few
-    matrix products.
+    matrix products. A column with fewer than :data:`MIN_BOOTSTRAP` values has no interval (NaN).
     """
     values = np.asarray(values, dtype=np.float64)
     valid = ~np.isnan(values)
@@ -47,8 +57,11 @@ def bootstrap_means(values: np.ndarray, seed: int, n_boot: int) -> tuple[np.ndar
             return mean, nan, nan
         weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot).astype(np.float64)
         boot = (weights @ np.where(valid, values, 0.0)) / (weights @ valid)
-    lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=0) if n_boot else (mean, mean)
-    return mean, lo, hi
+    with warnings.catch_warnings():  # a column without values has no percentiles: NaN, said below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=0) if n_boot else (mean, mean)
+    too_few = valid.sum(0) < MIN_BOOTSTRAP
+    return mean, np.where(too_few, np.nan, lo), np.where(too_few, np.nan, hi)
 
 
 def permutation_p_value(observed: float, null, atol: float = 0.0) -> float:

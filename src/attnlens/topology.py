@@ -51,13 +51,14 @@ from collections.abc import Sequence
 import gudhi
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 from scipy import sparse
 from scipy.special import xlogy
 
 from attnlens.attention import layer_slice
-from attnlens.io import load_parquet
-from attnlens.stats import permutation_p_value
+from attnlens.io import load_shards
+from attnlens.stats import not_computable, permutation_p_value
 from attnlens.tokens import display_tokens, special_ids
 
 ESTIMATORS = ("pooled_pmi", "joint_ppmi", "xlogy")
@@ -68,6 +69,11 @@ EPS = 1e-12
 DIAGRAMS_SCHEMA = "persistence_diagrams/v1"
 MATRICES_SCHEMA = "topology_matrices/v1"
 BOTTLENECK_SCHEMA = "bottleneck/v1"
+#: Columns of a ``topology`` shard's persistence diagrams, one row per bar.
+DIAGRAMS_TYPES = pa.schema([
+    ("example_id", pa.string()), ("estimator", pa.string()), ("dim", pa.int64()), ("birth", pa.float64()),
+    ("death", pa.float64()), ("infinite", pa.bool_()), ("cap", pa.float64()),
+])  # fmt: skip
 SENTENCE_END = frozenset({".", "!", "?"})
 
 
@@ -273,8 +279,9 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
     ``gap`` = mean different-class − mean same-class distance (positive supports the claim); its
     permutation p-value is the share of label shuffles with a gap at least as large. The 1-nearest-
     neighbour accuracy (leave one out) is compared with the majority-class rate and its own
-    permutation p-value. When every pair is equally far (e.g. no H1 bar in any text) the test is
-    ``degenerate`` and its p-values and accuracy are ``None``.
+    permutation p-value. With fewer than 3 examples, or when every pair is equally far (e.g. no H1 bar
+    in any text), the test is ``degenerate`` and its p-values and accuracy are ``None``; ``note`` says
+    why a number is missing (also a gap without two classes among the examples).
     """
     d = np.asarray(distance, dtype=np.float64)
     y = np.asarray(labels)
@@ -295,10 +302,19 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
         return float((lab[nearest] == lab).mean())
 
     same, diff, gap = gap_of(y)
-    if n < 3 or np.ptp(d[iu]) == 0:  # every pair equally far (e.g. no H1 bar anywhere): nothing to test
+    notes = []
+    if n and len(np.unique(y)) < 2:
+        notes.append(not_computable(n, "every example has the same class: no different-class pair, no gap"))
+    if n < 3:
+        notes.append(not_computable(n, "the label-permutation and 1-NN tests need 3 examples"))
+    elif np.ptp(d[iu]) == 0:
+        notes.append("every pair is equally far (e.g. no bar in any diagram): nothing to test")
+    elif not n_permutations:
+        notes.append("no p-values: topology.n_permutations is 0")
+    if n < 3 or np.ptp(d[iu]) == 0:
         return {"n_examples": int(n), "mean_same_class": same, "mean_different_class": diff, "gap": gap,
                 "gap_p_value": None, "knn_accuracy": None, "knn_majority_rate": None, "knn_p_value": None,
-                "n_permutations": int(n_permutations), "degenerate": True}  # fmt: skip
+                "n_permutations": int(n_permutations), "degenerate": True, "note": "; ".join(notes)}  # fmt: skip
     acc = knn(y)
     rng = np.random.default_rng(seed)
     perm_gaps, perm_acc = [], []
@@ -319,6 +335,7 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
         "knn_p_value": permutation_p_value(acc, perm_acc) if n_permutations else None,
         "n_permutations": int(n_permutations),
         "degenerate": False,
+        "note": "; ".join(notes),
     }
 
 
@@ -355,8 +372,7 @@ def example_topology(
 
 
 def load_diagrams(paths: Sequence) -> pd.DataFrame:
-    frames = [load_parquet(p, DIAGRAMS_SCHEMA)[0] for p in paths]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return load_shards(paths, DIAGRAMS_SCHEMA, DIAGRAMS_TYPES)
 
 
 # --- any encoder, one text at a time (study 3 meets study 2) ---------------------------------------

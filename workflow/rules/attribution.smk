@@ -56,7 +56,7 @@ rule attribute_embeddings:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps"]),
+        cfg=keys(attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"]),
     script:
         "../scripts/attribute_embeddings.py"
 

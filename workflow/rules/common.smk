@@ -69,7 +69,8 @@ def report_dir(path, pattern, caption, category, subcategory):
                   subcategory=subcategory, labels={"file": "{name}"})  # fmt: skip
 
 
-#: Report categories: one per study.
+#: Report categories: what the run did to the data and left out, then one per study.
+RUN_NOTES = "0 Run notes"
 CLASSIFICATION, TOPOLOGY, PAIRS = "1 Classification (Longformer)", "2 Topology", "3 Siamese pairs"
 
 

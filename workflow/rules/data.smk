@@ -23,7 +23,8 @@ rule prepare_dataset:
                 "classes",
                 "hub",
                 "synthetic",
-            ]
+            ],
+            model=["name_or_path", "max_length"],
         ),
     script:
         "../scripts/prepare_dataset.py"

@@ -30,6 +30,7 @@ rule manifest:
         explorers="results/explorer",
     output:
         manifest="results/manifest.json",
+        notes=report("results/run_notes.csv", caption="../report/run_notes.rst", category=RUN_NOTES),
     log:
         "results/logs/manifest/manifest.log",
     conda:

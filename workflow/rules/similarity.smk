@@ -26,6 +26,7 @@ rule compare:
 rule aggregate_similarity:
     input:
         similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
+        manifest="results/data/split_manifest.json",
     output:
         summary="results/similarity/summary.parquet",
         tables=report_dir(

@@ -8,6 +8,7 @@ with rule_job(snakemake):
     run_aggregate_similarity(
         rule_section(snakemake.params.cfg, "similarity"),
         similarity_paths=snakemake.input.similarity,
+        manifest_path=snakemake.input.manifest,
         summary_path=snakemake.output.summary,
         tables_dir=snakemake.output.tables,
     )

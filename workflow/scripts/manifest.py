@@ -9,4 +9,5 @@ with rule_job(snakemake):
         targets=list(snakemake.input),
         logs_dir=snakemake.params.logs,
         out_path=snakemake.output.manifest,
+        notes_path=snakemake.output.notes,
     )

@@ -7,6 +7,7 @@ from attnlens.stages.data import run_prepare_dataset
 with rule_job(snakemake):
     run_prepare_dataset(
         rule_section(snakemake.params.cfg, "data"),
+        rule_section(snakemake.params.cfg, "model"),
         train_path=snakemake.output.train,
         test_path=snakemake.output.test,
         rationales_path=snakemake.output.rationales,

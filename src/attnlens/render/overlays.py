@@ -8,7 +8,7 @@ Tokens are shown as text: sub-word markers removed, pieces of one word joined.
 
 Formats: a self-contained HTML page; LaTeX in the original ``standalone`` + ``\\colorbox`` layout with
 every LaTeX-special character escaped, compiled to PDF when a TeX engine is on the PATH; PNG; and a
-CSV of ``position, token, value_raw, value_0_100``.
+CSV of ``position, token, value_raw, value_0_100, special, note``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ class Overlay:
                 "value_raw": self.values.astype(np.float64),
                 "value_0_100": self.scaled,
                 "special": self.special,
+                "note": np.where(self.special, "special token: left out of the 0-100 scale", ""),
             }
         )
 

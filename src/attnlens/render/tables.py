@@ -24,7 +24,7 @@ import pandas as pd
 from attnlens.io import atomic_path, write_sidecar
 from attnlens.render.overlays import latex_escape
 from attnlens.similarity import GROUP, LAYER_LABELS, MASKED_WITH, MODES, PaperMetric
-from attnlens.stats import bootstrap_means
+from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, not_computable
 from attnlens.tokens import display_tokens
 
 #: Tokens seen fewer times than this are left out of the mean-per-occurrence ranking (too noisy).
@@ -171,11 +171,14 @@ def scientific(frame: pd.DataFrame, columns) -> pd.DataFrame:
 
 
 def interval_cell(row: pd.Series) -> str:
-    """``mean [95 % CI] (chance)`` of one summary row, three decimals."""
+    """``mean [95 % CI] (chance)`` of one summary row, three decimals; a missing number gives its reason."""
+    note = row.get("note") or ""
     if pd.isna(row["mean"]):
-        return "n/a"
-    mean, lo, hi, chance = (number(row[k], 3) for k in ("mean", "ci_lo", "ci_hi", "chance"))
-    return f"{mean} [{lo}, {hi}] ({chance})"
+        return note or "n/a"
+    mean, chance = number(row["mean"], 3), number(row["chance"], 3)
+    if pd.isna(row["ci_lo"]):
+        return f"{mean} [no interval: {note or 'n/a'}] ({chance})"
+    return f"{mean} [{number(row['ci_lo'], 3)}, {number(row['ci_hi'], 3)}] ({chance})"
 
 
 def paper_table(summary: pd.DataFrame, metrics: Sequence[PaperMetric], layers=("last", "all")) -> pd.DataFrame:
@@ -234,8 +237,14 @@ def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.
     for name, part in frame.groupby("ranking", sort=False):
         row = {"ranking": name, "examples": int(part["example_id"].nunique())}
         for m in metrics:
-            mean, lo, hi = (float(x[0]) for x in bootstrap_means(part[m].to_numpy()[:, None], seed, n_boot=1000))
-            row[m] = mean
-            row[f"{m}_ci95"] = f"[{number(lo, 3)}, {number(hi, 3)}]"
+            values = part[m].to_numpy(dtype=np.float64)[:, None]
+            mean, lo, hi = (float(x[0]) for x in bootstrap_means(values, seed, n_boot=1000))
+            n = int(np.isfinite(values).sum())
+            row[m] = mean if np.isfinite(mean) else not_computable(n, "no defined value")
+            row[f"{m}_ci95"] = (
+                f"[{number(lo, 3)}, {number(hi, 3)}]"
+                if np.isfinite(lo)
+                else not_computable(n, f"an interval needs {MIN_BOOTSTRAP} values")
+            )
         rows.append(row)
     return pd.DataFrame(rows)

@@ -17,7 +17,9 @@ from attnlens.attention import load_summaries
 from attnlens.attribution import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_SCHEMA,
+    ATTRIBUTION_TYPES,
     EMBEDDING_SCHEMA,
+    EMBEDDING_TYPES,
     Attribution,
     attribute_example,
     choose_target,
@@ -190,6 +192,10 @@ def run_attribute(
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
     n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
+    notes = [
+        f"IG: {n_bad} of {len(frame)} examples of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
+        f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see attribution_convergence"
+    ] if n_bad else []  # fmt: skip
     prov = provenance(
         ATTRIBUTION_SCHEMA,
         cfg.to_dict(),
@@ -201,8 +207,9 @@ def run_attribute(
         seconds=round(seconds, 2),
         resumed_examples=resumed,
         not_converged=n_bad,
+        notes=notes,
     )
-    save_parquet(frame, out_path, prov)
+    save_parquet(frame, out_path, prov, ATTRIBUTION_TYPES)
     for f in partial.glob("*.parquet"):
         f.unlink()
     partial.rmdir()
@@ -240,6 +247,8 @@ def run_attribute_embeddings(
         target = choose_target(cfg.target, label, probs_by_id[eid])
         inputs = prepare_inputs(model, tokenizer, ids)
         res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
+        relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
+        converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])
         rows.append(
             {
                 "example_id": eid,
@@ -251,14 +260,28 @@ def run_attribute_embeddings(
                 "token_type": res.get("token_type"),
                 "delta": res["delta"],
                 "gap": res["gap"],
+                "relative_delta": relative,
+                "converged": converged,
             }
         )
-        logger.info("%s: per-embedding IG, delta %.3g of %.3g", eid, res["delta"], res["gap"])
+        logger.log(
+            logging.INFO if converged else logging.WARNING,
+            "%s: per-embedding IG, delta %.3g of %.3g (|δ|/|gap| = %.3f)%s",
+            eid, res["delta"], res["gap"], relative,
+            "" if converged else f" NOT within the tolerance {cfg.tolerance} at {cfg.embeddings_steps} steps",
+        )  # fmt: skip
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows)
+    missed = [r for r in rows if not r["converged"]]
+    notes = [
+        f"per-embedding IG: {len(missed)} of {len(rows)} showcased examples miss the tolerance "
+        f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
+        f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
+    ] if missed else []  # fmt: skip
     deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
-    prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations)
-    save_parquet(frame, out_path, prov)
+    prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations,
+                      not_converged=len(missed), notes=notes)  # fmt: skip
+    save_parquet(frame, out_path, prov, EMBEDDING_TYPES)
     return {"n_examples": len(frame), "seconds": seconds}
 
 

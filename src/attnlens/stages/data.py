@@ -4,21 +4,46 @@ from __future__ import annotations
 
 import logging
 
-from attnlens.config import DataConfig
-from attnlens.data import EXAMPLES_SCHEMA, MANIFEST_SCHEMA, RATIONALES_SCHEMA, prepare_dataset
+from attnlens.config import DataConfig, ModelConfig
+from attnlens.data import (
+    EXAMPLES_SCHEMA,
+    MANIFEST_SCHEMA,
+    RATIONALES_SCHEMA,
+    prepare_dataset,
+    token_counts,
+    truncation,
+    truncation_note,
+)
 from attnlens.io import StrPath, provenance, save_json, save_parquet
+from attnlens.modeling import source_tokenizer
 
 log = logging.getLogger(__name__)
 
 
 def run_prepare_dataset(
-    cfg: DataConfig, train_path: StrPath, test_path: StrPath, rationales_path: StrPath, manifest_path: StrPath
+    cfg: DataConfig,
+    model_cfg: ModelConfig,
+    train_path: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    manifest_path: StrPath,
 ) -> None:
-    """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``."""
+    """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``.
+
+    The manifest also says how many tokens of every document the model will see: documents longer than
+    ``model.max_length`` are cut there by every later stage, and the manifest, the log and the run notes
+    (``notes`` in the manifest's provenance, gathered into ``results/run_notes.csv``) count what was cut.
+    """
     frames, rationales, manifest = prepare_dataset(cfg)
+    tokenizer = source_tokenizer(model_cfg.name_or_path, model_cfg.max_length)
+    cut = truncation(manifest, token_counts(tokenizer, frames), model_cfg.max_length)
+    notes = [n for split in cut if (n := truncation_note(split, cut[split], model_cfg.max_length))]
     for split, path in (("train", train_path), ("test", test_path)):
         prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
         save_parquet(frames[split], path, prov)
         log.info("%s: %d examples %s", split, len(frames[split]), manifest["counts"][split])
+    for note in notes:
+        log.warning("%s", note)
     save_parquet(rationales, rationales_path, provenance(RATIONALES_SCHEMA, cfg.to_dict(), cfg.seed))
-    save_json(manifest, manifest_path, provenance(MANIFEST_SCHEMA, cfg.to_dict(), cfg.seed))
+    section = {"data": cfg.to_dict(), "model": model_cfg.to_dict()}
+    save_json(manifest, manifest_path, provenance(MANIFEST_SCHEMA, section, cfg.seed, notes=notes))

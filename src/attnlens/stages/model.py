@@ -20,6 +20,7 @@ from attnlens.prediction import (
     encode_texts,
     predict_logits,
     predictions_frame,
+    roles_left_out,
     select_examples,
 )
 from attnlens.runtime import first_seed, log_to, use_threads, write_job_record
@@ -110,8 +111,13 @@ def run_predict(
     metrics["n_examples"] = len(frame)
     log.info("test: %s", metrics)
     selection = select_examples(frame, cfg.seed, cfg.extra_ids)
+    left_out = roles_left_out(frame, cfg.seed)
+    notes = [f"showcase role {r['role']} left out: {r['why']}" for r in left_out]
+    for note in notes:
+        log.warning("%s", note)
     prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
     save_parquet(frame, predictions_path, prov)
     save_json(metrics, metrics_path, prov)
-    save_json({"examples": selection}, selection_path, provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed))
+    save_json({"examples": selection, "left_out": left_out}, selection_path,
+              provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed, notes=notes))  # fmt: skip
     return metrics

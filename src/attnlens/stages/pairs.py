@@ -31,6 +31,7 @@ from attnlens.pairs import (
     PAIR_MATRICES_SCHEMA,
     PAIR_MODEL_FILE,
     PAIR_SCORES_SCHEMA,
+    PAIR_SCORES_TYPES,
     PAIR_TOPOLOGY_SCHEMA,
     PAIRS_SCHEMA,
     QUADRATURES,
@@ -122,7 +123,7 @@ def run_attribute_pairs(
     section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
     prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
     save_tensors(tensors, matrices_path, {**prov, "schema": PAIR_MATRICES_SCHEMA})
-    save_parquet(pd.DataFrame(rows), scores_path, prov)
+    save_parquet(pd.DataFrame(rows), scores_path, prov, PAIR_SCORES_TYPES)
     return {"pairs": len(mine)}
 
 

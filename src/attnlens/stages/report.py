@@ -17,8 +17,18 @@ from attnlens.config import ExplorerConfig
 from attnlens.data import load_examples
 from attnlens.faithfulness import example_evidence
 from attnlens.importance import load_importance
-from attnlens.io import StrPath, atomic_dir, atomic_path, config_sha256, file_stem, load_json, provenance, save_json
-from attnlens.manifest import MANIFEST_SCHEMA, build_manifest, lacking_provenance
+from attnlens.io import (
+    StrPath,
+    atomic_dir,
+    atomic_path,
+    config_sha256,
+    file_stem,
+    load_json,
+    provenance,
+    save_csv,
+    save_json,
+)
+from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, compute_views, payload, render_explorer
@@ -130,10 +140,15 @@ def run_build_explorers(
 
 
 def run_manifest(
-    config: dict[str, Any], targets: Sequence[str], logs_dir: StrPath, out_path: StrPath
+    config: dict[str, Any], targets: Sequence[str], logs_dir: StrPath, out_path: StrPath, notes_path: StrPath
 ) -> dict[str, Any]:
-    """Rule ``manifest``: write ``results/manifest.json``."""
+    """Rule ``manifest``: write ``results/manifest.json`` and the run notes (``results/run_notes.csv``)."""
     artifacts = build_manifest(targets, logs_dir)
+    notes = artifact_notes(artifacts)
+    for n in notes:
+        logger.warning("%s (%s): %s", n["artifact"], n["rule"], n["note"])
+    rows = notes or [{"artifact": "", "rule": "", "note": NO_NOTES}]
+    save_csv(pd.DataFrame(rows, columns=["artifact", "rule", "note"]), notes_path, provenance("run_notes/v1"))
     missing = lacking_provenance(artifacts)
     summary = {
         "n_artifacts": len(artifacts),
@@ -141,6 +156,7 @@ def run_manifest(
         "rules": sorted({a["rule"] for a in artifacts if a["rule"]}),
         "run_config_sha256": config_sha256(config),
         "without_provenance": missing,
+        "n_notes": len(notes),
     }
     save_json({"summary": summary, "artifacts": artifacts}, out_path, provenance(MANIFEST_SCHEMA, None, None))
     logger.info("%d artifacts (%d files) from %d rules", summary["n_artifacts"], summary["n_files"],

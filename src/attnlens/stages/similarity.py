@@ -13,6 +13,7 @@ import pandas as pd
 from attnlens.attention import LAYER_CONFIGURATIONS, load_summaries
 from attnlens.attribution import load_attributions
 from attnlens.config import FiguresConfig, SimilarityConfig
+from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import (
@@ -20,7 +21,8 @@ from attnlens.io import (
     atomic_dir,
     atomic_path,
     file_stem,
-    load_parquet,
+    load_json,
+    load_shards,
     provenance,
     save_csv,
     save_parquet,
@@ -34,10 +36,12 @@ from attnlens.similarity import (
     COLUMNS,
     DEVIATIONS,
     HEADS_SCHEMA,
+    HEADS_TYPES,
     LAYER_LABELS,
     MASKED_WITH,
     MODES,
     SIMILARITY_SCHEMA,
+    SIMILARITY_TYPES,
     SUMMARY_SCHEMA,
     attention_vectors,
     compare_example,
@@ -95,9 +99,9 @@ def run_compare(
     seconds = time.perf_counter() - t0
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
     extra = {"seconds": round(seconds, 2), "n_examples": len(examples), "deviations": list(DEVIATIONS)}
-    save_parquet(frame, out_path, provenance(SIMILARITY_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
+    save_parquet(frame, out_path, provenance(SIMILARITY_SCHEMA, cfg.to_dict(), cfg.seed, **extra), SIMILARITY_TYPES)
     head_frame = pd.concat(heads, ignore_index=True) if heads else pd.DataFrame()
-    save_parquet(head_frame, heads_path, provenance(HEADS_SCHEMA, cfg.to_dict(), cfg.seed, **extra))
+    save_parquet(head_frame, heads_path, provenance(HEADS_SCHEMA, cfg.to_dict(), cfg.seed, **extra), HEADS_TYPES)
     logger.info("%d examples in %.1f s (%.2f s each)", len(examples), seconds, seconds / max(len(examples), 1))
     return {"n_examples": len(examples), "seconds": seconds}
 
@@ -149,10 +153,22 @@ def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], na
 
 
 def run_aggregate_similarity(
-    cfg: SimilarityConfig, similarity_paths: Sequence[StrPath], summary_path: StrPath, tables_dir: StrPath
+    cfg: SimilarityConfig,
+    similarity_paths: Sequence[StrPath],
+    manifest_path: StrPath,
+    summary_path: StrPath,
+    tables_dir: StrPath,
 ) -> dict:
-    """Rule ``aggregate_similarity``: Tables 1–2 (and 3–4 per extra dataset), tests and the tidy summary."""
-    datasets = [(cfg.dataset_name, load_similarity(similarity_paths))]
+    """Rule ``aggregate_similarity``: Tables 1–2 (and 3–4 per extra dataset), tests and the tidy summary.
+
+    This run's dataset is called ``similarity.dataset_name``, or by its source (split manifest ``name``).
+    """
+    name = cfg.dataset_name or load_json(manifest_path, MANIFEST_SCHEMA)["name"]
+    if name in [extra["name"] for extra in cfg.extra_datasets]:
+        raise InputError(
+            "config", "similarity.extra_datasets", f"expected names other than this run's dataset name {name!r}"
+        )
+    datasets = [(name, load_similarity(similarity_paths))]
     for extra in cfg.extra_datasets:
         datasets.append(
             (
@@ -253,7 +269,7 @@ def run_plot_similarity(
     families = [(m.label, m.legacy, m.fixed) for g in paper_metrics(cfg.rbo_p).values() for m in g]
     for scaled, stem in ((False, distributions_stem), (True, f"{distributions_stem}_scaled")):
         plot_similarity_distributions(frame, families, LAYER_CONFIGURATIONS, MASKED_WITH, scaled, stem, figures_cfg.dpi)
-    heads = pd.concat([load_parquet(p, HEADS_SCHEMA)[0] for p in heads_paths], ignore_index=True)
+    heads = load_shards(heads_paths, HEADS_SCHEMA, HEADS_TYPES)
     n_layers, n_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
     means = heads.groupby(["layer", "head"])[["spearman", "jaccard_top5"]].mean()
     maps = {

@@ -31,6 +31,7 @@ from attnlens.tokens import display_tokens, special_ids
 from attnlens.topology import (
     BOTTLENECK_SCHEMA,
     DIAGRAMS_SCHEMA,
+    DIAGRAMS_TYPES,
     MATRICES_SCHEMA,
     TWO_LN2,
     bottleneck_matrix,
@@ -81,7 +82,7 @@ def run_topology(
                        "seconds": time.perf_counter() - t0})  # fmt: skip
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     prov = provenance(DIAGRAMS_SCHEMA, cfg.to_dict(), None, shard=shard, timing=timing, model=str(model_dir))
-    save_parquet(frame, diagrams_path, prov)
+    save_parquet(frame, diagrams_path, prov, DIAGRAMS_TYPES)
     save_tensors(tensors, matrices_path, provenance(MATRICES_SCHEMA, cfg.to_dict(), None, shard=shard))
     total = sum(t["seconds"] for t in timing)
     logger.info("shard %d: %d examples in %.1f s", shard, len(timing), total)
@@ -130,7 +131,7 @@ def run_bottleneck_distances(
     )
     table = pd.DataFrame(claims)[
         ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
-         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value"]
+         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value", "note"]
     ]  # fmt: skip
     write_table(
         table,
@@ -138,7 +139,7 @@ def run_bottleneck_distances(
         "Does a small bottleneck distance between attention persistence diagrams mean the same class? "
         f"Gap = mean different-class − same-class distance; p-values from {cfg.n_permutations} label permutations; "
         "1-NN = leave-one-out nearest-neighbour accuracy (dim max = the larger of the H0 and H1 distances; "
-        "empty cells: every pair equally far, nothing to test).",
+        "note: why a cell is empty).",
     )
     logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
     return {"seconds": seconds}

@@ -1,0 +1,157 @@
+"""The pipeline on real-shaped documents, given as a CSV and as class folders, with more shards than test documents.
+
+A dozen discharge-note-style documents (:mod:`notes_corpus`): section headers, tabs, numbered lists,
+``[** … **]`` markers, non-ASCII punctuation, a byte-order mark, CRLF line ends, one note six times
+longer than ``max_length`` and one shorter than the attention window. Three of them are the test
+split — in the CSV, all of one class — and every sharded stage has more shards than that, so most
+shards are empty. Each run must finish, and its artifacts must say what was done to the data.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from helpers import run_snakemake
+from notes_corpus import SERVICES, write_notes
+
+from attnlens.io import load_json, load_tensors
+
+#: More shards than the three test documents (and than the six test pairs of study 3).
+SHARDS = {"attention": 4, "attribution": 5, "topology": 4}
+PAIR_SHARDS = 8
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module", params=["csv", "folders"])
+def notes_run(request, root, tmp_path_factory):
+    """``(kind, working directory)`` after the `.test` configuration ran on the notes."""
+    kind = request.param
+    work = tmp_path_factory.mktemp(f"notes-{kind}")
+    table, folders = write_notes(work / "input")
+    cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
+    if kind == "csv":
+        cfg["data"] = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES),
+                       "seed": 7}  # fmt: skip
+    else:
+        cfg["data"] = {"source": "folders", "path": str(folders), "classes": list(SERVICES), "seed": 7,
+                       "test_fraction": 0.25}  # fmt: skip
+    for section, n in SHARDS.items():
+        cfg.setdefault(section, {})["n_shards"] = n
+    cfg["pairs"]["attribution"]["n_shards"] = PAIR_SHARDS
+    (work / "config").mkdir()
+    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return kind, work
+
+
+def _shard_groups(results: Path) -> dict[str, list[Path]]:
+    groups: dict[str, list[Path]] = {}
+    for path in sorted(results.rglob("*shard*.*")):
+        if path.suffix in (".parquet", ".safetensors") and "logs" not in path.parts:
+            groups.setdefault(re.sub(r"shard\d+", "shard*", str(path.relative_to(results))), []).append(path)
+    return groups
+
+
+def test_every_shard_is_a_typed_artifact(notes_run):
+    _, work = notes_run
+    groups = _shard_groups(work / "results")
+    assert len(groups) >= 8, sorted(groups)
+    n_empty = 0
+    for name, paths in groups.items():
+        if name.endswith(".safetensors"):
+            for p in paths:
+                load_tensors(p)  # an empty shard is a readable file with provenance
+            continue
+        schemas = {pq.read_schema(p).remove_metadata() for p in paths}
+        assert len(schemas) == 1, f"{name}: the shards disagree on their columns: {schemas}"
+        (schema,) = schemas
+        assert not [f.name for f in schema if str(f.type) == "null"], f"{name}: untyped columns"
+        n_empty += sum(pq.read_metadata(p).num_rows == 0 for p in paths)
+    assert n_empty >= 4  # the run really had empty shards
+
+
+def test_dataset_is_named_by_its_source(notes_run):
+    kind, work = notes_run
+    name = "discharge notes" if kind == "csv" else "discharge_notes"
+    summary = pd.read_parquet(work / "results/similarity/summary.parquet")
+    assert set(summary["dataset"]) == {name}
+    tables = work / "results/paper/tables/similarity"
+    assert f"{name}, 3 examples" in (tables / "table1_similarity.md").read_text(encoding="utf-8")
+    assert not [p for p in tables.iterdir() if "synthetic" in p.read_text(encoding="utf-8", errors="ignore")]
+
+
+def test_truncation_is_counted_and_reported(notes_run):
+    _, work = notes_run
+    manifest = load_json(work / "results/data/split_manifest.json", "split_manifest/v1")
+    cut = manifest["truncation"]
+    assert manifest["max_length"] == 128
+    assert sum(s["truncated"] for s in cut.values()) >= 1 and cut["train"]["tokens_kept"] < cut["train"]["tokens"]
+    longest = max(manifest["examples"], key=lambda e: e["tokens"])
+    assert longest["tokens"] > 5 * 128 and longest["kept"] == 128
+    notes = pd.read_csv(work / "results/run_notes.csv")
+    assert notes["note"].str.contains("longer than max_length 128 and were cut").any()
+    log = (work / "results/logs/prepare_dataset/prepare_dataset.log").read_text(encoding="utf-8")
+    assert "longer than max_length 128" in log
+
+
+def test_showcase_roles_hold_or_are_left_out(notes_run):
+    kind, work = notes_run
+    selection = load_json(work / "results/predictions/selection.json", "selection/v1")
+    for e in selection["examples"]:
+        role, label, pred = e["role"], e["label"], e["pred"]
+        if role.startswith("most_confident_"):
+            assert pred == int(role.rsplit("_", 1)[1]), e
+        if role.startswith("random_correct_"):
+            assert pred == label == int(role.rsplit("_", 1)[1]), e
+        if role in ("false_positive", "false_negative"):
+            assert (label, pred) == ((0, 1) if role == "false_positive" else (1, 0)), e
+    roles = {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]}
+    assert {"false_positive", "false_negative", "most_confident_0", "most_confident_1"} <= roles
+    notes = pd.read_csv(work / "results/run_notes.csv")["note"]
+    for r in selection["left_out"]:
+        assert notes.str.contains(f"showcase role {r['role']} left out", regex=False).any()
+    if kind == "csv":  # the CSV's test split holds cardiology notes only: no oncology note can be "correct"
+        assert "random_correct_1" in {r["role"] for r in selection["left_out"]}
+    explorers = sorted((work / "results/explorer").glob("*.html"))
+    assert len(explorers) == len({e["example_id"] for e in selection["examples"]})
+
+
+def test_no_missing_number_without_its_reason(notes_run):
+    """Every empty cell of every table sits in a row whose ``note`` says why (or in a cell that says it)."""
+    _, work = notes_run
+    unexplained = []
+    for path in sorted((work / "results").rglob("*.csv")):
+        frame = pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+        if not len(frame) or "run_notes" in path.name:
+            continue
+        empty = frame.isna()
+        if "note" in frame.columns:
+            empty = empty.loc[frame["note"].fillna("").astype(str).str.strip() == ""]
+        for col in [c for c in empty.columns if c != "note" and empty[c].any()]:
+            unexplained.append(f"{path.relative_to(work)}: {col} ({int(empty[col].sum())} rows)")
+    assert not unexplained, "\n".join(unexplained)
+
+
+def test_metrics_count_every_class(notes_run):
+    kind, work = notes_run
+    metrics = load_json(work / "results/predictions/metrics.json", "predictions/v1")
+    per_class = metrics["per_class"]
+    assert sum(c["n_true"] for c in per_class.values()) == metrics["n_examples"] == 3
+    if kind == "csv":
+        assert per_class["1"]["n_true"] == 0 and "no test example of this class" in per_class["1"]["note"]
+    assert np.isfinite(metrics["macro_f1"])
+
+
+def test_rerun_has_nothing_to_do(notes_run, root):
+    """Paths with spaces, ids with a folder separator: a finished run stays finished."""
+    _, work = notes_run
+    out = run_snakemake(root, "--directory", str(work), "-n")
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout + out.stderr, out.stdout + out.stderr
