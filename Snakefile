@@ -1,8 +1,22 @@
 # attnlens: does what a transformer attends to agree with what its prediction depends on?
 # Entry point of the pipeline; see README.md for what runs and where its files go.
+import os
+import sys
+
 from snakemake.utils import min_version
 
+from attnlens.config import read_config_file
+from attnlens.errors import InputError
+
 min_version("9.0")
+
+
+# the default config file, read here first so that a broken one is one clear line (not Snakemake's parser error)
+if os.path.exists("config/config.yaml"):
+    try:
+        read_config_file("config/config.yaml")
+    except InputError as err:
+        sys.exit(f"attnlens: error: {err}")
 
 
 configfile: "config/config.yaml"

@@ -358,34 +358,6 @@ def test_attention_stage(tiny):
     assert "[CLS]" not in "".join(counts) and ",the," not in "".join(counts)
 
 
-@pytest.mark.workflow
-def test_bad_input_is_one_line_and_leaves_no_artifact(root, workdir):
-    csv = workdir / "docs.csv"
-    csv.write_text("text,category\nfirst document,0\nsecond document,1\n", encoding="utf-8")
-    cfg = workdir / "config" / "bad.yaml"
-    cfg.write_text(f"data:\n  source: file\n  path: {csv}\n", encoding="utf-8")
-    out = _snakemake(root, "--directory", str(workdir), "--cores", "1", "prepare_dataset", "--configfile", str(cfg))
-    assert out.returncode != 0
-    text = out.stdout + out.stderr
-    lines = [ln for ln in text.splitlines() if ln.startswith("attnlens: error:")]
-    assert lines and set(lines) == {
-        f"attnlens: error: {csv}: label: expected a column 'label'; found ['text', 'category']"
-    }
-    assert "Traceback" not in text
-    assert not (workdir / "results" / "data" / "train.parquet").exists()
-    assert not list(workdir.glob("results/data/*"))
-
-
-def test_bad_config_key_is_one_line(root, workdir):
-    cfg = workdir / "config" / "bad.yaml"
-    cfg.write_text("train:\n  epochz: 3\n", encoding="utf-8")
-    out = _snakemake(root, "--directory", str(workdir), "-n", "--configfile", str(cfg))
-    assert out.returncode != 0
-    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
-    assert any(ln.startswith("attnlens: error:") and "train.epochz: unknown key" in ln for ln in lines)
-    assert "Traceback" not in out.stdout + out.stderr
-
-
 def test_scripts_do_not_shadow_installed_modules(root):
     """Snakemake puts workflow/scripts on sys.path: a script named like a package breaks its importers."""
 

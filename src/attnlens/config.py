@@ -397,6 +397,10 @@ def _copy(value: Any) -> Any:
     return yaml.safe_load(yaml.safe_dump(value))
 
 
+_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+               "array": "a list", "object": "a mapping", "null": "null"}  # fmt: skip
+
+
 def _describe(error) -> tuple[str, str]:
     """(dotted key, expectation) for a jsonschema ValidationError."""
     path = [str(p) for p in error.absolute_path]
@@ -409,7 +413,11 @@ def _describe(error) -> tuple[str, str]:
     key = ".".join(path) or "(top level)"
     if error.validator == "required":
         return key, error.message
-    if error.validator in ("oneOf", "anyOf", "type", "enum") and described:
+    if error.validator == "type":
+        kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        what = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)
+        return key, f"expected {what}{f' ({described})' if described else ''}, got {error.instance!r}"
+    if error.validator in ("oneOf", "anyOf", "enum") and described:
         options = f" (one of {error.validator_value})" if error.validator == "enum" else ""
         return key, f"expected {described}{options}, got {error.instance!r}"
     rule = f"{error.validator} {error.validator_value!r}"
@@ -485,16 +493,40 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
             )
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file, validate it, fill defaults."""
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping a YAML config file holds, unvalidated.
+
+    Raises:
+        InputError: no file, not UTF-8, a YAML syntax error (with its line and column), an empty file,
+            or a top level that is not a mapping of sections.
+    """
     try:
-        with open(path, encoding="utf-8") as fh:
-            config = yaml.safe_load(fh) or {}
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "(file)", "expected a YAML config file, found nothing") from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            str(path), "(encoding)", f"expected UTF-8 text, found byte {err.object[err.start]:#04x}"
+        ) from None
+    try:
+        config = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise InputError(str(path), "(file)", f"expected valid YAML: {str(err).splitlines()[0]}") from None
-    return validate_config(config, str(path))
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(str(path), "(file)", f"expected valid YAML, found a syntax error{where}: {problem}") from None
+    if config is None:
+        raise InputError(
+            str(path), "(file)", "expected a mapping of config sections (data:, model:, …), the file is empty"
+        )
+    if not isinstance(config, dict):
+        raise InputError(str(path), "(file)", f"expected a mapping of config sections, found a {type(config).__name__}")
+    return config
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file, validate it, fill defaults."""
+    return validate_config(read_config_file(path), str(path))
 
 
 def _type_text(prop: dict[str, Any]) -> str:

@@ -184,6 +184,8 @@ def _load_hub(cfg: DataConfig) -> Source:
 def _class_names(cfg: DataConfig, labels: pd.Series, where: str) -> tuple[str, ...]:
     if cfg.classes:
         return tuple(cfg.classes)
+    if not len(labels):  # no example: check_examples says so
+        return ()
     values = _integer_labels(labels, where, cfg.label_column)
     return tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
 

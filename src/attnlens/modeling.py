@@ -213,21 +213,11 @@ def build_base_model(
     """
     name = resolve_pretrained(cfg.name_or_path)
     tokenizer = source_tokenizer(cfg.name_or_path, cfg.max_length)
-    src_config = from_hub(AutoConfig.from_pretrained, name, "model.name_or_path")
+    src_config = source_config(cfg.name_or_path, cfg.source)
     if cfg.source == "convert_bert":
-        if src_config.model_type != "bert":
-            raise InputError(
-                "config",
-                "model.name_or_path",
-                f"expected a BERT checkpoint to convert, found {src_config.model_type!r}",
-            )
         bert = from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
         model = convert_bert_to_longformer(bert, tokenizer, cfg.max_length, cfg.attention_window, num_labels, cfg.seed)
     else:
-        if src_config.model_type != "longformer":
-            raise InputError(
-                "config", "model.name_or_path", f"expected a Longformer checkpoint, found {src_config.model_type!r}"
-            )
         windows = validate_window(cfg.max_length, cfg.attention_window, src_config.num_hidden_layers)
         limit = src_config.max_position_embeddings - src_config.pad_token_id - 1
         if cfg.max_length > limit:
@@ -243,6 +233,25 @@ def build_base_model(
             attention_window=windows,
         )
     return model.eval(), tokenizer
+
+
+#: The architecture each ``model.source`` starts from.
+SOURCE_ARCHITECTURES = {
+    "convert_bert": ("bert", "a BERT checkpoint to convert"),
+    "longformer": ("longformer", "a Longformer checkpoint"),
+}
+
+
+def source_config(name_or_path: str, source: str):
+    """The checkpoint's Hugging Face config, checked to be the architecture ``model.source`` needs."""
+    found = from_hub(AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
+    wanted, what = SOURCE_ARCHITECTURES[source]
+    if found.model_type != wanted:
+        raise InputError(
+            "config", "model.name_or_path",
+            f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
+        )  # fmt: skip
+    return found
 
 
 def source_tokenizer(name_or_path: str, max_length: int) -> PreTrainedTokenizerBase:

@@ -3,6 +3,7 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from attnlens.config import validate_config
@@ -15,6 +16,23 @@ try:
     validate_config(config, where=" + ".join(map(str, workflow.configfiles)) or "config")
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
+
+
+def check_writable(folder="results"):
+    """Stop before any job when the run cannot write its results (a read-only results/ or working directory)."""
+    probe = Path(folder) if Path(folder).is_dir() else Path(".")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".attnlens-write-test-"):
+            pass
+    except OSError as err:
+        sys.exit(
+            f"attnlens: error: {probe.resolve()}: (permissions): expected a folder this user can write "
+            f"the run's results into ({err.strerror}); make it writable or run from another directory"
+        )
+
+
+if not workflow.dryrun:
+    check_writable()
 
 
 def keys(**sections):

@@ -24,7 +24,7 @@ rule prepare_dataset:
                 "hub",
                 "synthetic",
             ],
-            model=["name_or_path", "max_length"],
+            model=["source", "name_or_path", "max_length"],
         ),
     script:
         "../scripts/prepare_dataset.py"

@@ -15,7 +15,7 @@ from attnlens.data import (
     truncation_note,
 )
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.modeling import source_tokenizer
+from attnlens.modeling import source_config, source_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ def run_prepare_dataset(
     (``notes`` in the manifest's provenance, gathered into ``results/run_notes.csv``) count what was cut.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
+    source_config(model_cfg.name_or_path, model_cfg.source)  # a wrong checkpoint fails before any file is written
     tokenizer = source_tokenizer(model_cfg.name_or_path, model_cfg.max_length)
     cut = truncation(manifest, token_counts(tokenizer, frames), model_cfg.max_length)
     notes = [n for split in cut if (n := truncation_note(split, cut[split], model_cfg.max_length))]
