@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
@@ -49,6 +50,18 @@ def local_env() -> dict[str, str]:
             if tool.name not in SLURM_COMMANDS and not link.is_symlink():
                 link.symlink_to(tool)
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
+
+
+#: The tests that guard a claim needing the machine's help (a real SLURM, a real browser): CI sets their
+#: switch (``.ci/run``), so that where the machine cannot give that help the run fails instead of skipping.
+REQUIRED = {"slurm": "ATTNLENS_REQUIRE_SLURM", "browser": "ATTNLENS_REQUIRE_BROWSER"}
+
+
+def unavailable(what: str, reason: str):
+    """Skip a test whose ``what`` (a key of :data:`REQUIRED`) this machine lacks — or fail, where it is required."""
+    if os.environ.get(REQUIRED[what]) == "1":
+        pytest.fail(f"{what} test required ({REQUIRED[what]}=1) but {reason}")
+    pytest.skip(reason)
 
 
 def copy_run(run: Path, dest: Path) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import unavailable
 from test_attention import dense_reference
 
 from attnlens.attention import layer_configuration, load_bands, load_summaries
@@ -28,9 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _unavailable(reason: str):
-    if os.environ.get("ATTNLENS_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"browser test required but {reason}")
-    pytest.skip(reason)
+    unavailable("browser", reason)
 
 
 @pytest.fixture(scope="module")

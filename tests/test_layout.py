@@ -8,6 +8,7 @@ import sys
 import tomllib
 
 import pytest
+from helpers import REQUIRED
 
 
 def _modules(root):
@@ -108,3 +109,9 @@ def test_readme_is_a_front_door_and_links_resolve(root):
             if "://" in target:
                 continue
             assert (page.parent / target).exists(), f"{page.relative_to(root)} links to missing {target}"
+
+
+def test_ci_requires_the_tests_that_guard_a_claim(root):
+    """CI turns the skip of the SLURM and browser tests into a failure (a machine without them stays red)."""
+    ci = (root / ".ci/run").read_text(encoding="utf-8")
+    assert all(f"{switch}=1" in ci for switch in REQUIRED.values()) and "make test" in ci

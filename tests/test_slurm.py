@@ -1,7 +1,8 @@
 """The slurm profile against a real single-node SLURM (tests/slurm/cluster.sh), not a mock.
 
 The cluster comes up from Debian's packages on localhost (root only); where it cannot, the tests are
-skipped with the reason. The profile is workflow/profiles/slurm itself, with its placeholders filled
+skipped with the reason — or failed, in CI (``ATTNLENS_REQUIRE_SLURM=1`` in ``.ci/run``). The profile is
+workflow/profiles/slurm itself, with its placeholders filled
 for this node and fast status checks (squeue: the test cluster runs no accounting daemon).
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import run_snakemake
+from helpers import run_snakemake, unavailable
 
 pytestmark = pytest.mark.slurm
 
@@ -37,14 +38,14 @@ COMPARED = (
 @pytest.fixture(scope="module")
 def cluster(root):
     if os.geteuid() != 0:
-        pytest.skip("a real SLURM needs root here: tests/slurm/cluster.sh installs and starts munge and slurm")
+        unavailable("slurm", "a real SLURM needs root here: tests/slurm/cluster.sh installs and starts munge and slurm")
     if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        pytest.skip("SLURM is not installed and there is no apt-get to install it")
+        unavailable("slurm", "SLURM is not installed and there is no apt-get to install it")
     started = time.perf_counter()
     up = subprocess.run(["bash", str(root / "tests/slurm/cluster.sh"), "up"], capture_output=True, text=True,
                         timeout=900)  # fmt: skip
     if up.returncode != 0:
-        pytest.skip(f"could not bring up SLURM: {(up.stderr.strip().splitlines() or ['?'])[-1]}")
+        unavailable("slurm", f"could not bring up SLURM: {(up.stderr.strip().splitlines() or ['?'])[-1]}")
     yield time.perf_counter() - started
     subprocess.run(["bash", str(root / "tests/slurm/cluster.sh"), "down"], capture_output=True, timeout=120)
 
