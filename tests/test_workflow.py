@@ -1,20 +1,17 @@
 """The Snakemake workflow: lint, dry run, a tiny end-to-end run on .test, and bad input through it."""
 
 import importlib.util
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import SNAKEMAKE, copy_run
+from helpers import copy_run
 from helpers import run_snakemake as _snakemake
 from pandas.compat._optional import VERSIONS
 
@@ -373,56 +370,6 @@ def test_ruff_clean(root):
     for args in (["check", "."], ["format", "--check", "."]):
         out = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=root, capture_output=True, text=True)
         assert out.returncode == 0, out.stdout + out.stderr
-
-
-@pytest.mark.workflow
-def test_kill_and_resume(root, tiny_run, tmp_path):
-    """kill -9 of the Snakemake process tree inside a sharded stage, then a re-run.
-
-    Finished shards are not recomputed, no half-written artifact survives, and the final tables equal
-    those of an uninterrupted run.
-    """
-
-    work = copy_run(tiny_run, tmp_path / "work")
-    res = work / "results"
-    shard0, shard1 = res / "attributions/shard0.parquet", res / "attributions/shard1.parquet"
-    started = time.time()
-    cmd = [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2",
-           "--forcerun", "attribute", "--rerun-incomplete"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 420  # shard 0 done and shard 1 under way (the shards run one after the other)
-        while time.time() < deadline and proc.poll() is None:
-            done = [k for k, p in enumerate((shard0, shard1)) if p.exists() and p.stat().st_mtime > started]
-            log = res / f"logs/attribute/shard{1 - done[0]}.log" if done else None
-            if log is not None and log.exists() and log.stat().st_mtime > started:
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, "the run ended before it could be killed"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    done = next(p for p in (shard0, shard1) if p.exists() and p.stat().st_mtime > started)
-    killed = shard1 if done == shard0 else shard0
-    assert not killed.exists()  # the killed shard left no final artifact, half-written or otherwise
-    finished_at = done.stat().st_mtime_ns
-    assert _snakemake(root, "--directory", str(work), "--unlock").returncode == 0  # the killed run's lock
-    plan = _snakemake(root, "--directory", str(work), "-n", "--quiet", "rules", "--rerun-incomplete")
-    assert re.search(r"^attribute\s+1$", plan.stdout, re.M), plan.stdout  # only the killed shard
-    out = _snakemake(root, "--directory", str(work), "--cores", "2", "--rerun-incomplete")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert done.stat().st_mtime_ns == finished_at  # the finished shard was not recomputed
-    assert not [p for p in res.rglob("*") if ".tmp-" in p.name or p.name.endswith(".partial")]
-    for rel in ("paper/tables/similarity/table1_similarity.csv", "paper/tables/faithfulness_aopc.csv",
-                "paper/tables/attributions", "similarity/summary.parquet"):  # fmt: skip
-        a, b = tiny_run / "results" / rel, res / rel
-        files = sorted(p.relative_to(a) for p in a.rglob("*.csv")) if a.is_dir() else [None]
-        for f in files:
-            fa, fb = (a / f, b / f) if f else (a, b)
-            read = pd.read_parquet if fa.suffix == ".parquet" else pd.read_csv
-            pd.testing.assert_frame_equal(read(fb), read(fa), check_exact=False, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.workflow

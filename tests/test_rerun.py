@@ -1,0 +1,236 @@
+"""Crash, rerun, determinism: a second clean run of `.test`, killed with ``kill -9`` inside each long stage.
+
+The run starts from an empty working directory and is killed three times — while the classifier
+trains, while the IG shards run (one finished, the next started) and while the pair-attribution
+shards run — each time resumed with ``--rerun-incomplete``, then finished. Finished shards are never
+recomputed, no half-written artifact survives, and every result equals the uninterrupted session run
+(``tiny_run``) byte for byte: tables, parquet contents, tensors, model weights, figures' pixels. What
+may differ is listed in :data:`MAY_DIFFER`, each with its reason; the test fails if anything else does.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from helpers import SNAKEMAKE, local_env, run_snakemake
+from PIL import Image
+from safetensors import safe_open
+
+from attnlens.io import provenance, save_parquet
+
+pytestmark = pytest.mark.workflow
+
+#: What two runs may differ in, and why. Everything else must be byte-identical (or, for containers
+#: whose metadata carries provenance, identical in content).
+MAY_DIFFER = {
+    "logs/": "logs and job records hold times and durations",
+    "benchmarks/": "Snakemake's per-job timings",
+    ".provenance.json": "provenance sidecars hold the creation time",
+    "manifest.json": "the manifest copies each artifact's provenance (creation times) and the files' hashes",
+    "run_notes.csv": "compared as content: its rows are the same, in the same order",
+    ".pdf": "PDF figures embed their provenance (creation time); their PNG twins are compared pixel by pixel",
+    "column or key seconds": "wall times: pair attributions per pair (pairs/scores_shard*, pairs/tables), training "
+    "per epoch and in all (train_metrics.json: seconds, train_seconds), the pair encoder's training "
+    "(pair_encoder_exact_metrics.json: seconds, seconds_per_step)",
+    "column seconds per pair and model": "the pair error table's mean wall time",
+}
+#: Table columns and JSON keys holding wall times (see MAY_DIFFER).
+TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step")
+
+
+def _parquet_rows(path: Path) -> dict:
+    table = pq.read_table(path)
+    return {name: table.column(name).to_pylist() for name in table.column_names if name not in TIMING_COLUMNS}
+
+
+def _tensors(path: Path) -> dict:
+    with safe_open(str(path), "np") as fh:
+        return {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    drop = {i for i, h in enumerate(rows[0] if rows else []) if h in TIMING_COLUMNS}
+    return [[c for i, c in enumerate(r) if i not in drop] for r in rows]
+
+
+def _table_rows(path: Path) -> list[list[str]]:
+    """Rows of a Markdown (``| a | b |``) or LaTeX (``a & b \\``) table, timing columns left out."""
+    sep = "|" if path.suffix == ".md" else " & "
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [[c.strip() for c in ln.strip("|").removesuffix(r" \\").split(sep)] if sep in ln else [ln] for ln in lines]
+    header = next((r for r in rows if len(r) > 1), [])
+    drop = {i for i, c in enumerate(header) if c in TIMING_COLUMNS}
+    return [[c for i, c in enumerate(r) if i not in drop] for r in rows]
+
+
+def _without_times(value):
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k not in ("provenance", "created", *TIMING_COLUMNS)}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def _json_content(path: Path):
+    return _without_times(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _png_pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGBA"))
+
+
+def _html_content(path: Path) -> str:
+    return re.sub(r'<meta name="attnlens-provenance" content="[^"]*">', "", path.read_text(encoding="utf-8"))
+
+
+def _content(path: Path) -> Callable[[Path], object] | None:
+    """How a file is compared: its content without provenance; ``None``: byte for byte."""
+    return {
+        ".parquet": _parquet_rows, ".safetensors": _tensors, ".json": _json_content, ".png": _png_pixels,
+        ".html": _html_content, ".csv": _csv_rows, ".md": _table_rows, ".tex": _table_rows,
+    }.get(path.suffix)  # fmt: skip
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True  # NaN in both
+    return a == b
+
+
+def _differences(a_root: Path, b_root: Path) -> list[str]:
+    skip = ("logs/", "benchmarks/")
+    files_a = {p.relative_to(a_root).as_posix() for p in a_root.rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b_root).as_posix() for p in b_root.rglob("*") if p.is_file()}
+    out = [f"only in one run: {f}" for f in sorted(files_a ^ files_b) if not f.startswith(skip)]
+    for rel in sorted(files_a & files_b):
+        if rel.startswith(skip) or rel.endswith((".provenance.json", ".pdf")) or rel == "manifest.json":
+            continue
+        a, b = a_root / rel, b_root / rel
+        if a.read_bytes() == b.read_bytes():
+            continue
+        compare = _content(a)
+        if rel.startswith("models/") and rel.count("/") >= 2 and a.name != "provenance.json":
+            compare = _content(a) if a.suffix == ".safetensors" else None  # config.json, tokenizer: byte for byte
+        if compare is None or not _equal(compare(a), compare(b)):
+            out.append(rel)
+    return out
+
+
+def _kill_when(cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = 600) -> None:
+    """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds."""
+    proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env=local_env())  # fmt: skip
+    try:
+        deadline = time.time() + limit
+        while time.time() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the run ended before it could be killed {what}"
+        assert ready(), f"never reached the point to kill {what}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _mid_shards(res: Path, outputs: list[str], logs: list[str], started: float) -> Callable[[], bool]:
+    """One shard finished (after ``started``) and the next one's job under way."""
+
+    def ready() -> bool:
+        done = [(res / o).exists() and (res / o).stat().st_mtime > started for o in outputs]
+        running = [(res / lg).exists() and (res / lg).stat().st_mtime > started and not d
+                   for lg, d in zip(logs, done, strict=True)]  # fmt: skip
+        return any(done) and any(running)
+
+    return ready
+
+
+def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp_path):
+    work = tmp_path / "work"
+    (work / "config").mkdir(parents=True)
+    (work / "config/config.yaml").write_bytes((tiny_run / "config/config.yaml").read_bytes())
+    res = work / "results"
+    base = [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2"]
+
+    def resume(*targets: str) -> list[str]:
+        unlock = run_snakemake(root, "--directory", str(work), "--unlock")
+        assert unlock.returncode == 0, unlock.stderr[-2000:]
+        return [*base, "--rerun-incomplete", *targets]
+
+    # 1. inside training (its model loaded a second ago): the model folder is written only when training ends
+    train_log = res / "logs/train_classifier/train_classifier.log"
+    seen: list[float] = []
+
+    def training() -> bool:
+        if not seen and train_log.exists() and "Loading weights" in train_log.read_text(errors="ignore"):
+            seen.append(time.time())
+        return bool(seen) and time.time() - seen[0] > 1.0
+
+    _kill_when([*base, "train_classifier"], work, training, "in training")
+    assert not (res / "models/finetuned").exists() and not (res / "models/train_metrics.json").exists()
+
+    # 2. inside IG: one shard finished, the other under way
+    ig = [f"attributions/shard{k}.parquet" for k in range(2)]
+    started = time.time()
+    ig_logs = [f"logs/attribute/shard{k}.log" for k in range(2)]
+    _kill_when(resume(*(f"results/{o}" for o in ig)), work, _mid_shards(res, ig, ig_logs, started), "inside IG")
+    finished_ig = {o: (res / o).stat().st_mtime_ns for o in ig if (res / o).exists()}
+    assert len(finished_ig) == 1
+
+    # 3. inside pair attribution: one shard finished, the other under way
+    pairs = [f"pairs/scores_shard{k}.parquet" for k in range(2)]
+    started = time.time()
+    _kill_when(resume(*(f"results/{o}" for o in pairs)), work,
+               _mid_shards(res, pairs, [f"logs/attribute_pairs/shard{k}.log" for k in range(2)], started),
+               "inside pair attribution")  # fmt: skip
+    finished_pairs = {o: (res / o).stat().st_mtime_ns for o in pairs if (res / o).exists()}
+    assert len(finished_pairs) == 1
+
+    # 4. the rest, to the end: only what was killed (and what follows) runs again
+    out = subprocess.run(resume(), cwd=work, capture_output=True, text=True, timeout=1500, env=local_env())
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for o, mtime in {**finished_ig, **finished_pairs}.items():
+        assert (res / o).stat().st_mtime_ns == mtime, f"{o} was recomputed"
+    assert not [p for p in res.rglob("*") if ".tmp-" in p.name or p.name.endswith(".partial")]
+
+    # 5. byte for byte the uninterrupted run, but for what MAY_DIFFER lists
+    differ = _differences(tiny_run / "results", res)
+    assert not differ, "differs from the uninterrupted run:\n" + "\n".join(differ)
+
+
+def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
+    """The run comparison above is only as good as this: it must tell results apart, and only results."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, value, seconds in ((a, 0.5, 1.0), (b, 0.5, 2.0)):
+        (root / "pairs").mkdir(parents=True)
+        frame = pd.DataFrame({"pair_id": ["p1"], "score": [value], "seconds": [seconds]})
+        save_parquet(frame, root / "pairs/scores_shard0.parquet", provenance("pair_scores/v1"))
+        frame.to_csv(root / "pairs/table.csv", index=False)
+        Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(root / "figure.png")
+    assert _differences(a, b) == []  # only the wall time and the provenance differ
+    save_parquet(pd.DataFrame({"pair_id": ["p1"], "score": [0.5000001], "seconds": [2.0]}),
+                 b / "pairs/scores_shard0.parquet", provenance("pair_scores/v1"))  # fmt: skip
+    Image.fromarray(np.full((4, 4, 3), 1, dtype=np.uint8)).save(b / "figure.png")
+    (b / "extra.csv").write_text("x\n1\n", encoding="utf-8")
+    assert _differences(a, b) == ["only in one run: extra.csv", "figure.png", "pairs/scores_shard0.parquet"]
