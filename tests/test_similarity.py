@@ -480,3 +480,21 @@ def test_tiny_splits_give_a_value_or_a_reason_never_a_crash():
         assert len(tests) and not tests["note"].eq("").all()  # fewer than 6 pairs: p cannot fall below 0.05
         undefined = tests["p_value"].isna()
         assert tests.loc[undefined, "note"].str.startswith("not computable").all()
+
+
+def test_aggregate_of_one_example_notes_what_it_could_not_compute(tmp_path):
+    rows = _synthetic_rows(3, 0)
+    one = rows[rows["example_id"] == rows["example_id"].iloc[0]]
+    save_parquet(one, tmp_path / "shard0.parquet", provenance(sim.SIMILARITY_SCHEMA))
+    manifest = tmp_path / "split_manifest.json"
+    save_json({"name": "one note"}, manifest, provenance(MANIFEST_SCHEMA))
+    run_aggregate_similarity(SimilarityConfig(n_boot=20), [tmp_path / "shard0.parquet"], manifest,
+                             tmp_path / "summary.parquet", tmp_path / "tables")  # fmt: skip
+    _, prov = load_parquet(tmp_path / "summary.parquet", sim.SUMMARY_SCHEMA)
+    n = len(sim.summarise(one, 0, 20))
+    assert (
+        f"one note: {n} of {n} dataset means not computable (n = 1): a bootstrap interval needs 2 examples"
+        in (prov["notes"])
+    )
+    table = (tmp_path / "tables/table1_similarity.csv").read_text(encoding="utf-8")
+    assert "nan" not in table.lower() and "no interval: not computable (n = 1)" in table

@@ -152,6 +152,17 @@ def _dataset_tables(summary, tests, cfg, out: Path, numbers: tuple[int, int], na
     _write_csv(legacy_means_layout(summary), out / f"similarity_means_legacy{suffix}.csv")
 
 
+def missing_numbers(name: str, summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
+    """Run notes for what a dataset's tables could not compute: one line per distinct reason."""
+    out = []
+    for what, frame in (("dataset means", summary), ("Wilcoxon tests", tests)):
+        if not len(frame) or "note" not in frame:
+            continue
+        for reason, count in frame.loc[frame["note"].str.startswith("not computable"), "note"].value_counts().items():
+            out.append(f"{name}: {count} of {len(frame)} {what} {reason}")
+    return out
+
+
 def run_aggregate_similarity(
     cfg: SimilarityConfig,
     similarity_paths: Sequence[StrPath],
@@ -177,7 +188,7 @@ def run_aggregate_similarity(
             )
         )
     t0 = time.perf_counter()
-    summaries = []
+    summaries, notes = [], []
     with atomic_dir(tables_dir) as tmp:
         for i, (name, frame) in enumerate(datasets):
             summary = summarise(frame, cfg.seed, cfg.n_boot)
@@ -186,9 +197,13 @@ def run_aggregate_similarity(
             numbers = (1, 2) if i == 0 else (3, 4)
             _dataset_tables(summary, tests, cfg, Path(tmp), numbers, name, n_examples)
             summaries.append(summary.assign(dataset=name))
+            notes += missing_numbers(name, summary, tests)
     seconds = time.perf_counter() - t0
     merged = pd.concat(summaries, ignore_index=True)
-    prov = provenance(SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), deviations=list(DEVIATIONS))
+    prov = provenance(SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2),
+                      deviations=list(DEVIATIONS), notes=notes)  # fmt: skip
+    for note in notes:
+        logger.warning("%s", note)
     save_parquet(merged, summary_path, prov)
     logger.info("similarity tables for %s in %.1f s", ", ".join(n for n, _ in datasets), seconds)
     return {"seconds": seconds}

@@ -126,9 +126,9 @@ def run_bottleneck_distances(
     frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
     save_parquet(frame, matrix_path, prov)
-    save_json(
-        {"claims": claims, "example_ids": ids}, claim_path, provenance("topology_claim/v1", cfg.to_dict(), cfg.seed)
-    )
+    notes = sorted({f"topology claim ({c['estimator']}, dim {c['dim']}): {c['note']}" for c in claims if c["note"]})
+    claim_prov = provenance("topology_claim/v1", cfg.to_dict(), cfg.seed, notes=notes)
+    save_json({"claims": claims, "example_ids": ids}, claim_path, claim_prov)
     table = pd.DataFrame(claims)[
         ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
          "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value", "note"]
