@@ -136,7 +136,7 @@ def test_no_missing_number_without_its_reason(notes_run):
             continue
         empty = frame.isna()
         if "note" in frame.columns:
-            empty = empty.loc[frame["note"].fillna("").astype(str).str.strip() == ""]
+            empty = empty.loc[frame["note"].isna() | (frame["note"].astype(str).str.strip() == "")]
         for col in [c for c in empty.columns if c != "note" and empty[c].any()]:
             unexplained.append(f"{path.relative_to(work)}: {col} ({int(empty[col].sum())} rows)")
     assert not unexplained, "\n".join(unexplained)
