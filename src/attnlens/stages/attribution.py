@@ -194,7 +194,7 @@ def run_attribute(
     n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
     notes = [
         f"IG: {n_bad} of {len(frame)} examples of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
-        f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see attribution_convergence"
+        f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
     ] if n_bad else []  # fmt: skip
     prov = provenance(
         ATTRIBUTION_SCHEMA,
