@@ -57,8 +57,6 @@ class Source:
     classes: tuple[str, ...]
     where: str
     rationales: pd.DataFrame | None = None
-    #: what tables and figures call the dataset: the file stem, the folder name or the hub id
-    name: str = ""
 
 
 # --------------------------------------------------------------------------------------------- loaders
@@ -67,8 +65,7 @@ class Source:
 def _load_synthetic(cfg: DataConfig) -> Source:
     corpus = generate_corpus(cfg.synthetic, cfg.seed)
     log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
-    name = source_name("synthetic", None, None)
-    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales, name)
+    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -108,7 +105,7 @@ def _load_file(cfg: DataConfig) -> Source:
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    return Source(out, _class_names(cfg, out["label"], str(path)), str(path), name=source_name("file", str(path), None))
+    return Source(out, _class_names(cfg, out["label"], str(path)), str(path))
 
 
 def _read_text(file: Path) -> str:
@@ -148,7 +145,7 @@ def _load_folders(cfg: DataConfig) -> Source:
                 if split:
                     row["split"] = split
                 rows.append(row)
-    return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root), name=source_name("folders", str(root), None))
+    return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root))
 
 
 def _load_hub(cfg: DataConfig) -> Source:
@@ -178,7 +175,7 @@ def _load_hub(cfg: DataConfig) -> Source:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    return Source(out, _class_names(cfg, out["label"], where), where, name=source_name("hub", None, hub.name))
+    return Source(out, _class_names(cfg, out["label"], where), where)
 
 
 def _class_names(cfg: DataConfig, labels: pd.Series, where: str) -> tuple[str, ...]:
@@ -313,7 +310,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         rationales = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RATIONALE_COLUMNS.items()})
     manifest = {
         "source": source.where,
-        "name": source.name or source.where,
+        "name": source_name(cfg.source, cfg.path, cfg.hub.name),
         "seed": cfg.seed,
         "classes": list(source.classes),
         "counts": {s: {str(c): int((frames[s]["label"] == c).sum()) for c in range(k)} for s in SPLITS},
@@ -339,13 +336,10 @@ def truncation(manifest: dict, counts: dict[str, np.ndarray], max_length: int) -
     """Add to the split manifest what cutting at ``max_length`` keeps: ``tokens`` and ``kept`` per example,
     and per split the number of documents cut and the tokens kept of all. Returns the per-split summary."""
     per_split = {}
-    position = {split: 0 for split in counts}
-    for entry in manifest["examples"]:
-        split = entry["split"]
-        n = int(counts[split][position[split]])
-        position[split] += 1
-        entry["tokens"], entry["kept"] = n, min(n, max_length)
     for split, n in counts.items():
+        entries = [e for e in manifest["examples"] if e["split"] == split]  # in frame order, like ``counts``
+        for entry, tokens in zip(entries, n.tolist(), strict=True):
+            entry["tokens"], entry["kept"] = tokens, min(tokens, max_length)
         kept = np.minimum(n, max_length)
         per_split[split] = {
             "documents": len(n),

@@ -302,16 +302,17 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
         return float((lab[nearest] == lab).mean())
 
     same, diff, gap = gap_of(y)
+    flat = n >= 3 and np.ptp(d[iu]) == 0  # every pair equally far (e.g. no H1 bar anywhere): nothing to test
     notes = []
     if n and len(np.unique(y)) < 2:
         notes.append(not_computable(n, "every example has the same class: no different-class pair, no gap"))
     if n < 3:
         notes.append(not_computable(n, "the label-permutation and 1-NN tests need 3 examples"))
-    elif np.ptp(d[iu]) == 0:
+    elif flat:
         notes.append("every pair is equally far (e.g. no bar in any diagram): nothing to test")
     elif not n_permutations:
         notes.append("no p-values: topology.n_permutations is 0")
-    if n < 3 or np.ptp(d[iu]) == 0:
+    if n < 3 or flat:
         return {"n_examples": int(n), "mean_same_class": same, "mean_different_class": diff, "gap": gap,
                 "gap_p_value": None, "knn_accuracy": None, "knn_majority_rate": None, "knn_p_value": None,
                 "n_permutations": int(n_permutations), "degenerate": True, "note": "; ".join(notes)}  # fmt: skip
