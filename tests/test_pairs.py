@@ -23,6 +23,9 @@ def test_quadrature_rules():
     x, w = pairs.quadrature("gauss_legendre", 4)
     assert w.sum() == pytest.approx(1.0) and ((x > 0) & (x < 1)).all()
     assert (w * x**7).sum() == pytest.approx(1 / 8)  # exact up to degree 2·4 − 1
+    x, w = pairs.quadrature("right_riemann", 4)
+    np.testing.assert_allclose(x, [0.25, 0.5, 0.75, 1.0])
+    assert w.sum() == pytest.approx(1.0)
     x, w = pairs.quadrature("midpoint", 4)
     np.testing.assert_allclose(x, [0.125, 0.375, 0.625, 0.875])
     assert (w * x).sum() == pytest.approx(0.5) and (w * x**2).sum() != pytest.approx(1 / 3)
@@ -128,6 +131,79 @@ def test_swapping_the_texts_transposes_the_matrix(minilm_pair):
         assert ab[sim].score == pytest.approx(ba[sim].score) and ab[sim].target == pytest.approx(ba[sim].target)
 
 
+def _nonlinear(seed=0):
+    """A small attention-pooled encoder in float64: g(h) = Σ_i softmax(h v)_i tanh(h_i W1) W2."""
+    g = torch.Generator().manual_seed(seed)
+    v, w1, w2 = (torch.randn(*shape, dtype=torch.float64, generator=g) for shape in ((5,), (5, 6), (6, 4)))
+    xa, ra = (torch.randn(4, 5, dtype=torch.float64, generator=g) for _ in range(2))
+    xb, rb = (torch.randn(3, 5, dtype=torch.float64, generator=g) for _ in range(2))
+
+    def pool(h):
+        weights = torch.softmax(h @ v, dim=-1)
+        return (weights[..., None] * torch.tanh(h @ w1)).sum(-2) @ w2
+
+    return pool, xa, ra, xb, rb
+
+
+def published_legacy_matrices(pool, x_a, r_a, x_b, r_b, n_steps):
+    """The reference implementation's equations, transcribed independently of ``attnlens.pairs``.
+
+    Moeller et al. interpolate ``h_k = r + (k/N)(x − r)`` for ``k = 1 … N``, take the full Jacobian
+    ``J[d] = (1/N) Σ_k ∂g_d(h_k)/∂h`` one output dimension at a time (reverse mode), and form
+    ``A_dot[i, j] = Σ_{p,q} Δ_a[i,p] (Σ_d J_a[d,i,p] J_b[d,j,q]) Δ_b[j,q]``; the cosine matrix is
+    ``A_dot / (‖g(x_a)‖ ‖g(x_b)‖)``.
+    """
+
+    def jacobian(x, r):
+        alphas = torch.arange(1, n_steps + 1, dtype=x.dtype) / n_steps
+        points = (r[None] + alphas[:, None, None] * (x - r)[None]).requires_grad_(True)
+        emb = pool(points)  # (N, D)
+        rows = [torch.autograd.grad(emb[:, d].sum(), points, retain_graph=True)[0].sum(0) / n_steps
+                for d in range(emb.shape[1])]  # fmt: skip
+        return torch.stack(rows), emb[-1].detach()  # (D, n, d_h); α = 1 is the input itself
+
+    (j_a, e_a), (j_b, e_b) = jacobian(x_a, r_a), jacobian(x_b, r_b)
+    d_a, d_b = (x_a - r_a).detach(), (x_b - r_b).detach()
+    dot = torch.einsum("ip,dip,djq,jq->ij", d_a, j_a, j_b, d_b)
+    return {"dot": dot, "cosine": dot / e_a.norm() / e_b.norm()}
+
+
+def test_legacy_mode_reproduces_the_published_equations():
+    pool, xa, ra, xb, rb = _nonlinear(3)
+    got = pairs.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine", "dot"), chunk=5, mode="legacy")
+    expected = published_legacy_matrices(pool, xa, ra, xb, rb, 7)
+    for sim in ("cosine", "dot"):
+        np.testing.assert_allclose(got[sim].matrix, expected[sim].numpy(), rtol=1e-10, atol=1e-13)
+        assert got[sim].mode == "legacy" and got[sim].quadrature == "right_riemann"
+    assert not np.allclose(pairs.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine",))["cosine"].matrix,
+                           got["cosine"].matrix)  # fmt: skip
+
+
+def test_legacy_mode_reproduces_the_published_equations_on_minilm(minilm_pair):
+    enc, ids, _ = minilm_pair
+    late = pairs.SiameseEncoder(enc.model, enc.tokenizer, 5, enc.pooling)  # one block + pooling: 384 reverse passes
+    short = [i[:6] for i in ids]
+    xa, ra, xb, rb = (late.representation(i) for s in short for i in (s, late.reference_ids(s)))
+    got = pairs.attribute_pair(late.pool, xa, ra, xb, rb, 3, ("cosine", "dot"), mode="legacy")
+    expected = published_legacy_matrices(late.pool, xa, ra, xb, rb, 3)
+    for sim in ("cosine", "dot"):
+        np.testing.assert_allclose(got[sim].matrix, expected[sim].double().numpy(), rtol=2e-4, atol=1e-6)
+
+
+def test_fixed_cosine_error_vanishes_while_the_legacy_cosine_error_levels_off():
+    pool, xa, ra, xb, rb = _nonlinear(4)
+
+    def err(n, mode, sim="cosine"):
+        return abs(pairs.attribute_pair(pool, xa, ra, xb, rb, n, (sim,), 64, mode=mode)[sim].error)
+
+    fixed = [err(n, "fixed") for n in (4, 16, 64)]
+    legacy = [err(n, "legacy") for n in (64, 256, 1024)]
+    legacy_dot = [err(n, "legacy", "dot") for n in (64, 256, 1024)]
+    assert fixed[-1] < 1e-9 and fixed[-1] < fixed[0]
+    assert legacy[-1] > 1e-2 and abs(legacy[-1] - legacy[-2]) < 0.02 * legacy[-1], legacy  # a bias, not a step error
+    assert legacy_dot[2] < legacy_dot[1] < legacy_dot[0] and legacy_dot[0] / legacy_dot[2] > 8  # right Riemann: ∝ 1/N
+
+
 def test_reference_keeps_special_tokens():
     ids = torch.tensor([101, 7, 8, 102])
     assert pairs.reference_ids(ids, 0, {101, 102}).tolist() == [101, 0, 0, 102]
@@ -178,6 +254,45 @@ def test_cls_pooling_is_read_from_the_sentence_transformers_folder(tmp_path):
     with pytest.raises(InputError, match="expected mean or CLS pooling"):
         pairs._pooling_mode(tmp_path)
     assert pairs._pooling_mode(None) == "mean"
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_a_folder_saved_by_the_pinned_sentence_transformers_loads(tmp_path, pooling):
+    """sentence-transformers itself writes the folder (``{"pooling_mode": "cls"}`` in its current format); the
+    encoder reads the pooling back and embeds every text as sentence-transformers does."""
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer  # noqa: PLC0415
+
+    body = Transformer(str(packaged_model_dir()))
+    model = SentenceTransformer(modules=[body, Pooling(body.get_embedding_dimension(), pooling)], device="cpu")
+    model.save(str(tmp_path / "st"))
+    spec = next((tmp_path / "st").glob("*_Pooling/config.json")).read_text()
+    assert f'"pooling_mode": "{pooling}"' in spec  # the format the pinned version writes
+    enc = pairs.SiameseEncoder.load(str(tmp_path / "st"), 2)
+    assert enc.pooling == pooling
+    texts = ["Neural networks learn from data.", "Compilers check types of programs."]
+    expected = model.encode(texts, convert_to_tensor=True)
+    with torch.no_grad():
+        got = torch.cat([enc.pool(enc.representation(enc.encode(t, 64))[None]) for t in texts])
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("spec", "modes"),
+    [({"pooling_mode": "mean"}, ("mean",)), ({"pooling_mode": ["cls"]}, ("cls",)),
+     ({"pooling_mode": ["mean", "max"]}, ("mean", "max")),
+     ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, ("mean",)),
+     ({"pooling_mode_cls_token": True}, ("cls",)), ({"pooling_mode_max_tokens": True}, ("max",))],
+)  # fmt: skip
+def test_both_pooling_config_formats_are_read(spec, modes):
+    assert pairs.pooling_modes(spec) == modes
+
+
+def test_concatenated_pooling_is_refused_with_one_line(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling/config.json").write_text('{"pooling_mode": ["mean", "max"]}')
+    with pytest.raises(InputError, match=r"1_Pooling/config.json: pooling_mode: expected mean or CLS pooling, "
+                                         r"found \['mean', 'max'\]"):  # fmt: skip
+        pairs._pooling_mode(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------- exact mode
@@ -275,10 +390,12 @@ def test_showcase_order():
 
 
 def test_error_summary_by_hand():
-    scores = pd.DataFrame({"model": ["m"] * 3, "similarity": ["dot"] * 3, "pair_id": ["a", "b", "c"],
+    scores = pd.DataFrame({"model": ["m"] * 3, "similarity": ["dot"] * 3, "mode": ["fixed"] * 3,
+                           "pair_id": ["a", "b", "c"],
                            "gold": [0.0, 0.5, 1.0], "score": [1.0, 2.0, 4.0], "error": [1e-3, -2e-3, 0.0],
                            "score_error": [-0.5, 1.0, 2.0], "seconds": [1.0, 2.0, 3.0]})  # fmt: skip
     row = pairs.error_summary(scores).iloc[0]
+    assert row["mode"] == "fixed"
     assert row["mean abs error"] == pytest.approx(1e-3) and row["max abs error"] == pytest.approx(2e-3)
     assert row["mean abs(ΣA − score)"] == pytest.approx(3.5 / 3)
     assert row["median abs(ΣA − score) / abs(score)"] == pytest.approx(0.5)

@@ -22,7 +22,7 @@ from attnlens.data import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.modeling import load_classifier
-from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores
+from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
 from attnlens.prediction import load_selection
 from attnlens.render.explorer import read_explorer
 from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
@@ -250,20 +250,25 @@ def test_pairs_stage(tiny):
     train, test = load_pairs(res / "data/pairs_train.parquet"), load_pairs(res / "data/pairs_test.parquet")
     assert len(train) == len(test) == 6 and not set(train["pair_id"]) & set(test["pair_id"])
     scores = load_scores(sorted((res / "pairs").glob("scores_shard*.parquet")))
-    assert set(zip(scores["model"], scores["similarity"], strict=True)) == {
-        ("off_the_shelf", "cosine"), ("off_the_shelf", "dot"), ("exact", "shifted_dot")}  # fmt: skip
+    assert set(zip(scores["model"], scores["similarity"], scores["mode"], strict=True)) == {
+        (model, sim, mode) for model, sim in (("off_the_shelf", "cosine"), ("off_the_shelf", "dot"),
+                                              ("exact", "shifted_dot")) for mode in ("fixed", "legacy")}  # fmt: skip
+    assert set(zip(scores["mode"], scores["quadrature"], strict=True)) == {("fixed", "gauss_legendre"),
+                                                                           ("legacy", "right_riemann")}  # fmt: skip
     assert sorted(scores["pair_id"].unique()) == sorted(test["pair_id"]) and (scores["layer"] == 5).all()
     matrices = {}
     for p in sorted((res / "pairs").glob("matrices_shard*.safetensors")):
         matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
     for rec in scores.to_dict("records"):
-        m = matrices[f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"].numpy()
+        m = matrices[matrix_key(rec["pair_id"], rec["model"], rec["similarity"], rec["mode"])].numpy()
         assert m.shape == (len(rec["tokens_a"]), len(rec["tokens_b"])) == (rec["n_a"], rec["n_b"])
         assert float(m.sum()) == rec["total"] and abs(rec["total"] - rec["target"] - rec["error"]) < 1e-9
     exact = scores[scores["model"] == "exact"]
     assert (exact["score_a_rb"] == 0).all() and np.allclose(exact["score"], exact["target"])
     conv, _ = load_parquet(res / "pairs/convergence.parquet", PAIR_CONVERGENCE_SCHEMA)
-    assert sorted(conv["n_steps"].unique()) == [1, 2, 4] and set(conv["quadrature"]) == {"gauss_legendre", "midpoint"}
+    assert sorted(conv["n_steps"].unique()) == [1, 2, 4]
+    assert set(zip(conv["mode"], conv["quadrature"], strict=True)) == {
+        ("fixed", "gauss_legendre"), ("fixed", "midpoint"), ("legacy", "right_riemann")}  # fmt: skip
     corr = load_json(res / "pairs/correlation.json", "pair_topology_correlation/v1")["correlations"]
     assert len(corr) == 1 + 2 * 3 * 2 and all(c["n"] == 12 for c in corr)
     tables = res / "pairs/tables"
@@ -271,7 +276,9 @@ def test_pairs_stage(tiny):
     assert len(pd.read_csv(tables / "pair_scores.csv")) == len(scores)
     figures = res / "pairs/figures"
     assert (figures / "convergence.png").stat().st_size > 5000
-    assert len(list(figures.glob("pair_*_exact_shifted_dot.png"))) == 2
+    assert len(list(figures.glob("pair_*_exact_shifted_dot_fixed.png"))) == 2
+    assert len(list(figures.glob("pair_*_off_the_shelf_cosine_legacy.png"))) == 2
+    assert "right Riemann" in (tables / "pair_errors.md").read_text(encoding="utf-8")
     assert (figures / "topology_vs_similarity_xlogy.png").exists()
 
 

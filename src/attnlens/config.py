@@ -299,6 +299,7 @@ class PairAttributionConfig(_Section):
     layer: int = 4
     n_steps: int = 16
     quadrature: Literal["gauss_legendre", "midpoint"] = "gauss_legendre"
+    modes: tuple[str, ...] = ("fixed",)
     chunk: int = 64
     similarities: tuple[str, ...] = ("cosine", "dot")
     n_shards: int = 2

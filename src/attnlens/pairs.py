@@ -61,6 +61,9 @@ logger = logging.getLogger(__name__)
 Pool = Callable[[torch.Tensor], torch.Tensor]
 
 QUADRATURES = ("gauss_legendre", "midpoint")
+#: ``fixed`` = the exact cosine attribution with the configured quadrature; ``legacy`` = the authors' reference
+#: implementation (right Riemann sum, cosine matrix = dot matrix / (‖g(a)‖‖g(b)‖)), see :func:`attribute_pair`.
+MODES = ("fixed", "legacy")
 SIMILARITIES = ("cosine", "dot", "shifted_dot")
 #: Architectures whose encoder blocks :class:`SiameseEncoder` can run one by one.
 ARCHITECTURES = ("bert", "roberta", "xlm-roberta", "mpnet")
@@ -75,7 +78,9 @@ def quadrature(rule: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes in ``(0, 1)`` and weights summing to 1 of an ``n_steps``-point rule.
 
     ``gauss_legendre`` is exact for polynomials up to degree ``2N − 1`` (error falls exponentially
-    for smooth paths); ``midpoint`` is the uniform Riemann sum at ``(k + ½)/N`` (error ∝ ``1/N²``).
+    for smooth paths); ``midpoint`` is the uniform Riemann sum at ``(k + ½)/N`` (error ∝ ``1/N²``);
+    ``right_riemann`` is the sum at ``α = k/N``, ``k = 1 … N`` (error ∝ ``1/N``), the rule of the
+    authors' reference implementation (legacy mode).
     """
     if n_steps < 1:
         raise ValueError(f"n_steps must be at least 1, got {n_steps}")
@@ -84,7 +89,9 @@ def quadrature(rule: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
         return (x + 1) / 2, w / 2
     if rule == "midpoint":
         return (np.arange(n_steps) + 0.5) / n_steps, np.full(n_steps, 1.0 / n_steps)
-    raise ValueError(f"unknown quadrature {rule!r}; expected one of {QUADRATURES}")
+    if rule == "right_riemann":
+        return np.arange(1, n_steps + 1) / n_steps, np.full(n_steps, 1.0 / n_steps)
+    raise ValueError(f"unknown quadrature {rule!r}; expected one of {(*QUADRATURES, 'right_riemann')}")
 
 
 def integrated_jacobians(
@@ -151,6 +158,8 @@ class PairAttribution:
     score_ra_b: float  # s(r_a, b)
     score_ra_rb: float  # s(r_a, r_b)
     n_steps: int
+    mode: str = "fixed"  # fixed or legacy (the reference implementation's recipe)
+    quadrature: str = "gauss_legendre"
 
     @property
     def total(self) -> float:
@@ -183,17 +192,33 @@ def attribute_pair(
     similarities: tuple[str, ...] = ("cosine", "dot"),
     chunk: int = 64,
     rule: str = "gauss_legendre",
+    mode: str = "fixed",
 ) -> dict[str, PairAttribution]:
-    """``A = U_a U_bᵀ`` per similarity, for representations at the chosen layer, with the four terms."""
+    """``A = U_a U_bᵀ`` per similarity, for representations at the chosen layer, with the four terms.
+
+    ``mode="fixed"`` integrates with ``rule`` and attributes the cosine through the Jacobian of
+    ``g/|g|``, so ``Σ A`` converges to the four-term cosine target. ``mode="legacy"`` reproduces the
+    reference implementation of Moeller et al.: the right Riemann sum (``rule`` is ignored) and the
+    cosine matrix taken as the dot matrix divided by ``‖g(x_a)‖ ‖g(x_b)‖``. That matrix sums to
+    ``(g(a) − g(r_a))·(g(b) − g(r_b)) / (‖g(a)‖ ‖g(b)‖)``, which is not the cosine target, so its
+    error levels off as the steps grow instead of falling to 0.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    rule = "right_riemann" if mode == "legacy" else rule
     u_a = integrated_jacobians(pool, x_a, r_a, n_steps, chunk, rule)
     u_b = integrated_jacobians(pool, x_b, r_b, n_steps, chunk, rule)
     with torch.no_grad():
         (e_a, e_ra), (e_b, e_rb) = pool(torch.stack([x_a, r_a])), pool(torch.stack([x_b, r_b]))
     out = {}
     for sim in similarities:
-        kind = "cosine" if sim == "cosine" else "dot"
+        if sim == "cosine" and mode == "legacy":
+            matrix = (u_a["dot"] @ u_b["dot"].T) / (e_a.norm() * e_b.norm())
+        else:
+            kind = "cosine" if sim == "cosine" else "dot"
+            matrix = u_a[kind] @ u_b[kind].T
         out[sim] = PairAttribution(
-            sim, (u_a[kind] @ u_b[kind].T).double().numpy(), *similarity_terms(e_a, e_ra, e_b, e_rb, sim), n_steps
+            sim, matrix.double().numpy(), *similarity_terms(e_a, e_ra, e_b, e_rb, sim), n_steps, mode, rule
         )
     return out
 
@@ -201,18 +226,35 @@ def attribute_pair(
 # --------------------------------------------------------------------------------------------- encoders
 
 
+def pooling_modes(spec: dict) -> tuple[str, ...]:
+    """The pooling modes a sentence-transformers ``*_Pooling/config.json`` names, in either of its formats.
+
+    sentence-transformers ≥ 5 writes ``{"pooling_mode": "mean"}`` (a name or a list of names whose
+    pooled vectors are concatenated); earlier versions wrote one boolean per mode,
+    ``{"pooling_mode_mean_tokens": true, "pooling_mode_cls_token": false, …}``. The old names are
+    mapped to the new ones (``mean_tokens`` → ``mean``, ``cls_token`` → ``cls``, ``max_tokens`` → ``max``).
+    """
+    if "pooling_mode" in spec:
+        mode = spec["pooling_mode"]
+        return (mode,) if isinstance(mode, str) else tuple(str(m) for m in mode or ())
+    old = {"mean_tokens": "mean", "cls_token": "cls", "max_tokens": "max", "weightedmean_tokens": "weightedmean"}
+    flags = [k.removeprefix("pooling_mode_") for k, v in spec.items() if k.startswith("pooling_mode_") and v]
+    return tuple(old.get(f, f) for f in flags)
+
+
 def _pooling_mode(folder: Path | None) -> str:
     """``mean`` or ``cls`` from a sentence-transformers folder's pooling config (``mean`` without one)."""
     if folder is None:
         return "mean"
     for config in sorted(folder.glob("*_Pooling/config.json")):
-        spec = json.loads(config.read_text(encoding="utf-8"))
-        modes = [k.removeprefix("pooling_mode_") for k, v in spec.items() if k.startswith("pooling_mode_") and v]
-        if modes == ["mean_tokens"]:
-            return "mean"
-        if modes == ["cls_token"]:
-            return "cls"
-        raise InputError(str(config), "pooling_mode", f"expected mean or CLS pooling, found {modes}")
+        try:
+            spec = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise InputError(str(config), "(file)", f"expected a JSON pooling config ({err})") from None
+        modes = pooling_modes(spec) if isinstance(spec, dict) else ()
+        if modes in (("mean",), ("cls",)):
+            return modes[0]
+        raise InputError(str(config), "pooling_mode", f"expected mean or CLS pooling, found {list(modes)}")
     return "mean"
 
 
@@ -333,14 +375,15 @@ def reference_ids(input_ids: torch.Tensor, pad_id: int, special: set[int]) -> to
 # --------------------------------------------------------------------------------------------- pair data
 
 PAIRS_SCHEMA = "pairs/v1"
-PAIR_SCORES_SCHEMA = "pair_scores/v1"
-PAIR_MATRICES_SCHEMA = "pair_matrices/v1"
-PAIR_CONVERGENCE_SCHEMA = "pair_convergence/v1"
+PAIR_SCORES_SCHEMA = "pair_scores/v2"
+PAIR_MATRICES_SCHEMA = "pair_matrices/v2"
+PAIR_CONVERGENCE_SCHEMA = "pair_convergence/v2"
 PAIR_TOPOLOGY_SCHEMA = "pair_topology/v1"
 PAIR_COLUMNS = ("pair_id", "text_a", "text_b", "gold")
-#: Columns of an ``attribute_pairs`` shard's scores, one row per pair × model × similarity.
+#: Columns of an ``attribute_pairs`` shard's scores, one row per pair × model × similarity × mode.
 PAIR_SCORES_TYPES = pa.schema(
-    [("pair_id", pa.string()), ("model", pa.string()), ("similarity", pa.string()), ("layer", pa.int64()),
+    [("pair_id", pa.string()), ("model", pa.string()), ("similarity", pa.string()), ("mode", pa.string()),
+     ("layer", pa.int64()),
      ("n_steps", pa.int64()), ("quadrature", pa.string()), ("n_a", pa.int64()), ("n_b", pa.int64())]
     + [(name, pa.float64()) for name in ("gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb", "target",
                                          "total", "error", "score_error", "seconds")]
@@ -514,11 +557,17 @@ def pair_inputs(enc: SiameseEncoder, row, cfg) -> dict:
 
 
 def attribution_row(pair_id: str, model: str, res: PairAttribution, cfg, gold: float, seconds: float) -> dict:
-    return {"pair_id": pair_id, "model": model, "similarity": res.similarity, "layer": cfg.attribution.layer,
-            "n_steps": res.n_steps, "quadrature": cfg.attribution.quadrature, "n_a": res.matrix.shape[0],
+    return {"pair_id": pair_id, "model": model, "similarity": res.similarity, "mode": res.mode,
+            "layer": cfg.attribution.layer, "n_steps": res.n_steps, "quadrature": res.quadrature,
+            "n_a": res.matrix.shape[0],
             "n_b": res.matrix.shape[1], "gold": gold, "score": res.score, "score_a_rb": res.score_a_rb,
             "score_ra_b": res.score_ra_b, "score_ra_rb": res.score_ra_rb, "target": res.target, "total": res.total,
             "error": res.error, "score_error": res.score_error, "seconds": seconds}  # fmt: skip
+
+
+def matrix_key(pair_id: str, model: str, similarity: str, mode: str) -> str:
+    """Name of one pair's matrix in an ``attribute_pairs`` shard (safetensors)."""
+    return f"{pair_id}/{model}/{similarity}/{mode}"
 
 
 def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
@@ -531,16 +580,17 @@ def showcased_pairs(pairs: pd.DataFrame, n: int) -> list[str]:
 
 def load_scores(paths) -> pd.DataFrame:
     return load_shards(paths, PAIR_SCORES_SCHEMA, PAIR_SCORES_TYPES).sort_values(
-        ["model", "similarity", "pair_id"], ignore_index=True
+        ["model", "similarity", "mode", "pair_id"], ignore_index=True
     )
 
 
 def error_summary(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per model and similarity: how well ΣA adds up to the target and to the score, and the score's rank agreement."""
+    """Per model, similarity and mode: how well ΣA adds up to the target and to the score, and the score's rank
+    agreement."""
     rows = []
-    for (model, sim), part in scores.groupby(["model", "similarity"], sort=False):
+    for (model, sim, mode), part in scores.groupby(["model", "similarity", "mode"], sort=False):
         rel = np.abs(part["score_error"]) / np.maximum(np.abs(part["score"]), 1e-12)
-        rows.append({"model": model, "similarity": sim, "pairs": len(part),
+        rows.append({"model": model, "similarity": sim, "mode": mode, "pairs": len(part),
                      "mean abs error": float(np.abs(part["error"]).mean()),
                      "max abs error": float(np.abs(part["error"]).max()),
                      "mean abs(ΣA − score)": float(np.abs(part["score_error"]).mean()),

@@ -336,18 +336,20 @@ def plot_pair_matrix(matrix: np.ndarray, tokens_a, tokens_b, stem, title: str, d
 
 
 def plot_pair_convergence(frame: pd.DataFrame, stem, dpi: int = 150) -> list[Path]:
-    """|attribution error| against the number of steps, log-log, one line per model, similarity and rule."""
+    """|attribution error| against the number of steps, log-log, one line per model, similarity, mode and rule."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    styles = {"gauss_legendre": "-", "midpoint": "--"}
+    styles = {"gauss_legendre": "-", "midpoint": "--", "right_riemann": ":"}
     colours = plt.get_cmap("tab10")
     keys = list(dict.fromkeys(zip(frame["model"], frame["similarity"], strict=True)))
     floor = np.finfo(np.float32).eps
     for k, (model, sim) in enumerate(keys):
-        for rule, part in frame[(frame["model"] == model) & (frame["similarity"] == sim)].groupby("quadrature"):
+        mine = frame[(frame["model"] == model) & (frame["similarity"] == sim)]
+        for (mode, rule), part in mine.groupby(["mode", "quadrature"]):
             part = part.sort_values("n_steps")
             rel = np.maximum(np.abs(part["error"]) / np.maximum(np.abs(part["target"]), floor), floor)
-            ax.loglog(part["n_steps"], rel, styles.get(rule, ":"), marker="o", ms=3, color=colours(k),
-                      label=f"{model} {sim}, {rule.replace('_', '-')}")  # fmt: skip
+            legacy = " (legacy)" if mode == "legacy" else ""
+            ax.loglog(part["n_steps"], rel, styles.get(rule, "-."), marker="o", ms=3, color=colours(k),
+                      label=f"{model} {sim}, {rule.replace('_', '-')}{legacy}")  # fmt: skip
     ax.set_xlabel("integration steps N")
     ax.set_ylabel("|ΣA − target| / |target|")
     ax.set_title(f"attribution error against N (pair {frame['pair_id'].iloc[0]})", fontsize=9)

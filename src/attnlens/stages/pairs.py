@@ -42,6 +42,7 @@ from attnlens.pairs import (
     load_pair_source,
     load_pairs,
     load_scores,
+    matrix_key,
     pair_inputs,
     showcased_pairs,
     split_pairs,
@@ -109,17 +110,18 @@ def run_attribute_pairs(
     for model_name, source, sims in _models(cfg, exact_dir):
         enc = SiameseEncoder.load(source, att.layer, "pairs.encoder.name_or_path")
         for row in mine.to_dict("records"):
-            t0 = time.perf_counter()
             x = pair_inputs(enc, row, cfg)
-            res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims, att.chunk,
-                                 att.quadrature)  # fmt: skip
-            seconds = time.perf_counter() - t0  # one pass gives every similarity of this model
-            for sim, r in res.items():
-                tensors[f"{row['pair_id']}/{model_name}/{sim}"] = torch.from_numpy(r.matrix)
-                rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
-                             "tokens_a": display_tokens(enc.tokenizer, x["a"][0].tolist()),
-                             "tokens_b": display_tokens(enc.tokenizer, x["b"][0].tolist())})  # fmt: skip
-            logger.info("%s %s: %.1f s", row["pair_id"], model_name, time.perf_counter() - t0)
+            tokens = {f"tokens_{s}": display_tokens(enc.tokenizer, x[s][0].tolist()) for s in "ab"}
+            for mode in att.modes:
+                t0 = time.perf_counter()
+                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims,
+                                     att.chunk, att.quadrature, mode)  # fmt: skip
+                seconds = time.perf_counter() - t0  # one pass gives every similarity of this model and mode
+                for sim, r in res.items():
+                    tensors[matrix_key(row["pair_id"], model_name, sim, mode)] = torch.from_numpy(r.matrix)
+                    rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
+                                 **tokens})  # fmt: skip
+                logger.info("%s %s (%s): %.1f s", row["pair_id"], model_name, mode, seconds)
     section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
     prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
     save_tensors(tensors, matrices_path, {**prov, "schema": PAIR_MATRICES_SCHEMA})
@@ -128,7 +130,11 @@ def run_attribute_pairs(
 
 
 def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPath, out_path: StrPath) -> dict:
-    """Rule ``pair_convergence``: attribution error against the number of steps, both rules, one pair."""
+    """Rule ``pair_convergence``: attribution error against the number of steps for one pair.
+
+    Fixed mode is run with both quadrature rules (Gauss–Legendre and midpoint); legacy mode (when
+    ``pairs.attribution.modes`` has it) with its right Riemann sum.
+    """
     pairs = load_pairs(test_path)
     pair_id = showcased_pairs(pairs, 1)[0]
     row = pairs.set_index("pair_id").loc[pair_id].to_dict() | {"pair_id": pair_id}
@@ -136,16 +142,15 @@ def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPat
     for model_name, source, sims in _models(cfg, exact_dir):
         enc = SiameseEncoder.load(source, cfg.attribution.layer, "pairs.encoder.name_or_path")
         x = pair_inputs(enc, row, cfg)
-        for rule in QUADRATURES:
+        runs = [("fixed", rule) for rule in QUADRATURES if "fixed" in cfg.attribution.modes]
+        runs += [("legacy", "right_riemann")] if "legacy" in cfg.attribution.modes else []
+        for mode, rule in runs:
             for n in cfg.attribution.convergence_steps:
                 t0 = time.perf_counter()
                 res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims,
-                                     cfg.attribution.chunk, rule)  # fmt: skip
+                                     cfg.attribution.chunk, rule, mode)  # fmt: skip
                 seconds = time.perf_counter() - t0
-                for r in res.values():
-                    rows.append(
-                        {**attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds), "quadrature": rule}
-                    )
+                rows += [attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds) for r in res.values()]
     section = {"encoder": cfg.encoder.to_dict(), "attribution": cfg.attribution.to_dict()}
     save_parquet(pd.DataFrame(rows), out_path, provenance(PAIR_CONVERGENCE_SCHEMA, section, None, pair_id=pair_id))
     return {"pair_id": pair_id}
@@ -215,7 +220,7 @@ def run_pair_topology(
 def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath, out_dir: StrPath) -> list[Path]:
     """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
     scores = load_scores(score_paths)
-    columns = ["pair_id", "model", "similarity", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
+    columns = ["pair_id", "model", "similarity", "mode", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
                "target", "total", "error", "score_error"]  # fmt: skip
     summary = error_summary(scores)
     written = []
@@ -232,6 +237,11 @@ def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath,
             "reference terms. Exact (EMNLP 2023, shifted embedding e'(x) = g(x) − g(r_x), dot product): the "
             "reference terms are 0, so ΣA − score is the quadrature error alone."
         )
+        if "legacy" in set(scores["mode"]):
+            caption += (
+                " Legacy rows follow the authors' reference implementation (right Riemann sum; cosine matrix = dot "
+                "matrix / (‖g(a)‖‖g(b)‖)), whose cosine ΣA does not converge to the cosine target (docs/studies.md)."
+            )
         if exact_metrics_path is not None:
             m = load_json(exact_metrics_path)
             caption += (
@@ -266,10 +276,10 @@ def run_plot_pairs(
     shown = showcased_pairs(scores.drop_duplicates("pair_id"), cfg.attribution.n_showcase)
     with atomic_dir(out_dir) as tmp:
         for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
-            key = f"{rec['pair_id']}/{rec['model']}/{rec['similarity']}"
-            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}): gold {rec['gold']:.2f}, "
+            key = matrix_key(rec["pair_id"], rec["model"], rec["similarity"], rec["mode"])
+            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}, {rec['mode']}): gold {rec['gold']:.2f}, "
                      f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
-            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}"
+            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}_{rec['mode']}"
             plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
         plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)
         topo = load_parquet(topology_path, PAIR_TOPOLOGY_SCHEMA)[0]
