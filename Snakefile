@@ -46,5 +46,4 @@ rule all:
     default_target: True
     input:
         get_final_outputs(),
-        "results/explorer",
         "results/manifest.json",

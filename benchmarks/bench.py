@@ -65,7 +65,9 @@ from attnlens.modeling import (
     convert_bert_to_longformer,
     global_attention_mask,
     load_classifier,
+    model_shape,
     packaged_model_dir,
+    source_config,
 )
 from attnlens.pairs import SiameseEncoder, attribute_pair
 from attnlens.prediction import encode_texts
@@ -637,6 +639,14 @@ def bench_explorer(n: int = 4096, top_ks=(1, 3, 5)) -> dict:
             "target_mb": 10.0, "pages": rows}  # fmt: skip
 
 
+def resolved_model(section: dict) -> ModelConfig:
+    """The ``model`` section with its length and window resolved against the checkpoint (null = its own)."""
+    cfg = ModelConfig.from_dict(section)
+    shape = model_shape(cfg, source_config(cfg.name_or_path, cfg.source))
+    window = shape.windows[0] if len(set(shape.windows)) == 1 else list(shape.windows)
+    return ModelConfig.from_dict({**cfg.to_dict(), "max_length": shape.max_length, "attention_window": window})
+
+
 def _write(out_dir: str, name: str, result: dict) -> None:
     """``<out_dir>/<name>.json`` with provenance, atomically, and echo it."""
     result = {**result, "provenance": provenance(f"bench_{name}/v1")}
@@ -647,7 +657,7 @@ def _write(out_dir: str, name: str, result: dict) -> None:
 
 def _attribution(config_path: str) -> dict:
     cfg = load_config(config_path)
-    result = {"throughput": bench_ig_throughput(ModelConfig.from_dict(cfg["model"]))}
+    result = {"throughput": bench_ig_throughput(resolved_model(cfg["model"]))}
     model_dir, test = ROOT / "results/models/finetuned", ROOT / "results/data/test.parquet"
     if model_dir.exists() and test.exists():
         result["adaptive"] = bench_adaptive_steps(model_dir, test)
@@ -660,7 +670,7 @@ def _foundation(config_path: str, skip_pipeline: bool) -> dict:
     config = load_config(config_path)
     result = {
         "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__},
-        "model": [bench_model(ModelConfig.from_dict(config["model"]), b) for b in (1, 2)],
+        "model": [bench_model(resolved_model(config["model"]), b) for b in (1, 2)],
     }
     if not skip_pipeline:
         result["pipeline"] = bench_pipeline(Path(config_path))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import ROOT, SNAKEMAKE, local_env
+from transformers import LongformerConfig
 
 pytestmark = pytest.mark.workflow
 
@@ -83,6 +84,18 @@ def _folders(empty_class: bool) -> Callable[[Path, dict], dict]:
     return setup
 
 
+def _classifier(num_labels: int, saved_as: str = "LongformerForSequenceClassification"):
+    """A saved Longformer classifier's config (the checks run before any weight is read)."""
+
+    def setup(work: Path, cfg: dict) -> dict:
+        folder = work / "models" / "clf"
+        LongformerConfig(num_labels=num_labels, architectures=[saved_as]).save_pretrained(folder)
+        cfg["model"] = {"source": "classifier", "name_or_path": str(folder)}
+        return cfg
+
+    return setup
+
+
 def _read_only_results(work: Path, cfg: dict) -> dict:
     (work / "results").mkdir()
     (work / "results").chmod(0o555)
@@ -133,6 +146,18 @@ CASES = {
     ),
     "checkpoint of the wrong architecture": Case(
         _set("model.source", "longformer"), ("model.name_or_path", "expected a Longformer checkpoint", "'bert'")
+    ),
+    "existing classifier of other classes": Case(
+        _classifier(num_labels=3),
+        ("model.name_or_path", "expected a classifier of the dataset's 2 classes", "predicts 3 labels"),
+    ),
+    "existing classifier without a head": Case(
+        _classifier(num_labels=2, saved_as="LongformerModel"), ("model.name_or_path", "use model.source 'longformer'")
+    ),
+    "existing classifier, hub id offline": Case(
+        lambda work, cfg: _set("model", {"source": "classifier", "name_or_path": "someone/longformer-clf"})(work, cfg),
+        ("model.name_or_path", "could not load 'someone/longformer-clf'", "HF_HUB_OFFLINE"),
+        env={"HF_HUB_OFFLINE": "1"},
     ),
     # --- file system
     "read-only results": Case(

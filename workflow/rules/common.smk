@@ -120,40 +120,55 @@ def exact_metrics(wildcards):
     )
 
 
+def trains_classifier():
+    """Whether the run fine-tunes its classifier (every model.source but an existing classifier)."""
+    return config["model"]["source"] != "classifier"
+
+
+def study_outputs(study):
+    """What `rule all` builds for one study of `studies` (what each needs before it follows from the DAG)."""
+    if study == "classification":
+        return [
+            "results/models/finetuned",
+            *(["results/models/train_metrics.json"] if trains_classifier() else []),
+            "results/predictions/test.parquet",
+            "results/predictions/metrics.json",
+            "results/predictions/selection.json",
+            "results/importance/head_importance.safetensors",
+            *shards("attention", "results/attention/shard{shard}.safetensors"),
+            "results/paper/figures/head_importance.png",
+            "results/paper/figures/attention_heatmaps",
+            "results/paper/figures/attention_aggregate.png",
+            "results/paper/figures/topk_counts.png",
+            "results/paper/overlays",
+            *shards("attribution", "results/attributions/shard{shard}.parquet"),
+            "results/attributions/embeddings.parquet",
+            "results/paper/tables/attributions",
+            "results/paper/attribution_overlays",
+            "results/paper/figures/faithfulness_curves.png",
+            "results/paper/tables/faithfulness_aopc.csv",
+            "results/paper/tables/plausibility.csv",
+            "results/similarity/summary.parquet",
+            "results/paper/tables/similarity",
+            "results/paper/similarity_examples",
+            "results/paper/figures/similarity_distributions.png",
+            "results/paper/figures/head_agreement.png",
+            "results/explorer",
+        ]
+    if study == "topology":
+        return [
+            "results/topology/bottleneck.parquet",
+            "results/topology/claim.json",
+            "results/topology/figures",
+        ]
+    if study == "pairs":
+        return ["results/pairs/tables", "results/pairs/figures", "results/pairs/correlation.json"]
+    raise ValueError(f"unknown study {study!r}")
+
+
 def get_final_outputs():
-    """Everything `rule all` builds."""
-    return [
-        "results/models/finetuned",
-        "results/models/train_metrics.json",
-        "results/predictions/test.parquet",
-        "results/predictions/metrics.json",
-        "results/predictions/selection.json",
-        "results/importance/head_importance.safetensors",
-        *shards("attention", "results/attention/shard{shard}.safetensors"),
-        "results/paper/figures/head_importance.png",
-        "results/paper/figures/attention_heatmaps",
-        "results/paper/figures/attention_aggregate.png",
-        "results/paper/figures/topk_counts.png",
-        "results/paper/overlays",
-        *shards("attribution", "results/attributions/shard{shard}.parquet"),
-        "results/attributions/embeddings.parquet",
-        "results/paper/tables/attributions",
-        "results/paper/attribution_overlays",
-        "results/paper/figures/faithfulness_curves.png",
-        "results/paper/tables/faithfulness_aopc.csv",
-        "results/paper/tables/plausibility.csv",
-        "results/similarity/summary.parquet",
-        "results/paper/tables/similarity",
-        "results/paper/similarity_examples",
-        "results/paper/figures/similarity_distributions.png",
-        "results/paper/figures/head_agreement.png",
-        "results/topology/bottleneck.parquet",
-        "results/topology/claim.json",
-        "results/topology/figures",
-        "results/pairs/tables",
-        "results/pairs/figures",
-        "results/pairs/correlation.json",
-    ]
+    """Everything the `all` rule builds, the outputs of the selected studies (config key `studies`)."""
+    return [path for study in config["studies"] for path in study_outputs(study)]
 
 
 wildcard_constraints:

@@ -27,7 +27,6 @@ rule build_explorers:
 rule manifest:
     input:
         targets=get_final_outputs(),
-        explorers="results/explorer",
     output:
         manifest="results/manifest.json",
         notes=report("results/run_notes.csv", caption="../report/run_notes.rst", category=RUN_NOTES),

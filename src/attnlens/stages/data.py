@@ -15,7 +15,7 @@ from attnlens.data import (
     truncation_note,
 )
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.modeling import source_config, source_tokenizer
+from attnlens.modeling import check_labels, resolve_max_length, source_config, source_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,20 @@ def run_prepare_dataset(
     """Rule ``prepare_dataset``: write the splits, the rationales and ``split_manifest.json``.
 
     The manifest also says how many tokens of every document the model will see: documents longer than
-    ``model.max_length`` are cut there by every later stage, and the manifest, the log and the run notes
-    (``notes`` in the manifest's provenance, gathered into ``results/run_notes.csv``) count what was cut.
+    ``model.max_length`` (the checkpoint's own length when it is null) are cut there by every later stage, and
+    the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
+    ``results/run_notes.csv``) count what was cut. An existing classifier (``model.source: classifier``) must
+    predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
-    source_config(model_cfg.name_or_path, model_cfg.source)  # a wrong checkpoint fails before any file is written
-    tokenizer = source_tokenizer(model_cfg.name_or_path, model_cfg.max_length)
-    cut = truncation(manifest, token_counts(tokenizer, frames), model_cfg.max_length)
-    notes = [n for split in cut if (n := truncation_note(split, cut[split], model_cfg.max_length))]
+    # a wrong checkpoint, or a classifier of other classes, fails before any file is written
+    src_config = source_config(model_cfg.name_or_path, model_cfg.source)
+    if model_cfg.source == "classifier":
+        check_labels(manifest["classes"], src_config, model_cfg.name_or_path)
+    max_length = resolve_max_length(model_cfg, src_config)
+    tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
+    cut = truncation(manifest, token_counts(tokenizer, frames), max_length)
+    notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
     for split, path in (("train", train_path), ("test", test_path)):
         prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
         save_parquet(frames[split], path, prov)

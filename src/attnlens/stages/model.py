@@ -12,7 +12,7 @@ from accelerate import PartialState
 from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_section
 from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
-from attnlens.modeling import build_base_model, load_classifier
+from attnlens.modeling import build_base_model, import_classifier, load_classifier
 from attnlens.prediction import (
     PREDICTIONS_SCHEMA,
     SELECTION_SCHEMA,
@@ -40,7 +40,32 @@ def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrP
     model.config.label2id = {c: i for i, c in enumerate(classes)}
     n_params = sum(p.numel() for p in model.parameters())
     log.info("base model: %s from %s, %d parameters", cfg.source, cfg.name_or_path, n_params)
+    log.info("max_length %d, attention_window %s", tokenizer.model_max_length, model.config.attention_window)
     save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))
+
+
+def run_import_classifier(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> dict:
+    """Rule ``import_classifier`` (``model.source: classifier``): an already fine-tuned Longformer classifier,
+    saved as ``results/models/finetuned`` with its weights unchanged, in place of fine-tuning.
+
+    The log and the model's provenance say where its length and window came from (config or checkpoint);
+    a config value that replaces a different checkpoint value is also a run note.
+    """
+    classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
+    model, tokenizer, shape = import_classifier(cfg, classes)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("existing classifier %s: %d parameters, labels %s", cfg.name_or_path, n_params,
+             list(model.config.id2label.values()))  # fmt: skip
+    log.info("%s", shape.describe())
+    notes = [f"{line}: the classifier sees inputs unlike those it was fine-tuned on" for line in shape.overrides()]
+    for note in notes:
+        log.warning("%s", note)
+    shape_record = {"max_length": shape.max_length, "attention_window": shape.windows, "origin": shape.origin,
+                    "checkpoint": shape.checkpoint}  # fmt: skip
+    prov = provenance(MODEL_SCHEMA, cfg.to_dict(), None, imported_from=cfg.name_or_path, shape=shape_record,
+                      notes=notes)  # fmt: skip
+    save_pretrained(model, tokenizer, out_dir, prov)
+    return shape_record
 
 
 def run_train_classifier(

