@@ -103,7 +103,6 @@ rule pair_convergence:
             pairs=[
                 "encoder",
                 "attribution.layer",
-                "attribution.quadrature",
                 "attribution.modes",
                 "attribution.chunk",
                 "attribution.similarities",
