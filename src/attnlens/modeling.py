@@ -322,6 +322,11 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     return ModelShape(max_length, windows, origin, {"max_length": own_length, "attention_window": own_window})
 
 
+def named_labels(labels) -> bool:
+    """Whether a checkpoint's labels are names, not Hugging Face's placeholders ``LABEL_0, LABEL_1, …``."""
+    return any(not re.fullmatch(r"LABEL_\d+", str(label)) for label in labels)
+
+
 def check_labels(classes: list[str], src_config, name: str) -> None:
     """An existing classifier must predict the dataset's classes: as many labels, and the same names (in
     label order, ignoring case) where both sides have names.
@@ -332,7 +337,7 @@ def check_labels(classes: list[str], src_config, name: str) -> None:
         InputError: naming the checkpoint's labels and the dataset's classes.
     """
     labels = [str(src_config.id2label[k]) for k in sorted(src_config.id2label, key=int)]
-    named_model = any(not re.fullmatch(r"LABEL_\d+", lab) for lab in labels)
+    named_model = named_labels(labels)
     named_data = list(classes) != [str(k) for k in range(len(classes))]
     if len(labels) != len(classes):
         raise InputError(
@@ -376,7 +381,7 @@ def import_classifier(
             f"expected a fine-tuned Longformer sequence classifier, found no trained weights for {missing[:3]}"
             f"{' …' if len(missing) > 3 else ''}; use model.source 'longformer' to fine-tune a Longformer checkpoint",
         )  # fmt: skip
-    if all(re.fullmatch(r"LABEL_\d+", str(v)) for v in model.config.id2label.values()):
+    if not named_labels(model.config.id2label.values()):
         model.config.id2label = dict(enumerate(classes))
         model.config.label2id = {c: i for i, c in enumerate(classes)}
     tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
