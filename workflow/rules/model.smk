@@ -1,4 +1,4 @@
-if config["model"]["source"] == "classifier":
+if not trains_classifier():
 
     rule import_classifier:
         input:
