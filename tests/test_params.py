@@ -48,6 +48,11 @@ OVERRIDES = {
     "model.attention_window": (16, {}),
     "model.source": ("longformer", {}),
     "attribution.target": ("class_1", {}),
+    "explanations.baseline": ("ig", {}),
+    "explanations.methods": (  # every ranked method stays explained
+        ["attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input", "occlusion"],
+        {},
+    ),
 }
 
 

@@ -17,6 +17,7 @@ CLASSIFICATION = {
     "attribution_tables": 1, "attribution_overlays": 1, "evaluate_faithfulness": 1, "plot_faithfulness": 1,
     "plot_head_importance": 1, "plot_attention": 1, "count_topk": 1, "render_overlays": 1, "compare": 2,
     "aggregate_similarity": 1, "similarity_examples": 1, "plot_similarity": 1, "build_explorers": 1,
+    "explain": 2, "explanation_leaderboard": 1,
 }  # fmt: skip
 TOPOLOGY = {**CLASSIFIER, "topology": 2, "bottleneck_distances": 1, "plot_topology": 1}
 PAIRS = {"prepare_pairs": 1, "train_pair_encoder": 1, "attribute_pairs": 2, "pair_convergence": 1,
@@ -61,3 +62,23 @@ def test_an_existing_classifier_replaces_building_and_training(root, tmp_path):
     expected = {**CLASSIFICATION, **TOPOLOGY, **ALWAYS, "import_classifier": 1}
     del expected["build_base_model"], expected["train_classifier"]
     assert planned == expected
+
+
+def test_no_explanation_methods_means_no_explain_and_no_leaderboard(root, tmp_path):
+    planned = _plan(root, tmp_path, studies=["classification"], explanations={"methods": []},
+                    faithfulness={"fractions": [0.1, 0.5], "rankings": ["ig", "attention_all", "random"]})  # fmt: skip
+    expected = {**CLASSIFICATION, **ALWAYS}
+    del expected["explain"], expected["explanation_leaderboard"]
+    assert planned == expected
+
+
+def test_a_ranking_that_is_not_explained_is_refused(root, tmp_path):
+    cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
+    cfg["explanations"] = {"methods": ["attention_all", "rollout"]}
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    out = run_snakemake(root, "--directory", str(tmp_path), "-n", timeout=300)
+    assert out.returncode != 0
+    assert "faithfulness.rankings: expected only methods listed in explanations.methods, got 'value_norm'" in (
+        out.stdout + out.stderr
+    )

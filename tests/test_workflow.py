@@ -19,6 +19,7 @@ from attnlens.attention import load_bands, load_summaries, received_attention
 from attnlens.attribution import load_attributions, load_embedding_attributions
 from attnlens.config import AttributionConfig, load_config
 from attnlens.data import load_examples
+from attnlens.explanations import METHODS, load_explanations
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.modeling import load_classifier
@@ -114,6 +115,8 @@ def test_explorers(tiny):
         assert arrays["received"].shape == (views, n) and arrays["attribution"].shape == (n,)
         assert arrays["attended_gaps"].shape == (2, views, meta["top_k"], n)
         assert "evidence" in arrays  # the synthetic corpus plants evidence
+        assert [e["method"] for e in meta["explanations"]] == list(METHODS)  # one overlay per explanation method
+        assert all(arrays[f"explanation_{m}"].shape == (n,) for m in METHODS)
         assert meta["provenance"]["schema"] == "explorer/v1" and meta["provenance"]["config_sha256"]
 
 
@@ -180,6 +183,37 @@ def test_attribution_stage(tiny):
     for name in ("ig", "attention_last", "attention_all", "random"):
         assert f"\n{name}," in aopc
     assert "auprc" in (res / "paper/tables/plausibility.csv").read_text(encoding="utf-8")
+
+
+@pytest.mark.workflow
+def test_explanation_stage(tiny):
+    """Every method for every test example, on IG's ids and target; raw attention as extraction gave it."""
+    res, test = tiny.res, tiny.test
+    frame = load_explanations(sorted((res / "explanations").glob("shard*.parquet")))
+    attributions = load_attributions(sorted((res / "attributions").glob("shard*.parquet"))).set_index("example_id")
+    assert sorted(frame["example_id"].unique()) == sorted(test["example_id"])
+    assert sorted(frame["method"].unique()) == sorted(METHODS)
+    summaries = load_summaries(sorted((res / "attention").glob("shard*.safetensors"))).examples
+    for row in frame.itertuples(index=False):
+        ig = attributions.loc[row.example_id]
+        assert list(row.input_ids) == list(ig["input_ids"]) and row.target == ig["target"]
+        assert np.isfinite(row.scores).all() and row.seconds > 0 and row.forward_seconds > 0
+        if row.method.startswith("attention_"):
+            received = summaries[row.example_id].received
+            expected = received[-1:] if row.method == "attention_last" else received
+            np.testing.assert_allclose(row.scores, expected.double().sum((0, 1)).numpy(), rtol=1e-5, atol=1e-6)
+        if row.method == "rollout":
+            assert np.sum(row.scores) == pytest.approx(1.0)
+    summary, _ = load_parquet(res / "explanations/leaderboard.parquet", "explanation_leaderboard/v1")
+    assert list(dict.fromkeys(summary["method"])) == ["ig", *METHODS, "random"]
+    spearman = summary[summary["metric"] == "spearman"].set_index("method")
+    assert set(spearman.index) == set(METHODS) and spearman["chance"].abs().max() < 0.2
+    faithful = summary[summary["metric"] == "comprehensiveness"]
+    assert set(faithful["method"]) == {"ig", *METHODS, "random"} and (faithful["n"] == len(test)).all()
+    table = (res / "paper/tables/explanation_leaderboard.md").read_text(encoding="utf-8")
+    assert all(f"| {m} |" in table for m in ("ig", *METHODS, "random"))
+    for ext in ("png", "pdf"):
+        assert (res / f"paper/figures/explanation_leaderboard.{ext}").stat().st_size > 1000
 
 
 @pytest.mark.workflow

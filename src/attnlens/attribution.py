@@ -312,6 +312,7 @@ ATTRIBUTION_TYPES = pa.schema([
     ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
     ("target", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
     ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
+    ("seconds", pa.float64()),
 ])  # fmt: skip
 ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
 #: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).

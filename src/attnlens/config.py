@@ -205,9 +205,25 @@ class AttributionConfig(_Section):
 
 
 @dataclass(frozen=True, repr=False)
+class ExplanationsConfig(_Section):
+    methods: tuple[str, ...] = (
+        "attention_last", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input",
+        "occlusion",
+    )  # fmt: skip
+    layers: Literal["all", "last", "lower", "upper"] = "all"
+    n_shards: int = 2
+    occlusion_max_tokens: int = 48
+    batch_size: int = 8
+    baseline: str = "attention_all"
+
+
+@dataclass(frozen=True, repr=False)
 class FaithfulnessConfig(_Section):
     fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
-    rankings: tuple[str, ...] = ("ig", "attention_last", "attention_all", "random")
+    rankings: tuple[str, ...] = (
+        "ig", "attention_last", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input",
+        "occlusion", "random",
+    )  # fmt: skip
     batch_size: int = 8
     plausibility_k: int = 10
     seed: int = 42
@@ -360,6 +376,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "importance": ImportanceConfig,
     "attention": AttentionConfig,
     "attribution": AttributionConfig,
+    "explanations": ExplanationsConfig,
     "faithfulness": FaithfulnessConfig,
     "similarity": SimilarityConfig,
     "topology": TopologyConfig,
@@ -475,6 +492,18 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     ig = config.get("attribution", {})
     if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
         raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")
+    explained = set(config.get("explanations", {}).get("methods", ()))
+    computed = explained - {"attention_last", "attention_all"}  # raw attention also comes from extract_attention
+    for name in config.get("faithfulness", {}).get("rankings", ()):
+        if name not in ("ig", "random") and not name.startswith("attention_") and name not in computed:
+            raise InputError(
+                where, "faithfulness.rankings", f"expected only methods listed in explanations.methods, got {name!r}"
+            )
+    baseline = config.get("explanations", {}).get("baseline")
+    if explained and baseline not in explained | {"ig"}:
+        raise InputError(
+            where, "explanations.baseline", f"expected ig or one of explanations.methods, got {baseline!r}"
+        )
     sim = config.get("similarity", {})
     own = sim.get("dataset_name") or source_name(data.get("source", "synthetic"), data.get("path"),
                                                  (data.get("hub") or {}).get("name"))  # fmt: skip

@@ -37,14 +37,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy.stats import rankdata, wilcoxon
+from scipy.stats import rankdata
 
 from attnlens.attention import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.data import example_rng
 from attnlens.errors import InputError
 from attnlens.io import load_shards
 from attnlens.kernels import concordance_kernel
-from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, cosine, n_top, not_computable, pearson, permutation_p_value
+from attnlens.stats import (
+    MIN_BOOTSTRAP,
+    bootstrap_means,
+    cosine,
+    n_top,
+    not_computable,
+    paired_wilcoxon,
+    pearson,
+    permutation_p_value,
+)
 from attnlens.tokens import special_ids, token_mask
 
 MASKS = ("none", "legacy", "fixed")
@@ -300,6 +309,19 @@ def fixed_metrics_rows(
     return out
 
 
+def fixed_agreement(
+    a: np.ndarray, vectors: Mapping, perms: np.ndarray, rbo_p: Sequence[float], top_fraction: float
+) -> dict:
+    """Fixed-mode metrics of every vector against ``a`` (both over the kept positions only).
+
+    ``perms`` are the rows of :func:`permutations` (row 0 the identity): each metric comes back as
+    ``(len(perms),)`` values, the observed one first, for :func:`chance_stats`.
+    """
+    side_a = _FixedSide.of(a, perms)
+    dense_a = dense_ranks(np.abs(a))[perms]
+    return {key: fixed_metrics_rows(side_a, dense_a, t, rbo_p, top_fraction) for key, t in vectors.items()}
+
+
 def permutations(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
     """``(count + 1, n)`` index rows: the identity, then ``count`` random permutations."""
     rows = np.tile(np.arange(n), (count + 1, 1))
@@ -308,7 +330,7 @@ def permutations(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
     return rows
 
 
-def _stats(values: np.ndarray) -> tuple[float, float, float, float, float]:
+def chance_stats(values: np.ndarray) -> tuple[float, float, float, float, float]:
     """(value, chance mean, chance sd, z, permutation p) from row 0 = observed, rows 1… = permuted."""
     v = float(values[0])
     perm = values[1:]
@@ -372,7 +394,7 @@ def compare_example(
     def emit(mode, mask, metrics_by_key, size):
         for (layers, scaled), metrics in metrics_by_key.items():
             for name, values in metrics.items():
-                records.append((example_id, layers, scaled, mask, mode, name, *_stats(values), size))
+                records.append((example_id, layers, scaled, mask, mode, name, *chance_stats(values), size))
 
     keep_of = {"none": None, "legacy": keep["legacy"], "fixed": keep["fixed"]}
     perms = permutations(example_rng(seed, example_id, 0), n, n_permutations)
@@ -399,13 +421,8 @@ def compare_example(
             emit("fixed", mask, by_key, len(idx))
             continue
         sub_perms = permutations(example_rng(seed, example_id, stream), len(idx), n_permutations)
-        side_a = _FixedSide.of(a[idx], sub_perms)
-        dense_a = dense_ranks(np.abs(a[idx]))[sub_perms]
-        for layers in LAYER_CONFIGURATIONS:
-            for scaled in (False, True):
-                t = vectors[("fixed", layers, scaled)][idx]
-                by_key[(layers, scaled)] = fixed_metrics_rows(side_a, dense_a, t, rbo_p, top_fraction)
-        emit("fixed", mask, by_key, len(idx))
+        targets = {(ly, sc): vectors[("fixed", ly, sc)][idx] for ly in LAYER_CONFIGURATIONS for sc in (False, True)}
+        emit("fixed", mask, fixed_agreement(a[idx], targets, sub_perms, rbo_p, top_fraction), len(idx))
     return pd.DataFrame.from_records(records, columns=list(COLUMNS))
 
 
@@ -506,34 +523,6 @@ def summary_note(n_examples: int) -> str:
     return ""
 
 
-#: The fewest non-zero paired differences with which a two-sided exact Wilcoxon test can reach p < 0.05.
-MIN_WILCOXON = 6
-
-
-def _wilcoxon(x, y) -> tuple[int, float, float, float, str]:
-    """(pairs, median of x − y, statistic, two-sided p, note) over the pairs where both are finite.
-
-    Zero differences are dropped (Wilcoxon's convention); the exact null distribution is used up
-    to 50 untied differences, the normal approximation otherwise (scipy's permutation fallback for
-    small tied samples costs seconds per test). ``note`` says why there is no p-value, or that with
-    fewer than :data:`MIN_WILCOXON` non-zero differences no p-value can fall below 0.05.
-    """
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    ok = np.isfinite(x) & np.isfinite(y)
-    d = x[ok] - y[ok]
-    n = int(ok.sum())
-    median = float(np.median(d)) if len(d) else float("nan")
-    d = d[d != 0]
-    if not n:
-        return 0, median, float("nan"), float("nan"), not_computable(0, "no example has both values")
-    if not len(d):
-        return n, median, float("nan"), float("nan"), not_computable(n, "every paired difference is 0")
-    exact = len(d) <= 50 and len(np.unique(np.abs(d))) == len(d)
-    res = wilcoxon(d, method="exact" if exact else "approx")
-    note = f"{len(d)} non-zero differences: p cannot fall below 0.05" if len(d) < MIN_WILCOXON else ""
-    return n, median, float(res.statistic), float(res.pvalue), note
-
-
 TEST_COLUMNS = (
     "comparison",
     "mode",
@@ -568,7 +557,7 @@ def paired_tests(frame: pd.DataFrame) -> pd.DataFrame:
         for comparison, held, x, y in pairs:
             if x in part and y in part:
                 rows.append(
-                    (comparison, mode, layers, metric, held, *_wilcoxon(part[x].to_numpy(), part[y].to_numpy()))
+                    (comparison, mode, layers, metric, held, *paired_wilcoxon(part[x].to_numpy(), part[y].to_numpy()))
                 )
     return pd.DataFrame(rows, columns=list(TEST_COLUMNS))
 

@@ -1,4 +1,4 @@
-"""Small shared statistics: top-fraction counts, cosine and Pearson, one bootstrap, one permutation p-value.
+"""Small shared statistics: top-fraction counts, cosine, Pearson, a bootstrap, a permutation p-value, a paired test.
 
 Every interval in the pipeline comes from :func:`bootstrap_means` and every permutation test's
 p-value from :func:`permutation_p_value`, so a reader checks each recipe once.
@@ -10,7 +10,7 @@ import math
 import warnings
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import rankdata, wilcoxon
 
 
 def n_top(fraction: float, m: int) -> int:
@@ -83,3 +83,31 @@ def rank_correlation(x: np.ndarray, y: np.ndarray, n_permutations: int, seed: in
     null = pearson(np.stack([rng.permutation(ry) for _ in range(n_permutations)]), rx) if n_permutations else None
     p = permutation_p_value(abs(observed), np.abs(null), atol=1e-12) if n_permutations else None
     return {"spearman": observed, "p_value": p, "n": len(x), "n_permutations": int(n_permutations)}
+
+
+#: The fewest non-zero paired differences with which a two-sided exact Wilcoxon test can reach p < 0.05.
+MIN_WILCOXON = 6
+
+
+def paired_wilcoxon(x, y) -> tuple[int, float, float, float, str]:
+    """(pairs, median of x − y, statistic, two-sided p, note) over the pairs where both are finite.
+
+    Zero differences are dropped (Wilcoxon's convention); the exact null distribution is used up
+    to 50 untied differences, the normal approximation otherwise (scipy's permutation fallback for
+    small tied samples costs seconds per test). ``note`` says why there is no p-value, or that with
+    fewer than :data:`MIN_WILCOXON` non-zero differences no p-value can fall below 0.05.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    d = x[ok] - y[ok]
+    n = int(ok.sum())
+    median = float(np.median(d)) if len(d) else float("nan")
+    d = d[d != 0]
+    if not n:
+        return 0, median, float("nan"), float("nan"), not_computable(0, "no example has both values")
+    if not len(d):
+        return n, median, float("nan"), float("nan"), not_computable(n, "every paired difference is 0")
+    exact = len(d) <= 50 and len(np.unique(np.abs(d))) == len(d)
+    res = wilcoxon(d, method="exact" if exact else "approx")
+    note = f"{len(d)} non-zero differences: p cannot fall below 0.05" if len(d) < MIN_WILCOXON else ""
+    return n, median, float(res.statistic), float(res.pvalue), note

@@ -111,6 +111,7 @@ rule attribution_overlays:
 
 rule evaluate_faithfulness:
     input:
+        unpack(explained_rankings),
         model="results/models/finetuned",
         test="results/data/test.parquet",
         rationales="results/data/rationales.parquet",

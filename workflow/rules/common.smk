@@ -120,6 +120,26 @@ def exact_metrics(wildcards):
     )
 
 
+def explanation_shards(wildcards):
+    """The explain shards, when explanations.methods is not empty (the explorer's overlays)."""
+    if config["explanations"]["methods"]:
+        return {"explanations": shards("explanations", "results/explanations/shard{shard}.parquet")}
+    return {}
+
+
+def explained_rankings(wildcards):
+    """The explain shards, when faithfulness.rankings names an explanation method (not IG, attention or random)."""
+    computed = set(config["explanations"]["methods"]) - {"attention_last", "attention_all"}
+    return explanation_shards(wildcards) if computed & set(config["faithfulness"]["rankings"]) else {}
+
+
+def explanation_outputs():
+    """The leaderboard's figure and table, when explanations.methods is not empty."""
+    if not config["explanations"]["methods"]:
+        return []
+    return ["results/paper/figures/explanation_leaderboard.png", "results/paper/tables/explanation_leaderboard.csv"]
+
+
 def trains_classifier():
     """Whether the run fine-tunes its classifier (every model.source but an existing classifier)."""
     return config["model"]["source"] != "classifier"
@@ -153,6 +173,7 @@ def study_outputs(study):
             "results/paper/similarity_examples",
             "results/paper/figures/similarity_distributions.png",
             "results/paper/figures/head_agreement.png",
+            *explanation_outputs(),
             "results/explorer",
         ]
     if study == "topology":

@@ -1,5 +1,6 @@
 rule build_explorers:
     input:
+        unpack(explanation_shards),
         bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         importance="results/importance/head_importance.safetensors",

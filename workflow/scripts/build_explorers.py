@@ -17,4 +17,5 @@ with rule_job(snakemake):
         manifest_path=snakemake.input.manifest,
         model_dir=snakemake.input.model,
         out_dir=snakemake.output.explorers,
+        explanation_paths=snakemake.input.get("explanations", []),
     )

@@ -15,4 +15,5 @@ with rule_job(snakemake):
         summary_paths=snakemake.input.summaries,
         curves_path=snakemake.output.curves,
         plausibility_path=snakemake.output.plausibility,
+        explanation_paths=snakemake.input.get("explanations", []),
     )

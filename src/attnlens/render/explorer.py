@@ -2,7 +2,9 @@
 
 The page shows the whole document as text with a colour overlay — IG attribution, received
 attention of a *view* (a layer configuration of recipes §8/§11 over all heads, or one layer and
-head; raw or scaled by head importance) or, for the synthetic corpus, the planted evidence.
+head; raw or scaled by head importance), one overlay per explanation method of the ``explain`` rule
+(signed methods on IG's green/red scale, the others on attention's) or, for the synthetic corpus, the
+planted evidence.
 Clicking a token shows its position, attribution, received attention and its top-k attended and
 attending tokens in the current view, which are then highlighted in the text and on a minimap.
 
@@ -230,6 +232,8 @@ class ExplorerDocument:
     importance: np.ndarray  # (L, H)
     views: Views
     provenance: dict[str, Any]
+    #: ``[(method, label, signed, (n,) scores)]`` of the explain rule, one overlay each
+    explanations: list[tuple[str, str, bool, np.ndarray]] = field(default_factory=list)
 
 
 def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
@@ -244,6 +248,8 @@ def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
     }
     if doc.evidence is not None:
         arrays["evidence"] = doc.evidence.astype(np.uint8)
+    for method, _, _, scores in doc.explanations:
+        arrays[f"explanation_{method}"] = np.asarray(scores, dtype=np.float32)
     for name in ("attended", "attending"):
         off, lev, scale = encode_partners(getattr(doc.views, f"{name}_idx"), getattr(doc.views, f"{name}_val"))
         arrays[f"{name}_gaps"], arrays[f"{name}_level"], arrays[f"{name}_scale"] = off, lev, scale
@@ -262,6 +268,9 @@ def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
         "levels": LEVELS,
         "no_partner": NO_PARTNER,
         "configurations": doc.views.configurations,
+        "explanations": [
+            {"method": m, "label": label, "signed": bool(signed)} for m, label, signed, _ in doc.explanations
+        ],
         "arrays": header,
         "provenance": doc.provenance,
     }

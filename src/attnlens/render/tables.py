@@ -248,3 +248,33 @@ def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.
             )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def leaderboard_table(summary: pd.DataFrame, columns: Sequence) -> pd.DataFrame:
+    """One row per method, one column per metric (:func:`attnlens.leaderboard.metrics`): ``mean [lo, hi]``,
+    chance in parentheses for agreement, ``*`` where the paired test against the baseline gives p < 0.05;
+    ``–`` where the method has no such number (the random control's agreement and cost)."""
+    methods = list(dict.fromkeys(summary["method"]))
+    by_key = {(r.method, r.metric): r for r in summary.itertuples(index=False)}
+    rows = []
+    for method in methods:
+        row = {"method": method}
+        for metric in columns:
+            r = by_key.get((method, metric.name))
+            if r is None:
+                row[metric.label] = "reference" if method == "ig" and metric.group == "agreement" else "–"
+                continue
+            digits = 2 if metric.group == "cost" else 3
+            if not np.isfinite(r.mean):
+                row[metric.label] = not_computable(r.n, "no defined value")
+                continue
+            text = f"{r.mean:.{digits}f}"
+            if np.isfinite(r.lo):
+                text += f" [{r.lo:.{digits}f}, {r.hi:.{digits}f}]"
+            if metric.group == "agreement" and np.isfinite(r.chance):
+                text += f" (chance {r.chance:.3f})"
+            if np.isfinite(r.p_value) and r.p_value < 0.05:
+                text += " *"
+            row[metric.label] = text
+        rows.append(row)
+    return pd.DataFrame(rows)

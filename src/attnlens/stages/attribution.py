@@ -32,6 +32,7 @@ from attnlens.attribution import (
 )
 from attnlens.config import AttributionConfig, FaithfulnessConfig, FiguresConfig
 from attnlens.data import load_examples, shard_of
+from attnlens.explanations import load_explanations, scores_by_example
 from attnlens.faithfulness import (
     FAITHFULNESS_SCHEMA,
     PLAUSIBILITY_SCHEMA,
@@ -98,7 +99,9 @@ def _checkpoint_dir(out_path) -> Path:
     return out.parent / f".{out.name}.partial"
 
 
-def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool) -> dict:
+def _record(
+    eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool, seconds: float
+) -> dict:
     return {
         "example_id": eid,
         "input_ids": np.asarray(ids, dtype=np.int32),
@@ -116,6 +119,7 @@ def _record(eid: str, ids: Sequence[int], res: Attribution, label: int, kind: st
         "probs": res.probs.astype(np.float64),
         "probs_baseline": res.probs_baseline.astype(np.float64),
         "showcased": is_showcase,
+        "seconds": seconds,
     }
 
 
@@ -167,6 +171,7 @@ def run_attribute(
             lo, hi = cfg.min_steps, cfg.max_steps
         else:
             lo = hi = cfg.n_steps
+        started = time.perf_counter()
         res = attribute_example(
             model,
             inputs,
@@ -177,7 +182,9 @@ def run_attribute(
             internal_batch_size=cfg.internal_batch_size,
             autocast=cfg.autocast,
         )
-        row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started)
         with atomic_path(ckpt) as tmp:
             pd.DataFrame([row]).to_parquet(tmp)
         rows.append(row)
@@ -429,8 +436,13 @@ def run_evaluate_faithfulness(
     summary_paths: Sequence[StrPath],
     curves_path: StrPath,
     plausibility_path: StrPath,
+    explanation_paths: Sequence[StrPath] = (),
 ) -> dict:
-    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility."""
+    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility.
+
+    Rankings are IG, received attention of a layer configuration (from the attention summaries),
+    the explanation methods of ``explain`` (from its shards) and the seeded random control.
+    """
     model, tokenizer = load_classifier(model_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
@@ -440,6 +452,7 @@ def run_evaluate_faithfulness(
     with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
+    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
     special_set = special_ids(tokenizer)
     curves, plaus = [], []
     t0 = time.perf_counter()
@@ -455,6 +468,12 @@ def run_evaluate_faithfulness(
                 if ex.input_ids.tolist() != ids:
                     raise ValueError(f"{eid}: attention and attribution saw different token ids")
                 scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
+            elif name != "random" and name != "ig":
+                if name not in explained.get(eid, {}):
+                    raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
+                scores[name] = explained[eid][name]
+                if len(scores[name]) != len(ids):
+                    raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
         orders = {
             name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
             for name in cfg.rankings

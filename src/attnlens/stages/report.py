@@ -15,6 +15,7 @@ from attnlens.attention import Band, load_bands
 from attnlens.attribution import load_attributions
 from attnlens.config import ExplorerConfig
 from attnlens.data import load_examples
+from attnlens.explanations import LABELS, SIGNED, load_explanations, scores_by_example
 from attnlens.faithfulness import example_evidence
 from attnlens.importance import load_importance
 from attnlens.io import (
@@ -49,6 +50,7 @@ def document_for(
     evidence: np.ndarray | None,
     top_k: int,
     prov: dict[str, Any],
+    explanations: dict[str, np.ndarray] | None = None,
 ) -> ExplorerDocument:
     """Assemble one example's page from the pipeline's artifacts."""
     eid = example["example_id"]
@@ -83,6 +85,7 @@ def document_for(
         importance=importance.numpy(),
         views=compute_views(bands, importance, top_k),
         provenance=prov,
+        explanations=[(m, LABELS.get(m, m), m in SIGNED, v) for m, v in (explanations or {}).items()],
     )
 
 
@@ -97,8 +100,10 @@ def run_build_explorers(
     manifest_path: StrPath,
     model_dir: StrPath,
     out_dir: StrPath,
+    explanation_paths: Sequence[StrPath] = (),
 ) -> list[Path]:
-    """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example)."""
+    """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example),
+    with one overlay per explanation method when the ``explain`` shards are given."""
     tokenizer = load_tokenizer(model_dir)
     importance = load_importance(importance_path, cfg.importance)
     attributions = load_attributions(attribution_paths).set_index("example_id")
@@ -107,6 +112,7 @@ def run_build_explorers(
     rationales = pd.read_parquet(rationales_path)
     evidence_rows = rationales[rationales["evidence"]] if len(rationales) else rationales
     class_names = list(load_json(manifest_path)["classes"])
+    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
     selection = load_selection(selection_path)
     roles: dict[str, list[str]] = {}
     first: dict[str, dict] = {}
@@ -126,7 +132,7 @@ def run_build_explorers(
                 evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
             doc = document_for(
                 example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
-                evidence, cfg.top_k, prov,
+                evidence, cfg.top_k, prov, explained.get(eid),
             )  # fmt: skip
             meta, blob = payload(doc)
             name = f"{file_stem(eid)}.html"

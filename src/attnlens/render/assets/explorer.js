@@ -81,8 +81,13 @@
   }
   function attentionColour(t) { return `hsl(220, 90%, ${100 - Math.round(55 * Math.max(0, Math.min(1, t)))}%)`; }
 
+  function explanation() {
+    return state.overlay.startsWith("explanation:") ? (meta.explanations || []).find((e) => "explanation:" + e.method === state.overlay) : null;
+  }
   function overlayValues() {
     if (state.overlay === "attribution") return Array.from(data.attribution);
+    const ex = explanation();
+    if (ex) return Array.from(data["explanation_" + ex.method]);
     if (state.overlay === "evidence") return Array.from(data.evidence || new Uint8Array(n));
     const out = new Array(n);
     for (let i = 0; i < n; i++) out[i] = received(i);
@@ -99,6 +104,17 @@
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
       text = `IG attribution toward “${meta.info.attributed_class}” (${meta.info.ig_steps} steps, δ = ${meta.info.ig_delta.toExponential(2)}); ` +
         `symmetric scale ±max |a| over non-special tokens; red negative, green positive.`;
+    } else if (explanation() && explanation().signed) {
+      m = nonSpecialMax(values, true) || 1;
+      colour = (x) => attributionColour(x / m);
+      lo = (-m).toPrecision(3); hi = m.toPrecision(3);
+      text = `${explanation().label} toward “${meta.info.attributed_class}”; symmetric scale ±max over non-special tokens; ` +
+        `red negative, green positive.`;
+    } else if (explanation()) {
+      m = nonSpecialMax(values, false) || 1;
+      colour = (x) => attentionColour(x / m);
+      lo = "0"; hi = m.toPrecision(3);
+      text = `${explanation().label}; scale 0 → max over non-special tokens, special tokens above it are clipped.`;
     } else if (state.overlay === "evidence") {
       m = 1; colour = (x) => (x ? "hsl(45, 100%, 70%)" : "transparent");
       lo = "other"; hi = "evidence";
@@ -113,12 +129,13 @@
     for (let i = 0; i < n; i++) {
       colours[i] = colour(values[i]);
       spans[i].style.backgroundColor = colours[i];
-      spans[i].classList.toggle("clipped", state.overlay === "attention" && values[i] > m);
+      spans[i].classList.toggle("clipped", (state.overlay === "attention" || (explanation() && !explanation().signed)) && values[i] > m);
       spans[i].dataset.value = String(values[i]);
     }
     for (let x = 0; x < w; x++) {
       const t = x / (w - 1);
-      legend.fillStyle = state.overlay === "attribution" ? attributionColour(2 * t - 1)
+      const signed = state.overlay === "attribution" || (explanation() && explanation().signed);
+      legend.fillStyle = signed ? attributionColour(2 * t - 1)
         : state.overlay === "evidence" ? (t < 0.5 ? "#fff" : "hsl(45, 100%, 70%)") : attentionColour(t);
       legend.fillRect(x, 0, 1, h);
     }
@@ -229,6 +246,7 @@
     for (let l = 1; l <= L; l++) $("layer").add(new Option(String(l), String(l)));
     for (let h = 1; h <= H; h++) $("head").add(new Option(String(h), String(h)));
     if (!data.evidence) $("overlay").querySelector('option[value="evidence"]').disabled = true;
+    for (const ex of meta.explanations || []) $("overlay").add(new Option(ex.label, "explanation:" + ex.method));
     const sync = () => {
       state.overlay = $("overlay").value;
       state.kind = document.querySelector('input[name="kind"]:checked').value;

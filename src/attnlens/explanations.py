@@ -1,0 +1,494 @@
+"""Per-token explanations of a Longformer classifier beyond raw attention, computed on the band.
+
+Every method gives one score per token of one example, for the class IG explains (its ``target``).
+``F`` is that class's softmax probability, ``e`` the output of the embedding module (IG's layer), ``A``
+a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its output at query ``i``
+(before the output projection ``W_O``):
+
+* ``attention_last`` / ``attention_all`` — raw received attention ``Σ_h Σ_i A_ij`` over the heads of
+  the last layer / of every layer (the attention vector of the similarity tables, unscaled).
+* ``value_norm`` — Kobayashi et al. (EMNLP 2020), "Attention is not only a weight": ``Σ_h Σ_i
+  ‖A_ij f_h(x_j)‖`` with ``f_h(x) = (x W_V^h + b_V^h) W_O^h`` the value vector transformed by the
+  head's slice of the output projection. The norm only depends on the key, so it multiplies the
+  attention a key receives; Longformer's global rows use their own value projection
+  (``value_global``), so they are weighted with its norm. Summed over the heads of
+  ``explanations.layers`` (the per-head norms, the upper bound of the norm of their sum).
+* ``rollout`` — Abnar & Zuidema (ACL 2020): the CLS row of ``Ã_L ⋯ Ã_1`` with ``Ã = ½ mean_h A + ½ I``.
+  The full product widens the band by the window at every layer (``min(n, 1 + l·w)`` keys per row
+  after ``l`` layers) and, through the global token's row and column, is dense from the second layer
+  on, so it is never formed: the CLS row is
+  carried down as a vector, ``r ← ½ r + ½ rᵀ Ā_l``, and ``rᵀ Ā_l`` is the attention each key receives
+  from queries weighted by ``r`` — :func:`attnlens.attention.received_attention` of a weighted band.
+  Time ``O(L · n · w)``, memory ``O(n)`` beyond one head-averaged band, whatever the depth.
+* ``grad_attention`` — ``Σ_h Σ_i A_ij · ∂F/∂A_ij`` (signed). ``A`` enters the network only through
+  ``o_i``, so ``∂F/∂A_ij = ⟨∂F/∂o_i, v_j⟩``: the gradient band is the band of products of the output
+  gradients with the value vectors (the global rows with ``value_global``'s), computed block by
+  block like the attention scores themselves (:func:`band_products`).
+* ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed).
+* ``occlusion`` — sentence-sized spans (up to and including a ``.``, ``!`` or ``?`` token, at most
+  ``occlusion_max_tokens``) replaced on the token ids by the pad token, IG's baseline token, with
+  positions and masks kept: every token of a span scores ``F(x) − F(x with the span occluded)``
+  (Captum's ``FeatureAblation`` convention). Special tokens are never occluded and score 0.
+
+Signed methods (``grad_attention``, ``grad_input``, ``occlusion`` and IG) rank by signed score for
+faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
+
+Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
+re-implementation of Longformer's self-attention whose ``n × n`` matrices are leaves of the graph, the
+gradient methods against Captum's ``Saliency`` and ``InputXGradient``, occlusion against Captum's
+``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in closed form.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+
+from attnlens.attention import CHUNK_BYTES, Band, bands_from_outputs, layer_configuration, received_attention
+from attnlens.attribution import Inputs
+from attnlens.io import load_shards
+
+EXPLANATIONS_SCHEMA = "explanations/v1"
+#: Every explanation method ``explain`` computes, in leaderboard order.
+METHODS = (
+    "attention_last",
+    "attention_all",
+    "value_norm",
+    "rollout",
+    "grad_attention",
+    "saliency",
+    "grad_input",
+    "occlusion",
+)
+#: Methods read from the no-gradient forward pass with attention outputs.
+ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
+#: Methods read from the forward + backward pass.
+GRADIENT_PASS = ("grad_attention", "saliency", "grad_input")
+#: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
+SIGNED = ("grad_attention", "grad_input", "occlusion", "ig")
+#: How a method is named on a page, a figure or in the explorer.
+LABELS = {
+    "ig": "integrated gradients (reference)",
+    "attention_last": "raw attention, last layer",
+    "attention_all": "raw attention, all layers",
+    "value_norm": "value-norm weighted attention (Kobayashi et al. 2020)",
+    "rollout": "attention rollout (Abnar & Zuidema 2020)",
+    "grad_attention": "gradient-weighted attention",
+    "saliency": "saliency |∂F/∂e|",
+    "grad_input": "gradient × input",
+    "occlusion": "sentence occlusion",
+    "random": "random ranking (control)",
+}
+#: Sentence ends for occlusion spans (the token's text without word-start markers).
+SENTENCE_ENDS = frozenset({".", "!", "?"})
+
+#: Columns of an ``explain`` shard, one row per example and method (an empty shard has them too).
+EXPLANATION_TYPES = pa.schema([
+    ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
+    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
+    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()),
+])  # fmt: skip
+
+
+# --- band operations --------------------------------------------------------------------------------
+
+
+def band_products(q: torch.Tensor, k: torch.Tensor, half: int) -> torch.Tensor:
+    """``(h, n, 2·half + 1)`` with ``[h, i, s] = ⟨q[h, i], k[h, i + s − half]⟩`` (0 where the key is outside).
+
+    The slot layout of Longformer's window attention. Computed in blocks of queries against their
+    ``block + 2·half`` keys, so the working set stays near :data:`CHUNK_BYTES` whatever ``n`` is.
+    """
+    heads, n, _ = q.shape
+    width = 2 * half + 1
+    kp = torch.nn.functional.pad(k, (0, 0, half, half))
+    out = q.new_zeros(heads, n, width)
+    block = max(1, min(n, CHUNK_BYTES // max(1, q.element_size() * heads * (2 * width))))
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        m = b - a
+        prod = torch.matmul(q[:, a:b], kp[:, a : b + 2 * half].transpose(1, 2)).contiguous()  # (h, m, m + 2·half)
+        out[:, a:b] = prod.as_strided((heads, m, width), (prod.stride(0), prod.stride(1) + 1, 1))
+    return out
+
+
+def _global_slots(like: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``values`` ``(h, rows, n_b)`` zero-padded to the layout of a global attention tensor ``like`` ``(h, n_g, x)``."""
+    out = like.new_zeros(like.shape)
+    rows = min(out.shape[1], values.shape[1])
+    out[:, :rows, : values.shape[2]] = values[:, :rows]
+    return out
+
+
+def value_norms(hidden: torch.Tensor, value: torch.nn.Linear, out_proj: torch.nn.Linear, heads: int) -> torch.Tensor:
+    """``(heads, n)`` ``‖(x_j W_V^h + b_V^h) W_O^h‖``: the value vectors through the head's slice of ``W_O``."""
+    v = value(hidden)  # (n, d)
+    dim = v.shape[-1] // heads
+    out = v.new_empty(heads, v.shape[0])
+    for h in range(heads):
+        cols = slice(h * dim, (h + 1) * dim)
+        out[h] = torch.linalg.vector_norm(v[:, cols] @ out_proj.weight[:, cols].T, dim=-1)
+    return out
+
+
+def value_norm_received(band: Band, norm_local: torch.Tensor, norm_global: torch.Tensor | None) -> torch.Tensor:
+    """``(heads, n)`` ``Σ_i ‖A_ij f(x_j)‖``: local rows weighted by ``norm_local``, global rows by ``norm_global``."""
+    n, length, nb = band.n, band.length, band.n_global
+    zero_global = None if band.global_ is None else torch.zeros_like(band.global_)
+    local_rows = received_attention(Band(band.local, zero_global, length, band.global_positions))
+    out = local_rows * norm_local[:, :n]
+    if nb:
+        out[:, :length] += band.global_[:, :length, :nb].sum(-1) * norm_global[:, :length]
+    out[:, length:] = 0
+    return out
+
+
+def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
+    """``(n,)`` row ``start`` of ``Ã_L ⋯ Ã_1`` with ``Ã_l = ½ mean_h A_l + ½ I``, carried down as a vector."""
+    n = bands[0].n
+    r = bands[0].local.new_zeros(n, dtype=torch.float64)
+    r[start] = 1.0
+    for band in reversed(bands):
+        local = band.local.double().mean(0, keepdim=True) * r[None, :, None]
+        glob = None
+        if band.global_ is not None:
+            weights = torch.zeros(band.x, dtype=torch.float64)
+            weights[: band.n_global] = r[band.global_positions]
+            glob = band.global_.double().mean(0, keepdim=True) * weights
+        moved = received_attention(Band(local, glob, band.length, band.global_positions))[0]
+        r = 0.5 * r + 0.5 * moved
+    return r
+
+
+def grad_attention_received(
+    band: Band, grad_out: torch.Tensor, value: torch.Tensor, value_global: torch.Tensor | None
+) -> torch.Tensor:
+    """``(heads, n)`` ``Σ_i A_ij ⟨∂F/∂o_i, v_j⟩`` on the band.
+
+    Args:
+        grad_out: ``(heads, ≥ n, dh)`` gradient of ``F`` with respect to the head outputs ``o``.
+        value, value_global: ``(heads, ≥ n, dh)`` value vectors (local rows and global rows).
+    """
+    n, x, nb, half = band.n, band.x, band.n_global, band.half
+    gpos = band.global_positions
+    out = band.local.new_zeros(band.heads, n)
+    per_head = 4 * n * band.slots * band.local.element_size()
+    for hs in band.head_chunks(per_head):
+        g, v = grad_out[hs, :n], value[hs, :n]
+        grad_local = band.local.new_zeros(hs.stop - hs.start, n, band.slots)
+        grad_local[:, :, x:] = band_products(g, v, half)
+        glob = None
+        if band.global_ is not None:
+            if nb:
+                grad_local[:, :, :nb] = torch.einsum("hnd,hgd->hng", g, v[:, gpos])
+                rows = torch.einsum("hgd,hjd->hjg", grad_out[hs][:, gpos], value_global[hs])
+                glob = band.global_[hs] * _global_slots(band.global_[hs], rows)
+            else:
+                glob = torch.zeros_like(band.global_[hs])
+        chunk = Band(band.local[hs] * grad_local, glob, band.length, gpos)
+        out[hs] = received_attention(chunk)
+        del grad_local, chunk, glob
+    return out
+
+
+# --- occlusion ----------------------------------------------------------------------------------------
+
+
+def sentence_spans(tokens: Sequence[str], special: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Positions of sentence-sized spans: a span ends with a sentence-end token or after ``max_tokens``."""
+    spans, current = [], []
+    for i, token in enumerate(tokens):
+        if special[i]:
+            continue
+        current.append(i)
+        if token.lstrip("Ġ▁#").strip() in SENTENCE_ENDS or len(current) >= max_tokens:
+            spans.append(np.asarray(current))
+            current = []
+    if current:
+        spans.append(np.asarray(current))
+    return spans
+
+
+def occlusion_scores(
+    prob_fn: Callable[[torch.Tensor], torch.Tensor],
+    input_ids: torch.Tensor,
+    spans: Sequence[np.ndarray],
+    fill_id: int,
+    target: int,
+    batch_size: int,
+) -> np.ndarray:
+    """``(n,)`` ``F_t(x) − F_t(x with the span's ids set to fill_id)`` for every token of every span.
+
+    ``prob_fn`` maps ``(b, n)`` ids to ``(b, classes)`` probabilities.
+    """
+    ids = input_ids.reshape(1, -1)
+    with torch.no_grad():
+        full = float(prob_fn(ids)[0, target])
+        scores = np.zeros(ids.shape[1])
+        for a in range(0, len(spans), batch_size):
+            chunk = spans[a : a + batch_size]
+            batch = ids.repeat(len(chunk), 1)
+            for r, span in enumerate(chunk):
+                batch[r, torch.as_tensor(span, device=batch.device)] = fill_id
+            probs = prob_fn(batch)[:, target].double().cpu().numpy()
+            for r, span in enumerate(chunk):
+                scores[span] = full - probs[r]
+    return scores
+
+
+# --- one example --------------------------------------------------------------------------------------
+
+
+class _Capture:
+    """Forward hooks on the embedding module and every self-attention module of a Longformer."""
+
+    def __init__(self, model, grad: bool):
+        self.grad = grad
+        self.embeddings: torch.Tensor | None = None
+        self.hidden: list[torch.Tensor] = []
+        self.outputs: list[torch.Tensor] = []
+        lf = model.longformer
+        self.handles = [lf.embeddings.register_forward_hook(self._embed)]
+        self.handles += [layer.attention.self.register_forward_hook(self._attn) for layer in lf.encoder.layer]
+
+    def _embed(self, module, args, output):
+        if self.grad:
+            if output.requires_grad:
+                output.retain_grad()
+            else:  # frozen parameters: the embedding output is where the gradient starts
+                output.requires_grad_(True)
+        self.embeddings = output
+
+    def _attn(self, module, args, output):
+        self.hidden.append(args[0].detach())
+        if self.grad:
+            output[0].retain_grad()
+        self.outputs.append(output[0])
+
+    def __enter__(self) -> _Capture:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _sync(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _probabilities(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax in the logits' precision, float32 at least (as IG's forward)."""
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    return torch.softmax(logits, dim=-1)
+
+
+def _heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """``(n, d)`` → ``(heads, n, d / heads)``."""
+    return t.reshape(t.shape[0], heads, -1).transpose(0, 1)
+
+
+def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
+    """One forward without gradient: every layer's :class:`Band` and the hidden states entering it."""
+    with torch.no_grad(), _Capture(model, grad=False) as cap:
+        res = model(**args, output_attentions=True)
+    bands = bands_from_outputs(res.attentions, res.global_attentions, args["attention_mask"],
+                               args["global_attention_mask"])[0]  # fmt: skip
+    return bands, [h[0] for h in cap.hidden]
+
+
+@torch.no_grad()
+def attention_score(method: str, model, bands: Sequence[Band], hidden: Sequence[torch.Tensor], layers: str):
+    """``(n,)`` scores of one :data:`ATTENTION_PASS` method from :func:`attention_pass`'s outputs."""
+    if method.startswith("attention_"):
+        received = torch.stack([received_attention(b) for b in bands])
+        return layer_configuration(received, method.removeprefix("attention_"))
+    if method == "rollout":
+        return rollout(bands, start=0)
+    if method != "value_norm":
+        raise ValueError(f"{method!r} is not computed from the attention pass")
+    heads = model.config.num_attention_heads
+    per_layer = []
+    for layer, band, h in zip(model.longformer.encoder.layer, bands, hidden, strict=True):
+        sa, proj = layer.attention.self, layer.attention.output.dense
+        norm_global = value_norms(h, sa.value_global, proj, heads) if band.n_global else None
+        per_layer.append(value_norm_received(band, value_norms(h, sa.value, proj, heads), norm_global))
+    return layer_configuration(torch.stack(per_layer), layers)
+
+
+@dataclass
+class Gradients:
+    """What one forward + backward of ``F`` leaves for the gradient methods."""
+
+    embeddings: torch.Tensor  # (n_pad, d) embedding-module output
+    embedding_grad: torch.Tensor  # (n_pad, d) ∂F/∂e
+    bands: list[Band] | None  # attention of every layer (when asked for)
+    hidden: list[torch.Tensor]  # (n_pad, d) input of every self-attention module
+    output_grads: list[torch.Tensor]  # (n_pad, d) ∂F/∂o of every self-attention module (heads concatenated)
+
+
+def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions: bool) -> Gradients:
+    """One forward + backward of ``F = softmax(logits)[target]`` with hooks on the embedding and attention outputs.
+
+    The model's parameters should be frozen (:func:`attnlens.attribution.freeze`): the gradient starts at
+    the embedding output.
+    """
+    with _Capture(model, grad=True) as cap:
+        res = model(**args, output_attentions=attentions)
+        _probabilities(res.logits)[0, target].backward()
+    bands = None
+    if attentions:
+        bands = bands_from_outputs([a.detach() for a in res.attentions], [a.detach() for a in res.global_attentions],
+                                   args["attention_mask"], args["global_attention_mask"])[0]  # fmt: skip
+    return Gradients(
+        embeddings=cap.embeddings.detach()[0],
+        embedding_grad=cap.embeddings.grad[0],
+        bands=bands,
+        hidden=[h[0] for h in cap.hidden],
+        output_grads=[o.grad[0] for o in cap.outputs],
+    )
+
+
+@torch.no_grad()
+def grad_attention_score(model, grads: Gradients, layers: str) -> torch.Tensor:
+    """``(n,)`` gradient-weighted attention from :func:`gradient_pass`'s outputs (with ``attentions``)."""
+    heads = model.config.num_attention_heads
+    per_layer = []
+    for layer, band, h, g in zip(model.longformer.encoder.layer, grads.bands, grads.hidden, grads.output_grads,
+                                 strict=True):  # fmt: skip
+        sa = layer.attention.self
+        value, value_global = _heads(sa.value(h), heads), _heads(sa.value_global(h), heads)
+        per_layer.append(grad_attention_received(band, _heads(g, heads), value, value_global))
+    return layer_configuration(torch.stack(per_layer), layers)
+
+
+@dataclass
+class Explanation:
+    """Every requested method's scores for one example, and what each cost."""
+
+    scores: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    n_forwards: dict[str, int] = field(default_factory=dict)
+    forward_seconds: float = float("nan")
+
+
+def explain_example(
+    model,
+    inputs: Inputs,
+    target: int,
+    methods: Sequence[str],
+    *,
+    layers: str = "all",
+    tokens: Sequence[str] = (),
+    special: np.ndarray | None = None,
+    pad_id: int | None = None,
+    occlusion_max_tokens: int = 48,
+    batch_size: int = 8,
+) -> Explanation:
+    """Scores of every method in ``methods`` for one example (``inputs`` as IG prepares them).
+
+    The cost of a method is the wall time of the passes it needs (the forward with attention
+    outputs, the forward + backward, or its occluded forwards) plus its own computation; each pass
+    runs once and is counted for every method that uses it. ``forward_seconds`` is one plain
+    forward, the unit of the leaderboard's cost ratio.
+    """
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown explanation methods {unknown}; expected some of {METHODS}")
+    device = inputs.input_ids.device
+    n = inputs.input_ids.shape[1]
+    args = {
+        "input_ids": inputs.input_ids,
+        "attention_mask": inputs.attention_mask,
+        "global_attention_mask": inputs.global_attention_mask,
+        "position_ids": inputs.position_ids,
+    }
+    out = Explanation()
+    with torch.no_grad():
+        model(**args)  # warm-up: the first call of a shape pays for allocations
+        t0 = _sync(device)
+        model(**args)
+        out.forward_seconds = _sync(device) - t0
+
+    wanted = [m for m in ATTENTION_PASS if m in methods]
+    if wanted:
+        t0 = _sync(device)
+        bands, hidden = attention_pass(model, args)
+        shared = _sync(device) - t0
+        for method in wanted:
+            t0 = _sync(device)
+            out.scores[method] = attention_score(method, model, bands, hidden, layers).double().cpu().numpy()[:n]
+            out.seconds[method] = shared + _sync(device) - t0
+            out.n_forwards[method] = 1
+        del bands, hidden
+
+    wanted = [m for m in GRADIENT_PASS if m in methods]
+    if wanted:
+        t0 = _sync(device)
+        grads = gradient_pass(model, args, target, attentions="grad_attention" in wanted)
+        shared = _sync(device) - t0
+        for method in wanted:
+            t0 = _sync(device)
+            with torch.no_grad():
+                if method == "saliency":
+                    score = grads.embedding_grad.abs().sum(-1)
+                elif method == "grad_input":
+                    score = (grads.embeddings * grads.embedding_grad).sum(-1)
+                else:
+                    score = grad_attention_score(model, grads, layers)
+            out.scores[method] = score.double().cpu().numpy()[:n]
+            out.seconds[method] = shared + _sync(device) - t0
+            out.n_forwards[method] = 1
+        del grads
+
+    if "occlusion" in methods:
+        if special is None or pad_id is None:
+            raise ValueError("occlusion needs the example's tokens, special-token mask and pad id")
+        t0 = _sync(device)
+        spans = sentence_spans(tokens, special, occlusion_max_tokens)
+
+        def prob_fn(ids: torch.Tensor) -> torch.Tensor:
+            b = ids.shape[0]
+            return _probabilities(
+                model(
+                    input_ids=ids,
+                    attention_mask=args["attention_mask"].expand(b, -1),
+                    global_attention_mask=args["global_attention_mask"].expand(b, -1),
+                    position_ids=args["position_ids"].expand(b, -1),
+                ).logits
+            )
+
+        out.scores["occlusion"] = occlusion_scores(prob_fn, inputs.input_ids, spans, pad_id, target, batch_size)
+        out.seconds["occlusion"] = _sync(device) - t0
+        out.n_forwards["occlusion"] = len(spans) + 1
+    return out
+
+
+# --- artifacts ----------------------------------------------------------------------------------------
+
+
+def load_explanations(paths: Sequence) -> pd.DataFrame:
+    """Every shard of ``explain``, concatenated (one row per example and method)."""
+    frame = load_shards(paths, EXPLANATIONS_SCHEMA, EXPLANATION_TYPES)
+    return frame.sort_values(["example_id", "method"], kind="stable").reset_index(drop=True)
+
+
+def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
+    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in :data:`METHODS` order."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    rank = {m: i for i, m in enumerate(METHODS)}
+    order = sorted(range(len(frame)), key=lambda r: rank.get(str(frame["method"].iloc[r]), len(rank)))
+    for r in order:
+        out.setdefault(str(frame["example_id"].iloc[r]), {})[str(frame["method"].iloc[r])] = np.asarray(
+            frame["scores"].iloc[r], dtype=np.float64
+        )
+    return out

@@ -1,0 +1,66 @@
+rule explain:
+    input:
+        model="results/models/finetuned",
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+    output:
+        explanations="results/explanations/shard{shard}.parquet",
+    log:
+        "results/logs/explain/shard{shard}.log",
+    benchmark:
+        "results/benchmarks/explain/shard{shard}.tsv"
+    conda:
+        "../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        cfg=keys(explanations=["methods", "layers", "n_shards", "occlusion_max_tokens", "batch_size"]),
+    script:
+        "../scripts/explain.py"
+
+
+rule explanation_leaderboard:
+    input:
+        explanations=shards("explanations", "results/explanations/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        curves="results/faithfulness/curves.parquet",
+        plausibility="results/faithfulness/plausibility.parquet",
+        model="results/models/finetuned",
+    output:
+        comparison="results/explanations/comparison.parquet",
+        summary="results/explanations/leaderboard.parquet",
+        figure=report_figure(
+            "results/paper/figures/explanation_leaderboard",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+        table=report_table(
+            "results/paper/tables/explanation_leaderboard",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+        long=report_table(
+            "results/paper/tables/explanation_leaderboard_long",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+    log:
+        "results/logs/explanation_leaderboard/explanation_leaderboard.log",
+    benchmark:
+        "results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv"
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(
+            explanations=["methods", "baseline"],
+            similarity=["n_permutations", "top_fraction", "rbo_p", "n_boot", "seed"],
+            faithfulness=["fractions", "plausibility_k"],
+            figures=["dpi"],
+        ),
+    script:
+        "../scripts/explanation_leaderboard.py"

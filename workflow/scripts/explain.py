@@ -1,0 +1,15 @@
+"""Snakemake adapter for rule explain (one shard)."""
+
+from attnlens.config import rule_section
+from attnlens.runtime import rule_job, use_threads
+from attnlens.stages.explanations import run_explain
+
+with rule_job(snakemake):
+    use_threads(snakemake.threads)
+    run_explain(
+        rule_section(snakemake.params.cfg, "explanations"),
+        model_dir=snakemake.input.model,
+        attribution_paths=snakemake.input.attributions,
+        shard=int(snakemake.wildcards.shard),
+        out_path=snakemake.output.explanations,
+    )
