@@ -155,12 +155,12 @@ def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
     r = bands[0].local.new_zeros(n, dtype=torch.float64)
     r[start] = 1.0
     for band in reversed(bands):
-        local = band.local.double().mean(0, keepdim=True) * r[None, :, None]
+        local = band.local.mean(0, keepdim=True).double() * r[None, :, None]  # heads averaged first: O(n · w)
         glob = None
         if band.global_ is not None:
             weights = torch.zeros(band.x, dtype=torch.float64)
             weights[: band.n_global] = r[band.global_positions]
-            glob = band.global_.double().mean(0, keepdim=True) * weights
+            glob = band.global_.mean(0, keepdim=True).double() * weights
         moved = received_attention(Band(local, glob, band.length, band.global_positions))[0]
         r = 0.5 * r + 0.5 * moved
     return r
