@@ -21,6 +21,7 @@ from test_attention import dense_reference
 
 from attnlens.attention import layer_configuration, load_bands, load_summaries
 from attnlens.attribution import load_attributions
+from attnlens.explanations import METHODS, SIGNED, load_explanations, scores_by_example
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]
@@ -93,6 +94,7 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     ig = np.asarray(load_attributions(sorted(res.glob("attributions/shard*.parquet"))).set_index("example_id")
                     .loc[eid, "scores"], dtype=np.float64)  # fmt: skip
     received = load_summaries(sorted(res.glob("attention/shard*.safetensors"))).examples[eid].received
+    explained = scores_by_example(load_explanations(sorted(res.glob("explanations/shard*.parquet"))))[eid]
     bands, ids = load_bands(sorted(res.glob("attention/bands/shard*.safetensors")), eid)
     dense_all = dense_reference(combine_bands(bands, configuration_weights(len(bands), bands[0].heads, "all", None)))
     dense_all = dense_all[0].numpy()
@@ -148,6 +150,16 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     page.select_option("#overlay", "evidence")
     lit = page.eval_on_selector_all(".tok", "els => els.filter(e => e.style.backgroundColor !== 'transparent').length")
     assert lit > 0
+
+    # one overlay per explanation method: signed ones on IG's scale, the others on attention's
+    options = page.eval_on_selector_all("#overlay option", "els => els.map(e => e.value)")
+    assert [o for o in options if o.startswith("explanation:")] == [f"explanation:{m}" for m in METHODS]
+    for method in ("grad_input", "rollout"):
+        page.select_option("#overlay", f"explanation:{method}")
+        values = np.array(page.eval_on_selector_all(".tok", "els => els.map(e => Number(e.dataset.value))"))
+        np.testing.assert_allclose(values, explained[method], rtol=1e-6, atol=1e-9)
+        legend = page.inner_text("#legend-text")
+        assert ("red negative" in legend) == (method in SIGNED) and method.split("_")[0] in legend.lower()
 
     # a click on a partner in the list moves the selection there
     page.select_option("#overlay", "attribution")

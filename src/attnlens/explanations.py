@@ -102,14 +102,16 @@ EXPLANATION_TYPES = pa.schema([
 def band_products(q: torch.Tensor, k: torch.Tensor, half: int) -> torch.Tensor:
     """``(h, n, 2·half + 1)`` with ``[h, i, s] = ⟨q[h, i], k[h, i + s − half]⟩`` (0 where the key is outside).
 
-    The slot layout of Longformer's window attention. Computed in blocks of queries against their
-    ``block + 2·half`` keys, so the working set stays near :data:`CHUNK_BYTES` whatever ``n`` is.
+    The slot layout of Longformer's window attention. Computed in blocks of about ``half`` queries against
+    their ``block + 2·half`` keys, so the working set stays under :data:`CHUNK_BYTES` whatever ``n`` is.
     """
     heads, n, _ = q.shape
     width = 2 * half + 1
     kp = torch.nn.functional.pad(k, (0, 0, half, half))
     out = q.new_zeros(heads, n, width)
-    block = max(1, min(n, CHUNK_BYTES // max(1, q.element_size() * heads * (2 * width))))
+    # blocks of about half a window: each product computes (block + 2·half) / (2·half + 1) times the band
+    # it keeps, and a small block keeps that waste near 1.5 (blocks of n would be n / w times the work)
+    block = max(1, min(n, max(16, half), CHUNK_BYTES // max(1, q.element_size() * heads * 3 * width)))
     for a in range(0, n, block):
         b = min(a + block, n)
         m = b - a
