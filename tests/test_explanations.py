@@ -209,7 +209,8 @@ def test_occlusion_matches_captum_brute_force_and_a_toy(toy_model):
     special = np.zeros(len(ids), dtype=bool)
     special[[0, len(ids) - 1]] = True
     spans = sentence_spans(tokens, special, max_tokens=4)
-    assert [s.tolist() for s in spans][:3] == [[1, 2, 3, 4], [5], [6, 7, 8, 9]]
+    # a 5-token sentence is cut; two short sentences are packed into one span of at most 4
+    assert [s.tolist() for s in spans][:4] == [[1, 2, 3, 4], [5], [6, 7, 8, 9], [10, 11, 12]]
     assert sorted(np.concatenate(spans).tolist()) == list(range(1, len(ids) - 1))
     target = 0
     got = explain_example(toy_model, inputs, target, ["occlusion"], tokens=tokens, special=special, pad_id=1,
@@ -330,4 +331,5 @@ def test_every_method_on_a_real_classifier(tiny_classifier):
         assert got.seconds[method] > 0 and got.forward_seconds > 0
     assert got.scores["rollout"].sum() == pytest.approx(1.0)
     assert (got.scores["occlusion"][special] == 0).all()
-    assert len(sentence_spans(tokens, special, 48)) == 4
+    assert len(sentence_spans(tokens, special, 5)) == 4  # four sentences of 2-5 tokens, none packable
+    assert len(sentence_spans(tokens, special, 48)) == 1

@@ -25,10 +25,11 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   gradients with the value vectors (the global rows with ``value_global``'s), computed block by
   block like the attention scores themselves (:func:`band_products`).
 * ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed).
-* ``occlusion`` — sentence-sized spans (up to and including a ``.``, ``!`` or ``?`` token, at most
-  ``occlusion_max_tokens``) replaced on the token ids by the pad token, IG's baseline token, with
-  positions and masks kept: every token of a span scores ``F(x) − F(x with the span occluded)``
-  (Captum's ``FeatureAblation`` convention). Special tokens are never occluded and score 0.
+* ``occlusion`` — sentence groups (whole sentences, each ending with a ``.``, ``!`` or ``?`` token,
+  packed into spans of at most ``occlusion_max_tokens``; a longer sentence is cut) replaced on the token
+  ids by the pad token, IG's baseline token, with positions and masks kept: every token of a span
+  scores ``F(x) − F(x with the span occluded)`` (Captum's ``FeatureAblation`` convention). Special
+  tokens are never occluded and score 0.
 
 Signed methods (``grad_attention``, ``grad_input``, ``occlusion`` and IG) rank by signed score for
 faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
@@ -203,17 +204,31 @@ def grad_attention_received(
 
 
 def sentence_spans(tokens: Sequence[str], special: np.ndarray, max_tokens: int) -> list[np.ndarray]:
-    """Positions of sentence-sized spans: a span ends with a sentence-end token or after ``max_tokens``."""
-    spans, current = [], []
+    """Positions of sentence groups: consecutive whole sentences packed into spans of at most ``max_tokens``.
+
+    A sentence ends with a ``.``, ``!`` or ``?`` token (or at the last non-special token); one longer than
+    ``max_tokens`` is cut into pieces of ``max_tokens``. Special tokens belong to no span.
+    """
+    sentences, current = [], []
     for i, token in enumerate(tokens):
         if special[i]:
             continue
         current.append(i)
-        if token.lstrip("Ġ▁#").strip() in SENTENCE_ENDS or len(current) >= max_tokens:
-            spans.append(np.asarray(current))
+        if token.lstrip("Ġ▁#").strip() in SENTENCE_ENDS:
+            sentences.append(current)
             current = []
     if current:
-        spans.append(np.asarray(current))
+        sentences.append(current)
+    spans, group = [], []
+    for sentence in sentences:
+        for a in range(0, len(sentence), max_tokens):
+            piece = sentence[a : a + max_tokens]
+            if group and len(group) + len(piece) > max_tokens:
+                spans.append(np.asarray(group))
+                group = []
+            group += piece
+    if group:
+        spans.append(np.asarray(group))
     return spans
 
 
@@ -393,7 +408,7 @@ def explain_example(
     tokens: Sequence[str] = (),
     special: np.ndarray | None = None,
     pad_id: int | None = None,
-    occlusion_max_tokens: int = 48,
+    occlusion_max_tokens: int = 32,
     batch_size: int = 8,
 ) -> Explanation:
     """Scores of every method in ``methods`` for one example (``inputs`` as IG prepares them).

@@ -249,7 +249,12 @@ def load_parquet(
     if columns is not None:
         missing = [name for name in columns.names if name not in table.column_names]
         if missing:
-            raise InputError(str(path), "columns", f"expected the columns {missing} of {schema or 'the artifact'}")
+            raise InputError(
+                str(path),
+                "columns",
+                f"expected the columns {missing} of {schema or 'the artifact'} (an older attnlens wrote it: "
+                "re-run the rule that writes it with --forcerun)",
+            )
     return table.to_pandas(), prov
 
 
