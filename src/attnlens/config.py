@@ -212,7 +212,7 @@ class ExplanationsConfig(_Section):
     )  # fmt: skip
     layers: Literal["all", "last", "lower", "upper"] = "all"
     n_shards: int = 2
-    occlusion_max_tokens: int = 32
+    occlusion_max_tokens: int = 48
     batch_size: int = 8
     baseline: str = "attention_all"
 

@@ -408,7 +408,7 @@ def explain_example(
     tokens: Sequence[str] = (),
     special: np.ndarray | None = None,
     pad_id: int | None = None,
-    occlusion_max_tokens: int = 32,
+    occlusion_max_tokens: int = 48,
     batch_size: int = 8,
 ) -> Explanation:
     """Scores of every method in ``methods`` for one example (``inputs`` as IG prepares them).

@@ -90,7 +90,8 @@ def agreement_rows(
     if len(idx) < 2:
         return [(example_id, method, name, np.nan, np.nan) for method in scores for name in wanted]
     perms = permutations(example_rng(seed, example_id, 11), len(idx), n_permutations)
-    vectors = {method: np.asarray(s, dtype=np.float64)[idx] for method, s in scores.items()}
+    # magnitudes on both sides: a signed method (gradient × input, occlusion) is compared by where it is large
+    vectors = {method: np.abs(np.asarray(s, dtype=np.float64)[idx]) for method, s in scores.items()}
     by_method = fixed_agreement(np.asarray(ig, dtype=np.float64)[idx], vectors, perms, rbo_p, top_fraction)
     renamed = {f"jaccard_top{100 * top_fraction:g}": "jaccard_top5"}
     rows = []
