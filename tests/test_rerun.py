@@ -46,14 +46,27 @@ MAY_DIFFER = {
     "per epoch and in all (train_metrics.json: seconds, train_seconds), the pair encoder's training "
     "(pair_encoder_exact_metrics.json: seconds, seconds_per_step)",
     "column seconds per pair and model": "the pair error table's mean wall time",
+    "column forward_seconds": "explain's wall time of one forward per example (explanations/shard*)",
+    "columns seconds per example, cost / one forward pass": "the explanation leaderboard's cost columns",
+    "rows with metric seconds or cost_ratio": "the explanation leaderboard's cost per example and its summary",
+    "paper/figures/explanation_leaderboard.png": "two of its panels plot those wall times (its numbers are "
+    "compared in explanations/leaderboard.parquet)",
 }
 #: Table columns and JSON keys holding wall times (see MAY_DIFFER).
-TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step")
+TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step", "forward_seconds",
+                  "seconds per example", "cost / one forward pass")  # fmt: skip
+#: Values of a ``metric`` column whose rows are wall times (see MAY_DIFFER).
+TIMING_METRICS = ("seconds", "cost_ratio")
+#: Files that plot wall times (see MAY_DIFFER).
+TIMING_FIGURES = ("paper/figures/explanation_leaderboard.png",)
 
 
 def _parquet_rows(path: Path) -> dict:
     table = pq.read_table(path)
-    return {name: table.column(name).to_pylist() for name in table.column_names if name not in TIMING_COLUMNS}
+    keep = [m not in TIMING_METRICS for m in table.column("metric").to_pylist()] if "metric" in table.column_names \
+        else [True] * table.num_rows  # fmt: skip
+    return {name: [v for v, k in zip(table.column(name).to_pylist(), keep, strict=True) if k]
+            for name in table.column_names if name not in TIMING_COLUMNS}  # fmt: skip
 
 
 def _tensors(path: Path) -> dict:
@@ -64,7 +77,16 @@ def _tensors(path: Path) -> dict:
 def _csv_rows(path: Path) -> list[list[str]]:
     rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
     drop = {i for i, h in enumerate(rows[0] if rows else []) if h in TIMING_COLUMNS}
-    return [[c for i, c in enumerate(r) if i not in drop] for r in rows]
+    return [[c for i, c in enumerate(r) if i not in drop] for r in _without_timing_rows(rows)]
+
+
+def _without_timing_rows(rows: list[list[str]]) -> list[list[str]]:
+    """Rows whose ``metric`` cell is a wall time left out (tables with a ``metric`` column)."""
+    header = next((r for r in rows if "metric" in r), None)
+    if header is None:
+        return rows
+    at = header.index("metric")
+    return [r for r in rows if not (len(r) == len(header) and r[at] in TIMING_METRICS)]
 
 
 def _table_rows(path: Path) -> list[list[str]]:
@@ -74,7 +96,7 @@ def _table_rows(path: Path) -> list[list[str]]:
     rows = [[c.strip() for c in ln.strip("|").removesuffix(r" \\").split(sep)] if sep in ln else [ln] for ln in lines]
     header = next((r for r in rows if len(r) > 1), [])
     drop = {i for i, c in enumerate(header) if c in TIMING_COLUMNS}
-    return [[c for i, c in enumerate(r) if i not in drop] for r in rows]
+    return [[c for i, c in enumerate(r) if i not in drop] for r in _without_timing_rows(rows)]
 
 
 def _without_times(value):
@@ -124,7 +146,11 @@ def _differences(a_root: Path, b_root: Path) -> list[str]:
     files_b = {p.relative_to(b_root).as_posix() for p in b_root.rglob("*") if p.is_file()}
     out = [f"only in one run: {f}" for f in sorted(files_a ^ files_b) if not f.startswith(skip)]
     for rel in sorted(files_a & files_b):
-        if rel.startswith(skip) or rel.endswith((".provenance.json", ".pdf")) or rel == "manifest.json":
+        if (
+            rel.startswith(skip)
+            or rel.endswith((".provenance.json", ".pdf"))
+            or rel in ("manifest.json", *TIMING_FIGURES)
+        ):
             continue
         a, b = a_root / rel, b_root / rel
         if a.read_bytes() == b.read_bytes():
@@ -234,3 +260,12 @@ def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
     Image.fromarray(np.full((4, 4, 3), 1, dtype=np.uint8)).save(b / "figure.png")
     (b / "extra.csv").write_text("x\n1\n", encoding="utf-8")
     assert _differences(a, b) == ["only in one run: extra.csv", "figure.png", "pairs/scores_shard0.parquet"]
+    # a metric column: rows of wall-time metrics are left out, every other row is compared
+    for root, seconds in ((a, 1.0), (b, 2.0)):
+        rows = pd.DataFrame({"method": ["m", "m"], "metric": ["spearman", "seconds"], "value": [0.3, seconds]})
+        save_parquet(rows, root / "board.parquet", provenance("explanation_leaderboard/v1"))
+        rows.to_csv(root / "board.csv", index=False)
+    assert "board.parquet" not in _differences(a, b) and "board.csv" not in _differences(a, b)
+    rows = pd.DataFrame({"method": ["m", "m"], "metric": ["spearman", "seconds"], "value": [0.31, 2.0]})
+    save_parquet(rows, b / "board.parquet", provenance("explanation_leaderboard/v1"))
+    assert "board.parquet" in _differences(a, b)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from attnlens.data import example_rng
 from attnlens.similarity import chance_stats, fixed_agreement, permutations, rbo_name
-from attnlens.stats import bootstrap_means, paired_wilcoxon
+from attnlens.stats import bootstrap_means, not_computable, paired_wilcoxon
 
 LEADERBOARD_SCHEMA = "explanation_leaderboard/v1"
 #: The reference and the control, around the explanation methods.
@@ -129,10 +129,18 @@ def summarise(
             values = wide[key].to_numpy(dtype=np.float64)
             n = int(np.isfinite(values).sum())
             m, a, b = stats[key]
-            versus, median, p, note = "", np.nan, np.nan, ""
-            if method != baseline and (baseline, metric.name) in stats:
+            versus, median, p, test_note = "", np.nan, np.nan, ""
+            notes = [] if metric.group == "agreement" else ["chance level: agreement metrics only"]
+            if method == baseline:
+                notes.append("the baseline of the paired tests")
+            elif (baseline, metric.name) not in stats:
+                notes.append(f"no paired test: {baseline} has no {metric.name}")
+            else:
                 versus = baseline
-                _, median, _, p, note = paired_wilcoxon(values, wide[(baseline, metric.name)].to_numpy(np.float64))
+                _, median, _, p, test_note = paired_wilcoxon(values, wide[(baseline, metric.name)].to_numpy(np.float64))
+            if not n:
+                notes.append(not_computable(0, "no example has this number"))
+            note = "; ".join([*notes, test_note] if test_note else notes)
             rows.append((method, metric.name, group[metric.name], n, m, a, b, chance.get(key, np.nan), versus,
                          median, p, note))  # fmt: skip
     return pd.DataFrame(rows, columns=out_cols)
