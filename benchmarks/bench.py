@@ -299,14 +299,15 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     }
 
 
-def _bench_child(n: int, env: dict) -> dict:
+def _bench_child(function: str, n: int, env: dict) -> dict:
+    """``benchmarks/bench.py``'s ``function(n)`` in a fresh interpreter under ``env``: its JSON result."""
     code = (
         f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
-        f"from bench import bench_attention_length as b; print(json.dumps(b({n})))"
+        f"from bench import {function} as b; print(json.dumps(b({n})))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
-        raise RuntimeError(f"attention benchmark at {n} tokens failed:\n{run.stderr[-2000:]}")
+        raise RuntimeError(f"{function} at {n} tokens failed:\n{run.stderr[-2000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -315,8 +316,8 @@ def bench_attention(lengths=(2048, 4096)) -> list[dict]:
     out = []
     strict = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
     for n in lengths:
-        timed = _bench_child(n, dict(os.environ))
-        memory = _bench_child(n, strict)
+        timed = _bench_child("bench_attention_length", n, dict(os.environ))
+        memory = _bench_child("bench_attention_length", n, strict)
         for key in ("peak_extra_bytes", "peak_extra_over_dense", "memory_method"):
             timed[key] = memory[key]
         timed["memory_method"] += " (separate run, MALLOC_MMAP_THRESHOLD_=131072)"
@@ -438,17 +439,6 @@ def bench_explanations_length(n: int, seed: int = 0, backward_max: int = 4096) -
     }
 
 
-def _explanations_child(n: int, env: dict) -> dict:
-    code = (
-        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
-        f"from bench import bench_explanations_length as b; print(json.dumps(b({n})))"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    if run.returncode:
-        raise RuntimeError(f"explanations benchmark at {n} tokens failed:\n{run.stderr[-2000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 def _run_share(results: Path) -> dict | str:
     """The comparison's share of the last default run (``results/benchmarks``): its own rules, the extra
     rankings' part of ``evaluate_faithfulness`` (its forwards per ranking are alike) and the rest."""
@@ -480,8 +470,8 @@ def bench_explanations(lengths=(2048, 4096)) -> dict:
     out = []
     strict = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
     for n in lengths:
-        timed = _explanations_child(n, dict(os.environ))
-        memory = _explanations_child(n, strict)
+        timed = _bench_child("bench_explanations_length", n, dict(os.environ))
+        memory = _bench_child("bench_explanations_length", n, strict)
         for name, m in timed["methods"].items():
             m["peak_extra_bytes"] = memory["methods"][name]["peak_extra_bytes"]
             m["peak_extra_over_dense"] = memory["methods"][name]["peak_extra_over_dense"]
