@@ -27,6 +27,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from attnlens.blocked_attention import use_blocked_attention
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
 
@@ -427,10 +428,18 @@ def source_tokenizer(name_or_path: str, max_length: int) -> PreTrainedTokenizerB
     return tokenizer
 
 
-def load_classifier(model_dir: str | Path) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase]:
-    """Load a saved classifier and its tokenizer; every weight must match (no missing or unexpected keys)."""
+def load_classifier(
+    model_dir: str | Path, blocked: bool = True
+) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase]:
+    """Load a saved classifier and its tokenizer; every weight must match (no missing or unexpected keys).
+
+    With ``blocked`` (the default) its self-attention takes the blocked path
+    (:mod:`attnlens.blocked_attention`) wherever that applies: in ``eval()`` mode without attention outputs.
+    """
     model, info = LongformerForSequenceClassification.from_pretrained(str(model_dir), output_loading_info=True)
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
         raise InputError(str(model_dir), "weights", f"expected a complete Longformer classifier, got {bad}")
+    if blocked:
+        use_blocked_attention(model)
     return model.eval(), load_tokenizer(model_dir)

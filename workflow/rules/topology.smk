@@ -11,7 +11,7 @@ rule topology:
         "results/benchmarks/topology/shard{shard}.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 2
+    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
     resources:
         mem_mb=4000,
         runtime=120,

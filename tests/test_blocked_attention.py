@@ -1,0 +1,174 @@
+"""The blocked self-attention path against Hugging Face's Longformer, the reference it replaces.
+
+Both run on the same float64 model and inputs — batches with padding, one or several global tokens per
+row, no global token at all, windows that differ by layer — and must agree to rounding: logits and
+every hidden state, the gradient at the embedding output (what IG and the gradient methods read), the
+parameter gradients (what head importance reads) and Integrated Gradients itself. Where the blocked
+path does not apply (attention outputs asked for, training mode) the model must be Hugging Face's,
+number for number.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import tiny_longformer
+from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
+
+from attnlens.attribution import Inputs, attribute_example, baseline_ids, position_ids
+from attnlens.blocked_attention import (
+    band_mask,
+    blocked_self_attention,
+    huggingface_attention,
+    use_blocked_attention,
+    use_huggingface_attention,
+)
+from attnlens.modeling import global_attention_mask, load_classifier, load_tokenizer, packaged_model_dir
+
+
+def batch(lengths, globals_=None, vocab=40, seed=0):
+    """Right-padded ids (pad 1) with CLS-like 0 first; ``globals_[row]`` the global positions (default CLS)."""
+    g = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    ids = torch.ones(len(lengths), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    glob = torch.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = torch.randint(3, vocab, (n,), generator=g)
+        ids[row, 0] = 0
+        mask[row, :n] = 1
+        for pos in (globals_ or {}).get(row, [0]):
+            glob[row, pos] = 1
+    return {"input_ids": ids, "attention_mask": mask, "global_attention_mask": glob}
+
+
+def classifier(window=4, layers=3, **kwargs):
+    return tiny_longformer(vocab_size=40, hidden=16, layers=layers, heads=4, intermediate=32, max_positions=80,
+                           window=window, num_labels=3, seed=5, double=True, **kwargs)  # fmt: skip
+
+
+def both(model, inputs, **kwargs):
+    """Hugging Face's outputs, then the blocked path's, on the same model."""
+    use_huggingface_attention(model)
+    ref = model(**inputs, output_hidden_states=True, **kwargs)
+    use_blocked_attention(model)
+    return ref, model(**inputs, output_hidden_states=True, **kwargs)
+
+
+CASES = {
+    "cls only, padded rows": ([23, 9, 16], None),
+    "several globals per row": ([23, 9, 16], {0: [0, 5, 22], 1: [0], 2: [0, 15]}),
+    "no global token": ([17, 12], {0: [], 1: []}),
+    "one long row": ([37], None),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("window", [4, [4, 8, 4], 8])
+def test_blocked_forward_matches_huggingface(case, window):
+    model = classifier(window=window)
+    lengths, globals_ = CASES[case]
+    with torch.no_grad():
+        ref, new = both(model, batch(lengths, globals_))
+    torch.testing.assert_close(new.logits, ref.logits, rtol=0, atol=1e-12)
+    for row, n in enumerate(lengths):  # the real tokens' states (padding rows are never read)
+        for h_ref, h_new in zip(ref.hidden_states, new.hidden_states, strict=True):
+            torch.testing.assert_close(h_new[row, :n], h_ref[row, :n], rtol=0, atol=1e-12)
+
+
+def test_blocked_gradients_match_huggingface():
+    model = classifier(window=[4, 8, 4])
+    inputs = batch([23, 9, 16], {0: [0, 5], 1: [0, 3], 2: [0, 7]})  # uneven counts: NaN gradients in HF too
+    grads = []
+    for patch in (use_huggingface_attention, use_blocked_attention):
+        patch(model)
+        model.zero_grad(set_to_none=True)
+        emb = {}
+        handle = model.longformer.embeddings.register_forward_hook(lambda m, a, out, emb=emb: emb.setdefault("x", out))
+        out = model(**inputs, labels=torch.tensor([0, 2, 1]))
+        emb["x"].retain_grad()
+        out.loss.backward()
+        handle.remove()
+        grads.append((emb["x"].grad, {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
+    (x_ref, p_ref), (x_new, p_new) = grads
+    torch.testing.assert_close(x_new, x_ref, rtol=0, atol=1e-12)
+    assert p_new.keys() == p_ref.keys() and any("query_global" in k for k in p_ref)
+    for name in p_ref:
+        torch.testing.assert_close(p_new[name], p_ref[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_integrated_gradients_are_the_same_on_either_path():
+    model = classifier()
+    ids = batch([29])["input_ids"]
+    mask = torch.ones_like(ids)
+    inputs = Inputs(ids, baseline_ids(ids, {0, 2}, 1), mask, global_attention_mask(mask), position_ids(model, 29))
+    runs = []
+    for patch in (use_huggingface_attention, use_blocked_attention):
+        patch(model)
+        runs.append(attribute_example(model, inputs, 2, min_steps=8, max_steps=8, tolerance=None,
+                                      internal_batch_size=3))  # fmt: skip
+    ref, new = runs
+    assert new.n_steps == ref.n_steps == 8
+    torch.testing.assert_close(torch.from_numpy(new.scores), torch.from_numpy(ref.scores), rtol=0, atol=1e-12)
+    assert new.delta == pytest.approx(ref.delta, abs=1e-12)
+
+
+def test_attention_outputs_and_training_take_huggingface_path(monkeypatch):
+    model = classifier()
+    inputs = batch([23, 9])
+    with torch.no_grad():
+        ref, new = both(model, inputs, output_attentions=True)
+    for a_ref, a_new in zip(ref.attentions + ref.global_attentions, new.attentions + new.global_attentions,
+                            strict=True):  # fmt: skip
+        assert torch.equal(a_new, a_ref)
+    assert torch.equal(new.logits, ref.logits)
+
+    calls = []
+    monkeypatch.setattr("attnlens.blocked_attention.blocked_self_attention",
+                        lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k))  # fmt: skip
+    model.config.attention_probs_dropout_prob = 0.5
+    model.train()
+    outs = []
+    for patch in (use_huggingface_attention, use_blocked_attention):
+        patch(model)
+        torch.manual_seed(0)
+        outs.append(model(**inputs).logits)
+    assert torch.equal(outs[0], outs[1]) and not calls  # dropout draws and all: Hugging Face's forward
+    model.eval()
+    with torch.no_grad():
+        model(**inputs)
+    assert len(calls) == model.config.num_hidden_layers
+
+
+def test_patching_is_idempotent_and_reversible():
+    model = classifier()
+    layers = [m for m in model.modules() if isinstance(m, LongformerSelfAttention)]
+    use_blocked_attention(use_blocked_attention(model))
+    patched = [m.forward for m in layers]
+    assert all("forward" in m.__dict__ for m in layers)
+    assert [m.forward for m in layers] == patched
+    with huggingface_attention(model):
+        assert not any("forward" in m.__dict__ for m in layers)
+    assert all("forward" in m.__dict__ for m in layers)
+    use_huggingface_attention(model)
+    assert not any("forward" in m.__dict__ for m in layers)
+    with huggingface_attention(model):  # a model that was not patched stays so
+        pass
+    assert not any("forward" in m.__dict__ for m in layers)
+
+
+def test_band_mask_keeps_the_window():
+    w = 3
+    mask = band_mask(w)
+    for r in range(w):  # query r of a block sits at key column r + w
+        assert mask[r].nonzero().flatten().tolist() == list(range(r, r + 2 * w + 1))
+
+
+def test_saved_classifiers_load_blocked(tmp_path):
+    folder = tmp_path / "clf"
+    classifier().float().save_pretrained(folder)
+    load_tokenizer(packaged_model_dir()).save_pretrained(folder)
+    model, _ = load_classifier(folder)
+    assert all("forward" in m.__dict__ for m in model.modules() if isinstance(m, LongformerSelfAttention))
+    plain, _ = load_classifier(folder, blocked=False)
+    assert not any("forward" in m.__dict__ for m in plain.modules() if isinstance(m, LongformerSelfAttention))
