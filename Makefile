@@ -10,13 +10,14 @@ CORES ?= $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || e
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test lint bench lock clean help
+.PHONY: install run test lint bench paper-shape lock clean help
 
 help:
 	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
 	@echo "make test   install with test tools, then run every test (unit + tiny end-to-end workflow)"
 	@echo "make lint   ruff check and format, snakemake --lint, snakefmt --check, import contracts (lint-imports)"
-	@echo "make bench  benchmarks -> results/bench/*.json"
+	@echo "make bench  benchmarks -> results/bench/*.json (paper-shape included)"
+	@echo "make paper-shape  the classification study at the paper's model shape -> results/bench/paper_shape.json"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +51,9 @@ lint: $(TEST_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --out results/bench
+
+paper-shape: $(STAMP)
+	$(BIN)/python benchmarks/paper_shape.py --out results/bench --cores $(CORES)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt

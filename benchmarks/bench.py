@@ -38,7 +38,10 @@ tokens): forward, pooling from the band, the three MI estimators with their Rips
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
-[--only foundation|attention|explanations|attribution|similarity|topology|pairs|explorer]``.
+[--only foundation|attention|explanations|attribution|similarity|topology|pairs|explorer|paper_shape]``.
+
+``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
+its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from paper_shape import rehearse
 from scipy import sparse
 from transformers import AutoTokenizer, BertConfig, BertModel, LongformerConfig, LongformerForSequenceClassification
 
@@ -878,6 +882,7 @@ def main(argv: list[str] | None = None) -> None:
         "pairs": lambda: {"pairs": bench_pairs()},
         "explorer": bench_explorer,
         "foundation": lambda: _foundation(args.config, args.skip_pipeline),
+        "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }
     parser.add_argument("--only", choices=list(benches), default=None)
     args = parser.parse_args(argv)

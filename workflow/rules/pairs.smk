@@ -28,7 +28,7 @@ rule train_pair_encoder:
         "results/benchmarks/train_pair_encoder/train_pair_encoder.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=60,
@@ -61,7 +61,7 @@ rule attribute_pairs:
         "results/benchmarks/attribute_pairs/shard{shard}.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=120,
@@ -94,7 +94,7 @@ rule pair_convergence:
         "results/benchmarks/pair_convergence/pair_convergence.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=60,
@@ -126,7 +126,7 @@ rule pair_topology:
         "results/benchmarks/pair_topology/pair_topology.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
+    threads: 2
     params:
         cfg=keys(pairs=["encoder.name_or_path", "encoder.max_tokens", "topology"]),
     script:

@@ -11,7 +11,7 @@ rule topology:
         "results/benchmarks/topology/shard{shard}.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # small matrices and NumPy: a second thread gains nothing, a second job does
+    threads: 1  # NumPy and numba, one thread: two shards side by side
     resources:
         mem_mb=4000,
         runtime=120,

@@ -1,0 +1,278 @@
+"""Paper-shape rehearsal: the classification study at the paper's model shape, on a handful of documents.
+
+``make paper-shape`` (also part of ``make bench``) writes ``results/bench/paper_shape.json``:
+
+1. a base-size Longformer classifier (12 layers × 12 heads, hidden 768, window 512, 2 048 positions) with
+   seeded random weights is saved with the packaged tokenizer, the way a user saves their own;
+2. the pipeline runs every rule of the classification study on it (``model.source: classifier``), on
+   synthetic documents long enough to fill 2 048 tokens, in a scratch directory, with IG's step counts
+   reduced (``--ig-steps``) and every other setting the paper configuration's;
+3. one training micro-step of the same model at 2 048 tokens (batch 1, gradient checkpointing, AdamW) is
+   timed outside the DAG, since an existing classifier is not fine-tuned.
+
+For every rule it records the job's wall seconds (Snakemake's log), CPU seconds and peak resident memory
+(its benchmark file), the work unit its cost grows with and how many units the rehearsal had. The
+extrapolation to the paper's run (``config/paper.yaml``: 1 070 test documents, 4 280 training documents,
+IG at 50 steps and 500 for the showcased documents, per-embedding IG at 200 steps) is linear:
+
+    seconds_paper = (seconds − fixed) / units_rehearsal × units_paper + fixed
+
+with ``fixed`` the job's start-up (interpreter, imports, model load: the seconds of its smallest sibling
+job, or 0 where none is measured) and, for the IG rules, units counted in gradient steps (documents ×
+steps). Rules whose work does not grow with the documents (figures, tables of a handful of rows) keep
+their seconds. Each sharded rule is checked against the SLURM profile (``workflow/profiles/slurm``): its
+peak memory against ``mem_mb`` and its per-shard extrapolated time against ``runtime`` at the paper's
+shard count; where the CPU time exceeds it, the shards a CPU-only cluster would need are given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from transformers import LongformerConfig, LongformerForSequenceClassification
+
+from attnlens.corpus import CLASS_NAMES
+from attnlens.io import atomic_path, provenance
+from attnlens.modeling import load_tokenizer, packaged_model_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER_CONFIG = ROOT / "config" / "paper.yaml"
+SLURM_PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
+
+#: The paper's run (docs/recipes.md §1.1, §2.1, §9): documents and step counts.
+PAPER = {"test_documents": 1070, "train_documents": 4280, "ig_steps": 50, "showcase_steps": 500,
+         "embedding_steps": 200, "epochs": 2, "max_length": 2048}  # fmt: skip
+
+
+def base_classifier(folder: Path, seed: int = 0) -> Path:
+    """longformer-base's shape with seeded random weights and two labels, saved with the packaged tokenizer."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    tokenizer.model_max_length = PAPER["max_length"]
+    config = LongformerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+        intermediate_size=3072, max_position_embeddings=PAPER["max_length"] + tokenizer.pad_token_id + 2,
+        attention_window=512, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id, type_vocab_size=1,
+        id2label=dict(enumerate(CLASS_NAMES)), label2id={c: i for i, c in enumerate(CLASS_NAMES)},
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    model = LongformerForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def rehearsal_config(classifier: Path, n_test: int, ig_steps: int, cores: int) -> dict:
+    """The paper configuration's classification settings on ``n_test`` synthetic test documents of ≥ 2 048 tokens."""
+    paper = yaml.safe_load(PAPER_CONFIG.read_text())
+    n_train = 2 * n_test
+    return {
+        "studies": ["classification"],
+        "data": {"source": "synthetic", "seed": 42, "test_fraction": n_test / (n_test + n_train),
+                 "synthetic": {"n_documents": n_test + n_train, "min_words": 2000, "max_words": 2400}},
+        "model": {"source": "classifier", "name_or_path": str(classifier), "max_length": PAPER["max_length"],
+                  "attention_window": 512, "seed": 42},
+        "predict": {"batch_size": paper["predict"]["batch_size"], "seed": 42, "extra_ids": []},
+        "importance": {**paper["importance"], "max_examples": n_train},
+        "attention": {**paper["attention"], "n_shards": cores},
+        "attribution": {**paper["attribution"], "n_shards": cores, "n_steps": ig_steps, "showcase_steps": ig_steps,
+                        "embeddings_steps": ig_steps, "internal_batch_size": 2},
+        "explanations": {**paper["explanations"], "n_shards": cores, "batch_size": 4},
+        "faithfulness": {**paper["faithfulness"], "batch_size": 4},
+        "similarity": {k: v for k, v in paper["similarity"].items() if k not in ("extra_datasets", "dataset_name")},
+    }  # fmt: skip
+
+
+def _log_jobs(log: Path) -> list[dict]:
+    """``[{rule, wildcards, seconds}]`` from a Snakemake log (job start and finish stamps)."""
+    stamp, rule, jobs, started = None, None, [], {}
+    for line in log.read_text().splitlines():
+        if m := re.match(r"\[(\w{3} \w{3}\s+\d+ [\d:]+ \d{4})\]", line):
+            stamp = datetime.datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+        elif m := re.match(r"(?:local)?rule (\w+):", line):
+            rule = m.group(1)
+        elif m := re.match(r"\s+jobid: (\d+)", line):
+            started[m.group(1)] = (rule, stamp)
+        elif m := re.match(r"Finished jobid: (\d+)", line):
+            name, t0 = started[m.group(1)]
+            jobs.append({"rule": name, "seconds": (stamp - t0).total_seconds()})
+    return jobs
+
+
+def _benchmarks(results: Path) -> dict[str, dict]:
+    """Per rule: summed CPU seconds and peak RSS (MB) of its jobs' benchmark files."""
+    out: dict[str, dict] = {}
+    for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
+        header, values = tsv.read_text().splitlines()[:2]
+        row = dict(zip(header.split("\t"), values.split("\t"), strict=False))
+        entry = out.setdefault(tsv.parent.name, {"cpu_s": 0.0, "max_rss_mb": 0.0, "jobs": 0})
+        entry["cpu_s"] += float(row["cpu_time"])
+        entry["max_rss_mb"] = max(entry["max_rss_mb"], float(row["max_rss"]))
+        entry["jobs"] += 1
+    return out
+
+
+def units(rule: str, counts: dict, ig_steps: int) -> tuple[str, float, float] | None:
+    """``(unit, units in the rehearsal, units in the paper's run)`` a rule's cost grows with; None: fixed."""
+    test, train, shown = counts["test"], counts["train"], counts["showcased"]
+    paper_test, paper_shown = PAPER["test_documents"], counts["paper_showcased"]
+    if rule == "attribute":
+        paper = (paper_test - paper_shown) * PAPER["ig_steps"] + paper_shown * PAPER["showcase_steps"]
+        return "IG gradient steps", test * ig_steps, paper
+    if rule == "attribute_embeddings":
+        return "per-embedding IG steps", shown * ig_steps, paper_shown * PAPER["embedding_steps"]
+    if rule == "estimate_head_importance":
+        return "training documents", train, PAPER["train_documents"]
+    if rule in ("predict", "extract_attention", "explain", "evaluate_faithfulness", "compare", "aggregate_similarity"):
+        return "test documents", test, paper_test
+    return None
+
+
+def extrapolate(jobs: list[dict], bench: dict, counts: dict, ig_steps: int, shards: dict, slurm: dict) -> dict:
+    """Per rule: measured seconds, unit, per-unit seconds and the paper-scale estimate, with the SLURM check."""
+    by_rule: dict[str, list[float]] = {}
+    for job in jobs:
+        by_rule.setdefault(job["rule"], []).append(job["seconds"])
+    startup = min((s for r, ss in by_rule.items() if units(r, counts, ig_steps) is None for s in ss), default=0.0)
+    rows = {}
+    for rule, seconds in by_rule.items():
+        if rule == "all":
+            continue
+        total = sum(seconds)
+        row = {"jobs": len(seconds), "seconds": round(total, 1), **bench.get(rule, {})}
+        scaled = units(rule, counts, ig_steps)
+        if scaled is None:
+            row.update(unit="fixed", seconds_paper=round(total, 1))
+        else:
+            unit, have, paper = scaled
+            work = max(total - startup * len(seconds), 0.0)
+            per_unit = work / have if have else float("nan")
+            n_shards = shards.get(rule, 1)
+            paper_s = per_unit * paper + startup * n_shards
+            row.update(unit=unit, units_rehearsal=have, units_paper=paper, seconds_per_unit=round(per_unit, 2),
+                       seconds_paper=round(paper_s, 0), hours_paper=round(paper_s / 3600, 1),
+                       paper_shards=n_shards, hours_per_shard_paper=round(paper_s / n_shards / 3600, 2))  # fmt: skip
+        if rule in slurm:
+            res = slurm[rule]
+            check = {"mem_mb": res.get("mem_mb"), "runtime_min": res.get("runtime")}
+            if "max_rss_mb" in row and res.get("mem_mb"):
+                check["memory_fits"] = row["max_rss_mb"] <= res["mem_mb"]
+            if "hours_per_shard_paper" in row and res.get("runtime"):
+                per_shard_min = row["hours_per_shard_paper"] * 60
+                check["cpu_runtime_fits"] = per_shard_min <= res["runtime"]
+                check["cpu_shards_needed"] = math.ceil(row["seconds_paper"] / 60 / res["runtime"])
+            row["slurm"] = check
+        rows[rule] = row
+    return rows
+
+
+def time_training_step(folder: Path, threads: int, steps: int = 2) -> dict:
+    """Seconds of one fwd + bwd + AdamW step at batch 1 × 2 048 tokens, gradient checkpointing, fp32 (CPU)."""
+    torch.set_num_threads(threads)
+    model = LongformerForSequenceClassification.from_pretrained(folder)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    optimiser = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    ids = torch.randint(1000, 20000, (1, PAPER["max_length"]))
+    glob = torch.zeros_like(ids)
+    glob[:, 0] = 1
+    times = []
+    for _ in range(steps + 1):  # the first step allocates AdamW's states: not counted
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, global_attention_mask=glob, labels=torch.tensor([1])).loss
+        loss.backward()
+        optimiser.step()
+        optimiser.zero_grad()
+        times.append(time.perf_counter() - t0)
+    per_step = sum(times[1:]) / steps
+    passes = PAPER["epochs"] * PAPER["train_documents"]
+    note = "fp32 on CPU; the paper's run is fp16 on a GPU (the GPU section of docs/benchmarks.md)"
+    return {"seconds_per_document_step": round(per_step, 2), "passes_paper": passes,
+            "hours_paper": round(per_step * passes / 3600, 1), "threads": threads, "note": note}  # fmt: skip
+
+
+def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | None = None) -> dict:
+    """Run the rehearsal in a scratch directory; return the JSON-ready result."""
+    work = Path(tempfile.mkdtemp(prefix="attnlens-paper-shape-")) if keep is None else keep
+    try:
+        classifier = base_classifier(work / "longformer-base-random")
+        cfg = rehearsal_config(classifier, n_test, ig_steps, cores)
+        (work / "config").mkdir(exist_ok=True)
+        shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
+        overrides = work / "config" / "paper_shape.yaml"
+        overrides.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
+               "--configfile", str(overrides), "--cores", str(cores)]  # fmt: skip
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if run.returncode:
+            raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")
+        log = max((work / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+        selection = json.loads((work / "results/predictions/selection.json").read_text())
+        shown = len({s["example_id"] for s in selection.get("selection", selection) if s.get("example_id")})
+        paper = yaml.safe_load(PAPER_CONFIG.read_text())
+        counts = {"test": n_test, "train": 2 * n_test, "showcased": shown,
+                  "paper_showcased": len(paper["predict"]["extra_ids"]) + 6}  # fmt: skip
+        shards = {"attribute": paper["attribution"]["n_shards"], "extract_attention": paper["attention"]["n_shards"],
+                  "explain": paper["explanations"]["n_shards"], "compare": paper["attention"]["n_shards"]}  # fmt: skip
+        slurm = yaml.safe_load(SLURM_PROFILE.read_text()).get("set-resources", {})
+        rules = extrapolate(_log_jobs(log), _benchmarks(work / "results"), counts, ig_steps, shards, slurm)
+        train = time_training_step(classifier, cores)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    total = sum(r["seconds_paper"] for r in rules.values()) + train["hours_paper"] * 3600
+    return {
+        "model": "Longformer 12 layers x 12 heads, hidden 768, window 512, random weights (model.source classifier)",
+        "tokens": PAPER["max_length"],
+        "rehearsal": {
+            "test_documents": n_test,
+            "train_documents": 2 * n_test,
+            "showcased": shown,
+            "ig_steps": ig_steps,
+            "cores": cores,
+            "wall_s": round(wall, 1),
+            "device": "cpu",
+        },
+        "paper": {**PAPER, "showcased": counts["paper_showcased"]},
+        "formula": "seconds_paper = (seconds - jobs x startup) / units_rehearsal x units_paper + shards_paper x "
+        "startup; IG rules in gradient steps (documents x steps), head importance in training documents, the rest "
+        "in test documents; figures and tables fixed",
+        "rules": rules,
+        "train_classifier": train,
+        "cpu_hours_paper": round(total / 3600, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    parser.add_argument("--documents", type=int, default=2, help="test documents (training: twice as many)")
+    parser.add_argument("--ig-steps", type=int, default=4)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
+    args = parser.parse_args(argv)
+    result = {
+        **rehearse(args.documents, args.ig_steps, args.cores, args.keep),
+        "provenance": provenance("bench_paper_shape/v1"),
+    }
+    with atomic_path(Path(args.out) / "paper_shape.json") as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
