@@ -17,8 +17,8 @@ IG at 50 steps and 500 for the showcased documents, per-embedding IG at 200 step
 
     seconds_paper = (seconds − fixed) / units_rehearsal × units_paper + fixed
 
-with ``fixed`` the job's start-up (interpreter, imports, model load: the seconds of its smallest sibling
-job, or 0 where none is measured) and, for the IG rules, units counted in gradient steps (documents ×
+with ``fixed`` a job's start-up (interpreter, imports, model load: the median seconds of the rehearsal's
+jobs that do not grow with the data) and, for the IG rules, units counted in gradient steps (documents ×
 steps). Rules whose work does not grow with the documents (figures, tables of a handful of rows) keep
 their seconds. Each sharded rule is checked against the SLURM profile (``workflow/profiles/slurm``): its
 peak memory against ``mem_mb`` and its per-shard extrapolated time against ``runtime`` at the paper's
@@ -43,9 +43,12 @@ import torch
 import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
+from attnlens.attribution import load_attributions
 from attnlens.corpus import CLASS_NAMES
+from attnlens.data import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.modeling import load_tokenizer, packaged_model_dir
+from attnlens.prediction import load_selection
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"
@@ -145,7 +148,8 @@ def extrapolate(jobs: list[dict], bench: dict, counts: dict, ig_steps: int, shar
     by_rule: dict[str, list[float]] = {}
     for job in jobs:
         by_rule.setdefault(job["rule"], []).append(job["seconds"])
-    startup = min((s for r, ss in by_rule.items() if units(r, counts, ig_steps) is None for s in ss), default=0.0)
+    fixed = sorted(s for r, ss in by_rule.items() if r != "all" and units(r, counts, ig_steps) is None for s in ss)
+    startup = fixed[len(fixed) // 2] if fixed else 0.0  # median: interpreter, imports, model load
     rows = {}
     for rule, seconds in by_rule.items():
         if rule == "all":
@@ -157,7 +161,7 @@ def extrapolate(jobs: list[dict], bench: dict, counts: dict, ig_steps: int, shar
             row.update(unit="fixed", seconds_paper=round(total, 1))
         else:
             unit, have, paper = scaled
-            work = max(total - startup * len(seconds), 0.0)
+            work = max(total - startup * len(seconds), 0.0)  # 0: below the log's one-second resolution
             per_unit = work / have if have else float("nan")
             n_shards = shards.get(rule, 1)
             paper_s = per_unit * paper + startup * n_shards
@@ -172,7 +176,8 @@ def extrapolate(jobs: list[dict], bench: dict, counts: dict, ig_steps: int, shar
             if "hours_per_shard_paper" in row and res.get("runtime"):
                 per_shard_min = row["hours_per_shard_paper"] * 60
                 check["cpu_runtime_fits"] = per_shard_min <= res["runtime"]
-                check["cpu_shards_needed"] = math.ceil(row["seconds_paper"] / 60 / res["runtime"])
+                if rule in shards:  # a sharded rule: how many shards a CPU-only cluster would need
+                    check["cpu_shards_needed"] = math.ceil(row["seconds_paper"] / 60 / res["runtime"])
             row["slurm"] = check
         rows[rule] = row
     return rows
@@ -203,56 +208,62 @@ def time_training_step(folder: Path, threads: int, steps: int = 2) -> dict:
             "hours_paper": round(per_step * passes / 3600, 1), "threads": threads, "note": note}  # fmt: skip
 
 
-def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | None = None) -> dict:
-    """Run the rehearsal in a scratch directory; return the JSON-ready result."""
+def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | None = None, reuse: bool = False) -> dict:
+    """Run the rehearsal in a scratch directory (or ``keep``; with ``reuse``, summarise the run already there)."""
     work = Path(tempfile.mkdtemp(prefix="attnlens-paper-shape-")) if keep is None else keep
+    classifier = work / "longformer-base-random"
     try:
-        classifier = base_classifier(work / "longformer-base-random")
-        cfg = rehearsal_config(classifier, n_test, ig_steps, cores)
-        (work / "config").mkdir(exist_ok=True)
-        shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
-        overrides = work / "config" / "paper_shape.yaml"
-        overrides.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-               "--configfile", str(overrides), "--cores", str(cores)]  # fmt: skip
-        t0 = time.perf_counter()
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        if run.returncode:
-            raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")
+        if not reuse:
+            base_classifier(classifier)
+            cfg = rehearsal_config(classifier, n_test, ig_steps, cores)
+            (work / "config").mkdir(exist_ok=True)
+            shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
+            overrides = work / "config" / "paper_shape.yaml"
+            overrides.write_text(yaml.safe_dump(cfg, sort_keys=False))
+            cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                   str(work), "--configfile", str(overrides), "--cores", str(cores)]  # fmt: skip
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            if run.returncode:
+                raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")
         log = max((work / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
-        selection = json.loads((work / "results/predictions/selection.json").read_text())
-        shown = len({s["example_id"] for s in selection.get("selection", selection) if s.get("example_id")})
+        jobs = _log_jobs(log)
+        test, _ = load_examples(work / "results/data/test.parquet")
+        train, _ = load_examples(work / "results/data/train.parquet")
+        attributions = load_attributions(sorted((work / "results/attributions").glob("shard*.parquet")))
+        shown = len({s["example_id"] for s in load_selection(work / "results/predictions/selection.json")})
         paper = yaml.safe_load(PAPER_CONFIG.read_text())
-        counts = {"test": n_test, "train": 2 * n_test, "showcased": shown,
+        counts = {"test": len(test), "train": min(2 * n_test, len(train)), "showcased": shown,
                   "paper_showcased": len(paper["predict"]["extra_ids"]) + 6}  # fmt: skip
         shards = {"attribute": paper["attribution"]["n_shards"], "extract_attention": paper["attention"]["n_shards"],
                   "explain": paper["explanations"]["n_shards"], "compare": paper["attention"]["n_shards"]}  # fmt: skip
+        shards = {rule: int(n) for rule, n in shards.items()}
         slurm = yaml.safe_load(SLURM_PROFILE.read_text()).get("set-resources", {})
-        rules = extrapolate(_log_jobs(log), _benchmarks(work / "results"), counts, ig_steps, shards, slurm)
-        train = time_training_step(classifier, cores)
+        rules = extrapolate(jobs, _benchmarks(work / "results"), counts, ig_steps, shards, slurm)
+        train_step = time_training_step(classifier, cores)
+        tokens = sorted({len(ids) for ids in attributions["input_ids"]})
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    total = sum(r["seconds_paper"] for r in rules.values()) + train["hours_paper"] * 3600
+    total = sum(r["seconds_paper"] for r in rules.values()) + train_step["hours_paper"] * 3600
+    wall = sum(job["seconds"] for job in jobs)
     return {
         "model": "Longformer 12 layers x 12 heads, hidden 768, window 512, random weights (model.source classifier)",
-        "tokens": PAPER["max_length"],
+        "tokens": tokens,
         "rehearsal": {
-            "test_documents": n_test,
-            "train_documents": 2 * n_test,
+            "test_documents": counts["test"],
+            "train_documents": counts["train"],
             "showcased": shown,
             "ig_steps": ig_steps,
             "cores": cores,
-            "wall_s": round(wall, 1),
+            "jobs_s": round(wall, 1),
             "device": "cpu",
         },
         "paper": {**PAPER, "showcased": counts["paper_showcased"]},
         "formula": "seconds_paper = (seconds - jobs x startup) / units_rehearsal x units_paper + shards_paper x "
-        "startup; IG rules in gradient steps (documents x steps), head importance in training documents, the rest "
-        "in test documents; figures and tables fixed",
+        "startup (the median fixed job); IG rules in gradient steps (documents x steps), head importance in "
+        "training documents, the rest in test documents; figures and tables fixed",
         "rules": rules,
-        "train_classifier": train,
+        "train_classifier": train_step,
         "cpu_hours_paper": round(total / 3600, 1),
     }
 
@@ -264,9 +275,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ig-steps", type=int, default=4)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
+    parser.add_argument("--reuse", action="store_true", help="summarise the run already in --keep")
     args = parser.parse_args(argv)
     result = {
-        **rehearse(args.documents, args.ig_steps, args.cores, args.keep),
+        **rehearse(args.documents, args.ig_steps, args.cores, args.keep, args.reuse),
         "provenance": provenance("bench_paper_shape/v1"),
     }
     with atomic_path(Path(args.out) / "paper_shape.json") as tmp:

@@ -1,0 +1,95 @@
+"""The paper-shape rehearsal's bookkeeping (``benchmarks/paper_shape.py``): its configuration is valid, the
+Snakemake log is read into per-job seconds, and the extrapolation is the stated linear formula."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnlens.config import validate_config
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import paper_shape  # noqa: E402
+
+
+def test_rehearsal_config_is_valid_and_keeps_the_paper_settings(tmp_path):
+    cfg = paper_shape.rehearsal_config(tmp_path / "clf", n_test=3, ig_steps=4, cores=2)
+    merged = copy.deepcopy(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    for section, values in cfg.items():
+        if isinstance(values, dict) and isinstance(merged.get(section), dict):
+            merged[section].update(values)
+        else:
+            merged[section] = values
+    validate_config(merged, where="paper_shape")
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    assert merged["studies"] == ["classification"] and merged["model"]["source"] == "classifier"
+    assert (merged["model"]["max_length"], merged["model"]["attention_window"]) == (2048, 512)
+    assert merged["attribution"]["n_steps"] == 4 and merged["attribution"]["adaptive"] is False
+    assert merged["faithfulness"]["rankings"] == paper["faithfulness"]["rankings"]
+    assert merged["similarity"]["n_permutations"] == paper["similarity"]["n_permutations"]
+    test = merged["data"]["test_fraction"] * merged["data"]["synthetic"]["n_documents"]
+    assert test == pytest.approx(3)
+
+
+LOG = """
+[Mon Nov 23 18:00:00 2026]
+localrule prepare_dataset:
+    jobid: 3
+[Mon Nov 23 18:00:05 2026]
+Finished jobid: 3 (Rule: prepare_dataset)
+[Mon Nov 23 18:00:05 2026]
+rule attribute:
+    jobid: 7
+[Mon Nov 23 18:00:05 2026]
+rule attribute:
+    jobid: 8
+[Mon Nov 23 18:01:45 2026]
+Finished jobid: 7 (Rule: attribute)
+[Mon Nov 23 18:02:05 2026]
+Finished jobid: 8 (Rule: attribute)
+"""
+
+
+def test_log_gives_each_jobs_seconds(tmp_path):
+    log = tmp_path / "run.snakemake.log"
+    log.write_text(LOG)
+    assert paper_shape._log_jobs(log) == [
+        {"rule": "prepare_dataset", "seconds": 5.0},
+        {"rule": "attribute", "seconds": 100.0},
+        {"rule": "attribute", "seconds": 120.0},
+    ]
+
+
+def test_extrapolation_is_linear_in_the_work_units():
+    counts = {"test": 2, "train": 4, "showcased": 2, "paper_showcased": 12}
+    jobs = [{"rule": "plot_attention", "seconds": 5.0}, {"rule": "attribute", "seconds": 105.0},
+            {"rule": "attribute", "seconds": 105.0}, {"rule": "predict", "seconds": 9.0}]  # fmt: skip
+    slurm = {"attribute": {"mem_mb": 16000, "runtime": 720}, "predict": {"mem_mb": 100, "runtime": 60}}
+    bench = {"attribute": {"cpu_s": 400.0, "max_rss_mb": 9000.0, "jobs": 2}, "predict": {"max_rss_mb": 900.0}}
+    rows = paper_shape.extrapolate(jobs, bench, counts, ig_steps=4, shards={"attribute": 16}, slurm=slurm)
+    assert rows["plot_attention"]["unit"] == "fixed" and rows["plot_attention"]["seconds_paper"] == 5.0
+    ig = rows["attribute"]
+    # start-up = the smallest fixed job (5 s): (210 - 2 x 5) / (2 documents x 4 steps) = 25 s per step
+    assert ig["seconds_per_unit"] == 25.0 and ig["units_rehearsal"] == 8
+    assert ig["units_paper"] == (1070 - 12) * 50 + 12 * 500
+    assert ig["seconds_paper"] == round(25.0 * ig["units_paper"] + 16 * 5.0)
+    assert ig["slurm"]["memory_fits"] and not ig["slurm"]["cpu_runtime_fits"]
+    assert ig["slurm"]["cpu_shards_needed"] == -(-ig["seconds_paper"] // (720 * 60))
+    pred = rows["predict"]
+    assert pred["seconds_per_unit"] == 2.0 and pred["seconds_paper"] == round(2.0 * 1070 + 5.0)
+    assert pred["slurm"]["memory_fits"] is False  # 900 MB measured against a 100 MB allocation
+
+
+def test_units_cover_every_rule_that_grows_with_the_data():
+    counts = {"test": 2, "train": 4, "showcased": 1, "paper_showcased": 12}
+    assert paper_shape.units("estimate_head_importance", counts, 4) == ("training documents", 4, 4280)
+    assert paper_shape.units("attribute_embeddings", counts, 4) == ("per-embedding IG steps", 4, 12 * 200)
+    for rule in ("predict", "extract_attention", "explain", "evaluate_faithfulness", "compare"):
+        assert paper_shape.units(rule, counts, 4) == ("test documents", 2, 1070)
+    assert paper_shape.units("plot_attention", counts, 4) is None
