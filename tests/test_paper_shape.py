@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import paper_shape  # noqa: E402
+import rule_times  # noqa: E402
 
 
 def test_rehearsal_config_is_valid_and_keeps_the_paper_settings(tmp_path):
@@ -93,3 +94,25 @@ def test_units_cover_every_rule_that_grows_with_the_data():
     for rule in ("predict", "extract_attention", "explain", "evaluate_faithfulness", "compare"):
         assert paper_shape.units(rule, counts, 4) == ("test documents", 2, 1070)
     assert paper_shape.units("plot_attention", counts, 4) is None
+
+
+def test_rule_times_table_sums_each_rules_jobs(tmp_path):
+    runs = []
+    for i, scale in enumerate((1, 2)):
+        run = tmp_path / f"run{i}"
+        (run / ".snakemake" / "log").mkdir(parents=True)
+        log = LOG.replace("18:01:45", "18:01:45" if scale == 1 else "18:02:05")
+        (run / ".snakemake" / "log" / "a.snakemake.log").write_text(log)
+        bench = run / "results" / "benchmarks" / "attribute"
+        bench.mkdir(parents=True)
+        for shard in (0, 1):
+            (bench / f"shard{shard}.tsv").write_text(f"s\tmax_rss\tcpu_time\n1\t10\t{50 * scale}\n")
+        runs.append(run)
+    text = rule_times.table(runs)
+    assert "| `attribute` | 2 | 220 | 100 | 240 | 200 |" in text
+    assert "| `prepare_dataset` | 1 | 5 | – | 5 | – |" in text
+    assert text.splitlines()[-1] == "| **all jobs** | 3 | 225 | 100 | 245 | 200 |"
+    empty = tmp_path / "empty"
+    (empty / ".snakemake" / "log").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="no Snakemake log with finished jobs"):
+        rule_times.table([empty])
