@@ -6,19 +6,19 @@ Hugging Face's ``LongformerSelfAttention`` builds the band of scores from overla
 arithmetic: ``torch.profiler`` on an IG batch at 512 tokens gives the attention 62 % of the time, 37 % in
 ``copy_``, ``fill_`` and the ``index_add_`` of ``as_strided``'s backward and 25 % in its matmuls.
 
-Here the ``n`` queries are cut into ``n / w`` blocks of ``w``; every key query ``i`` may see (``|i − j| ≤ w``)
-lies in the block's ``3w`` keys ``[bw − w, bw + 2w)``, one ``unfold`` view of the key and value
-matrices padded by ``w`` on each side. Each block's scores are one ``(w × 3w)`` matmul, masked to the
+Here the ``n`` queries are cut into ``n / w`` blocks of ``w``; every key ``j`` a query ``i`` of block ``b`` may
+see (``|i − j| ≤ w``) lies in the block's ``3w`` keys ``[bw − w, bw + 2w)``, one ``unfold`` view of the key
+and value matrices padded by ``w`` on each side. Each block's scores are one ``(w × 3w)`` matmul, masked to the
 band, to keys that are neither padding nor global, and to the sequence; the scores against the global
 keys (regular key projection) are appended, as in Hugging Face, and one softmax covers both. That is
 1.5 × the band's multiply-adds (Hugging Face's chunks: 2 ×) and no diagonal reshuffling. The global
-query rows are Hugging Face's own code (``_compute_global_attn_output_from_hidden``), so they are its
-numbers exactly.
+query rows are Hugging Face's own code (``_compute_global_attn_output_from_hidden``), given contiguous
+hidden states so that its projections run as one matrix product each.
 
 The result is the same function of the inputs; only the order of floating-point sums differs
-(``tests/test_blocked_attention.py`` compares logits, hidden states and input gradients with Hugging
-Face's path). It applies only where nothing needs the attention matrices or dropout: inference and
-input-gradient passes of a model in ``eval()`` mode without ``output_attentions``. Everywhere else
+(``tests/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
+with Hugging Face's path). It applies only where nothing needs the attention matrices or dropout: forward
+and backward passes of a model in ``eval()`` mode without ``output_attentions``. Everywhere else
 (training, attention extraction) the model runs Hugging Face's forward unchanged.
 """
 
