@@ -98,7 +98,7 @@ def rehearsal_config(classifier: Path, n_test: int, ig_steps: int, cores: int) -
     }  # fmt: skip
 
 
-def _log_jobs(log: Path) -> list[dict]:
+def log_jobs(log: Path) -> list[dict]:
     """``[{rule, wildcards, seconds}]`` from a Snakemake log (job start and finish stamps)."""
     stamp, rule, jobs, started = None, None, [], {}
     for line in log.read_text().splitlines():
@@ -114,7 +114,7 @@ def _log_jobs(log: Path) -> list[dict]:
     return jobs
 
 
-def _benchmarks(results: Path) -> dict[str, dict]:
+def rule_benchmarks(results: Path) -> dict[str, dict]:
     """Per rule: summed CPU seconds and peak RSS (MB) of its jobs' benchmark files."""
     out: dict[str, dict] = {}
     for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
@@ -226,7 +226,7 @@ def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | No
             if run.returncode:
                 raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")
         log = max((work / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
-        jobs = _log_jobs(log)
+        jobs = log_jobs(log)
         test, _ = load_examples(work / "results/data/test.parquet")
         train, _ = load_examples(work / "results/data/train.parquet")
         attributions = load_attributions(sorted((work / "results/attributions").glob("shard*.parquet")))
@@ -238,7 +238,7 @@ def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | No
                   "explain": paper["explanations"]["n_shards"], "compare": paper["attention"]["n_shards"]}  # fmt: skip
         shards = {rule: int(n) for rule, n in shards.items()}
         slurm = yaml.safe_load(SLURM_PROFILE.read_text()).get("set-resources", {})
-        rules = extrapolate(jobs, _benchmarks(work / "results"), counts, ig_steps, shards, slurm)
+        rules = extrapolate(jobs, rule_benchmarks(work / "results"), counts, ig_steps, shards, slurm)
         train_step = time_training_step(classifier, cores)
         tokens = sorted({len(ids) for ids in attributions["input_ids"]})
     finally:

@@ -13,32 +13,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from paper_shape import _benchmarks, _log_jobs
+from paper_shape import log_jobs, rule_benchmarks
 
 
-def newest_log(run: Path) -> Path:
-    """The newest ``*.snakemake.log`` that ran jobs (a ``--report`` call's log has none)."""
+def run_jobs(run: Path) -> list[dict]:
+    """The finished jobs of the newest ``*.snakemake.log`` that ran any (a ``--report`` call's log has none)."""
     logs = sorted((run / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
-    with_jobs = [log for log in logs if _log_jobs(log)]
-    if not with_jobs:
-        raise SystemExit(f"rule_times: error: {run}: no Snakemake log with finished jobs under .snakemake/log")
-    return with_jobs[-1]
+    for log in reversed(logs):
+        if jobs := log_jobs(log):
+            return [job for job in jobs if job["rule"] != "all"]
+    raise SystemExit(f"rule_times: error: {run}: no Snakemake log with finished jobs under .snakemake/log")
 
 
 def table(runs: list[Path]) -> str:
     """The Markdown table of per-rule job counts, wall seconds and CPU seconds for each run."""
     walls, cpus, counts = [], [], {}
-    for run in runs:
+    for i, run in enumerate(runs):
         wall: dict[str, float] = {}
-        for job in _log_jobs(newest_log(run)):
-            if job["rule"] != "all":
-                wall[job["rule"]] = wall.get(job["rule"], 0.0) + job["seconds"]
-                counts.setdefault(job["rule"], 0)
+        for job in run_jobs(run):
+            wall[job["rule"]] = wall.get(job["rule"], 0.0) + job["seconds"]
+            counts[job["rule"]] = counts.get(job["rule"], 0) + (i == 0)  # jobs counted in the first run
         walls.append(wall)
-        cpus.append({rule: v["cpu_s"] for rule, v in _benchmarks(run / "results").items()})
-    for job in _log_jobs(newest_log(runs[0])):
-        if job["rule"] in counts:
-            counts[job["rule"]] += 1
+        cpus.append({rule: v["cpu_s"] for rule, v in rule_benchmarks(run / "results").items()})
     rules = sorted(counts, key=lambda r: -walls[0].get(r, 0.0))
     head = "| rule | jobs | " + " | ".join(f"wall s ({i + 1}) | CPU s ({i + 1})" for i in range(len(runs))) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(runs))]

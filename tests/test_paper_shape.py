@@ -60,7 +60,7 @@ Finished jobid: 8 (Rule: attribute)
 def test_log_gives_each_jobs_seconds(tmp_path):
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG)
-    assert paper_shape._log_jobs(log) == [
+    assert paper_shape.log_jobs(log) == [
         {"rule": "prepare_dataset", "seconds": 5.0},
         {"rule": "attribute", "seconds": 100.0},
         {"rule": "attribute", "seconds": 120.0},
