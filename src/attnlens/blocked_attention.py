@@ -12,8 +12,8 @@ and value matrices padded by ``w`` on each side. Each block's scores are one ``(
 band, to keys that are neither padding nor global, and to the sequence; the scores against the global
 keys (regular key projection) are appended, as in Hugging Face, and one softmax covers both. That is
 1.5 × the band's multiply-adds (Hugging Face's chunks: 2 ×) and no diagonal reshuffling. The global
-query rows are Hugging Face's own code (``_compute_global_attn_output_from_hidden``), given contiguous
-hidden states so that its projections run as one matrix product each.
+query rows (:func:`global_rows`) fold the global key and value projections into the few global queries
+instead of projecting every token with them.
 
 The result is the same function of the inputs; only the order of floating-point sums differs
 (``tests/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
@@ -99,17 +99,55 @@ def blocked_self_attention(
         out = probs @ _blocks(value, w)
     out = out.reshape(batch, heads, n, dh).transpose(1, 2).reshape(batch, n, embed)
     if is_global_attn:
-        global_out, _ = module._compute_global_attn_output_from_hidden(
-            hidden_states=hidden_states.transpose(0, 1).contiguous(),  # (n, B, D): one matmul per projection
-            max_num_global_attn_indices=n_global,
-            is_local_index_global_attn_nonzero=local_global_index,
-            is_index_global_attn_nonzero=global_index,
-            is_local_index_no_global_attn_nonzero=local_no_global_index,
-            is_index_masked=is_index_masked,
-        )
+        global_out = global_rows(module, hidden_states, n_global, global_index, local_global_index,
+                                 local_no_global_index, is_index_masked)  # fmt: skip
         out = out.clone()
         out[global_index] = global_out[local_global_index[0], :, local_global_index[1]].reshape(-1, embed)
     return (out,)
+
+
+def global_rows(
+    module: transformers.models.longformer.modeling_longformer.LongformerSelfAttention,
+    hidden_states: torch.Tensor,
+    n_global: int,
+    global_index: tuple[torch.Tensor, ...],
+    local_global_index: tuple[torch.Tensor, ...],
+    local_no_global_index: tuple[torch.Tensor, ...],
+    is_index_masked: torch.Tensor,
+) -> torch.Tensor:
+    """``(B, H, G, dh)``: the global queries' attention over every key, without projecting every key.
+
+    Hugging Face projects all ``n`` hidden states with ``key_global`` and ``value_global`` for the few
+    global queries (``_compute_global_attn_output_from_hidden``): ``2 n D²`` multiply-adds per layer, a
+    seventh of a layer's. Both projections are linear, so they move to the global side instead: with
+    ``W_k``, ``b_k`` the key projection of a head and ``q`` a global query of it,
+    ``q · (W_k h_j + b_k) = (W_kᵀ q) · h_j + q · b_k``, and with ``p`` the query's attention weights,
+    ``Σ_j p_j (W_v h_j + b_v) = W_v (Σ_j p_j h_j) + (Σ_j p_j) b_v``. The cost falls to ``G · n · D`` per
+    head. Masking, the float32 softmax and the rows of absent global tokens follow Hugging Face; there is
+    no dropout (the blocked path runs in ``eval()`` mode only).
+    """
+    batch, _, embed = hidden_states.shape
+    heads, dh = module.num_heads, module.head_dim
+    global_hidden = hidden_states.new_zeros(batch, n_global, embed)
+    global_hidden[local_global_index] = hidden_states[global_index]
+    query = (module.query_global(global_hidden) / math.sqrt(dh)).view(batch, n_global, heads, dh)
+    key_side = torch.einsum("bghe,hed->bhgd", query, module.key_global.weight.view(heads, dh, embed))
+    # one (H·G × D) @ (D × n) product per sequence; a broadcast over heads would copy the states H times
+    scores = torch.bmm(key_side.reshape(batch, heads * n_global, embed), hidden_states.transpose(1, 2))
+    scores = scores.view(batch, heads, n_global, -1)  # (B, H, G, n)
+    if module.key_global.bias is not None:
+        bias = torch.einsum("bghe,he->bhg", query, module.key_global.bias.view(heads, dh))
+        scores = scores + bias[..., None]
+    floor = torch.finfo(scores.dtype).min
+    scores[local_no_global_index[0], :, local_no_global_index[1], :] = floor  # slots of rows with fewer globals
+    scores = scores.masked_fill(is_index_masked[:, None, None, :], floor)
+    probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
+    pooled = torch.bmm(probs.view(batch, heads * n_global, -1), hidden_states)  # Σ_j p_j h_j
+    pooled = pooled.view(batch, heads, n_global, embed)
+    out = torch.einsum("bhgd,hed->bhge", pooled, module.value_global.weight.view(heads, dh, embed))
+    if module.value_global.bias is not None:
+        out = out + probs.sum(-1, keepdim=True) * module.value_global.bias.view(1, heads, 1, dh)
+    return out
 
 
 def _self_attention() -> type:
