@@ -3,9 +3,9 @@
 Both run on the same float64 model and inputs — batches with padding, one or several global tokens per
 row, no global token at all, windows that differ by layer — and must agree to rounding: logits and
 every hidden state, the gradient at the embedding output (what IG and the gradient methods read), the
-parameter gradients (what head importance reads) and Integrated Gradients itself. Where the blocked
-path does not apply (attention outputs asked for, training mode) the model must be Hugging Face's,
-number for number.
+parameter gradients (what head importance reads) and Integrated Gradients itself. In training it must
+drop the attention weights Hugging Face drops under the same seed. Where the blocked path does not apply
+(attention outputs asked for) the model must be Hugging Face's, number for number.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_integrated_gradients_are_the_same_on_either_path():
     assert new.delta == pytest.approx(ref.delta, abs=1e-12)
 
 
-def test_attention_outputs_and_training_take_huggingface_path(monkeypatch):
+def test_attention_outputs_take_huggingface_path():
     model = classifier()
     inputs = batch([23, 9])
     with torch.no_grad():
@@ -123,21 +123,40 @@ def test_attention_outputs_and_training_take_huggingface_path(monkeypatch):
         assert torch.equal(a_new, a_ref)
     assert torch.equal(new.logits, ref.logits)
 
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "no global token"])  # there HF's own gradients are NaN
+@pytest.mark.parametrize("window", [4, [4, 8, 4]])
+def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch):
+    """Same seed, same dropped attention weights: the loss, every gradient and the generator's state after."""
     calls = []
     monkeypatch.setattr("attnlens.blocked_attention.blocked_self_attention",
                         lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k))  # fmt: skip
-    model.config.attention_probs_dropout_prob = 0.5
+    model = classifier(window=window)
+    for module in model.modules():
+        if isinstance(module, LongformerSelfAttention):
+            module.dropout = 0.3  # attention dropout (the band and the global rows)
     model.train()
-    outs = []
+    lengths, globals_ = CASES[case]
+    inputs = batch(lengths, globals_)
+    labels = torch.arange(len(lengths)) % 3
+    runs = []
     for patch in (use_huggingface_attention, use_blocked_attention):
         patch(model)
+        model.zero_grad(set_to_none=True)
         torch.manual_seed(0)
-        outs.append(model(**inputs).logits)
-    assert torch.equal(outs[0], outs[1]) and not calls  # dropout draws and all: Hugging Face's forward
-    model.eval()
-    with torch.no_grad():
-        model(**inputs)
-    assert len(calls) == model.config.num_hidden_layers
+        out = model(**inputs, labels=labels)
+        out.loss.backward()
+        runs.append((out.loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None},
+                     torch.get_rng_state()))  # fmt: skip
+    (loss_ref, g_ref, rng_ref), (loss_new, g_new, rng_new) = runs
+    assert len(calls) == model.config.num_hidden_layers  # the blocked path ran, in training mode
+    assert torch.equal(rng_new, rng_ref)
+    torch.testing.assert_close(loss_new, loss_ref, rtol=0, atol=1e-12)
+    torch.manual_seed(1)  # another draw changes the loss: the dropout is live on both paths
+    assert not torch.allclose(model(**inputs, labels=labels).loss, loss_new)
+    assert g_new.keys() == g_ref.keys()
+    for name in g_ref:
+        torch.testing.assert_close(g_new[name], g_ref[name], rtol=1e-9, atol=1e-12, equal_nan=True, msg=name)
 
 
 def test_patching_is_idempotent_and_reversible():

@@ -17,9 +17,10 @@ instead of projecting every token with them.
 
 The result is the same function of the inputs; only the order of floating-point sums differs
 (``tests/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
-with Hugging Face's path). It applies only where nothing needs the attention matrices or dropout: forward
-and backward passes of a model in ``eval()`` mode without ``output_attentions``. Everywhere else
-(training, attention extraction) the model runs Hugging Face's forward unchanged.
+with Hugging Face's path). In training, the attention dropout is drawn exactly as Hugging Face draws it
+(:func:`dropout_keep`), so a seeded training run drops the same weights on either path. It applies
+wherever nothing needs the attention matrices: every forward and backward pass without
+``output_attentions``. Attention extraction runs Hugging Face's forward unchanged.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def blocked_self_attention(
         scores = torch.cat((global_scores.view(batch, heads, nb, w, n_global), scores), dim=-1)
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
     probs = probs.masked_fill(is_index_masked.view(batch, 1, nb, w, 1), 0.0)
+    if module.training and module.dropout > 0:
+        probs = probs * dropout_keep(probs, n_global if is_global_attn else 0, module.dropout)
     if is_global_attn:
         global_values = value.new_zeros(batch, n_global, heads, dh)
         global_values[local_global_index] = value.transpose(1, 2)[global_index]
@@ -104,6 +107,23 @@ def blocked_self_attention(
         out = out.clone()
         out[global_index] = global_out[local_global_index[0], :, local_global_index[1]].reshape(-1, embed)
     return (out,)
+
+
+def dropout_keep(probs: torch.Tensor, n_global: int, p: float) -> torch.Tensor:
+    """Hugging Face's attention-dropout factors (0 or ``1/(1 − p)``), drawn as it draws them, laid out in blocks.
+
+    Hugging Face drops out its ``(B, n, H, G + 2w + 1)`` probabilities: the global key columns, then the
+    band ``c = 0 … 2w`` of query ``i``'s keys ``i − w + c``. Dropout of a tensor of ones of that shape takes
+    the same numbers from the generator, so a training step on either path drops the same weights and
+    leaves the generator in the same state. The band moves to block layout with one pad and view: in row
+    ``r`` of a block, band column ``c`` is key column ``r + c`` of the block's ``3w`` (``probs``'s last axis
+    after the ``G`` global columns); the columns outside the band get 0, where the probabilities are 0.
+    """
+    batch, heads, nb, w, _ = probs.shape
+    keep = nn.functional.dropout(probs.new_ones(batch, nb * w, heads, n_global + 2 * w + 1), p=p, training=True)
+    keep = keep.transpose(1, 2).reshape(batch, heads, nb, w, n_global + 2 * w + 1)
+    band = nn.functional.pad(keep[..., n_global:], (0, w)).flatten(-2)[..., : 3 * w * w]  # rows of 3w + 1
+    return torch.cat((keep[..., :n_global], band.view(batch, heads, nb, w, 3 * w)), dim=-1)
 
 
 def global_rows(
@@ -123,8 +143,8 @@ def global_rows(
     ``W_k``, ``b_k`` the key projection of a head and ``q`` a global query of it,
     ``q · (W_k h_j + b_k) = (W_kᵀ q) · h_j + q · b_k``, and with ``p`` the query's attention weights,
     ``Σ_j p_j (W_v h_j + b_v) = W_v (Σ_j p_j h_j) + (Σ_j p_j) b_v``. The cost falls to ``G · n · D`` per
-    head. Masking, the float32 softmax and the rows of absent global tokens follow Hugging Face; there is
-    no dropout (the blocked path runs in ``eval()`` mode only).
+    head. Masking, the float32 softmax and the rows of absent global tokens follow Hugging Face, and so does
+    the dropout in training (one draw of the same shape).
     """
     batch, _, embed = hidden_states.shape
     heads, dh = module.num_heads, module.head_dim
@@ -142,6 +162,8 @@ def global_rows(
     scores[local_no_global_index[0], :, local_no_global_index[1], :] = floor  # slots of rows with fewer globals
     scores = scores.masked_fill(is_index_masked[:, None, None, :], floor)
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
+    # Hugging Face's dropout of its (B·H, G, n) probabilities: the same shape in memory, the same draw
+    probs = nn.functional.dropout(probs, p=module.dropout, training=module.training)
     pooled = torch.bmm(probs.view(batch, heads * n_global, -1), hidden_states)  # Σ_j p_j h_j
     pooled = pooled.view(batch, heads, n_global, embed)
     out = torch.einsum("bhgd,hed->bhge", pooled, module.value_global.weight.view(heads, dh, embed))
@@ -160,7 +182,7 @@ def _forward(module: transformers.models.longformer.modeling_longformer.Longform
 
     def forward(hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):  # fmt: skip
-        if output_attentions or module.training or hidden_states.shape[1] % module.one_sided_attn_window_size:
+        if output_attentions or hidden_states.shape[1] % module.one_sided_attn_window_size:
             return original(hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn,
                             output_attentions)  # fmt: skip
         return blocked_self_attention(
@@ -172,7 +194,7 @@ def _forward(module: transformers.models.longformer.modeling_longformer.Longform
 
 def use_blocked_attention(model: nn.Module) -> nn.Module:
     """Route every Longformer self-attention of ``model`` through :func:`blocked_self_attention` where it applies
-    (``eval()`` mode, no attention outputs); returns ``model``. Idempotent."""
+    (no attention outputs asked for); returns ``model``. Idempotent."""
     for module in model.modules():
         if isinstance(module, _self_attention()) and not hasattr(module, _ORIGINAL):
             setattr(module, _ORIGINAL, module.forward)

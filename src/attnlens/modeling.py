@@ -430,7 +430,7 @@ def load_classifier(
     """Load a saved classifier and its tokenizer; every weight must match (no missing or unexpected keys).
 
     With ``blocked`` (the default) its self-attention takes the blocked path
-    (:mod:`attnlens.blocked_attention`) wherever that applies: in ``eval()`` mode without attention outputs.
+    (:mod:`attnlens.blocked_attention`) wherever that applies: every pass without attention outputs.
     """
     model, info = transformers.LongformerForSequenceClassification.from_pretrained(
         str(model_dir), output_loading_info=True
