@@ -125,27 +125,37 @@ def estimate_head_importance(
     glob = torch.zeros_like(local)
     combined = torch.zeros_like(local)
     n = 0
-    for batch in batches:
-        if batch["input_ids"].shape[0] != 1:
-            raise ValueError("head importance needs one example per batch (per-example gradients)")
-        model.zero_grad(set_to_none=True)
-        model(**batch).loss.backward()
-        terms = taylor_terms(model, n_heads)
-        if estimator == "elementwise":
-            loc = sum(terms[g][0] for g in LOCAL_GROUPS)
-            glo = sum(terms[g][0] for g in GLOBAL_GROUPS)
-            both = loc + glo
-        else:
-            lin_loc = sum(terms[g][1] for g in LOCAL_GROUPS)
-            lin_glo = sum(terms[g][1] for g in GLOBAL_GROUPS)
-            loc, glo, both = lin_loc**2, lin_glo**2, (lin_loc + lin_glo) ** 2
-        local += loc
-        glob += glo
-        combined += both
-        for p in params:
-            if p.grad is not None:
-                legacy_sum[id(p)] += p.grad.double()
-        n += 1
+    # only the heads' parameters need a gradient: the feed-forward, embedding and classifier weights'
+    # gradients (most of a backward pass's weight gradients) are skipped, the heads' are unchanged
+    wanted = {id(p) for p in params}
+    others = [p for p in model.parameters() if p.requires_grad and id(p) not in wanted]
+    for p in others:
+        p.requires_grad_(False)
+    try:
+        for batch in batches:
+            if batch["input_ids"].shape[0] != 1:
+                raise ValueError("head importance needs one example per batch (per-example gradients)")
+            model.zero_grad(set_to_none=True)
+            model(**batch).loss.backward()
+            terms = taylor_terms(model, n_heads)
+            if estimator == "elementwise":
+                loc = sum(terms[g][0] for g in LOCAL_GROUPS)
+                glo = sum(terms[g][0] for g in GLOBAL_GROUPS)
+                both = loc + glo
+            else:
+                lin_loc = sum(terms[g][1] for g in LOCAL_GROUPS)
+                lin_glo = sum(terms[g][1] for g in GLOBAL_GROUPS)
+                loc, glo, both = lin_loc**2, lin_glo**2, (lin_loc + lin_glo) ** 2
+            local += loc
+            glob += glo
+            combined += both
+            for p in params:
+                if p.grad is not None:
+                    legacy_sum[id(p)] += p.grad.double()
+            n += 1
+    finally:
+        for p in others:
+            p.requires_grad_(True)
     model.zero_grad(set_to_none=True)
     # legacy: the squared Taylor terms of the gradient summed over examples, local groups only
     saved = {id(p): p.grad for p in params}
