@@ -6,13 +6,18 @@ import yaml
 from helpers import ROOT
 
 from attnlens.config import (
+    CLUSTER_SHARDS,
     SECTIONS,
+    SHARDED_SECTIONS,
     STUDIES,
     TOP_LEVEL_VALUES,
     _Section,
     load_config,
     load_schema,
+    machine_cpus,
+    resolve_shards,
     schema_markdown,
+    shard_count,
     validate_config,
 )
 from attnlens.errors import InputError
@@ -137,3 +142,18 @@ def test_the_true_class_target_is_accepted():
     config = load_config(ROOT / "config" / "config.yaml")
     config["attribution"]["target"] = "true"
     assert validate_config(config)["attribution"]["target"] == "true"
+
+
+def test_auto_shards_follow_the_cpus_and_a_cluster_gets_two():
+    assert [shard_count("auto", c) for c in (1, 2, 3, 16)] == [1, 1, 1, 8]
+    assert shard_count("auto", None) == CLUSTER_SHARDS == 2
+    assert shard_count(5, 16) == 5  # an integer pins it
+    cfg = validate_config({"attribution": {"n_shards": 3}})
+    assert cfg["topology"]["n_shards"] == "auto"  # the schema's default
+    resolve_shards(cfg, 8)
+    assert cfg["attribution"]["n_shards"] == 3
+    assert [cfg["attention"]["n_shards"], cfg["explanations"]["n_shards"], cfg["topology"]["n_shards"],
+            cfg["pairs"]["attribution"]["n_shards"]] == [4, 4, 4, 4]  # fmt: skip
+    assert len(SHARDED_SECTIONS) == 5
+    loaded = load_config(ROOT / "config" / "config.yaml")
+    assert loaded["attribution"]["n_shards"] == max(1, machine_cpus() // 2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,13 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "co
 #: :meth:`_Section.from_dict` sections. A rule's job record lists both (``results/logs/…/*.job.json``).
 KEYS_GIVEN: set[str] = set()
 KEYS_READ: set[str] = set()
+
+#: Threads of every sharded rule's job: ``n_shards: auto`` gives one shard per this many CPUs.
+SHARD_THREADS = 2
+#: ``n_shards: auto`` under a cluster executor, whose jobs run on other machines than the one planning them.
+CLUSTER_SHARDS = 2
+#: Sections with an ``n_shards`` key (dotted: nested).
+SHARDED_SECTIONS = ("attention", "attribution", "explanations", "topology", "pairs.attribution")
 
 
 class ConfigKeyNotGiven(AttributeError):
@@ -182,7 +190,7 @@ class ImportanceConfig(_Section):
 
 @dataclass(frozen=True, repr=False)
 class AttentionConfig(_Section):
-    n_shards: int = 2
+    n_shards: int | Literal["auto"] = "auto"
     top_k: int = 10
     topk_for: Literal["showcased", "all"] = "showcased"
     bins: int = 128
@@ -190,7 +198,7 @@ class AttentionConfig(_Section):
 
 @dataclass(frozen=True, repr=False)
 class AttributionConfig(_Section):
-    n_shards: int = 2
+    n_shards: int | Literal["auto"] = "auto"
     target: Literal["predicted", "true", "class_1"] = "predicted"
     adaptive: bool = True
     min_steps: int = 16
@@ -211,7 +219,7 @@ class ExplanationsConfig(_Section):
         "occlusion",
     )  # fmt: skip
     layers: Literal["all", "last", "lower", "upper"] = "all"
-    n_shards: int = 2
+    n_shards: int | Literal["auto"] = "auto"
     occlusion_max_tokens: int = 48
     batch_size: int = 8
     baseline: str = "attention_all"
@@ -260,7 +268,7 @@ class PersistenceConfig(_Section):
 
 @dataclass(frozen=True, repr=False)
 class TopologyConfig(PersistenceConfig):
-    n_shards: int = 2
+    n_shards: int | Literal["auto"] = "auto"
 
 
 @dataclass(frozen=True, repr=False)
@@ -318,7 +326,7 @@ class PairAttributionConfig(_Section):
     modes: tuple[str, ...] = ("fixed",)
     chunk: int = 64
     similarities: tuple[str, ...] = ("cosine", "dot")
-    n_shards: int = 2
+    n_shards: int | Literal["auto"] = "auto"
     n_showcase: int = 3
     convergence_steps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
@@ -561,8 +569,41 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file, validate it, fill defaults."""
-    return validate_config(read_config_file(path), str(path))
+    """Read a YAML config file, validate it, fill defaults; ``n_shards: auto`` becomes this machine's count."""
+    return resolve_shards(validate_config(read_config_file(path), str(path)), machine_cpus())
+
+
+def machine_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def shard_count(value: int | str, cpus: int | None) -> int:
+    """``n_shards`` as a number: an integer as it is; ``auto`` = one shard per :data:`SHARD_THREADS` of
+    ``cpus`` (at least one), or :data:`CLUSTER_SHARDS` when ``cpus`` is None (the jobs run elsewhere)."""
+    if value != "auto":
+        return int(value)
+    return CLUSTER_SHARDS if cpus is None else max(1, cpus // SHARD_THREADS)
+
+
+def resolve_shards(config: dict[str, Any], cpus: int | None) -> dict[str, Any]:
+    """Every ``n_shards: auto`` of a validated config replaced by :func:`shard_count` (in place; returned).
+
+    The Snakefile calls it with this machine's CPUs for a run whose jobs run here and with None under a
+    cluster executor, before any rule reads the config, so the shard files, the jobs and their
+    ``params`` agree. A run on a machine with another CPU count re-shards (and so re-runs) the sharded
+    rules; an integer pins the count.
+    """
+    for section in SHARDED_SECTIONS:
+        node = config
+        for part in section.split("."):
+            node = node.get(part, {})
+        if "n_shards" in node:
+            node["n_shards"] = shard_count(node["n_shards"], cpus)
+    return config
 
 
 def _type_text(prop: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.config import DataConfig, source_name
+from attnlens.config import DataConfig, machine_cpus, shard_count, source_name
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
@@ -370,14 +370,17 @@ def load_examples(path) -> tuple[pd.DataFrame, dict]:
     return load_parquet(path, EXAMPLES_SCHEMA)
 
 
-def shard_of(example_id: str, n_shards: int) -> int:
+def shard_of(example_id: str, n_shards: int | str) -> int:
     """Stable shard of an example: the first 8 bytes of sha256(id) modulo ``n_shards``.
+
+    ``n_shards`` is a count, or ``auto`` (this machine's count, :func:`attnlens.config.shard_count`) for a
+    section built in Python without resolving it; the Snakefile always passes a count.
 
     Independent of the order, number and content of the other examples, of the Python process
     (unlike ``hash``) and of the platform, so a shard's output changes only when its examples do.
     """
     digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % n_shards
+    return int.from_bytes(digest[:8], "big") % shard_count(n_shards, machine_cpus())
 
 
 def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attnlens.config import validate_config
+from attnlens.config import machine_cpus, resolve_shards, validate_config
 from attnlens.errors import InputError
 
 # the checkout that `--sdm conda` installs into each rule's environment (workflow/envs/pipeline.post-deploy.sh)
@@ -16,6 +16,10 @@ try:
     validate_config(config, where=" + ".join(map(str, workflow.configfiles)) or "config")
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
+
+# n_shards: auto -> one shard per 2 CPUs of this machine when the jobs run here; 2 under a cluster executor
+# (the planning process and the jobs it submits, which run on other machines, agree on it)
+resolve_shards(config, machine_cpus() if workflow.local_exec and not workflow.remote_exec else None)
 
 
 def check_writable(folder="results"):
