@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers import tiny_longformer
-from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
+from transformers.models.longformer.modeling_longformer import LongformerModel, LongformerSelfAttention
 
 from attnlens.attribution import Inputs, attribute_example, baseline_ids, position_ids
 from attnlens.blocked_attention import (
@@ -91,7 +91,7 @@ def test_blocked_gradients_match_huggingface():
         handle.remove()
         grads.append((emb["x"].grad, {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
     (x_ref, p_ref), (x_new, p_new) = grads
-    torch.testing.assert_close(x_new, x_ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(x_new, x_ref[:, : x_new.shape[1]], rtol=0, atol=1e-12)  # HF's is padded
     assert p_new.keys() == p_ref.keys() and any("query_global" in k for k in p_ref)
     for name in p_ref:
         torch.testing.assert_close(p_new[name], p_ref[name], rtol=1e-9, atol=1e-12, msg=name)
@@ -159,9 +159,29 @@ def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch)
         torch.testing.assert_close(g_new[name], g_ref[name], rtol=1e-9, atol=1e-12, equal_nan=True, msg=name)
 
 
+def test_eval_passes_run_unpadded_and_the_others_padded():
+    """Hugging Face pads to a multiple of the window; the blocked path's eval passes run the real tokens only."""
+    model = classifier(window=8)
+    inputs = batch([23, 9])  # 23 tokens: 24 after Hugging Face's padding
+    widths = []
+    model.longformer.embeddings.register_forward_hook(lambda m, a, out: widths.append(out.shape[1]))
+    use_blocked_attention(model)
+    with torch.no_grad():
+        model(**inputs)
+        model(**inputs, output_attentions=True)
+    model.train()
+    model(**inputs)
+    model.eval()
+    use_huggingface_attention(model)
+    with torch.no_grad():
+        model(**inputs)
+    assert widths == [23, 24, 24, 24]
+    assert "_pad_to_window_size" not in model.longformer.__dict__
+
+
 def test_patching_is_idempotent_and_reversible():
     model = classifier()
-    layers = [m for m in model.modules() if isinstance(m, LongformerSelfAttention)]
+    layers = [m for m in model.modules() if isinstance(m, (LongformerSelfAttention, LongformerModel))]
     use_blocked_attention(use_blocked_attention(model))
     patched = [m.forward for m in layers]
     assert all("forward" in m.__dict__ for m in layers)

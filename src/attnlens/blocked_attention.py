@@ -21,10 +21,16 @@ with Hugging Face's path). In training, the attention dropout is drawn exactly a
 (:func:`dropout_keep`), so a seeded training run drops the same weights on either path. It applies
 wherever nothing needs the attention matrices: every forward and backward pass without
 ``output_attentions``. Attention extraction runs Hugging Face's forward unchanged.
+
+A patched model also skips Hugging Face's padding of every input to a multiple of the window in
+``eval()`` mode without attention outputs: the blocked path pads only its queries and keys, so the linear
+layers see the real tokens alone (short faithfulness inputs no longer pay for up to ``2w − 1`` padding tokens).
 """
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import math
 from contextlib import contextmanager
 from functools import cache
@@ -35,6 +41,8 @@ from torch import nn
 
 #: Attribute a patched module keeps Hugging Face's bound forward under.
 _ORIGINAL = "_attnlens_original_forward"
+#: Set while a patched ``LongformerModel`` runs a pass that may skip the padding (see :func:`_unpadded_forward`).
+_UNPADDED: contextvars.ContextVar[bool] = contextvars.ContextVar("attnlens_unpadded", default=False)
 
 
 @cache
@@ -61,15 +69,23 @@ def blocked_self_attention(
 ) -> tuple[torch.Tensor]:
     """What ``LongformerSelfAttention.forward`` returns without attention outputs, by query blocks.
 
-    ``hidden_states`` is ``(B, n, D)`` with ``n`` a multiple of the window (``LongformerModel`` pads it);
-    ``attention_mask`` is Hugging Face's additive ``(B, n)`` mask (0 local, > 0 global, < 0 padding).
+    ``hidden_states`` is ``(B, n, D)``; ``attention_mask`` is Hugging Face's additive ``(B, n)`` mask (0 local,
+    > 0 global, < 0 padding). ``n`` need not be a multiple of the window: the queries, keys and values
+    (not the hidden states) are padded here to the next multiple of ``w``, with masked positions.
     """
     batch, n, embed = hidden_states.shape
     heads, dh, w = module.num_heads, module.head_dim, module.one_sided_attn_window_size
-    nb = n // w
+    pad = -n % w
+    nb = (n + pad) // w
+    if pad:
+        attention_mask = nn.functional.pad(attention_mask, (0, pad), value=-1.0)
+        is_index_masked_padded = nn.functional.pad(is_index_masked, (0, pad), value=True)
+    else:
+        is_index_masked_padded = is_index_masked
 
-    def split(t):  # (B, n, D) → (B, H, n, dh)
-        return t.view(batch, n, heads, dh).transpose(1, 2)
+    def split(t):  # (B, n, D) → (B, H, n + pad, dh)
+        t = t.view(batch, n, heads, dh).transpose(1, 2)
+        return nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
 
     query = split(module.query(hidden_states) / math.sqrt(dh))
     key, value = split(module.key(hidden_states)), split(module.value(hidden_states))
@@ -90,7 +106,7 @@ def blocked_self_attention(
         global_scores[local_no_global_index[0], :, :, local_no_global_index[1]] = floor
         scores = torch.cat((global_scores.view(batch, heads, nb, w, n_global), scores), dim=-1)
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
-    probs = probs.masked_fill(is_index_masked.view(batch, 1, nb, w, 1), 0.0)
+    probs = probs.masked_fill(is_index_masked_padded.view(batch, 1, nb, w, 1), 0.0)
     if module.training and module.dropout > 0:
         probs = probs * dropout_keep(probs, n_global if is_global_attn else 0, module.dropout)
     if is_global_attn:
@@ -100,7 +116,7 @@ def blocked_self_attention(
         out = out + probs[..., n_global:] @ _blocks(value, w)
     else:
         out = probs @ _blocks(value, w)
-    out = out.reshape(batch, heads, n, dh).transpose(1, 2).reshape(batch, n, embed)
+    out = out.reshape(batch, heads, nb * w, dh).transpose(1, 2).reshape(batch, nb * w, embed)[:, :n]
     if is_global_attn:
         global_out = global_rows(module, hidden_states, n_global, global_index, local_global_index,
                                  local_no_global_index, is_index_masked)  # fmt: skip
@@ -182,7 +198,7 @@ def _forward(module: transformers.models.longformer.modeling_longformer.Longform
 
     def forward(hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):  # fmt: skip
-        if output_attentions or hidden_states.shape[1] % module.one_sided_attn_window_size:
+        if output_attentions:
             return original(hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn,
                             output_attentions)  # fmt: skip
         return blocked_self_attention(
@@ -192,21 +208,62 @@ def _forward(module: transformers.models.longformer.modeling_longformer.Longform
     return forward
 
 
+def _unpadded_forward(model: transformers.LongformerModel):
+    """``LongformerModel.forward`` that skips the padding to a multiple of the window when it is not needed.
+
+    Hugging Face pads every input to a multiple of ``attention_window`` before the embeddings, and the
+    padding goes through every layer. In ``eval()`` mode without attention outputs each self-attention
+    takes the blocked path, which pads its queries and keys itself, so the model runs on the real tokens
+    only (a 29-token deletion curve point no longer costs 64). Training keeps the padding: its dropout
+    draws have the padded shape.
+    """
+    original = getattr(model, _ORIGINAL)
+    signature = inspect.signature(original)
+
+    def forward(*args, **kwargs):
+        attentions = signature.bind_partial(*args, **kwargs).arguments.get("output_attentions")
+        attentions = model.config.output_attentions if attentions is None else attentions
+        token = _UNPADDED.set(not model.training and not attentions)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _UNPADDED.reset(token)
+
+    return forward
+
+
+def _pad_to_window_size(model: transformers.LongformerModel):
+    original = model._pad_to_window_size
+
+    def pad(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, pad_token_id):
+        if _UNPADDED.get():
+            return 0, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
+        return original(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, pad_token_id)
+
+    return pad
+
+
 def use_blocked_attention(model: nn.Module) -> nn.Module:
     """Route every Longformer self-attention of ``model`` through :func:`blocked_self_attention` where it applies
-    (no attention outputs asked for); returns ``model``. Idempotent."""
+    (no attention outputs asked for), and run unpadded inputs where it may (:func:`_unpadded_forward`);
+    returns ``model``. Idempotent."""
     for module in model.modules():
         if isinstance(module, _self_attention()) and not hasattr(module, _ORIGINAL):
             setattr(module, _ORIGINAL, module.forward)
             module.forward = _forward(module)
+        elif isinstance(module, transformers.LongformerModel) and not hasattr(module, _ORIGINAL):
+            setattr(module, _ORIGINAL, module.forward)
+            module.forward = _unpadded_forward(module)
+            module._pad_to_window_size = _pad_to_window_size(module)
     return model
 
 
 def use_huggingface_attention(model: nn.Module) -> nn.Module:
     """Undo :func:`use_blocked_attention`: Hugging Face's forward everywhere again."""
     for module in model.modules():
-        if isinstance(module, _self_attention()) and hasattr(module, _ORIGINAL):
+        if isinstance(module, (_self_attention(), transformers.LongformerModel)) and hasattr(module, _ORIGINAL):
             del module.forward
+            module.__dict__.pop("_pad_to_window_size", None)
             delattr(module, _ORIGINAL)
     return model
 
