@@ -6,7 +6,7 @@ import yaml
 from helpers import ROOT
 
 from attnlens.config import (
-    CLUSTER_SHARDS,
+    PLANNED_CPUS_ENV,
     SECTIONS,
     SHARDED_SECTIONS,
     STUDIES,
@@ -15,6 +15,7 @@ from attnlens.config import (
     load_config,
     load_schema,
     machine_cpus,
+    planned_cpus,
     resolve_shards,
     schema_markdown,
     shard_count,
@@ -144,9 +145,8 @@ def test_the_true_class_target_is_accepted():
     assert validate_config(config)["attribution"]["target"] == "true"
 
 
-def test_auto_shards_follow_the_cpus_and_a_cluster_gets_two():
+def test_auto_shards_follow_the_planned_cpus(monkeypatch):
     assert [shard_count("auto", c) for c in (1, 2, 3, 16)] == [1, 1, 1, 8]
-    assert shard_count("auto", None) == CLUSTER_SHARDS == 2
     assert shard_count(5, 16) == 5  # an integer pins it
     cfg = validate_config({"attribution": {"n_shards": 3}})
     assert cfg["topology"]["n_shards"] == "auto"  # the schema's default
@@ -155,5 +155,12 @@ def test_auto_shards_follow_the_cpus_and_a_cluster_gets_two():
     assert [cfg["attention"]["n_shards"], cfg["explanations"]["n_shards"], cfg["topology"]["n_shards"],
             cfg["pairs"]["attribution"]["n_shards"]] == [4, 4, 4, 4]  # fmt: skip
     assert len(SHARDED_SECTIONS) == 5
+    monkeypatch.delenv(PLANNED_CPUS_ENV, raising=False)
+    assert planned_cpus() == machine_cpus()
     loaded = load_config(ROOT / "config" / "config.yaml")
     assert loaded["attribution"]["n_shards"] == max(1, machine_cpus() // 2)
+    monkeypatch.setenv(PLANNED_CPUS_ENV, "12")  # what a cluster job inherits from the process that planned it
+    assert load_config(ROOT / "config" / "config.yaml")["explanations"]["n_shards"] == 6
+    monkeypatch.setenv(PLANNED_CPUS_ENV, "many")
+    with pytest.raises(InputError, match=PLANNED_CPUS_ENV):
+        planned_cpus()

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from helpers import run_snakemake
 
-from attnlens.config import load_schema, validate_config
+from attnlens.config import load_schema, planned_cpus, resolve_shards, validate_config
 
 pytestmark = pytest.mark.workflow
 
@@ -88,6 +88,7 @@ def _merge(a: dict, b: dict) -> dict:
 
 def _changed(prop: dict, current):
     """A valid value different from ``current`` for a schema property."""
+    prop = prop["oneOf"][0] if "oneOf" in prop else prop  # n_shards: an integer, or auto
     types = prop.get("type", "integer")
     types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
     if "enum" in prop:
@@ -163,7 +164,7 @@ def test_each_key_replans_exactly_its_readers(root, tiny_run, tmp_path):
     records = _records(tiny_run)
     children = _rule_graph(root, tiny_run)
     config = yaml.safe_load((tiny_run / "config" / "config.yaml").read_text(encoding="utf-8"))
-    config = validate_config(config)
+    config = resolve_shards(validate_config(config), planned_cpus())  # as the Snakefile: n_shards auto -> a count
     leaves = _leaves(load_schema())
 
     def plan(key: str) -> tuple[str, set[str], set[str], str]:

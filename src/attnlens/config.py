@@ -34,8 +34,9 @@ KEYS_READ: set[str] = set()
 
 #: Threads of every sharded rule's job: ``n_shards: auto`` gives one shard per this many CPUs.
 SHARD_THREADS = 2
-#: ``n_shards: auto`` under a cluster executor, whose jobs run on other machines than the one planning them.
-CLUSTER_SHARDS = 2
+#: The CPU count ``n_shards: auto`` follows: set by the Snakemake process that plans a run (to its machine's
+#: count, unless already set) and inherited by every job it starts, on this machine or a cluster node.
+PLANNED_CPUS_ENV = "ATTNLENS_PLANNED_CPUS"
 #: Sections with an ``n_shards`` key (dotted: nested).
 SHARDED_SECTIONS = ("attention", "attribution", "explanations", "topology", "pairs.attribution")
 
@@ -569,8 +570,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file, validate it, fill defaults; ``n_shards: auto`` becomes this machine's count."""
-    return resolve_shards(validate_config(read_config_file(path), str(path)), machine_cpus())
+    """Read a YAML config file, validate it; ``n_shards: auto`` becomes a count (:func:`planned_cpus`)."""
+    return resolve_shards(validate_config(read_config_file(path), str(path)), planned_cpus())
 
 
 def machine_cpus() -> int:
@@ -581,21 +582,32 @@ def machine_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def shard_count(value: int | str, cpus: int | None) -> int:
-    """``n_shards`` as a number: an integer as it is; ``auto`` = one shard per :data:`SHARD_THREADS` of
-    ``cpus`` (at least one), or :data:`CLUSTER_SHARDS` when ``cpus`` is None (the jobs run elsewhere)."""
+def planned_cpus() -> int:
+    """The CPUs ``n_shards: auto`` follows: :data:`PLANNED_CPUS_ENV` when set, else this machine's."""
+    value = os.environ.get(PLANNED_CPUS_ENV, "")
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise InputError("environment", PLANNED_CPUS_ENV, f"expected a positive integer, found {value!r}")
+        return int(value)
+    return machine_cpus()
+
+
+def shard_count(value: int | str, cpus: int) -> int:
+    """``n_shards`` as a number: an integer as it is; ``auto`` = one shard per :data:`SHARD_THREADS` of ``cpus``
+    (at least one)."""
     if value != "auto":
         return int(value)
-    return CLUSTER_SHARDS if cpus is None else max(1, cpus // SHARD_THREADS)
+    return max(1, cpus // SHARD_THREADS)
 
 
-def resolve_shards(config: dict[str, Any], cpus: int | None) -> dict[str, Any]:
+def resolve_shards(config: dict[str, Any], cpus: int) -> dict[str, Any]:
     """Every ``n_shards: auto`` of a validated config replaced by :func:`shard_count` (in place; returned).
 
-    The Snakefile calls it with this machine's CPUs for a run whose jobs run here and with None under a
-    cluster executor, before any rule reads the config, so the shard files, the jobs and their
-    ``params`` agree. A run on a machine with another CPU count re-shards (and so re-runs) the sharded
-    rules; an integer pins the count.
+    The Snakefile calls it before any rule reads the config, with the CPUs of the machine that plans the
+    run; the jobs that run elsewhere (a cluster node) parse the Snakefile again and, through the inherited
+    :data:`PLANNED_CPUS_ENV`, reach the same counts, so shard files, jobs and their ``params`` agree. A
+    run planned on a machine with another CPU count re-shards (and so re-runs) the sharded rules; an
+    integer pins the count.
     """
     for section in SHARDED_SECTIONS:
         node = config

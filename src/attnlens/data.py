@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.config import DataConfig, machine_cpus, shard_count, source_name
+from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
@@ -380,7 +380,7 @@ def shard_of(example_id: str, n_shards: int | str) -> int:
     (unlike ``hash``) and of the platform, so a shard's output changes only when its examples do.
     """
     digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % shard_count(n_shards, machine_cpus())
+    return int.from_bytes(digest[:8], "big") % shard_count(n_shards, planned_cpus())
 
 
 def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attnlens.config import machine_cpus, resolve_shards, validate_config
+from attnlens.config import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards, validate_config
 from attnlens.errors import InputError
 
 # the checkout that `--sdm conda` installs into each rule's environment (workflow/envs/pipeline.post-deploy.sh)
@@ -17,9 +17,13 @@ try:
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
 
-# n_shards: auto -> one shard per 2 CPUs of this machine when the jobs run here; 2 under a cluster executor
-# (the planning process and the jobs it submits, which run on other machines, agree on it)
-resolve_shards(config, machine_cpus() if workflow.local_exec and not workflow.remote_exec else None)
+# n_shards: auto -> one shard per 2 CPUs of the machine that plans the run; the jobs it starts (a cluster
+# job parses this file again on its node) inherit that count through the environment and agree on it
+os.environ.setdefault(PLANNED_CPUS_ENV, str(machine_cpus()))
+try:
+    resolve_shards(config, planned_cpus())
+except InputError as err:
+    sys.exit(f"attnlens: error: {err}")
 
 
 def check_writable(folder="results"):
