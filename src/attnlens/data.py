@@ -379,8 +379,9 @@ def shard_of(example_id: str, n_shards: int | str) -> int:
     Independent of the order, number and content of the other examples, of the Python process
     (unlike ``hash``) and of the platform, so a shard's output changes only when its examples do.
     """
+    count = n_shards if isinstance(n_shards, int) else shard_count(n_shards, planned_cpus())
     digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % shard_count(n_shards, planned_cpus())
+    return int.from_bytes(digest[:8], "big") % count
 
 
 def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:
