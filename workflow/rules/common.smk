@@ -17,6 +17,14 @@ try:
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
 
+# glibc malloc keeps freed activation buffers (up to 32 MB each) in the heap instead of returning them to the
+# OS, so the next forward or backward does not page-fault them in again; the jobs inherit it at their start
+# (docs/benchmarks.md, "glibc malloc"); a GLIBC_TUNABLES of your own is kept; other C libraries ignore it
+os.environ.setdefault(
+    "GLIBC_TUNABLES",
+    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=100000000000:glibc.malloc.top_pad=268435456",
+)
+
 # n_shards: auto -> one shard per 2 CPUs of the machine that plans the run; the jobs it starts (a cluster
 # job parses this file again on its node) inherit that count through the environment and agree on it
 os.environ.setdefault(PLANNED_CPUS_ENV, str(machine_cpus()))
