@@ -163,6 +163,8 @@ def test_estimator_matches_direct_restatement():
     assert torch.allclose(raw["fixed_raw"], fixed_local + fixed_global, rtol=1e-9)
     # summing gradients before squaring (legacy) is not the per-example estimator
     assert not torch.allclose(raw["legacy_raw"], raw["fixed_local"], rtol=1e-3)
+    # plain numbers: the running sums keep no autograd graph (each example's would stay alive to the end)
+    assert not any(v.requires_grad or v.grad_fn is not None for v in raw.values())
 
 
 def test_group_estimator_squares_the_summed_term():

@@ -53,8 +53,14 @@ def head_parameters(model) -> list[dict[str, tuple[torch.nn.Parameter, torch.nn.
     return layers
 
 
+@torch.no_grad()
 def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """From the parameters' current ``.grad``: per group, ``(Σ_p (g θ)², Σ_p g θ)`` as ``(L, H)`` float64."""
+    """From the parameters' current ``.grad``: per group, ``(Σ_p (g θ)², Σ_p g θ)`` as ``(L, H)`` float64.
+
+    Without autograd: ``g · θ`` with ``θ`` a parameter would otherwise record a graph, and the running
+    sums over examples would keep every example's graph (its gradients and float64 products, ~90 MB
+    each at the default model size) alive until the end of the pass.
+    """
     params = head_parameters(model)
     result = {}
     for name in GROUPS:
