@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import copy
+import warnings
+
 import numpy as np
 import pytest
 import torch
 from captum.attr import LayerIntegratedGradients
 
 from attnlens.attribution import (
+    ProbabilityForward,
     attribute_example,
     baseline_ids,
     choose_target,
     embedding_ig,
+    freeze,
+    gauss_legendre,
     integrate,
     l2_normalise,
+    layer_ig,
+    layer_outputs,
     prepare_inputs,
 )
 
@@ -132,6 +140,65 @@ def test_wrapper_equals_plain_captum_and_completeness(tiny_classifier):
     assert ours.scores.sum() == pytest.approx(ours.gap + ours.delta, abs=1e-12)
     assert abs(ours.delta) < 1e-3 * abs(ours.gap)
     assert ours.scores[0] == 0 and ours.scores[-1] == 0  # CLS and SEP are identical in input and baseline
+
+
+def test_layer_ig_is_captum_bit_for_bit(tiny_classifier):
+    """Float32, uneven step batches (20 steps by 8), one layer and two sibling layers: Captum's exact bits."""
+    model, tokenizer = tiny_classifier
+    model = freeze(copy.deepcopy(model).float())
+    ids = tokenizer("layer integrated gradients without the two extra forwards")["input_ids"]
+    inputs = prepare_inputs(model, tokenizer, ids)
+    forward = ProbabilityForward(model)
+    (ours,) = layer_ig(forward, model.longformer.embeddings, inputs.input_ids, inputs.baseline, inputs.forward_args,
+                       1, 20, 8)  # fmt: skip
+    theirs = LayerIntegratedGradients(forward, model.longformer.embeddings).attribute(
+        inputs.input_ids, baselines=inputs.baseline, additional_forward_args=inputs.forward_args, target=1,
+        n_steps=20, method="gausslegendre", internal_batch_size=8,
+    )  # fmt: skip
+    assert ours.dtype == torch.float32 and torch.equal(ours, theirs)
+
+    emb = model.longformer.embeddings
+    layers = [emb.word_embeddings, emb.position_embeddings]
+    pos = torch.full_like(inputs.position_ids, model.config.pad_token_id)
+
+    def f(ids, positions, mask, gmask):
+        return forward(ids, mask, gmask, positions)
+
+    ours = layer_ig(f, layers, (inputs.input_ids, inputs.position_ids), (inputs.baseline, pos),
+                    (inputs.attention_mask, inputs.global_attention_mask), 0, 12, 5)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Multiple layers provided", category=UserWarning)
+        lig = LayerIntegratedGradients(f, layers)
+    theirs = lig.attribute(
+        (inputs.input_ids, inputs.position_ids), baselines=(inputs.baseline, pos),
+        additional_forward_args=(inputs.attention_mask, inputs.global_attention_mask), target=0, n_steps=12,
+        method="gausslegendre", internal_batch_size=5,
+    )  # fmt: skip
+    assert len(ours) == 2 and all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_layer_outputs_stop_after_the_layer(tiny_classifier):
+    """The end-point outputs come from the layers alone: no encoder layer runs, and nothing is left hooked."""
+    model, tokenizer = tiny_classifier
+    model = copy.deepcopy(model).float()
+    inputs = prepare_inputs(model, tokenizer, tokenizer("stop early")["input_ids"])
+    ran = []
+    model.longformer.encoder.layer[0].register_forward_hook(lambda *_: ran.append(1))
+    (out,) = layer_outputs(ProbabilityForward(model), [model.longformer.embeddings], inputs.input_ids,
+                           *inputs.forward_args)  # fmt: skip
+    n = inputs.input_ids.shape[1]  # Hugging Face's forward pads to a multiple of the window before the embeddings
+    assert not ran and out.shape[0] == 1 and out.shape[1] >= n and out.shape[2] == model.config.hidden_size
+    expected = model.longformer.embeddings(input_ids=inputs.input_ids, position_ids=inputs.position_ids)
+    torch.testing.assert_close(out[:, :n], expected, rtol=0, atol=0)
+    assert not model.longformer.embeddings._forward_hooks
+    with pytest.raises(ValueError, match="did not run"):
+        layer_outputs(ProbabilityForward(model), [torch.nn.Linear(2, 2)], inputs.input_ids, *inputs.forward_args)
+
+
+def test_gauss_legendre_on_the_unit_interval():
+    weights, nodes = gauss_legendre(5)
+    assert sum(weights) == pytest.approx(1.0) and all(0 < a < 1 for a in nodes)
+    assert sum(w * a**9 for w, a in zip(weights, nodes, strict=True)) == pytest.approx(0.1)  # exact to degree 9
 
 
 def test_embedding_attributions_bound_by_name(tiny_classifier):
