@@ -1,6 +1,7 @@
 """Integrated-Gradients attributions of a Longformer classifier (recipes §9).
 
-The main attribution (§9.1) is Captum's ``LayerIntegratedGradients`` on the output of the whole
+The main attribution (§9.1) is layer integrated gradients — Captum's ``LayerIntegratedGradients``
+computed operation for operation by :func:`layer_ig`, so bit for bit the same — on the output of the whole
 embedding module (word + position + token type, after LayerNorm): the path runs from the
 embeddings of a baseline — pad tokens, with every special token (CLS, SEP) kept in place — to the
 embeddings of the input, with the same position ids and attention mask for both, CLS global, and
