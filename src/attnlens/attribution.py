@@ -206,8 +206,9 @@ def layer_ig(
     starts = layer_outputs(forward, layers, *baselines, *forward_args)
     step_sizes, alphas = gauss_legendre(n_steps)
     total: tuple[torch.Tensor, ...] | None = None
-    for first in range(0, n_steps, max(1, internal_batch_size)):
-        chunk = slice(first, min(first + max(1, internal_batch_size), n_steps))
+    per_batch = max(1, internal_batch_size)  # steps per pass (one example)
+    for first in range(0, n_steps, per_batch):
+        chunk = slice(first, min(first + per_batch, n_steps))
         k = chunk.stop - chunk.start
         points = tuple(
             torch.cat([start + alpha * (end - start) for alpha in alphas[chunk]], dim=0).requires_grad_()
