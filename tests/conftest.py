@@ -1,4 +1,5 @@
-"""Shared fixtures: repository paths, a tiny random Longformer, the real converted MiniLM."""
+"""Shared fixtures: repository paths, a tiny random Longformer, the real converted MiniLM, and the session's
+end-to-end runs (tests/README.md lists which tests read which run)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_snakemake, tiny_longformer
+import torch
+from helpers import GUARD, ROOT, build_classifier, run_snakemake, tiny_config, tiny_longformer, write_config
+from notes_corpus import SERVICES, write_notes
 from transformers import AutoTokenizer, BertModel
 
 from attnlens.modeling import packaged_model_dir
@@ -15,6 +18,13 @@ from attnlens.modeling import packaged_model_dir
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_report_header(config) -> str:
+    """The CPU kernels float results depend on (tests/test_kernel_sets.py reads this line)."""
+    libraries = ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+    env = ", ".join(f"{k}={os.environ[k]}" for k in libraries if os.environ.get(k))
+    return f"CPU kernels: {torch.backends.cpu.get_cpu_capability()}" + (f" ({env})" if env else "")
 
 
 @pytest.fixture(scope="session")
@@ -30,8 +40,37 @@ def tiny_run(root, tmp_path_factory) -> Path:
     """
     work = tmp_path_factory.mktemp("tiny-run")
     shutil.copytree(root / ".test" / "config", work / "config")
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs")
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def own_classifier(tmp_path_factory) -> Path:
+    """A Longformer classifier of the notes' two services (tests/notes_corpus.py), fine-tuned and saved as a user
+    would (:func:`helpers.build_classifier`)."""
+    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf", labels=SERVICES)
+
+
+#: The notes run's shard counts: more shards than its three test notes, so most shards are empty.
+NOTES_SHARDS = {"attention": {"n_shards": 4}, "attribution": {"n_shards": 4}, "topology": {"n_shards": 4}}
+
+
+@pytest.fixture(scope="session")
+def notes_run(root, own_classifier, tmp_path_factory) -> Path:
+    """Real-shaped data analysed with the user's own classifier, run once per session: the discharge notes as a CSV
+    (three test notes, all of one class), ``model.source: classifier`` with :func:`own_classifier`, the
+    classification and topology studies, more shards than test notes. test_real_data and
+    test_existing_classifier read it.
+    """
+    work = tmp_path_factory.mktemp("notes-csv")
+    table, _ = write_notes(work / "input")
+    data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
+    model = {"source": "classifier", "name_or_path": str(own_classifier)}
+    write_config(work, tiny_config(root, data=data, model=model, studies=["classification", "topology"],
+                                   **NOTES_SHARDS))  # fmt: skip
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return work
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -12,25 +14,67 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
+from attnlens.config import SyntheticConfig
+from attnlens.corpus import CLASS_NAMES, generate_corpus
+from attnlens.modeling import load_tokenizer, packaged_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
+#: float32's machine epsilon (2⁻²³ ≈ 1.2e-7): the relative size of one float32 rounding, the unit of the bounds
+#: of comparisons whose path rounds to float32 somewhere (see tests/README.md, "Tolerances").
+EPS32 = torch.finfo(torch.float32).eps
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def run_snakemake(root, *args, cwd=None, timeout=900, prefix=(), slurm=False):
-    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``).
+#: Hang guards, in seconds: a test's time limit is there to end a run that hangs, never to judge its speed
+#: (that is `make bench`'s job). Each is at least 3 × the slowest duration measured on any machine of the
+#: project's kind for what it guards (tests/README.md lists the measurements); one that fires fails its test
+#: with how far the run got (:func:`hang_report`).
+GUARD = {
+    "plan": 300,  # a dry run, lint, rule graph or report: ≤ 25 s measured
+    "stage": 900,  # a few jobs (one stage, the data of a run, a failing job): ≤ 120 s measured
+    "run": 2700,  # a whole .test-sized run: ≤ 480 s measured (a slower machine of the kind: ≤ 1.9 × that)
+}
+
+
+def run_guarded(cmd, *, timeout: float, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """``cmd`` in a session of its own, stdout and stderr captured as text; past ``timeout`` seconds its whole
+    process group is killed and the test fails with how far it got, instead of leaving orphans behind."""
+    proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(hang_report(cmd, timeout, stdout + stderr), pytrace=False)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def hang_report(cmd, limit: float, log: str) -> str:
+    """What a run that hit its hang guard had done: Snakemake's last progress line, the jobs it had started
+    but not finished, and the end of its output."""
+    steps = re.findall(r"^.*\d+ of \d+ steps \(.*?\) done.*$", log, re.M)
+    started = re.findall(r"^\s*(?:local)?rule (\w+):\n(?:\s+\w+:.*\n)*?\s+jobid: (\d+)", log, re.M)
+    finished = set(re.findall(r"Finished jobid: (\d+)", log))
+    running = sorted({rule for rule, job in started if job not in finished})
+    tail = "\n".join(log.strip().splitlines()[-15:])
+    command = " ".join(map(str, cmd))
+    return (f"hang guard: `{command[:300]}` still running after {limit:.0f} s and was killed; "
+            f"{steps[-1].strip() if steps else 'no Snakemake step finished'}; running: {', '.join(running) or '?'}\n"
+            f"last lines:\n{tail}")  # fmt: skip
+
+
+def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False):
+    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``), under
+    the hang guard ``timeout`` (:data:`GUARD`).
 
     Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
     """
-    return subprocess.run(
-        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
-        cwd=cwd or root,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=None if slurm else local_env(),
-    )
+    return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
+                       cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
 
 
 #: SLURM's client commands: Snakemake's SLURM plugin runs them whenever it loads (`scontrol show config`
@@ -91,3 +135,60 @@ def tiny_longformer(
     torch.manual_seed(seed)
     model = (LongformerForSequenceClassification if num_labels else LongformerModel)(config).eval()
     return model.double() if double else model
+
+
+#: The checkpoint's own shape: 128 tokens (Longformer numbers positions from pad id + 1), window 16.
+OWN_LENGTH, OWN_WINDOW = 128, 16
+
+
+def build_classifier(folder: Path, labels=CLASS_NAMES, steps: int = 8, architectures=True) -> Path:
+    """A small Longformer classifier, fine-tuned ``steps`` AdamW steps on synthetic documents and saved the way a
+    user would (``save_pretrained``): 2 layers, hidden 32, window 16, 128 positions, the packaged WordPiece
+    tokenizer; class ``k`` is named ``labels[k]``."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    config = LongformerConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=OWN_LENGTH + tokenizer.pad_token_id + 1,
+        attention_window=OWN_WINDOW,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id,
+        id2label=dict(enumerate(labels)), label2id={c: i for i, c in enumerate(labels)},
+    )  # fmt: skip
+    torch.manual_seed(3)
+    model = LongformerForSequenceClassification(config)
+    docs = generate_corpus(SyntheticConfig(n_documents=16, min_words=40, max_words=120), seed=11).documents
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    for step in range(steps):
+        batch = docs.iloc[(step * 4) % len(docs) :][:4]
+        enc = tokenizer(list(batch["text"]), truncation=True, max_length=OWN_LENGTH, padding=True,
+                        return_tensors="pt")  # fmt: skip
+        loss = model(**enc, labels=torch.tensor(batch["label"].to_numpy()) % len(labels)).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    model.eval()
+    if not architectures:
+        model.config.architectures = None
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_config(root: Path, **sections) -> dict:
+    """The `.test` configuration with whole sections replaced (``data=…``, ``model=…``) or, for a dict whose
+    section exists, merged one level deep."""
+    cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
+    for name, value in sections.items():
+        if isinstance(value, dict) and name not in ("data", "model") and isinstance(cfg.get(name), dict):
+            cfg[name] = {**cfg[name], **value}
+        else:
+            cfg[name] = value
+    return cfg
+
+
+def write_config(work: Path, cfg: dict) -> Path:
+    """``cfg`` as ``work/config/config.yaml`` (the file a run in ``work`` reads); returns ``work``."""
+    (work / "config").mkdir(parents=True, exist_ok=True)
+    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    return work

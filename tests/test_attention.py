@@ -34,6 +34,8 @@ from attnlens.attention import (
 from attnlens.data import shard_of
 from attnlens.prediction import encode_texts
 
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
 
 def dense_reference(band: Band) -> torch.Tensor:
     """``(heads, n, n)`` float64 dense attention, by a loop over queries."""
@@ -99,6 +101,7 @@ def band(request):
 def test_reference_rows_sum_to_one(band):
     dense = dense_reference(band)
     real = dense[:, : band.length].sum(-1)
+    # float32-rounded fractions that sum to 1: their rounding errors add up to at most 2⁻²⁴ of the sum
     assert torch.allclose(real, torch.ones_like(real), atol=1e-6)
     assert dense[:, band.length :].abs().sum() == 0 and dense[:, :, band.length :].abs().sum() == 0
 
@@ -107,6 +110,8 @@ def test_received_matches_dense(band):
     expected = dense_reference(band).sum(1)
     got = received_attention(band)
     assert got.shape == (band.heads, band.n)
+    # float32 sums of ≤ 37 weights in [0, 1] (columns sum to ≲ 10) against float64: ≤ 37 · 10 · 2⁻²⁴ ≈ 2e-5 in the
+    # worst case, ~1e-6 as rounding errors of random sign add (measured ≤ 1e-6)
     assert torch.allclose(got.double(), expected, atol=1e-5)
 
 
@@ -130,8 +135,8 @@ def _reference_topk(dense: torch.Tensor, k: int, length: int, axis: str):
 def test_topk_matches_dense(band, k, topk, axis):
     ref_idx, ref_val = _reference_topk(dense_reference(band), k, band.length, axis)
     idx, val = topk(band, k)
-    assert torch.equal(idx, ref_idx)
-    assert torch.allclose(val.double(), ref_val, atol=1e-6)
+    assert torch.equal(idx, ref_idx)  # weights are multiples of 1/m, ties broken by position on both sides
+    assert torch.allclose(val.double(), ref_val, atol=1e-6)  # a float32 weight ≤ 1 (or a sum of two) vs float64
 
 
 @pytest.mark.parametrize("bins", [1, 4, 7])
@@ -146,6 +151,8 @@ def test_binned_image_matches_dense(band, bins):
         for j in range(band.length):
             ref[:, edges[i], edges[j]] += dense[:, i, j]
             ref_weighted[:, edges[i], edges[j]] += dense[:, i, j] / float(count[max(i, j)])
+    # float32 bin sums of up to n² weights (a bin holds ≤ n = 37 rows' worth, ≲ 37 in all) against float64: the
+    # same 2⁻²⁴-per-addition bound as received attention (measured ≤ 4e-6); the weighted image divides first
     assert torch.allclose(binned_image(band, bins, n_ref).double(), ref, atol=1e-5)
     assert torch.allclose(binned_image(band, bins, n_ref, count=count).double(), ref_weighted, atol=1e-6)
     own = binned_image(band, bins)  # default: the example's own length
@@ -159,12 +166,14 @@ def test_bin_cells_counts_real_cells():
 
 def test_layer_configuration():
     received = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(4, 3, 2).permute(0, 1, 2)  # (L=4, H=3, n=2)
+    # small integers in float32: every sum is exact, whatever its order
     assert torch.equal(layer_configuration(received, "last"), received[3].sum(0))
     assert torch.equal(layer_configuration(received, "all"), received.sum((0, 1)))
     assert torch.equal(layer_configuration(received, "lower"), received[:2].sum((0, 1)))
     assert torch.equal(layer_configuration(received, "upper"), received[2:].sum((0, 1)))
     weights = torch.rand(4, 3)
-    assert torch.allclose(layer_configuration(received, "all", weights), (received * weights[:, :, None]).sum((0, 1)))
+    weighted = (received * weights[:, :, None]).sum((0, 1))  # float32, 12 terms ≲ 23: allclose's 1e-5 relative
+    assert torch.allclose(layer_configuration(received, "all", weights), weighted)
     with pytest.raises(ValueError, match="unknown layer configuration"):
         layer_configuration(received, "middle")
 
@@ -239,9 +248,13 @@ def test_real_model_reconstruction_equals_full_attention(global_positions):
         for layer, band in enumerate(layers):
             dense = dense_reference(band)
             length = band.length
+            # float64 model, but Longformer's softmax rounds to float32: rows sum to 1 within 2⁻²⁴ (allclose: 1e-8)
             assert torch.allclose(dense[:, :length].sum(-1), torch.ones(band.heads, length, dtype=torch.float64))
+            # Hugging Face's probabilities went through its float32 softmax, the reference's are float64: each
+            # within 2⁻²⁴ relative (measured ≤ 1.5e-7 absolute), inside allclose's default rtol of 1e-5
             assert torch.allclose(dense, expected[layer, b], atol=1e-10)
-            # and the band operations agree with the dense matrix of a real model
+            # and the band operations agree with the dense matrix of a real model (the same float64 numbers, summed
+            # in another order: float64 rounding, far inside atol + rtol)
             assert torch.allclose(received_attention(band), dense.sum(1), atol=1e-10)
             ref_idx, _ = _reference_topk(dense, 3, length, "row")
             assert torch.equal(topk_attended(band, 3)[0], ref_idx)
@@ -265,6 +278,7 @@ def test_real_model_narrow_window_rows_sum_to_one():
     for layers in bands_from_outputs(out.attentions, out.global_attentions, mask, gmask):
         band = layers[0]
         dense = dense_reference(band)
+        # float32 softmax probabilities summed in float64: within 2⁻²⁴ of 1 (allclose: 1e-8)
         assert torch.allclose(dense[:, : band.length].sum(-1), torch.ones(band.heads, band.length, dtype=torch.float64))
         unused = band.local.masked_select((band.slot_keys < 0)[None].expand_as(band.local))
         assert unused.abs().max() <= 1e-8
@@ -320,6 +334,7 @@ def test_summaries_of_a_real_forward(tiny_classifier):
     n = len(encoded.input_ids[0])
     assert out["received"].shape == (2, 2, n)
     # every real query distributes exactly 1: received attention sums to n per head
+    # float32 probabilities: n rows of softmax outputs, each 1 within ~n·2⁻²⁴; n ≈ 40 sums of them: ≤ 1e-4
     assert torch.allclose(out["received"].sum(-1), torch.full((2, 2), float(n)), atol=1e-4)
     assert out["attended_idx"].shape == (2, 2, n, 4) and out["attended_idx"].dtype == torch.int32
     assert position_counts([3, 1, 2]).tolist() == [3, 2, 1]

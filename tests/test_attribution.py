@@ -25,6 +25,8 @@ from attnlens.attribution import (
     prepare_inputs,
 )
 
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
 
 class Tokens(torch.nn.Module):
     """``(1, 2)`` → ``(1, 2, 1)``: two "tokens" with hidden size 1, so a token score is the feature's."""
@@ -56,7 +58,7 @@ def test_toy_model_closed_form():
     )  # fmt: skip
     # the integrand has a kink, so Gauss-Legendre converges slowly: 1e-2 is what 512 nodes give
     np.testing.assert_allclose(res.scores, [1.5, -0.5], atol=1e-2)
-    assert res.gap == pytest.approx(1.0)
+    assert res.gap == pytest.approx(1.0)  # F(x) − F(x′) = relu(3 − 1 − 1) − 0, float64: approx's 1e-6 relative
     assert abs(res.delta) <= 1e-3 * res.gap and res.converged
 
 
@@ -90,7 +92,7 @@ def test_adaptive_steps_stop_at_the_tolerance():
         model, model.tokens, x, base, (), 1, min_steps=1, max_steps=2, tolerance=1e-4, internal_batch_size=8
     )
     assert not capped.converged and capped.n_steps == 2
-    assert capped.delta == pytest.approx(capped.scores.sum() - capped.gap)
+    assert capped.delta == pytest.approx(capped.scores.sum() - capped.gap)  # δ's definition, float64 rounding
 
 
 def _example(tiny_classifier):
@@ -133,10 +135,11 @@ def test_wrapper_equals_plain_captum_and_completeness(tiny_classifier):
     n = inputs.input_ids.shape[1]
     plain = attr[0].sum(-1).numpy()
     assert np.all(plain[n:] == 0)  # Longformer's internal window padding carries no attribution
-    # float64 end to end: the wrapper adds only summation-order error
+    # float64 model, the same 64 Gauss–Legendre points in batches of 16 through the same forward: what may differ
+    # is the order of the sums over points and over the embedding width, i.e. float64 rounding of scores ≲ 1
     np.testing.assert_allclose(ours.scores, plain[:n], rtol=1e-10, atol=1e-12)
     assert ours.delta == pytest.approx(float(delta), abs=1e-10)
-    # completeness, within the δ we report
+    # completeness, within the δ we report: δ is defined as Σ scores − gap, so only float64 rounding remains
     assert ours.scores.sum() == pytest.approx(ours.gap + ours.delta, abs=1e-12)
     assert abs(ours.delta) < 1e-3 * abs(ours.gap)
     assert ours.scores[0] == 0 and ours.scores[-1] == 0  # CLS and SEP are identical in input and baseline
@@ -197,8 +200,9 @@ def test_layer_outputs_stop_after_the_layer(tiny_classifier):
 
 def test_gauss_legendre_on_the_unit_interval():
     weights, nodes = gauss_legendre(5)
+    # 5-point Gauss–Legendre integrates polynomials up to degree 9 exactly: float64 rounding of the nodes only
     assert sum(weights) == pytest.approx(1.0) and all(0 < a < 1 for a in nodes)
-    assert sum(w * a**9 for w, a in zip(weights, nodes, strict=True)) == pytest.approx(0.1)  # exact to degree 9
+    assert sum(w * a**9 for w, a in zip(weights, nodes, strict=True)) == pytest.approx(0.1)
 
 
 def test_embedding_attributions_bound_by_name(tiny_classifier):
@@ -219,5 +223,5 @@ def test_choose_target_and_l2():
     assert choose_target("true", 0, probs) == 0
     with pytest.raises(ValueError):
         choose_target("other", 0, probs)
-    np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])
+    np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])  # one float64 division (1e-7)
     assert np.all(l2_normalise(np.zeros(3)) == 0)

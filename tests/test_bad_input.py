@@ -5,6 +5,9 @@ directory holding the `.test` configuration with one thing wrong, and asserts: a
 one ``attnlens: error:`` line naming the file (or config file), the field and what was expected, no
 Python traceback, and no new file under ``results/`` except the failing rule's log — which holds that
 same line (a log is where Snakemake's ``--show-failed-logs`` and a cluster's job output point the user).
+
+Each case costs a Snakemake start-up on one core (~4 s), so the cases run two at a time, once per session
+(:func:`outcomes`), and each test reads its case's outcome.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, SNAKEMAKE, local_env
+from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded
 from transformers import LongformerConfig
 
 pytestmark = pytest.mark.workflow
@@ -172,42 +176,59 @@ AS_USER = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-s
 
 def _run(work: Path, env: dict | None, obey_permissions: bool) -> subprocess.CompletedProcess:
     prefix = AS_USER if obey_permissions and os.geteuid() == 0 else []
-    return subprocess.run(
-        [*prefix, *SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), "--cores", "1",
-         "prepare_dataset"],
-        cwd=work, capture_output=True, text=True, timeout=300, env={**local_env(), **(env or {})},
-    )  # fmt: skip
+    cmd = [*prefix, *SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", work, "--cores", 1, "prepare_dataset"]
+    return run_guarded(cmd, cwd=work, timeout=GUARD["plan"], env={**local_env(), **(env or {})})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A case's working directory, the files it held before the run, and the run."""
+
+    work: Path
+    before: frozenset[Path]
+    out: subprocess.CompletedProcess
+
+
+def _outcome(name: str) -> Outcome:
+    case = CASES[name]
+    work = Path(tempfile.mkdtemp(prefix="attnlens-bad-input-"))
+    (work / "config").mkdir()
+    cfg = yaml.safe_load((ROOT / ".test/config/config.yaml").read_text(encoding="utf-8"))
+    cfg = case.setup(work, cfg)
+    text = cfg if isinstance(cfg, str) else yaml.safe_dump(cfg)
+    (work / "config/config.yaml").write_text(text, encoding="utf-8")
+    before = frozenset(p for p in work.rglob("*") if p.is_file())
+    return Outcome(work, before, _run(work, case.env, obey_permissions=name == "read-only results"))
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, Outcome]:
+    """Every case, run two at a time (Snakemake's start-up is single-threaded); cleaned up after the module."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(zip(CASES, pool.map(_outcome, CASES), strict=True))
+    yield done
+    for outcome in done.values():
+        if (outcome.work / "results").exists():
+            (outcome.work / "results").chmod(0o755)
+        shutil.rmtree(outcome.work, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_clear_line(name):
-    case = CASES[name]
-    work = Path(tempfile.mkdtemp(prefix="attnlens-bad-input-"))
-    try:
-        (work / "config").mkdir()
-        cfg = yaml.safe_load((ROOT / ".test/config/config.yaml").read_text(encoding="utf-8"))
-        cfg = case.setup(work, cfg)
-        text = cfg if isinstance(cfg, str) else yaml.safe_dump(cfg)
-        (work / "config/config.yaml").write_text(text, encoding="utf-8")
-        before = {p for p in work.rglob("*") if p.is_file()}
-        out = _run(work, case.env, obey_permissions=name == "read-only results")
-        said = out.stdout + out.stderr
-        assert out.returncode != 0, said[-3000:]
-        lines = [ln for ln in said.splitlines() if ln.startswith("attnlens: error:")]
-        assert len(lines) == 1, said[-3000:]
-        for part in case.expect:
-            assert part in lines[0], f"{part!r} not in {lines[0]!r}"
-        assert "Traceback" not in said, said[-3000:]
-        new = sorted(p.relative_to(work) for p in work.rglob("*") if p.is_file() and p not in before)
-        results = [p for p in new if p.parts[0] == "results"]
-        artifacts = [p for p in results if p.parts[:2] != ("results", "logs")]
-        assert not artifacts, artifacts
-        for log in results:  # the failing rule's log holds the line
-            assert lines[0] in (work / log).read_text(encoding="utf-8"), log
-    finally:
-        if (work / "results").exists():
-            (work / "results").chmod(0o755)
-        shutil.rmtree(work, ignore_errors=True)
+def test_bad_input_is_one_clear_line(name, outcomes):
+    work, before, out = outcomes[name].work, outcomes[name].before, outcomes[name].out
+    said = out.stdout + out.stderr
+    assert out.returncode != 0, said[-3000:]
+    lines = [ln for ln in said.splitlines() if ln.startswith("attnlens: error:")]
+    assert len(lines) == 1, said[-3000:]
+    for part in CASES[name].expect:
+        assert part in lines[0], f"{part!r} not in {lines[0]!r}"
+    assert "Traceback" not in said, said[-3000:]
+    new = sorted(p.relative_to(work) for p in work.rglob("*") if p.is_file() and p not in before)
+    results = [p for p in new if p.parts[0] == "results"]
+    artifacts = [p for p in results if p.parts[:2] != ("results", "logs")]
+    assert not artifacts, artifacts
+    for log in results:  # the failing rule's log holds the line
+        assert lines[0] in (work / log).read_text(encoding="utf-8"), log
 
 
 def test_at_least_twenty_distinct_bad_inputs():

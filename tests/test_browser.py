@@ -11,12 +11,11 @@ as in CI, turns the skip into a failure). Playwright never downloads a browser.
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import unavailable
+from helpers import GUARD, run_guarded, unavailable
 from test_attention import dense_reference
 
 from attnlens.attention import layer_configuration, load_bands, load_summaries
@@ -38,8 +37,7 @@ def browser(root):
     if not CHROMIUM.exists():
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             _unavailable("Chromium is not installed and installing it needs root and apt-get")
-        done = subprocess.run(["bash", str(root / "tests/browser/install_chromium.sh")], capture_output=True,
-                              text=True, timeout=900)  # fmt: skip
+        done = run_guarded(["bash", root / "tests/browser/install_chromium.sh"], timeout=GUARD["stage"])  # apt-get
         if done.returncode != 0:
             _unavailable(f"could not install Chromium: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     try:
@@ -113,6 +111,7 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     page.click(f".tok[data-i='{i}']")
     assert page.inner_text("#d-position") == str(i)
     assert page.inner_text("#d-token") == meta["tokens"][i]
+    # the page prints 4 significant digits and stores received attention as float16 (3 digits): rel 1e-3 / 2e-3
     assert _float(page.inner_text("#d-attribution")) == pytest.approx(ig[i], rel=1e-3, abs=1e-7)
     assert _float(page.inner_text("#d-attribution-l2")) == pytest.approx(ig[i] / np.linalg.norm(ig), rel=1e-3)
     expected = float(layer_configuration(received, "all")[i])  # the default view: all layers, unscaled
@@ -157,7 +156,7 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     for method in ("grad_input", "rollout"):
         page.select_option("#overlay", f"explanation:{method}")
         values = np.array(page.eval_on_selector_all(".tok", "els => els.map(e => Number(e.dataset.value))"))
-        np.testing.assert_allclose(values, explained[method], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(values, explained[method], rtol=1e-6, atol=1e-9)  # float32 in JSON, read back
         legend = page.inner_text("#legend-text")
         assert ("red negative" in legend) == (method in SIGNED) and method.split("_")[0] in legend.lower()
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import rbo
 import torch
+from helpers import GUARD, run_guarded
 
 
 def _overlap(s, t, d):
@@ -41,7 +42,7 @@ def test_rbo_on_numpy2_matches_reference(seed):
     s = rng.permutation(30).tolist()
     t = rng.permutation(30).tolist()[:25]
     sim = rbo.RankingSimilarity(s, t)
-    assert sim.rbo(p=1.0) == pytest.approx(_average_overlap(s, t), abs=1e-12)
+    assert sim.rbo(p=1.0) == pytest.approx(_average_overlap(s, t), abs=1e-12)  # float64 series of ≤ 30 terms
     assert sim.rbo(p=0.9) == pytest.approx(_rbo_min_reference(s, t, 0.9), abs=1e-12)
 
 
@@ -70,7 +71,7 @@ def test_conda_post_deploy_yields_a_working_package(root, tmp_path):
                "ATTNLENS_SOURCE": str(root), "PIP_NO_BUILD_ISOLATION": "0", "VIRTUAL_ENV": str(env)}  # fmt: skip
     environ.pop("PYTHONPATH", None)
     script = root / "workflow" / "envs" / "pipeline.post-deploy.sh"
-    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
+    out = run_guarded(["bash", script], cwd=tmp_path, env=environ, timeout=GUARD["plan"])  # ≤ 15 s measured
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     check = (
         "import attnlens, rbo\n"

@@ -9,6 +9,16 @@ gradient-weighted attention (``A ⊙ ∂F/∂A``) are computed from it and compa
 Gradient methods are checked against Captum's ``Saliency`` and ``InputXGradient``, occlusion against
 Captum's ``FeatureAblation`` and a brute-force loop; each method also meets a toy whose answer is
 known in closed form.
+
+Bounds: the toy model is float64, but Longformer rounds its attention probabilities to float32 (its
+softmax's ``dtype``) while the dense reference keeps them in float64: each probability is off by at most
+2⁻²⁴ ≈ 6e-8 of itself, so a sum of positive weights is off by at most that fraction of the sum — inside
+``assert_allclose``'s default ``rtol=1e-7`` (raw attention, rollout; measured 1e-7 absolute on sums ≲ 19).
+Value norms and gradient-weighted attention multiply those weights by float64 vectors of either sign
+(``rtol=1e-6`` / ``1e-7``). The logits pass through the same rounding damped by three layers and the
+head (measured 2e-12 on logits ~7e-3: ``1e-9``). Captum's gradient methods and occlusion run the same
+forward as ours: float64 rounding only (``rtol=1e-9``, ``atol=1e-12``–``1e-14``). The closed-form toys are
+exact fractions in float64 (the defaults).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from attnlens.explanations import (
     sentence_spans,
     value_norm_received,
 )
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 # --- the dense reference ------------------------------------------------------------------------------
 
@@ -157,7 +169,7 @@ def test_attention_methods_match_dense_references(toy_model, monkeypatch):
             f_global = rec["vg"][h, :n].double() @ w_o[:, cols].T
             f = torch.where(rec["glob"][:n, None, None], f_global[None], f_local[None])  # (query, key, d)
             expected_vn += torch.linalg.vector_norm(d[h][:, :, None] * f, dim=-1).sum(0)
-    # rtol 1e-6: Longformer computes its softmax in float32 even in a float64 model
+    # rtol 1e-6: Longformer computes its softmax in float32 even in a float64 model; value vectors of either sign
     np.testing.assert_allclose(got.scores["value_norm"], expected_vn.numpy(), rtol=1e-6, atol=1e-12)
     # gradient-weighted attention: A ⊙ ∂F/∂A from autograd on the dense matrices
     expected_ga = sum((d * g).sum((0, 1)) for d, g in zip(dense, grads, strict=True))

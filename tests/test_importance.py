@@ -5,6 +5,12 @@ A head mask ``m[l, h]`` multiplying head ``h``'s context before the attention ou
 ``∂loss/∂m`` at ``m = 1`` must equal the estimator's ``Σ g·θ`` over the output-dense columns of the
 head, and also over its local + global value rows: checked against central finite differences on a
 float64 model. The legacy matrix is checked against a direct re-statement of recipes §4.
+
+Bounds: a central difference with step ε = 1e-6 has truncation error O(ε²·f‴) ≈ 1e-12 and rounding error
+≈ eps64·|loss|/ε ≈ 2e-10, both far below ``rtol=1e-6`` of derivatives above 1e-6 (``atol=1e-10``). The
+re-statements use the same float64 gradients summed in another order (``rtol=1e-9``), and the
+normalisations are one division of float64 numbers (``allclose``'s defaults, 1e-5 relative). ``equal``
+only where the operations are the same.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from attnlens.importance import (
     taylor_terms,
     zero_heads,
 )
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 N_LAYERS, N_HEADS, HIDDEN = 2, 3, 12
 
@@ -187,8 +195,8 @@ def test_normalisations():
     assert torch.allclose(normalise(raw, "max"), raw / 5)
     assert zero_heads(normalise(raw, "max")) == []
     assert torch.allclose(normalise(raw, "layer_sum").sum(1), torch.ones(2, dtype=torch.float64))
-    assert torch.equal(normalise(torch.ones(2, 2), "minmax"), torch.ones(2, 2, dtype=torch.float64))
+    assert torch.equal(normalise(torch.ones(2, 2), "minmax"), torch.ones(2, 2, dtype=torch.float64))  # a constant: 1
     with pytest.raises(ValueError, match="unknown normalisation"):
         normalise(raw, "softmax")
     out = importance_matrices({"legacy_raw": raw, "fixed_raw": raw}, "layer_sum")
-    assert torch.equal(out["legacy"], mm)
+    assert torch.equal(out["legacy"], mm)  # the same min–max of the same matrix

@@ -41,7 +41,7 @@ def test_tensors_and_json_round_trip(tmp_path):
     t = {"importance": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
     save_tensors(t, tmp_path / "t.safetensors", provenance("t/v1"))
     back, prov = load_tensors(tmp_path / "t.safetensors", "t/v1")
-    assert torch.equal(back["importance"], t["importance"]) and prov["schema"] == "t/v1"
+    assert torch.equal(back["importance"], t["importance"]) and prov["schema"] == "t/v1"  # a file round trip: bits
     save_json({"a": [1, 2]}, tmp_path / "m.json", provenance("m/v1"))
     assert load_json(tmp_path / "m.json", "m/v1")["a"] == [1, 2]
 

@@ -1,4 +1,8 @@
-"""The explanation leaderboard's numbers against scipy, the rbo package and plain loops."""
+"""The explanation leaderboard's numbers against scipy, the rbo package and plain loops.
+
+Bounds: float64 on both sides, the same statistic computed by other code: rounding only, inside
+``approx``'s default 1e-6 relative (RBO's series: ``abs=1e-9``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from scipy import stats
 
 from attnlens.leaderboard import EXAMPLE_COLUMNS, agreement_rows, metrics, summarise
 from attnlens.render.tables import leaderboard_table
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 
 def _scores(seed=0, n=60):

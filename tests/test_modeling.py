@@ -11,6 +11,8 @@ from attnlens.modeling import (
     validate_window,
 )
 
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
 TEXTS = [
     "Longformer replaces full self-attention with a sliding window plus a few global tokens. " * 6,
     "A much shorter second document about compilers and type systems.",
@@ -21,7 +23,7 @@ def test_tile_positions():
     table = torch.arange(12.0).reshape(4, 3)  # 4 "BERT" positions, hidden 3
     tiled = _tile_positions(table, max_length=10, offset=1)
     assert tiled.shape == (11, 3)
-    assert torch.equal(tiled[0], torch.zeros(3))
+    assert torch.equal(tiled[0], torch.zeros(3))  # copies of rows (no arithmetic): equal
     for k in range(10):
         assert torch.equal(tiled[1 + k], table[k % 4])
 
@@ -79,7 +81,7 @@ def test_conversion_copies_and_initialises(minilm):
     bert, tokenizer = minilm
     model = convert_bert_to_longformer(bert, tokenizer, max_length=1100, attention_window=64, num_labels=3, seed=5)
     sd, bsd = model.state_dict(), bert.state_dict()
-    layer = "longformer.encoder.layer.3.attention.self."
+    layer = "longformer.encoder.layer.3.attention.self."  # the conversion copies weights: every check is equality
     for proj in ("query", "key", "value"):
         assert torch.equal(sd[f"{layer}{proj}_global.weight"], bsd[f"encoder.layer.3.attention.self.{proj}.weight"])
     pos = sd["longformer.embeddings.position_embeddings.weight"]

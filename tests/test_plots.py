@@ -18,7 +18,7 @@ from attnlens.render.figures import (
 
 def test_scales_per_head():
     img = np.array([[[[0.0, 1.0], [3.0, np.nan]]]])
-    lin = scale_per_head(img, "linear")
+    lin = scale_per_head(img, "linear")  # float64 min–max and rank scalings of exact values: allclose's defaults
     assert np.allclose(lin[0, 0][:, 0], [0, 1]) and np.isnan(lin[0, 0, 1, 1])
     rank = scale_per_head(img, "rank")
     assert np.allclose(rank[0, 0, 0], [0, 0.5])

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import SNAKEMAKE, local_env, run_snakemake
+from helpers import GUARD, SNAKEMAKE, hang_report, local_env, run_guarded, run_snakemake
 from PIL import Image
 from safetensors import safe_open
 
@@ -165,16 +165,20 @@ def _differences(a_root: Path, b_root: Path) -> list[str]:
     return out
 
 
-def _kill_when(cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = 600) -> None:
-    """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds."""
+def _kill_when(cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = GUARD["run"]) -> None:
+    """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds. ``limit``: a hang guard
+    (helpers.GUARD); a run that never gets there fails with how far it got (Snakemake's log)."""
     proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=local_env())  # fmt: skip
     try:
         deadline = time.time() + limit
         while time.time() < deadline and proc.poll() is None and not ready():
             time.sleep(0.1)
+        if proc.poll() is None and not ready():
+            logs = sorted((work / ".snakemake/log").glob("*.log"))
+            pytest.fail(hang_report(cmd, limit, logs[-1].read_text() if logs else "") + f"\n(waiting to kill {what})",
+                        pytrace=False)  # fmt: skip
         assert proc.poll() is None, f"the run ended before it could be killed {what}"
-        assert ready(), f"never reached the point to kill {what}"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -236,7 +240,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
     assert len(finished_pairs) == 1
 
     # 4. the rest, to the end: only what was killed (and what follows) runs again
-    out = subprocess.run(resume(), cwd=work, capture_output=True, text=True, timeout=1500, env=local_env())
+    out = run_guarded(resume(), cwd=work, timeout=GUARD["run"], env=local_env())
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for o, mtime in {**finished_ig, **finished_pairs}.items():
         assert (res / o).stat().st_mtime_ns == mtime, f"{o} was recomputed"

@@ -3,6 +3,11 @@
 The legacy references below are straight transcriptions of the notebooks' per-example functions
 (recipes §11.1–11.2), written with loops, sets, ``np.percentile``, ``scipy.stats`` and ``rbo`` —
 independent of the vectorised code under test.
+
+Bounds: float64 on both sides, the same statistic by other code, so rounding only: ``abs=1e-12`` for
+single correlations and overlaps of ≤ 200 items, ``abs=1e-10`` for the per-example metric sets (means over
+thresholded vectors of a few hundred values), the defaults (1e-6 / 1e-7 relative) elsewhere. The synthetic
+recovery checks (``abs=0.02``–``0.03``) are statistical: the sampling spread of a mean over 40 examples.
 """
 
 import math
@@ -20,6 +25,8 @@ from attnlens.errors import InputError
 from attnlens.io import load_parquet, provenance, save_json, save_parquet
 from attnlens.render.tables import number, paper_table
 from attnlens.stages.similarity import run_aggregate_similarity
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 # --- independent references ---------------------------------------------------------------------
 
@@ -403,6 +410,20 @@ def test_summarise_tests_and_masking_increase():
     assert inc.loc[("legacy", "kendall_tau"), "pct_increase"] == pytest.approx(expected)
     assert inc.loc[("legacy", "kendall_tau"), "delta_value"] == pytest.approx(0.1, abs=2e-3)
     assert inc.loc[("legacy", "kendall_tau"), "delta_chance"] == 0
+    assert (inc["note"] == "").all()
+    # an unmasked mean of 0 has no percentage: left out, and said
+    zero = summary.copy()
+    plain = (zero["mode"] == "legacy") & (zero["mask"] == "none") & (zero["metric"] == "kendall_tau")
+    zero.loc[plain & (zero["configuration"] == "last"), "mean"] = 0.0
+    inc = sim.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
+    assert (
+        inc.loc[("legacy", "kendall_tau"), "note"]
+        == "pct_increase from 2 of 4 cells: the unmasked mean is 0 in the others"
+    )
+    zero.loc[plain, "mean"] = 0.0
+    inc = sim.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
+    assert np.isnan(inc.loc[("legacy", "kendall_tau"), "pct_increase"])
+    assert inc.loc[("legacy", "kendall_tau"), "note"].startswith("pct_increase not computable")
 
 
 def test_paper_table_and_legacy_layout():

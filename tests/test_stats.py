@@ -1,4 +1,10 @@
-"""The shared statistics against independent references (scipy, explicit loops)."""
+"""The shared statistics against independent references (scipy, explicit loops).
+
+Bounds: float64 on both sides, the same quantity computed by other code, so rounding only: numpy's
+``assert_allclose`` default (1e-7 relative) and ``approx``'s (1e-6). The bootstrap interval's width
+against the normal approximation is a statistical bound, not a rounding one (``rel=0.15`` at 2 000
+resamples of 400 values).
+"""
 
 import numpy as np
 import pytest
@@ -13,6 +19,8 @@ from attnlens.stats import (
     permutation_p_value,
     rank_correlation,
 )
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ def test_top_tokens_ties_by_position_and_mask():
 def test_per_type_and_dataset_aggregates_by_hand():
     ex1 = per_type_sums(np.array([0.1, 0.2, 0.3]), ["x", "y", "x"], ["x", "y", "x"], np.ones(3, bool))
     ex2 = per_type_sums(np.array([0.5, -0.1]), ["x", "z"], ["x", "z"], np.array([True, True]))
+    # float64 sums of decimal fractions (0.1 + 0.3 is not 0.4 in binary): approx's default 1e-6 relative
     assert ex1.set_index("key")["attribution"].to_dict() == pytest.approx({"x": 0.4, "y": 0.2})
     agg = dataset_aggregate([ex1, ex2]).set_index("key")
     assert agg.loc["x", "sum_over_n"] == pytest.approx((0.4 + 0.5) / 2)  # legacy: divided by N examples

@@ -1,5 +1,12 @@
 """Attention topology: MI estimators against explicit loops, band pooling against a dense loop,
-gudhi persistence against ripser and hand-computed H0, bottleneck against persim, the claim test."""
+gudhi persistence against ripser and hand-computed H0, bottleneck against persim, the claim test.
+
+Bounds: float64 code against float64 loops: rounding only (``1e-12``, or the defaults). Pooling from the
+float32 bands against the float64 dense reference: float32 sums of ≤ n weights ≤ 1 (``atol=1e-6``);
+gudhi against ripser: ripser computes its filtration in float32 (``atol=1e-6`` on distances ≤ 2 ln 2);
+bottleneck against persim: both exact matchings, float64 (``abs=1e-9``). A real model's softmax rows:
+float32 probabilities summed over ≤ 128 keys (``atol=1e-5``).
+"""
 
 import math
 
@@ -16,6 +23,8 @@ from attnlens.config import TopologyConfig
 from attnlens.corpus import generate_pairs
 from attnlens.prediction import encode_texts
 from attnlens.stats import rank_correlation
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 
 def _loop_pool(dense, unit_of):

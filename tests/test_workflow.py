@@ -160,6 +160,7 @@ def test_attribution_stage(tiny):
     assert sorted(frame["example_id"]) == sorted(test["example_id"])  # every test example, once
     for row in frame.itertuples(index=False):
         assert len(row.scores) == len(row.input_ids)
+        # δ is stored as Σ scores − gap (float64 of float32 scores): only the float64 sum's rounding remains
         assert np.sum(row.scores) == pytest.approx(row.gap + row.delta, abs=1e-9)
         assert row.n_steps in (2, 4) and list(row.rounds_steps)[-1] == row.n_steps
         assert row.target == int(np.argmax(row.probs))  # target: predicted
@@ -201,9 +202,10 @@ def test_explanation_stage(tiny):
         if row.method.startswith("attention_"):
             received = summaries[row.example_id].received
             expected = received[-1:] if row.method == "attention_last" else received
+            # the same float32 received attention, summed over 6 × 12 heads in another order: float32 rounding
             np.testing.assert_allclose(row.scores, expected.double().sum((0, 1)).numpy(), rtol=1e-5, atol=1e-6)
         if row.method == "rollout":
-            assert np.sum(row.scores) == pytest.approx(1.0)
+            assert np.sum(row.scores) == pytest.approx(1.0)  # a row of products of stochastic matrices, float32
     summary, _ = load_parquet(res / "explanations/leaderboard.parquet", "explanation_leaderboard/v1")
     assert list(dict.fromkeys(summary["method"])) == ["ig", *METHODS, "random"]
     spearman = summary[summary["metric"] == "spearman"].set_index("method")
@@ -355,7 +357,7 @@ def _check_attribute_resumes(root, workdir):
     after, _ = load_parquet(res / "attributions/shard1.parquet")
     assert list(after["example_id"]) == list(before["example_id"])
     for a, b in zip(after["scores"], before["scores"], strict=True):
-        assert list(a) == pytest.approx(list(b), abs=1e-6)
+        assert list(a) == pytest.approx(list(b), abs=1e-6)  # the same IG, resumed: float32 scores ≲ 1
 
 
 @pytest.mark.workflow
@@ -378,13 +380,15 @@ def test_attention_stage(tiny):
     for ex in summaries.examples.values():
         n = len(ex.input_ids)
         assert ex.received.shape == (6, 12, n)
+        # float32 probabilities: n rows each summing to 1 within ~n·2⁻²⁴, summed again over n ≤ 128 queries
         assert torch.allclose(ex.received.sum(-1), torch.full((6, 12), float(n)), rtol=1e-4)
     showcased = {s["example_id"] for s in selection}
     assert {e for e, ex in summaries.examples.items() if ex.topk is not None} == showcased
     bands_paths = sorted((res / "attention/bands").glob("shard*.safetensors"))
     eid = selection[0]["example_id"]
     bands, _ = load_bands(bands_paths, eid)
-    assert torch.allclose(torch.stack([received_attention(b) for b in bands]), summaries.examples[eid].received)
+    received = torch.stack([received_attention(b) for b in bands])  # the same code on the stored band: rounding
+    assert torch.allclose(received, summaries.examples[eid].received)
     paper = res / "paper"
     for name in ("head_importance", "attention_aggregate", "topk_counts", "topk_intersections"):
         for ext in ("png", "pdf"):

@@ -17,7 +17,12 @@ instead of projecting every token with them.
 
 The result is the same function of the inputs; only the order of floating-point sums differs
 (``tests/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
-with Hugging Face's path). In training, the attention dropout is drawn exactly as Hugging Face draws it
+with Hugging Face's path). Both paths round the scores to float32 for the softmax, as Hugging Face does, so
+even a float64 model agrees with Hugging Face's to float32 rounding, not float64's: where two scores an ulp
+apart straddle a float32 rounding boundary they round to neighbouring values (~1e-9 in the hidden states of
+a float64 model; which scores do depends on the CPU's vector kernels).
+
+In training, the attention dropout is drawn exactly as Hugging Face draws it
 (:func:`dropout_keep`), so a seeded training run drops the same weights on either path. It applies
 wherever nothing needs the attention matrices: every forward and backward pass without
 ``output_attentions``. Attention extraction runs Hugging Face's forward unchanged.

@@ -597,29 +597,48 @@ def masking_increase(summary: pd.DataFrame, rbo_p: Sequence[float], layers=("las
     ``pct_increase`` = mean over (layers × scaled) of ``(masked − unmasked) / unmasked · 100`` of the
     dataset means (the notebook's formula, §11.2); ``delta_value`` and ``delta_chance`` are the mean
     absolute changes of the metric and of its chance level, and ``delta_excess`` their difference —
-    the part of the increase that is not an artefact of the recipe.
+    the part of the increase that is not an artefact of the recipe. A percentage of an unmasked mean of 0
+    does not exist: such (layers × scaled) cells are left out of ``pct_increase`` and ``note`` says so.
     """
     index = summary.set_index(GROUP)
     rows = []
     for group in paper_metrics(rbo_p).values():
         for m in group:
             for mode, name in (("legacy", m.legacy), ("fixed", m.fixed)):
-                pct, dv, dc = [], [], []
+                pct, dv, dc, at_zero = [], [], [], 0
                 for ly in layers:
                     for scaled in (True, False):
                         masked, plain = (mode, ly, scaled, MASKED_WITH[mode], name), (mode, ly, scaled, "none", name)
                         if masked in index.index and plain in index.index:
                             u, v = index.loc[plain], index.loc[masked]
-                            pct.append((v["mean"] - u["mean"]) / u["mean"] * 100 if u["mean"] else np.nan)
+                            if u["mean"]:
+                                pct.append((v["mean"] - u["mean"]) / u["mean"] * 100)
+                            elif u["mean"] == 0:
+                                at_zero += 1
                             dv.append(v["mean"] - u["mean"])
                             dc.append(v["chance"] - u["chance"])
                 rows.append(
-                    {"metric": m.label, "mode": mode, "name": name, "pct_increase": np.nanmean(pct) if pct else np.nan,
-                     "delta_value": np.nanmean(dv) if dv else np.nan, "delta_chance": np.nanmean(dc) if dc else np.nan}
+                    {"metric": m.label, "mode": mode, "name": name, "pct_increase": _mean(pct),
+                     "delta_value": _mean(dv), "delta_chance": _mean(dc), "note": _zero_note(at_zero, len(pct))}
                 )  # fmt: skip
     out = pd.DataFrame(rows)
     out["delta_excess"] = out["delta_value"] - out["delta_chance"]
-    return out
+    return out[[c for c in out.columns if c != "note"] + ["note"]]
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of the values that exist (NaN when none does)."""
+    values = [v for v in values if not np.isnan(v)]
+    return float(np.mean(values)) if values else np.nan
+
+
+def _zero_note(at_zero: int, used: int) -> str:
+    """Why ``pct_increase`` leaves cells out (an unmasked mean of 0 has no percentage), or ``""``."""
+    if not at_zero:
+        return ""
+    if not used:
+        return "pct_increase not computable: the unmasked mean is 0 in every cell"
+    return f"pct_increase from {used} of {used + at_zero} cells: the unmasked mean is 0 in the others"
 
 
 LEGACY_EXAMPLE_NAMES = {

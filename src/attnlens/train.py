@@ -5,7 +5,9 @@ explicit: AdamW (β = 0.9/0.999, ε = 1e-8), weight decay on every weight but bi
 linear warm-up then linear decay to zero, gradient clipping, gradient accumulation, optional
 gradient checkpointing, and an explicit global-attention mask on CLS (fixed behaviour: never rely
 on the model's implicit default). Everything random — head initialisation was done by
-``build_base_model``; dropout and shuffling here — is seeded, so two CPU runs give identical weights.
+``build_base_model``; dropout and shuffling here — is seeded, so two runs on one CPU give identical weights
+(a CPU with other vector kernels orders float sums differently, so its weights can differ in their last
+bits, and each training step carries such differences on).
 """
 
 from __future__ import annotations
