@@ -40,7 +40,7 @@ run: $(STAMP)
 	$(BIN)/snakemake --report results/report.html
 
 test: $(TEST_STAMP)
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest --durations=15
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest --durations=20
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -10,8 +10,8 @@ user fine-tuned (``model.source: classifier``).
   shards than that, so most shards are empty. The run must finish, and its artifacts must say what was
   done to the data.
 - The class folders (:func:`folders_run`): what the folder source changes — reading, splitting, naming,
-  truncating — through the predictions, plus study 3's pair shards (which do not read the notes), eight
-  of them for six test pairs. The stages after the predictions read the same artifacts whatever the source,
+  truncating — through the predictions, plus study 3's pair shards (which do not read the notes), four
+  of them for its three test pairs. The stages after the predictions read the same artifacts whatever the source,
   and the CSV run covers them.
 """
 
@@ -31,8 +31,9 @@ from attnlens.io import load_json, load_tensors
 
 pytestmark = pytest.mark.workflow
 
-#: The folders run's targets: the predictions (and the data they read), and study 3's eight pair shards.
-PAIR_SHARDS = 8
+#: The folders run's targets: the predictions (and the data they read), and study 3's pair shards: 4 for the 3
+#: test pairs of the smallest synthetic pair set (6 pairs, half of them held out).
+PAIR_SHARDS = 4
 FOLDERS_TARGETS = ("results/predictions/selection.json",
                    *(f"results/pairs/scores_shard{k}.parquet" for k in range(PAIR_SHARDS)))  # fmt: skip
 
@@ -45,6 +46,7 @@ def folders_run(root, own_classifier, tmp_path_factory) -> Path:
     data = {"source": "folders", "path": str(folders), "classes": list(SERVICES), "seed": 7, "test_fraction": 0.25}
     cfg = tiny_config(root, data=data, model={"source": "classifier", "name_or_path": str(own_classifier)})
     cfg["pairs"]["attribution"]["n_shards"] = PAIR_SHARDS
+    cfg["pairs"]["data"]["synthetic"]["n_pairs"] = 6
     cfg["pairs"]["exact"]["enabled"] = False
     write_config(work, cfg)
     out = run_snakemake(root, "--directory", str(work), *FOLDERS_TARGETS, "--cores", "2", "--show-failed-logs",
@@ -82,7 +84,9 @@ def test_every_shard_is_a_typed_artifact(run):
         (schema,) = schemas
         assert not [f.name for f in schema if str(f.type) == "null"], f"{name}: untyped columns"
         n_empty += sum(pq.read_metadata(p).num_rows == 0 for p in paths)
-    assert n_empty >= (4 if kind == "csv" else PAIR_SHARDS - 6)  # the run really had empty shards
+    n_test = 3 if kind == "csv" else len(pd.read_parquet(work / "results/data/pairs_test.parquet"))
+    assert n_test < (4 if kind == "csv" else PAIR_SHARDS)
+    assert n_empty >= (4 if kind == "csv" else PAIR_SHARDS - n_test)  # the run really had empty shards
 
 
 def test_dataset_is_named_by_its_source(run):
