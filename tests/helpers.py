@@ -33,9 +33,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: project's kind for what it guards (tests/README.md lists the measurements); one that fires fails its test
 #: with how far the run got (:func:`hang_report`).
 GUARD = {
-    "plan": 300,  # a dry run, lint, rule graph or report: ≤ 25 s measured
-    "stage": 900,  # a few jobs (one stage, the data of a run, a failing job): ≤ 120 s measured
-    "run": 2700,  # a whole .test-sized run: ≤ 480 s measured (a slower machine of the kind: ≤ 1.9 × that)
+    "plan": 300,  # one command: a dry run, lint, a report, a script (≤ 12 s measured; × 1.9 on a slower machine)
+    "stage": 900,  # a few jobs: the folders run, 7 jobs through SLURM, an apt-get install (≤ 90 s measured)
+    "run": 2700,  # a whole .test-sized run (≤ 240 s measured here; 549 s, the slowest on record, on a slower one)
 }
 
 

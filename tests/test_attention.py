@@ -256,7 +256,7 @@ def test_real_model_reconstruction_equals_full_attention(global_positions):
             # and the band operations agree with the dense matrix of a real model (the same float64 numbers, summed
             # in another order: float64 rounding, far inside atol + rtol)
             assert torch.allclose(received_attention(band), dense.sum(1), atol=1e-10)
-            ref_idx, _ = _reference_topk(dense, 3, length, "row")
+            ref_idx, _ = _reference_topk(dense, 3, length, "row")  # ties broken by position on both sides: equal
             assert torch.equal(topk_attended(band, 3)[0], ref_idx)
             ref_idx, _ = _reference_topk(dense, 3, length, "column")
             assert torch.equal(topk_attending(band, 3)[0], ref_idx)

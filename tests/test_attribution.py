@@ -158,7 +158,7 @@ def test_layer_ig_is_captum_bit_for_bit(tiny_classifier):
         inputs.input_ids, baselines=inputs.baseline, additional_forward_args=inputs.forward_args, target=1,
         n_steps=20, method="gausslegendre", internal_batch_size=8,
     )  # fmt: skip
-    assert ours.dtype == torch.float32 and torch.equal(ours, theirs)
+    assert ours.dtype == torch.float32 and torch.equal(ours, theirs)  # Captum's operations, in its order: equal
 
     emb = model.longformer.embeddings
     layers = [emb.word_embeddings, emb.position_embeddings]
@@ -192,7 +192,7 @@ def test_layer_outputs_stop_after_the_layer(tiny_classifier):
     n = inputs.input_ids.shape[1]  # Hugging Face's forward pads to a multiple of the window before the embeddings
     assert not ran and out.shape[0] == 1 and out.shape[1] >= n and out.shape[2] == model.config.hidden_size
     expected = model.longformer.embeddings(input_ids=inputs.input_ids, position_ids=inputs.position_ids)
-    torch.testing.assert_close(out[:, :n], expected, rtol=0, atol=0)
+    torch.testing.assert_close(out[:, :n], expected, rtol=0, atol=0)  # the same embedding forward: equal
     assert not model.longformer.embeddings._forward_hooks
     with pytest.raises(ValueError, match="did not run"):
         layer_outputs(ProbabilityForward(model), [torch.nn.Linear(2, 2)], inputs.input_ids, *inputs.forward_args)

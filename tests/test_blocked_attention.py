@@ -7,7 +7,7 @@ parameter gradients (what head importance reads) and Integrated Gradients itself
 drop the attention weights Hugging Face drops under the same seed. Where the blocked path does not apply
 (attention outputs asked for) the model must be Hugging Face's, number for number.
 
-The bounds. The two paths compute the same function with their sums in another order, so in float64 they
+Bounds: the two paths compute the same function with their sums in another order, so in float64 they
 agree to float64 rounding — once the softmax runs in float64 too (:func:`float64_softmax`). Longformer
 casts its scores to float32 for the softmax (``softmax(..., dtype=torch.float32)``, in Hugging Face's code
 and, to stay the same function, in ours), and two float64 scores an ulp apart round to neighbouring float32

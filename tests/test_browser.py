@@ -77,6 +77,7 @@ def _check_partners(listed, dense_line, k, length):
     kth = positive[len(listed) - 1]
     assert all(line[j] >= kth - 1e-5 for j in listed), (listed, line[listed], kth)
     values = [line[j] for j in listed]
+    # listed in descending order, up to ties the page's float16 values (3 significant digits) cannot tell apart
     assert values == sorted(values, reverse=True) or np.allclose(sorted(values, reverse=True), values, atol=1e-3)
 
 

@@ -1,4 +1,13 @@
-"""Integrated-Jacobian pair attributions: closed forms, completeness, symmetry, encoders, exact mode, data, tables."""
+"""Integrated-Jacobian pair attributions: closed forms, completeness, symmetry, encoders, exact mode, data, tables.
+
+Bounds: the closed-form and Jacobian checks run float64 toy encoders, the same function on both sides with
+sums in another order (``rtol`` 1e-10–1e-12). The MiniLM checks run the packaged model in float32, where
+the same representation computed by another path (a batch, a cut at another layer) differs by float32
+rounding through up to 6 layers: ~1e-6 relative on values of order 1, hence ``rtol=1e-4``/``atol=1e-5``;
+the legacy equations on MiniLM (float32 Jacobians of three steps, summed in another order than the
+published loop) get ``rtol=2e-4``, and the exact model's score against its embeddings ``rel=1e-4``. Table,
+quadrature and statistic checks are float64 arithmetic written out (``approx``'s default 1e-6 relative).
+"""
 
 import numpy as np
 import pandas as pd
