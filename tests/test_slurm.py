@@ -42,12 +42,16 @@ def cluster(root):
         unavailable("slurm", "a real SLURM needs root here: tests/slurm/cluster.sh installs and starts munge and slurm")
     if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
         unavailable("slurm", "SLURM is not installed and there is no apt-get to install it")
+    had_slurm = shutil.which("scontrol") is not None
     started = time.perf_counter()
     up = run_guarded(["bash", root / "tests/slurm/cluster.sh", "up"], timeout=GUARD["stage"])  # apt-get: ≤ 60 s
     if up.returncode != 0:
         unavailable("slurm", f"could not bring up SLURM: {(up.stderr.strip().splitlines() or ['?'])[-1]}")
     yield time.perf_counter() - started
-    run_guarded(["bash", root / "tests/slurm/cluster.sh", "down"], timeout=GUARD["plan"])
+    # the machine as the tests found it: no daemon, and no SLURM client left to slow later snakemake calls
+    clean = run_guarded(["bash", root / "tests/slurm/cluster.sh", "clean"], timeout=GUARD["stage"])
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    assert had_slurm or shutil.which("scontrol") is None, "cluster.sh clean left SLURM's client installed"
 
 
 def test_profile_has_placeholders_and_every_gpu_rule_a_partition(root):

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # A single-node SLURM on localhost from Debian's packages: for the slurm-marked tests, and for trying
-# workflow/profiles/slurm on a laptop.      usage: tests/slurm/cluster.sh up|down|status
+# workflow/profiles/slurm on a laptop.      usage: tests/slurm/cluster.sh up|down|clean|status
 #
 # up      installs munge + slurmctld + slurmd + slurm-client when missing, writes /etc/slurm/slurm.conf
 #         (only if there is none, or it is ours), starts munged, slurmctld and slurmd, waits until the
 #         node is idle and `srun hostname` answers. Idempotent: a cluster that is already up is left alone.
 # down    stops, in reverse order and by PID, only the daemons this script started.
+# clean   down, then leaves the machine as `up` found it: purges exactly the packages `up` installed (those
+#         it asked for and what apt-get pulled in with them) and removes the slurm.conf it wrote. Without it Debian's slurm-client
+#         stays, and Snakemake's SLURM plugin, which runs `scontrol show config` whenever it loads, makes every
+#         later `snakemake` call wait ~9 s for a controller that no longer runs.
 # status  prints the daemons and `sinfo`; exit 0 when the cluster answers, 1 otherwise.
 #
 # Needs root (daemons run as munge / slurm). No accounting daemon: run Snakemake's slurm executor with
 # `--slurm-status-command squeue` (MinJobAge=3600 keeps finished jobs visible to squeue for an hour). Every wait is bounded.
 set -euo pipefail
 
-STATE=/run/attnlens-slurm          # PID files of the daemons we started
+STATE=/run/attnlens-slurm          # PID files of the daemons we started; `installed`: the packages `up` installed
 CONF=/etc/slurm/slurm.conf
 MARK="# written by attnlens tests/slurm/cluster.sh"
 HOST=$(hostname -s)
@@ -42,12 +46,18 @@ install() {
     command -v apt-get >/dev/null || die "SLURM is not installed and there is no apt-get to install it"
     local pkgs=(munge slurmctld slurmd slurm-client)
     say "installing ${pkgs[*]}"
+    mkdir -p "$STATE"
+    packages >"$STATE/before"
     export DEBIAN_FRONTEND=noninteractive
     timeout 300 apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 ||
         { timeout 300 apt-get update -q >/dev/null 2>&1 &&
             timeout 300 apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1; } ||
         die "apt-get could not install ${pkgs[*]}"
+    packages | comm -13 "$STATE/before" - >"$STATE/installed"  # what this install added, one a line
+    rm -f "$STATE/before"
 }
+
+packages() { dpkg-query -W -f='${binary:Package}\n' | sort; }
 
 write_conf() {
     if [[ -f $CONF ]] && ! grep -qF "$MARK" "$CONF"; then
@@ -139,6 +149,23 @@ down() {
     done
 }
 
+clean() {
+    down
+    if [[ -f $CONF ]] && grep -qF "$MARK" "$CONF"; then
+        rm -f "$CONF"
+        say "removed $CONF"
+    fi
+    if [[ -s $STATE/installed ]]; then
+        local pkgs
+        mapfile -t pkgs <"$STATE/installed"
+        export DEBIAN_FRONTEND=noninteractive
+        timeout 300 apt-get purge -y -q "${pkgs[@]}" >/dev/null 2>&1 || die "apt-get could not purge ${pkgs[*]}"
+        rm -rf /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/slurm  # made by `up` for them
+        say "purged the ${#pkgs[@]} packages up installed"
+    fi
+    rm -f "$STATE/installed"
+}
+
 status() {
     local name
     for name in munged slurmctld slurmd; do
@@ -156,6 +183,7 @@ status() {
 case "${1:-}" in
     up) up ;;
     down) down ;;
+    clean) clean ;;
     status) status ;;
-    *) echo "usage: $0 up|down|status" >&2; exit 64 ;;
+    *) echo "usage: $0 up|down|clean|status" >&2; exit 64 ;;
 esac
