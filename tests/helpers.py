@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -75,6 +77,70 @@ def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm
     """
     return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
                        cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
+
+
+#: The fork server of :class:`ForkedSnakemake`: imports Snakemake once, then runs each command line it is sent
+#: (one JSON object a line) in a fork of itself, its output to a file, and answers with the exit code.
+_FORK_SERVER = r"""
+import json, os, sys
+import snakemake.cli
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(job["cwd"])
+        code = 1
+        try:
+            snakemake.cli.main(job["args"])
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+class ForkedSnakemake:
+    """``snakemake`` command lines run as forks of one process that has imported Snakemake already.
+
+    Importing Snakemake takes ~1 s of the ~1.7 s a dry run costs; a test that plans a hundred dry runs
+    (test_params) pays it once this way. One command at a time; runs see no SLURM commands
+    (:func:`local_env`), and each is under the hang guard ``timeout``.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.logs = Path(tempfile.mkdtemp(prefix="attnlens-forked-snakemake-"))
+        self.count = 0
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+        self.server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=root, env=local_env(), text=True,
+                                       start_new_session=True, **pipes)  # fmt: skip
+
+    def run(self, *args, timeout: float = GUARD["plan"]) -> subprocess.CompletedProcess:
+        """``snakemake --snakefile <root>/Snakefile *args``; its output (stdout and stderr together) in both fields."""
+        cmd = ["--snakefile", str(self.root / "Snakefile"), *map(str, args)]
+        log = self.logs / f"{self.count}.log"
+        self.count += 1
+        self.server.stdin.write(json.dumps({"args": cmd, "cwd": str(self.root), "log": str(log)}) + "\n")
+        self.server.stdin.flush()
+        if not select.select([self.server.stdout], [], [], timeout)[0]:
+            os.killpg(self.server.pid, signal.SIGKILL)
+            pytest.fail(hang_report(["snakemake", *cmd], timeout, log.read_text(errors="replace")), pytrace=False)
+        answer = self.server.stdout.readline().strip()
+        if not answer:
+            raise RuntimeError(f"the Snakemake fork server ended: {log.read_text(errors='replace')[-2000:]}")
+        said = log.read_text(encoding="utf-8", errors="replace")
+        return subprocess.CompletedProcess(["snakemake", *cmd], int(answer), said, said)
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=30)
+        shutil.rmtree(self.logs, ignore_errors=True)
 
 
 #: SLURM's client commands: Snakemake's SLURM plugin runs them whenever it loads (`scontrol show config`

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
-from helpers import run_snakemake
+from helpers import ForkedSnakemake, run_snakemake
 
 from attnlens.config import load_schema, planned_cpus, resolve_shards, validate_config
 
@@ -167,20 +168,29 @@ def test_each_key_replans_exactly_its_readers(root, tiny_run, tmp_path):
     config = resolve_shards(validate_config(config), planned_cpus())  # as the Snakefile: n_shards auto -> a count
     leaves = _leaves(load_schema())
 
+    servers, local = [], threading.local()  # one fork server per thread: a dry run in ~0.6 s instead of ~1.7 s
+
     def plan(key: str) -> tuple[str, set[str], set[str], str]:
+        if not hasattr(local, "snakemake"):
+            local.snakemake = ForkedSnakemake(root)
+            servers.append(local.snakemake)
         value, extra = OVERRIDES.get(key, (None, {}))
         if key not in OVERRIDES:
             value = _changed(leaves[key], _get(config, key))
         override = _merge(_nested(key, value), extra)
         path = tmp_path / f"{key}.yaml"
         path.write_text(yaml.safe_dump(override), encoding="utf-8")
-        out = run_snakemake(root, "--directory", str(tiny_run), "-n", "--configfile", str(path))
+        out = local.snakemake.run("--directory", tiny_run, "-n", "--configfile", path)
         planned = set(re.findall(r"^(?:local)?rule (\w+):", out.stdout, re.M)) - {"all"}
         readers = {rule for rule, (given, _) in records.items() if key in given} | DAG_KEYS.get(key, set())
         return key, planned, _downstream(readers, children), out.stderr[-1500:] if out.returncode else ""
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(plan, sorted(leaves)))
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(plan, sorted(leaves)))
+    finally:
+        for server in servers:
+            server.close()
     problems = []
     for key, planned, expected, error in results:
         if error:
