@@ -130,7 +130,8 @@ class ForkedSnakemake:
         self.server.stdin.flush()
         if not select.select([self.server.stdout], [], [], timeout)[0]:
             os.killpg(self.server.pid, signal.SIGKILL)
-            pytest.fail(hang_report(["snakemake", *cmd], timeout, log.read_text(errors="replace")), pytrace=False)
+            said = log.read_text(errors="replace") if log.exists() else ""
+            pytest.fail(hang_report(["snakemake", *cmd], timeout, said), pytrace=False)
         answer = self.server.stdout.readline().strip()
         if not answer:
             raise RuntimeError(f"the Snakemake fork server ended: {log.read_text(errors='replace')[-2000:]}")

@@ -14,12 +14,12 @@ import os
 import re
 import sys
 
-from helpers import run_guarded
+from helpers import GUARD, run_guarded
 
 #: The portable kernel set, as environment variables read when torch, MKL and oneDNN load.
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 #: Hang guard: the numerics tests take ~35 s here under the portable kernels (tests/README.md).
-LIMIT = 900
+LIMIT = GUARD["stage"]
 
 
 def test_numerics_hold_under_the_portable_kernels(root):
