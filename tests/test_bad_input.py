@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded
+from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded, tiny_config
 from transformers import LongformerConfig
 
 pytestmark = pytest.mark.workflow
@@ -193,8 +193,7 @@ def _outcome(name: str) -> Outcome:
     case = CASES[name]
     work = Path(tempfile.mkdtemp(prefix="attnlens-bad-input-"))
     (work / "config").mkdir()
-    cfg = yaml.safe_load((ROOT / ".test/config/config.yaml").read_text(encoding="utf-8"))
-    cfg = case.setup(work, cfg)
+    cfg = case.setup(work, tiny_config(ROOT))
     text = cfg if isinstance(cfg, str) else yaml.safe_dump(cfg)
     (work / "config/config.yaml").write_text(text, encoding="utf-8")
     before = frozenset(p for p in work.rglob("*") if p.is_file())
