@@ -219,9 +219,15 @@ def test_truncation_is_counted_in_the_manifest(tmp_path):
         "longest": 102,
     }
     assert manifest["truncation"]["train"]["truncated"] == 0
-    assert manifest["provenance"]["notes"] == [
+    assert manifest["provenance"]["notes"][0] == (
         "test: 1 of 2 documents are longer than max_length 32 and were cut (longest 102 tokens); "
         "36 of 106 tokens kept (34%)"
+    )
+    # then the unknown-token share of each split, counted on what the model sees (30 words of the long one)
+    assert manifest["unknown_tokens"]["test"] == {"unknown": 0, "content": 32, "share": 0.0}
+    assert manifest["provenance"]["notes"][1:] == [
+        f"{s}: 0 of {manifest['unknown_tokens'][s]['content']} content tokens are [UNK] (0.00%); they are attributed "
+        "and ranked as text" for s in ("train", "test")
     ]
 
 

@@ -6,12 +6,28 @@ few sentences (nothing downloaded), so the byte artefacts of §15 B-13 (``Ċ``, 
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
+import torch
 from tokenizers import ByteLevelBPETokenizer
+from tokenizers.processors import RobertaProcessing
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from attnlens.modeling import packaged_model_dir
-from attnlens.tokens import display_tokens, stopword_source, stopwords, surface_pieces, token_mask, tokenizer_family
+from attnlens.attribution import baseline_ids
+from attnlens.data import encode_splits, unknown_note, unknown_tokens
+from attnlens.modeling import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
+from attnlens.pairs import SiameseEncoder, reference_ids
+from attnlens.prediction import encode_texts
+from attnlens.tokens import (
+    display_tokens,
+    stopword_source,
+    stopwords,
+    structural_ids,
+    structural_mask,
+    surface_pieces,
+    token_mask,
+    tokenizer_family,
+)
 
 CORPUS = ["The model attends to the training data — naïve “quotes”\n\tand tabs, 42 times. We learn."] * 30
 
@@ -123,3 +139,90 @@ def test_legacy_alnum_keeps_digits(wordpiece):
 def test_stopword_source_is_recorded():
     assert "ENGLISH_STOP_WORDS" in stopword_source()
     assert {"the", "and", "we"} <= stopwords()
+
+
+# ------------------------------------------------------------------ text is text, structure is not content
+
+#: Literal special-token spellings of the WordPiece and byte-level families, as a document may contain them.
+LITERALS = ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "<pad>", "<mask>", "<unk>"]
+DOCUMENT = "[CLS] start [SEP] middle [PAD] [PAD] [MASK] " + " ".join(LITERALS) + " end"
+
+
+@pytest.fixture(scope="module")
+def saved_bpe(tmp_path_factory, bpe):
+    """The byte-level tokenizer with RoBERTa's framing (<s> … </s>), saved and loaded back by attnlens."""
+    folder = tmp_path_factory.mktemp("bpe")
+    backend = bpe.backend_tokenizer
+    backend.post_processor = RobertaProcessing(("</s>", bpe.sep_token_id), ("<s>", bpe.cls_token_id))
+    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", cls_token="<s>",
+                            sep_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>",
+                            model_max_length=128).save_pretrained(folder)  # fmt: skip
+    return folder
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "bpe"])
+def test_literal_special_token_strings_are_text(family, saved_bpe, tmp_path):
+    """Every way a stage gets a tokenizer reads ``[CLS]``, ``<s>`` … in a document as characters, identically."""
+    if family == "wordpiece":
+        loaded = [source_tokenizer(PACKAGED_MODEL, 128), load_tokenizer(packaged_model_dir())]
+        loaded.append(SiameseEncoder.load(PACKAGED_MODEL, layer=2).tokenizer)
+        loaded[0].save_pretrained(tmp_path)  # a model folder's tokenizer, as build_base_model writes it
+        loaded.append(load_tokenizer(tmp_path))
+    else:
+        loaded = [load_tokenizer(saved_bpe), source_tokenizer(str(saved_bpe), 128)]
+    tok = loaded[0]
+    ids = encode_texts(tok, [DOCUMENT]).input_ids[0]
+    for other in loaded[1:]:
+        assert encode_texts(other, [DOCUMENT]).input_ids[0] == ids
+        assert other(DOCUMENT)["input_ids"] == ids
+    structural = structural_ids(tok)
+    # framing only at the ends: one start token, one end token, nothing structural in between
+    assert [i for i in ids if i in structural] == [ids[0], ids[-1]]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    specials = set(tok.all_special_ids)
+    assert not specials & set(ids[1:-1]), tok.convert_ids_to_tokens(ids)
+    # the characters come back: decoding the content gives the literals as written
+    text = tok.decode(ids[1:-1]).replace(" ", "")
+    for literal in LITERALS:
+        assert literal.lower() in text.lower()
+
+
+def test_structural_tokens_frame_the_text_and_unknown_and_mask_are_content(wordpiece):
+    tok = load_tokenizer(packaged_model_dir())
+    assert structural_ids(tok) == {tok.cls_token_id, tok.sep_token_id, tok.pad_token_id}
+    assert tok.unk_token_id not in structural_ids(tok) and tok.mask_token_id not in structural_ids(tok)
+    ids = tok("汉字 and 😀 emoji")["input_ids"]
+    assert tok.unk_token_id in ids
+    mask = structural_mask(tok, ids)
+    assert mask.tolist() == [True] + [False] * (len(ids) - 2) + [True]
+    # the fixed mask drops structure; an unknown token is not a word, so it drops it as a word filter would
+    assert not token_mask(tok, ids, "fixed")[mask].any()
+
+
+def test_ig_baseline_and_pair_reference_are_the_original_recipes_on_unknown_tokens():
+    """recipes §9.1: ``[CLS] + [PAD]·n + [SEP]``; xsbert: everything between the first and last token replaced."""
+    tok = load_tokenizer(packaged_model_dir())
+    ids = torch.tensor(tok("naïve 汉字 [UNK] text with 😀 and [MASK]")["input_ids"])
+    assert (ids == tok.unk_token_id).sum() >= 2
+    original = torch.tensor([ids[0].item()] + [tok.pad_token_id] * (len(ids) - 2) + [ids[-1].item()])
+    assert torch.equal(baseline_ids(ids, structural_ids(tok), tok.pad_token_id), original)
+    assert torch.equal(reference_ids(ids, tok.pad_token_id, structural_ids(tok)), original)
+
+
+def test_unknown_share_per_split_is_noted_and_warned_above_the_threshold(wordpiece):
+    tok = load_tokenizer(packaged_model_dir())
+    frames = {
+        "train": pd.DataFrame({"text": ["plain english words only", "more words"]}),
+        "test": pd.DataFrame({"text": ["中文文本 and 😀😀 emoji", "汉字"]}),
+    }
+    ids = encode_splits(tok, frames)
+    summary = unknown_tokens(tok, frames, max_length=512)
+    assert summary["train"] == {"unknown": 0, "content": 6, "share": 0.0}
+    # by hand: 中文文本 → 4, emoji → 2 (each emoji one [UNK]), 汉字 → 2 unknown among 4 + 3 + 2 content tokens
+    test_ids = [[t for t in r[1:-1]] for r in ids["test"]]
+    n_unk = sum(t == tok.unk_token_id for r in test_ids for t in r)
+    assert summary["test"]["unknown"] == n_unk and summary["test"]["content"] == sum(map(len, test_ids))
+    assert unknown_note("train", summary["train"], tok.unk_token).startswith("train: 0 of 6 content tokens are [UNK]")
+    assert unknown_note("test", summary["test"], tok.unk_token).startswith("warning: test: ")
+    # cut documents count only what the model sees
+    assert unknown_tokens(tok, frames, max_length=3)["test"]["content"] == 2

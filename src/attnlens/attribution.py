@@ -34,7 +34,7 @@ import torch
 from attnlens.io import load_parquet, load_shards
 from attnlens.modeling import global_attention_mask
 from attnlens.prediction import PREDICTIONS_SCHEMA
-from attnlens.tokens import special_ids
+from attnlens.tokens import structural_ids
 
 ATTRIBUTION_SCHEMA = "attributions/v1"
 EMBEDDING_SCHEMA = "embedding_attributions/v1"
@@ -73,7 +73,11 @@ def position_ids(model, n: int, batch: int = 1) -> torch.Tensor:
 
 
 def baseline_ids(input_ids: torch.Tensor, special: set[int], pad_id: int) -> torch.Tensor:
-    """Pad tokens everywhere except at special tokens (CLS, SEP …), which are kept (recipes §9.1)."""
+    """Pad tokens everywhere except at the structural tokens (CLS, SEP …), which are kept (recipes §9.1).
+
+    ``[UNK]`` is content and becomes pad like any word. For a text read as text the kept tokens are its
+    first and last, the original's ``[CLS] + [PAD] * n + [SEP]`` (docs/deviations.md, D-STRUCT).
+    """
     keep = torch.zeros_like(input_ids, dtype=torch.bool)
     for sid in special - {pad_id}:
         keep |= input_ids == sid
@@ -101,7 +105,7 @@ def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs
     mask = torch.ones_like(input_ids)
     return Inputs(
         input_ids=input_ids,
-        baseline=baseline_ids(input_ids, special_ids(tokenizer), tokenizer.pad_token_id),
+        baseline=baseline_ids(input_ids, structural_ids(tokenizer), tokenizer.pad_token_id),
         attention_mask=mask,
         global_attention_mask=global_attention_mask(mask),
         position_ids=position_ids(model, input_ids.shape[1]).to(device),

@@ -32,6 +32,7 @@ from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
+from attnlens.tokens import unknown_count
 
 log = logging.getLogger(__name__)
 
@@ -323,13 +324,46 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     return frames, rationales, manifest
 
 
-def token_counts(tokenizer, frames: dict[str, pd.DataFrame]) -> dict[str, np.ndarray]:
-    """Tokens of every document (special tokens included, nothing cut), per split, in frame order."""
+def encode_splits(tokenizer, frames: dict[str, pd.DataFrame]) -> dict[str, list[list[int]]]:
+    """Ids of every document (special tokens included, nothing cut), per split, in frame order."""
     return {
-        split: np.array([len(ids) for ids in tokenizer(list(df["text"]), truncation=False, verbose=False)["input_ids"]],
-                        dtype=np.int64) if len(df) else np.zeros(0, dtype=np.int64)
+        split: tokenizer(list(df["text"]), truncation=False, verbose=False)["input_ids"] if len(df) else []
         for split, df in frames.items()
-    }  # fmt: skip
+    }
+
+
+def token_counts(ids: dict[str, list[list[int]]]) -> dict[str, np.ndarray]:
+    """Tokens of every document (special tokens included, nothing cut), per split, in frame order."""
+    return {split: np.array([len(r) for r in rows], dtype=np.int64) for split, rows in ids.items()}
+
+
+#: Above this share of ``[UNK]`` among a split's content tokens, the run notes warn: the model reads a
+#: sizeable part of the text as one unknown token (Chinese is 76 % ``[UNK]`` for the packaged MiniLM).
+UNKNOWN_WARN_SHARE = 0.01
+
+
+def unknown_tokens(tokenizer, frames: dict[str, pd.DataFrame], max_length: int) -> dict[str, dict]:
+    """Per split, the ``[UNK]`` tokens among the content tokens the model sees (each document cut at ``max_length``)."""
+    out = {}
+    for split, df in frames.items():
+        ids = tokenizer(list(df["text"]), truncation=True, max_length=max_length)["input_ids"] if len(df) else []
+        n_unk, n_content = unknown_count(tokenizer, ids)
+        out[split] = {"unknown": n_unk, "content": n_content, "share": n_unk / n_content if n_content else 0.0}
+    return out
+
+
+def unknown_note(split: str, summary: dict, unk_token: str | None) -> str:
+    """The run note on a split's unknown tokens; it starts with ``warning:`` above :data:`UNKNOWN_WARN_SHARE`."""
+    if unk_token is None:
+        return f"{split}: the tokenizer has no unknown token; every character of the text is spelled"
+    line = (
+        f"{split}: {summary['unknown']} of {summary['content']} content tokens are {unk_token} "
+        f"({summary['share']:.2%}); they are attributed and ranked as text"
+    )
+    if summary["share"] > UNKNOWN_WARN_SHARE:
+        line = (f"warning: {line}; above {UNKNOWN_WARN_SHARE:.0%} the vocabulary cannot spell much of this text "
+                "(another script or emoji?), so explanations of those tokens say little")  # fmt: skip
+    return line
 
 
 def truncation(manifest: dict, counts: dict[str, np.ndarray], max_length: int) -> dict:

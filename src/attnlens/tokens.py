@@ -16,7 +16,7 @@ Masks (``keep`` = True means the token counts):
   removed (top-k and attribution tables) or the raw token (similarity notebooks), and ``stopset`` is
   the stopword list plus the tokenizer's pieces of each stopword (``Ġthe``, ``'t`` …);
 * ``fixed`` — the surface string matches ``^[A-Za-z]+$`` and its lower-cased form is not a stopword;
-  special and pad tokens are always dropped.
+  structural tokens (CLS, SEP, PAD …) are always dropped.
 
 Stopwords: scikit-learn's ``ENGLISH_STOP_WORDS`` (it ships with the package, so nothing is downloaded
 at run time; the original used NLTK's list, which needs a download). :func:`stopword_source` names it.
@@ -109,11 +109,45 @@ def surface_pieces(tokenizer, tokens: Sequence[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def special_ids(tokenizer) -> set[int]:
-    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-    if tokenizer.pad_token_id is not None:
-        ids.add(tokenizer.pad_token_id)
+#: Keyword arguments of every tokenizer load: a literal ``[CLS]``, ``<s>`` or ``[MASK]`` in a document is text,
+#: tokenised like any other characters, never the special token it spells (docs/deviations.md, D-TEXT).
+TEXT_AS_TEXT = {"split_special_tokens": True}
+
+#: Tokenizer attributes naming structural tokens: what frames and pads a sequence, never what it says.
+_STRUCTURAL_ATTRS = ("cls_token_id", "sep_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def structural_ids(tokenizer) -> set[int]:
+    """Ids of the *structural* tokens: CLS, SEP, PAD, BOS, EOS and whatever the tokenizer adds around every input.
+
+    The one definition the IG baseline, the pair reference, the similarity metrics, faithfulness,
+    topology and the renderers share. ``[UNK]`` and ``[MASK]`` are not structural: in a document
+    they stand for text (an unknown word, a masked word) and are attributed, ranked and deleted like
+    any other token (docs/deviations.md, D-STRUCT).
+    """
+    ids = {int(v) for a in _STRUCTURAL_ATTRS if (v := getattr(tokenizer, a, None)) is not None}
+    ids.update(int(i) for i in tokenizer("", add_special_tokens=True)["input_ids"])
     return ids
+
+
+def structural_mask(tokenizer, input_ids: Sequence[int]) -> np.ndarray:
+    """``(n,)`` bool, True at the structural tokens of ``input_ids`` (see :func:`structural_ids`)."""
+    structural = structural_ids(tokenizer)
+    return np.array([int(i) in structural for i in input_ids], dtype=bool)
+
+
+def unknown_count(tokenizer, id_lists: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """``(unknown tokens, content tokens)`` over id lists: how much of the text the vocabulary cannot spell."""
+    unk = tokenizer.unk_token_id
+    structural = structural_ids(tokenizer)
+    n_unk = n_content = 0
+    for ids in id_lists:
+        arr = np.asarray(ids, dtype=np.int64)
+        content = ~np.isin(arr, sorted(structural))
+        n_content += int(content.sum())
+        if unk is not None:
+            n_unk += int((arr[content] == unk).sum())
+    return n_unk, n_content
 
 
 @functools.lru_cache(maxsize=8)
@@ -146,11 +180,11 @@ def token_mask(tokenizer, input_ids: Sequence[int], kind: str, strip_marker: boo
         tested = [t.replace(_BPE_SPACE, "") if strip_marker else t for t in tokens]
         return np.array([t.isalpha() and t not in stopset for t in tested], dtype=bool)
     if kind == "fixed":
-        special = special_ids(tokenizer)
+        structural = structural_ids(tokenizer)
         words = stopwords()
         return np.array(
             [
-                i not in special and bool(_ALPHA.fullmatch(s)) and s.lower() not in words
+                i not in structural and bool(_ALPHA.fullmatch(s)) and s.lower() not in words
                 for i, (s, _) in zip(ids, surface_pieces(tokenizer, tokens), strict=True)
             ],
             dtype=bool,

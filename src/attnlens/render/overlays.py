@@ -28,7 +28,7 @@ import pandas as pd
 
 from attnlens.io import atomic_path, write_sidecar
 from attnlens.render.figures import figure_metadata
-from attnlens.tokens import special_ids, surface_pieces
+from attnlens.tokens import structural_ids, surface_pieces
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def build_overlay(tokenizer, input_ids, values, title: str, note: str) -> Overla
     """Tokens as text with their values; special and pad tokens flagged."""
     ids = [int(i) for i in input_ids]
     pieces = surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens(ids))
-    special = np.array([i in special_ids(tokenizer) for i in ids], dtype=bool)
+    special = np.array([i in structural_ids(tokenizer) for i in ids], dtype=bool)
     return Overlay(
         tokens=[p[0] for p in pieces],
         starts_word=[p[1] or s for p, s in zip(pieces, special, strict=True)],

@@ -78,7 +78,7 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.tokens import special_ids, stopword_source, surface_pieces, token_mask
+from attnlens.tokens import structural_ids, stopword_source, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def run_attribution_overlays(
     """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
     tokenizer = load_tokenizer(model_dir)
     frame = load_attributions(attribution_paths).set_index("example_id")
-    special = special_ids(tokenizer)
+    special = structural_ids(tokenizer)
     names = list(load_json(manifest_path)["classes"])
     written: list[Path] = []
     with atomic_dir(out_dir) as tmp:
@@ -453,7 +453,7 @@ def run_evaluate_faithfulness(
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
-    special_set = special_ids(tokenizer)
+    special_set = structural_ids(tokenizer)
     curves, plaus = [], []
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):

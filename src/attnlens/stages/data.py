@@ -9,10 +9,13 @@ from attnlens.data import (
     EXAMPLES_SCHEMA,
     MANIFEST_SCHEMA,
     RATIONALES_SCHEMA,
+    encode_splits,
     prepare_dataset,
     token_counts,
     truncation,
     truncation_note,
+    unknown_note,
+    unknown_tokens,
 )
 from attnlens.io import StrPath, provenance, save_json, save_parquet
 from attnlens.modeling import check_labels, resolve_max_length, source_config, source_tokenizer
@@ -33,7 +36,8 @@ def run_prepare_dataset(
     The manifest also says how many tokens of every document the model will see: documents longer than
     ``model.max_length`` (the checkpoint's own length when it is null) are cut there by every later stage, and
     the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
-    ``results/run_notes.csv``) count what was cut. An existing classifier (``model.source: classifier``) must
+    ``results/run_notes.csv``) count what was cut. They also state the share of ``[UNK]`` among each split's
+    content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`. An existing classifier (``model.source: classifier``) must
     predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
@@ -43,8 +47,11 @@ def run_prepare_dataset(
         check_labels(manifest["classes"], src_config, model_cfg.name_or_path)
     max_length = resolve_max_length(model_cfg, src_config)
     tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
-    cut = truncation(manifest, token_counts(tokenizer, frames), max_length)
+    ids = encode_splits(tokenizer, frames)
+    cut = truncation(manifest, token_counts(ids), max_length)
     notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
+    manifest["unknown_tokens"] = unknown_tokens(tokenizer, frames, max_length)
+    notes += [unknown_note(split, summary, tokenizer.unk_token) for split, summary in manifest["unknown_tokens"].items()]
     for split, path in (("train", train_path), ("test", test_path)):
         prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
         save_parquet(frames[split], path, prov)

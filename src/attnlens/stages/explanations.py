@@ -35,7 +35,7 @@ from attnlens.leaderboard import (
 from attnlens.modeling import load_classifier, load_tokenizer
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
-from attnlens.tokens import special_ids
+from attnlens.tokens import structural_ids
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def run_explain(
     freeze(model.to(device))
     attributions = load_attributions(attribution_paths)
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
-    special_set = special_ids(tokenizer)
+    special_set = structural_ids(tokenizer)
     rows = []
     t0 = time.perf_counter()
     for row in mine.itertuples(index=False):
@@ -161,7 +161,7 @@ def run_explanation_leaderboard(
     curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
     plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
     per_ranking = aopc(curves, faith.fractions) if len(curves) else pd.DataFrame(columns=["example_id", "ranking"])
-    per_example = comparison_frame(cfg, sim, explanations, attributions, per_ranking, plaus, special_ids(tokenizer))
+    per_example = comparison_frame(cfg, sim, explanations, attributions, per_ranking, plaus, structural_ids(tokenizer))
     columns = metrics(sim.top_fraction, sim.rbo_p, faith.plausibility_k)
     summary = summarise(per_example, columns, cfg.baseline, sim.seed, sim.n_boot)
     n = attributions["example_id"].nunique()

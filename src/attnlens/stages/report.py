@@ -33,7 +33,7 @@ from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_m
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, compute_views, payload, render_explorer
-from attnlens.tokens import special_ids, surface_pieces
+from attnlens.tokens import structural_ids, surface_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def document_for(
     eid = example["example_id"]
     if [int(i) for i in attribution_row["input_ids"]] != input_ids:
         raise ValueError(f"{eid}: attention and attribution saw different token ids")
-    special_set = special_ids(tokenizer)
+    special_set = structural_ids(tokenizer)
     raw = tokenizer.convert_ids_to_tokens(input_ids)
     pieces = surface_pieces(tokenizer, raw)
     tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]

@@ -27,7 +27,7 @@ from attnlens.modeling import load_classifier
 from attnlens.prediction import encode_texts, load_selection, showcased_once
 from attnlens.render.figures import plot_distance_matrix, plot_persistence
 from attnlens.render.tables import write_table
-from attnlens.tokens import display_tokens, special_ids
+from attnlens.tokens import display_tokens, structural_ids
 from attnlens.topology import (
     BOTTLENECK_SCHEMA,
     DIAGRAMS_SCHEMA,
@@ -61,7 +61,7 @@ def run_topology(
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    special_set = special_ids(tokenizer)
+    special_set = structural_ids(tokenizer)
     frames, tensors, timing = [], {}, []
     for i in mine:
         t0 = time.perf_counter()
