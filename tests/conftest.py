@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import GUARD, ROOT, build_classifier, run_snakemake, tiny_config, tiny_longformer, write_config
-from notes_corpus import SERVICES, write_notes
+from notes_corpus import HOSTILE_NOTE, SERVICES, write_notes
 from transformers import AutoTokenizer, BertModel
 
 from attnlens.modeling import packaged_model_dir
@@ -47,9 +47,10 @@ def tiny_run(root, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def own_classifier(tmp_path_factory) -> Path:
-    """A Longformer classifier of the notes' two services (tests/notes_corpus.py), fine-tuned and saved as a user
-    would (:func:`helpers.build_classifier`)."""
-    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf", labels=SERVICES)
+    """A Longformer classifier of the notes' three services (tests/notes_corpus.py), fine-tuned and saved as a user
+    would (:func:`helpers.build_classifier`); it never predicts oncology (class 1), the class of the default
+    ``figures.topk_role`` (most_confident_1)."""
+    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf", labels=SERVICES, never=1)
 
 
 #: The notes run's shard counts: more shards than its three test notes, so most shards are empty.
@@ -59,8 +60,9 @@ NOTES_SHARDS = {"attention": {"n_shards": 4}, "attribution": {"n_shards": 4}, "t
 @pytest.fixture(scope="session")
 def notes_run(root, own_classifier, tmp_path_factory) -> Path:
     """Real-shaped data analysed with the user's own classifier, run once per session: the discharge notes as a CSV
-    (three test notes, all of one class), ``model.source: classifier`` with :func:`own_classifier`, the
-    classification and topology studies, more shards than test notes. test_real_data and
+    (three classes, one never predicted, one named by hostile text; three test notes, all of one class, one of them
+    hostile and showcased by `predict.extra_ids`), ``model.source: classifier`` with
+    :func:`own_classifier`, the classification and topology studies, more shards than test notes. test_real_data and
     test_existing_classifier read it.
     """
     work = tmp_path_factory.mktemp("notes-csv")
@@ -68,7 +70,7 @@ def notes_run(root, own_classifier, tmp_path_factory) -> Path:
     data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
     model = {"source": "classifier", "name_or_path": str(own_classifier)}
     write_config(work, tiny_config(root, data=data, model=model, studies=["classification", "topology"],
-                                   **NOTES_SHARDS))  # fmt: skip
+                                   predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
     out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return work

@@ -208,10 +208,13 @@ def tiny_longformer(
 OWN_LENGTH, OWN_WINDOW = 128, 16
 
 
-def build_classifier(folder: Path, labels=CLASS_NAMES, steps: int = 8, architectures=True) -> Path:
+def build_classifier(
+    folder: Path, labels=CLASS_NAMES, steps: int = 8, architectures=True, never: int | None = None
+) -> Path:
     """A small Longformer classifier, fine-tuned ``steps`` AdamW steps on synthetic documents and saved the way a
     user would (``save_pretrained``): 2 layers, hidden 32, window 16, 128 positions, the packaged WordPiece
-    tokenizer; class ``k`` is named ``labels[k]``."""
+    tokenizer; class ``k`` is named ``labels[k]``. Class ``never`` gets an output bias of −10⁴: it is never
+    predicted."""
     tokenizer = load_tokenizer(packaged_model_dir())
     config = LongformerConfig(
         vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -235,6 +238,9 @@ def build_classifier(folder: Path, labels=CLASS_NAMES, steps: int = 8, architect
         loss.backward()
         optimiser.step()
     model.eval()
+    if never is not None:
+        with torch.no_grad():
+            model.classifier.out_proj.bias[never] = -1e4
     if not architectures:
         model.config.architectures = None
     model.save_pretrained(folder)

@@ -1,9 +1,13 @@
-"""A dozen real-shaped long documents, written by the tests: discharge-note style, two services.
+"""Fourteen real-shaped long documents, written by the tests: discharge-note style, three services.
 
 The documents have the formatting real notes carry and a toy corpus lacks: section headers in
 capitals, tab-separated vitals, numbered medication lists, bracketed de-identification markers
 (``[** … **]``), non-ASCII quotes, dashes and units, a byte-order mark, Windows line ends, one
-document far longer than the model's ``max_length`` and one shorter than its attention window.
+document far longer than the model's ``max_length`` and one shorter than its attention window, a
+pasted portal message that spells special tokens (``[CLS]``, ``<s>`` …, :data:`PORTAL`) beside
+Chinese and emoji the vocabulary cannot spell, a third class with two notes only (a 1 : 3.5
+imbalance) that the tests' classifier never predicts, and hostile text (tests/hostile_corpus.py) as
+that class's name, as a note's id and file name, and in that note's text.
 
 :func:`write_notes` writes them twice — as one CSV (with its own ``split`` column whose test part
 holds a single class) and as one folder of ``.txt`` files per class (file names with spaces and
@@ -16,8 +20,19 @@ import csv
 import random
 from pathlib import Path
 
-#: The two classes, in label order (folder names of the folders source).
-SERVICES = ("cardiology", "oncology")
+from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
+
+#: The three classes, in label order (folder names of the folders source); the third is named by hostile text.
+SERVICES = ("cardiology", "oncology", HOSTILE_CLASS)
+#: The file name (and note id) of test note 2: hostile text, shown in every page, table and figure title.
+HOSTILE_NOTE = f"{HOSTILE_ID}__cardiology"
+#: The second line of test note 2: markup, a template, a LaTeX command and a spreadsheet formula.
+HOSTILE_LINE = (
+    "<script>alert('text')</script> <img src=x onerror=alert(1)> {{7*7}} \\input{/etc/passwd} =cmd|' /C calc'!A0"
+)
+#: The first line of test note 2: a message pasted from a patient portal, spelling every special token.
+PORTAL = ("Portal message: [CLS] start [SEP] middle [PAD] [PAD] [MASK] [UNK] <s> </s> <pad> <mask> "
+          "胸痛 since Monday 😀 thanks")  # fmt: skip
 
 _EVIDENCE = {
     "cardiology": [
@@ -29,6 +44,10 @@ _EVIDENCE = {
         "biopsy confirmed metastatic adenocarcinoma", "cycle 3 of FOLFOX chemotherapy was given",
         "neutropenic fever with ANC of 300", "CT showed progression of the hepatic lesions",
         "palliative radiation to the spine — 20 Gy in 5 fractions", "tumor board recommended second-line therapy",
+    ],
+    HOSTILE_CLASS: [
+        "MRI showed an acute left MCA infarct", "EEG captured focal seizures", "tPA was given within 3 hours",
+        "lumbar puncture with 40 white cells", "levetiracetam 500 mg twice daily", "NIHSS improved from 12 to 4",
     ],
 }  # fmt: skip
 _FILLER = [
@@ -81,19 +100,23 @@ def _note(service: str, k: int, rng: random.Random, n_paragraphs: int) -> str:
 def notes(seed: int = 0) -> list[dict]:
     """The documents: ``file`` (a name with a space and a double underscore), ``service``, ``text``, ``split``.
 
-    Seven cardiology and five oncology notes; the CSV's own split puts three cardiology notes in the
-    test part (no oncology note: a class absent from the test split). Note 0 is ~6 times ``max_length``
-    of the tiny configuration, note 1 is one line (shorter than the attention window).
+    Seven cardiology, five oncology and two neurology notes; the CSV's own split puts three cardiology notes
+    in the test part (no oncology or neurology note: classes absent from the test split). Note 0 is ~6 times
+    ``max_length`` of the tiny configuration, note 1 is one line (shorter than the attention window), note 2
+    starts with :data:`PORTAL`.
     """
     rng = random.Random(seed)
     out = []
-    for k in range(12):
-        service = SERVICES[0] if k < 7 else SERVICES[1]
+    for k in range(14):
+        service = SERVICES[0] if k < 7 else SERVICES[1] if k < 12 else SERVICES[2]
         if k == 1:
             text = "Brief note — seen in clinic, “stable”; [**Hospital 3**] follow-up."
         else:
             text = _note(service, k, rng, n_paragraphs=18 if k == 0 else rng.randint(2, 4))
-        out.append({"file": f"note {k:02d}__{service}", "service": service, "text": text,
+        if k == 2:
+            text = PORTAL + "\n" + HOSTILE_LINE + "\n" + text
+        file = HOSTILE_NOTE if k == 2 else f"note {k:02d}__{service}"
+        out.append({"file": file, "service": service, "text": text,
                     "split": "test" if k in (0, 1, 2) else "train"})  # fmt: skip
     return out
 

@@ -121,7 +121,8 @@ CASES = {
     "empty data file": Case(_file_source(""), ("notes.csv", "(format)", "expected valid csv")),
     "header only": Case(_file_source("text,label\n"), ("notes.csv", "text", "expected at least one example")),
     "one class only": Case(_file_source(_rows([0] * 8)), ("notes.csv", "label", "expected at least two classes")),
-    "string labels": Case(_file_source(_rows(["pos", "neg"] * 4)), ("notes.csv", "label", "integer class labels")),
+    "mixed labels": Case(_file_source(_rows([0, 1, "neg", 1] * 2)), ("notes.csv", "label", "row 3", "'neg'")),
+    "empty label cell": Case(_file_source(_rows([0, 1, "", 1] * 2)), ("notes.csv", "label", "row 3", "empty cell")),
     "label outside the classes": Case(
         _file_source(_rows([0, 1, 2, 0, 1, 2]), classes=["cardiology", "oncology"]), ("notes.csv", "label", "0..1")
     ),

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import GUARD, run_guarded, unavailable
+from helpers import GUARD, SNAKEMAKE, local_env, run_guarded, unavailable
+from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
 from test_attention import dense_reference
+from test_hostile import TOKENS, hostile_pages
 
 from attnlens.attention import layer_configuration, load_bands, load_summaries
 from attnlens.attribution import load_attributions
@@ -187,3 +189,73 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     assert errors == []
     assert all(url.startswith("file://") for url in fetched), fetched  # opens from disk: nothing else is fetched
     page.close()
+
+
+#: Registered before any page script: collects what the page's Content-Security-Policy refused.
+WATCH_CSP = ("window.__refused = []; document.addEventListener('securitypolicyviolation', "
+             "e => window.__refused.push(e.violatedDirective + ' ' + e.blockedURI));")  # fmt: skip
+
+
+def _open_inert(context, path: Path) -> tuple[object, dict[str, list]]:
+    """Open ``path``; record dialogs (dismissed), page errors, refused code and any request beyond the file."""
+    page = context.new_page()
+    seen: dict[str, list] = {"dialogs": [], "errors": [], "requests": []}
+    page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    page.route("**/*", lambda route: (seen["requests"].append(route.request.url), route.continue_())[-1])
+    page.add_init_script(WATCH_CSP)
+    page.goto(path.as_uri())
+    if page.locator("body[data-ready]").count():
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_timeout(300)  # an injected onerror / onload would have fired by now
+    seen["refused"] = page.evaluate("window.__refused")
+    seen["requests"] = [u for u in seen["requests"] if u != path.as_uri()]
+    return page, seen
+
+
+@pytest.mark.parametrize("csp", ["enforced", "bypassed"])
+def test_hostile_pages_run_nothing_they_did_not_ship(browser, tmp_path, csp):
+    """Every hostile string of tests/hostile_corpus.py as tokens, id, class names and titles: no dialog, no script
+    beyond the page's own, nothing fetched, and the text shown literally. With the CSP bypassed, the escaping
+    alone must hold; with it enforced, nothing may even be refused (nothing tried to run)."""
+    pages = hostile_pages(tmp_path)
+    context = browser.new_context(bypass_csp=csp == "bypassed")
+    try:
+        for name, path in pages.items():
+            page, seen = _open_inert(context, path)
+            assert seen == {"dialogs": [], "errors": [], "requests": [], "refused": []}, (name, seen)
+            scripts = page.evaluate("Array.from(document.scripts).map(s => s.id || 'own code')")
+            assert scripts == (["attnlens-meta", "attnlens-data", "own code"] if name == "explorer" else [])
+            selector = {"explorer": ".tok", "overlay": "p span", "attribution": "mark"}[name]
+            shown = page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
+            assert shown == [t.replace("\r\n", "\n") for t in TOKENS] or shown == [*TOKENS], name
+            if name == "explorer":
+                assert page.inner_text("#title") == f"{HOSTILE_ID} ({HOSTILE_CLASS})"
+                assert HOSTILE_CLASS in page.inner_text("#info")
+            page.close()
+    finally:
+        context.close()
+
+
+def test_the_notes_run_pages_and_report_run_nothing_they_did_not_ship(browser, notes_run, root, tmp_path):
+    """The notes run carries a hostile class name, note id and text through the pipeline: its explorer pages, its
+    overlays and the Snakemake report built from it fire no dialog and show the hostile id as text."""
+    report = tmp_path / "report.html"
+    out = run_guarded([*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(notes_run),
+                       "--report", str(report)], timeout=GUARD["plan"], env=local_env())  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = notes_run / "results"
+    pages = sorted(p for p in res.rglob("*.html") if "logs" not in p.parts)
+    context = browser.new_context()
+    try:
+        hostile_shown = 0
+        for path in [*pages, report]:
+            page, seen = _open_inert(context, path)
+            assert not seen["dialogs"] and not seen["errors"], (path.name, seen)
+            if path != report:
+                assert seen == {"dialogs": [], "errors": [], "requests": [], "refused": []}, (path.name, seen)
+                hostile_shown += HOSTILE_ID in page.evaluate("document.body.textContent")
+            page.close()
+        assert hostile_shown >= 1  # the explorer and the overlays of the hostile note
+    finally:
+        context.close()

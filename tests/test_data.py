@@ -119,11 +119,55 @@ def test_empty_or_whitespace_text(tmp_path, bad):
     _raises(_file_cfg(_write_csv(tmp_path, df)), "text", "expected non-empty text, example 'row000003'")
 
 
-@pytest.mark.parametrize("label", ["positive", 0.5])
-def test_non_integer_labels(tmp_path, label):
+def test_non_integer_labels(tmp_path):
     df = _frame().astype({"label": object})
-    df.loc[2, "label"] = label
+    df.loc[2, "label"] = 0.5
     _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "expected integer class labels")
+
+
+def test_a_name_among_integer_labels_names_its_row(tmp_path):
+    df = _frame().astype({"label": object})
+    df.loc[2, "label"] = "positive"
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "row 3 (example 'row000002') has 'positive' among integer")
+
+
+def test_an_empty_label_cell_names_its_row(tmp_path):
+    df = _frame().astype({"label": object})
+    df.loc[4, "label"] = ""
+    _raises(_file_cfg(_write_csv(tmp_path, df)), "label", "row 5 (example 'row000004') has an empty cell")
+
+
+def test_class_names_as_labels_three_classes_one_rare(tmp_path):
+    """String labels are class names: sorted when data.classes is absent, looked up when it is given."""
+    names = ["spam"] * 2 + ["ham"] * 20 + ["eggs"] * 20  # a 1 : 10 imbalance
+    df = pd.DataFrame({"text": [f"document number {i} about things" for i in range(len(names))], "label": names})
+    path = _write_csv(tmp_path, df)
+    frames, _, manifest = prepare_dataset(_file_cfg(path))
+    assert manifest["classes"] == ["eggs", "ham", "spam"]
+    assert manifest["counts"]["test"]["2"] == 1 and manifest["counts"]["train"]["2"] == 1
+    frames, _, manifest = prepare_dataset(_file_cfg(path, classes=("ham", "spam", "eggs")))
+    label_of = {r.example_id: r.label for f in frames.values() for r in f.itertuples()}
+    assert [label_of[f"row{i:06d}"] for i in (0, 2, 22)] == [1, 0, 2]
+    _raises(_file_cfg(path, classes=("ham", "spam")), "label", "row 23 (example 'row000022') has 'eggs'")
+
+
+@pytest.mark.parametrize("escape", ["class", "file"])
+def test_a_path_outside_data_path_is_refused(tmp_path, escape):
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(3):
+            (root / name / f"{i}.txt").write_text(f"text {i} of {name}")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not data")
+    classes = ("a", "b")
+    if escape == "class":
+        classes = ("a", "../outside")
+    else:
+        (root / "b" / "link.txt").symlink_to(outside / "secret.txt")
+    err = _raises(DataConfig(source="folders", path=str(root), classes=classes), "data.classes[1]",
+                  "expected a path inside data.path")  # fmt: skip
+    assert "outside" in err.expected
 
 
 def test_class_absent_from_training(tmp_path):
@@ -227,7 +271,8 @@ def test_truncation_is_counted_in_the_manifest(tmp_path):
     assert manifest["unknown_tokens"]["test"] == {"unknown": 0, "content": 32, "share": 0.0}
     assert manifest["provenance"]["notes"][1:] == [
         f"{s}: 0 of {manifest['unknown_tokens'][s]['content']} content tokens are [UNK] (0.00%); they are attributed "
-        "and ranked as text" for s in ("train", "test")
+        "and ranked as text"
+        for s in ("train", "test")
     ]
 
 

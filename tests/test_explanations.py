@@ -110,8 +110,16 @@ def toy_inputs(model, n=19, seed=0):
     ids = torch.randint(5, 40, (n,), generator=g).tolist()
     ids[0], ids[-1] = 0, 2  # CLS-like and SEP-like
 
-    tokenizer = type("Tok", (), {"pad_token_id": 1, "cls_token_id": 0, "sep_token_id": 2,
-                                 "__call__": lambda self, text, **kw: {"input_ids": [0, 2]}})()
+    tokenizer = type(
+        "Tok",
+        (),
+        {
+            "pad_token_id": 1,
+            "cls_token_id": 0,
+            "sep_token_id": 2,
+            "__call__": lambda self, text, **kw: {"input_ids": [0, 2]},
+        },
+    )()
     return prepare_inputs(model, tokenizer, ids)
 
 

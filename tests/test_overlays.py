@@ -10,12 +10,12 @@ from transformers import AutoTokenizer
 
 import attnlens.render.overlays as ov
 from attnlens.modeling import packaged_model_dir
+from attnlens.render.escape import latex_escape
 from attnlens.render.overlays import (
     AttributionRecord,
     Overlay,
     build_overlay,
     captum_colour,
-    latex_escape,
     render_attribution_html,
     render_html,
     render_latex,
@@ -54,7 +54,7 @@ def test_special_tokens_are_off_the_scale():
 
 def test_html_is_self_contained_and_escaped():
     page = render_html(_overlay([5, 1, 3, 2, 4], [True, False, False, False, True]))
-    assert "<script" not in page and "http" not in page
+    assert "<script" not in page and "http://" not in page and "https://" not in page
     assert "t &lt;1&gt; &amp; co" in page
     assert page.count("<span") == 5
 
@@ -81,7 +81,7 @@ def test_wordpiece_pieces_join_into_words(request):
 
 def test_write_overlay_without_tex(tmp_path, monkeypatch, caplog):
 
-    monkeypatch.setattr(ov.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(ov, "tex_engine", lambda: None)
     o = _overlay([5, 1, 3, 2, 4], [True, False, False, False, True])
     with caplog.at_level("INFO"):
         written = write_overlay(o, tmp_path / "ex")
@@ -90,7 +90,7 @@ def test_write_overlay_without_tex(tmp_path, monkeypatch, caplog):
     assert "no TeX engine" in caplog.text
 
 
-@pytest.mark.skipif(not __import__("shutil").which("pdflatex"), reason="no pdflatex on this machine")
+@pytest.mark.skipif(ov.tex_engine() is None, reason=f"no TeX engine with {', '.join(ov.TEX_NEEDS)} on this machine")
 def test_latex_compiles(tmp_path):
     o = _overlay([5, 1, 3, 2, 4], [True, False, False, False, True])
     written = write_overlay(o, tmp_path / "ex")

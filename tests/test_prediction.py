@@ -8,6 +8,7 @@ from attnlens.prediction import (
     classification_metrics,
     encode_texts,
     predict_logits,
+    role_left_out,
     roles_left_out,
     select_examples,
     showcased_once,
@@ -101,6 +102,28 @@ def test_a_role_no_example_meets_is_left_out_not_filled_from_the_other_class():
         {"role": "most_confident_0", "why": "no test example is predicted 0"},
         {"role": "random_correct_0", "why": "no test example of class 0 is predicted 0"},
     ]
+
+
+def test_three_classes_one_never_predicted_one_rare():
+    """K = 3, a 1 : 20 imbalance, class 1 never predicted: roles exist per class, binary roles do not."""
+    rng = np.random.default_rng(0)
+    labels = np.array([0] * 20 + [1] + [2] * 20)
+    probs = rng.dirichlet([1, 1, 1], size=len(labels))
+    probs[:, 1] = 0.0
+    probs /= probs.sum(axis=1, keepdims=True)
+    frame = pd.DataFrame({"example_id": [f"e{i}" for i in range(len(labels))], "label": labels,
+                          "pred": probs.argmax(1), "probs": list(probs)})  # fmt: skip
+    chosen = select_examples(frame, seed=0)
+    left = roles_left_out(frame, seed=0)
+    roles = {s["role"] for s in chosen}
+    assert roles == {"most_confident_0", "most_confident_2", "random_correct_0", "random_correct_2"}
+    assert {r["role"] for r in left} == {"most_confident_1", "random_correct_1"}
+    selection = {"examples": chosen, "left_out": left}
+    assert role_left_out(selection, "most_confident_1") == "no test example is predicted 1"
+    assert role_left_out(selection, "most_confident_3") == "the classifier has 3 classes, none numbered 3"
+    assert "two-class tasks" in role_left_out(selection, "false_positive")
+    assert role_left_out(selection, "most_confident_0") is None  # it exists: nothing to say
+    assert role_left_out(selection, "e7") is None and role_left_out(selection, "mostconfident_1") is None
 
 
 def test_metrics_count_every_class_and_say_when_f1_is_undefined():

@@ -461,6 +461,18 @@ def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tens
 # --- top-k counts by token type and by position (recipes §7 steps 3–8) ----------------------
 
 
+#: Columns of the top-k tables :func:`count_topk` and :func:`intersect_counts` give (``topk_<name>.csv``).
+TOPK_COLUMNS = {
+    "attended_by_type": ("token", "count"),
+    "attended_by_position": ("token", "position", "count"),
+    "attending_by_type": ("token", "count"),
+    "attending_by_position": ("token", "position", "count"),
+    "intersection_by_type": ("token", "count_attended", "count_attending"),
+    "intersection_by_position": ("token", "position", "count_attended", "count_attending"),
+    "token_occurrences": ("token", "position", "count"),
+}
+
+
 def count_topk(partners: torch.Tensor, labels: Sequence[str], keep) -> tuple:
     """Counts of one example's top-k partners over all layers and heads.
 

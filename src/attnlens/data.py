@@ -106,7 +106,8 @@ def _load_file(cfg: DataConfig) -> Source:
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    return Source(out, _class_names(cfg, out["label"], str(path)), str(path))
+    out["label"], classes = _resolve_labels(out, cfg, str(path))
+    return Source(out, classes, str(path))
 
 
 def _read_text(file: Path) -> str:
@@ -120,6 +121,19 @@ def _read_text(file: Path) -> str:
         ) from None
 
 
+def inside(root: Path, path: Path, field: str) -> Path:
+    """``path`` if it resolves (links followed, ``..`` applied) inside ``root``; else one :class:`InputError`.
+
+    A class named ``../outside`` or a file linked to ``/etc/passwd`` would otherwise be read as data.
+    """
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise InputError(
+            str(path), field, f"expected a path inside data.path {str(root)!r}, it resolves to {str(resolved)!r}"
+        )
+    return path
+
+
 def _load_folders(cfg: DataConfig) -> Source:
     root = Path(cfg.path)
     if not root.is_dir():
@@ -129,7 +143,7 @@ def _load_folders(cfg: DataConfig) -> Source:
     for split in SPLITS if own_split else (None,):
         base = root / split if split else root
         for label, name in enumerate(cfg.classes):
-            folder = base / name
+            folder = inside(root, base / name, f"data.classes[{label}]")
             if not folder.is_dir():
                 raise InputError(
                     str(folder), f"data.classes[{label}]", "expected a folder of .txt files for this class"
@@ -139,7 +153,7 @@ def _load_folders(cfg: DataConfig) -> Source:
                 raise InputError(str(folder), f"data.classes[{label}]", "expected at least one .txt file, found none")
             for file in files:
                 prefix = f"{split}/" if split else ""
-                text = _read_text(file)
+                text = _read_text(inside(root, file, f"data.classes[{label}]"))
                 if not text.strip():
                     raise InputError(str(file), "text", "expected non-empty text, the file is empty or whitespace")
                 row = {"example_id": f"{prefix}{name}/{file.stem}", "text": text, "label": label}
@@ -176,16 +190,51 @@ def _load_hub(cfg: DataConfig) -> Source:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    return Source(out, _class_names(cfg, out["label"], where), where)
+    out["label"], classes = _resolve_labels(out, cfg, where)
+    return Source(out, classes, where)
 
 
-def _class_names(cfg: DataConfig, labels: pd.Series, where: str) -> tuple[str, ...]:
-    if cfg.classes:
-        return tuple(cfg.classes)
+def _resolve_labels(df: pd.DataFrame, cfg: DataConfig, where: str) -> tuple[pd.Series, tuple[str, ...]]:
+    """The label column as class indices, and the class names.
+
+    Labels are integers ``0..K-1`` (named by ``data.classes``, or ``"0"``, ``"1"`` … without it) or class names
+    (``"spam"``): names are looked up in ``data.classes`` when it is given, else the classes are the names
+    found, sorted. An empty cell names its row.
+    """
+    labels, field = df["label"], cfg.label_column
+    empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
+    if empty.any():
+        i = int(np.flatnonzero(empty.to_numpy())[0])
+        raise InputError(
+            where, field, f"expected a class label in every row, row {i + 1} (example {df['example_id'].iloc[i]!r}) "
+            "has an empty cell"
+        )  # fmt: skip
     if not len(labels):  # no example: check_examples says so
-        return ()
-    values = _integer_labels(labels, where, cfg.label_column)
-    return tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
+        return labels, tuple(cfg.classes or ())
+    names = labels.map(lambda v: isinstance(v, str) and not v.strip().lstrip("-").isdigit())
+    if names.any() and not names.all():
+        i = int(np.flatnonzero(names.to_numpy())[0])
+        raise InputError(
+            where, field, f"expected every label a class index or every label a class name, row {i + 1} "
+            f"(example {df['example_id'].iloc[i]!r}) has {labels.iloc[i]!r} among integer labels"
+        )  # fmt: skip
+    if names.any():
+        found = labels.astype(str).str.strip()
+        classes = tuple(cfg.classes) if cfg.classes else tuple(sorted(set(found)))
+        unknown = ~found.isin(classes)
+        if unknown.any():
+            i = int(np.flatnonzero(unknown.to_numpy())[0])
+            raise InputError(
+                where, field, f"expected a class of data.classes {list(classes)} or its index, row {i + 1} "
+                f"(example {df['example_id'].iloc[i]!r}) has {found.iloc[i]!r}"
+            )  # fmt: skip
+        return found.map({c: k for k, c in enumerate(classes)}).astype("int64"), classes
+    if labels.dtype == object:  # digit strings of a JSON file
+        labels = pd.to_numeric(labels.astype(str).str.strip())
+    if cfg.classes:
+        return labels, tuple(cfg.classes)
+    values = _integer_labels(labels, where, field)
+    return labels, tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
 
 
 LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}

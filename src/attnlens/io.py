@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from attnlens import __version__
@@ -194,11 +194,41 @@ def write_sidecar(stem: str | os.PathLike, files: list[str], prov: Mapping[str, 
     return path
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _inert_cell(value: Any) -> Any:
+    if (isinstance(value, str) and value.startswith(_FORMULA_START) and value not in ("-", "+", "@")
+            and not _NUMBER.fullmatch(value)):  # fmt: skip
+        return "'" + value
+    return value
+
+
+def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text cell (and column name) that a spreadsheet would run as a formula — ``=cmd|…``,
+    ``+1+1``, ``-2+3``, ``@SUM(…)`` — prefixed with ``'``, which spreadsheets show as text. Numbers, numeric
+    strings and a lone ``-``, ``+`` or ``@`` token are left as they are. Every CSV attnlens writes goes
+    through it."""
+    out = df.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(_inert_cell)
+    out.columns = [_inert_cell(c) for c in out.columns]
+    return out
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """``df`` as CSV (index dropped), formula cells neutralised (:func:`spreadsheet_safe`)."""
+    spreadsheet_safe(df).to_csv(path, index=False)
+
+
 def save_csv(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any] | None = None) -> Path:
-    """A CSV table (index dropped), atomically, with its provenance sidecar."""
+    """A CSV table (index dropped, formula cells neutralised), atomically, with its provenance sidecar."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
+        write_csv(df, tmp)
     write_sidecar(path.with_suffix(""), [path.name], prov)
     return path
 
@@ -308,9 +338,14 @@ def unpack_strings(data: torch.Tensor, offsets: torch.Tensor) -> list[str]:
 def load_tensors(path: str | os.PathLike, schema: str | None = None) -> tuple[dict, dict]:
     """Read a safetensors artifact (as torch tensors) and its provenance."""
     path = Path(path)
-    with safe_open(str(path), "pt") as fh:
-        meta = fh.metadata() or {}
-        tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    try:
+        with safe_open(str(path), "pt") as fh:
+            meta = fh.metadata() or {}
+            tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    except SafetensorError as err:
+        raise InputError(
+            str(path), "file", f"expected a complete safetensors file, it is truncated or corrupt ({err})"
+        ) from None
     raw = meta.get(PROVENANCE_KEY)
     return tensors, _check_schema(json.loads(raw) if raw else None, schema, path)
 

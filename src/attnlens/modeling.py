@@ -10,8 +10,12 @@ the global Q/K/V projections from the local ones, and set the sliding-window siz
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ import torch
 # transformers resolves its names on first use: the model classes (about 1.5 s to import) are loaded
 # only by the jobs that build or run a model, not by those that need just the tokenizer.
 import transformers
+from safetensors import SafetensorError
 
 from attnlens.blocked_attention import use_blocked_attention
 from attnlens.config import ModelConfig
@@ -57,9 +62,10 @@ def resolve_pretrained(name_or_path: str, field: str = "model.name_or_path") -> 
 
 
 def from_hub(loader, name: str, field: str, **kwargs):
-    """Call ``loader(name, **kwargs)``, turning a failed hub look-up into one clear :class:`InputError`."""
+    """Call ``loader(name, **kwargs)``; a failed hub look-up or a broken checkpoint becomes one :class:`InputError`."""
     try:
-        return loader(name, **kwargs)
+        with readable_checkpoint(name):
+            return loader(name, **kwargs)
     except OSError as err:  # HF raises OSError subclasses for unreachable / offline / unknown repos
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         why = "the hub is switched off (HF_HUB_OFFLINE)" if offline else f"{type(err).__name__}"
@@ -68,6 +74,31 @@ def from_hub(loader, name: str, field: str, **kwargs):
             field,
             f"could not load {name!r} from the Hugging Face Hub ({why}); give a local folder or "
             f"{PACKAGED_MODEL!r} to run offline",
+        ) from None
+
+
+@contextmanager
+def readable_checkpoint(folder: str | Path) -> Iterator[None]:
+    """Turn a truncated or corrupt weights or config file of ``folder`` into one :class:`InputError`.
+
+    A download cut short, a copy that ran out of space or a ``git lfs`` pointer in place of the weights
+    otherwise surfaces as a ``SafetensorError`` or ``JSONDecodeError`` traceback from deep inside transformers.
+    """
+    try:
+        yield
+    except SafetensorError as err:
+        raise InputError(
+            str(folder),
+            "model.safetensors",
+            f"expected a complete safetensors file, it is truncated or corrupt ({err})",
+        ) from None
+    except json.JSONDecodeError as err:
+        raise InputError(
+            str(folder), "config.json", f"expected a JSON file, it is truncated or corrupt ({err})"
+        ) from None
+    except pickle.UnpicklingError as err:
+        raise InputError(
+            str(folder), "pytorch_model.bin", f"expected a complete checkpoint, it is corrupt ({err})"
         ) from None
 
 
@@ -185,7 +216,8 @@ def convert_bert_to_longformer(
 
 def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
     """Load a saved tokenizer (fast when available) that reads text as text (:data:`attnlens.tokens.TEXT_AS_TEXT`)."""
-    return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
+    with readable_checkpoint(path):
+        return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
 
 
 def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:
@@ -433,9 +465,10 @@ def load_classifier(
     With ``blocked`` (the default) its self-attention takes the blocked path
     (:mod:`attnlens.blocked_attention`) wherever that applies: every pass without attention outputs.
     """
-    model, info = transformers.LongformerForSequenceClassification.from_pretrained(
-        str(model_dir), output_loading_info=True
-    )
+    with readable_checkpoint(model_dir):
+        model, info = transformers.LongformerForSequenceClassification.from_pretrained(
+            str(model_dir), output_loading_info=True
+        )
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
         raise InputError(str(model_dir), "weights", f"expected a complete Longformer classifier, got {bad}")

@@ -315,7 +315,7 @@ class SiameseEncoder:
         return torch.tensor(self.tokenizer(text, truncation=True, max_length=max_tokens)["input_ids"])
 
     def reference_ids(self, input_ids: torch.Tensor, kind: str = "pad") -> torch.Tensor:
-        """The reference input: structural tokens kept, every other token (``[UNK]`` too) replaced by ``[PAD]`` or ``[MASK]``."""
+        """The reference input: structural tokens kept, every other token (``[UNK]`` too) ``[PAD]`` or ``[MASK]``."""
         token = self.tokenizer.pad_token_id if kind == "pad" else self.tokenizer.mask_token_id
         if token is None:
             raise ValueError(f"the tokenizer has no {kind} token for the reference input")

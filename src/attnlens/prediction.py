@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -166,6 +167,28 @@ def select_examples(predictions: pd.DataFrame, seed: int, extra_ids: Sequence[st
 def roles_left_out(predictions: pd.DataFrame, seed: int) -> list[dict]:
     """The showcase roles :func:`select_examples` leaves out: ``{"role", "why"}`` each."""
     return [{"role": role, "why": why} for role, i, why in _roles(predictions, seed) if i is None]
+
+
+#: Names of showcase roles (:func:`select_examples`), whatever the number of classes.
+ROLE_NAME = re.compile(r"(?:most_confident|random_correct)_(\d+)|false_positive|false_negative")
+
+
+def role_left_out(selection: dict, role: str) -> str | None:
+    """Why ``role`` names no example of this run (``selection.json`` as loaded), or ``None`` if it is no role name.
+
+    A role is left out when no example meets it (its reason is in the selection's ``left_out``), when it names a
+    class the classifier does not have, or when it is a binary-task role and the task has more classes.
+    """
+    for r in selection.get("left_out", []):
+        if r["role"] == role:
+            return r["why"]
+    match = ROLE_NAME.fullmatch(role)
+    if match is None:
+        return None
+    k = len(selection["examples"][0]["probs"]) if selection["examples"] else None
+    if match.group(1) is not None:
+        return f"the classifier has {k} classes, none numbered {match.group(1)}" if int(match.group(1)) >= k else None
+    return f"{role} is a role of two-class tasks, this classifier has {k} classes" if k != 2 else None
 
 
 def showcased_once(selection: Sequence[dict]) -> list[tuple[dict, str]]:

@@ -1,18 +1,25 @@
-"""Route a rule's logging and stderr into its log file; turn bad input into one clear line.
+"""Route a rule's logging and stderr into its log file; turn bad input and faults into one clear line.
 
 Scripts wrap their one package call in :func:`log_to`. Inside, ``logging`` and ``sys.stderr``
 (warnings, progress bars) go to the rule's log. An :class:`~attnlens.errors.InputError` is written
 as a single ``attnlens: error: <file>: <field>: <expected>`` line to the log *and* to the terminal,
-and the process exits with status 1 — no traceback. Any other exception is a bug: its traceback
-goes to the log and to the terminal.
+and the process exits with status 1 — no traceback. So is a full disk (``ENOSPC``, ``EDQUOT``, however
+deep the writer that met it). ``SIGTERM`` — what SLURM sends at the walltime, and ``kill``'s default —
+stops the job cleanly: the writers' temporaries are removed as the stop unwinds (no half-written
+artifact), one ``attnlens: stopped:`` line is printed and the process exits with 143. Any other
+exception is a bug: its traceback goes to the log and to the terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,9 +39,49 @@ def error_line(err: InputError) -> str:
     return f"attnlens: error: {err}"
 
 
+class Stopped(BaseException):
+    """Raised in the main thread when the job receives ``SIGTERM``; a ``BaseException``, so no ``except
+    Exception`` on the way swallows it, and every ``finally`` (the atomic writers') runs."""
+
+
+#: Exit status of a job stopped by SIGTERM (128 + 15), as a shell reports it.
+STOPPED_STATUS = 128 + signal.SIGTERM
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(err: BaseException) -> bool:
+    """``err`` says the device is full: an ``OSError`` with ENOSPC / EDQUOT, or a library's wrapper around one
+    (safetensors and torch's writers report it in their message)."""
+    if isinstance(err, OSError) and err.errno in _DISK_FULL:
+        return True
+    text = str(err)
+    return "No space left on device" in text or "StorageFull" in text or "Disk quota exceeded" in text
+
+
+def _named(outputs: Sequence[str]) -> str:
+    """The job's outputs, for one line: the first three and how many more."""
+    more = f" and {len(outputs) - 3} more" if len(outputs) > 3 else ""
+    return ", ".join(str(o) for o in outputs[:3]) + more
+
+
+def _say(line: str, handle, terminal) -> None:
+    """Print ``line`` to the log and the terminal; a log on a full disk may refuse it, the terminal still gets it."""
+    if handle is not terminal:
+        with contextlib.suppress(OSError):
+            print(line, file=handle, flush=True)
+    print(line, file=terminal, flush=True)
+
+
 @contextmanager
-def log_to(path: str | os.PathLike | None) -> Iterator[None]:
-    """Send logging and stderr to ``path`` (append); report :class:`InputError` as one line and exit 1."""
+def log_to(path: str | os.PathLike | None, outputs: Sequence[str] = ()) -> Iterator[None]:
+    """Send logging and stderr to ``path`` (append); report :class:`InputError` and a full disk as one line and
+    exit 1; stop cleanly on SIGTERM (exit 143). ``outputs``: the job's outputs, named when the disk is full."""
     terminal = sys.stderr
     handle = open(path, "a", buffering=1, encoding="utf-8") if path else terminal  # noqa: SIM115
     root = logging.getLogger()
@@ -43,24 +90,36 @@ def log_to(path: str | os.PathLike | None) -> Iterator[None]:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     sys.stderr = handle
+    previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
     try:
         yield
     except InputError as err:
-        print(error_line(err), file=handle, flush=True)
-        if handle is not terminal:
-            print(error_line(err), file=terminal, flush=True)
+        _say(error_line(err), handle, terminal)
         raise SystemExit(1) from None
-    except Exception:
+    except Stopped as why:
+        where = f" ({_named(outputs)})" if outputs else ""
+        _say(f"attnlens: stopped: {why} received{where}; no half-written artifact was kept, run the same command "
+             "again to resume", handle, terminal)  # fmt: skip
+        raise SystemExit(STOPPED_STATUS) from None
+    except Exception as err:
+        if disk_full(err):
+            where = _named(outputs) or getattr(err, "filename", None) or "results"
+            line = f"attnlens: error: {where}: disk: expected free space to write it, the device is full ({err})"
+            _say(line.splitlines()[0], handle, terminal)
+            raise SystemExit(1) from None
         # a bug: its traceback goes to the rule's log (which the profile's failed-log display shows) and,
         # as the exception propagates, to the terminal
         if handle is not terminal:
             traceback.print_exc(file=handle)
         raise
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         sys.stderr = terminal
         root.removeHandler(handler)
         if handle is not terminal:
-            handle.close()
+            with contextlib.suppress(OSError):  # a log on a full disk: the terminal was told what it could not hold
+                handle.close()
 
 
 def job_record_path(log: str | os.PathLike) -> Path:
@@ -112,10 +171,11 @@ def rule_job(smk) -> Iterator[None]:
     set_job(Job(smk.rule, json.loads(json.dumps(section, default=str)), seed, run_hash))
     log = smk.log[0] if len(smk.log) else None
     try:
-        with log_to(log):
+        with log_to(log, list(smk.output)):
             yield
-        if log:
-            write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()), run_hash)
+            if log:  # inside: a full disk here is said in one line too
+                write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()),
+                                 run_hash)  # fmt: skip
     finally:
         set_job(None)
 

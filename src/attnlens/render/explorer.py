@@ -24,7 +24,6 @@ square-root scale of the view's largest partner value. The arrays are concatenat
 from __future__ import annotations
 
 import base64
-import html
 import json
 import re
 import zlib
@@ -44,6 +43,7 @@ from attnlens.attention import (
     topk_attended,
     topk_attending,
 )
+from attnlens.render.escape import csp_meta, html_text, script_json
 
 EXPLORER_SCHEMA = "explorer/v1"
 #: int16 offset meaning "no partner" (fewer than k partners with non-zero attention).
@@ -281,20 +281,18 @@ def _asset(name: str) -> str:
     return resources.files("attnlens.render").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def _script_json(obj: Any) -> str:
-    """JSON safe inside ``<script>`` (no ``</``, no ``<!--``)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-
-
 def render_explorer(meta: dict[str, Any], blob: bytes) -> str:
-    """The self-contained HTML page (inline CSS, JavaScript and data)."""
+    """The self-contained HTML page (inline CSS, JavaScript and data), under a Content-Security-Policy that lets
+    only its own script and style run (:func:`attnlens.render.escape.csp_meta`)."""
     page = _asset("explorer.html")
+    css, js = _asset("explorer.css"), _asset("explorer.js")
     replacements = {
-        "__TITLE__": html.escape(meta["title"]),
-        "__PROVENANCE__": html.escape(json.dumps(meta["provenance"], sort_keys=True), quote=True),
-        "/*__CSS__*/": _asset("explorer.css"),
-        "/*__JS__*/": _asset("explorer.js"),
-        "__META__": _script_json(meta),
+        "__CSP__": csp_meta(scripts=(js,), styles=(css,)),
+        "__TITLE__": html_text(meta["title"]),
+        "__PROVENANCE__": html_text(json.dumps(meta["provenance"], sort_keys=True)),
+        "__CSS__": css,
+        "__JS__": js,
+        "__META__": script_json(meta),
         "__DATA__": base64.b64encode(blob).decode("ascii"),
     }
     for key in replacements:

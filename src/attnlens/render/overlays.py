@@ -14,7 +14,7 @@ CSV of ``position, token, value_raw, value_0_100, special, note``.
 from __future__ import annotations
 
 import colorsys
-import html
+import functools
 import logging
 import shutil
 import subprocess
@@ -26,32 +26,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from attnlens.io import atomic_path, write_sidecar
+from attnlens.io import atomic_path, write_csv, write_sidecar
+from attnlens.render.escape import csp_meta, html_text, latex_escape
 from attnlens.render.figures import figure_metadata
 from attnlens.tokens import structural_ids, surface_pieces
 
 log = logging.getLogger(__name__)
-
-_LATEX_ESCAPES = {
-    "\\": r"\textbackslash{}",
-    "{": r"\{",
-    "}": r"\}",
-    "$": r"\$",
-    "&": r"\&",
-    "#": r"\#",
-    "^": r"\textasciicircum{}",
-    "_": r"\_",
-    "~": r"\textasciitilde{}",
-    "%": r"\%",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
-}
-
-
-def latex_escape(text: str) -> str:
-    """Escape every character LaTeX treats specially (the original escaped only ``% & # _ { }``)."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
 @dataclass(frozen=True)
@@ -112,14 +92,15 @@ def render_html(overlay: Overlay) -> str:
             parts.append(" ")
         raw = overlay.values[i]
         style = "background:#d9d9d9;color:#555" if np.isnan(value) else f"background:rgba(215,25,28,{value / 100:.3f})"
-        parts.append(f'<span style="{style}" title="{i}: {raw:.4g}">{html.escape(tok) or "&#9251;"}</span>')
+        parts.append(f'<span style="{style}" title="{i}: {raw:.4g}">{html_text(tok) or "&#9251;"}</span>')
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(overlay.title)}</title>"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{csp_meta(style_attributes=True)}'
+        f"<title>{html_text(overlay.title)}</title>"
         "<style>body{font-family:Georgia,serif;max-width:60em;margin:2em auto;line-height:1.9}"
-        "span{padding:0 1px;border-radius:2px}p.note{font:0.85em sans-serif;color:#555}</style></head>\n"
-        f'<body><h1 style="font-size:1.2em">{html.escape(overlay.title)}</h1>\n'
-        f'<p class="note">{html.escape(overlay.note)}. Colour: received attention rescaled to 0–100 over '
+        "span{padding:0 1px;border-radius:2px;unicode-bidi:isolate}p.note{font:0.85em sans-serif;color:#555}"
+        "</style></head>\n"
+        f'<body><h1 style="font-size:1.2em">{html_text(overlay.title)}</h1>\n'
+        f'<p class="note">{html_text(overlay.note)}. Colour: received attention rescaled to 0–100 over '
         "non-special tokens; grey = special token (not on the scale). Hover a token for its raw value.</p>\n"
         f"<p>{''.join(parts)}</p>\n</body></html>\n"
     )
@@ -131,10 +112,9 @@ def render_latex(overlay: Overlay) -> str:
     for i, (tok, start, value) in enumerate(zip(overlay.tokens, overlay.starts_word, overlay.scaled, strict=True)):
         sep = " " if i and start else ""
         colour = "gray!25" if np.isnan(value) else f"red!{value:.6f}"
-        boxes.append(f"{sep}\\colorbox{{{colour}}}{{\\strut {latex_escape(tok)}}}")
-    note = overlay.note.replace("\n", " ")
-    return (
-        f"% attnlens overlay: {overlay.title}\n% {note}\n"
+        boxes.append(f"{sep}\\colorbox{{{colour}}}{{\\strut {latex_escape(tok, cjk=True)}}}")
+    return (  # the comment lines are escaped too: no line break can end a comment and start a command
+        f"% attnlens overlay: {latex_escape(overlay.title)}\n% {latex_escape(overlay.note)}\n"
         "\\documentclass[varwidth]{standalone}\n"
         "\\special{papersize=210mm,297mm}\n"
         "\\usepackage{color}\n\\usepackage{tcolorbox}\n\\usepackage{CJK}\n\\usepackage{adjustbox}\n"
@@ -147,11 +127,17 @@ def render_latex(overlay: Overlay) -> str:
     )
 
 
+#: The LaTeX packages and class the overlay document loads.
+TEX_NEEDS = ("standalone.cls", "tcolorbox.sty", "CJK.sty", "adjustbox.sty")
+
+
+@functools.cache
 def tex_engine() -> str | None:
-    """The first of pdflatex / xelatex / lualatex on the PATH, or None."""
+    """The first of pdflatex / xelatex / lualatex on the PATH whose TeX tree has :data:`TEX_NEEDS`, or None."""
     for engine in ("pdflatex", "xelatex", "lualatex"):
         if shutil.which(engine):
-            return engine
+            found = subprocess.run(["kpsewhich", *TEX_NEEDS], capture_output=True, text=True).stdout.split()
+            return engine if shutil.which("kpsewhich") and len(found) == len(TEX_NEEDS) else None
     return None
 
 
@@ -159,7 +145,8 @@ def compile_pdf(tex_path: Path, pdf_path: Path) -> bool:
     """Compile with the available TeX engine; False (and a notice) when there is none or it fails."""
     engine = tex_engine()
     if engine is None:
-        log.info("no TeX engine on the PATH: %s not compiled (install TeX Live for the PDF)", tex_path.name)
+        log.info("no TeX engine with %s on the PATH: %s not compiled (install TeX Live for the PDF)",
+                 ", ".join(TEX_NEEDS), tex_path.name)  # fmt: skip
         return False
     with tempfile.TemporaryDirectory() as tmp:
         run = subprocess.run(
@@ -254,7 +241,7 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
         written.append(path)
     csv = stem.with_suffix(".csv")
     with atomic_path(csv) as tmp:
-        overlay.table().to_csv(tmp, index=False)
+        write_csv(overlay.table(), tmp)
     written.append(csv)
     png = stem.with_suffix(".png")
     render_png(overlay, png, dpi)
@@ -309,7 +296,7 @@ def render_attribution_html(rec: AttributionRecord) -> str:
         sep = " " if i and start else ""
         words.append(
             f'{sep}<mark style="background-color:hsl({h},{s}%,{lum}%);padding:0 1px;border-radius:2px" '
-            f'title="{i}: {a:.4f}">{html.escape(tok) or "&#9251;"}</mark>'
+            f'title="{i}: {a:.4f}">{html_text(tok) or "&#9251;"}</mark>'
         )
     legend = "".join(
         f'<span style="display:inline-block;width:10px;height:10px;border:1px solid;'
@@ -325,16 +312,16 @@ def render_attribution_html(rec: AttributionRecord) -> str:
         for c in ("True Label", "Predicted Label", "Attribution Label", "Attribution Score", "Word Importance")
     )
     cells = (
-        f"<td><b>{html.escape(rec.true_label)}</b></td>"
-        f"<td><b>{html.escape(rec.pred_label)} ({rec.pred_prob:.2f})</b></td>"
-        f"<td><b>{html.escape(rec.attr_label)}</b></td>"
+        f"<td><b>{html_text(rec.true_label)}</b></td>"
+        f"<td><b>{html_text(rec.pred_label)} ({rec.pred_prob:.2f})</b></td>"
+        f"<td><b>{html_text(rec.attr_label)}</b></td>"
         f"<td><b>{rec.attr_score:.2f}</b></td>"
         f"<td style='text-align:left;line-height:1.9'>{''.join(words)}</td>"
     )
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>IG attributions: {html.escape(rec.example_id)}</title>"
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{csp_meta(style_attributes=True)}'
+        f"<title>IG attributions: {html_text(rec.example_id)}</title>"
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}mark,b{unicode-bidi:isolate}"
         "th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top}</style></head>\n"
         f"<body><p><b>Legend:</b> {legend}</p>\n<table><tr>{head}</tr><tr>{cells}</tr></table>\n"
         f'<p style="font-size:0.85em;color:#555">Integrated gradients on the embedding output, '

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.io import atomic_path, write_sidecar
-from attnlens.render.overlays import latex_escape
+from attnlens.io import atomic_path, write_csv, write_sidecar
+from attnlens.render.escape import latex_escape, markdown_cell
 from attnlens.similarity import GROUP, LAYER_LABELS, MASKED_WITH, MODES, PaperMetric
 from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, not_computable
 from attnlens.tokens import display_tokens
@@ -36,7 +36,7 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
     stem = Path(stem)
     written = []
     with atomic_path(stem.with_suffix(".csv")) as tmp:
-        df.to_csv(tmp, index=False)
+        write_csv(df, tmp)
     written.append(stem.with_suffix(".csv"))
     rows = [" & ".join(latex_escape(str(c)) for c in df.columns) + r" \\"]
     for rec in df.itertuples(index=False):
@@ -59,9 +59,10 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
 
 
 def markdown_table(df: pd.DataFrame, caption: str) -> str:
-    """A captioned Markdown table (``|`` in cells escaped)."""
-    md = [f"**{caption}**", "", "| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    md += ["| " + " | ".join(_fmt(v).replace("|", "\\|") for v in rec) + " |" for rec in df.itertuples(index=False)]
+    """A captioned Markdown table; caption, header and cells escaped (:func:`attnlens.render.escape.markdown_cell`)."""
+    md = [f"**{markdown_cell(caption)}**", "", "| " + " | ".join(markdown_cell(c) for c in df.columns) + " |",
+          "|" + "---|" * len(df.columns)]  # fmt: skip
+    md += ["| " + " | ".join(markdown_cell(_fmt(v)) for v in rec) + " |" for rec in df.itertuples(index=False)]
     return "\n".join(md) + "\n"
 
 

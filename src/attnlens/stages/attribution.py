@@ -53,6 +53,7 @@ from attnlens.io import (
     load_parquet,
     provenance,
     save_parquet,
+    write_csv,
     write_sidecar,
 )
 from attnlens.modeling import load_classifier, load_tokenizer
@@ -78,7 +79,7 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.tokens import structural_ids, stopword_source, surface_pieces, token_mask
+from attnlens.tokens import stopword_source, structural_ids, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -406,7 +407,7 @@ def run_attribution_overlays(
                 out.write_text(render_attribution_html(rec), encoding="utf-8")
             table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
             with atomic_path(stem.with_suffix(".csv")) as out:
-                table.to_csv(out, index=False)
+                write_csv(table, out)
             write_sidecar(stem, [stem.with_suffix(".html").name, stem.with_suffix(".csv").name])
             overlay = Overlay(
                 tokens=tokens,

@@ -37,8 +37,8 @@ def run_prepare_dataset(
     ``model.max_length`` (the checkpoint's own length when it is null) are cut there by every later stage, and
     the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
     ``results/run_notes.csv``) count what was cut. They also state the share of ``[UNK]`` among each split's
-    content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`. An existing classifier (``model.source: classifier``) must
-    predict the dataset's classes.
+    content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`. An existing classifier
+    (``model.source: classifier``) must predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
     # a wrong checkpoint, or a classifier of other classes, fails before any file is written
@@ -51,7 +51,9 @@ def run_prepare_dataset(
     cut = truncation(manifest, token_counts(ids), max_length)
     notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
     manifest["unknown_tokens"] = unknown_tokens(tokenizer, frames, max_length)
-    notes += [unknown_note(split, summary, tokenizer.unk_token) for split, summary in manifest["unknown_tokens"].items()]
+    notes += [
+        unknown_note(split, summary, tokenizer.unk_token) for split, summary in manifest["unknown_tokens"].items()
+    ]
     for split, path in (("train", train_path), ("test", test_path)):
         prov = provenance(EXAMPLES_SCHEMA, cfg.to_dict(), cfg.seed, split=split, classes=manifest["classes"])
         save_parquet(frames[split], path, prov)

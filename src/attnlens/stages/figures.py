@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from attnlens.attention import (
+    TOPK_COLUMNS,
     bin_cells,
     binned_image,
     count_topk,
@@ -21,13 +23,24 @@ from attnlens.attention import (
 from attnlens.config import FiguresConfig
 from attnlens.errors import InputError
 from attnlens.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
-from attnlens.io import StrPath, atomic_dir, file_stem, load_tensors, provenance, save_csv, save_tensors
+from attnlens.io import (
+    StrPath,
+    artifact_provenance,
+    atomic_dir,
+    file_stem,
+    load_json,
+    load_tensors,
+    provenance,
+    save_csv,
+    save_tensors,
+)
 from attnlens.modeling import load_tokenizer
-from attnlens.prediction import load_selection
+from attnlens.prediction import SELECTION_SCHEMA, load_selection, role_left_out
 from attnlens.render.figures import (
     plot_attention_grid,
     plot_head_importance,
     plot_intersections,
+    plot_skipped,
     plot_token_occurrences,
     plot_topk_counts,
 )
@@ -105,13 +118,24 @@ def run_count_topk(
     tables_dir: StrPath,
     figures_dir: StrPath,
 ) -> dict:
-    """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``."""
-    chosen = [e for e in load_selection(selection_path) if cfg.topk_role in (e["role"], e["example_id"])]
+    """Rule ``count_topk``: paper Figs 5–7 for the example of role ``cfg.topk_role``.
+
+    A role that names no example of this run (``most_confident_1`` when no test document is predicted as
+    class 1, ``most_confident_5`` with three classes) is skipped: the tables are written empty, the figures
+    say why, and the run notes carry one line. An id or name that is no role at all is a config error.
+    """
+    selection = load_selection(selection_path)
+    chosen = [e for e in selection if cfg.topk_role in (e["role"], e["example_id"])]
     if not chosen:
-        roles = sorted({e["role"] for e in load_selection(selection_path)})
-        raise InputError(
-            str(selection_path), "figures.topk_role", f"expected a role {roles} or showcased id, got {cfg.topk_role!r}"
-        )
+        why = role_left_out(load_json(selection_path, SELECTION_SCHEMA), cfg.topk_role)
+        if why is None:
+            roles = sorted({e["role"] for e in selection})
+            raise InputError(
+                str(selection_path),
+                "figures.topk_role",
+                f"expected a role {roles} or showcased id, got {cfg.topk_role!r}",
+            )
+        return _skip_count_topk(cfg, why, Path(tables_dir), Path(figures_dir))
     eid = chosen[0]["example_id"]
     ex = load_summaries(summary_paths).examples[eid]
     if ex.topk is None:
@@ -154,6 +178,17 @@ def run_count_topk(
     plot_token_occurrences(tables["token_occurrences"], token, figures_dir / "topk_token_occurrences", title, cfg.dpi)
     log.info("top-k counts of %s with mask %s (stopwords: %s)", eid, cfg.mask, stopword_source())
     return {"example_id": eid, "token_of_interest": token}
+
+
+def _skip_count_topk(cfg: FiguresConfig, why: str, tables_dir: Path, figures_dir: Path) -> dict:
+    note = f"figures.topk_role {cfg.topk_role} names no example of this run ({why}): top-k figures and tables skipped"
+    log.warning("%s", note)
+    prov = {**artifact_provenance("table"), "notes": [note]}
+    for name, columns in TOPK_COLUMNS.items():
+        save_csv(pd.DataFrame(columns=list(columns)), tables_dir / f"topk_{name}.csv", prov)
+    for stem in ("topk_counts", "topk_intersections", "topk_token_occurrences"):
+        plot_skipped(figures_dir / stem, f"top-k partners of role {cfg.topk_role}", why, cfg.dpi, [note])
+    return {"example_id": None, "token_of_interest": None, "skipped": note}
 
 
 def run_render_overlays(

@@ -30,6 +30,7 @@ from attnlens.io import (
 )
 from attnlens.modeling import load_tokenizer
 from attnlens.prediction import load_selection, showcased_once
+from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_head_agreement, plot_similarity_distributions
 from attnlens.render.tables import example_metrics_table, markdown_table, paper_table, write_table
 from attnlens.similarity import (
@@ -243,7 +244,7 @@ def run_similarity_examples(
             table = example_metrics_table(metrics[metrics["example_id"] == eid])
             caption = f"Similarity of attention (scaled by head importance) and IG attribution, {title}: value (chance)"
             written += write_table(table, Path(tmp) / f"{stem}_metrics", caption)
-            page = [f"# Attention vs attribution: {title}", "", markdown_table(table, caption)]
+            page = [f"# Attention vs attribution: {markdown_cell(title)}", "", markdown_table(table, caption)]
             for mode in MODES:
                 for ly in ("last", "all"):
                     for masked in (False, True):
@@ -258,7 +259,7 @@ def run_similarity_examples(
                             save_csv(frame, Path(tmp) / f"{name}_{suffix}.csv")
                             written.append(Path(tmp) / f"{name}_{suffix}.csv")
                         page += [
-                            f"## Top-5 % tokens: {what}", "",
+                            f"## Top-5 % tokens: {markdown_cell(what)}", "",
                             f"Jaccard = {shared}/{union} = {jac:.3f}", "",
                             markdown_table(value_counts(sets).head(15), "Token counts per set (15 most frequent)"),
                             markdown_table(sets, "Shared, attention-only and attribution-only positions"),

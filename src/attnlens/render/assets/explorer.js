@@ -5,6 +5,7 @@
 (function () {
   const meta = JSON.parse(document.getElementById("attnlens-meta").textContent);
   const $ = (id) => document.getElementById(id);
+  $("controls").addEventListener("submit", (ev) => ev.preventDefault());  // no inline handlers: the page's CSP
   const n = meta.n_tokens, K = meta.top_k, H = meta.n_heads, L = meta.n_layers;
 
   function float16(bits) {
@@ -171,7 +172,7 @@
         li.addEventListener("click", () => { select(p.pos, true); });
         list.appendChild(li);
       }
-      if (!list.children.length) list.innerHTML = "<li>none (no attention)</li>";
+      if (!list.children.length) { const li = document.createElement("li"); li.textContent = "none (no attention)"; list.appendChild(li); }
     }
     $("d-view").textContent = `view: ${viewLabel()}; partner values to within 8-bit quantisation.`;
     if (scroll) spans[i].scrollIntoView({ block: "center" });
