@@ -137,7 +137,9 @@ def test_showcase_roles_hold_or_are_left_out(run):
             assert pred == label == int(role.rsplit("_", 1)[1]), e
     roles = {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]}
     # three classes: a role per class, shown or left out with its reason, and no two-class role
-    assert roles == {f"{r}_{c}" for r in ("most_confident", "random_correct") for c in range(3)}
+    assert roles - {"fixed"} == {f"{r}_{c}" for r in ("most_confident", "random_correct") for c in range(3)}
+    if kind == "csv":  # the hostile note, listed in predict.extra_ids
+        assert [e["example_id"] for e in selection["examples"] if e["role"] == "fixed"] == [HOSTILE_NOTE]
     # the classifier never predicts oncology (class 1)
     assert {"most_confident_1", "random_correct_1"} <= {r["role"] for r in selection["left_out"]}
     if kind == "folders":

@@ -1,8 +1,10 @@
-"""Crash, rerun, determinism: a second clean run of `.test`, killed with ``kill -9`` inside each long stage.
+"""Crash, rerun, determinism: a second clean run of `.test`, killed with ``kill -9`` or stopped with SIGTERM inside
+each long stage.
 
-The run starts from an empty working directory and is killed three times — while the classifier
-trains, while the IG shards run (one finished, the next started) and while the pair-attribution
-shards run — each time resumed with ``--rerun-incomplete``, then finished. Finished shards are never
+The run starts from an empty working directory and is interrupted three times — killed while the classifier
+trains and while the IG shards run (one finished, the next started), and stopped with SIGTERM (what SLURM sends
+at the walltime) while the pair-attribution shards run, which the job reports in one ``attnlens: stopped:``
+line — each time resumed with ``--rerun-incomplete``, then finished. Finished shards are never
 recomputed, no half-written artifact survives, and every result equals the uninterrupted session run
 (``tiny_run``) byte for byte: tables, parquet contents, tensors, model weights, figures' pixels. What
 may differ is listed in :data:`MAY_DIFFER`, each with its reason; the test fails if anything else does.
@@ -165,9 +167,26 @@ def _differences(a_root: Path, b_root: Path) -> list[str]:
     return out
 
 
-def _kill_when(cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = GUARD["run"]) -> None:
-    """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds. ``limit``: a hang guard
-    (helpers.GUARD); a run that never gets there fails with how far it got (Snakemake's log)."""
+def _job_pids(pgid: int, script: str) -> list[int]:
+    """PIDs in process group ``pgid`` running rule script ``script`` (Snakemake runs a copy, ``tmp*.<script>.py``)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="ignore") if proc.name.isdigit() else ""
+            if f".{script}.py" in cmdline and os.getpgid(int(proc.name)) == pgid:
+                pids.append(int(proc.name))
+        except (OSError, ProcessLookupError):
+            continue
+    return pids
+
+
+def _kill_when(
+    cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = GUARD["run"],
+    sig: int = signal.SIGKILL, job: str | None = None,
+) -> None:  # fmt: skip
+    """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds — or, with ``job``, send ``sig``
+    to the running job of that rule only, and wait for Snakemake to end. ``limit``: a hang guard (helpers.GUARD);
+    a run that never gets there fails with how far it got (Snakemake's log)."""
     proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=local_env())  # fmt: skip
     try:
@@ -179,8 +198,15 @@ def _kill_when(cmd: list[str], work: Path, ready: Callable[[], bool], what: str,
             pytest.fail(hang_report(cmd, limit, logs[-1].read_text() if logs else "") + f"\n(waiting to kill {what})",
                         pytrace=False)  # fmt: skip
         assert proc.poll() is None, f"the run ended before it could be killed {what}"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        if job is None:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=30)
+            return
+        pids = _job_pids(proc.pid, job)
+        assert pids, f"no running {job} job to stop {what}"
+        for pid in pids:
+            os.kill(pid, sig)
+        assert proc.wait(timeout=GUARD["stage"]) != 0  # Snakemake reports the stopped job and ends
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -230,14 +256,18 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
     finished_ig = {o: (res / o).stat().st_mtime_ns for o in ig if (res / o).exists()}
     assert len(finished_ig) == 1
 
-    # 3. inside pair attribution: one shard finished, the other under way
+    # 3. inside pair attribution: one shard finished, the other under way and stopped by SIGTERM, as SLURM stops a
+    # job at its walltime: the job says so in one line, exits 143 and leaves no half-written artifact
     pairs = [f"pairs/scores_shard{k}.parquet" for k in range(2)]
+    pair_logs = [f"logs/attribute_pairs/shard{k}.log" for k in range(2)]
     started = time.time()
-    _kill_when(resume(*(f"results/{o}" for o in pairs)), work,
-               _mid_shards(res, pairs, [f"logs/attribute_pairs/shard{k}.log" for k in range(2)], started),
-               "inside pair attribution")  # fmt: skip
+    _kill_when(resume(*(f"results/{o}" for o in pairs)), work, _mid_shards(res, pairs, pair_logs, started),
+               "inside pair attribution", sig=signal.SIGTERM, job="attribute_pairs")  # fmt: skip
     finished_pairs = {o: (res / o).stat().st_mtime_ns for o in pairs if (res / o).exists()}
     assert len(finished_pairs) == 1
+    stopped = [lg for lg in pair_logs if "attnlens: stopped: SIGTERM received" in (res / lg).read_text()]
+    assert len(stopped) == 1 and "Traceback" not in (res / stopped[0]).read_text()
+    assert not [p for p in res.rglob("*") if ".tmp-" in p.name]
 
     # 4. the rest, to the end: only what was killed (and what follows) runs again
     out = run_guarded(resume(), cwd=work, timeout=GUARD["run"], env=local_env())

@@ -67,6 +67,9 @@ def from_hub(loader, name: str, field: str, **kwargs):
         with readable_checkpoint(name):
             return loader(name, **kwargs)
     except OSError as err:  # HF raises OSError subclasses for unreachable / offline / unknown repos
+        if Path(name).is_dir():  # a local folder: not the hub's fault, say what transformers found wrong
+            what = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+            raise InputError(name, "checkpoint", f"expected a complete model folder: {what}") from None
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         why = "the hub is switched off (HF_HUB_OFFLINE)" if offline else f"{type(err).__name__}"
         raise InputError(
