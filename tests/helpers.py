@@ -165,7 +165,7 @@ def local_env() -> dict[str, str]:
 
 #: The tests that guard a claim needing the machine's help (a real SLURM, a real browser): CI sets their
 #: switch (``.ci/run``), so that where the machine cannot give that help the run fails instead of skipping.
-REQUIRED = {"slurm": "ATTNLENS_REQUIRE_SLURM", "browser": "ATTNLENS_REQUIRE_BROWSER"}
+REQUIRED = {"slurm": "ATTNLENS_REQUIRE_SLURM", "browser": "ATTNLENS_REQUIRE_BROWSER", "latex": "ATTNLENS_REQUIRE_LATEX"}
 
 
 def unavailable(what: str, reason: str):
