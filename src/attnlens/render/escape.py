@@ -12,8 +12,8 @@ Every renderer passes such text through one function of this module for its form
   characters made spaces (no ``\\par``, no way out of a ``%`` comment), and characters ``pdflatex`` cannot set
   (format and control characters, right-to-left overrides, zero-width characters, emoji and other non-BMP
   characters) written visibly as ``[U+XXXX]``. ``\\input``, ``\\write18`` and unbalanced braces become text.
-* Markdown: :func:`markdown_cell` — Markdown punctuation and HTML-significant characters escaped (no links,
-  no raw HTML, no emphasis), line breaks made spaces, ``|`` escaped inside table cells.
+* Markdown: :func:`markdown_cell` — what Markdown would read as markup escaped (no links, no raw HTML, no
+  emphasis, no code spans), line breaks made spaces, ``|`` escaped inside table cells.
 * CSV: cells a spreadsheet would run as a formula are neutralised where CSV is written
   (:func:`attnlens.io.spreadsheet_safe`).
 * Figures: matplotlib's mathtext is off (``text.parse_math``), so ``$…$`` in an id is text, not a formula.
@@ -47,7 +47,7 @@ _LATEX_ESCAPES = {
 #: bidi overrides, BOM), line and paragraph separators, private use, surrogates, unassigned.
 _INVISIBLE = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
-_MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~&\"'=:")
+_MARKDOWN_SPECIAL = set("\\`*[]|~")
 
 
 def _cjk(ch: str) -> bool:
@@ -84,19 +84,28 @@ def html_text(text: Any) -> str:
 
 
 def markdown_cell(text: Any) -> str:
-    """``text`` as literal Markdown inline text, safe inside a table cell."""
+    """``text`` as literal Markdown inline text, safe inside a table cell, and as readable as it can stay.
+
+    Escaped only where Markdown would read it as markup: ``\\``, ``|``, `````, ``*``, ``~``, ``[``, ``]``;
+    ``_`` at a word boundary (``false_positive`` stays as it is); ``<`` that could open a tag or an autolink
+    and ``&`` that could start a character reference become ``&lt;`` / ``&amp;`` (``ρ < 0`` stays); a leading
+    ``#``; line breaks become spaces.
+    """
+    text = str(text).replace("\r\n", "\n")
     out = []
-    for ch in str(text).replace("\r\n", "\n"):
+    for i, ch in enumerate(text):
+        after = text[i + 1] if i + 1 < len(text) else ""
+        before = text[i - 1] if i else ""
         if ch in _LINE_BREAKS:
             out.append(" ")
-        elif ch == "<":
+        elif ch == "<" and (after.isalpha() or after in "/!?"):
             out.append("&lt;")
-        elif ch == ">":
-            out.append("&gt;")
-        elif ch == "&":
+        elif ch == "&" and (after.isalnum() or after == "#"):
             out.append("&amp;")
-        elif ch in _MARKDOWN_SPECIAL:
+        elif ch in _MARKDOWN_SPECIAL or (ch == "_" and not (before.isalnum() and after.isalnum())):
             out.append("\\" + ch)
+        elif ch == "#" and i == 0:
+            out.append("\\#")
         else:
             out.append(ch)
     return "".join(out)
