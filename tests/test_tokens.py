@@ -216,7 +216,7 @@ def test_unknown_share_per_split_is_noted_and_warned_above_the_threshold(wordpie
         "test": pd.DataFrame({"text": ["中文文本 and 😀😀 emoji", "汉字"]}),
     }
     ids = encode_splits(tok, frames)
-    summary = unknown_tokens(tok, frames, max_length=512)
+    summary = unknown_tokens(tok, ids, max_length=512)
     assert summary["train"] == {"unknown": 0, "content": 6, "share": 0.0}
     # by hand: 中文文本 → 4, emoji → 2 (each emoji one [UNK]), 汉字 → 2 unknown among 4 + 3 + 2 content tokens
     test_ids = [[t for t in r[1:-1]] for r in ids["test"]]
@@ -225,4 +225,4 @@ def test_unknown_share_per_split_is_noted_and_warned_above_the_threshold(wordpie
     assert unknown_note("train", summary["train"], tok.unk_token).startswith("train: 0 of 6 content tokens are [UNK]")
     assert unknown_note("test", summary["test"], tok.unk_token).startswith("warning: test: ")
     # cut documents count only what the model sees
-    assert unknown_tokens(tok, frames, max_length=3)["test"]["content"] == 2
+    assert unknown_tokens(tok, ids, max_length=3)["test"]["content"] == 2

@@ -32,7 +32,7 @@ from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
-from attnlens.tokens import unknown_count
+from attnlens.tokens import structural_ids, unknown_count
 
 log = logging.getLogger(__name__)
 
@@ -391,12 +391,18 @@ def token_counts(ids: dict[str, list[list[int]]]) -> dict[str, np.ndarray]:
 UNKNOWN_WARN_SHARE = 0.01
 
 
-def unknown_tokens(tokenizer, frames: dict[str, pd.DataFrame], max_length: int) -> dict[str, dict]:
-    """Per split, the ``[UNK]`` tokens among the content tokens the model sees (each document cut at ``max_length``)."""
+def unknown_tokens(tokenizer, ids: dict[str, list[list[int]]], max_length: int) -> dict[str, dict]:
+    """Per split, the ``[UNK]`` tokens among the content tokens the model sees.
+
+    ``ids``: :func:`encode_splits`. Truncation keeps the first ``max_length`` minus the framing tokens of a
+    document's content, so that is what is counted.
+    """
+    structural = structural_ids(tokenizer)
+    budget = max_length - len(tokenizer("")["input_ids"])
     out = {}
-    for split, df in frames.items():
-        ids = tokenizer(list(df["text"]), truncation=True, max_length=max_length)["input_ids"] if len(df) else []
-        n_unk, n_content = unknown_count(tokenizer, ids)
+    for split, rows in ids.items():
+        content = [[i for i in r if i not in structural][:budget] for r in rows]
+        n_unk, n_content = unknown_count(tokenizer, content)
         out[split] = {"unknown": n_unk, "content": n_content, "share": n_unk / n_content if n_content else 0.0}
     return out
 

@@ -54,7 +54,7 @@ from attnlens.stats import (
     pearson,
     permutation_p_value,
 )
-from attnlens.tokens import structural_ids, token_mask
+from attnlens.tokens import structural_mask, token_mask
 
 MASKS = ("none", "legacy", "fixed")
 MODES = ("legacy", "fixed")
@@ -453,8 +453,7 @@ def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[s
 
     The legacy mask tests the raw token, as the similarity notebooks did (``Ġthe`` is alphabetic).
     """
-    special_set = structural_ids(tokenizer)
-    special = np.array([int(i) in special_set for i in ids], dtype=bool)
+    special = structural_mask(tokenizer, ids)
     keep = {
         "legacy": token_mask(tokenizer, ids, legacy_mask, strip_marker=False),
         "fixed": token_mask(tokenizer, ids, "fixed"),

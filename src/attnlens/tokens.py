@@ -117,7 +117,8 @@ TEXT_AS_TEXT = {"split_special_tokens": True}
 _STRUCTURAL_ATTRS = ("cls_token_id", "sep_token_id", "pad_token_id", "bos_token_id", "eos_token_id")
 
 
-def structural_ids(tokenizer) -> set[int]:
+@functools.lru_cache(maxsize=8)
+def structural_ids(tokenizer) -> frozenset[int]:
     """Ids of the *structural* tokens: CLS, SEP, PAD, BOS, EOS and whatever the tokenizer adds around every input.
 
     The one definition the IG baseline, the pair reference, the similarity metrics, faithfulness,
@@ -127,7 +128,7 @@ def structural_ids(tokenizer) -> set[int]:
     """
     ids = {int(v) for a in _STRUCTURAL_ATTRS if (v := getattr(tokenizer, a, None)) is not None}
     ids.update(int(i) for i in tokenizer("", add_special_tokens=True)["input_ids"])
-    return ids
+    return frozenset(ids)
 
 
 def structural_mask(tokenizer, input_ids: Sequence[int]) -> np.ndarray:

@@ -59,7 +59,7 @@ from scipy.special import xlogy
 from attnlens.attention import layer_slice
 from attnlens.io import load_shards
 from attnlens.stats import not_computable, permutation_p_value
-from attnlens.tokens import display_tokens, structural_ids
+from attnlens.tokens import display_tokens, structural_mask
 
 ESTIMATORS = ("pooled_pmi", "joint_ppmi", "xlogy")
 POOLINGS = ("chunks", "sentences", "none")
@@ -386,7 +386,7 @@ def text_topology(
     batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
     dense = dense_attentions(model, dict(batch))
     ids = batch["input_ids"][0].tolist()
-    special = np.isin(ids, sorted(structural_ids(tokenizer)))
+    special = structural_mask(tokenizer, ids)
     unit_of = units(display_tokens(tokenizer, ids), special, cfg.pooling, cfg.chunk_size)
     if unit_of.max() < 1:
         raise ValueError(f"text of {len(ids)} tokens gives fewer than 2 units with pooling {cfg.pooling!r}")

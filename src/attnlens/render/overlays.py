@@ -29,7 +29,7 @@ import pandas as pd
 from attnlens.io import atomic_path, write_csv, write_sidecar
 from attnlens.render.escape import csp_meta, html_text, latex_escape
 from attnlens.render.figures import figure_metadata
-from attnlens.tokens import structural_ids, surface_pieces
+from attnlens.tokens import structural_mask, surface_pieces
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def build_overlay(tokenizer, input_ids, values, title: str, note: str) -> Overla
     """Tokens as text with their values; special and pad tokens flagged."""
     ids = [int(i) for i in input_ids]
     pieces = surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens(ids))
-    special = np.array([i in structural_ids(tokenizer) for i in ids], dtype=bool)
+    special = structural_mask(tokenizer, ids)
     return Overlay(
         tokens=[p[0] for p in pieces],
         starts_word=[p[1] or s for p, s in zip(pieces, special, strict=True)],
@@ -136,8 +136,10 @@ def tex_engine() -> str | None:
     """The first of pdflatex / xelatex / lualatex on the PATH whose TeX tree has :data:`TEX_NEEDS`, or None."""
     for engine in ("pdflatex", "xelatex", "lualatex"):
         if shutil.which(engine):
+            if shutil.which("kpsewhich") is None:
+                return None
             found = subprocess.run(["kpsewhich", *TEX_NEEDS], capture_output=True, text=True).stdout.split()
-            return engine if shutil.which("kpsewhich") and len(found) == len(TEX_NEEDS) else None
+            return engine if len(found) == len(TEX_NEEDS) else None
     return None
 
 

@@ -79,7 +79,7 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.tokens import stopword_source, structural_ids, surface_pieces, token_mask
+from attnlens.tokens import stopword_source, structural_ids, structural_mask, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -454,13 +454,12 @@ def run_evaluate_faithfulness(
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
-    special_set = structural_ids(tokenizer)
     curves, plaus = [], []
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):
         eid = row.example_id
         ids = [int(i) for i in row.input_ids]
-        special = np.array([i in special_set for i in ids], dtype=bool)
+        special = structural_mask(tokenizer, ids)
         eligible = ~special
         scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
         for name in cfg.rankings:

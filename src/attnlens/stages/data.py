@@ -50,7 +50,7 @@ def run_prepare_dataset(
     ids = encode_splits(tokenizer, frames)
     cut = truncation(manifest, token_counts(ids), max_length)
     notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
-    manifest["unknown_tokens"] = unknown_tokens(tokenizer, frames, max_length)
+    manifest["unknown_tokens"] = unknown_tokens(tokenizer, ids, max_length)
     notes += [
         unknown_note(split, summary, tokenizer.unk_token) for split, summary in manifest["unknown_tokens"].items()
     ]

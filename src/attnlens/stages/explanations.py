@@ -35,7 +35,7 @@ from attnlens.leaderboard import (
 from attnlens.modeling import load_classifier, load_tokenizer
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
-from attnlens.tokens import structural_ids
+from attnlens.tokens import structural_ids, structural_mask
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +57,12 @@ def run_explain(
     freeze(model.to(device))
     attributions = load_attributions(attribution_paths)
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
-    special_set = structural_ids(tokenizer)
     rows = []
     t0 = time.perf_counter()
     for row in mine.itertuples(index=False):
         ids = [int(i) for i in row.input_ids]
         inputs = prepare_inputs(model, tokenizer, ids, device)
-        special = np.array([i in special_set for i in ids], dtype=bool)
+        special = structural_mask(tokenizer, ids)
         res = explain_example(
             model,
             inputs,

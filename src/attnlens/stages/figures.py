@@ -124,10 +124,11 @@ def run_count_topk(
     class 1, ``most_confident_5`` with three classes) is skipped: the tables are written empty, the figures
     say why, and the run notes carry one line. An id or name that is no role at all is a config error.
     """
-    selection = load_selection(selection_path)
+    document = load_json(selection_path, SELECTION_SCHEMA)
+    selection = document["examples"]
     chosen = [e for e in selection if cfg.topk_role in (e["role"], e["example_id"])]
     if not chosen:
-        why = role_left_out(load_json(selection_path, SELECTION_SCHEMA), cfg.topk_role)
+        why = role_left_out(document, cfg.topk_role)
         if why is None:
             roles = sorted({e["role"] for e in selection})
             raise InputError(

@@ -27,7 +27,7 @@ from attnlens.modeling import load_classifier
 from attnlens.prediction import encode_texts, load_selection, showcased_once
 from attnlens.render.figures import plot_distance_matrix, plot_persistence
 from attnlens.render.tables import write_table
-from attnlens.tokens import display_tokens, structural_ids
+from attnlens.tokens import display_tokens, structural_mask
 from attnlens.topology import (
     BOTTLENECK_SCHEMA,
     DIAGRAMS_SCHEMA,
@@ -61,12 +61,11 @@ def run_topology(
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    special_set = structural_ids(tokenizer)
     frames, tensors, timing = [], {}, []
     for i in mine:
         t0 = time.perf_counter()
         input_ids = encoded.input_ids[i]
-        special = np.array([t in special_set for t in input_ids], dtype=bool)
+        special = structural_mask(tokenizer, input_ids)
         unit_of = units(display_tokens(tokenizer, input_ids), special, cfg.pooling, cfg.chunk_size)
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
