@@ -7,10 +7,13 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 PROFILE ?= workflow/profiles/workstation
 CORES ?= $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+# GPU jobs at once: one per visible GPU; with none, the model jobs share the CPU cores (as --cores allows)
+GPUS ?= $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+GPU_SLOTS := $(if $(filter-out 0,$(GPUS)),$(GPUS),$(CORES))
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test lint bench paper-shape lock clean help
+.PHONY: install run test lint bench paper-shape gpu-proof lock clean help
 
 help:
 	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
@@ -18,6 +21,7 @@ help:
 	@echo "make lint   ruff check and format, snakemake --lint, snakefmt --check, import contracts (lint-imports)"
 	@echo "make bench  benchmarks -> results/bench/*.json (paper-shape included)"
 	@echo "make paper-shape  the classification study at the paper's model shape -> results/bench/paper_shape.json"
+	@echo "make gpu-proof    on one CUDA GPU: the paper's shape through every classification stage -> results/bench/gpu.json"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +40,7 @@ $(TEST_STAMP): $(STAMP) envs/requirements-test.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES)
+	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES) --resources gpu=$(GPU_SLOTS)
 	$(BIN)/snakemake --report results/report.html
 
 test: $(TEST_STAMP)
@@ -54,6 +58,9 @@ bench: $(STAMP)
 
 paper-shape: $(STAMP)
 	$(BIN)/python benchmarks/paper_shape.py --out results/bench --cores $(CORES)
+
+gpu-proof: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu.py --out results/bench $(GPU_PROOF_ARGS)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt

@@ -99,7 +99,7 @@ def rehearsal_config(classifier: Path, n_test: int, ig_steps: int, cores: int) -
 
 
 def log_jobs(log: Path) -> list[dict]:
-    """``[{rule, wildcards, seconds}]`` from a Snakemake log (job start and finish stamps)."""
+    """``[{rule, seconds, start, end}]`` from a Snakemake log (job start and finish stamps, one-second resolution)."""
     stamp, rule, jobs, started = None, None, [], {}
     for line in log.read_text().splitlines():
         if m := re.match(r"\[(\w{3} \w{3}\s+\d+ [\d:]+ \d{4})\]", line):
@@ -110,7 +110,7 @@ def log_jobs(log: Path) -> list[dict]:
             started[m.group(1)] = (rule, stamp)
         elif m := re.match(r"Finished jobid: (\d+)", line):
             name, t0 = started[m.group(1)]
-            jobs.append({"rule": name, "seconds": (stamp - t0).total_seconds()})
+            jobs.append({"rule": name, "seconds": (stamp - t0).total_seconds(), "start": t0, "end": stamp})
     return jobs
 
 

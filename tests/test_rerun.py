@@ -6,165 +6,32 @@ trains and while the IG shards run (one finished, the next started), and stopped
 at the walltime) while the pair-attribution shards run, which the job reports in one ``attnlens: stopped:``
 line — each time resumed with ``--rerun-incomplete``, then finished. Finished shards are never
 recomputed, no half-written artifact survives, and every result equals the uninterrupted session run
-(``tiny_run``) byte for byte: tables, parquet contents, tensors, model weights, figures' pixels. What
-may differ is listed in :data:`MAY_DIFFER`, each with its reason; the test fails if anything else does.
+(``tiny_run``) byte for byte: tables, parquet contents, tensors, model weights, figures' pixels. What may
+differ is listed in ``benchmarks/compare_runs.py``'s ``MAY_DIFFER``, each with its reason; nothing else may.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
-import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 from helpers import GUARD, SNAKEMAKE, hang_report, local_env, run_guarded, run_snakemake
 from PIL import Image
-from safetensors import safe_open
 
 from attnlens.io import provenance, save_parquet
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from compare_runs import differences
+
 pytestmark = pytest.mark.workflow
-
-#: What two runs may differ in, and why. Everything else must be byte-identical (or, for containers
-#: whose metadata carries provenance, identical in content).
-MAY_DIFFER = {
-    "logs/": "logs and job records hold times and durations",
-    "benchmarks/": "Snakemake's per-job timings",
-    ".provenance.json": "provenance sidecars hold the creation time",
-    "manifest.json": "the manifest copies each artifact's provenance (creation times) and the files' hashes",
-    "run_notes.csv": "compared as content: its rows are the same, in the same order",
-    ".pdf": "PDF figures embed their provenance (creation time); their PNG twins are compared pixel by pixel",
-    "column or key seconds": "wall times: pair attributions per pair (pairs/scores_shard*, pairs/tables), training "
-    "per epoch and in all (train_metrics.json: seconds, train_seconds), the pair encoder's training "
-    "(pair_encoder_exact_metrics.json: seconds, seconds_per_step)",
-    "column seconds per pair and model": "the pair error table's mean wall time",
-    "column forward_seconds": "explain's wall time of one forward per example (explanations/shard*)",
-    "columns seconds per example, cost / one forward pass": "the explanation leaderboard's cost columns",
-    "rows with metric seconds or cost_ratio": "the explanation leaderboard's cost per example and its summary",
-    "paper/figures/explanation_leaderboard.png": "two of its panels plot those wall times (its numbers are "
-    "compared in explanations/leaderboard.parquet)",
-    "paper/tables/explanation_leaderboard.md": "holds the cost columns; its CSV twin is compared without them "
-    "(why the Markdown still differs without them is not yet understood)",
-}
-#: Table columns and JSON keys holding wall times (see MAY_DIFFER).
-TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step", "forward_seconds",
-                  "seconds per example", "cost / one forward pass")  # fmt: skip
-#: Values of a ``metric`` column whose rows are wall times (see MAY_DIFFER).
-TIMING_METRICS = ("seconds", "cost_ratio")
-#: Files that plot wall times (see MAY_DIFFER).
-TIMING_FIGURES = ("paper/figures/explanation_leaderboard.png", "paper/tables/explanation_leaderboard.md")
-
-
-def _parquet_rows(path: Path) -> dict:
-    table = pq.read_table(path)
-    keep = [m not in TIMING_METRICS for m in table.column("metric").to_pylist()] if "metric" in table.column_names \
-        else [True] * table.num_rows  # fmt: skip
-    return {name: [v for v, k in zip(table.column(name).to_pylist(), keep, strict=True) if k]
-            for name in table.column_names if name not in TIMING_COLUMNS}  # fmt: skip
-
-
-def _tensors(path: Path) -> dict:
-    with safe_open(str(path), "np") as fh:
-        return {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
-
-
-def _csv_rows(path: Path) -> list[list[str]]:
-    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
-    drop = {i for i, h in enumerate(rows[0] if rows else []) if h in TIMING_COLUMNS}
-    return [[c for i, c in enumerate(r) if i not in drop] for r in _without_timing_rows(rows)]
-
-
-def _without_timing_rows(rows: list[list[str]]) -> list[list[str]]:
-    """Rows whose ``metric`` cell is a wall time left out (tables with a ``metric`` column)."""
-    header = next((r for r in rows if "metric" in r), None)
-    if header is None:
-        return rows
-    at = header.index("metric")
-    return [r for r in rows if not (len(r) == len(header) and r[at].replace("\\_", "_") in TIMING_METRICS)]
-
-
-def _table_rows(path: Path) -> list[list[str]]:
-    """Rows of a Markdown (``| a | b |``) or LaTeX (``a & b \\``) table, timing columns left out."""
-    sep = "|" if path.suffix == ".md" else " & "
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows = [[c.strip() for c in ln.strip("|").removesuffix(r" \\").split(sep)] if sep in ln else [ln] for ln in lines]
-    header = next((r for r in rows if len(r) > 1), [])
-    drop = {i for i, c in enumerate(header) if c in TIMING_COLUMNS}
-    return [[c for i, c in enumerate(r) if i not in drop] for r in _without_timing_rows(rows)]
-
-
-def _without_times(value):
-    if isinstance(value, dict):
-        return {k: _without_times(v) for k, v in value.items() if k not in ("provenance", "created", *TIMING_COLUMNS)}
-    if isinstance(value, list):
-        return [_without_times(v) for v in value]
-    return value
-
-
-def _json_content(path: Path):
-    return _without_times(json.loads(path.read_text(encoding="utf-8")))
-
-
-def _png_pixels(path: Path) -> np.ndarray:
-    with Image.open(path) as img:
-        return np.asarray(img.convert("RGBA"))
-
-
-def _html_content(path: Path) -> str:
-    return re.sub(r'<meta name="attnlens-provenance" content="[^"]*">', "", path.read_text(encoding="utf-8"))
-
-
-def _content(path: Path) -> Callable[[Path], object] | None:
-    """How a file is compared: its content without provenance; ``None``: byte for byte."""
-    return {
-        ".parquet": _parquet_rows, ".safetensors": _tensors, ".json": _json_content, ".png": _png_pixels,
-        ".html": _html_content, ".csv": _csv_rows, ".md": _table_rows, ".tex": _table_rows,
-    }.get(path.suffix)  # fmt: skip
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray):
-        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
-        return True  # NaN in both
-    return a == b
-
-
-def _differences(a_root: Path, b_root: Path) -> list[str]:
-    skip = ("logs/", "benchmarks/")
-    files_a = {p.relative_to(a_root).as_posix() for p in a_root.rglob("*") if p.is_file()}
-    files_b = {p.relative_to(b_root).as_posix() for p in b_root.rglob("*") if p.is_file()}
-    out = [f"only in one run: {f}" for f in sorted(files_a ^ files_b) if not f.startswith(skip)]
-    for rel in sorted(files_a & files_b):
-        if (
-            rel.startswith(skip)
-            or rel.endswith((".provenance.json", ".pdf"))
-            or rel in ("manifest.json", *TIMING_FIGURES)
-        ):
-            continue
-        a, b = a_root / rel, b_root / rel
-        if a.read_bytes() == b.read_bytes():
-            continue
-        compare = _content(a)
-        if rel.startswith("models/") and rel.count("/") >= 2 and a.name != "provenance.json":
-            compare = _content(a) if a.suffix == ".safetensors" else None  # config.json, tokenizer: byte for byte
-        if compare is None or not _equal(compare(a), compare(b)):
-            out.append(rel)
-    return out
 
 
 def _job_pids(pgid: int, script: str) -> list[int]:
@@ -277,7 +144,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
     assert not [p for p in res.rglob("*") if ".tmp-" in p.name or p.name.endswith(".partial")]
 
     # 5. byte for byte the uninterrupted run, but for what MAY_DIFFER lists
-    differ = _differences(tiny_run / "results", res)
+    differ = differences(tiny_run / "results", res)
     assert not differ, "differs from the uninterrupted run:\n" + "\n".join(differ)
 
 
@@ -290,18 +157,18 @@ def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
         save_parquet(frame, root / "pairs/scores_shard0.parquet", provenance("pair_scores/v1"))
         frame.to_csv(root / "pairs/table.csv", index=False)
         Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(root / "figure.png")
-    assert _differences(a, b) == []  # only the wall time and the provenance differ
+    assert differences(a, b) == []  # only the wall time and the provenance differ
     save_parquet(pd.DataFrame({"pair_id": ["p1"], "score": [0.5000001], "seconds": [2.0]}),
                  b / "pairs/scores_shard0.parquet", provenance("pair_scores/v1"))  # fmt: skip
     Image.fromarray(np.full((4, 4, 3), 1, dtype=np.uint8)).save(b / "figure.png")
     (b / "extra.csv").write_text("x\n1\n", encoding="utf-8")
-    assert _differences(a, b) == ["only in one run: extra.csv", "figure.png", "pairs/scores_shard0.parquet"]
+    assert differences(a, b) == ["only in one run: extra.csv", "figure.png", "pairs/scores_shard0.parquet"]
     # a metric column: rows of wall-time metrics are left out, every other row is compared
     for root, seconds in ((a, 1.0), (b, 2.0)):
         rows = pd.DataFrame({"method": ["m", "m"], "metric": ["spearman", "seconds"], "value": [0.3, seconds]})
         save_parquet(rows, root / "board.parquet", provenance("explanation_leaderboard/v1"))
         rows.to_csv(root / "board.csv", index=False)
-    assert "board.parquet" not in _differences(a, b) and "board.csv" not in _differences(a, b)
+    assert "board.parquet" not in differences(a, b) and "board.csv" not in differences(a, b)
     rows = pd.DataFrame({"method": ["m", "m"], "metric": ["spearman", "seconds"], "value": [0.31, 2.0]})
     save_parquet(rows, b / "board.parquet", provenance("explanation_leaderboard/v1"))
-    assert "board.parquet" in _differences(a, b)
+    assert "board.parquet" in differences(a, b)

@@ -6,6 +6,9 @@ few sentences (nothing downloaded), so the byte artefacts of §15 B-13 (``Ċ``, 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 import torch
@@ -139,6 +142,19 @@ def test_legacy_alnum_keeps_digits(wordpiece):
 def test_stopword_source_is_recorded():
     assert "ENGLISH_STOP_WORDS" in stopword_source()
     assert {"the", "and", "we"} <= stopwords()
+
+
+def test_stopwords_are_scikit_learns_list_without_importing_it():
+    """The list read from the installed file is the one scikit-learn exports, and reading it imports no sklearn."""
+    code = (
+        "import sys; from attnlens.tokens import stopwords, stopword_source; "
+        "words = stopwords(); stopword_source(); assert 'sklearn' not in sys.modules, 'sklearn imported'; "
+        "from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS; "
+        "assert words == ENGLISH_STOP_WORDS, words ^ ENGLISH_STOP_WORDS; print(len(words))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == len(stopwords()) > 300
 
 
 # ------------------------------------------------------------------ text is text, structure is not content

@@ -361,7 +361,10 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
     """One example's forward pass with attention outputs, as one :class:`Band` per layer."""
     out = model(**batch, output_attentions=True)
     mask, gmask = batch["attention_mask"], batch.get("global_attention_mask")
-    return bands_from_outputs(out.attentions, out.global_attentions, mask, gmask)[0]
+    # the summaries (compiled kernels) run on the CPU: a model on a GPU hands its attention over once
+    local = [a.cpu() for a in out.attentions]
+    glob = [g.cpu() for g in out.global_attentions] if out.global_attentions is not None else None
+    return bands_from_outputs(local, glob, mask.cpu(), None if gmask is None else gmask.cpu())[0]
 
 
 def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str, torch.Tensor]:

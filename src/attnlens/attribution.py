@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import torch
 
+from attnlens.device import autocast_dtype
 from attnlens.io import load_parquet, load_shards
 from attnlens.modeling import global_attention_mask
 from attnlens.prediction import PREDICTIONS_SCHEMA
@@ -263,11 +264,11 @@ def integrate(
     """
     probs, probs_base = endpoint_probs(forward, inputs, baselines, forward_args)
     gap = float(probs[target] - probs_base[target])
-    device_type = inputs.device.type
+    half = autocast_dtype(inputs.device, autocast)  # fp16 on CUDA only (attnlens.device)
     rounds: list[tuple[int, float]] = []
     steps = min_steps
     while True:
-        with torch.autocast(device_type, dtype=torch.float16, enabled=autocast and device_type == "cuda"):
+        with torch.autocast(inputs.device.type, dtype=half or torch.float16, enabled=half is not None):
             (attr,) = layer_ig(forward, layer, inputs, baselines, forward_args, target, steps, internal_batch_size)
         scores = attr[0].double().sum(-1).cpu().numpy()
         delta = float(scores.sum() - gap)

@@ -156,6 +156,7 @@ class ModelConfig(_Section):
     max_length: int | None = None
     attention_window: int | tuple[int, ...] | None = None
     seed: int = 42
+    device: str = "auto"
 
 
 @dataclass(frozen=True, repr=False)

@@ -53,6 +53,7 @@ import torch
 
 from attnlens.attention import CHUNK_BYTES, Band, bands_from_outputs, layer_configuration, received_attention
 from attnlens.attribution import Inputs
+from attnlens.device import synchronize
 from attnlens.io import load_shards
 
 EXPLANATIONS_SCHEMA = "explanations/v1"
@@ -161,7 +162,7 @@ def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
         local = band.local.mean(0, keepdim=True).double() * r[None, :, None]  # heads averaged first: O(n · w)
         glob = None
         if band.global_ is not None:
-            weights = torch.zeros(band.x, dtype=torch.float64)
+            weights = r.new_zeros(band.x)
             weights[: band.n_global] = r[band.global_positions]
             glob = band.global_.mean(0, keepdim=True).double() * weights
         moved = received_attention(Band(local, glob, band.length, band.global_positions))[0]
@@ -297,8 +298,7 @@ class _Capture:
 
 
 def _sync(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     return time.perf_counter()
 
 

@@ -127,7 +127,7 @@ def estimate_head_importance(
     params = [p for groups in head_parameters(model) for w, b in groups.values() for p in (w, b) if p is not None]
     legacy_sum = {id(p): torch.zeros_like(p, dtype=torch.float64) for p in params}
     n_layers = model.config.num_hidden_layers
-    local = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    local = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=params[0].device)
     glob = torch.zeros_like(local)
     combined = torch.zeros_like(local)
     n = 0
@@ -171,13 +171,8 @@ def estimate_head_importance(
     for p in params:
         p.grad = saved[id(p)]
     legacy_raw = sum(legacy_terms[g][0] for g in LOCAL_GROUPS)
-    return {
-        "legacy_raw": legacy_raw,
-        "fixed_local": local,
-        "fixed_global": glob,
-        "fixed_raw": combined,
-        "n_examples": torch.tensor(n),
-    }
+    out = {"legacy_raw": legacy_raw, "fixed_local": local, "fixed_global": glob, "fixed_raw": combined}
+    return {**{k: v.cpu() for k, v in out.items()}, "n_examples": torch.tensor(n)}
 
 
 def importance_matrices(raw: dict[str, torch.Tensor], normalisation: str) -> dict[str, torch.Tensor]:

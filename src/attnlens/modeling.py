@@ -467,6 +467,7 @@ def load_classifier(
 
     With ``blocked`` (the default) its self-attention takes the blocked path
     (:mod:`attnlens.blocked_attention`) wherever that applies: every pass without attention outputs.
+    The model is on the CPU; a stage moves it with :func:`attnlens.device.place` (the one device policy).
     """
     with readable_checkpoint(model_dir):
         model, info = transformers.LongformerForSequenceClassification.from_pretrained(

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from attnlens.config import TrainConfig
+from attnlens.device import autocast_dtype, resolve_device
 from attnlens.prediction import classification_metrics, encode_texts, predict_logits
 
 log = logging.getLogger(__name__)
@@ -66,19 +67,28 @@ def _checkpointing(model, on: bool) -> None:
         disable()
 
 
-def train_classifier(model, tokenizer, train_df, eval_df, cfg: TrainConfig) -> tuple[object, dict]:
+def train_classifier(
+    model, tokenizer, train_df, eval_df, cfg: TrainConfig, device: str = "auto"
+) -> tuple[object, dict]:
     """Fine-tune ``model`` on ``train_df`` (``text, label``); evaluate on ``eval_df`` after each epoch.
+
+    ``device`` (``model.device``) goes through the one device policy (:func:`attnlens.device.resolve_device`);
+    accelerate then places the model (one process per GPU under ``accelerate launch``), in fp16 mixed
+    precision where ``cfg.fp16`` asks for it and the device is CUDA.
 
     Returns:
         The trained (unwrapped) model and the metrics: per epoch ``train_loss``, ``eval_loss``,
         ``accuracy``, ``macro_f1``, ``seconds``; plus device, precision and optimiser steps.
     """
     seed_everything(cfg.seed)
-    use_fp16 = cfg.fp16 and torch.cuda.is_available()
+    on = resolve_device(device)
+    use_fp16 = autocast_dtype(on, cfg.fp16) is not None
+    if on.type == "cuda" and on.index is not None:
+        torch.cuda.set_device(on)  # accelerate's single process takes the current device
     accelerator = Accelerator(
         mixed_precision="fp16" if use_fp16 else "no",
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        cpu=not torch.cuda.is_available(),  # several CPU processes (torchrun) then train as one, over gloo
+        cpu=on.type == "cpu",  # several CPU processes (torchrun) then train as one, over gloo
     )
     if cfg.gradient_checkpointing:
         _checkpointing(model, True)

@@ -10,13 +10,13 @@ rule estimate_head_importance:
         "results/benchmarks/estimate_head_importance/estimate_head_importance.tsv"
     conda:
         "../envs/pipeline.yaml"
-    threads: 4
+    threads: 1  # one example per backward pass: 0.9 cores used at 2 threads, so it runs beside another job
     resources:
         gpu=1,
         mem_mb=8000,
         runtime=120,
     params:
-        cfg=keys(importance=["split", "max_examples", "estimator", "normalisation", "seed"]),
+        cfg=keys(model=["device"], importance=["split", "max_examples", "estimator", "normalisation", "seed"]),
     script:
         "../scripts/estimate_head_importance.py"
 
@@ -41,6 +41,6 @@ rule extract_attention:
         mem_mb=8000,
         runtime=120,
     params:
-        cfg=keys(attention=["n_shards", "top_k", "topk_for", "bins"]),
+        cfg=keys(model=["device"], attention=["n_shards", "top_k", "topk_for", "bins"]),
     script:
         "../scripts/extract_attention.py"

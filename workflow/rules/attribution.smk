@@ -19,6 +19,7 @@ rule attribute:
         runtime=720,
     params:
         cfg=keys(
+            model=["device"],
             attribution=[
                 "n_shards",
                 "target",
@@ -56,7 +57,7 @@ rule attribute_embeddings:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"]),
+        cfg=keys(model=["device"], attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"]),
     script:
         "../scripts/attribute_embeddings.py"
 
@@ -132,7 +133,7 @@ rule evaluate_faithfulness:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(faithfulness=["fractions", "rankings", "batch_size", "plausibility_k", "seed"]),
+        cfg=keys(model=["device"], faithfulness=["fractions", "rankings", "batch_size", "plausibility_k", "seed"]),
     script:
         "../scripts/evaluate_faithfulness.py"
 

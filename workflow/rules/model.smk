@@ -60,6 +60,7 @@ else:
         params:
             cfg=lambda wildcards: json.dumps(
                 keys(
+                    model=["device"],
                     train=[
                         "epochs",
                         "lr",
@@ -102,6 +103,6 @@ rule predict:
         mem_mb=8000,
         runtime=60,
     params:
-        cfg=keys(predict=["batch_size", "seed", "extra_ids"]),
+        cfg=keys(model=["device"], predict=["batch_size", "seed", "extra_ids"]),
     script:
         "../scripts/predict.py"

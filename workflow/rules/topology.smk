@@ -17,6 +17,7 @@ rule topology:
         runtime=120,
     params:
         cfg=keys(
+            model=["device"],
             topology=[
                 "layers",
                 "pooling",

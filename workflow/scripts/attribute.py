@@ -14,4 +14,5 @@ with rule_job(snakemake):
         selection_path=snakemake.input.selection,
         shard=int(snakemake.wildcards.shard),
         out_path=snakemake.output.attributions,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

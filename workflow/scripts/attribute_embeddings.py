@@ -13,4 +13,5 @@ with rule_job(snakemake):
         predictions_path=snakemake.input.predictions,
         selection_path=snakemake.input.selection,
         out_path=snakemake.output.embeddings,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

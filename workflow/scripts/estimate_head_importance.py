@@ -11,4 +11,5 @@ with rule_job(snakemake):
         model_dir=snakemake.input.model,
         examples_path=snakemake.input.examples,
         out_path=snakemake.output.importance,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

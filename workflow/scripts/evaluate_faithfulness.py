@@ -16,4 +16,5 @@ with rule_job(snakemake):
         curves_path=snakemake.output.curves,
         plausibility_path=snakemake.output.plausibility,
         explanation_paths=snakemake.input.get("explanations", []),
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

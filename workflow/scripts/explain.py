@@ -12,4 +12,5 @@ with rule_job(snakemake):
         attribution_paths=snakemake.input.attributions,
         shard=int(snakemake.wildcards.shard),
         out_path=snakemake.output.explanations,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

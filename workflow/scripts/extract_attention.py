@@ -14,4 +14,5 @@ with rule_job(snakemake):
         shard=int(snakemake.wildcards.shard),
         summary_path=snakemake.output.summary,
         bands_path=snakemake.output.bands,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

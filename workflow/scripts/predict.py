@@ -13,4 +13,5 @@ with rule_job(snakemake):
         predictions_path=snakemake.output.predictions,
         metrics_path=snakemake.output.metrics,
         selection_path=snakemake.output.selection,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

@@ -13,4 +13,5 @@ with rule_job(snakemake):
         shard=int(snakemake.wildcards.shard),
         diagrams_path=snakemake.output.diagrams,
         matrices_path=snakemake.output.matrices,
+        device=rule_section(snakemake.params.cfg, "model").device,
     )

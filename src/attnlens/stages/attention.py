@@ -19,6 +19,7 @@ from attnlens.attention import (
 )
 from attnlens.config import AttentionConfig, ImportanceConfig
 from attnlens.data import load_examples, shard_of
+from attnlens.device import place
 from attnlens.importance import (
     FIXED_DEVIATIONS,
     IMPORTANCE_SCHEMA,
@@ -35,11 +36,12 @@ log = logging.getLogger(__name__)
 
 
 def run_estimate_head_importance(
-    cfg: ImportanceConfig, model_dir: StrPath, examples_path: StrPath, out_path: StrPath
+    cfg: ImportanceConfig, model_dir: StrPath, examples_path: StrPath, out_path: StrPath, device: str = "auto"
 ) -> dict:
     """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_dir)
+    on = place(model, device)
     examples, _ = load_examples(examples_path)
     if cfg.max_examples is not None and cfg.max_examples < len(examples):
         order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
@@ -49,8 +51,8 @@ def run_estimate_head_importance(
 
     def batches():
         for i in range(len(labels)):
-            batch = encoded.batch([i])
-            batch["labels"] = torch.tensor([int(labels[i])])
+            batch = encoded.batch([i], on)
+            batch["labels"] = torch.tensor([int(labels[i])], device=on)
             yield batch
 
     t0 = time.perf_counter()
@@ -92,6 +94,7 @@ def run_extract_attention(
     shard: int,
     summary_path: StrPath,
     bands_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``extract_attention``: summaries of the shard's test examples and bands of its showcased ones.
 
@@ -104,6 +107,7 @@ def run_extract_attention(
     every showcased example of the shard.
     """
     model, tokenizer = load_classifier(model_dir)
+    on = place(model, device)
     examples, _ = load_examples(test_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
     encoded = encode_texts(tokenizer, examples["text"])
@@ -121,7 +125,7 @@ def run_extract_attention(
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
-        bands = forward_bands(model, encoded.batch([i]))
+        bands = forward_bands(model, encoded.batch([i], on))
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from attnlens.attention import load_summaries
 from attnlens.attribution import (
@@ -32,6 +31,7 @@ from attnlens.attribution import (
 )
 from attnlens.config import AttributionConfig, FaithfulnessConfig, FiguresConfig
 from attnlens.data import load_examples, shard_of
+from attnlens.device import place, synchronize
 from attnlens.explanations import load_explanations, scores_by_example
 from attnlens.faithfulness import (
     FAITHFULNESS_SCHEMA,
@@ -132,6 +132,7 @@ def run_attribute(
     selection_path: StrPath,
     shard: int,
     out_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
 
@@ -141,8 +142,7 @@ def run_attribute(
     the shard's parquet is written.
     """
     model, tokenizer = load_classifier(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
+    on = place(model, device)
     examples, _ = load_examples(test_path)
     probs_by_id = predicted_probs(predictions_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
@@ -163,7 +163,7 @@ def run_attribute(
             continue
         label = int(examples["label"].iloc[i])
         target = choose_target(cfg.target, label, probs_by_id[eid])
-        inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], device)
+        inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
         is_showcase = eid in showcased
         # fixed steps are one round (min = max); the tolerance then only flags, as recipes §9.1 asks
         if is_showcase and cfg.showcase_steps:
@@ -183,8 +183,7 @@ def run_attribute(
             internal_batch_size=cfg.internal_batch_size,
             autocast=cfg.autocast,
         )
-        if device == "cuda":
-            torch.cuda.synchronize()
+        synchronize(on)
         row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started)
         with atomic_path(ckpt) as tmp:
             pd.DataFrame([row]).to_parquet(tmp)
@@ -211,7 +210,7 @@ def run_attribute(
         shard=shard,
         n_shards=cfg.n_shards,
         model=str(model_dir),
-        device=device,
+        device=str(on),
         seconds=round(seconds, 2),
         resumed_examples=resumed,
         not_converged=n_bad,
@@ -240,9 +239,11 @@ def run_attribute_embeddings(
     predictions_path: StrPath,
     selection_path: StrPath,
     out_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
     model, tokenizer = load_classifier(model_dir)
+    on = place(model, device)
     examples, _ = load_examples(test_path)
     probs_by_id = predicted_probs(predictions_path)
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
@@ -253,7 +254,7 @@ def run_attribute_embeddings(
         ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
         label = int(examples["label"].iloc[i])
         target = choose_target(cfg.target, label, probs_by_id[eid])
-        inputs = prepare_inputs(model, tokenizer, ids)
+        inputs = prepare_inputs(model, tokenizer, ids, on)
         res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
         relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
         converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])
@@ -438,6 +439,7 @@ def run_evaluate_faithfulness(
     curves_path: StrPath,
     plausibility_path: StrPath,
     explanation_paths: Sequence[StrPath] = (),
+    device: str = "auto",
 ) -> dict:
     """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility.
 
@@ -445,8 +447,7 @@ def run_evaluate_faithfulness(
     the explanation methods of ``explain`` (from its shards) and the seeded random control.
     """
     model, tokenizer = load_classifier(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
+    place(model, device)
     examples, _ = load_examples(test_path)
     text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)

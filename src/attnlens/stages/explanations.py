@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from attnlens.attribution import freeze, load_attributions, prepare_inputs
 from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
 from attnlens.data import shard_of
+from attnlens.device import place
 from attnlens.explanations import (
     EXPLANATION_TYPES,
     EXPLANATIONS_SCHEMA,
@@ -46,6 +46,7 @@ def run_explain(
     attribution_paths: Sequence[StrPath],
     shard: int,
     out_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``explain``: every method of ``explanations.methods`` for the test examples of one shard.
 
@@ -53,15 +54,14 @@ def run_explain(
     shards), so every method answers the same question as the reference it is compared with.
     """
     model, tokenizer = load_classifier(model_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    freeze(model.to(device))
+    on = place(freeze(model), device)
     attributions = load_attributions(attribution_paths)
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
     rows = []
     t0 = time.perf_counter()
     for row in mine.itertuples(index=False):
         ids = [int(i) for i in row.input_ids]
-        inputs = prepare_inputs(model, tokenizer, ids, device)
+        inputs = prepare_inputs(model, tokenizer, ids, on)
         special = structural_mask(tokenizer, ids)
         res = explain_example(
             model,
@@ -91,7 +91,7 @@ def run_explain(
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(EXPLANATION_TYPES.names))
     prov = provenance(EXPLANATIONS_SCHEMA, cfg.to_dict(), None, shard=shard, n_shards=cfg.n_shards,
-                      model=str(model_dir), device=device, seconds=round(seconds, 2))  # fmt: skip
+                      model=str(model_dir), device=str(on), seconds=round(seconds, 2))  # fmt: skip
     save_parquet(frame, out_path, prov, EXPLANATION_TYPES)
     n_examples = frame["example_id"].nunique() if len(frame) else 0
     logger.info("shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples,

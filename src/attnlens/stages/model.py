@@ -11,6 +11,7 @@ from accelerate import PartialState
 
 from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_section
 from attnlens.data import MANIFEST_SCHEMA, load_examples
+from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.modeling import build_base_model, import_classifier, load_classifier
 from attnlens.prediction import (
@@ -75,12 +76,13 @@ def run_train_classifier(
     test_path: StrPath,
     model_dir: StrPath,
     metrics_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``train_classifier``: fine-tune the base model; save it (safetensors) and ``train_metrics.json``."""
     model, tokenizer = load_classifier(base_dir)
     train_df, _ = load_examples(train_path)
     test_df, _ = load_examples(test_path)
-    model, metrics = train_classifier(model, tokenizer, train_df, test_df, cfg)
+    model, metrics = train_classifier(model, tokenizer, train_df, test_df, cfg, device)
 
     state = PartialState()
     if state.is_main_process:  # under `accelerate launch`, one process writes
@@ -109,11 +111,12 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     section = json.loads(args.train_config)
     # a shell rule sees only its own section: the run configuration's hash stays unknown here
     cfg = rule_section(section, "train")
+    device = rule_section(section, "model").device
     set_job(Job("train_classifier", section, first_seed(section), None))
     with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
         use_threads(args.n_threads)
-        run_train_classifier(cfg, args.base_dir, args.train_data,
-                             args.test_data, args.model_dir, args.metrics_file)  # fmt: skip
+        run_train_classifier(cfg, args.base_dir, args.train_data, args.test_data,
+                             args.model_dir, args.metrics_file, device)  # fmt: skip
     if rank == 0:
         inputs = [args.base_dir, args.train_data, args.test_data]
         write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
@@ -126,9 +129,11 @@ def run_predict(
     predictions_path: StrPath,
     metrics_path: StrPath,
     selection_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``predict``: test-split predictions (parquet), metrics (JSON) and ``selection.json``."""
     model, tokenizer = load_classifier(model_dir)
+    place(model, device)
     examples, _ = load_examples(test_path)
     logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
     frame = predictions_frame(examples, logits)

@@ -13,6 +13,7 @@ import torch
 from attnlens.attention import forward_bands, layer_slice
 from attnlens.config import FiguresConfig, TopologyConfig
 from attnlens.data import load_examples, shard_of
+from attnlens.device import place
 from attnlens.io import (
     StrPath,
     atomic_dir,
@@ -54,9 +55,11 @@ def run_topology(
     shard: int,
     diagrams_path: StrPath,
     matrices_path: StrPath,
+    device: str = "auto",
 ) -> dict:
     """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
     model, tokenizer = load_classifier(model_dir)
+    on = place(model, device)
     examples, _ = load_examples(test_path)
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
@@ -70,7 +73,7 @@ def run_topology(
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
             continue
-        bands = forward_bands(model, encoded.batch([i]))
+        bands = forward_bands(model, encoded.batch([i], on))
         pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
         freqs = unit_frequencies(input_ids, unit_of)
         for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():

@@ -1,0 +1,110 @@
+"""The one device policy (attnlens.device): what it picks, what it refuses, and that every GPU rule asks it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlens.config import load_schema
+from attnlens.device import autocast_dtype, place, resolve_device
+from attnlens.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gpu_rules() -> set[str]:
+    """Rules whose resources ask for a GPU (``gpu=1``), read from workflow/rules/*.smk."""
+    rules = set()
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for block in re.split(r"^\s*rule ", smk.read_text(encoding="utf-8"), flags=re.M)[1:]:
+            name = block.split(":", 1)[0].strip()
+            if re.search(r"^\s*gpu=1,", block, re.M):
+                rules.add(name)
+    return rules
+
+
+def test_auto_is_the_cpu_without_cuda():
+    assert not torch.cuda.is_available()  # CI and this machine: no GPU
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("asked", ["cuda", "cuda:1"])
+def test_a_cuda_device_the_job_cannot_see_is_a_config_error(asked):
+    with pytest.raises(InputError, match=r"model\.device.*expected a CUDA device this job can see"):
+        resolve_device(asked)
+
+
+def test_an_unknown_device_is_a_config_error():
+    with pytest.raises(InputError, match=r"model\.device.*expected auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu")
+
+
+def test_place_moves_the_model_where_the_policy_says():
+    moved = []
+
+    class Recorder(torch.nn.Linear):
+        def to(self, *args, **kwargs):
+            moved.append(args or kwargs)
+            return super().to(*args, **kwargs)
+
+    model = Recorder(2, 2)
+    assert place(model, "auto") == torch.device("cpu")
+    assert moved == [(torch.device("cpu"),)]
+
+
+def test_fp16_applies_on_cuda_only():
+    assert autocast_dtype("cuda", True) is torch.float16
+    assert autocast_dtype("cuda", False) is None
+    assert autocast_dtype("cpu", True) is None
+
+
+def test_the_schema_and_the_policy_accept_the_same_names():
+    pattern = load_schema()["properties"]["model"]["properties"]["device"]["pattern"]
+    for name in ("auto", "cpu", "cuda", "cuda:0", "cuda:12", "gpu", "cuda:", "CPU", "mps"):
+        assert bool(re.match(pattern, name)) == bool(re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", name)), name
+
+
+def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run):
+    """Each rule that asks SLURM for a GPU logged the policy's ``device:`` line, and its job record shows it was
+    given ``model.device``: its stage moved the model where the policy said, not where its own code guessed."""
+    rules = _gpu_rules()
+    assert {"train_classifier", "predict", "estimate_head_importance", "extract_attention", "attribute",
+            "attribute_embeddings", "explain", "evaluate_faithfulness"} <= rules  # fmt: skip
+    for rule in sorted(rules):
+        logs = sorted((tiny_run / "results" / "logs" / rule).glob("*.log"))
+        assert logs, f"{rule}: no log in the tiny run"
+        for log in logs:
+            text = log.read_text(encoding="utf-8")
+            assert "device: cpu (model.device auto)" in text, f"{rule}: {log.name} has no device line"
+        records = sorted((tiny_run / "results" / "logs" / rule).glob("*.job.json"))
+        for record in records:
+            given = json.loads(record.read_text(encoding="utf-8"))
+            assert "model.device" in json.dumps(given), f"{rule}: {record.name} was not given model.device"
+
+
+def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
+    """``benchmarks/gpu.py --device cpu --tiny``: every classification stage runs and gpu.json says what it measured."""
+    out = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--tiny", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
+    stages = record["stages"]
+    assert list(stages) == ["train_classifier", "predict", "estimate_head_importance", "extract_attention",
+                            "attribute", "explain", "evaluate_faithfulness"]  # fmt: skip
+    assert record["documents"]["test"] >= 16 and record["device"] == "cpu"
+    for name, row in stages.items():
+        assert row["seconds"] > 0 and row["seconds_per_document"] > 0, name
+    ig = record["ig"]
+    assert ig["steps"] == 50 and ig["internal_batch_size"] == 8
+    assert ig["flop_per_document"] == 2 * record["shape"]["parameters"] * 160 * 3 * 50
+    assert ig["peak_fp16_flops"] is None and ig["compute_bound_seconds_per_document"] is None
+    assert ig["speedup_vs_paper_t4"] == pytest.approx(43.5 / ig["seconds_per_document"], rel=0.01)

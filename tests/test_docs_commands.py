@@ -1,0 +1,76 @@
+"""Every `make` target and `python -m` / `python benchmarks/…` command the documentation names still exists.
+
+The commands are read from the README, ``docs/``, ``config/README.md`` and ``tests/README.md`` (inline code
+and code blocks); each ``make`` target is dry-run (``make -n``) and each Python command is run with
+``--help``, so a renamed target or a module that was never written fails here instead of in a reader's shell.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "config" / "README.md",
+    ROOT / "tests" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+_CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`\n]+)`", re.S)
+_MAKE = re.compile(r"(?:^|[\s;(&|])make ((?:[A-Z_]+=\S+ )*)([a-z][\w-]*)")
+_PY_MODULE = re.compile(r"python -m ([A-Za-z_][\w.]*)")
+_PY_SCRIPT = re.compile(r"python (benchmarks/[\w/]+\.py)")
+
+
+def _code_spans() -> list[tuple[str, str]]:
+    spans = []
+    for doc in DOCS:
+        for block, inline in _CODE.findall(doc.read_text(encoding="utf-8")):
+            spans.append((doc.relative_to(ROOT).as_posix(), block or inline))
+    return spans
+
+
+def _named(pattern: re.Pattern, group: int) -> dict[str, str]:
+    """``command → first doc naming it`` for every match of ``pattern`` in the docs' code."""
+    found: dict[str, str] = {}
+    for doc, code in _code_spans():
+        for match in pattern.finditer(code):
+            found.setdefault(match.group(group), doc)
+    return found
+
+
+MAKE_TARGETS = _named(_MAKE, 2)
+PY_MODULES = _named(_PY_MODULE, 1)
+PY_SCRIPTS = _named(_PY_SCRIPT, 1)
+
+
+def test_the_docs_name_commands():
+    """The extraction itself works: the README's two commands and the benchmarks' scripts are found."""
+    assert {"run", "test", "lint", "bench", "gpu-proof"} <= set(MAKE_TARGETS)
+    assert "benchmarks/rule_times.py" in PY_SCRIPTS and "attnlens.config" in PY_MODULES
+
+
+@pytest.mark.parametrize("target", sorted(MAKE_TARGETS))
+def test_make_target_exists(target):
+    out = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, f"{MAKE_TARGETS[target]} names `make {target}`: {out.stderr.strip()}"
+
+
+@pytest.mark.parametrize("module", sorted(PY_MODULES))
+def test_python_module_runs(module):
+    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                         check=False, timeout=120)  # fmt: skip
+    assert out.returncode == 0, f"{PY_MODULES[module]} names `python -m {module}`: {out.stderr.strip()[-400:]}"
+
+
+@pytest.mark.parametrize("script", sorted(PY_SCRIPTS))
+def test_benchmark_script_runs(script):
+    out = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, check=False,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0, f"{PY_SCRIPTS[script]} names `python {script}`: {out.stderr.strip()[-400:]}"
+    assert "usage:" in out.stdout
