@@ -1,17 +1,19 @@
 """Two commits' default runs, each alone on this machine one after the other, set side by side.
 
-    python benchmarks/side_by_side.py BEFORE AFTER [--work DIR] [--config-from before] [--cores N]
+    python benchmarks/side_by_side.py BEFORE AFTER [--work DIR] [--config-from before | --configfile F] [--cores N]
 
 Each commit is cloned from this repository into ``DIR/<commit>`` (``DIR/<commit>-config-<commit>`` with
-``--config-from``), installed (``make install``, not timed) and run from an empty ``results/`` with the Snakemake command
-of its own ``make run`` (``make -n run``; the report after it is not timed), under ``/usr/bin/time``: wall seconds from the first job's
-start to the last job's end (Snakemake's log), user and system CPU seconds and peak RSS of the whole run.
+``--config-from``), installed (``make install``, not timed) and run from an empty ``results/`` with the
+Snakemake command of its own ``make run`` (``make -n run``; the report after it is not timed), under
+``/usr/bin/time``: wall seconds from the first job's start to the last job's end (Snakemake's log), user
+and system CPU seconds and peak RSS of the whole run.
 A folder that already holds a finished run is reused, so a later call only runs what is missing.
 
 It prints the per-rule table of ``benchmarks/rule_times.py`` (wall and CPU seconds of every rule, both runs),
 the runs' totals and the ratio AFTER / BEFORE, and the artifacts whose numbers differ
 (``benchmarks/compare_runs.py``). With ``--config-from before`` the AFTER commit runs the BEFORE commit's
-``config/config.yaml``: its results must then equal BEFORE's wherever the method is unchanged. The record
+``config/config.yaml``, and with ``--configfile F`` both run ``F`` (e.g. ``.test/config/config.yaml``, the tiny
+run): their results must then be equal wherever the method is unchanged. The record
 goes to ``results/bench/side_by_side.json``.
 
 Run it with nothing else on the machine: two torch jobs on 2 cores slow each other down many times over.
@@ -57,7 +59,7 @@ def finished(folder: Path) -> bool:
     return (folder / "results" / "manifest.json").exists() and (folder / "run.time").exists()
 
 
-def timed_run(folder: Path, cores: int) -> None:
+def timed_run(folder: Path, cores: int, configfile: str | None = None) -> None:
     """The pipeline from an empty ``results/`` under ``/usr/bin/time -v``, with the commit's own ``make run``
     command (its Snakemake call; the report after it is not timed)."""
     shutil.rmtree(folder / "results", ignore_errors=True)
@@ -65,6 +67,8 @@ def timed_run(folder: Path, cores: int) -> None:
     planned = _sh(["make", "-n", "run", f"CORES={cores}"], folder).stdout.splitlines()
     line = next(ln for ln in planned if "snakemake --profile" in ln)
     cmd = ["/usr/bin/time", "-v", "-o", "run.time", *shlex.split(line)]
+    if configfile:
+        cmd += ["--configfile", configfile]
     out = _sh(cmd, folder, folder / "run.log")
     if out.returncode != 0:
         raise SystemExit(f"side_by_side: error: {folder}: the run failed; see {folder / 'run.log'}")
@@ -93,23 +97,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("after", help="the commit measured second")
     parser.add_argument("--work", type=Path, default=Path("/tmp/attnlens-side-by-side"), help="clones go here")
     parser.add_argument("--config-from", choices=["before"], help="run AFTER with BEFORE's config/config.yaml")
+    parser.add_argument(
+        "--configfile", help="run both with this config file of their checkout (e.g. .test/config/config.yaml)"
+    )
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     parser.add_argument("--out", type=Path, default=Path("results/bench"), help="folder of side_by_side.json")
     args = parser.parse_args(argv)
     commits = {name: _sh(["git", "rev-parse", "--short", c], ROOT).stdout.strip()
                for name, c in (("before", args.before), ("after", args.after))}  # fmt: skip
     suffix = f"-config-{commits['before']}" if args.config_from else ""
-    folders = {"before": args.work / commits["before"], "after": args.work / f"{commits['after']}{suffix}"}
+    tag = f"-{Path(args.configfile).parent.parent.name.strip('.') or 'config'}" if args.configfile else ""
+    folders = {
+        "before": args.work / f"{commits['before']}{tag}",
+        "after": args.work / f"{commits['after']}{suffix}{tag}",
+    }
     for name, folder in folders.items():
         folder.parent.mkdir(parents=True, exist_ok=True)
         checkout(commits[name], folder, commits["before"] if name == "after" and args.config_from else None)
         if not finished(folder):
             print(f"side_by_side: running {name} ({commits[name]}) in {folder}", file=sys.stderr, flush=True)
-            timed_run(folder, args.cores)
+            timed_run(folder, args.cores, args.configfile)
     runs = {name: totals(folder) for name, folder in folders.items()}
     ratio = runs["after"]["pipeline_seconds"] / runs["before"]["pipeline_seconds"]
     differ = differences(folders["before"] / "results", folders["after"] / "results")
-    record = {"commits": commits, "config_from": args.config_from, "runs": runs, "ratio": round(ratio, 3),
+    record = {"commits": commits, "config_from": args.config_from, "configfile": args.configfile, "runs": runs,
+              "ratio": round(ratio, 3),
               "differences": differ}  # fmt: skip
     print(table([folders["before"], folders["after"]]))
     for name, run in runs.items():

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pandas as pd
 import pytest
 import yaml
 from helpers import run_snakemake
+
+from attnlens.config import SyntheticConfig, load_config
+from attnlens.corpus import generate_corpus
+from attnlens.modeling import source_tokenizer
 
 pytestmark = pytest.mark.workflow
 
@@ -82,3 +88,29 @@ def test_a_ranking_that_is_not_explained_is_refused(root, tmp_path):
     assert "faithfulness.rankings: expected only methods listed in explanations.methods, got 'value_norm'" in (
         out.stdout + out.stderr
     )
+
+
+def test_every_study_of_the_tiny_run_says_something(tiny_run):
+    """The default's shape, at toy scale: no study's claim reads "nothing to test" (the topology study has H1 bars
+    to compare), and at most half of the test documents are cut, so the model reads the evidence planted in them."""
+    notes = pd.read_csv(tiny_run / "results" / "run_notes.csv")
+    assert not notes["note"].str.contains("nothing to test").any(), notes["note"].tolist()
+    diagrams = pd.concat(pd.read_parquet(p) for p in (tiny_run / "results" / "topology").glob("diagrams_shard*.parquet"))
+    h1 = diagrams[(diagrams["dim"] == 1) & (diagrams["death"] > diagrams["birth"])]
+    assert set(h1["estimator"]) == set(diagrams["estimator"]), "an estimator has no H1 bar in any document"
+    manifest = json.loads((tiny_run / "results" / "data" / "split_manifest.json").read_text(encoding="utf-8"))
+    test = manifest["truncation"]["test"]
+    assert test["truncated"] <= test["documents"] / 2, test
+
+
+def test_the_default_config_sizes_documents_to_the_model(root):
+    """The embedded default's documents fit ``model.max_length``: at most half of them are cut (the generator is
+    deterministic, so this counts exactly what ``make run`` will), and topology has several chunks per window."""
+    cfg = load_config(root / "config" / "config.yaml")
+    corpus = generate_corpus(SyntheticConfig.from_dict(cfg["data"]["synthetic"]), cfg["data"]["seed"])
+    tokenizer = source_tokenizer(cfg["model"]["name_or_path"], 10**6)
+    lengths = [len(ids) for ids in tokenizer(list(corpus.documents["text"]))["input_ids"]]
+    cut = sum(n > cfg["model"]["max_length"] for n in lengths)
+    assert cut <= len(lengths) / 2, f"{cut} of {len(lengths)} documents longer than {cfg['model']['max_length']}"
+    window = cfg["model"]["attention_window"] or cfg["model"]["max_length"] // 8
+    assert window // cfg["topology"]["chunk_size"] >= 4

@@ -8,6 +8,7 @@ rule estimate_head_importance:
         "results/logs/estimate_head_importance/estimate_head_importance.log",
     benchmark:
         "results/benchmarks/estimate_head_importance/estimate_head_importance.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 1  # one example per backward pass: 0.9 cores used at 2 threads, so it runs beside another job
@@ -33,6 +34,7 @@ rule extract_attention:
         "results/logs/extract_attention/shard{shard}.log",
     benchmark:
         "results/benchmarks/extract_attention/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2

@@ -10,6 +10,7 @@ rule attribute:
         "results/logs/attribute/shard{shard}.log",
     benchmark:
         "results/benchmarks/attribute/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2
@@ -31,7 +32,7 @@ rule attribute:
                 "showcase_steps",
                 "internal_batch_size",
                 "autocast",
-            ]
+            ],
         ),
     script:
         "../scripts/attribute.py"
@@ -49,6 +50,7 @@ rule attribute_embeddings:
         "results/logs/attribute_embeddings/attribute_embeddings.log",
     benchmark:
         "results/benchmarks/attribute_embeddings/attribute_embeddings.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2
@@ -57,7 +59,10 @@ rule attribute_embeddings:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(model=["device"], attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"]),
+        cfg=keys(
+            model=["device"],
+            attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"],
+        ),
     script:
         "../scripts/attribute_embeddings.py"
 
@@ -125,6 +130,7 @@ rule evaluate_faithfulness:
         "results/logs/evaluate_faithfulness/evaluate_faithfulness.log",
     benchmark:
         "results/benchmarks/evaluate_faithfulness/evaluate_faithfulness.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2

@@ -51,6 +51,11 @@ if not workflow.dryrun:
     check_writable()
 
 
+# Rules that run a model (and the comparison and topology shards) say `priority: 1`: on a workstation they go
+# first, so the one-thread figure and table jobs wait and then run two at a time, instead of one at a time beside
+# a core left idle (docs/benchmarks.md, "The default run"); on a cluster every ready job is submitted anyway.
+
+
 def keys(**sections):
     """A rule's ``cfg`` parameter: only the config values it reads, by section, e.g.
     ``keys(attribution=["n_steps", "target"], figures=["dpi"])``; a dotted name reaches into a nested

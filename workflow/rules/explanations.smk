@@ -8,6 +8,7 @@ rule explain:
         "results/logs/explain/shard{shard}.log",
     benchmark:
         "results/benchmarks/explain/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2

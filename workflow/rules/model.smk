@@ -50,6 +50,7 @@ else:
             "results/logs/train_classifier/train_classifier.log",
         benchmark:
             "results/benchmarks/train_classifier/train_classifier.tsv"
+        priority: 1
         conda:
             "../envs/pipeline.yaml"
         threads: 8
@@ -73,7 +74,7 @@ else:
                         "gradient_checkpointing",
                         "eval_batch_size",
                         "seed",
-                    ]
+                    ],
                 )
             ),
             launch=train_launcher,
@@ -95,6 +96,7 @@ rule predict:
         "results/logs/predict/predict.log",
     benchmark:
         "results/benchmarks/predict/predict.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 4

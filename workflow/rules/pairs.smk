@@ -26,9 +26,10 @@ rule train_pair_encoder:
         "results/logs/train_pair_encoder/train_pair_encoder.log",
     benchmark:
         "results/benchmarks/train_pair_encoder/train_pair_encoder.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
-    threads: 1  # batches of 8 short pairs: a second thread adds nothing (0.7 cores used at 2)
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=60,
@@ -59,6 +60,7 @@ rule attribute_pairs:
         "results/logs/attribute_pairs/shard{shard}.log",
     benchmark:
         "results/benchmarks/attribute_pairs/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2
@@ -92,6 +94,7 @@ rule pair_convergence:
         "results/logs/pair_convergence/pair_convergence.log",
     benchmark:
         "results/benchmarks/pair_convergence/pair_convergence.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 1  # one pair at a time: a second thread adds nothing (0.8 cores used at 2)
@@ -124,6 +127,7 @@ rule pair_topology:
         "results/logs/pair_topology/pair_topology.log",
     benchmark:
         "results/benchmarks/pair_topology/pair_topology.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2

@@ -11,6 +11,7 @@ rule compare:
         "results/logs/compare/shard{shard}.log",
     benchmark:
         "results/benchmarks/compare/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2

@@ -9,6 +9,7 @@ rule topology:
         "results/logs/topology/shard{shard}.log",
     benchmark:
         "results/benchmarks/topology/shard{shard}.tsv"
+    priority: 1
     conda:
         "../envs/pipeline.yaml"
     threads: 2
@@ -28,7 +29,7 @@ rule topology:
                 "max_edge_length",
                 "sparse",
                 "n_shards",
-            ]
+            ],
         ),
     script:
         "../scripts/topology.py"
