@@ -38,30 +38,12 @@ include: "workflow/rules/pairs.smk"
 include: "workflow/rules/report.smk"
 
 
-# Light rules run in the Snakemake process itself, also under the SLURM profile: tables, figures, overlays,
-# explorers and the manifest take seconds and would otherwise wait in the queue one by one; preparing the data
-# and the base model runs where the network is (a hub dataset or checkpoint), which login nodes have.
+# Light rules (tables, figures, overlays, explorers, the manifest, preparing the data and the base model) say
+# `localrule: True`: they run in the Snakemake process itself, also under the SLURM profile, instead of waiting
+# in the queue one by one for seconds of work; the preparation rules reach a hub dataset or checkpoint from the
+# login node, which has the network.
 localrules:
     all,
-    prepare_dataset,
-    build_base_model,
-    import_classifier,
-    prepare_pairs,
-    plot_head_importance,
-    plot_attention,
-    count_topk,
-    render_overlays,
-    attribution_tables,
-    attribution_overlays,
-    plot_faithfulness,
-    explanation_leaderboard,
-    similarity_examples,
-    plot_similarity,
-    plot_topology,
-    pair_tables,
-    plot_pairs,
-    build_explorers,
-    manifest,
 
 
 rule all:

@@ -12,8 +12,8 @@ A folder that already holds a finished run is reused, so a later call only runs 
 It prints the per-rule table of ``benchmarks/rule_times.py`` (wall and CPU seconds of every rule, both runs),
 the runs' totals and the ratio AFTER / BEFORE, and the artifacts whose numbers differ
 (``benchmarks/compare_runs.py``). With ``--config-from before`` the AFTER commit runs the BEFORE commit's
-``config/config.yaml``, and with ``--configfile F`` both run ``F`` (e.g. ``.test/config/config.yaml``, the tiny
-run): their results must then be equal wherever the method is unchanged. The record
+``config/config.yaml`` (with ``--configfile F`` as well: BEFORE's ``F``, e.g. ``.test/config/config.yaml``, the
+tiny run): their results must then be equal wherever the method is unchanged. The record
 goes to ``results/bench/side_by_side.json``.
 
 Run it with nothing else on the machine: two torch jobs on 2 cores slow each other down many times over.
@@ -43,14 +43,14 @@ def _sh(cmd: list[str], cwd: Path, log: Path | None = None) -> subprocess.Comple
         return subprocess.run(cmd, cwd=cwd, check=False, stdout=fh, stderr=subprocess.STDOUT, text=True)
 
 
-def checkout(commit: str, folder: Path, config_from: str | None) -> Path:
-    """A clone of this repository at ``commit`` in ``folder`` (kept if it is there), installed with ``make install``."""
+def checkout(commit: str, folder: Path, config_from: str | None, config_path: str = "config/config.yaml") -> Path:
+    """A clone of this repository at ``commit`` in ``folder`` (kept if it is there), installed with ``make install``,
+    whose ``config/config.yaml`` is ``config_path`` of ``config_from`` (default: of ``commit``)."""
     if not (folder / ".git").exists():
         _sh(["git", "clone", "--quiet", str(ROOT), str(folder)], ROOT)
         _sh(["git", "checkout", "--quiet", commit], folder)
-        if config_from:
-            config = _sh(["git", "show", f"{config_from}:config/config.yaml"], ROOT).stdout
-            (folder / "config" / "config.yaml").write_text(config, encoding="utf-8")
+        config = _sh(["git", "show", f"{config_from or commit}:{config_path}"], ROOT).stdout
+        (folder / "config" / "config.yaml").write_text(config, encoding="utf-8")
     _sh(["make", "install"], folder)
     return folder
 
@@ -59,7 +59,7 @@ def finished(folder: Path) -> bool:
     return (folder / "results" / "manifest.json").exists() and (folder / "run.time").exists()
 
 
-def timed_run(folder: Path, cores: int, configfile: str | None = None) -> None:
+def timed_run(folder: Path, cores: int) -> None:
     """The pipeline from an empty ``results/`` under ``/usr/bin/time -v``, with the commit's own ``make run``
     command (its Snakemake call; the report after it is not timed)."""
     shutil.rmtree(folder / "results", ignore_errors=True)
@@ -67,8 +67,6 @@ def timed_run(folder: Path, cores: int, configfile: str | None = None) -> None:
     planned = _sh(["make", "-n", "run", f"CORES={cores}"], folder).stdout.splitlines()
     line = next(ln for ln in planned if "snakemake --profile" in ln)
     cmd = ["/usr/bin/time", "-v", "-o", "run.time", *shlex.split(line)]
-    if configfile:
-        cmd += ["--configfile", configfile]
     out = _sh(cmd, folder, folder / "run.log")
     if out.returncode != 0:
         raise SystemExit(f"side_by_side: error: {folder}: the run failed; see {folder / 'run.log'}")
@@ -98,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/attnlens-side-by-side"), help="clones go here")
     parser.add_argument("--config-from", choices=["before"], help="run AFTER with BEFORE's config/config.yaml")
     parser.add_argument(
-        "--configfile", help="run both with this config file of their checkout (e.g. .test/config/config.yaml)"
+        "--configfile",
+        help="run this config file of the checkout (e.g. .test/config/config.yaml) as its config/config.yaml",
     )
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     parser.add_argument("--out", type=Path, default=Path("results/bench"), help="folder of side_by_side.json")
@@ -113,10 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     }
     for name, folder in folders.items():
         folder.parent.mkdir(parents=True, exist_ok=True)
-        checkout(commits[name], folder, commits["before"] if name == "after" and args.config_from else None)
+        config_from = commits["before"] if name == "after" and args.config_from else None
+        checkout(commits[name], folder, config_from, args.configfile or "config/config.yaml")
         if not finished(folder):
             print(f"side_by_side: running {name} ({commits[name]}) in {folder}", file=sys.stderr, flush=True)
-            timed_run(folder, args.cores, args.configfile)
+            timed_run(folder, args.cores)
     runs = {name: totals(folder) for name, folder in folders.items()}
     ratio = runs["after"]["pipeline_seconds"] / runs["before"]["pipeline_seconds"]
     differ = differences(folders["before"] / "results", folders["after"] / "results")

@@ -60,11 +60,15 @@ Finished jobid: 8 (Rule: attribute)
 def test_log_gives_each_jobs_seconds(tmp_path):
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG)
-    assert paper_shape.log_jobs(log) == [
+    jobs = paper_shape.log_jobs(log)
+    assert [{k: j[k] for k in ("rule", "seconds")} for j in jobs] == [
         {"rule": "prepare_dataset", "seconds": 5.0},
         {"rule": "attribute", "seconds": 100.0},
         {"rule": "attribute", "seconds": 120.0},
     ]
+    assert [(j["start"].strftime("%H:%M:%S"), j["end"].strftime("%H:%M:%S")) for j in jobs] == [
+        ("18:00:00", "18:00:05"), ("18:00:05", "18:01:45"), ("18:00:05", "18:02:05"),
+    ]  # fmt: skip
 
 
 def test_extrapolation_is_linear_in_the_work_units():

@@ -47,6 +47,7 @@ OVERRIDES = {
     "data.classes": (["a", "b"], {}),
     "pairs.data.source": ("file", {"pairs": {"data": {"path": "elsewhere.csv"}}}),
     "model.attention_window": (16, {}),
+    "model.device": ("cpu", {}),  # a CUDA device would be refused where the test runs
     "model.source": ("longformer", {}),
     "attribution.target": ("class_1", {}),
     "explanations.baseline": ("ig", {}),

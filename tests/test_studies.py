@@ -95,7 +95,9 @@ def test_every_study_of_the_tiny_run_says_something(tiny_run):
     to compare), and at most half of the test documents are cut, so the model reads the evidence planted in them."""
     notes = pd.read_csv(tiny_run / "results" / "run_notes.csv")
     assert not notes["note"].str.contains("nothing to test").any(), notes["note"].tolist()
-    diagrams = pd.concat(pd.read_parquet(p) for p in (tiny_run / "results" / "topology").glob("diagrams_shard*.parquet"))
+    diagrams = pd.concat(
+        pd.read_parquet(p) for p in (tiny_run / "results" / "topology").glob("diagrams_shard*.parquet")
+    )
     h1 = diagrams[(diagrams["dim"] == 1) & (diagrams["death"] > diagrams["birth"])]
     assert set(h1["estimator"]) == set(diagrams["estimator"]), "an estimator has no H1 bar in any document"
     manifest = json.loads((tiny_run / "results" / "data" / "split_manifest.json").read_text(encoding="utf-8"))

@@ -10,6 +10,7 @@ first violation into one :class:`~attnlens.errors.InputError` line naming the fi
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import json
@@ -682,4 +683,6 @@ def schema_markdown(schema: dict[str, Any] | None = None) -> str:
 
 
 if __name__ == "__main__":
+    doc = "Print config/README.md, every config key from the schema: python -m attnlens.config > config/README.md"
+    argparse.ArgumentParser(prog="python -m attnlens.config", description=doc).parse_args()
     print(schema_markdown(), end="")

@@ -83,6 +83,7 @@ rule attribution_tables:
         ),
     log:
         "results/logs/attribution_tables/attribution_tables.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -107,6 +108,7 @@ rule attribution_overlays:
         ),
     log:
         "results/logs/attribution_overlays/attribution_overlays.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -156,6 +158,7 @@ rule plot_faithfulness:
         plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
     log:
         "results/logs/plot_faithfulness/plot_faithfulness.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

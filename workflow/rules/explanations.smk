@@ -54,6 +54,7 @@ rule explanation_leaderboard:
         "results/logs/explanation_leaderboard/explanation_leaderboard.log",
     benchmark:
         "results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv"
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

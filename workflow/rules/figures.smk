@@ -5,6 +5,7 @@ rule plot_head_importance:
         report_figure("results/paper/figures/head_importance", "head_importance", CLASSIFICATION, "Head importance"),
     log:
         "results/logs/plot_head_importance/plot_head_importance.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -30,6 +31,7 @@ rule plot_attention:
         "results/logs/plot_attention/plot_attention.log",
     benchmark:
         "results/benchmarks/plot_attention/plot_attention.tsv"
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -59,6 +61,7 @@ rule count_topk:
         ],
     log:
         "results/logs/count_topk/count_topk.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -79,6 +82,7 @@ rule render_overlays:
         "results/logs/render_overlays/render_overlays.log",
     benchmark:
         "results/benchmarks/render_overlays/render_overlays.tsv"
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

@@ -7,6 +7,7 @@ rule prepare_pairs:
         test="results/data/pairs_test.parquet",
     log:
         "results/logs/prepare_pairs/prepare_pairs.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -145,6 +146,7 @@ rule pair_tables:
         tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
     log:
         "results/logs/pair_tables/pair_tables.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     script:
@@ -161,6 +163,7 @@ rule plot_pairs:
         figures=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
     log:
         "results/logs/plot_pairs/plot_pairs.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

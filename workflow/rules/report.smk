@@ -15,6 +15,7 @@ rule build_explorers:
         "results/logs/build_explorers/build_explorers.log",
     benchmark:
         "results/benchmarks/build_explorers/build_explorers.tsv"
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     resources:
@@ -33,6 +34,7 @@ rule manifest:
         notes=report("results/run_notes.csv", caption="../report/run_notes.rst", category=RUN_NOTES),
     log:
         "results/logs/manifest/manifest.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

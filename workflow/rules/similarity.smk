@@ -67,6 +67,7 @@ rule similarity_examples:
         ),
     log:
         "results/logs/similarity_examples/similarity_examples.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -97,6 +98,7 @@ rule plot_similarity:
         ),
     log:
         "results/logs/plot_similarity/plot_similarity.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

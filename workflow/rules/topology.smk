@@ -65,6 +65,7 @@ rule plot_topology:
         figures=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
     log:
         "results/logs/plot_topology/plot_topology.log",
+    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
