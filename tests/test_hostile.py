@@ -157,6 +157,9 @@ def _latex_problems(tex: str) -> list[str]:
     """Commands other than attnlens' own escapes, unbalanced braces, and data that ends a ``%`` comment."""
     problems = []
     body = re.sub(r"\\[{}$&#_%]", "", tex)  # escaped characters are text
+    body = re.sub(
+        r"\$(?:-|\\(?:[a-z]+|Gamma|Delta|Theta|Lambda|Xi|Pi|Sigma|Upsilon|Phi|Psi|Omega))\$", "", body
+    )  # math signs
     for cmd in re.findall(r"\\([A-Za-z]+)", body):
         if cmd not in OWN_COMMANDS:
             problems.append(f"command \\{cmd}")
@@ -284,6 +287,16 @@ def test_latex_outputs_compile_with_hostile_text(pdflatex, tmp_path):
                               "overlay.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert run.returncode == 0, run.stdout[-2000:]
     assert not pwned.exists()
+
+
+def test_greek_and_math_signs_are_set_in_math_mode():
+    """Table headers and captions (``Spearman ρ``, ``ΣA − s``) read as written in LaTeX, not as code points."""
+    assert (
+        latex_escape("Spearman ρ, Kendall τ-b, ΣA − s ≤ 1")
+        == r"Spearman $\rho$, Kendall $\tau$-b, $\Sigma$A $-$ s $\leq$ 1"
+    )
+    assert latex_escape("\u0391 \u202e \U0001f600") == r"\texttt{[U+0391]} \texttt{[U+202E]} \texttt{[U+1F600]}"  # no command: visible
+    assert _latex_problems(latex_escape("ρ τ Σ Ω − ≤ ≥")) == []
 
 
 def test_the_corpus_is_large_enough():

@@ -11,7 +11,9 @@ Every renderer passes such text through one function of this module for its form
 * LaTeX: :func:`latex_escape` — every character LaTeX treats specially escaped, line breaks and control
   characters made spaces (no ``\\par``, no way out of a ``%`` comment), and characters ``pdflatex`` cannot set
   (format and control characters, right-to-left overrides, zero-width characters, emoji and other non-BMP
-  characters) written visibly as ``[U+XXXX]``. ``\\input``, ``\\write18`` and unbalanced braces become text.
+  characters) written visibly as ``[U+XXXX]``; Greek letters and the math signs the tables use (``−``, ``≤``,
+  ``≥``, ``≠``, ``≈``, ``±``, ``∞``) are set in math mode (``ρ`` → ``$\\rho$``). ``\\input``, ``\\write18``
+  and unbalanced braces become text.
 * Markdown: :func:`markdown_cell` — what Markdown would read as markup escaped (no links, no raw HTML, no
   emphasis, no code spans), line breaks made spaces, ``|`` escaped inside table cells.
 * CSV: cells a spreadsheet would run as a formula are neutralised where CSV is written
@@ -48,6 +50,11 @@ _LATEX_ESCAPES = {
 _INVISIBLE = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 _MARKDOWN_SPECIAL = set("\\`*[]|~")
+#: Math signs the tables' headers and captions use, set in math mode.
+_LATEX_MATH = {"\u2212": "-", "\u2264": r"\leq", "\u2265": r"\geq", "\u2260": r"\neq", "\u2248": r"\approx",
+               "\u221e": r"\infty", "\u2211": r"\sum", "\u2202": r"\partial", "\u2207": r"\nabla"}  # fmt: skip
+#: Greek capitals LaTeX has a command for (the others look like Latin letters).
+_GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega"}
 
 
 def _cjk(ch: str) -> bool:
@@ -63,6 +70,20 @@ def _latex_settable(ch: str, cjk: bool) -> bool:
     return code < 0x250 or 0x2010 <= code <= 0x2027 or 0x2030 <= code <= 0x205E or (cjk and _cjk(ch))
 
 
+def _latex_math(ch: str) -> str | None:
+    """``$\\rho$`` for ``ρ``, ``$-$`` for ``−``: a Greek letter or math sign LaTeX sets in math mode, else ``None``."""
+    if ch in _LATEX_MATH:
+        return f"${_LATEX_MATH[ch]}$"
+    name = unicodedata.name(ch, "")
+    if not name.startswith(("GREEK SMALL LETTER ", "GREEK CAPITAL LETTER ")) or " WITH " in name:
+        return None
+    letter = name.rsplit(" ", 1)[-1].capitalize()
+    letter = {"Lamda": "Lambda"}.get(letter, letter)  # Unicode's spelling
+    if name.startswith("GREEK SMALL") and letter not in ("Omicron", "Final"):
+        return f"$\\{letter.lower()}$"
+    return f"$\\{letter}$" if letter in _GREEK_CAPITALS else None
+
+
 def latex_escape(text: str, cjk: bool = False) -> str:
     """``text`` as inert LaTeX body text (see the module docstring); ``cjk``: inside a ``CJK*`` environment."""
     out = []
@@ -73,6 +94,8 @@ def latex_escape(text: str, cjk: bool = False) -> str:
             out.append(_LATEX_ESCAPES[ch])
         elif ch == " " or _latex_settable(ch, cjk):
             out.append(ch)
+        elif math := _latex_math(ch):
+            out.append(math)
         else:
             out.append(f"\\texttt{{[U+{ord(ch):04X}]}}")
     return "".join(out)
