@@ -38,10 +38,9 @@ include: "workflow/rules/pairs.smk"
 include: "workflow/rules/report.smk"
 
 
-# Light rules (tables, figures, overlays, explorers, the manifest, preparing the data and the base model) say
-# `localrule: True`: they run in the Snakemake process itself, also under the SLURM profile, instead of waiting
-# in the queue one by one for seconds of work; the preparation rules reach a hub dataset or checkpoint from the
-# login node, which has the network.
+# Light rules (tables, figures, overlays, explorers, the manifest) say `localrule: True`: they run in the
+# Snakemake process itself, also under the SLURM profile, instead of waiting in the queue one by one for
+# seconds of work.
 localrules:
     all,
 

@@ -157,7 +157,7 @@ class Stage:
         row = {"seconds": round(seconds, 2), "cpu_seconds": round(time.process_time() - self.cpu0, 2),
                "documents": self.documents, "seconds_per_document": round(seconds / self.documents, 3)}  # fmt: skip
         if self.device.type == "cuda":
-            row["peak_gpu_memory_gb"] = round(torch.cuda.max_memory_allocated(self.device) / 1e9, 2)
+            row["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated(self.device) / 1e6, 1)
         self.results[self.name] = row
         print(f"gpu-proof: {self.name}: {row}", file=sys.stderr, flush=True)
 

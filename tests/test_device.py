@@ -108,3 +108,18 @@ def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
     assert ig["flop_per_document"] == 2 * record["shape"]["parameters"] * 160 * 3 * 50
     assert ig["peak_fp16_flops"] is None and ig["compute_bound_seconds_per_document"] is None
     assert ig["speedup_vs_paper_t4"] == pytest.approx(43.5 / ig["seconds_per_document"], rel=0.01)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_gpu_proof_runs_on_cuda_with_a_tiny_model(tmp_path):
+    """Where a GPU is: every classification stage places its model on it, in fp16 where asked, and IG's batch
+    comes from the free memory (``make gpu-proof`` runs the paper's shape; this, its tiny twin)."""
+    out = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", "--device", "cuda", "--tiny", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
+    assert record["device"].startswith("cuda") and record["ig"]["bytes_per_step"] > 0
+    assert all(row["peak_gpu_memory_mb"] > 0 for row in record["stages"].values())

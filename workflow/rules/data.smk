@@ -8,7 +8,6 @@ rule prepare_dataset:
         "results/logs/prepare_dataset/prepare_dataset.log",
     benchmark:
         "results/benchmarks/prepare_dataset/prepare_dataset.tsv"
-    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

@@ -9,7 +9,6 @@ if not trains_classifier():
             "results/logs/import_classifier/import_classifier.log",
         benchmark:
             "results/benchmarks/import_classifier/import_classifier.tsv"
-        localrule: True
         conda:
             "../envs/pipeline.yaml"
         resources:
@@ -30,7 +29,6 @@ else:
             "results/logs/build_base_model/build_base_model.log",
         benchmark:
             "results/benchmarks/build_base_model/build_base_model.tsv"
-        localrule: True
         conda:
             "../envs/pipeline.yaml"
         resources:

@@ -7,7 +7,6 @@ rule prepare_pairs:
         test="results/data/pairs_test.parquet",
     log:
         "results/logs/prepare_pairs/prepare_pairs.log",
-    localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:

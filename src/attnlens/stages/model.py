@@ -102,7 +102,9 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     doc = train_classifier_command.__doc__.splitlines()[0]
     parser = argparse.ArgumentParser(prog="train_classifier.py", description=doc)
     # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
-    parser.add_argument("--train-config", required=True, help='the keys it reads as JSON: {"train": {...}}')
+    parser.add_argument(
+        "--train-config", required=True, help='the keys it reads as JSON: {"train": {...}, "model": {"device": "auto"}}'
+    )
     for name in ("base-dir", "train-data", "test-data", "model-dir", "metrics-file", "log-file"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--n-threads", type=int, default=1)
@@ -111,7 +113,7 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     section = json.loads(args.train_config)
     # a shell rule sees only its own section: the run configuration's hash stays unknown here
     cfg = rule_section(section, "train")
-    device = rule_section(section, "model").device
+    device = rule_section(section, "model").device if "model" in section else "auto"  # the rule passes it
     set_job(Job("train_classifier", section, first_seed(section), None))
     with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
         use_threads(args.n_threads)
