@@ -89,14 +89,19 @@ def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run):
             assert "model.device" in json.dumps(given), f"{rule}: {record.name} was not given model.device"
 
 
-def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
-    """``benchmarks/gpu.py --device cpu --tiny``: every classification stage runs and gpu.json says what it measured."""
+def _gpu_proof(device: str, out_dir: Path) -> dict:
+    """``benchmarks/gpu.py --tiny`` on ``device``; its ``gpu.json``."""
     out = subprocess.run(
-        [sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--tiny", "--out", str(tmp_path)],
+        [sys.executable, "benchmarks/gpu.py", "--device", device, "--tiny", "--out", str(out_dir)],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    record = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
+    return json.loads((out_dir / "gpu.json").read_text(encoding="utf-8"))
+
+
+def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
+    """``benchmarks/gpu.py --device cpu --tiny``: every classification stage runs and gpu.json says what it measured."""
+    record = _gpu_proof("cpu", tmp_path)
     stages = record["stages"]
     assert list(stages) == ["train_classifier", "predict", "estimate_head_importance", "extract_attention",
                             "attribute", "explain", "evaluate_faithfulness"]  # fmt: skip
@@ -115,11 +120,6 @@ def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
 def test_gpu_proof_runs_on_cuda_with_a_tiny_model(tmp_path):
     """Where a GPU is: every classification stage places its model on it, in fp16 where asked, and IG's batch
     comes from the free memory (``make gpu-proof`` runs the paper's shape; this, its tiny twin)."""
-    out = subprocess.run(
-        [sys.executable, "benchmarks/gpu.py", "--device", "cuda", "--tiny", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    record = json.loads((tmp_path / "gpu.json").read_text(encoding="utf-8"))
+    record = _gpu_proof("cuda", tmp_path)
     assert record["device"].startswith("cuda") and record["ig"]["bytes_per_step"] > 0
     assert all(row["peak_gpu_memory_mb"] > 0 for row in record["stages"].values())
