@@ -64,7 +64,8 @@ PAPER_IG_SECONDS = 43.5
 PAPER_IG_STEPS = 50
 #: Peak dense fp16 tensor-core rate (FLOP/s, without sparsity) by the name CUDA reports, from the vendors' data sheets.
 PEAK_FP16 = {
-    "H200": 989e12, "H100 SXM": 989e12, "H100 NVL": 835e12, "H100 PCIe": 756e12, "H100": 756e12,
+    "H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 NVL": 835e12, "H100 PCIe": 756e12,
+    "H100": 756e12,
     "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12, "V100": 125e12, "T4": 65e12,
 }  # fmt: skip
 
@@ -100,8 +101,9 @@ def peak_fp16(device: torch.device) -> tuple[str, float | None]:
     if device.type != "cuda":
         return platform.processor() or platform.machine(), None
     name = torch.cuda.get_device_name(device)
-    for key in sorted(PEAK_FP16, key=len, reverse=True):  # "H100 SXM" before "H100"
-        if key.replace(" ", "").lower() in name.replace(" ", "").lower() or (key.split()[0] in name and " " not in key):
+    compact = name.replace(" ", "").lower()
+    for key in sorted(PEAK_FP16, key=len, reverse=True):  # "H100 SXM" before "H100", "A100" before "A10"
+        if key.replace(" ", "").lower() in compact:
             return name, PEAK_FP16[key]
     return name, None
 

@@ -1,11 +1,12 @@
 """One device policy: where every model-running stage puts its model, and in which precision it computes.
 
 ``model.device`` (config) is ``auto`` (default: the job's CUDA device when it has one, else the CPU),
-``cpu``, ``cuda`` or ``cuda:N``. Every stage that runs a model — training, prediction, head
-importance, attention extraction, IG, the explanations, faithfulness, topology and the pair
-encoders — asks :func:`place` (or :func:`resolve_device` where a launcher places the model, as
-accelerate does in training), so a rule that asks the cluster for a GPU uses it, and one config key
-moves the whole study. Each call writes one ``device:`` line to the job's log.
+``cpu``, ``cuda`` or ``cuda:N``. Every stage that runs the classifier — training, prediction, head
+importance, attention extraction, IG, the explanations, faithfulness and topology — asks :func:`place`
+(or :func:`resolve_device` where a launcher places the model, as accelerate does in training), so a rule
+that asks the cluster for a GPU uses it, and one config key moves the whole study. Each call writes one
+``device:`` line to the job's log. The pair-encoder rules ask for no GPU and keep their small sentence
+encoder on the CPU.
 
 Precision follows the device: ``fp16`` autocast (``train.fp16``, ``attribution.autocast``) applies on
 CUDA only (:func:`autocast_dtype`); on a CPU every stage computes in float32.
