@@ -78,8 +78,9 @@ SHAPES = {
 }  # fmt: skip
 
 
-def save_classifier(folder: Path, shape: dict, seed: int = 0) -> Path:
-    """A Longformer classifier of ``shape`` with seeded random weights, saved with the packaged tokenizer."""
+def save_classifier(folder: Path, shape: dict, seed: int = 0) -> int:
+    """A Longformer classifier of ``shape`` with seeded random weights, saved with the packaged tokenizer in
+    ``folder``; returns its parameter count (fine-tuning changes the weights, not the count)."""
     tokenizer = load_tokenizer(packaged_model_dir())
     tokenizer.model_max_length = shape["max_length"]
     config = LongformerConfig(
@@ -91,9 +92,10 @@ def save_classifier(folder: Path, shape: dict, seed: int = 0) -> Path:
         id2label=dict(enumerate(CLASS_NAMES)), label2id={c: i for i, c in enumerate(CLASS_NAMES)},
     )  # fmt: skip
     torch.manual_seed(seed)
-    LongformerForSequenceClassification(config).save_pretrained(folder)
+    model = LongformerForSequenceClassification(config)
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return folder
+    return sum(p.numel() for p in model.parameters())
 
 
 def peak_fp16(device: torch.device) -> tuple[str, float | None]:
@@ -169,7 +171,8 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
     shape = SHAPES["tiny" if tiny else "paper"]
     device = resolve_device(device_name)
     card, peak = peak_fp16(device)
-    classifier = save_classifier(work / "classifier", shape)
+    classifier = work / "classifier"
+    params = save_classifier(classifier, shape)
     model_cfg = ModelConfig(source="classifier", name_or_path=str(classifier), max_length=shape["max_length"],
                             attention_window=shape["window"], device=device_name)  # fmt: skip
     data_cfg = DataConfig(source="synthetic", seed=42, test_fraction=0.5, synthetic=SyntheticConfig(
@@ -212,8 +215,6 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
         run_evaluate_faithfulness(FaithfulnessConfig(batch_size=4), finetuned, test, rationales, [attributions],
                                   [summary], d / "faithfulness/curves.parquet", d / "faithfulness/plausibility.parquet",
                                   [explanations], device_name)  # fmt: skip
-    model = LongformerForSequenceClassification.from_pretrained(finetuned)
-    params = sum(p.numel() for p in model.parameters())
     tokens = shape["max_length"]
     flop = 2 * params * tokens * 3 * ig_steps
     ig = stages["attribute"]["seconds_per_document"]
