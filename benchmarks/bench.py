@@ -380,11 +380,11 @@ def _attention_methods(model, bands, hidden, forward: float, dense: int, seed: i
         methods[method] = _method_row(seconds, peak, forward, dense)
     # gradient-weighted attention from ∂F/∂o of the right shape: its own cost, whatever gave the gradient
     g = torch.Generator().manual_seed(seed)
-    grads = Gradients(embeddings=None, embedding_grad=None, bands=bands, hidden=hidden,
+    grads = Gradients(bands=bands, hidden=hidden,
                       output_grads=[torch.randn(h.shape, generator=g) for h in hidden])  # fmt: skip
     seconds, peak = _measure(lambda: grad_attention_score(model, grads, "all"))
     methods["grad_attention"] = _method_row(seconds, peak, forward, dense)
-    methods["grad_attention"]["note"] = "after the forward + backward, which it shares with saliency and grad x input"
+    methods["grad_attention"]["note"] = "after its own forward + backward with hooks on the attention outputs"
     return methods
 
 

@@ -1,8 +1,7 @@
 """Integrated-Gradients attributions of a Longformer classifier (recipes §9).
 
 The main attribution (§9.1) is layer integrated gradients — Captum's ``LayerIntegratedGradients``
-computed operation for operation by :func:`layer_ig`, so bit for bit the same — on the output of the whole
-embedding module (word + position + token type, after LayerNorm): the path runs from the
+(:func:`layer_ig`) — on the output of the whole embedding module (word + position + token type, after LayerNorm): the path runs from the
 embeddings of a baseline — pad tokens, with every special token (CLS, SEP) kept in place — to the
 embeddings of the input, with the same position ids and attention mask for both, CLS global, and
 the forward ``F = softmax(logits)``. The integral is Gauss–Legendre quadrature; steps go through
@@ -23,6 +22,7 @@ embedding layers at once, returned **by name** (bug B-14 read a list by the wron
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import torch
+from captum.attr import LayerIntegratedGradients
 
 from attnlens.device import autocast_dtype
 from attnlens.io import load_parquet, load_shards
@@ -147,98 +148,32 @@ def freeze(model):
     return model
 
 
-class _LayerCaptured(Exception):
-    """Raised by :func:`layer_outputs`' hook once every layer has run: the rest of the forward is not needed."""
-
-
-def layer_outputs(forward, layers: Sequence[torch.nn.Module], *args) -> list[torch.Tensor]:
-    """What each of ``layers`` outputs when ``forward(*args)`` runs, without running the rest of the model.
-
-    The forward stops (an exception raised by a hook) as soon as the last of them has run, so the cost is
-    that of the layers and what comes before them: for the embedding module, a lookup and a LayerNorm
-    instead of the whole network.
-    """
-    seen: dict[int, torch.Tensor] = {}
-
-    def hook(index):
-        def capture(module, hook_inputs, output):
-            seen[index] = output.detach()
-            if len(seen) == len(layers):
-                raise _LayerCaptured
-
-        return capture
-
-    handles = [layer.register_forward_hook(hook(i)) for i, layer in enumerate(layers)]
-    try:
-        with torch.no_grad():
-            forward(*args)
-    except _LayerCaptured:
-        pass
-    finally:
-        for handle in handles:
-            handle.remove()
-    if len(seen) != len(layers):
-        raise ValueError("layer_outputs: a layer did not run in the forward pass")
-    return [seen[i] for i in range(len(layers))]
-
-
-def gauss_legendre(n_steps: int) -> tuple[list[float], list[float]]:
-    """Weights and nodes of the ``n_steps``-point Gauss–Legendre rule on ``[0, 1]`` (Captum's ``gausslegendre``)."""
-    nodes, weights = np.polynomial.legendre.leggauss(n_steps)
-    return (0.5 * weights).tolist(), (0.5 * (1 + nodes)).tolist()
-
-
 def layer_ig(
     forward, layer, inputs, baselines, forward_args, target: int, n_steps: int, internal_batch_size: int
 ) -> tuple[torch.Tensor, ...]:
-    """Layer Integrated Gradients of ``layer``'s output (a module or a list of sibling modules), one example.
+    """Captum's ``LayerIntegratedGradients`` of ``layer``'s output (a module or a list of sibling modules), one example.
 
     The path runs, in the layer's output space, from its output at ``baselines`` to its output at
     ``inputs`` (a tuple of tensors feeds ``forward``'s leading arguments, ``forward_args`` follow); the
-    integral is the ``n_steps``-point Gauss–Legendre rule, its steps batched ``internal_batch_size`` at a
-    time through ``forward`` with a hook that replaces the layer's output by the path points. Returns one
-    ``(1, …)`` attribution per layer.
-
-    The arithmetic is Captum's ``LayerIntegratedGradients.attribute(method="gausslegendre")`` operation for
-    operation, so the result equals it bit for bit (``tests/test_attribution.py`` checks); what is left out
-    is its two whole-model forwards for the layer's end-point outputs, which :func:`layer_outputs` gets
-    from the layers alone.
+    integral is the ``n_steps``-point Gauss–Legendre rule (``method="gausslegendre"``), its steps batched
+    ``internal_batch_size`` at a time. Returns one ``(1, …)`` attribution per layer.
     """
     layers = list(layer) if isinstance(layer, (list, tuple)) else [layer]
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     baselines = tuple(baselines) if isinstance(baselines, (list, tuple)) else (baselines,)
-    ends = layer_outputs(forward, layers, *inputs, *forward_args)
-    starts = layer_outputs(forward, layers, *baselines, *forward_args)
-    step_sizes, alphas = gauss_legendre(n_steps)
-    total: tuple[torch.Tensor, ...] | None = None
-    per_batch = max(1, internal_batch_size)  # steps per pass (one example)
-    for first in range(0, n_steps, per_batch):
-        chunk = slice(first, min(first + per_batch, n_steps))
-        k = chunk.stop - chunk.start
-        points = tuple(
-            torch.cat([start + alpha * (end - start) for alpha in alphas[chunk]], dim=0).requires_grad_()
-            for start, end in zip(starts, ends, strict=True)
-        )
-        handles = [
-            lay.register_forward_hook(lambda module, hook_inputs, output, p=p: p)
-            for lay, p in zip(layers, points, strict=True)
-        ]
-        try:
-            with torch.autograd.set_grad_enabled(True):
-                out = forward(*(a if a.dim() == 0 else torch.cat([a] * k, dim=0) for a in (*inputs, *forward_args)))
-                grads = torch.autograd.grad(torch.unbind(out[:, target]), points)
-        finally:
-            for handle in handles:
-                handle.remove()
-        weights = torch.tensor(step_sizes[chunk]).float()
-        part = tuple(
-            torch.sum((g.contiguous().view(k, -1) * weights.view(k, 1).to(g.device)).reshape(k, 1, *g.shape[1:]), dim=0)
-            * (end - start)
-            for g, start, end in zip(grads, starts, ends, strict=True)
-        )
-        total = part if total is None else tuple(p.detach() + t for p, t in zip(part, total, strict=True))
-    assert total is not None
-    return total
+    with warnings.catch_warnings():  # sibling embedding layers, none fed by another: Captum's caveat does not apply
+        warnings.filterwarnings("ignore", message="Multiple layers provided", category=UserWarning)
+        lig = LayerIntegratedGradients(forward, layers if len(layers) > 1 else layers[0])
+    attrs = lig.attribute(
+        inputs,
+        baselines,
+        target=target,
+        additional_forward_args=tuple(forward_args),
+        n_steps=n_steps,
+        method="gausslegendre",
+        internal_batch_size=max(1, internal_batch_size),
+    )
+    return tuple(a.detach() for a in attrs) if len(layers) > 1 else (attrs.detach(),)
 
 
 def integrate(

@@ -24,20 +24,22 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   ``o_i``, so ``∂F/∂A_ij = ⟨∂F/∂o_i, v_j⟩``: the gradient band is the band of products of the output
   gradients with the value vectors (the global rows with ``value_global``'s), computed block by
   block like the attention scores themselves (:func:`band_products`).
-* ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed).
+* ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed): Captum's ``Saliency``
+  and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output.
 * ``occlusion`` — sentence groups (whole sentences, each ending with a ``.``, ``!`` or ``?`` token,
   packed into spans of at most ``occlusion_max_tokens``; a longer sentence is cut) replaced on the token
   ids by the pad token, IG's baseline token, with positions and masks kept: every token of a span
-  scores ``F(x) − F(x with the span occluded)`` (Captum's ``FeatureAblation`` convention). Special
-  tokens are never occluded and score 0.
+  scores ``F(x) − F(x with the span occluded)``: Captum's ``FeatureAblation`` with one feature group per
+  span. Special tokens are never occluded and score 0.
 
 Signed methods (``grad_attention``, ``grad_input``, ``occlusion`` and IG) rank by signed score for
 faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
 
 Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
 re-implementation of Longformer's self-attention whose ``n × n`` matrices are leaves of the graph, the
-gradient methods against Captum's ``Saliency`` and ``InputXGradient``, occlusion against Captum's
-``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in closed form.
+gradient methods against plain Captum calls set up by the test itself and a finite difference, occlusion
+against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in
+closed form.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import torch
+from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Saliency
 
 from attnlens.attention import CHUNK_BYTES, Band, bands_from_outputs, layer_configuration, received_attention
 from attnlens.attribution import Inputs
@@ -70,8 +73,10 @@ METHODS = (
 )
 #: Methods read from the no-gradient forward pass with attention outputs.
 ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
-#: Methods read from the forward + backward pass.
-GRADIENT_PASS = ("grad_attention", "saliency", "grad_input")
+#: Methods read from the forward + backward pass with hooks on every attention module's output.
+GRADIENT_PASS = ("grad_attention",)
+#: Methods Captum computes from the gradient at the embedding output (``Saliency``, ``InputXGradient``).
+EMBEDDING_GRADIENT = ("saliency", "grad_input")
 #: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
 SIGNED = ("grad_attention", "grad_input", "occlusion", "ig")
 #: How a method is named on a page, a figure or in the explorer.
@@ -241,22 +246,30 @@ def occlusion_scores(
     target: int,
     batch_size: int,
 ) -> np.ndarray:
-    """``(n,)`` ``F_t(x) − F_t(x with the span's ids set to fill_id)`` for every token of every span.
+    """``(n,)`` ``F_t(x) − F_t(x with the span's ids set to fill_id)`` for every token of every span: Captum's
+    ``FeatureAblation`` with one feature group per span, ``batch_size`` spans per forward.
 
-    ``prob_fn`` maps ``(b, n)`` ids to ``(b, classes)`` probabilities.
+    ``prob_fn`` maps ``(b, n)`` ids to ``(b, classes)`` probabilities. Only the spans' tokens are the ablation's
+    input (the rest are put back around them), so a token outside every span is never occluded and scores 0.
     """
     ids = input_ids.reshape(1, -1)
+    scores = np.zeros(ids.shape[1])
+    if not len(spans):
+        return scores
+    where = torch.as_tensor(np.concatenate(spans), dtype=torch.long, device=ids.device)
+    groups = torch.cat([torch.full((len(span),), g, dtype=torch.long) for g, span in enumerate(spans)])
+
+    def forward(content: torch.Tensor) -> torch.Tensor:
+        full = ids.repeat(content.shape[0], 1)
+        full[:, where] = content
+        return prob_fn(full).double()  # float64 differences of the float32 probabilities
+
     with torch.no_grad():
-        full = float(prob_fn(ids)[0, target])
-        scores = np.zeros(ids.shape[1])
-        for a in range(0, len(spans), batch_size):
-            chunk = spans[a : a + batch_size]
-            batch = ids.repeat(len(chunk), 1)
-            for r, span in enumerate(chunk):
-                batch[r, torch.as_tensor(span, device=batch.device)] = fill_id
-            probs = prob_fn(batch)[:, target].double().cpu().numpy()
-            for r, span in enumerate(chunk):
-                scores[span] = full - probs[r]
+        attr = FeatureAblation(forward).attribute(
+            ids[:, where], baselines=fill_id, target=target, feature_mask=groups[None].to(ids.device),
+            perturbations_per_eval=max(1, batch_size),
+        )  # fmt: skip
+    scores[where.cpu().numpy()] = attr[0].cpu().numpy()
     return scores
 
 
@@ -314,6 +327,32 @@ def _heads(t: torch.Tensor, heads: int) -> torch.Tensor:
     return t.reshape(t.shape[0], heads, -1).transpose(0, 1)
 
 
+class EmbeddingForward(torch.nn.Module):
+    """``F(e) = softmax(logits)``: the classifier with the output of its embedding ``layer`` replaced by ``e``.
+
+    What Captum's ``Saliency`` and ``InputXGradient`` differentiate: ``e`` is the output IG attributes to
+    (``(b, n_pad, d)``; Longformer pads to a multiple of its window before the embeddings), every other
+    argument (``args``: masks, position ids) is the example's, repeated over the batch.
+    """
+
+    def __init__(self, model, layer: torch.nn.Module, args: dict[str, torch.Tensor]):
+        super().__init__()
+        self.model, self.layer, self.args = model, layer, args
+
+    def from_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``F`` of the token ids themselves (no replacement)."""
+        return _probabilities(self.model(**{**self.args, "input_ids": input_ids}).logits)
+
+    def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
+        b = embeddings.shape[0]
+        handle = self.layer.register_forward_hook(lambda module, hook_args, output: embeddings)
+        try:
+            logits = self.model(**{k: v.expand(b, *v.shape[1:]) for k, v in self.args.items()}).logits
+        finally:
+            handle.remove()
+        return _probabilities(logits)
+
+
 def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
     """One forward without gradient: every layer's :class:`Band` and the hidden states entering it."""
     with torch.no_grad(), _Capture(model, grad=False) as cap:
@@ -346,15 +385,13 @@ def attention_score(method: str, model, bands: Sequence[Band], hidden: Sequence[
 class Gradients:
     """What one forward + backward of ``F`` leaves for the gradient methods."""
 
-    embeddings: torch.Tensor  # (n_pad, d) embedding-module output
-    embedding_grad: torch.Tensor  # (n_pad, d) ∂F/∂e
     bands: list[Band] | None  # attention of every layer (when asked for)
     hidden: list[torch.Tensor]  # (n_pad, d) input of every self-attention module
     output_grads: list[torch.Tensor]  # (n_pad, d) ∂F/∂o of every self-attention module (heads concatenated)
 
 
 def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions: bool) -> Gradients:
-    """One forward + backward of ``F = softmax(logits)[target]`` with hooks on the embedding and attention outputs.
+    """One forward + backward of ``F = softmax(logits)[target]`` with hooks on every attention module's output.
 
     The model's parameters should be frozen (:func:`attnlens.attribution.freeze`): the gradient starts at
     the embedding output.
@@ -367,8 +404,6 @@ def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions:
         bands = bands_from_outputs([a.detach() for a in res.attentions], [a.detach() for a in res.global_attentions],
                                    args["attention_mask"], args["global_attention_mask"])[0]  # fmt: skip
     return Gradients(
-        embeddings=cap.embeddings.detach()[0],
-        embedding_grad=cap.embeddings.grad[0],
         bands=bands,
         hidden=[h[0] for h in cap.hidden],
         output_grads=[o.grad[0] for o in cap.outputs],
@@ -448,23 +483,29 @@ def explain_example(
             out.n_forwards[method] = 1
         del bands, hidden
 
-    wanted = [m for m in GRADIENT_PASS if m in methods]
+    wanted = [m for m in EMBEDDING_GRADIENT if m in methods]
     if wanted:
         t0 = _sync(device)
-        grads = gradient_pass(model, args, target, attentions="grad_attention" in wanted)
+        forward = EmbeddingForward(model, model.longformer.embeddings, args)
+        embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(inputs.input_ids).requires_grad_()
         shared = _sync(device) - t0
         for method in wanted:
             t0 = _sync(device)
-            with torch.no_grad():
-                if method == "saliency":
-                    score = grads.embedding_grad.abs().sum(-1)
-                elif method == "grad_input":
-                    score = (grads.embeddings * grads.embedding_grad).sum(-1)
-                else:
-                    score = grad_attention_score(model, grads, layers)
-            out.scores[method] = score.double().cpu().numpy()[:n]
+            if method == "saliency":
+                grad = Saliency(forward).attribute(embeddings, target=target, abs=True)
+            else:
+                grad = InputXGradient(forward).attribute(embeddings, target=target)
+            out.scores[method] = grad[0].detach().sum(-1).double().cpu().numpy()[:n]
             out.seconds[method] = shared + _sync(device) - t0
             out.n_forwards[method] = 1
+        del embeddings
+
+    if "grad_attention" in methods:
+        t0 = _sync(device)
+        grads = gradient_pass(model, args, target, attentions=True)
+        out.scores["grad_attention"] = grad_attention_score(model, grads, layers).double().cpu().numpy()[:n]
+        out.seconds["grad_attention"] = _sync(device) - t0
+        out.n_forwards["grad_attention"] = 1
         del grads
 
     if "occlusion" in methods:
