@@ -156,7 +156,8 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
         inputs.input_ids, baselines=inputs.baseline, additional_forward_args=inputs.forward_args, target=1,
         n_steps=20, method="gausslegendre", internal_batch_size=8,
     )  # fmt: skip
-    assert ours.dtype == torch.float32 and torch.equal(ours, theirs)  # the arguments reach Captum as a user would pass them
+    # the arguments reach Captum as a user would pass them
+    assert ours.dtype == torch.float32 and torch.equal(ours, theirs)
 
     emb = model.longformer.embeddings
     layers = [emb.word_embeddings, emb.position_embeddings]

@@ -1,10 +1,10 @@
 """Integrated-Gradients attributions of a Longformer classifier (recipes §9).
 
 The main attribution (§9.1) is layer integrated gradients — Captum's ``LayerIntegratedGradients``
-(:func:`layer_ig`) — on the output of the whole embedding module (word + position + token type, after LayerNorm): the path runs from the
-embeddings of a baseline — pad tokens, with every special token (CLS, SEP) kept in place — to the
-embeddings of the input, with the same position ids and attention mask for both, CLS global, and
-the forward ``F = softmax(logits)``. The integral is Gauss–Legendre quadrature; steps go through
+(:func:`layer_ig`) — on the output of the whole embedding module (word + position + token type, after
+LayerNorm): the path runs from the embeddings of a baseline — pad tokens, with every special token (CLS,
+SEP) kept in place — to the embeddings of the input, with the same position ids and attention mask for
+both, CLS global, and the forward ``F = softmax(logits)``. The integral is Gauss–Legendre quadrature; steps go through
 the model in batches of ``internal_batch_size``. A token's score is the signed sum of its
 attribution over the hidden dimension; completeness says the scores add up to
 ``F_t(x) − F_t(x′)``, and the difference is the convergence delta ``δ`` we report.
