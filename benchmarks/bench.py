@@ -65,41 +65,35 @@ from paper_shape import rehearse
 from scipy import sparse
 from transformers import AutoTokenizer, BertConfig, BertModel, LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.attention import Band, compute_example_summaries, forward_bands
-from attnlens.attribution import (
-    ProbabilityForward,
-    attribute_example,
-    choose_target,
-    endpoint_probs,
-    freeze,
-    position_ids,
-    prepare_inputs,
-)
-from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, TopologyConfig, load_config
-from attnlens.corpus import generate_corpus
-from attnlens.data import MANIFEST_SCHEMA, load_examples
-from attnlens.explanations import (
+from attnlens.attention.band import Band
+from attnlens.attention.summaries import compute_example_summaries
+from attnlens.attention.weighted import rollout
+from attnlens.attribution.explanations import (
     Gradients,
     attention_pass,
     attention_score,
     grad_attention_score,
     gradient_pass,
-    rollout,
 )
+from attnlens.attribution.ig import (
+    attribute_example,
+    choose_target,
+    endpoint_probs,
+    freeze,
+    prepare_inputs,
+)
+from attnlens.compare.metrics import SIMILARITY_SCHEMA, compare_example, head_agreement
+from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, TopologyConfig, load_config
+from attnlens.corpus import generate_corpus
+from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.io import atomic_path, provenance, save_json, save_parquet
-from attnlens.modeling import (
-    build_base_model,
-    convert_bert_to_longformer,
-    global_attention_mask,
-    load_classifier,
-    model_shape,
-    packaged_model_dir,
-    source_config,
-)
+from attnlens.models import forward_bands
+from attnlens.models.loading import build_base_model, load_classifier, model_shape, packaged_model_dir, source_config
+from attnlens.models.longformer import LONGFORMER, global_attention_mask
+from attnlens.models.longformer.conversion import convert_bert_to_longformer
 from attnlens.pairs import SiameseEncoder, attribute_pair
 from attnlens.prediction import encode_texts
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
-from attnlens.similarity import SIMILARITY_SCHEMA, compare_example, head_agreement
 from attnlens.stages.similarity import run_aggregate_similarity
 from attnlens.topology import bottleneck_matrix, example_topology, pooled_from_bands, unit_frequencies, units
 
@@ -409,7 +403,7 @@ def bench_explanations_length(n: int, seed: int = 0, backward_max: int = 4096) -
     ids[0, 0] = config.bos_token_id
     mask = torch.ones_like(ids)
     args = {"input_ids": ids, "attention_mask": mask, "global_attention_mask": global_attention_mask(mask),
-            "position_ids": position_ids(model, n)}  # fmt: skip
+            "position_ids": LONGFORMER.position_ids(model.config, n)}  # fmt: skip
     with torch.no_grad():
         model(**args)
         t0 = time.perf_counter()
@@ -509,7 +503,7 @@ def bench_ig_throughput(cfg: ModelConfig, n_steps: int = 32, internal_batch_size
 
     model, tokenizer = build_base_model(cfg, num_labels=2)
     inputs = _ig_input(cfg, model, tokenizer)
-    args = dict(zip(("attention_mask", "global_attention_mask", "position_ids"), inputs.forward_args, strict=True))
+    args = inputs.forward_kwargs()
 
     def plain_step():
         model.zero_grad(set_to_none=True)
@@ -524,7 +518,7 @@ def bench_ig_throughput(cfg: ModelConfig, n_steps: int = 32, internal_batch_size
 
         handle = model.longformer.embeddings.register_forward_hook(hook)
         try:
-            prob = ProbabilityForward(model)(inputs.input_ids, *inputs.forward_args)[0, 1]
+            prob = inputs.probability_forward(model)(inputs.input_ids, *inputs.forward_args)[0, 1]
             torch.autograd.grad(prob, leaf["e"])
         finally:
             handle.remove()
@@ -583,7 +577,8 @@ def bench_adaptive_steps(
     rows = []
     for eid, ids in zip(examples["example_id"], encoded.input_ids, strict=True):
         inputs = prepare_inputs(model, tokenizer, ids)
-        probs, _ = endpoint_probs(ProbabilityForward(model), inputs.input_ids, inputs.baseline, inputs.forward_args)
+        forward = inputs.probability_forward(model)
+        probs, _ = endpoint_probs(forward, inputs.input_ids, inputs.baseline, inputs.forward_args)
         t0 = time.perf_counter()
         res = attribute_example(
             model, inputs, choose_target("predicted", 0, probs), min_steps=4, max_steps=max_steps,

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.attribution import attribute_example, prepare_inputs
+from attnlens.attribution.ig import attribute_example, prepare_inputs
 from attnlens.config import (
     AttentionConfig,
     AttributionConfig,
@@ -51,7 +51,7 @@ from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
 from attnlens.device import resolve_device, synchronize
 from attnlens.io import atomic_path, git_commit
-from attnlens.modeling import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.prediction import encode_texts
 from attnlens.stages.attention import run_estimate_head_importance, run_extract_attention
 from attnlens.stages.attribution import run_attribute, run_evaluate_faithfulness

@@ -43,11 +43,11 @@ import torch
 import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.attribution import load_attributions
+from attnlens.attribution.ig import load_attributions
 from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
 from attnlens.io import atomic_path, provenance
-from attnlens.modeling import load_tokenizer, packaged_model_dir
+from attnlens.models.loading import load_tokenizer, packaged_model_dir
 from attnlens.prediction import load_selection
 
 ROOT = Path(__file__).resolve().parent.parent

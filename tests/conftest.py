@@ -13,7 +13,7 @@ from helpers import GUARD, ROOT, build_classifier, run_snakemake, tiny_config, t
 from notes_corpus import HOSTILE_NOTE, SERVICES, write_notes
 from transformers import AutoTokenizer, BertModel
 
-from attnlens.modeling import packaged_model_dir
+from attnlens.models.loading import packaged_model_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

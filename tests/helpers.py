@@ -21,7 +21,7 @@ from transformers import LongformerConfig, LongformerForSequenceClassification, 
 
 from attnlens.config import SyntheticConfig
 from attnlens.corpus import CLASS_NAMES, generate_corpus
-from attnlens.modeling import load_tokenizer, packaged_model_dir
+from attnlens.models.loading import load_tokenizer, packaged_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: float32's machine epsilon (2⁻²³ ≈ 1.2e-7): the relative size of one float32 rounding, the unit of the bounds

@@ -16,22 +16,24 @@ import pytest
 import torch
 from helpers import tiny_longformer
 
-from attnlens.attention import (
+from attnlens.attention.band import (
     Band,
-    bands_from_outputs,
     bin_cells,
     binned_image,
-    compute_example_summaries,
-    count_topk,
-    forward_bands,
-    intersect_counts,
     layer_configuration,
-    position_counts,
     received_attention,
     topk_attended,
     topk_attending,
 )
+from attnlens.attention.summaries import (
+    compute_example_summaries,
+    count_topk,
+    intersect_counts,
+    position_counts,
+)
 from attnlens.data import shard_of
+from attnlens.models import architecture, forward_bands
+from attnlens.models.longformer import bands_from_outputs
 from attnlens.prediction import encode_texts
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -329,7 +331,7 @@ def test_summaries_of_a_real_forward(tiny_classifier):
 
     model, tokenizer = tiny_classifier
     encoded = encode_texts(tokenizer, ["a long enough text about attention windows " * 4, "short one"])
-    bands = forward_bands(model, encoded.batch([0]))
+    bands = forward_bands(model, encoded.batch([0], arch=architecture(model)))
     out = compute_example_summaries(bands, k=4)
     n = len(encoded.input_ids[0])
     assert out["received"].shape == (2, 2, n)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from captum.attr import LayerIntegratedGradients
 
-from attnlens.attribution import (
+from attnlens.attribution.ig import (
     ProbabilityForward,
     attribute_example,
     baseline_ids,
@@ -115,7 +115,7 @@ def test_wrapper_equals_plain_captum_and_completeness(tiny_classifier):
     model, _, inputs = _example(tiny_classifier)
     ours = attribute_example(model, inputs, 1, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16)
 
-    def f(ids, mask, gmask, pos):
+    def f(ids, mask, pos, gmask):
         return torch.softmax(
             model(input_ids=ids, attention_mask=mask, global_attention_mask=gmask, position_ids=pos).logits, -1
         )
@@ -149,7 +149,7 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
     model = freeze(copy.deepcopy(model).float())
     ids = tokenizer("layer integrated gradients without the two extra forwards")["input_ids"]
     inputs = prepare_inputs(model, tokenizer, ids)
-    forward = ProbabilityForward(model)
+    forward = ProbabilityForward(model, ["global_attention_mask"])
     (ours,) = layer_ig(forward, model.longformer.embeddings, inputs.input_ids, inputs.baseline, inputs.forward_args,
                        1, 20, 8)  # fmt: skip
     theirs = LayerIntegratedGradients(forward, model.longformer.embeddings).attribute(
@@ -164,16 +164,17 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
     pos = torch.full_like(inputs.position_ids, model.config.pad_token_id)
 
     def f(ids, positions, mask, gmask):
-        return forward(ids, mask, gmask, positions)
+        return forward(ids, mask, positions, gmask)
 
+    gmask = inputs.model_args["global_attention_mask"]
     ours = layer_ig(f, layers, (inputs.input_ids, inputs.position_ids), (inputs.baseline, pos),
-                    (inputs.attention_mask, inputs.global_attention_mask), 0, 12, 5)  # fmt: skip
+                    (inputs.attention_mask, gmask), 0, 12, 5)  # fmt: skip
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Multiple layers provided", category=UserWarning)
         lig = LayerIntegratedGradients(f, layers)
     theirs = lig.attribute(
         (inputs.input_ids, inputs.position_ids), baselines=(inputs.baseline, pos),
-        additional_forward_args=(inputs.attention_mask, inputs.global_attention_mask), target=0, n_steps=12,
+        additional_forward_args=(inputs.attention_mask, gmask), target=0, n_steps=12,
         method="gausslegendre", internal_batch_size=5,
     )  # fmt: skip
     assert len(ours) == 2 and all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))

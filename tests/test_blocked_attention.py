@@ -26,15 +26,16 @@ import torch
 from helpers import EPS32, tiny_longformer
 from transformers.models.longformer.modeling_longformer import LongformerModel, LongformerSelfAttention
 
-from attnlens.attribution import Inputs, attribute_example, baseline_ids, position_ids
-from attnlens.blocked_attention import (
+from attnlens.attribution.ig import Inputs, attribute_example, baseline_ids
+from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.longformer import LONGFORMER, global_attention_mask
+from attnlens.models.longformer.blocked import (
     band_mask,
     blocked_self_attention,
     huggingface_attention,
     use_blocked_attention,
     use_huggingface_attention,
 )
-from attnlens.modeling import global_attention_mask, load_classifier, load_tokenizer, packaged_model_dir
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -152,7 +153,9 @@ def test_integrated_gradients_are_the_same_on_either_path(float64_softmax):
     model = classifier()
     ids = batch([29])["input_ids"]
     mask = torch.ones_like(ids)
-    inputs = Inputs(ids, baseline_ids(ids, {0, 2}, 1), mask, global_attention_mask(mask), position_ids(model, 29))
+    positions = LONGFORMER.position_ids(model.config, 29)
+    glob = {"global_attention_mask": global_attention_mask(mask)}
+    inputs = Inputs(ids, baseline_ids(ids, {0, 2}, 1), mask, positions, glob)
     runs = []
     for patch in (use_huggingface_attention, use_blocked_attention):
         patch(model)
@@ -180,7 +183,7 @@ def test_attention_outputs_take_huggingface_path():
 def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch, float64_softmax):
     """Same seed, same dropped attention weights: the loss, every gradient and the generator's state after."""
     calls = []
-    monkeypatch.setattr("attnlens.blocked_attention.blocked_self_attention",
+    monkeypatch.setattr("attnlens.models.longformer.blocked.blocked_self_attention",
                         lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k))  # fmt: skip
     model = classifier(window=window)
     for module in model.modules():

@@ -20,9 +20,10 @@ from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
 from test_attention import dense_reference
 from test_hostile import TOKENS, hostile_pages
 
-from attnlens.attention import layer_configuration, load_bands, load_summaries
-from attnlens.attribution import load_attributions
-from attnlens.explanations import METHODS, SIGNED, load_explanations, scores_by_example
+from attnlens.attention.band import layer_configuration
+from attnlens.attention.summaries import load_bands, load_summaries
+from attnlens.attribution.explanations import METHODS, SIGNED, load_explanations, scores_by_example
+from attnlens.attribution.ig import load_attributions
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]

@@ -24,7 +24,7 @@ from transformers import LongformerConfig, LongformerForSequenceClassification
 from attnlens.config import ModelConfig
 from attnlens.corpus import CLASS_NAMES
 from attnlens.errors import InputError
-from attnlens.modeling import (
+from attnlens.models.loading import (
     check_labels,
     import_classifier,
     load_classifier,

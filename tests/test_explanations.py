@@ -32,18 +32,10 @@ from captum.attr import FeatureAblation, InputXGradient, Saliency
 from helpers import tiny_longformer
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 
-from attnlens.attention import Band, received_attention
-from attnlens.attribution import freeze, prepare_inputs
-from attnlens.explanations import (
-    METHODS,
-    band_products,
-    explain_example,
-    grad_attention_received,
-    occlusion_scores,
-    rollout,
-    sentence_spans,
-    value_norm_received,
-)
+from attnlens.attention.band import Band, received_attention
+from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
+from attnlens.attribution.explanations import METHODS, explain_example, occlusion_scores, sentence_spans
+from attnlens.attribution.ig import freeze, prepare_inputs
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -132,7 +124,7 @@ def dense_run(model, inputs, target, monkeypatch):
         logits = model(
             input_ids=inputs.input_ids,
             attention_mask=inputs.attention_mask,
-            global_attention_mask=inputs.global_attention_mask,
+            global_attention_mask=inputs.model_args["global_attention_mask"],
             position_ids=inputs.position_ids,
         ).logits
         torch.softmax(logits, -1)[0, target].backward()
@@ -145,7 +137,7 @@ def test_dense_reference_reproduces_the_model(toy_model, monkeypatch):
     inputs = toy_inputs(toy_model)
     with torch.no_grad():
         expected = toy_model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
-                             global_attention_mask=inputs.global_attention_mask,
+                             global_attention_mask=inputs.model_args["global_attention_mask"],
                              position_ids=inputs.position_ids).logits  # fmt: skip
     _, logits = dense_run(toy_model, inputs, 1, monkeypatch)
     torch.testing.assert_close(logits, expected, rtol=1e-9, atol=1e-9)
@@ -197,7 +189,7 @@ def test_gradient_methods_match_captum(toy_model):
         handle = emb.register_forward_hook(lambda module, args, output: e)
         try:
             logits = toy_model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
-                               global_attention_mask=inputs.global_attention_mask,
+                               global_attention_mask=inputs.model_args["global_attention_mask"],
                                position_ids=inputs.position_ids).logits  # fmt: skip
         finally:
             handle.remove()
@@ -240,7 +232,7 @@ def test_occlusion_matches_captum_brute_force_and_a_toy(toy_model):
     def probs(batch_ids):
         b = batch_ids.shape[0]
         logits = toy_model(input_ids=batch_ids, attention_mask=inputs.attention_mask.expand(b, -1),
-                           global_attention_mask=inputs.global_attention_mask.expand(b, -1),
+                           global_attention_mask=inputs.model_args["global_attention_mask"].expand(b, -1),
                            position_ids=inputs.position_ids.expand(b, -1)).logits  # fmt: skip
         return torch.softmax(logits, -1)
 

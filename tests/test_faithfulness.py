@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnlens.faithfulness import (
+from attnlens.attribution.faithfulness import (
     aopc,
     evaluate_example,
     evidence_labels,
@@ -21,6 +21,7 @@ from attnlens.faithfulness import (
     random_ranking,
     ranking,
 )
+from attnlens.models import architecture
 from attnlens.prediction import Encoded
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -54,7 +55,9 @@ def test_evaluate_example_end_points(tiny_classifier):
     frame = evaluate_example(model, ids, special, orders, 1, [0.2, 0.5], batch_size=3)
     assert len(frame) == 2 * 2 * 4  # rankings × curves × {0, 0.2, 0.5, 1}
     with torch.no_grad():
-        full = torch.softmax(model(**Encoded([ids], tokenizer.pad_token_id).batch([0])).logits, -1)
+        full = torch.softmax(
+            model(**Encoded([ids], tokenizer.pad_token_id).batch([0], arch=architecture(model))).logits, -1
+        )
     d0 = frame[(frame.curve == "deletion") & (frame.fraction == 0)]["prob"]
     i1 = frame[(frame.curve == "insertion") & (frame.fraction == 1)]["prob"]
     np.testing.assert_allclose(d0, float(full[0, 1]), rtol=1e-5)  # nothing deleted = everything kept

@@ -20,8 +20,6 @@ import torch
 from helpers import tiny_longformer
 
 from attnlens.importance import (
-    GLOBAL_GROUPS,
-    LOCAL_GROUPS,
     estimate_head_importance,
     head_labels,
     importance_matrices,
@@ -29,6 +27,7 @@ from attnlens.importance import (
     taylor_terms,
     zero_heads,
 )
+from attnlens.models.longformer import LONGFORMER
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -182,8 +181,8 @@ def test_group_estimator_squares_the_summed_term():
     model.zero_grad()
     model(**b).loss.backward()
     terms = taylor_terms(model, N_HEADS)
-    loc = sum(terms[g][1] for g in LOCAL_GROUPS)
-    glo = sum(terms[g][1] for g in GLOBAL_GROUPS)
+    loc = sum(terms[g][1] for g in LONGFORMER.local_groups)
+    glo = sum(terms[g][1] for g in LONGFORMER.global_groups)
     assert torch.allclose(raw["fixed_raw"], (loc + glo) ** 2)
     assert torch.allclose(raw["fixed_global"], glo**2)
 

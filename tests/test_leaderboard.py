@@ -12,7 +12,7 @@ import pytest
 import rbo
 from scipy import stats
 
-from attnlens.leaderboard import EXAMPLE_COLUMNS, agreement_rows, metrics, summarise
+from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS, agreement_rows, metrics, summarise
 from attnlens.render.tables import leaderboard_table
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)

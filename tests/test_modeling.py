@@ -3,13 +3,9 @@ import torch
 
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
-from attnlens.modeling import (
-    _tile_positions,
-    build_base_model,
-    convert_bert_to_longformer,
-    global_attention_mask,
-    validate_window,
-)
+from attnlens.models.loading import build_base_model
+from attnlens.models.longformer import global_attention_mask
+from attnlens.models.longformer.conversion import _tile_positions, convert_bert_to_longformer, validate_window
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

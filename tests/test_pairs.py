@@ -21,7 +21,7 @@ from attnlens import pairs
 from attnlens.config import PairDataConfig, PairsConfig
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
-from attnlens.modeling import packaged_model_dir
+from attnlens.models.loading import packaged_model_dir
 from attnlens.stages import pairs as pair_stages
 from attnlens.topology import bottleneck, text_topology
 

@@ -31,9 +31,9 @@ from hostile_corpus import HOSTILE_CLASS
 from notes_corpus import HOSTILE_NOTE, PORTAL, SERVICES, write_notes
 from test_hostile import _parse
 
-from attnlens.attention import TOPK_COLUMNS, load_summaries
+from attnlens.attention.summaries import TOPK_COLUMNS, load_summaries
 from attnlens.io import load_json, load_tensors
-from attnlens.modeling import load_tokenizer
+from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import encode_texts
 from attnlens.render.explorer import read_explorer
 from attnlens.tokens import structural_ids

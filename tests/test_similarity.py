@@ -18,7 +18,11 @@ import pytest
 import rbo
 from scipy import stats
 
-from attnlens import similarity as sim
+from attnlens import data as data_mod
+from attnlens import stats as stats_mod
+from attnlens.compare import aggregate as agg
+from attnlens.compare import metrics as sim
+from attnlens.compare import paper as paper_layout
 from attnlens.config import SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
@@ -183,14 +187,14 @@ def test_legacy_ranks_are_the_notebook_recipe():
 
 def test_minmax_and_cosine_edge_cases():
     assert np.isnan(sim.minmax(np.ones(4))).all()
-    assert np.isnan(sim.cosine(np.zeros(3), np.ones(3)))
+    assert np.isnan(stats_mod.cosine(np.zeros(3), np.ones(3)))
     u, v = np.array([1.0, 2.0, 3.0]), np.array([3.0, 1.0, 2.0])
-    assert sim.cosine(u, v) == pytest.approx(_cos(u, v))
-    assert sim.pearson(u, v) == pytest.approx(stats.pearsonr(u, v).statistic)
+    assert stats_mod.cosine(u, v) == pytest.approx(_cos(u, v))
+    assert stats_mod.pearson(u, v) == pytest.approx(stats.pearsonr(u, v).statistic)
 
 
 def test_n_top():
-    assert [sim.n_top(0.05, m) for m in (0, 1, 20, 21, 100, 2046)] == [0, 1, 1, 2, 5, 103]
+    assert [stats_mod.n_top(0.05, m) for m in (0, 1, 20, 21, 100, 2046)] == [0, 1, 1, 2, 5, 103]
 
 
 # --- whole examples against the transcriptions -----------------------------------------------------
@@ -240,7 +244,7 @@ def test_chance_baseline_is_the_metric_on_permuted_attributions():
     frame = sim.compare_example("ex-1", a, received, importance, keep, special, n_permutations=25, seed=9)
     att = received.astype(np.float64).sum((0, 1))
     # legacy: permutations of the whole sequence (stream 0)
-    perms = sim.permutations(sim.example_rng(9, "ex-1", 0), len(a), 25)
+    perms = sim.permutations(data_mod.example_rng(9, "ex-1", 0), len(a), 25)
     legacy = [_cos(a[p], att) for p in perms[1:]]
     row = _rows(frame, mode="legacy", configuration="all", scaled=False, mask="none").loc["cosine_raw"]
     assert row["chance"] == pytest.approx(np.mean(legacy)) and row["chance_sd"] == pytest.approx(np.std(legacy, ddof=1))
@@ -249,7 +253,7 @@ def test_chance_baseline_is_the_metric_on_permuted_attributions():
     # fixed, mask "fixed" (stream 3): permutations within the kept positions only
     valid = keep["fixed"] & ~special
     idx = np.flatnonzero(valid)
-    perms = sim.permutations(sim.example_rng(9, "ex-1", 3), len(idx), 25)
+    perms = sim.permutations(data_mod.example_rng(9, "ex-1", 3), len(idx), 25)
     fixed = [stats.spearmanr(np.abs(a[idx][p]), att[idx]).statistic for p in perms[1:]]
     row = _rows(frame, mode="fixed", configuration="all", scaled=False, mask="fixed").loc["spearman"]
     assert row["chance"] == pytest.approx(np.mean(fixed), abs=1e-12)
@@ -342,7 +346,7 @@ def test_top_set_table_legacy_and_fixed():
     keep = rng.random(n) > 0.3
     special = np.zeros(n, dtype=bool)
     special[0] = True
-    table, shared, union = sim.top_set_table(labels, a, t, "legacy", keep, special, 0.05)
+    table, shared, union = paper_layout.top_set_table(labels, a, t, "legacy", keep, special, 0.05)
     x1, x2 = _mm(np.abs(a)), _mm(t)
     x1[~keep], x2[~keep] = 0, 0
     s1 = set(np.flatnonzero((x1 >= np.percentile(x1, 95)) & (x1 != 0)))
@@ -353,13 +357,13 @@ def test_top_set_table_legacy_and_fixed():
     assert (shared, union) == (len(s1 & s2), len(s1 | s2))
     top_t = table[table["set"] == "attention_only"]
     assert top_t["attention_rank"].is_monotonic_increasing and top_t["attention_rank"].min() >= 1
-    fixed, shared, union = sim.top_set_table(labels, a, t, "fixed", None, special, 0.05)
+    fixed, shared, union = paper_layout.top_set_table(labels, a, t, "fixed", None, special, 0.05)
     k = math.ceil(0.05 * (n - 1))
     f1 = set(1 + np.argsort(-np.abs(a[1:]), kind="stable")[:k])
     f2 = set(1 + np.argsort(-t[1:], kind="stable")[:k])
     assert set(fixed.loc[fixed["set"] == "shared", "position"]) == f1 & f2 and union == len(f1 | f2)
-    counts = sim.value_counts(fixed)
-    assert counts["total"].sum() == len(fixed) and list(counts.columns[1:4]) == list(sim.SET_ORDER)
+    counts = paper_layout.value_counts(fixed)
+    assert counts["total"].sum() == len(fixed) and list(counts.columns[1:4]) == list(paper_layout.SET_ORDER)
 
 
 # --- aggregation ----------------------------------------------------------------------------------
@@ -384,14 +388,14 @@ def _synthetic_rows(n_examples=40, seed=0):
 
 def test_summarise_tests_and_masking_increase():
     frame = _synthetic_rows()
-    summary = sim.summarise(frame, seed=0, n_boot=200)
-    row = summary.set_index(sim.GROUP).loc[("fixed", "last", True, "fixed", "cosine")]
+    summary = agg.summarise(frame, seed=0, n_boot=200)
+    row = summary.set_index(agg.GROUP).loc[("fixed", "last", True, "fixed", "cosine")]
     part = frame[(frame["mode"] == "fixed") & (frame["configuration"] == "last") & frame["scaled"]]
     part = part[(part["mask"] == "fixed") & (part["metric"] == "cosine")]
     assert row["mean"] == pytest.approx(part["value"].mean()) and row["n_examples"] == 40
     assert row["chance"] == 0.5 and row["excess"] == pytest.approx(part["value"].mean() - 0.5)
     assert row["frac_significant"] == 1.0 and row["ci_lo"] <= row["mean"] <= row["ci_hi"]
-    tests = sim.paired_tests(frame)
+    tests = agg.paired_tests(frame)
     t = tests[(tests["comparison"] == "masked − unmasked") & (tests["mode"] == "legacy")].iloc[0]
     assert t["median_difference"] == pytest.approx(0.1, abs=2e-3) and t["n"] == 40
     pair = frame[(frame["mode"] == "legacy") & (frame["configuration"] == t["configuration"])]
@@ -400,8 +404,8 @@ def test_summarise_tests_and_masking_increase():
     assert t["p_value"] == pytest.approx(stats.wilcoxon(pair["legacy"] - pair["none"]).pvalue)
     s = tests[tests["comparison"] == "scaled − unscaled"].iloc[0]
     assert s["median_difference"] == 0 and np.isnan(s["p_value"])  # identical pairs: no test
-    inc = sim.masking_increase(summary, (0.9,)).set_index(["mode", "name"])
-    means = summary.set_index(sim.GROUP)["mean"]
+    inc = paper_layout.masking_increase(summary, (0.9,)).set_index(["mode", "name"])
+    means = summary.set_index(agg.GROUP)["mean"]
     expected = np.mean([
         (means[("legacy", ly, sc, "legacy", "kendall_tau")] - means[("legacy", ly, sc, "none", "kendall_tau")])
         / means[("legacy", ly, sc, "none", "kendall_tau")] * 100
@@ -415,25 +419,25 @@ def test_summarise_tests_and_masking_increase():
     zero = summary.copy()
     plain = (zero["mode"] == "legacy") & (zero["mask"] == "none") & (zero["metric"] == "kendall_tau")
     zero.loc[plain & (zero["configuration"] == "last"), "mean"] = 0.0
-    inc = sim.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
+    inc = paper_layout.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
     assert (
         inc.loc[("legacy", "kendall_tau"), "note"]
         == "pct_increase from 2 of 4 cells: the unmasked mean is 0 in the others"
     )
     zero.loc[plain, "mean"] = 0.0
-    inc = sim.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
+    inc = paper_layout.masking_increase(zero, (0.9,)).set_index(["mode", "name"])
     assert np.isnan(inc.loc[("legacy", "kendall_tau"), "pct_increase"])
     assert inc.loc[("legacy", "kendall_tau"), "note"].startswith("pct_increase not computable")
 
 
 def test_paper_table_and_legacy_layout():
-    summary = sim.summarise(_synthetic_rows(), seed=0, n_boot=100)
-    table = paper_table(summary, sim.paper_metrics((0.9,))["similarity"])
+    summary = agg.summarise(_synthetic_rows(), seed=0, n_boot=100)
+    table = paper_table(summary, paper_layout.paper_metrics((0.9,))["similarity"])
     assert len(table) == 8 and list(table.columns[:3]) == ["layers", "scaled", "masked"]
     assert "τ-b fixed" in table.columns and "RBO fixed (p = 0.9, ext)" in table.columns
     cell = table.loc[0, "cosine legacy"]
     assert cell.endswith("(0.500)") and cell.count("[") == 1
-    layout = sim.legacy_means_layout(summary)
+    layout = paper_layout.legacy_means_layout(summary)
     assert list(layout.columns) == [
         "example", "mean_cosine_sim", "mean_cosine_sim_ranks", "mean_kendall_tau", "mean_RBO",
         "mean_Jaccard_95th", "scaled", "alpha_only",
@@ -463,7 +467,7 @@ def test_aggregate_with_a_second_dataset_writes_tables_3_and_4(tmp_path):
     ):
         assert {f"{stem}.csv", f"{stem}.tex", f"{stem}.md"} <= names, stem
     assert "12 examples" in (tmp_path / "tables/table3_similarity_notes.md").read_text(encoding="utf-8")
-    summary, prov = load_parquet(tmp_path / "summary.parquet", sim.SUMMARY_SCHEMA)
+    summary, prov = load_parquet(tmp_path / "summary.parquet", agg.SUMMARY_SCHEMA)
     assert set(summary["dataset"]) == {"papers", "notes"} and "B-5" in prov["deviations"]
     bad = SimilarityConfig(extra_datasets=({"name": "gone", "path": str(tmp_path / "missing")},))
     with pytest.raises(InputError, match=r"similarity.extra_datasets\[gone\]: path: expected"):
@@ -488,16 +492,16 @@ def test_tiny_splits_give_a_value_or_a_reason_never_a_crash():
     rows = _synthetic_rows(3, 0)
     for n in (1, 2, 3):
         part = rows[rows["example_id"].isin(sorted(rows["example_id"].unique())[:n])].astype({"value": object})
-        summary = sim.summarise(part.astype({"value": float}), seed=0, n_boot=50)
+        summary = agg.summarise(part.astype({"value": float}), seed=0, n_boot=50)
         assert (summary["n_examples"] <= n).all()
         if n == 1:
             assert summary["ci_lo"].isna().all()
             assert (summary["note"] == "not computable (n = 1): a bootstrap interval needs 2 examples").all()
-            cell = paper_table(summary, sim.paper_metrics((0.9,))["similarity"]).iloc[0, 3]
+            cell = paper_table(summary, paper_layout.paper_metrics((0.9,))["similarity"]).iloc[0, 3]
             assert "[no interval: not computable (n = 1)" in cell
         else:
             assert not summary["ci_lo"].isna().any() and (summary["note"] == "").all()
-        tests = sim.paired_tests(part)
+        tests = agg.paired_tests(part)
         assert len(tests) and not tests["note"].eq("").all()  # fewer than 6 pairs: p cannot fall below 0.05
         undefined = tests["p_value"].isna()
         assert tests.loc[undefined, "note"].str.startswith("not computable").all()
@@ -511,8 +515,8 @@ def test_aggregate_of_one_example_notes_what_it_could_not_compute(tmp_path):
     save_json({"name": "one note"}, manifest, provenance(MANIFEST_SCHEMA))
     run_aggregate_similarity(SimilarityConfig(n_boot=20), [tmp_path / "shard0.parquet"], manifest,
                              tmp_path / "summary.parquet", tmp_path / "tables")  # fmt: skip
-    _, prov = load_parquet(tmp_path / "summary.parquet", sim.SUMMARY_SCHEMA)
-    n = len(sim.summarise(one, 0, 20))
+    _, prov = load_parquet(tmp_path / "summary.parquet", agg.SUMMARY_SCHEMA)
+    n = len(agg.summarise(one, 0, 20))
     assert (
         f"one note: {n} of {n} dataset means not computable (n = 1): a bootstrap interval needs 2 examples"
         in (prov["notes"])

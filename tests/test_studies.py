@@ -12,7 +12,7 @@ from helpers import run_snakemake
 
 from attnlens.config import SyntheticConfig, load_config
 from attnlens.corpus import generate_corpus
-from attnlens.modeling import source_tokenizer
+from attnlens.models.loading import source_tokenizer
 
 pytestmark = pytest.mark.workflow
 

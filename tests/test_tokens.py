@@ -16,9 +16,9 @@ from tokenizers import ByteLevelBPETokenizer
 from tokenizers.processors import RobertaProcessing
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from attnlens.attribution import baseline_ids
+from attnlens.attribution.ig import baseline_ids
 from attnlens.data import encode_splits, unknown_note, unknown_tokens
-from attnlens.modeling import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
+from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
 from attnlens.pairs import SiameseEncoder, reference_ids
 from attnlens.prediction import encode_texts
 from attnlens.tokens import (

@@ -18,9 +18,9 @@ from scipy import stats
 from test_attention import CASES, dense_reference, random_band
 
 from attnlens import topology as tp
-from attnlens.attention import forward_bands
 from attnlens.config import TopologyConfig
 from attnlens.corpus import generate_pairs
+from attnlens.models import architecture, forward_bands
 from attnlens.prediction import encode_texts
 from attnlens.stats import rank_correlation
 
@@ -173,7 +173,7 @@ def test_topology_of_a_real_forward(tiny_classifier):
 
     model, tokenizer = tiny_classifier
     encoded = encode_texts(tokenizer, ["a long enough text about attention windows and their bands. " * 3])
-    bands = forward_bands(model, encoded.batch([0]))
+    bands = forward_bands(model, encoded.batch([0], arch=architecture(model)))
     n = len(encoded.input_ids[0])
     special = np.zeros(n, dtype=bool)
     special[[0, n - 1]] = True

@@ -11,7 +11,7 @@ from helpers import GUARD, ROOT, run_guarded
 from attnlens.config import TrainConfig
 from attnlens.data import EXAMPLES_SCHEMA
 from attnlens.io import load_json, provenance, save_parquet, save_pretrained
-from attnlens.modeling import load_classifier
+from attnlens.models.loading import load_classifier
 from attnlens.train import train_classifier
 
 

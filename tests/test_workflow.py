@@ -15,18 +15,20 @@ from helpers import copy_run
 from helpers import run_snakemake as _snakemake
 from pandas.compat._optional import VERSIONS
 
-from attnlens.attention import load_bands, load_summaries, received_attention
-from attnlens.attribution import load_attributions, load_embedding_attributions
+from attnlens.attention.band import received_attention
+from attnlens.attention.summaries import load_bands, load_summaries
+from attnlens.attribution.explanations import METHODS, load_explanations
+from attnlens.attribution.ig import load_attributions, load_embedding_attributions
+from attnlens.compare.aggregate import SUMMARY_SCHEMA
+from attnlens.compare.metrics import COLUMNS, LEGACY_METRICS, fixed_metrics, load_similarity
 from attnlens.config import AttributionConfig, load_config
 from attnlens.data import load_examples
-from attnlens.explanations import METHODS, load_explanations
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
-from attnlens.modeling import load_classifier
+from attnlens.models.loading import load_classifier
 from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
 from attnlens.prediction import load_selection
 from attnlens.render.explorer import read_explorer
-from attnlens.similarity import COLUMNS, LEGACY_METRICS, SUMMARY_SCHEMA, fixed_metrics, load_similarity
 from attnlens.stages import attribution as attribution_stage
 from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 

@@ -1,10 +1,12 @@
 """Head importance by first-order Taylor expansion (Molchanov et al. 2019; T3-vis; recipes §4).
 
-For layer ``l`` and head ``h`` with output features ``R_h = [h·d, (h+1)·d)`` the parameter groups are
+For layer ``l`` and head ``h`` with output features ``R_h = [h·d, (h+1)·d)`` the parameter groups are the
+architecture's head groups (:meth:`attnlens.models.base.Architecture.head_groups`):
 
 * local: rows ``R_h`` of ``W_Q, W_K, W_V`` and entries ``R_h`` of their biases (``query``, ``key``,
   ``value``), and columns ``R_h`` of the attention output dense ``W_O`` (``output``; bias excluded);
-* global: rows ``R_h`` of Longformer's ``query_global, key_global, value_global`` (+ biases).
+* global: rows ``R_h`` of the global rows' own projections, where the architecture has them
+  (``query_global, key_global, value_global`` + biases).
 
 ``legacy`` is the T3-vis recipe exactly: gradients are never zeroed, so after N examples each
 parameter holds ``G = Σ_n ∂loss_n/∂θ``; ``I_raw[l,h] = Σ_{p ∈ local} (G_p θ_p)²``; global min–max.
@@ -31,26 +33,12 @@ import numpy as np
 import torch
 
 from attnlens.io import load_tensors
+from attnlens.models import architecture
 
 IMPORTANCE_SCHEMA = "head_importance/v1"
-LOCAL_GROUPS = ("query", "key", "value", "output")
-GLOBAL_GROUPS = ("query_global", "key_global", "value_global")
-GROUPS = LOCAL_GROUPS + GLOBAL_GROUPS
 NORMALISATIONS = ("minmax", "max", "layer_sum")
 #: Legacy bugs whose behaviour the fixed matrix changes (docs/deviations.md).
 FIXED_DEVIATIONS = ("B-3", "B-4")
-
-
-def head_parameters(model) -> list[dict[str, tuple[torch.nn.Parameter, torch.nn.Parameter | None]]]:
-    """Per layer, the ``(weight, bias)`` of every group (bias ``None`` for ``output``)."""
-    longformer = model.longformer if hasattr(model, "longformer") else model
-    layers = []
-    for layer in longformer.encoder.layer:
-        att = layer.attention.self
-        groups = {name: (getattr(att, name).weight, getattr(att, name).bias) for name in GROUPS if name != "output"}
-        groups["output"] = (layer.attention.output.dense.weight, None)
-        layers.append(groups)
-    return layers
 
 
 @torch.no_grad()
@@ -61,9 +49,10 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
     sums over examples would keep every example's graph (its gradients and float64 products, ~90 MB
     each at the default model size) alive until the end of the pass.
     """
-    params = head_parameters(model)
+    arch = architecture(model)
+    params = arch.head_groups(model)
     result = {}
-    for name in GROUPS:
+    for name in arch.head_group_names:
         sq = torch.zeros(len(params), n_heads, dtype=torch.float64)
         lin = torch.zeros_like(sq)
         for layer, groups in enumerate(params):
@@ -124,7 +113,8 @@ def estimate_head_importance(
         raise ValueError(f"unknown estimator {estimator!r}")
     model.eval()
     n_heads = model.config.num_attention_heads
-    params = [p for groups in head_parameters(model) for w, b in groups.values() for p in (w, b) if p is not None]
+    arch = architecture(model)
+    params = [p for groups in arch.head_groups(model) for w, b in groups.values() for p in (w, b) if p is not None]
     legacy_sum = {id(p): torch.zeros_like(p, dtype=torch.float64) for p in params}
     n_layers = model.config.num_hidden_layers
     local = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=params[0].device)
@@ -145,12 +135,12 @@ def estimate_head_importance(
             model(**batch).loss.backward()
             terms = taylor_terms(model, n_heads)
             if estimator == "elementwise":
-                loc = sum(terms[g][0] for g in LOCAL_GROUPS)
-                glo = sum(terms[g][0] for g in GLOBAL_GROUPS)
+                loc = sum(terms[g][0] for g in arch.local_groups)
+                glo = sum(terms[g][0] for g in arch.global_groups)
                 both = loc + glo
             else:
-                lin_loc = sum(terms[g][1] for g in LOCAL_GROUPS)
-                lin_glo = sum(terms[g][1] for g in GLOBAL_GROUPS)
+                lin_loc = sum(terms[g][1] for g in arch.local_groups)
+                lin_glo = sum(terms[g][1] for g in arch.global_groups)
                 loc, glo, both = lin_loc**2, lin_glo**2, (lin_loc + lin_glo) ** 2
             local += loc
             glob += glo
@@ -170,7 +160,7 @@ def estimate_head_importance(
     legacy_terms = taylor_terms(model, n_heads)
     for p in params:
         p.grad = saved[id(p)]
-    legacy_raw = sum(legacy_terms[g][0] for g in LOCAL_GROUPS)
+    legacy_raw = sum(legacy_terms[g][0] for g in arch.local_groups)
     out = {"legacy_raw": legacy_raw, "fixed_local": local, "fixed_global": glob, "fixed_raw": combined}
     return {**{k: v.cpu() for k, v in out.items()}, "n_examples": torch.tensor(n)}
 

@@ -51,7 +51,7 @@ from attnlens.corpus import generate_pairs
 from attnlens.data import compute_split, read_table
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, load_shards
-from attnlens.modeling import from_hub, resolve_pretrained
+from attnlens.models.loading import from_hub, resolve_pretrained
 from attnlens.tokens import TEXT_AS_TEXT, structural_ids
 from attnlens.train import seed_everything
 

@@ -12,7 +12,7 @@ import torch
 
 from attnlens.errors import InputError
 from attnlens.io import load_json
-from attnlens.modeling import global_attention_mask
+from attnlens.models import Architecture, architecture
 
 PREDICTIONS_SCHEMA = "predictions/v1"
 SELECTION_SCHEMA = "selection/v1"
@@ -25,8 +25,11 @@ class Encoded:
     input_ids: list[list[int]]
     pad_token_id: int
 
-    def batch(self, index: Sequence[int], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        """Right-padded batch with attention mask and the explicit CLS global-attention mask."""
+    def batch(
+        self, index: Sequence[int], device: torch.device | str = "cpu", arch: Architecture | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Right-padded batch with attention mask and the forward arguments ``arch`` adds (a global-attention
+        mask, say; :meth:`~attnlens.models.base.Architecture.forward_args`)."""
         rows = [self.input_ids[i] for i in index]
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
@@ -34,7 +37,7 @@ class Encoded:
         for j, r in enumerate(rows):
             ids[j, : len(r)] = torch.tensor(r)
             mask[j, : len(r)] = 1
-        out = {"input_ids": ids, "attention_mask": mask, "global_attention_mask": global_attention_mask(mask)}
+        out = {"input_ids": ids, "attention_mask": mask, **(arch.forward_args(mask) if arch is not None else {})}
         return {k: v.to(device) for k, v in out.items()}
 
 
@@ -58,7 +61,7 @@ def predict_logits(model, encoded: Encoded, batch_size: int) -> np.ndarray:
     n = len(encoded.input_ids)
     out = np.zeros((n, model.config.num_labels), dtype=np.float32)
     for index in _length_sorted_batches(encoded, batch_size):
-        logits = model(**encoded.batch(index, device)).logits
+        logits = model(**encoded.batch(index, device, architecture(model))).logits
         out[index] = logits.float().cpu().numpy()
     return out
 

@@ -10,7 +10,7 @@ about the text). The remaining tokens are pooled into units (``pooling``): conse
 ``chunk_size`` tokens (default), sentences (split after ``.``/``!``/``?`` tokens), or single tokens
 (``none``, for short texts). The pooled attention of unit ``I`` to unit ``J`` in one layer and head is
 ``S[I, J] = (1/|I|) Σ_{i∈I} Σ_{j∈J} A[i, j]``: the attention mass a query of ``I`` sends to ``J`` on
-average. On Longformer it is summed straight from the band (local window slots, the local rows'
+average. On a band it is summed straight from the band (local window slots, the local rows'
 global slots and the global tokens' own rows); pairs outside the band have zero attention, so they
 add nothing to ``S`` and — when the whole unit pair lies outside the band — get MI 0, i.e. the
 largest distance. Dense attention of any encoder is pooled the same way.
@@ -56,7 +56,7 @@ import torch
 from scipy import sparse
 from scipy.special import xlogy
 
-from attnlens.attention import layer_slice
+from attnlens.attention.band import layer_slice
 from attnlens.io import load_shards
 from attnlens.stats import not_computable, permutation_p_value
 from attnlens.tokens import display_tokens, structural_mask
@@ -147,7 +147,7 @@ def dense_attentions(model, batch: dict) -> np.ndarray:
 
 
 def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
-    """``(L, H, m, m)`` pooled attention summed from Longformer bands (one :class:`~attnlens.attention.Band` per layer).
+    """``(L, H, m, m)`` pooled attention summed from bands (one :class:`~attnlens.attention.Band` per layer).
 
     Every attention weight ``A[i, j]`` the band holds — window slots, the local rows' global slots
     and the global tokens' rows — is added to cell ``(unit(i), unit(j))`` with one sparse product per

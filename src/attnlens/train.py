@@ -1,4 +1,4 @@
-"""Fine-tuning the Longformer classifier with accelerate (multi-GPU ready, fp16 on CUDA, fp32 on CPU).
+"""Fine-tuning the classifier with accelerate (multi-GPU ready, fp16 on CUDA, fp32 on CPU).
 
 The recipe is the paper's (§2.1 of ``docs/recipes.md``) with the Trainer's implicit defaults made
 explicit: AdamW (β = 0.9/0.999, ε = 1e-8), weight decay on every weight but biases and LayerNorm,
@@ -24,6 +24,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from attnlens.config import TrainConfig
 from attnlens.device import autocast_dtype, resolve_device
+from attnlens.models import architecture
 from attnlens.prediction import classification_metrics, encode_texts, predict_logits
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ def train_classifier(
     total_steps = steps_per_epoch * cfg.epochs
     optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
     scheduler = get_linear_schedule_with_warmup(optimizer, round(cfg.warmup_ratio * total_steps), total_steps)
+    arch = architecture(model)  # before accelerate wraps the model
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     generator = torch.Generator().manual_seed(cfg.seed)
     history = []
@@ -119,7 +121,7 @@ def train_classifier(
         for b in bar:
             start_at = (b * n_proc + rank) * cfg.batch_size
             index = [order[i % n] for i in range(start_at, min(start_at + cfg.batch_size, n))] or [order[start_at % n]]
-            batch = train_enc.batch(index, accelerator.device)
+            batch = train_enc.batch(index, accelerator.device, arch)
             with accelerator.accumulate(model):
                 out = model(**batch, labels=train_labels[index].to(accelerator.device))
                 accelerator.backward(out.loss)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlens.attention import (
+from attnlens.attention.band import (
     LAYER_CONFIGURATIONS,
     Band,
     layer_slice,

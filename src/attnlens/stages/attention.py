@@ -8,13 +8,12 @@ import time
 import numpy as np
 import torch
 
-from attnlens.attention import (
+from attnlens.attention.band import binned_image
+from attnlens.attention.summaries import (
     BANDS_SCHEMA,
     SUMMARY_SCHEMA,
     band_key,
-    binned_image,
     compute_example_summaries,
-    forward_bands,
     position_counts,
 )
 from attnlens.config import AttentionConfig, ImportanceConfig
@@ -29,7 +28,8 @@ from attnlens.importance import (
     zero_heads,
 )
 from attnlens.io import StrPath, pack_strings, provenance, save_tensors
-from attnlens.modeling import load_classifier
+from attnlens.models import architecture, forward_bands
+from attnlens.models.loading import load_classifier
 from attnlens.prediction import encode_texts, load_selection
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def run_estimate_head_importance(
 
     def batches():
         for i in range(len(labels)):
-            batch = encoded.batch([i], on)
+            batch = encoded.batch([i], on, architecture(model))
             batch["labels"] = torch.tensor([int(labels[i])], device=on)
             yield batch
 
@@ -125,7 +125,7 @@ def run_extract_attention(
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
-        bands = forward_bands(model, encoded.batch([i], on))
+        bands = forward_bands(model, encoded.batch([i], on, architecture(model)))
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))

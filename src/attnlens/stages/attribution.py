@@ -12,8 +12,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attention import load_summaries
-from attnlens.attribution import (
+from attnlens.attention.summaries import load_summaries
+from attnlens.attribution.explanations import load_explanations, scores_by_example
+from attnlens.attribution.faithfulness import (
+    FAITHFULNESS_SCHEMA,
+    PLAUSIBILITY_SCHEMA,
+    aopc,
+    attention_scores,
+    evaluate_example,
+    example_evidence,
+    plausibility,
+    random_ranking,
+    ranking,
+)
+from attnlens.attribution.ig import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_SCHEMA,
     ATTRIBUTION_TYPES,
@@ -32,18 +44,6 @@ from attnlens.attribution import (
 from attnlens.config import AttributionConfig, FaithfulnessConfig, FiguresConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.device import place, synchronize
-from attnlens.explanations import load_explanations, scores_by_example
-from attnlens.faithfulness import (
-    FAITHFULNESS_SCHEMA,
-    PLAUSIBILITY_SCHEMA,
-    aopc,
-    attention_scores,
-    evaluate_example,
-    example_evidence,
-    plausibility,
-    random_ranking,
-    ranking,
-)
 from attnlens.io import (
     StrPath,
     atomic_dir,
@@ -56,7 +56,7 @@ from attnlens.io import (
     write_csv,
     write_sidecar,
 )
-from attnlens.modeling import load_classifier, load_tokenizer
+from attnlens.models.loading import load_classifier, load_tokenizer
 from attnlens.prediction import encode_texts, load_selection
 from attnlens.render.figures import plot_faithfulness_curves, save_figure
 from attnlens.render.overlays import (

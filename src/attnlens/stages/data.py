@@ -18,7 +18,7 @@ from attnlens.data import (
     unknown_tokens,
 )
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.modeling import check_labels, resolve_max_length, source_config, source_tokenizer
+from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
 
 log = logging.getLogger(__name__)
 

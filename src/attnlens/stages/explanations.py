@@ -10,20 +10,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution import freeze, load_attributions, prepare_inputs
-from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
-from attnlens.data import shard_of
-from attnlens.device import place
-from attnlens.explanations import (
+from attnlens.attribution.explanations import (
     EXPLANATION_TYPES,
     EXPLANATIONS_SCHEMA,
     explain_example,
     load_explanations,
     scores_by_example,
 )
-from attnlens.faithfulness import FAITHFULNESS_SCHEMA, PLAUSIBILITY_SCHEMA, aopc
-from attnlens.io import StrPath, load_parquet, provenance, save_parquet
-from attnlens.leaderboard import (
+from attnlens.attribution.faithfulness import FAITHFULNESS_SCHEMA, PLAUSIBILITY_SCHEMA, aopc
+from attnlens.attribution.ig import freeze, load_attributions, prepare_inputs
+from attnlens.attribution.leaderboard import (
     CONTROL,
     EXAMPLE_COLUMNS,
     LEADERBOARD_SCHEMA,
@@ -32,7 +28,11 @@ from attnlens.leaderboard import (
     metrics,
     summarise,
 )
-from attnlens.modeling import load_classifier, load_tokenizer
+from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
+from attnlens.data import shard_of
+from attnlens.device import place
+from attnlens.io import StrPath, load_parquet, provenance, save_parquet
+from attnlens.models.loading import load_classifier, load_tokenizer
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
 from attnlens.tokens import structural_ids, structural_mask

@@ -10,16 +10,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.attention import (
-    TOPK_COLUMNS,
-    bin_cells,
-    binned_image,
-    count_topk,
-    intersect_counts,
-    layer_configuration,
-    load_bands,
-    load_summaries,
-)
+from attnlens.attention.band import bin_cells, binned_image, layer_configuration
+from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
 from attnlens.config import FiguresConfig
 from attnlens.errors import InputError
 from attnlens.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
@@ -34,7 +26,7 @@ from attnlens.io import (
     save_csv,
     save_tensors,
 )
-from attnlens.modeling import load_tokenizer
+from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import SELECTION_SCHEMA, load_selection, role_left_out
 from attnlens.render.figures import (
     plot_attention_grid,

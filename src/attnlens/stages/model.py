@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/model.smk``: the base Longformer, fine-tuning and the prediction pass."""
+"""Rules of ``workflow/rules/model.smk``: the base model, fine-tuning and the prediction pass."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_sectio
 from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
-from attnlens.modeling import build_base_model, import_classifier, load_classifier
+from attnlens.models.loading import build_base_model, import_classifier, load_classifier
 from attnlens.prediction import (
     PREDICTIONS_SCHEMA,
     SELECTION_SCHEMA,
@@ -46,7 +46,7 @@ def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrP
 
 
 def run_import_classifier(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> dict:
-    """Rule ``import_classifier`` (``model.source: classifier``): an already fine-tuned Longformer classifier,
+    """Rule ``import_classifier`` (``model.source: classifier``): an already fine-tuned classifier,
     saved as ``results/models/finetuned`` with its weights unchanged, in place of fine-tuning.
 
     The log and the model's provenance say where its length and window came from (config or checkpoint);

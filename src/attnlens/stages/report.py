@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.attention import Band, load_bands
-from attnlens.attribution import load_attributions
+from attnlens.attention.band import Band
+from attnlens.attention.summaries import load_bands
+from attnlens.attribution.explanations import LABELS, SIGNED, load_explanations, scores_by_example
+from attnlens.attribution.faithfulness import example_evidence
+from attnlens.attribution.ig import load_attributions
 from attnlens.config import ExplorerConfig
 from attnlens.data import load_examples
-from attnlens.explanations import LABELS, SIGNED, load_explanations, scores_by_example
-from attnlens.faithfulness import example_evidence
 from attnlens.importance import load_importance
 from attnlens.io import (
     StrPath,
@@ -30,7 +31,7 @@ from attnlens.io import (
     save_json,
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
-from attnlens.modeling import load_tokenizer
+from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import load_selection
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, compute_views, payload, render_explorer
 from attnlens.tokens import structural_ids, surface_pieces

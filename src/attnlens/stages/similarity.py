@@ -10,8 +10,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attention import LAYER_CONFIGURATIONS, load_summaries
-from attnlens.attribution import load_attributions
+from attnlens.attention.band import LAYER_CONFIGURATIONS
+from attnlens.attention.summaries import load_summaries
+from attnlens.attribution.ig import load_attributions
+from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
+from attnlens.compare.metrics import (
+    COLUMNS,
+    DEVIATIONS,
+    HEADS_SCHEMA,
+    HEADS_TYPES,
+    MODES,
+    SIMILARITY_SCHEMA,
+    SIMILARITY_TYPES,
+    attention_vectors,
+    compare_example,
+    head_agreement,
+    load_similarity,
+    token_masks,
+)
+from attnlens.compare.paper import (
+    LAYER_LABELS,
+    MASKED_WITH,
+    legacy_means_layout,
+    masking_increase,
+    paper_metrics,
+    top_set_table,
+    value_counts,
+)
 from attnlens.config import FiguresConfig, SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
@@ -28,35 +53,11 @@ from attnlens.io import (
     save_parquet,
     write_sidecar,
 )
-from attnlens.modeling import load_tokenizer
+from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import load_selection, showcased_once
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_head_agreement, plot_similarity_distributions
 from attnlens.render.tables import example_metrics_table, markdown_table, paper_table, write_table
-from attnlens.similarity import (
-    COLUMNS,
-    DEVIATIONS,
-    HEADS_SCHEMA,
-    HEADS_TYPES,
-    LAYER_LABELS,
-    MASKED_WITH,
-    MODES,
-    SIMILARITY_SCHEMA,
-    SIMILARITY_TYPES,
-    SUMMARY_SCHEMA,
-    attention_vectors,
-    compare_example,
-    head_agreement,
-    legacy_means_layout,
-    load_similarity,
-    masking_increase,
-    paired_tests,
-    paper_metrics,
-    summarise,
-    token_masks,
-    top_set_table,
-    value_counts,
-)
 from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)

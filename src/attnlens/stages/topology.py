@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.attention import forward_bands, layer_slice
+from attnlens.attention.band import layer_slice
 from attnlens.config import FiguresConfig, TopologyConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.device import place
@@ -24,7 +24,8 @@ from attnlens.io import (
     save_parquet,
     save_tensors,
 )
-from attnlens.modeling import load_classifier
+from attnlens.models import architecture, forward_bands
+from attnlens.models.loading import load_classifier
 from attnlens.prediction import encode_texts, load_selection, showcased_once
 from attnlens.render.figures import plot_distance_matrix, plot_persistence
 from attnlens.render.tables import write_table
@@ -73,7 +74,7 @@ def run_topology(
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
             continue
-        bands = forward_bands(model, encoded.batch([i], on))
+        bands = forward_bands(model, encoded.batch([i], on, architecture(model)))
         pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
         freqs = unit_frequencies(input_ids, unit_of)
         for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():

@@ -27,8 +27,9 @@ import pandas as pd
 import torch
 from sklearn.metrics import average_precision_score
 
-from attnlens.attention import layer_configuration
+from attnlens.attention.band import layer_configuration
 from attnlens.data import example_rng
+from attnlens.models import architecture
 from attnlens.prediction import Encoded, softmax
 from attnlens.stats import n_top
 
@@ -64,7 +65,7 @@ def class_probabilities(model, sequences: list[list[int]], pad_id: int, batch_si
     order = np.argsort([len(s) for s in sequences], kind="stable")
     for start in range(0, len(order), batch_size):
         index = order[start : start + batch_size].tolist()
-        logits = model(**encoded.batch(index, device)).logits.double().cpu().numpy()
+        logits = model(**encoded.batch(index, device, architecture(model))).logits.double().cpu().numpy()
         out[index] = softmax(logits)
     return out
 

@@ -1,4 +1,4 @@
-"""Compiled kernels (numba): single-pass top-k on Longformer's band, and Kendall concordance counts.
+"""Compiled kernels (numba): single-pass top-k on an attention band, and Kendall concordance counts.
 
 Both directions of recipes §7 read the band once, in memory order, and keep for every row a
 small sorted buffer of its ``k`` best partners — ordered by ``(−score, position)``, the tie rule of

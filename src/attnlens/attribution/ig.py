@@ -1,4 +1,4 @@
-"""Integrated-Gradients attributions of a Longformer classifier (recipes §9).
+"""Integrated-Gradients attributions of a classifier (recipes §9).
 
 The main attribution (§9.1) is layer integrated gradients — Captum's ``LayerIntegratedGradients``
 (:func:`layer_ig`) — on the output of the whole embedding module (word + position + token type, after
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from captum.attr import LayerIntegratedGradients
 
 from attnlens.device import autocast_dtype
 from attnlens.io import load_parquet, load_shards
-from attnlens.modeling import global_attention_mask
+from attnlens.models import architecture
 from attnlens.prediction import PREDICTIONS_SCHEMA
 from attnlens.tokens import structural_ids
 
@@ -44,34 +44,29 @@ TARGETS = ("class_1", "predicted", "true")
 
 
 class ProbabilityForward(torch.nn.Module):
-    """``F(input_ids, attention_mask, global_attention_mask, position_ids) = softmax(logits)``."""
+    """``F(input_ids, attention_mask, position_ids, *model_args) = softmax(logits)``.
 
-    def __init__(self, model):
+    ``model_args`` are the architecture's own forward arguments (:attr:`Inputs.model_args`, by ``names``),
+    passed positionally after the common ones, as Captum passes ``additional_forward_args``.
+    """
+
+    def __init__(self, model, names: Sequence[str] = ()):
         super().__init__()
         self.model = model
+        self.names = tuple(names)
 
-    def forward(self, input_ids, attention_mask, global_attention_mask, position_ids, token_type_ids=None):
+    def forward(self, input_ids, attention_mask, position_ids, *model_args, token_type_ids=None):
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            global_attention_mask=global_attention_mask,
             position_ids=position_ids,
             token_type_ids=token_type_ids,
+            **dict(zip(self.names, model_args, strict=True)),
         )
         logits = out.logits
         if logits.dtype in (torch.float16, torch.bfloat16):  # autocast: softmax in float32
             logits = logits.float()
         return torch.softmax(logits, dim=-1)
-
-
-def position_ids(model, n: int, batch: int = 1) -> torch.Tensor:
-    """The position ids Longformer gives ``n`` real tokens (``pad + 1, pad + 2, …``), explicit.
-
-    Passed for input and baseline alike: otherwise the model would number the baseline's pad
-    tokens as padding.
-    """
-    start = model.config.pad_token_id + 1
-    return torch.arange(start, start + n).expand(batch, n)
 
 
 def baseline_ids(input_ids: torch.Tensor, special: set[int], pad_id: int) -> torch.Tensor:
@@ -93,24 +88,36 @@ class Inputs:
     input_ids: torch.Tensor  # (1, n)
     baseline: torch.Tensor  # (1, n)
     attention_mask: torch.Tensor
-    global_attention_mask: torch.Tensor
-    position_ids: torch.Tensor
+    position_ids: torch.Tensor | None  # explicit, for input and baseline alike (None: the model has none)
+    model_args: dict[str, torch.Tensor] = field(default_factory=dict)  # the architecture's own (global mask …)
 
     @property
     def forward_args(self) -> tuple[torch.Tensor, ...]:
-        return (self.attention_mask, self.global_attention_mask, self.position_ids)
+        """``(attention_mask, position_ids, *model_args)``: :class:`ProbabilityForward`'s arguments after the ids."""
+        return (self.attention_mask, self.position_ids, *self.model_args.values())
+
+    def forward_kwargs(self, batch: int = 1) -> dict[str, torch.Tensor]:
+        """Every forward argument but ``input_ids``, by name, repeated over a batch of ``batch``."""
+        named = {"attention_mask": self.attention_mask, "position_ids": self.position_ids, **self.model_args}
+        return {k: v if v is None else v.expand(batch, *v.shape[1:]) for k, v in named.items()}
+
+    def probability_forward(self, model) -> ProbabilityForward:
+        """``F`` of ``model`` taking these inputs' :attr:`forward_args`."""
+        return ProbabilityForward(model, tuple(self.model_args))
 
 
 def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs:
-    """Build :class:`Inputs` for one tokenised example (special tokens included)."""
+    """Build :class:`Inputs` for one tokenised example (special tokens included), as its architecture wants."""
+    arch = architecture(model)
     input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
     mask = torch.ones_like(input_ids)
+    positions = arch.position_ids(model.config, input_ids.shape[1])
     return Inputs(
         input_ids=input_ids,
         baseline=baseline_ids(input_ids, structural_ids(tokenizer), tokenizer.pad_token_id),
         attention_mask=mask,
-        global_attention_mask=global_attention_mask(mask),
-        position_ids=position_ids(model, input_ids.shape[1]).to(device),
+        position_ids=None if positions is None else positions.to(device),
+        model_args=arch.forward_args(mask),
     )
 
 
@@ -216,18 +223,18 @@ def integrate(
 
 
 def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attribution:
-    """:func:`integrate` on the output of Longformer's embedding module (recipes §9.1)."""
-    forward = ProbabilityForward(freeze(model))
+    """:func:`integrate` on the output of the model's embedding module (recipes §9.1)."""
+    forward = inputs.probability_forward(freeze(model))
     res = integrate(
         forward,
-        model.longformer.embeddings,
+        architecture(model).embeddings(model),
         inputs.input_ids,
         inputs.baseline,
         inputs.forward_args,
         target,
         **kwargs,
     )
-    n = inputs.input_ids.shape[1]  # Longformer pads to a multiple of the window inside: drop that tail
+    n = inputs.input_ids.shape[1]  # a model may pad inside (to a multiple of a window): drop that tail
     return dataclasses.replace(res, scores=res.scores[:n])
 
 
@@ -268,23 +275,18 @@ def embedding_ig(
     position ids 0)`` — position id 0 is the original's choice. ``fixed``: word and position
     embeddings only (the token-type input never changes, so its attribution is identically 0 and
     its L2 normalisation 0/0), baseline positions = the model's padding index, whose row is the
-    neutral zero vector in a converted model (and the one Longformer itself uses for padding).
+    neutral zero vector in a converted model (and the one the model itself uses for padding).
 
     Returns:
         ``{name: (n,) scores}`` for each attributed layer, plus ``"delta"``: Σ over all layers and
         tokens − (F_t(x) − F_t(x′)) — only the sum obeys completeness, not each layer.
     """
-    emb = model.longformer.embeddings
-    names = ["word", "position", "token_type"] if mode == "legacy" else ["word", "position"]
-    modules = {
-        "word": emb.word_embeddings,
-        "position": emb.position_embeddings,
-        "token_type": emb.token_type_embeddings,
-    }
-    forward = ProbabilityForward(freeze(model))
+    modules = architecture(model).embedding_layers(model)
+    names = [name for name in (EMBEDDING_LAYERS if mode == "legacy" else ("word", "position")) if name in modules]
+    forward = inputs.probability_forward(freeze(model))
 
-    def f(ids, pos, types, mask, gmask):
-        return forward(ids, mask, gmask, pos, types)
+    def f(ids, pos, types, mask, *model_args):
+        return forward(ids, mask, pos, *model_args, token_type_ids=types)
 
     types = torch.zeros_like(inputs.input_ids)
     base_pos = torch.full_like(inputs.position_ids, 0 if mode == "legacy" else model.config.pad_token_id)
@@ -293,7 +295,7 @@ def embedding_ig(
         [modules[name] for name in names],
         (inputs.input_ids, inputs.position_ids, types),
         (inputs.baseline, base_pos, types),
-        (inputs.attention_mask, inputs.global_attention_mask),
+        (inputs.attention_mask, *inputs.model_args.values()),
         target,
         n_steps,
         internal_batch_size,
@@ -308,7 +310,7 @@ def embedding_ig(
             torch.cat([inputs.position_ids, base_pos]),
             torch.cat([types, types]),
             inputs.attention_mask.expand(2, -1),
-            inputs.global_attention_mask.expand(2, -1),
+            *(a.expand(2, -1) for a in inputs.model_args.values()),
         )
     gap = float(both[0, target] - both[1, target])
     out["delta"] = float(sum(float(np.sum(out[name])) for name in names) - gap)

@@ -1,0 +1,49 @@
+"""The model seam: one :class:`~attnlens.models.base.Architecture` per encoder family, found by ``model_type``.
+
+:func:`architecture` is how every stage and numerics module reaches what differs between architectures
+(forward arguments, embedding layers, head groups, attention in its native sparse form); the loaders in
+:mod:`attnlens.models.loading` read checkpoints of every ``model.source``. What a new architecture must
+provide is written in :mod:`attnlens.models.base`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlens.attention.band import Band
+from attnlens.errors import InputError
+from attnlens.models.base import Architecture
+from attnlens.models.longformer import LONGFORMER
+
+#: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
+ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER,)}
+
+
+def architecture(model_or_config, where: str = "model") -> Architecture:
+    """The :class:`Architecture` of a model (or of its Hugging Face config), by ``model_type``.
+
+    Raises:
+        InputError: one line naming the supported ``model_type`` values.
+    """
+    config = getattr(model_or_config, "config", model_or_config)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in ARCHITECTURES:
+        raise InputError(
+            where, "config.json model_type", f"expected one of {sorted(ARCHITECTURES)}, got {model_type!r}"
+        )
+    return ARCHITECTURES[model_type]
+
+
+@torch.no_grad()
+def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
+    """One example's forward pass with attention outputs, as one :class:`Band` per layer (on the CPU).
+
+    ``batch`` holds the architecture's forward arguments (:meth:`~attnlens.models.base.Architecture.forward_args`).
+    """
+    out = model(**batch, output_attentions=True)
+    bands = architecture(model).read_attention(out, batch["attention_mask"], batch)[0]
+    # the summaries (compiled kernels) run on the CPU: a model on a GPU hands its attention over once
+    return [band.cpu() for band in bands]
+
+
+__all__ = ["ARCHITECTURES", "Architecture", "architecture", "forward_bands"]

@@ -1,0 +1,118 @@
+"""What attnlens needs to know about one architecture: the model seam.
+
+The stages and the numerics never name an architecture. Everything that differs between encoder
+families goes through one :class:`Architecture` object, chosen by ``config.json``'s ``model_type``
+(:func:`attnlens.models.architecture`). Longformer (:mod:`attnlens.models.longformer`) is the first.
+
+**Adding an architecture.** Write ``attnlens/models/<name>/__init__.py`` with a subclass of
+:class:`Architecture`, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
+
+* ``model_type`` (``config.json``'s key) and ``classifier_class`` (the Hugging Face sequence classifier);
+  :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
+* **Forward arguments.** :meth:`~Architecture.forward_args`: what the forward needs beside ``input_ids``
+  and ``attention_mask`` (Longformer: the global-attention mask, CLS global); :meth:`~Architecture.position_ids`:
+  the explicit position ids of ``n`` real tokens, passed for input and IG baseline alike (``None`` where the
+  model has no position ids, e.g. rotary embeddings).
+* **Layers by name.** :meth:`~Architecture.embeddings` (the module whose output IG, saliency and
+  gradient × input attribute to), :meth:`~Architecture.embedding_layers` (``{"word", "position",
+  "token_type"}`` for per-embedding IG: only those that exist), :meth:`~Architecture.layers`,
+  :meth:`~Architecture.self_attention` (its output ``o`` is what ``∂F/∂o`` hooks read; its first input is the
+  hidden state entering the layer), :meth:`~Architecture.value_projections` and
+  :meth:`~Architecture.output_projection` (value norms, gradient-weighted attention).
+* **Head groups.** :meth:`~Architecture.head_groups`: per layer, the ``(weight, bias)`` of every projection
+  whose rows (or, for the output projection, columns) split by head — what head importance differentiates.
+* **Attention in its native sparse form.** :meth:`~Architecture.read_attention` turns a forward's attention
+  outputs into one :class:`~attnlens.attention.band.Band` per layer and example: a band of local window slots
+  plus global slots and global rows. Every summary — received attention, top-k partners, binned maps, value
+  norms, rollout, gradient-weighted attention, pooled chunks for topology — is computed on that form, so no
+  layer's ``heads × n × n`` tensor ever exists. A block-sparse layer (BigBird) reads as a band whose
+  window covers its sliding blocks, with its global and random blocks as global slots; a layer of full
+  attention (ModernBERT's global layers) must be computed from its own queries and keys in query blocks and
+  reduced on the fly, never returned whole.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from attnlens.attention.band import Band
+
+
+class Architecture(ABC):
+    """One encoder family behind the seam (see the module docstring for what a new one provides)."""
+
+    #: ``config.json``'s ``model_type``.
+    model_type: ClassVar[str]
+    #: Name of the Hugging Face sequence-classification class (``transformers.<name>``).
+    classifier_class: ClassVar[str]
+    #: Head groups of the attention every token takes part in (``output`` = the output projection's columns).
+    local_groups: ClassVar[tuple[str, ...]]
+    #: Head groups of the global rows, where they have projections of their own (empty where they do not).
+    global_groups: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def head_group_names(self) -> tuple[str, ...]:
+        """Every group of :meth:`head_groups`: the local ones, then the global ones."""
+        return self.local_groups + self.global_groups
+
+    @abstractmethod
+    def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
+        """``model`` ready for attnlens (fast attention paths patched in where ``fast``); returns it."""
+
+    @abstractmethod
+    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Arguments of the forward beside ``input_ids``, ``attention_mask`` and ``position_ids``."""
+
+    @abstractmethod
+    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor | None:
+        """``(batch, n)`` explicit position ids of ``n`` real tokens (``None``: the model has none)."""
+
+    @abstractmethod
+    def encoder(self, model: nn.Module) -> nn.Module:
+        """The base model inside a classifier (or the model itself)."""
+
+    def embeddings(self, model: nn.Module) -> nn.Module:
+        """The embedding module whose output IG, saliency and gradient × input attribute to."""
+        return self.encoder(model).embeddings
+
+    @abstractmethod
+    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
+        """``{"word": …, "position": …, "token_type": …}``: the embedding lookups that exist, by name."""
+
+    def layers(self, model: nn.Module) -> Sequence[nn.Module]:
+        """The transformer layers, bottom first."""
+        return list(self.encoder(model).encoder.layer)
+
+    @abstractmethod
+    def self_attention(self, layer: nn.Module) -> nn.Module:
+        """The module whose first input is the layer's hidden state and whose output ``[0]`` is ``o`` (heads
+        concatenated, before the output projection)."""
+
+    @abstractmethod
+    def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
+        """``{"local": …}`` and, where global rows have their own, ``{"global": …}``."""
+
+    @abstractmethod
+    def output_projection(self, layer: nn.Module) -> nn.Linear:
+        """``W_O``: the projection of the concatenated heads."""
+
+    def head_groups(self, model: nn.Module) -> list[dict[str, tuple[nn.Parameter, nn.Parameter | None]]]:
+        """Per layer, ``{group: (weight, bias)}`` for :attr:`head_group_names` (bias ``None`` for ``output``)."""
+        out = []
+        for layer in self.layers(model):
+            sa = self.self_attention(layer)
+            groups = {g: (getattr(sa, g).weight, getattr(sa, g).bias) for g in self.head_group_names if g != "output"}
+            groups["output"] = (self.output_projection(layer).weight, None)
+            out.append(groups)
+        return out
+
+    @abstractmethod
+    def read_attention(
+        self, outputs, attention_mask: torch.Tensor, forward_args: dict[str, torch.Tensor]
+    ) -> list[list[Band]]:
+        """``bands[b][layer]``: a forward's attention outputs (``output_attentions=True``) in their native form."""

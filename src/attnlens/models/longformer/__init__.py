@@ -1,0 +1,115 @@
+"""Longformer behind the model seam: a band of sliding-window slots plus global tokens (Beltagy et al. 2020).
+
+Per layer Hugging Face returns the *local* attention of every query over ``x + w + 1`` slots (``x`` global
+tokens first, then the window) and the global tokens' own rows over every key; :meth:`Longformer.read_attention`
+reads them as :class:`~attnlens.attention.band.Band` objects as they are. CLS is the only global token
+(:func:`global_attention_mask`); the global rows have their own query, key and value projections, which head
+importance differentiates as groups of their own. Position ids are RoBERTa's: ``pad + 1, pad + 2, …``.
+The blocked self-attention (:mod:`attnlens.models.longformer.blocked`) replaces Hugging Face's on every pass
+without attention outputs; the BERT conversion of the embedded default is
+:mod:`attnlens.models.longformer.conversion`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from attnlens.attention.band import Band
+from attnlens.models.base import Architecture
+from attnlens.models.longformer.blocked import use_blocked_attention
+
+
+def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:
+    """Explicit global-attention mask: 1 on ``positions`` (default: CLS only) of real tokens, else 0.
+
+    Args:
+        attention_mask: ``(batch, seq)`` 1 for real tokens, 0 for padding.
+        positions: token indices that get global attention.
+
+    Returns:
+        ``(batch, seq)`` long tensor.
+    """
+    mask = torch.zeros_like(attention_mask, dtype=torch.long)
+    mask[:, list(positions)] = 1
+    return mask * attention_mask.long()
+
+
+def bands_from_outputs(
+    attentions: Sequence[torch.Tensor],
+    global_attentions: Sequence[torch.Tensor] | None,
+    attention_mask: torch.Tensor,
+    global_mask: torch.Tensor | None,
+) -> list[list[Band]]:
+    """Split a Longformer forward's ``attentions`` / ``global_attentions`` into :class:`Band` objects.
+
+    Returns:
+        ``bands[b][layer]`` for every batch item ``b``.
+    """
+    lengths = attention_mask.long().sum(1)
+    if not torch.equal(attention_mask.long(), (torch.arange(attention_mask.shape[1]) < lengths[:, None]).long()):
+        raise ValueError("attention_mask must mark a prefix of real tokens (right padding)")
+    out = []
+    for b in range(attention_mask.shape[0]):
+        gpos = (
+            torch.nonzero(global_mask[b] * attention_mask[b]).flatten()
+            if global_mask is not None
+            else torch.zeros(0, dtype=torch.long)
+        )
+        layers = []
+        for layer, local in enumerate(attentions):
+            glob = None if global_attentions is None else global_attentions[layer][b]
+            layers.append(Band(local[b], glob, int(lengths[b]), gpos))
+        out.append(layers)
+    return out
+
+
+class Longformer(Architecture):
+    model_type = "longformer"
+    classifier_class = "LongformerForSequenceClassification"
+    local_groups = ("query", "key", "value", "output")
+    global_groups = ("query_global", "key_global", "value_global")
+
+    def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
+        return use_blocked_attention(model) if fast else model
+
+    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"global_attention_mask": global_attention_mask(attention_mask)}
+
+    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
+        """``pad + 1, pad + 2, …``: explicit, so that an IG baseline's pad tokens are not numbered as padding."""
+        start = config.pad_token_id + 1
+        return torch.arange(start, start + n).expand(batch, n)
+
+    def encoder(self, model: nn.Module) -> nn.Module:
+        return model.longformer if hasattr(model, "longformer") else model
+
+    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
+        emb = self.embeddings(model)
+        return {
+            "word": emb.word_embeddings,
+            "position": emb.position_embeddings,
+            "token_type": emb.token_type_embeddings,
+        }
+
+    def self_attention(self, layer: nn.Module) -> nn.Module:
+        return layer.attention.self
+
+    def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
+        sa = layer.attention.self
+        return {"local": sa.value, "global": sa.value_global}
+
+    def output_projection(self, layer: nn.Module) -> nn.Linear:
+        return layer.attention.output.dense
+
+    def read_attention(
+        self, outputs, attention_mask: torch.Tensor, forward_args: dict[str, torch.Tensor]
+    ) -> list[list[Band]]:
+        return bands_from_outputs(
+            outputs.attentions, outputs.global_attentions, attention_mask, forward_args.get("global_attention_mask")
+        )
+
+
+LONGFORMER = Longformer()
