@@ -147,7 +147,7 @@ def dense_attentions(model, batch: dict) -> np.ndarray:
 
 
 def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
-    """``(L, H, m, m)`` pooled attention summed from bands (one :class:`~attnlens.attention.Band` per layer).
+    """``(L, H, m, m)`` pooled attention summed from bands (one :class:`~attnlens.attention.band.Band` per layer).
 
     Every attention weight ``A[i, j]`` the band holds — window slots, the local rows' global slots
     and the global tokens' rows — is added to cell ``(unit(i), unit(j))`` with one sparse product per

@@ -196,7 +196,7 @@ def _as_numpy(t: torch.Tensor):
 
 
 def _run_topk(kernel, band: Band, k: int, *layout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Call a compiled kernel of :mod:`attnlens.kernels` on ``band``; ``(heads, n, k)`` outputs."""
+    """Call a compiled kernel of :mod:`attnlens.attention.kernels` on ``band``; ``(heads, n, k)`` outputs."""
     idx = torch.full((band.heads, band.n, k), -1, dtype=torch.int32)
     val = torch.zeros(band.heads, band.n, k, dtype=band.local.dtype)
     if k == 0 or band.length == 0:

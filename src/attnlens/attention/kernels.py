@@ -2,12 +2,12 @@
 
 Both directions of recipes §7 read the band once, in memory order, and keep for every row a
 small sorted buffer of its ``k`` best partners — ordered by ``(−score, position)``, the tie rule of
-:mod:`attnlens.attention`. A candidate is compared with the buffer's last entry first, so almost
+:mod:`attnlens.attention.band`. A candidate is compared with the buffer's last entry first, so almost
 every one of the ``heads · n · (w + 1)`` scores costs one comparison. Nothing of the band's size is
 allocated: the outputs are written in place.
 
-The kernels receive the layout as plain arrays (see :func:`attnlens.attention._layout`) and trust
-it; :class:`attnlens.attention.Band` validates shapes before calling them. Scores that are not
+The kernels receive the layout as plain arrays (see :func:`attnlens.attention.band._layout`) and trust
+it; :class:`attnlens.attention.band.Band` validates shapes before calling them. Scores that are not
 ``> 0`` (zero, negative, NaN) are never reported, as in the original ``score ≠ 0`` filter.
 """
 

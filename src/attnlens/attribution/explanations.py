@@ -18,7 +18,7 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   after ``l`` layers) and, through the global token's row and column, is dense from the second layer
   on, so it is never formed: the CLS row is
   carried down as a vector, ``r ← ½ r + ½ rᵀ Ā_l``, and ``rᵀ Ā_l`` is the attention each key receives
-  from queries weighted by ``r`` — :func:`attnlens.attention.received_attention` of a weighted band.
+  from queries weighted by ``r`` — :func:`attnlens.attention.band.received_attention` of a weighted band.
   Time ``O(L · n · w)``, memory ``O(n)`` beyond one head-averaged band, whatever the depth.
 * ``grad_attention`` — ``Σ_h Σ_i A_ij · ∂F/∂A_ij`` (signed). ``A`` enters the network only through
   ``o_i``, so ``∂F/∂A_ij = ⟨∂F/∂o_i, v_j⟩``: the gradient band is the band of products of the output
@@ -292,7 +292,7 @@ class Gradients:
 def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions: bool) -> Gradients:
     """One forward + backward of ``F = softmax(logits)[target]`` with hooks on every attention module's output.
 
-    The model's parameters should be frozen (:func:`attnlens.attribution.freeze`): the gradient starts at
+    The model's parameters should be frozen (:func:`attnlens.attribution.ig.freeze`): the gradient starts at
     the embedding output.
     """
     with _Capture(model, grad=True) as cap:

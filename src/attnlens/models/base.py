@@ -106,9 +106,11 @@ class Architecture(ABC):
         out = []
         for layer in self.layers(model):
             sa = self.self_attention(layer)
-            groups = {g: (getattr(sa, g).weight, getattr(sa, g).bias) for g in self.head_group_names if g != "output"}
-            groups["output"] = (self.output_projection(layer).weight, None)
-            out.append(groups)
+            out.append({
+                g: (self.output_projection(layer).weight, None) if g == "output"
+                else (getattr(sa, g).weight, getattr(sa, g).bias)
+                for g in self.head_group_names
+            })  # fmt: skip
         return out
 
     @abstractmethod

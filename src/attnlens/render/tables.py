@@ -254,7 +254,7 @@ def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.
 
 
 def leaderboard_table(summary: pd.DataFrame, columns: Sequence) -> pd.DataFrame:
-    """One row per method, one column per metric (:func:`attnlens.leaderboard.metrics`): ``mean [lo, hi]``,
+    """One row per method, one column per metric (:func:`attnlens.attribution.leaderboard.metrics`): ``mean [lo, hi]``,
     chance in parentheses for agreement, ``*`` where the paired test against the baseline gives p < 0.05;
     ``–`` where the method has no such number (the random control's agreement and cost)."""
     methods = list(dict.fromkeys(summary["method"]))
