@@ -2,7 +2,7 @@
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
-from attnlens.stages.attribution import run_evaluate_faithfulness
+from attnlens.stages.faithfulness import run_evaluate_faithfulness
 
 with rule_job(snakemake):
     use_threads(snakemake.threads)

@@ -339,6 +339,46 @@ EMBEDDING_TYPES = pa.schema([
 ])  # fmt: skip
 
 
+def step_range(
+    showcased: bool, *, showcase_steps: int | None, adaptive: bool, min_steps: int, max_steps: int, n_steps: int
+) -> tuple[int, int]:
+    """``(min_steps, max_steps)`` of :func:`integrate` for one example (recipes §9.1).
+
+    A showcased example gets ``showcase_steps`` when set; otherwise the adaptive range, or ``n_steps`` for
+    every example. Fixed steps are one round (min = max), whose tolerance then only flags.
+    """
+    if showcased and showcase_steps:
+        return showcase_steps, showcase_steps
+    if adaptive:
+        return min_steps, max_steps
+    return n_steps, n_steps
+
+
+def attribution_row(
+    eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool, seconds: float
+) -> dict:
+    """One row of an ``attribute`` shard (:data:`ATTRIBUTION_TYPES`) for example ``eid``."""
+    return {
+        "example_id": eid,
+        "input_ids": np.asarray(ids, dtype=np.int32),
+        "scores": res.scores.astype(np.float64),
+        "delta": res.delta,
+        "gap": res.gap,
+        "relative_delta": abs(res.delta) / abs(res.gap) if res.gap else float("inf"),
+        "n_steps": res.n_steps,
+        "converged": res.converged,
+        "rounds_steps": np.asarray([r[0] for r in res.rounds], dtype=np.int32),
+        "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
+        "target": res.target,
+        "target_kind": kind,
+        "label": int(label),
+        "probs": res.probs.astype(np.float64),
+        "probs_baseline": res.probs_baseline.astype(np.float64),
+        "showcased": is_showcase,
+        "seconds": seconds,
+    }
+
+
 def load_attributions(paths: Sequence) -> pd.DataFrame:
     """Every shard of ``attribute``, concatenated (one row per example)."""
     frame = load_shards(paths, ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES)

@@ -1,4 +1,4 @@
-"""Rules of ``workflow/rules/attribution.smk``: IG shards, attribution tables and overlays, faithfulness."""
+"""Rules of ``workflow/rules/attribution.smk``: IG shards, per-embedding IG, attribution tables and overlays."""
 
 from __future__ import annotations
 
@@ -12,27 +12,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attention.summaries import load_summaries
-from attnlens.attribution.explanations import load_explanations, scores_by_example
-from attnlens.attribution.faithfulness import (
-    FAITHFULNESS_SCHEMA,
-    PLAUSIBILITY_SCHEMA,
-    aopc,
-    attention_scores,
-    evaluate_example,
-    example_evidence,
-    plausibility,
-    random_ranking,
-    ranking,
-)
 from attnlens.attribution.ig import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_SCHEMA,
     ATTRIBUTION_TYPES,
     EMBEDDING_SCHEMA,
     EMBEDDING_TYPES,
-    Attribution,
     attribute_example,
+    attribution_row,
     choose_target,
     embedding_ig,
     l2_normalise,
@@ -40,8 +27,9 @@ from attnlens.attribution.ig import (
     load_embedding_attributions,
     predicted_probs,
     prepare_inputs,
+    step_range,
 )
-from attnlens.config import AttributionConfig, FaithfulnessConfig, FiguresConfig
+from attnlens.config import AttributionConfig, FiguresConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.device import place, synchronize
 from attnlens.io import (
@@ -50,7 +38,6 @@ from attnlens.io import (
     atomic_path,
     file_stem,
     load_json,
-    load_parquet,
     provenance,
     save_parquet,
     write_csv,
@@ -58,7 +45,6 @@ from attnlens.io import (
 )
 from attnlens.models.loading import load_classifier, load_tokenizer
 from attnlens.prediction import encode_texts, load_selection
-from attnlens.render.figures import plot_faithfulness_curves, save_figure
 from attnlens.render.overlays import (
     AttributionRecord,
     Overlay,
@@ -74,12 +60,11 @@ from attnlens.render.tables import (
     dataset_aggregate,
     per_type_sums,
     ranked,
-    summary_table,
     token_labels,
     top_tokens,
     write_table,
 )
-from attnlens.tokens import stopword_source, structural_ids, structural_mask, surface_pieces, token_mask
+from attnlens.tokens import stopword_source, structural_ids, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -98,30 +83,6 @@ def _fingerprint(section: dict, inputs: Sequence) -> str:
 def _checkpoint_dir(out_path) -> Path:
     out = Path(out_path)
     return out.parent / f".{out.name}.partial"
-
-
-def _record(
-    eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool, seconds: float
-) -> dict:
-    return {
-        "example_id": eid,
-        "input_ids": np.asarray(ids, dtype=np.int32),
-        "scores": res.scores.astype(np.float64),
-        "delta": res.delta,
-        "gap": res.gap,
-        "relative_delta": abs(res.delta) / abs(res.gap) if res.gap else float("inf"),
-        "n_steps": res.n_steps,
-        "converged": res.converged,
-        "rounds_steps": np.asarray([r[0] for r in res.rounds], dtype=np.int32),
-        "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
-        "target": res.target,
-        "target_kind": kind,
-        "label": int(label),
-        "probs": res.probs.astype(np.float64),
-        "probs_baseline": res.probs_baseline.astype(np.float64),
-        "showcased": is_showcase,
-        "seconds": seconds,
-    }
 
 
 def run_attribute(
@@ -165,13 +126,8 @@ def run_attribute(
         target = choose_target(cfg.target, label, probs_by_id[eid])
         inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
         is_showcase = eid in showcased
-        # fixed steps are one round (min = max); the tolerance then only flags, as recipes §9.1 asks
-        if is_showcase and cfg.showcase_steps:
-            lo = hi = cfg.showcase_steps
-        elif cfg.adaptive:
-            lo, hi = cfg.min_steps, cfg.max_steps
-        else:
-            lo = hi = cfg.n_steps
+        lo, hi = step_range(is_showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive,
+                            min_steps=cfg.min_steps, max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
         started = time.perf_counter()
         res = attribute_example(
             model,
@@ -184,7 +140,8 @@ def run_attribute(
             autocast=cfg.autocast,
         )
         synchronize(on)
-        row = _record(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started)
+        row = attribution_row(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase,
+                              time.perf_counter() - started)  # fmt: skip
         with atomic_path(ckpt) as tmp:
             pd.DataFrame([row]).to_parquet(tmp)
         rows.append(row)
@@ -427,109 +384,3 @@ def run_attribution_overlays(
             render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
             written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
     return [Path(out_dir) / p.name for p in written]
-
-
-def run_evaluate_faithfulness(
-    cfg: FaithfulnessConfig,
-    model_dir: StrPath,
-    test_path: StrPath,
-    rationales_path: StrPath,
-    attribution_paths: Sequence[StrPath],
-    summary_paths: Sequence[StrPath],
-    curves_path: StrPath,
-    plausibility_path: StrPath,
-    explanation_paths: Sequence[StrPath] = (),
-    device: str = "auto",
-) -> dict:
-    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility.
-
-    Rankings are IG, received attention of a layer configuration (from the attention summaries),
-    the explanation methods of ``explain`` (from its shards) and the seeded random control.
-    """
-    model, tokenizer = load_classifier(model_dir)
-    place(model, device)
-    examples, _ = load_examples(test_path)
-    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
-    rationales = pd.read_parquet(rationales_path)
-    with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
-    attributions = load_attributions(attribution_paths)
-    summaries = load_summaries(summary_paths).examples if summary_paths else {}
-    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
-    curves, plaus = [], []
-    t0 = time.perf_counter()
-    for row in attributions.itertuples(index=False):
-        eid = row.example_id
-        ids = [int(i) for i in row.input_ids]
-        special = structural_mask(tokenizer, ids)
-        eligible = ~special
-        scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
-        for name in cfg.rankings:
-            if name.startswith("attention_"):
-                ex = summaries[eid]
-                if ex.input_ids.tolist() != ids:
-                    raise ValueError(f"{eid}: attention and attribution saw different token ids")
-                scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
-            elif name != "random" and name != "ig":
-                if name not in explained.get(eid, {}):
-                    raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
-                scores[name] = explained[eid][name]
-                if len(scores[name]) != len(ids):
-                    raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
-        orders = {
-            name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
-            for name in cfg.rankings
-        }
-        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
-        frame.insert(0, "example_id", eid)
-        curves.append(frame)
-        if eid in with_evidence:
-            ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
-            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
-            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
-            if "random" in orders:  # scores that reproduce the random order
-                scores["random"] = np.zeros(len(ids))
-                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
-            for name in cfg.rankings:
-                plaus.append(
-                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
-                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
-                )  # fmt: skip
-    seconds = time.perf_counter() - t0
-    curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
-    save_parquet(curves_frame, curves_path, prov)
-    plaus_frame = pd.DataFrame(
-        plaus, columns=["example_id", "ranking", "n_evidence", "auprc", "precision", "recall", "f1"]
-    )
-    save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
-    logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
-    return {"n_examples": len(attributions), "seconds": seconds}
-
-
-def run_plot_faithfulness(
-    cfg: FaithfulnessConfig,
-    figures_cfg: FiguresConfig,
-    curves_path: StrPath,
-    plausibility_path: StrPath,
-    figure_stem: StrPath,
-    tables_dir: StrPath,
-) -> None:
-    """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
-    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
-    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
-    save_figure(plot_faithfulness_curves(curves), figure_stem, figures_cfg.dpi)
-    per_example = aopc(curves, cfg.fractions)
-    fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
-    aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
-    cap = (
-        f"AOPC over fractions {fractions} of the tokens, mean with bootstrap 95 % interval "
-        "(higher comprehensiveness, lower sufficiency = more faithful)"
-    )
-    write_table(aopc_table, Path(tables_dir) / "faithfulness_aopc", cap)
-    cap = f"plausibility against the planted evidence: token AUPRC and top-{cfg.plausibility_k} precision / recall / F1"
-    if len(plaus):
-        ptable = summary_table(plaus, ["auprc", "precision", "recall", "f1"], cfg.seed)
-    else:
-        logger.warning("no planted evidence in this dataset: the plausibility table says so")
-        ptable = pd.DataFrame({"note": ["no example of this dataset has planted evidence (synthetic corpus only)"]})
-    write_table(ptable, Path(tables_dir) / "plausibility", cap)

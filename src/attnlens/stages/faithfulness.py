@@ -1,0 +1,152 @@
+"""Rules of ``workflow/rules/faithfulness.smk``: deletion and insertion curves, plausibility, figure, tables."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlens.attention.summaries import load_summaries
+from attnlens.attribution.explanations import load_explanations, scores_by_example
+from attnlens.attribution.faithfulness import (
+    FAITHFULNESS_SCHEMA,
+    PLAUSIBILITY_SCHEMA,
+    aopc,
+    attention_scores,
+    evaluate_example,
+    example_evidence,
+    plausibility,
+    random_ranking,
+    ranking,
+)
+from attnlens.attribution.ig import (
+    load_attributions,
+)
+from attnlens.config import FaithfulnessConfig, FiguresConfig
+from attnlens.data import load_examples
+from attnlens.device import place
+from attnlens.io import (
+    StrPath,
+    load_parquet,
+    provenance,
+    save_parquet,
+)
+from attnlens.models.loading import load_classifier
+from attnlens.render.figures import plot_faithfulness_curves, save_figure
+from attnlens.render.tables import (
+    summary_table,
+    write_table,
+)
+from attnlens.tokens import structural_mask
+
+logger = logging.getLogger(__name__)
+
+
+def run_evaluate_faithfulness(
+    cfg: FaithfulnessConfig,
+    model_dir: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    attribution_paths: Sequence[StrPath],
+    summary_paths: Sequence[StrPath],
+    curves_path: StrPath,
+    plausibility_path: StrPath,
+    explanation_paths: Sequence[StrPath] = (),
+    device: str = "auto",
+) -> dict:
+    """Rule ``evaluate_faithfulness``: curves of every ranking for every test example, and plausibility.
+
+    Rankings are IG, received attention of a layer configuration (from the attention summaries),
+    the explanation methods of ``explain`` (from its shards) and the seeded random control.
+    """
+    model, tokenizer = load_classifier(model_dir)
+    place(model, device)
+    examples, _ = load_examples(test_path)
+    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
+    rationales = pd.read_parquet(rationales_path)
+    with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
+    attributions = load_attributions(attribution_paths)
+    summaries = load_summaries(summary_paths).examples if summary_paths else {}
+    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
+    curves, plaus = [], []
+    t0 = time.perf_counter()
+    for row in attributions.itertuples(index=False):
+        eid = row.example_id
+        ids = [int(i) for i in row.input_ids]
+        special = structural_mask(tokenizer, ids)
+        eligible = ~special
+        scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
+        for name in cfg.rankings:
+            if name.startswith("attention_"):
+                ex = summaries[eid]
+                if ex.input_ids.tolist() != ids:
+                    raise ValueError(f"{eid}: attention and attribution saw different token ids")
+                scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
+            elif name != "random" and name != "ig":
+                if name not in explained.get(eid, {}):
+                    raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
+                scores[name] = explained[eid][name]
+                if len(scores[name]) != len(ids):
+                    raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
+        orders = {
+            name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
+            for name in cfg.rankings
+        }
+        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
+        frame.insert(0, "example_id", eid)
+        curves.append(frame)
+        if eid in with_evidence:
+            ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
+            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
+            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
+            if "random" in orders:  # scores that reproduce the random order
+                scores["random"] = np.zeros(len(ids))
+                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
+            for name in cfg.rankings:
+                plaus.append(
+                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
+                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
+                )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
+    save_parquet(curves_frame, curves_path, prov)
+    plaus_frame = pd.DataFrame(
+        plaus, columns=["example_id", "ranking", "n_evidence", "auprc", "precision", "recall", "f1"]
+    )
+    save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
+    logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
+    return {"n_examples": len(attributions), "seconds": seconds}
+
+
+def run_plot_faithfulness(
+    cfg: FaithfulnessConfig,
+    figures_cfg: FiguresConfig,
+    curves_path: StrPath,
+    plausibility_path: StrPath,
+    figure_stem: StrPath,
+    tables_dir: StrPath,
+) -> None:
+    """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
+    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
+    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
+    save_figure(plot_faithfulness_curves(curves), figure_stem, figures_cfg.dpi)
+    per_example = aopc(curves, cfg.fractions)
+    fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
+    aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
+    cap = (
+        f"AOPC over fractions {fractions} of the tokens, mean with bootstrap 95 % interval "
+        "(higher comprehensiveness, lower sufficiency = more faithful)"
+    )
+    write_table(aopc_table, Path(tables_dir) / "faithfulness_aopc", cap)
+    cap = f"plausibility against the planted evidence: token AUPRC and top-{cfg.plausibility_k} precision / recall / F1"
+    if len(plaus):
+        ptable = summary_table(plaus, ["auprc", "precision", "recall", "f1"], cfg.seed)
+    else:
+        logger.warning("no planted evidence in this dataset: the plausibility table says so")
+        ptable = pd.DataFrame({"note": ["no example of this dataset has planted evidence (synthetic corpus only)"]})
+    write_table(ptable, Path(tables_dir) / "plausibility", cap)
