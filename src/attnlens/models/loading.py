@@ -24,7 +24,7 @@ from safetensors import SafetensorError
 
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
-from attnlens.models import architecture
+from attnlens.models import ARCHITECTURES, architecture
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.tokens import TEXT_AS_TEXT
 
@@ -283,30 +283,40 @@ def import_classifier(
     return model.eval(), tokenizer, shape
 
 
-#: The architecture each ``model.source`` starts from.
+#: The architecture each ``model.source`` that builds a base model starts from.
 SOURCE_ARCHITECTURES = {
     "convert_bert": ("bert", "a BERT checkpoint to convert"),
     "longformer": ("longformer", "a Longformer checkpoint"),
-    "classifier": ("longformer", "a fine-tuned Longformer sequence classifier"),
 }
 
 
 def source_config(name_or_path: str, source: str):
-    """The checkpoint's Hugging Face config, checked to be the architecture ``model.source`` needs (for
-    ``classifier``, a sequence classifier where the config names its class)."""
+    """The checkpoint's Hugging Face config, checked to be what ``model.source`` needs: the architecture a base
+    model is built from, or (``classifier``) a sequence classifier of an architecture behind the model seam
+    (:data:`attnlens.models.ARCHITECTURES`) where the config names its class."""
     found = from_hub(transformers.AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
+    if source == "classifier":
+        supported = sorted(ARCHITECTURES)
+        if found.model_type not in ARCHITECTURES:
+            raise InputError(
+                "config", "model.name_or_path",
+                f"expected a fine-tuned sequence classifier of a model_type attnlens reads (one of {supported}) "
+                f"(model.source 'classifier'), {name_or_path!r} is a {found.model_type!r} checkpoint",
+            )  # fmt: skip
+        wanted_class = ARCHITECTURES[found.model_type].classifier_class
+        saved_as = getattr(found, "architectures", None) or []
+        if saved_as and wanted_class not in saved_as:
+            raise InputError(
+                "config", "model.name_or_path",
+                f"expected a fine-tuned sequence classifier (model.source 'classifier'), {name_or_path!r} is saved "
+                f"as {saved_as}; use model.source 'longformer' to fine-tune it",
+            )  # fmt: skip
+        return found
     wanted, what = SOURCE_ARCHITECTURES[source]
     if found.model_type != wanted:
         raise InputError(
             "config", "model.name_or_path",
             f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
-        )  # fmt: skip
-    saved_as = getattr(found, "architectures", None) or []
-    if source == "classifier" and saved_as and "LongformerForSequenceClassification" not in saved_as:
-        raise InputError(
-            "config", "model.name_or_path",
-            f"expected {what} (model.source 'classifier'), {name_or_path!r} is saved as {saved_as}; use "
-            "model.source 'longformer' to fine-tune it",
         )  # fmt: skip
     return found
 

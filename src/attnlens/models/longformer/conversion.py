@@ -16,6 +16,7 @@ import torch
 # only by the jobs that build or run a model, not by those that need just the tokenizer.
 import transformers
 
+from attnlens.config import check_window_fits
 from attnlens.errors import InputError
 
 
@@ -35,10 +36,7 @@ def validate_window(max_length: int, attention_window: int | list[int], n_layers
     for w in windows:
         if w <= 0 or w % 2:
             raise InputError("config", "model.attention_window", f"expected a positive even integer, got {w}")
-        if w > max_length:
-            raise InputError(
-                "config", "model.attention_window", f"expected at most model.max_length ({max_length}), got {w}"
-            )
+    check_window_fits(max_length, windows)
     return windows
 
 
