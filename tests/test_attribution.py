@@ -21,6 +21,7 @@ from attnlens.attribution.ig import (
     l2_normalise,
     layer_ig,
     prepare_inputs,
+    step_range,
 )
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -200,3 +201,12 @@ def test_choose_target_and_l2():
         choose_target("other", 0, probs)
     np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])  # one float64 division (1e-7)
     assert np.all(l2_normalise(np.zeros(3)) == 0)
+
+
+def test_step_range_is_the_step_policy():
+    """Showcased examples get showcase_steps when set; otherwise the adaptive range, or n_steps for all."""
+    policy = {"showcase_steps": 500, "adaptive": True, "min_steps": 16, "max_steps": 32, "n_steps": 50}
+    assert step_range(True, **policy) == (500, 500)
+    assert step_range(False, **policy) == (16, 32)
+    assert step_range(True, **{**policy, "showcase_steps": None}) == (16, 32)
+    assert step_range(False, **{**policy, "adaptive": False}) == (50, 50)

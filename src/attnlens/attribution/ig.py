@@ -222,8 +222,19 @@ def integrate(
     return Attribution(scores, delta, steps, converged, target, probs, probs_base, tuple(rounds))
 
 
-def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attribution:
-    """:func:`integrate` on the output of the model's embedding module (recipes §9.1)."""
+def attribute_example(
+    model,
+    inputs: Inputs,
+    target: int,
+    *,
+    min_steps: int,
+    max_steps: int,
+    tolerance: float | None,
+    internal_batch_size: int,
+    autocast: bool = False,
+) -> Attribution:
+    """:func:`integrate` on the output of the model's embedding module (recipes §9.1); the arguments are
+    :func:`integrate`'s (:func:`step_range` gives the steps of one example)."""
     forward = inputs.probability_forward(freeze(model))
     res = integrate(
         forward,
@@ -232,7 +243,11 @@ def attribute_example(model, inputs: Inputs, target: int, **kwargs) -> Attributi
         inputs.baseline,
         inputs.forward_args,
         target,
-        **kwargs,
+        min_steps=min_steps,
+        max_steps=max_steps,
+        tolerance=tolerance,
+        internal_batch_size=internal_batch_size,
+        autocast=autocast,
     )
     n = inputs.input_ids.shape[1]  # a model may pad inside (to a multiple of a window): drop that tail
     return dataclasses.replace(res, scores=res.scores[:n])
