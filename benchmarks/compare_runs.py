@@ -32,6 +32,7 @@ MAY_DIFFER = {
     "logs/": "logs and job records hold times and durations",
     "benchmarks/": "Snakemake's per-job timings",
     ".provenance.json": "provenance sidecars hold the creation time",
+    "key git_commit": "the commit that wrote an artifact (models/*/provenance.json): two commits' runs differ in it",
     "manifest.json": "the manifest copies each artifact's provenance (creation times) and the files' hashes",
     "run_notes.csv": "compared as content: its rows are the same, in the same order",
     ".pdf": "PDF figures embed their provenance (creation time); their PNG twins are compared pixel by pixel",
@@ -96,7 +97,8 @@ def _table_rows(path: Path) -> list[list[str]]:
 
 def _without_times(value):
     if isinstance(value, dict):
-        return {k: _without_times(v) for k, v in value.items() if k not in ("provenance", "created", *TIMING_COLUMNS)}
+        skip = ("provenance", "created", "git_commit", *TIMING_COLUMNS)
+        return {k: _without_times(v) for k, v in value.items() if k not in skip}
     if isinstance(value, list):
         return [_without_times(v) for v in value]
     return value

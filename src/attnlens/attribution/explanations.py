@@ -22,7 +22,7 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   Time ``O(L · n · w)``, memory ``O(n)`` beyond one head-averaged band, whatever the depth.
 * ``grad_attention`` — ``Σ_h Σ_i A_ij · ∂F/∂A_ij`` (signed). ``A`` enters the network only through
   ``o_i``, so ``∂F/∂A_ij = ⟨∂F/∂o_i, v_j⟩``: the gradient band is the band of products of the output
-  gradients with the value vectors (the global rows with ``value_global``'s), computed block by
+  gradients with the value vectors (global rows with their own value projection's), computed block by
   block like the attention scores themselves (:func:`band_products`).
 * ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed): Captum's ``Saliency``
   and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output.
