@@ -265,9 +265,10 @@ def import_classifier(
     src_config = source_config(cfg.name_or_path, cfg.source)
     check_labels(classes, src_config, cfg.name_or_path)
     shape = model_shape(cfg, src_config)
+    classifier = getattr(transformers, architecture(src_config).classifier_class)
     model, info = from_hub(
-        transformers.LongformerForSequenceClassification.from_pretrained, name, "model.name_or_path",
-        attention_window=shape.windows, output_loading_info=True,
+        classifier.from_pretrained, name, "model.name_or_path", attention_window=shape.windows,
+        output_loading_info=True,
     )  # fmt: skip
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
