@@ -41,7 +41,7 @@ def run_estimate_head_importance(
     """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(examples_path)
     if cfg.max_examples is not None and cfg.max_examples < len(examples):
         order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
@@ -51,7 +51,7 @@ def run_estimate_head_importance(
 
     def batches():
         for i in range(len(labels)):
-            batch = encoded.batch([i], on, architecture(model))
+            batch = encoded.batch([i], on, arch)
             batch["labels"] = torch.tensor([int(labels[i])], device=on)
             yield batch
 
@@ -107,7 +107,7 @@ def run_extract_attention(
     every showcased example of the shard.
     """
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
     encoded = encode_texts(tokenizer, examples["text"])
@@ -125,7 +125,7 @@ def run_extract_attention(
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
-        bands = forward_bands(model, encoded.batch([i], on, architecture(model)))
+        bands = forward_bands(model, encoded.batch([i], on, arch))
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))

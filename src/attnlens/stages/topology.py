@@ -60,7 +60,7 @@ def run_topology(
 ) -> dict:
     """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
@@ -74,7 +74,7 @@ def run_topology(
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
             continue
-        bands = forward_bands(model, encoded.batch([i], on, architecture(model)))
+        bands = forward_bands(model, encoded.batch([i], on, arch))
         pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
         freqs = unit_frequencies(input_ids, unit_of)
         for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():
