@@ -54,9 +54,10 @@ from attnlens.io import atomic_path, git_commit
 from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.prediction import encode_texts
 from attnlens.stages.attention import run_estimate_head_importance, run_extract_attention
-from attnlens.stages.attribution import run_attribute, run_evaluate_faithfulness
+from attnlens.stages.attribution import run_attribute
 from attnlens.stages.data import run_prepare_dataset
 from attnlens.stages.explanations import run_explain
+from attnlens.stages.faithfulness import run_evaluate_faithfulness
 from attnlens.stages.model import run_predict, run_train_classifier
 
 #: The paper's IG cost: 50 steps took about 43.5 s per 2 048-token document on a Colab T4 (docs/recipes.md §9).

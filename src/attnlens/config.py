@@ -29,7 +29,9 @@ import yaml
 
 from attnlens.errors import InputError
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+#: The schema, shipped inside the package (a link to ``workflow/schemas/config.schema.yaml`` in a checkout; a copy
+#: in an installed package), so the section classes exist wherever attnlens is installed.
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
 
 #: Dotted config keys (``attribution.n_steps``) this process was given, and those it read, through
