@@ -75,8 +75,6 @@ METHODS = (
 )
 #: Methods read from the no-gradient forward pass with attention outputs.
 ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
-#: Methods read from the forward + backward pass with hooks on every attention module's output.
-GRADIENT_PASS = ("grad_attention",)
 #: Methods Captum computes from the gradient at the embedding output (``Saliency``, ``InputXGradient``).
 EMBEDDING_GRADIENT = ("saliency", "grad_input")
 #: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
@@ -180,7 +178,6 @@ class _Capture:
 
     def __init__(self, model, grad: bool):
         self.grad = grad
-        self.embeddings: torch.Tensor | None = None
         self.hidden: list[torch.Tensor] = []
         self.outputs: list[torch.Tensor] = []
         arch = architecture(model)
@@ -188,12 +185,8 @@ class _Capture:
         self.handles += [arch.self_attention(layer).register_forward_hook(self._attn) for layer in arch.layers(model)]
 
     def _embed(self, module, args, output):
-        if self.grad:
-            if output.requires_grad:
-                output.retain_grad()
-            else:  # frozen parameters: the embedding output is where the gradient starts
-                output.requires_grad_(True)
-        self.embeddings = output
+        if self.grad and not output.requires_grad:  # frozen parameters: the gradient starts at the embedding output
+            output.requires_grad_(True)
 
     def _attn(self, module, args, output):
         self.hidden.append(args[0].detach())
