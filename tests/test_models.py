@@ -31,10 +31,10 @@ def test_unsupported_model_type_is_one_line_naming_the_supported_ones(tmp_path):
         architecture(config, where="some/folder")
     message = str(err.value)
     assert "\n" not in message and "some/folder" in message and "model_type" in message
-    assert "expected one of ['longformer'], got 'bert'" in message
+    assert "expected one of ['big_bird', 'longformer'], got 'bert'" in message
     # a saved classifier of an unsupported architecture is refused the same way, before any weight is read
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "bert-clf")
-    with pytest.raises(InputError, match=r"expected one of \['longformer'\], got 'bert'"):
+    with pytest.raises(InputError, match=r"expected one of \['big_bird', 'longformer'\], got 'bert'"):
         load_classifier(tmp_path / "bert-clf")
 
 
@@ -76,14 +76,15 @@ def test_longformer_forward_arguments_and_positions(tiny_classifier):
     assert LONGFORMER.position_ids(model.config, 3, batch=2).tolist() == [[pad + 1, pad + 2, pad + 3]] * 2
 
 
-def test_read_attention_is_the_band_of_the_outputs(tiny_classifier):
+def test_run_reads_the_band_of_the_outputs(tiny_classifier):
     model, tokenizer = tiny_classifier
     enc = tokenizer(["a text long enough to cross the window of sixteen tokens at least once"], return_tensors="pt")
     batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
              **LONGFORMER.forward_args(enc["attention_mask"])}  # fmt: skip
     with torch.no_grad():
         out = model(**batch, output_attentions=True)
-    read = LONGFORMER.read_attention(out, batch["attention_mask"], batch)
+    with torch.no_grad():
+        read = LONGFORMER.run(model, batch, attentions=True)[1]
     direct = bands_from_outputs(out.attentions, out.global_attentions, batch["attention_mask"],
                                 batch["global_attention_mask"])  # fmt: skip
     bands = forward_bands(model, batch)

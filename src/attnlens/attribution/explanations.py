@@ -174,7 +174,8 @@ def occlusion_scores(
 
 
 class _Capture:
-    """Forward hooks on the embedding module and every self-attention module (through the model seam)."""
+    """Hooks on the embedding module, on every attention module (its input) and on every output projection (its
+    input ``o``), through the model seam."""
 
     def __init__(self, model, grad: bool):
         self.grad = grad
@@ -182,17 +183,21 @@ class _Capture:
         self.outputs: list[torch.Tensor] = []
         arch = architecture(model)
         self.handles = [arch.embeddings(model).register_forward_hook(self._embed)]
-        self.handles += [arch.self_attention(layer).register_forward_hook(self._attn) for layer in arch.layers(model)]
+        for layer in arch.layers(model):
+            self.handles.append(arch.self_attention(layer).register_forward_pre_hook(self._hidden))
+            self.handles.append(arch.output_projection(layer).register_forward_pre_hook(self._attn))
 
     def _embed(self, module, args, output):
         if self.grad and not output.requires_grad:  # frozen parameters: the gradient starts at the embedding output
             output.requires_grad_(True)
 
-    def _attn(self, module, args, output):
+    def _hidden(self, module, args):
         self.hidden.append(args[0].detach())
+
+    def _attn(self, module, args):  # the output projection's input: o, the heads concatenated
         if self.grad:
-            output[0].retain_grad()
-        self.outputs.append(output[0])
+            args[0].retain_grad()
+        self.outputs.append(args[0])
 
     def __enter__(self) -> _Capture:
         return self
@@ -248,8 +253,7 @@ class EmbeddingForward(torch.nn.Module):
 def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
     """One forward without gradient: every layer's :class:`Band` and the hidden states entering it."""
     with torch.no_grad(), _Capture(model, grad=False) as cap:
-        res = model(**args, output_attentions=True)
-    bands = architecture(model).read_attention(res, args["attention_mask"], args)[0]
+        bands = architecture(model).run(model, args, attentions=True)[1][0]
     return bands, [h[0] for h in cap.hidden]
 
 
@@ -289,13 +293,10 @@ def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions:
     the embedding output.
     """
     with _Capture(model, grad=True) as cap:
-        res = model(**args, output_attentions=attentions)
+        res, bands = architecture(model).run(model, args, attentions=attentions)
         _probabilities(res.logits)[0, target].backward()
-    bands = None
-    if attentions:
-        bands = [band.detach() for band in architecture(model).read_attention(res, args["attention_mask"], args)[0]]
     return Gradients(
-        bands=bands,
+        bands=None if bands is None else bands[0],
         hidden=[h[0] for h in cap.hidden],
         output_grads=[o.grad[0] for o in cap.outputs],
     )

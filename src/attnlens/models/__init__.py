@@ -13,10 +13,11 @@ import torch
 from attnlens.attention.band import Band
 from attnlens.errors import InputError
 from attnlens.models.base import Architecture
+from attnlens.models.bigbird import BIGBIRD
 from attnlens.models.longformer import LONGFORMER
 
 #: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
-ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER,)}
+ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER, BIGBIRD)}
 
 
 def architecture(model_or_config, where: str = "model") -> Architecture:
@@ -40,8 +41,7 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
 
     ``batch`` holds the architecture's forward arguments (:meth:`~attnlens.models.base.Architecture.forward_args`).
     """
-    out = model(**batch, output_attentions=True)
-    bands = architecture(model).read_attention(out, batch["attention_mask"], batch)[0]
+    bands = architecture(model).run(model, batch, attentions=True)[1][0]
     # the summaries (compiled kernels) run on the CPU: a model on a GPU hands its attention over once
     return [band.cpu() for band in bands]
 

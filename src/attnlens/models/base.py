@@ -16,17 +16,19 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 * **Layers by name.** :meth:`~Architecture.embeddings` (the module whose output IG, saliency and
   gradient × input attribute to), :meth:`~Architecture.embedding_layers` (``{"word", "position",
   "token_type"}`` for per-embedding IG: only those that exist), :meth:`~Architecture.layers`,
-  :meth:`~Architecture.self_attention` (its output ``o`` is what ``∂F/∂o`` hooks read; its first input is the
-  hidden state entering the layer), :meth:`~Architecture.value_projections` and
-  :meth:`~Architecture.output_projection` (value norms, gradient-weighted attention).
+  :meth:`~Architecture.self_attention` (its first input is the hidden state the attention projects),
+  :meth:`~Architecture.value_projections` and :meth:`~Architecture.output_projection` (value norms,
+  gradient-weighted attention; the output projection's input ``o``, the heads concatenated, is what the
+  ``∂F/∂o`` hooks read).
 * **Head groups.** :meth:`~Architecture.head_groups`: per layer, the ``(weight, bias)`` of every projection
   whose rows (or, for the output projection, columns) split by head — what head importance differentiates.
-* **Attention in its native sparse form.** :meth:`~Architecture.read_attention` turns a forward's attention
-  outputs into one :class:`~attnlens.attention.band.Band` per layer and example: a band of local window slots
+* **Attention in its native sparse form.** :meth:`~Architecture.run` runs a forward and, when asked, returns
+  one :class:`~attnlens.attention.band.Band` per layer and example: a band of local window slots
   plus global slots and global rows. Every summary — received attention, top-k partners, binned maps, value
   norms, rollout, gradient-weighted attention, pooled chunks for topology — is computed on that form, so no
   layer's ``heads × n × n`` tensor ever exists. A block-sparse layer (BigBird) reads as a band whose
-  window covers its sliding blocks, with its global and random blocks as global slots; a layer of full
+  window covers its sliding blocks, with its global blocks as global slots (in eval mode Hugging Face's
+  random blocks are block 0 again: :mod:`attnlens.models.bigbird.blocked`); a layer of full
   attention (ModernBERT's global layers) must be computed from its own queries and keys in query blocks and
   reduced on the fly, never returned whole.
 """
@@ -39,8 +41,6 @@ from typing import ClassVar
 
 import torch
 from torch import nn
-
-from attnlens.attention.band import Band
 
 
 class Architecture(ABC):
@@ -90,8 +90,11 @@ class Architecture(ABC):
 
     @abstractmethod
     def self_attention(self, layer: nn.Module) -> nn.Module:
-        """The module whose first input is the layer's hidden state and whose output ``[0]`` is ``o`` (heads
-        concatenated, before the output projection)."""
+        """The attention module whose first input is the hidden state its projections read."""
+
+    def projection(self, layer: nn.Module, group: str) -> nn.Linear:
+        """The projection of head group ``group`` (``query``, ``key_global``, …) of a layer."""
+        return getattr(self.self_attention(layer), group)
 
     @abstractmethod
     def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
@@ -105,16 +108,17 @@ class Architecture(ABC):
         """Per layer, ``{group: (weight, bias)}`` for :attr:`head_group_names` (bias ``None`` for ``output``)."""
         out = []
         for layer in self.layers(model):
-            sa = self.self_attention(layer)
             out.append({
                 g: (self.output_projection(layer).weight, None) if g == "output"
-                else (getattr(sa, g).weight, getattr(sa, g).bias)
+                else (self.projection(layer, g).weight, self.projection(layer, g).bias)
                 for g in self.head_group_names
             })  # fmt: skip
         return out
 
     @abstractmethod
-    def read_attention(
-        self, outputs, attention_mask: torch.Tensor, forward_args: dict[str, torch.Tensor]
-    ) -> list[list[Band]]:
-        """``bands[b][layer]``: a forward's attention outputs (``output_attentions=True``) in their native form."""
+    def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
+        """``(outputs, bands)``: the model's forward on ``args`` and, with ``attentions``, ``bands[b][layer]``
+        (its attention in native form, out of the autograd graph; ``None`` without ``attentions``).
+
+        The gradient is not switched off here: a caller that needs none runs it under ``torch.no_grad()``.
+        """

@@ -1,8 +1,8 @@
 """Longformer behind the model seam: a band of sliding-window slots plus global tokens (Beltagy et al. 2020).
 
 Per layer Hugging Face returns the *local* attention of every query over ``x + w + 1`` slots (``x`` global
-tokens first, then the window) and the global tokens' own rows over every key; :meth:`Longformer.read_attention`
-reads them as :class:`~attnlens.attention.band.Band` objects as they are. CLS is the only global token
+tokens first, then the window) and the global tokens' own rows over every key; :meth:`Longformer.run` reads
+them as :class:`~attnlens.attention.band.Band` objects as they are. CLS is the only global token
 (:func:`global_attention_mask`); the global rows have their own query, key and value projections, which head
 importance differentiates as groups of their own. Position ids are RoBERTa's: ``pad + 1, pad + 2, …``.
 The blocked self-attention (:mod:`attnlens.models.longformer.blocked`) replaces Hugging Face's on every pass
@@ -104,12 +104,16 @@ class Longformer(Architecture):
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         return layer.attention.output.dense
 
-    def read_attention(
-        self, outputs, attention_mask: torch.Tensor, forward_args: dict[str, torch.Tensor]
-    ) -> list[list[Band]]:
-        return bands_from_outputs(
-            outputs.attentions, outputs.global_attentions, attention_mask, forward_args.get("global_attention_mask")
+    def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
+        """Hugging Face's forward (``output_attentions`` when ``attentions``): its local and global attention
+        outputs are the band as it is."""
+        outputs = model(**args, output_attentions=attentions)
+        if not attentions:
+            return outputs, None
+        bands = bands_from_outputs(
+            outputs.attentions, outputs.global_attentions, args["attention_mask"], args.get("global_attention_mask")
         )
+        return outputs, [[band.detach() for band in item] for item in bands]
 
 
 LONGFORMER = Longformer()

