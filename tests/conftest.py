@@ -93,3 +93,16 @@ def tiny_classifier():
     model = tiny_longformer(vocab_size=tokenizer.vocab_size, hidden=16, heads=2, intermediate=32, max_positions=66,
                             window=16, pad_token_id=tokenizer.pad_token_id, num_labels=2, seed=0)  # fmt: skip
     return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def bigbird_run(root, tmp_path_factory) -> Path:
+    """The `.test` configuration with the packaged MiniLM converted to a BigBird (blocks of 8, one random block:
+    block-sparse above 56 tokens), fine-tuned, with the classification and topology studies (once per session)."""
+    work = tmp_path_factory.mktemp("bigbird-run")
+    model = {**tiny_config(root)["model"], "attention_window": None, "architecture": "bigbird", "block_size": 8,
+             "num_random_blocks": 1}  # fmt: skip
+    write_config(work, tiny_config(root, model=model, studies=["classification", "topology"]))
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return work

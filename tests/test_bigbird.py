@@ -5,17 +5,22 @@ summaries on those bands against the dense computation, and the BERT → BigBird
 from __future__ import annotations
 
 import copy
+import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 import transformers
 from test_attention import dense_reference
 
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
+from attnlens.attention.summaries import load_summaries
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
 from attnlens.attribution.explanations import attention_pass, gradient_pass
 from attnlens.attribution.ig import freeze
+from attnlens.importance import IMPORTANCE_SCHEMA
+from attnlens.io import load_tensors
 from attnlens.models import ARCHITECTURES, architecture, forward_bands
 from attnlens.models.bigbird import BIGBIRD
 from attnlens.models.bigbird.blocked import full_threshold, uses_block_sparse
@@ -210,3 +215,36 @@ def test_converted_minilm_is_bert_under_full_attention(minilm):
         theirs = bert(**enc).last_hidden_state
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     assert model.config.model_type == "big_bird" and model.config.max_position_embeddings == 256
+
+
+# --- the .test run with the packaged MiniLM converted to a BigBird ------------------------------------------
+
+
+def test_bigbird_run_builds_and_fine_tunes_a_block_sparse_classifier(bigbird_run):
+    config = json.loads((bigbird_run / "results/models/finetuned/config.json").read_text(encoding="utf-8"))
+    assert config["model_type"] == "big_bird" and config["attention_type"] == "block_sparse"
+    assert (config["block_size"], config["num_random_blocks"]) == (8, 1)
+    metrics = json.loads((bigbird_run / "results/models/train_metrics.json").read_text(encoding="utf-8"))
+    assert "accuracy" in json.dumps(metrics)
+
+
+def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_run):
+    results = bigbird_run / "results"
+    tensors, prov = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
+    assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
+    assert torch.count_nonzero(tensors["fixed_global"]) == 0 and torch.count_nonzero(tensors["fixed_local"]) > 0
+    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
+    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency"} <= set(leaderboard["method"])
+    for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
+                 "paper/figures/head_importance.png", "paper/figures/attention_aggregate.png"):  # fmt: skip
+        assert (results / path).is_file(), path
+    assert list((results / "explorer").glob("*.html"))
+    notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
+    assert any("Hugging Face draws no random blocks" in note for note in notes)
+    # test documents of at most (5 + 2·1)·8 = 56 tokens would run full attention: the .test corpus has none
+    assert not any("ran full attention" in note for note in notes)
+    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors")))
+    for example in summary.examples.values():
+        received = example.received  # every query's attention sums to 1: received sums to the real tokens
+        torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(received.shape[-1])),
+                                   rtol=1e-4, atol=1e-3)  # fmt: skip

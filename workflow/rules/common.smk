@@ -108,9 +108,22 @@ def report_dir(path, pattern, caption, category, subcategory):
                   subcategory=subcategory, labels={"file": "{name}"})  # fmt: skip
 
 
+def classifier_label():
+    """The classifier's architecture as the report names it: what ``convert_bert`` builds, a Longformer
+    checkpoint, or an imported classifier's ``model_type`` (read from a local folder's config.json)."""
+    model = config["model"]
+    kind = {"convert_bert": model["architecture"], "longformer": "longformer"}.get(model["source"])
+    saved = Path(model["name_or_path"]) / "config.json"
+    if kind is None and saved.is_file():
+        kind = json.loads(saved.read_text(encoding="utf-8")).get("model_type")
+    names = {"longformer": "Longformer", "bigbird": "BigBird", "big_bird": "BigBird"}
+    return names.get(kind, kind or "imported classifier")
+
+
 #: Report categories: what the run did to the data and left out, then one per study.
 RUN_NOTES = "0 Run notes"
-CLASSIFICATION, TOPOLOGY, PAIRS = "1 Classification (Longformer)", "2 Topology", "3 Siamese pairs"
+CLASSIFICATION = f"1 Classification ({classifier_label()})"
+TOPOLOGY, PAIRS = "2 Topology", "3 Siamese pairs"
 
 
 def train_launcher(wildcards, resources):

@@ -34,7 +34,18 @@ else:
         resources:
             mem_mb=4000,
         params:
-            cfg=keys(model=["source", "name_or_path", "max_length", "attention_window", "seed"]),
+            cfg=keys(
+                model=[
+                    "source",
+                    "name_or_path",
+                    "max_length",
+                    "attention_window",
+                    "architecture",
+                    "block_size",
+                    "num_random_blocks",
+                    "seed",
+                ]
+            ),
         script:
             "../scripts/build_base_model.py"
 

@@ -116,6 +116,14 @@ class Architecture(ABC):
         return out
 
     @abstractmethod
+    def describe(self, config) -> str:
+        """The attention pattern of a checkpoint in one phrase (logs, run notes, report labels)."""
+
+    def reading_notes(self, config, lengths: Sequence[int]) -> list[str]:
+        """Run notes on how the attention of inputs of these ``lengths`` is read (none by default)."""
+        return []
+
+    @abstractmethod
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """``(outputs, bands)``: the model's forward on ``args`` and, with ``attentions``, ``bands[b][layer]``
         (its attention in native form, out of the autograd graph; ``None`` without ``attentions``).

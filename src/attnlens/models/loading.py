@@ -25,6 +25,7 @@ from safetensors import SafetensorError
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
+from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.tokens import TEXT_AS_TEXT
 
@@ -108,10 +109,11 @@ def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
 
 def build_base_model(
     cfg: ModelConfig, num_labels: int
-) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase]:
+) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
     """Create the base classifier that fine-tuning starts from, as the config says.
 
-    ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM);
+    ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
+    or, with ``cfg.architecture == "bigbird"``, a BigBird;
     ``cfg.source == "longformer"`` loads a Longformer checkpoint (hub id or folder) and gives it a
     fresh ``num_labels`` head with the configured window. The length and window are
     :func:`model_shape`'s.
@@ -122,7 +124,11 @@ def build_base_model(
     tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
     if cfg.source == "convert_bert":
         bert = from_hub(transformers.BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
-        model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
+        if cfg.architecture == "bigbird":
+            model = convert_bert_to_bigbird(bert, tokenizer, shape.max_length, shape.block_size,
+                                            cfg.num_random_blocks, num_labels, cfg.seed)  # fmt: skip
+        else:
+            model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
     else:
         torch.manual_seed(cfg.seed)
         model = from_hub(
@@ -140,15 +146,17 @@ class ModelShape:
     """The length and windows a run uses, and where each came from (``"config"`` or ``"checkpoint"``)."""
 
     max_length: int
-    windows: list[int]
+    windows: list[int]  # empty for an architecture without sliding windows (BigBird)
     origin: dict[str, str]
     checkpoint: dict[str, Any]  # the checkpoint's own values (None where it has none)
+    block_size: int | None = None  # BigBird's, where convert_bert builds one
 
     def describe(self) -> str:
         """``model.max_length 128 (from the config); model.attention_window [16, 16] (from the checkpoint)``."""
         return "; ".join(
             f"model.{key} {value} (from the {self.origin[key]})"
             for key, value in (("max_length", self.max_length), ("attention_window", self.windows))
+            if key == "max_length" or self.windows
         )
 
     def overrides(self) -> list[str]:
@@ -163,8 +171,9 @@ class ModelShape:
 
 
 def _own_shape(source: str, src_config) -> tuple[int, list[int] | None]:
-    """The checkpoint's own maximum length and windows (``None`` for a BERT checkpoint, which has none)."""
-    if source == "convert_bert":
+    """The checkpoint's own maximum length and windows (``None`` for a checkpoint without sliding windows:
+    BERT, BigBird)."""
+    if source == "convert_bert" or not hasattr(src_config, "attention_window"):
         return int(src_config.max_position_embeddings), None
     w = src_config.attention_window
     windows = [int(v) for v in w] if isinstance(w, list | tuple) else [int(w)] * src_config.num_hidden_layers
@@ -200,8 +209,30 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     """
     own_length, own_window = _own_shape(cfg.source, src_config)
     max_length = resolve_max_length(cfg, src_config)
+    if cfg.source == "classifier" and own_window is None:  # an architecture without sliding windows (BigBird)
+        if cfg.attention_window is not None:
+            raise InputError(
+                "config", "model.attention_window",
+                f"expected null for a {src_config.model_type!r} classifier (it has no sliding window), "
+                f"got {cfg.attention_window}",
+            )  # fmt: skip
+        origin = {
+            "max_length": "config" if cfg.max_length is not None else "checkpoint",
+            "attention_window": "checkpoint",
+        }
+        return ModelShape(max_length, [], origin, {"max_length": own_length, "attention_window": None})
     origin = {key: "config" if getattr(cfg, key) is not None else "checkpoint"
               for key in ("max_length", "attention_window")}  # fmt: skip
+    if cfg.source == "convert_bert" and cfg.architecture == "bigbird":
+        if cfg.attention_window is not None:
+            raise InputError(
+                "config", "model.attention_window",
+                f"expected null with model.architecture bigbird (set model.block_size), got {cfg.attention_window}",
+            )  # fmt: skip
+        block = cfg.block_size if cfg.block_size is not None else max(1, default_window(max_length) // 2)
+        validate_blocks(max_length, block, cfg.num_random_blocks)
+        origin["block_size"] = "config" if cfg.block_size is not None else "default (max_length / 16)"
+        return ModelShape(max_length, [], origin, {"max_length": own_length, "attention_window": None}, block)
     if cfg.attention_window is not None:
         window = cfg.attention_window
     elif own_window is not None:
@@ -265,16 +296,17 @@ def import_classifier(
     src_config = source_config(cfg.name_or_path, cfg.source)
     check_labels(classes, src_config, cfg.name_or_path)
     shape = model_shape(cfg, src_config)
-    classifier = getattr(transformers, architecture(src_config).classifier_class)
+    arch = architecture(src_config)
+    classifier = getattr(transformers, arch.classifier_class)
+    window = {"attention_window": shape.windows} if shape.windows else {}
     model, info = from_hub(
-        classifier.from_pretrained, name, "model.name_or_path", attention_window=shape.windows,
-        output_loading_info=True,
+        classifier.from_pretrained, name, "model.name_or_path", output_loading_info=True, **window
     )  # fmt: skip
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
         raise InputError(
             cfg.name_or_path, "weights",
-            f"expected a fine-tuned Longformer sequence classifier, found no trained weights for {missing[:3]}"
+            f"expected a fine-tuned {arch.classifier_class}, found no trained weights for {missing[:3]}"
             f"{' …' if len(missing) > 3 else ''}; use model.source 'longformer' to fine-tune a Longformer checkpoint",
         )  # fmt: skip
     if not named_labels(model.config.id2label.values()):

@@ -73,7 +73,9 @@ def run_estimate_head_importance(
         model=str(model_dir),
         zero_heads=zeros,
         legacy="T3-vis: accumulated gradients, local projections only, global min-max (recipes §4)",
-        fixed=f"per-example {cfg.estimator} Taylor terms, local + global projections, {cfg.normalisation}",
+        fixed=f"per-example {cfg.estimator} Taylor terms, {' + '.join(arch.head_group_names)}, {cfg.normalisation}",
+        head_groups={"local": list(arch.local_groups), "global": list(arch.global_groups)},
+        architecture=arch.describe(model.config),
         deviations=list(FIXED_DEVIATIONS),
         seconds=round(seconds, 2),
     )
@@ -172,6 +174,7 @@ def run_extract_attention(
         n_test_examples=len(ids),
         n_max=n_max,
         seconds=round(seconds, 2),
+        notes=arch.reading_notes(model.config, lengths) if shard == 0 else [],  # once, over every test example
         **common,
     )
     save_tensors(tensors, summary_path, prov)

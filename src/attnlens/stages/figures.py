@@ -43,16 +43,20 @@ log = logging.getLogger(__name__)
 
 
 def run_plot_head_importance(cfg: FiguresConfig, importance_path: StrPath, stem: StrPath) -> list[Path]:
-    """Rule ``plot_head_importance``: legacy and fixed matrices and the global projections' share."""
+    """Rule ``plot_head_importance``: legacy and fixed matrices and, where the global rows have projections of
+    their own (Longformer), their share."""
     t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
     fixed_cfg = prov["config"]
-    total = (t["fixed_local"] + t["fixed_global"]).numpy()
-    share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
+    has_global = bool((prov.get("head_groups") or {"global": [True]})["global"])  # older artifacts: Longformer's
     matrices = {
         "legacy (T3-vis: summed gradients, local only, min-max)": t["legacy"].numpy(),
-        f"fixed ({fixed_cfg['estimator']}, local + global, {fixed_cfg['normalisation']})": t["fixed"].numpy(),
-        "fixed: share from global projections": share,
+        f"fixed ({fixed_cfg['estimator']}, {'local + global' if has_global else 'all projections'}, "
+        f"{fixed_cfg['normalisation']})": t["fixed"].numpy(),
     }
+    if has_global:
+        total = (t["fixed_local"] + t["fixed_global"]).numpy()
+        share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
+        matrices["fixed: share from global projections"] = share
     return plot_head_importance(matrices, stem, cfg.dpi)
 
 

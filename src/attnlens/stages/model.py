@@ -13,6 +13,7 @@ from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_sectio
 from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
+from attnlens.models import architecture
 from attnlens.models.loading import build_base_model, import_classifier, load_classifier
 from attnlens.prediction import (
     PREDICTIONS_SCHEMA,
@@ -41,7 +42,7 @@ def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrP
     model.config.label2id = {c: i for i, c in enumerate(classes)}
     n_params = sum(p.numel() for p in model.parameters())
     log.info("base model: %s from %s, %d parameters", cfg.source, cfg.name_or_path, n_params)
-    log.info("max_length %d, attention_window %s", tokenizer.model_max_length, model.config.attention_window)
+    log.info("max_length %d; %s", tokenizer.model_max_length, architecture(model).describe(model.config))
     save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))
 
 

@@ -14,11 +14,13 @@ The conversion of a BERT checkpoint (the embedded default) is :mod:`attnlens.mod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
 from attnlens.models.base import Architecture
-from attnlens.models.bigbird.blocked import recording, use_block_sparse_attention
+from attnlens.models.bigbird.blocked import full_threshold, recording, use_block_sparse_attention
 
 
 class BigBird(Architecture):
@@ -59,6 +61,31 @@ class BigBird(Architecture):
 
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         return layer.attention.output.dense
+
+    def describe(self, config) -> str:
+        if config.attention_type != "block_sparse":
+            return "BigBird, full attention (attention_type original_full)"
+        return (
+            f"BigBird, block_size {config.block_size}, num_random_blocks {config.num_random_blocks} "
+            f"(block-sparse above {full_threshold(config)} tokens)"
+        )
+
+    def reading_notes(self, config, lengths: Sequence[int]) -> list[str]:
+        if config.attention_type != "block_sparse":
+            return []
+        r, t = config.num_random_blocks, full_threshold(config)
+        notes = [
+            f"BigBird attention is read in eval mode, where Hugging Face draws no random blocks: each of the "
+            f"{r} random blocks is block 0 again, so block 0's keys count {1 + r} times in every softmax outside "
+            f"the global blocks; the attention graph of inference is not the one of training"
+        ]
+        short = sum(1 for n in lengths if n <= t)
+        if short:
+            notes.append(
+                f"{short} of {len(lengths)} examples have at most (5 + 2·{r})·{config.block_size} = {t} tokens and "
+                f"ran full attention (Hugging Face's original_full), read densely by query blocks"
+            )
+        return notes
 
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """The forward; with ``attentions``, the bands the block-sparse path records (never Hugging Face's dense

@@ -104,6 +104,9 @@ class Longformer(Architecture):
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         return layer.attention.output.dense
 
+    def describe(self, config) -> str:
+        return f"Longformer, attention_window {list(config.attention_window)} and a global CLS"
+
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """Hugging Face's forward (``output_attentions`` when ``attentions``): its local and global attention
         outputs are the band as it is."""
