@@ -10,6 +10,12 @@
 
 ``attention.json``: band-native summaries against the forward pass and the original loop (issue 3).
 
+``architectures.json``: every architecture behind the model seam (Longformer, window 512; BigBird, blocks of
+64, 3 random blocks) at 2 048, 4 096 and 8 192 tokens, base-size, random weights: attnlens's forward, its
+forward with every layer's bands, the band summaries ÷ that forward (target ≤ 0.5) and the peak extra memory
+÷ the dense ``layers · heads · n² · 4`` bytes (target ≤ 5 %), beside Hugging Face's own ``output_attentions``
+forward (for BigBird it builds the dense probabilities in every block-sparse forward).
+
 ``explanations.json``: the attention-based explanation methods (raw attention, value norms, rollout,
 gradient-weighted attention) on the base-size configuration at 2 048 and 4 096 tokens: each one's
 time beyond the forward pass that gives the attention (target ≤ 1 × one forward) and its peak extra
@@ -37,7 +43,7 @@ tokens): forward, pooling from the band, the three MI estimators with their Rips
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
-[--only foundation|attention|explanations|attribution|similarity|topology|pairs|explorer|paper_shape]``.
+[--only foundation|attention|architectures|explanations|attribution|similarity|topology|pairs|explorer|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -63,7 +69,15 @@ import pandas as pd
 import torch
 from paper_shape import rehearse
 from scipy import sparse
-from transformers import AutoTokenizer, BertConfig, BertModel, LongformerConfig, LongformerForSequenceClassification
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    BigBirdConfig,
+    BigBirdForSequenceClassification,
+    LongformerConfig,
+    LongformerForSequenceClassification,
+)
 
 from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
@@ -87,7 +101,7 @@ from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, Topo
 from attnlens.corpus import generate_corpus
 from attnlens.data import MANIFEST_SCHEMA, load_examples
 from attnlens.io import atomic_path, provenance, save_json, save_parquet
-from attnlens.models import forward_bands
+from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import build_base_model, load_classifier, model_shape, packaged_model_dir, source_config
 from attnlens.models.longformer import LONGFORMER, global_attention_mask
 from attnlens.models.longformer.conversion import convert_bert_to_longformer
@@ -297,11 +311,12 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     }
 
 
-def _bench_child(function: str, n: int, env: dict) -> dict:
-    """``benchmarks/bench.py``'s ``function(n)`` in a fresh interpreter under ``env``: its JSON result."""
+def _bench_child(function: str, n: int, env: dict, *first) -> dict:
+    """``benchmarks/bench.py``'s ``function(*first, n)`` in a fresh interpreter under ``env``: its JSON result."""
+    args = ", ".join([*(repr(a) for a in first), str(n)])
     code = (
         f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
-        f"from bench import {function} as b; print(json.dumps(b({n})))"
+        f"from bench import {function} as b; print(json.dumps(b({args})))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
@@ -680,6 +695,100 @@ def _base_longformer(seed: int = 0):
     return LongformerForSequenceClassification(config).eval()
 
 
+def _base_bigbird(seed: int = 0):
+    torch.manual_seed(seed)
+    config = BigBirdConfig(
+        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
+        max_position_embeddings=8192, block_size=64, num_random_blocks=3, attention_type="block_sparse",
+        num_labels=2,
+    )  # fmt: skip
+    return BigBirdForSequenceClassification(config).eval()
+
+
+#: Base-size random-weight models of every architecture behind the seam (Longformer: window 512, CLS global).
+BASE_MODELS = {"longformer": lambda: _base_longformer_long(8192), "bigbird": _base_bigbird}
+
+
+def _base_longformer_long(max_length: int, seed: int = 0):
+    torch.manual_seed(seed)
+    config = LongformerConfig(
+        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
+        attention_window=512, max_position_embeddings=max_length + 2, num_labels=2,
+    )  # fmt: skip
+    return LongformerForSequenceClassification(config).eval()
+
+
+def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool = True) -> dict:
+    """One architecture at one length, in this process: attnlens's forward, its forward with every layer's bands
+    and the band summaries (received attention, top-k both ways) against Hugging Face's own ``output_attentions``
+    forward, seconds and peak extra RSS of each (run under :func:`bench_architectures`)."""
+    model = BASE_MODELS[name]()
+    arch = architecture(model)
+    ids = torch.randint(5, 1000, (1, n))
+    mask = torch.ones_like(ids)
+    batch = {"input_ids": ids, "attention_mask": mask, **arch.forward_args(mask)}
+    n_heads_total = model.config.num_hidden_layers * model.config.num_attention_heads
+    dense = n_heads_total * n * n * 4
+    row = {"architecture": name, "describe": arch.describe(model.config), "tokens": n, "dense_bytes": dense}
+    with torch.no_grad():
+        if huggingface:  # Hugging Face's forward as it is, attention outputs asked for
+            gc.collect()
+            before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+            t0 = time.perf_counter()
+            out = model(**batch, output_attentions=True)
+            row["huggingface_attentions_s"] = round(time.perf_counter() - t0, 2)
+            peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+            row["huggingface_peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
+            del out
+        arch.prepare(model)
+        model(**batch)  # warm-up of the patched path
+        t0 = time.perf_counter()
+        model(**batch)
+        row["forward_s"] = round(time.perf_counter() - t0, 2)
+        gc.collect()
+        before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+        t0 = time.perf_counter()
+        bands = forward_bands(model, batch)
+        row["forward_with_bands_s"] = round(time.perf_counter() - t0, 2)
+        forward_peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        band_bytes = sum(t.numel() * t.element_size() for b in bands for t in (b.local, b.global_) if t is not None)
+        compute_example_summaries([_tiny_band(bands[0])], k)  # the kernels' first call
+        gc.collect()
+        before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+        t0 = time.perf_counter()
+        summaries = compute_example_summaries(bands, k)
+        row["summaries_s"] = round(time.perf_counter() - t0, 2)
+        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        del summaries, bands
+    row["summaries_over_forward"] = round(row["summaries_s"] / row["forward_with_bands_s"], 3)
+    row["summaries_over_forward_target"] = 0.5
+    row["peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
+    row["peak_extra_over_dense_target"] = 0.05
+    row["bands_over_dense"] = round(band_bytes / dense, 4)
+    row["forward_with_bands_peak_extra_over_dense"] = None if forward_peak is None else round(forward_peak / dense, 4)
+    row["memory_method"] = (
+        "peak RSS (VmHWM reset) minus RSS before: of the summaries, every layer's bands already in memory (as in "
+        "attention.json); of the forward that returns the bands (bands included); bands_over_dense: their bytes"
+    )
+    return row
+
+
+def bench_architectures(lengths=(2048, 4096, 8192)) -> list[dict]:
+    """Every architecture at every length in fresh interpreters: one run for the times, one with strict memory
+    accounting (``MALLOC_MMAP_THRESHOLD_``, as :func:`bench_attention`)."""
+    out = []
+    strict = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
+    for name in BASE_MODELS:
+        for n in lengths:
+            timed = _bench_child("bench_architecture_length", n, dict(os.environ), name)
+            memory = _bench_child("bench_architecture_length", n, strict, name)
+            for key in ("peak_extra_over_dense", "huggingface_peak_extra_over_dense",
+                        "forward_with_bands_peak_extra_over_dense"):  # fmt: skip
+                timed[key] = memory[key]
+            out.append(timed)
+    return out
+
+
 def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_examples: int = 100) -> dict:
     """Seconds and peak extra memory of the topology stage per example against length; all-pairs bottleneck."""
 
@@ -829,7 +938,7 @@ def resolved_model(section: dict) -> ModelConfig:
     """The ``model`` section with its length and window resolved against the checkpoint (null = its own)."""
     cfg = ModelConfig.from_dict(section)
     shape = model_shape(cfg, source_config(cfg.name_or_path, cfg.source))
-    window = shape.windows[0] if len(set(shape.windows)) == 1 else list(shape.windows)
+    window = None if not shape.windows else shape.windows[0] if len(set(shape.windows)) == 1 else list(shape.windows)
     return ModelConfig.from_dict({**cfg.to_dict(), "max_length": shape.max_length, "attention_window": window})
 
 
@@ -873,6 +982,7 @@ def main(argv: list[str] | None = None) -> None:
         "similarity": bench_similarity,
         "attribution": lambda: _attribution(args.config),
         "attention": lambda: {"lengths": bench_attention()},
+        "architectures": lambda: {"lengths": bench_architectures()},
         "explanations": bench_explanations,
         "pairs": lambda: {"pairs": bench_pairs()},
         "explorer": bench_explorer,

@@ -31,10 +31,10 @@ def test_unsupported_model_type_is_one_line_naming_the_supported_ones(tmp_path):
         architecture(config, where="some/folder")
     message = str(err.value)
     assert "\n" not in message and "some/folder" in message and "model_type" in message
-    assert "expected one of ['big_bird', 'longformer'], got 'bert'" in message
+    assert "expected one of ['big_bird', 'longformer', 'modernbert'], got 'bert'" in message
     # a saved classifier of an unsupported architecture is refused the same way, before any weight is read
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "bert-clf")
-    with pytest.raises(InputError, match=r"expected one of \['big_bird', 'longformer'\], got 'bert'"):
+    with pytest.raises(InputError, match=r"expected one of \['big_bird', 'longformer', 'modernbert'\], got 'bert'"):
         load_classifier(tmp_path / "bert-clf")
 
 
@@ -60,8 +60,8 @@ def test_longformer_head_groups_split_by_head(tiny_classifier):
     hidden = model.config.hidden_size
     for layer in groups:
         assert tuple(layer) == LONGFORMER.head_group_names == LONGFORMER.local_groups + LONGFORMER.global_groups
-        for name, (weight, bias) in layer.items():
-            assert weight.shape == (hidden, hidden)  # rows (columns for output) of R_h = [h·d, (h+1)·d)
+        for name, (weight, bias, rows) in layer.items():
+            assert weight.shape == (hidden, hidden) and rows == slice(None)  # rows (columns for output) of R_h
             assert (bias is None) == (name == "output")
 
 

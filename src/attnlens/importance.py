@@ -56,16 +56,16 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
         sq = torch.zeros(len(params), n_heads, dtype=torch.float64)
         lin = torch.zeros_like(sq)
         for layer, groups in enumerate(params):
-            weight, bias = groups[name]
+            weight, bias, rows = groups[name]
             if weight.grad is None:
                 continue
-            prod = (weight.grad * weight).double()
+            prod = (weight.grad[rows] * weight[rows]).double()
             if name == "output":  # columns R_h: (out, H, d)
                 prod = prod.reshape(prod.shape[0], n_heads, -1).transpose(0, 1).reshape(n_heads, -1)
             else:  # rows R_h: (H, d, in)
                 prod = prod.reshape(n_heads, -1)
             if bias is not None and bias.grad is not None:
-                prod = torch.cat([prod, (bias.grad * bias).double().reshape(n_heads, -1)], 1)
+                prod = torch.cat([prod, (bias.grad[rows] * bias[rows]).double().reshape(n_heads, -1)], 1)
             sq[layer] = (prod**2).sum(1)
             lin[layer] = prod.sum(1)
         result[name] = (sq, lin)
@@ -114,7 +114,9 @@ def estimate_head_importance(
     model.eval()
     n_heads = model.config.num_attention_heads
     arch = architecture(model)
-    params = [p for groups in arch.head_groups(model) for w, b in groups.values() for p in (w, b) if p is not None]
+    # a fused projection (ModernBERT's Wqkv) holds several groups: each parameter once
+    params = list({id(p): p for groups in arch.head_groups(model) for w, b, _ in groups.values()
+                   for p in (w, b) if p is not None}.values())  # fmt: skip
     legacy_sum = {id(p): torch.zeros_like(p, dtype=torch.float64) for p in params}
     n_layers = model.config.num_hidden_layers
     local = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=params[0].device)

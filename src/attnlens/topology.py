@@ -56,7 +56,7 @@ import torch
 from scipy import sparse
 from scipy.special import xlogy
 
-from attnlens.attention.band import layer_slice
+from attnlens.attention.band import Band, layer_slice
 from attnlens.io import load_shards
 from attnlens.stats import not_computable, permutation_p_value
 from attnlens.tokens import display_tokens, structural_mask
@@ -155,6 +155,8 @@ def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
     """
     m = int(unit_of.max()) + 1
     counts = np.bincount(unit_of[unit_of >= 0], minlength=m).astype(np.float64)
+    if not all(isinstance(b, Band) and b.slots == bands[0].slots for b in bands):
+        return _pooled_by_blocks(bands, unit_of, m) / counts[:, None]
     first = bands[0]
     n, length = first.n, first.length
     keys = first.slot_keys.numpy().astype(np.int64)  # (n, slots), −1 = unused
@@ -180,6 +182,23 @@ def pooled_from_bands(bands, unit_of: np.ndarray) -> np.ndarray:
             for h in range(band.heads):
                 out[layer, h] += np.bincount(cells, weights=w[h], minlength=m * m)
     return out.reshape(len(bands), first.heads, m, m) / counts[:, None]
+
+
+def _pooled_by_blocks(layers, unit_of: np.ndarray, m: int) -> np.ndarray:
+    """``(L, H, m, m)`` pooled sums for layers of different forms (a band, a full layer kept as queries and keys):
+    each layer's dense rows formed by query blocks and summed into unit cells."""
+    n = layers[0].n
+    units = np.full(n, m, dtype=np.int64)  # positions of no unit go to a spill cell, dropped at the end
+    units[: min(n, len(unit_of))] = np.where(unit_of[:n] >= 0, unit_of[:n], m)
+    units = torch.from_numpy(units)
+    out = np.zeros((len(layers), layers[0].heads, m, m))
+    for index, layer in enumerate(layers):
+        cells = torch.zeros(layer.heads, m + 1, m + 1, dtype=torch.float64)
+        for start, stop, probs in layer.blocks():
+            by_key = probs.new_zeros(layer.heads, stop - start, m + 1).index_add_(2, units, probs)
+            cells.index_add_(1, units[start:stop], by_key.double())
+        out[index] = cells[:, :m, :m].numpy()
+    return out
 
 
 # --- MI estimators and the distance -----------------------------------------------------------------

@@ -15,6 +15,9 @@ tensor operations whose memory is ``O(heads · n · w)``:
 * :func:`binned_image` — ``A`` summed into ``bins × bins`` blocks, for heat-maps (§6), optionally
   weighted cell by cell (the dataset aggregate of §6.2).
 
+Each also takes a layer of full attention kept as its queries and keys, or a weighted combination of layers
+of different layouts (:mod:`attnlens.attention.full`), which it reduces by query blocks instead.
+
 The semantics follow recipes §5.2 exactly and do not trust the model's zeros: pad queries and
 pad keys, local rows of global queries, window slots that point outside the sequence, at padding or
 at a global token (which is reached through its own global slot) are all excluded by index, never by
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import numba
 import torch
 
+from attnlens.attention import full
 from attnlens.attention.kernels import topk_attended_kernel, topk_attending_kernel
 
 #: Working memory one head-chunk may use, in bytes (heads are processed in chunks of this size).
@@ -137,6 +141,30 @@ class Band:
         for start in range(0, self.heads, step):
             yield slice(start, min(start + step, self.heads))
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.local.dtype
+
+    def probabilities(self, start: int, stop: int) -> torch.Tensor:
+        """``(heads, stop − start, n)`` dense rows ``A[start:stop, :]``: the local slots (window and global) of
+        local rows, the global rows of global tokens; unused rows are 0. For combining layers of different
+        layouts by query blocks (:class:`attnlens.attention.full.Combination`)."""
+        keys = self.slot_keys[start:stop].long()  # (B, slots), −1 = does not count
+        out = self.local.new_zeros(self.heads, stop - start, self.n + 1)
+        out.scatter_add_(2, torch.where(keys >= 0, keys, self.n).expand(self.heads, -1, -1), self.local[:, start:stop])
+        out = out[..., : self.n]
+        for j, g in enumerate(self.global_positions.tolist()):
+            if start <= g < stop:
+                out[:, g - start, : self.length] = self.global_[:, : self.length, j]
+        return out
+
+    def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """``(start, stop, probabilities)`` for consecutive blocks of the real queries (as a full layer's)."""
+        step = max(1, CHUNK_BYTES // max(1, 2 * self.heads * self.n * self.local.element_size()))
+        for start in range(0, self.length, step):
+            stop = min(start + step, self.length)
+            yield start, stop, self.probabilities(start, stop)
+
     def key_major(self, heads: slice) -> torch.Tensor:
         """``(h, n, w + 1)`` window attention re-indexed by key: ``[h, c, k'] = A[c − w/2 + k', c]``.
 
@@ -177,6 +205,8 @@ def received_attention(band: Band) -> torch.Tensor:
     Summed over every attending query: window slots, the local rows' global slots and the global
     tokens' own rows. Over the real keys the total is the number of real queries.
     """
+    if not isinstance(band, Band):
+        return full.received(band)
     n, _x, nb, length = band.n, band.x, band.n_global, band.length
     out = band.local.new_zeros(band.heads, n)
     per_head = (n + band.window) * (band.window + 1) * band.local.element_size()
@@ -217,6 +247,8 @@ def topk_attended(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     Returns:
         ``(keys, scores)``, each ``(heads, n, k)``; pad queries and unused places hold −1 / 0.
     """
+    if not isinstance(band, Band):
+        return full.topk_attended(band, k)
     return _run_topk(topk_attended_kernel, band, k, band.query_ok, band.is_global)
 
 
@@ -229,6 +261,8 @@ def topk_attending(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     Returns:
         ``(queries, scores)``, each ``(heads, n, k)``; pad keys and unused places hold −1 / 0.
     """
+    if not isinstance(band, Band):
+        return full.topk_attending(band, k)
     return _run_topk(topk_attending_kernel, band, k, band.query_ok, band.is_global)
 
 
@@ -256,6 +290,9 @@ def binned_image(band: Band, bins: int, n_ref: int | None = None, count: torch.T
     length = band.length
     bin_of = torch.zeros(band.n, dtype=torch.long)
     bin_of[:length] = bin_edges(n_ref, bins)[:length]
+    if not isinstance(band, Band):
+        inv = None if count is None else 1.0 / count.to(band.dtype).clamp(min=1)
+        return full.binned_image(band, bin_of, bins, inv)
     keys = band.slot_keys
     ok = keys >= 0
     safe = keys.clamp(min=0)

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
+from attnlens.attention.full import FullLayer
 from attnlens.errors import InputError
 from attnlens.io import load_tensors, unpack_strings
 
@@ -103,8 +104,28 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
     return AttentionSummaries(examples, aggregate, count)
 
 
-def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tensor]:
-    """The stored bands (one per layer) and input ids of a showcased example."""
+def stored_layer(layer, prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors that store one layer's attention (float32) under ``prefix``: a band's ``local`` (and
+    ``global``) attention, or a full layer's ``query`` and ``key`` (``O(n · d)``, never ``n × n``)."""
+    if isinstance(layer, FullLayer):
+        return {f"{prefix}|query": layer.query.float(), f"{prefix}|key": layer.key.float()}
+    out = {f"{prefix}|local": layer.local.float()}
+    if layer.global_ is not None:
+        out[f"{prefix}|global"] = layer.global_[:, : layer.n].float()
+    return out
+
+
+def global_positions(layers: Sequence) -> torch.Tensor:
+    """The global tokens of an example's bands (none where no layer is a band with global tokens)."""
+    for layer in layers:
+        if isinstance(layer, Band) and layer.n_global:
+            return layer.global_positions
+    return torch.zeros(0, dtype=torch.long)
+
+
+def load_bands(paths: Sequence, example_id: str) -> tuple[list, torch.Tensor]:
+    """The stored attention (one :class:`Band` or :class:`~attnlens.attention.full.FullLayer` per layer) and
+    input ids of a showcased example."""
     key = band_key(example_id)
     for path in paths:
         t, prov = load_tensors(path, BANDS_SCHEMA)
@@ -112,12 +133,17 @@ def load_bands(paths: Sequence, example_id: str) -> tuple[list[Band], torch.Tens
             continue
         ids = t[f"{key}|input_ids"].long()
         gpos = t[f"{key}|global_positions"].long()
-        bands = []
+        layers = []
         layer = 0
-        while f"{key}|{layer}|local" in t:
-            bands.append(Band(t[f"{key}|{layer}|local"], t.get(f"{key}|{layer}|global"), len(ids), gpos))
+        while f"{key}|{layer}|local" in t or f"{key}|{layer}|query" in t:
+            prefix = f"{key}|{layer}"
+            if f"{prefix}|query" in t:
+                layers.append(FullLayer(t[f"{prefix}|query"], t[f"{prefix}|key"], len(ids)))
+            else:
+                glob = t.get(f"{prefix}|global")
+                layers.append(Band(t[f"{prefix}|local"], glob, len(ids), gpos if glob is not None else gpos[:0]))
             layer += 1
-        return bands, ids
+        return layers, ids
     raise KeyError(f"no stored attention bands for example {example_id!r}")
 
 

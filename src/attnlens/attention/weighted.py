@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
+from attnlens.attention import full
 from attnlens.attention.band import CHUNK_BYTES, Band, received_attention
 
 # --- band operations --------------------------------------------------------------------------------
@@ -57,6 +58,10 @@ def value_norms(hidden: torch.Tensor, value: torch.nn.Linear, out_proj: torch.nn
 
 def value_norm_received(band: Band, norm_local: torch.Tensor, norm_global: torch.Tensor | None) -> torch.Tensor:
     """``(heads, n)`` ``Σ_i ‖A_ij f(x_j)‖``: local rows weighted by ``norm_local``, global rows by ``norm_global``."""
+    if not isinstance(band, Band):  # a full layer: no global rows of their own
+        out = full.received(band) * norm_local[:, : band.n]
+        out[:, band.length :] = 0
+        return out
     n, length, nb = band.n, band.length, band.n_global
     zero_global = None if band.global_ is None else torch.zeros_like(band.global_)
     local_rows = received_attention(Band(band.local, zero_global, length, band.global_positions))
@@ -70,9 +75,12 @@ def value_norm_received(band: Band, norm_local: torch.Tensor, norm_global: torch
 def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
     """``(n,)`` row ``start`` of ``Ã_L ⋯ Ã_1`` with ``Ã_l = ½ mean_h A_l + ½ I``, carried down as a vector."""
     n = bands[0].n
-    r = bands[0].local.new_zeros(n, dtype=torch.float64)
+    r = torch.zeros(n, dtype=torch.float64)
     r[start] = 1.0
     for band in reversed(bands):
+        if not isinstance(band, Band):  # a full layer, by query blocks
+            r = 0.5 * r + 0.5 * full.weighted_received(band, query_weight=r[None]).mean(0)
+            continue
         local = band.local.mean(0, keepdim=True).double() * r[None, :, None]  # heads averaged first: O(n · w)
         glob = None
         if band.global_ is not None:
@@ -93,6 +101,8 @@ def grad_attention_received(
         grad_out: ``(heads, ≥ n, dh)`` gradient of ``F`` with respect to the head outputs ``o``.
         value, value_global: ``(heads, ≥ n, dh)`` value vectors (local rows and global rows).
     """
+    if not isinstance(band, Band):
+        return full.products_received(band, grad_out[:, : band.n], value)
     n, x, nb, half = band.n, band.x, band.n_global, band.half
     gpos = band.global_positions
     out = band.local.new_zeros(band.heads, n)

@@ -15,9 +15,10 @@ from attnlens.errors import InputError
 from attnlens.models.base import Architecture
 from attnlens.models.bigbird import BIGBIRD
 from attnlens.models.longformer import LONGFORMER
+from attnlens.models.modernbert import MODERNBERT
 
 #: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
-ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER, BIGBIRD)}
+ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT)}
 
 
 def architecture(model_or_config, where: str = "model") -> Architecture:

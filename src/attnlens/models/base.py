@@ -92,9 +92,10 @@ class Architecture(ABC):
     def self_attention(self, layer: nn.Module) -> nn.Module:
         """The attention module whose first input is the hidden state its projections read."""
 
-    def projection(self, layer: nn.Module, group: str) -> nn.Linear:
-        """The projection of head group ``group`` (``query``, ``key_global``, …) of a layer."""
-        return getattr(self.self_attention(layer), group)
+    def projection(self, layer: nn.Module, group: str) -> tuple[nn.Linear, slice]:
+        """The projection of head group ``group`` (``query``, ``key_global``, …) of a layer, and the rows of it
+        that the group is (all of them, except in a fused projection such as ModernBERT's ``Wqkv``)."""
+        return getattr(self.self_attention(layer), group), slice(None)
 
     @abstractmethod
     def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
@@ -104,15 +105,19 @@ class Architecture(ABC):
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         """``W_O``: the projection of the concatenated heads."""
 
-    def head_groups(self, model: nn.Module) -> list[dict[str, tuple[nn.Parameter, nn.Parameter | None]]]:
-        """Per layer, ``{group: (weight, bias)}`` for :attr:`head_group_names` (bias ``None`` for ``output``)."""
+    def head_groups(self, model: nn.Module) -> list[dict[str, tuple[nn.Parameter, nn.Parameter | None, slice]]]:
+        """Per layer, ``{group: (weight, bias, rows)}`` for :attr:`head_group_names`: the group is ``rows`` of the
+        parameters (bias ``None`` for ``output``, whose columns split by head)."""
         out = []
         for layer in self.layers(model):
-            out.append({
-                g: (self.output_projection(layer).weight, None) if g == "output"
-                else (self.projection(layer, g).weight, self.projection(layer, g).bias)
-                for g in self.head_group_names
-            })  # fmt: skip
+            groups = {}
+            for g in self.head_group_names:
+                if g == "output":
+                    groups[g] = (self.output_projection(layer).weight, None, slice(None))
+                else:
+                    linear, rows = self.projection(layer, g)
+                    groups[g] = (linear.weight, linear.bias, rows)
+            out.append(groups)
         return out
 
     @abstractmethod
@@ -130,3 +135,22 @@ class Architecture(ABC):
 
         The gradient is not switched off here: a caller that needs none runs it under ``torch.no_grad()``.
         """
+
+
+class ProjectionRows(nn.Module):
+    """``rows`` of a fused linear projection as a projection of its own (ModernBERT's values are rows of ``Wqkv``)."""
+
+    def __init__(self, linear: nn.Linear, rows: slice):
+        super().__init__()
+        self.linear, self.rows = linear, rows
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight[self.rows]
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return None if self.linear.bias is None else self.linear.bias[self.rows]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias)

@@ -43,6 +43,7 @@ from attnlens.attention.band import (
     topk_attended,
     topk_attending,
 )
+from attnlens.attention.full import Combination
 from attnlens.render.escape import csp_meta, html_text, script_json
 
 EXPLORER_SCHEMA = "explorer/v1"
@@ -60,13 +61,17 @@ def configuration_weights(n_layers: int, n_heads: int, layers: str, importance: 
     return weights
 
 
-def combine_bands(bands: list[Band], weights: torch.Tensor) -> Band:
-    """One single-head band holding ``Σ_{l,h} w[l,h] · A[l,h]`` (same layout as the inputs).
+def combine_bands(bands: list, weights: torch.Tensor):
+    """``Σ_{l,h} w[l,h] · A[l,h]`` as one single-head layer.
 
-    Every band of an example shares its layout (length, window, global tokens), so the weighted
-    attention of a layer configuration is itself a band and every band operation applies to it.
+    Where every layer is a band of one layout (length, window, global tokens), the weighted attention of a
+    layer configuration is itself a band and every band operation applies to it. Layers of different forms
+    (ModernBERT's windowed and full layers) combine by query blocks (:class:`~attnlens.attention.full.Combination`).
     """
     first = bands[0]
+    same = all(isinstance(b, Band) and b.slots == first.slots and b.x == first.x for b in bands)
+    if not same:
+        return Combination(tuple(bands), weights)
     local = torch.zeros(1, first.n, first.slots, dtype=torch.float32)
     glob = None if first.global_ is None else torch.zeros(1, *first.global_.shape[1:], dtype=torch.float32)
     for layer, band in enumerate(bands):

@@ -14,7 +14,9 @@ from attnlens.attention.summaries import (
     SUMMARY_SCHEMA,
     band_key,
     compute_example_summaries,
+    global_positions,
     position_counts,
+    stored_layer,
 )
 from attnlens.config import AttentionConfig, ImportanceConfig
 from attnlens.data import load_examples, shard_of
@@ -143,11 +145,9 @@ def run_extract_attention(
         if eid in showcased:
             key = band_key(eid)
             bands_out[f"{key}|input_ids"] = input_ids[-1]
-            bands_out[f"{key}|global_positions"] = bands[0].global_positions
+            bands_out[f"{key}|global_positions"] = global_positions(bands)
             for layer, band in enumerate(bands):
-                bands_out[f"{key}|{layer}|local"] = band.local.float()
-                if band.global_ is not None:
-                    bands_out[f"{key}|{layer}|global"] = band.global_[:, : band.n].float()
+                bands_out.update(stored_layer(band, f"{key}|{layer}"))
     seconds = time.perf_counter() - t0
     tensors = {
         "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),

@@ -53,8 +53,8 @@ class BigBird(Architecture):
         # the hooks sit on the wrapper (its first input is the hidden state) and read the projections through it
         return layer.attention
 
-    def projection(self, layer: nn.Module, group: str) -> nn.Linear:
-        return getattr(layer.attention.self, group)
+    def projection(self, layer: nn.Module, group: str) -> tuple[nn.Linear, slice]:
+        return getattr(layer.attention.self, group), slice(None)
 
     def value_projections(self, layer: nn.Module) -> dict[str, nn.Linear]:
         return {"local": layer.attention.self.value}

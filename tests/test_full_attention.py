@@ -1,0 +1,136 @@
+"""Full attention kept as queries and keys (attnlens.attention.full): every summary, computed by query blocks,
+against the dense ``heads × n × n`` matrix built directly (float64), and layers of different forms combined.
+Blocks are made small (``BLOCK_BYTES``) so that every reduction crosses block boundaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_attention import CASES, _reference_topk, dense_reference, random_band
+
+from attnlens.attention import full
+from attnlens.attention.band import binned_image, received_attention, topk_attended, topk_attending
+from attnlens.attention.full import Combination, FullLayer
+from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received
+from attnlens.topology import pooled_from_bands
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(full, "BLOCK_BYTES", 700)  # a few queries per block
+
+
+def random_full(heads: int, n: int, length: int, seed: int, d: int = 5) -> FullLayer:
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(heads, n, d, generator=g, dtype=torch.float64)
+    k = torch.randn(heads, n, d, generator=g, dtype=torch.float64)
+    return FullLayer(q, k, length)
+
+
+def dense_full(layer: FullLayer) -> torch.Tensor:
+    """``(H, n, n)`` softmax over the real keys, real queries only: written out directly."""
+    length = layer.length
+    out = torch.zeros(layer.heads, layer.n, layer.n, dtype=torch.float64)
+    scores = layer.query[:, :length] @ layer.key[:, :length].transpose(1, 2)
+    out[:, :length, :length] = torch.softmax(scores, -1)
+    return out
+
+
+SHAPES = [(2, 17, 17), (3, 20, 13), (1, 6, 1), (2, 9, 4)]
+
+
+@pytest.mark.parametrize(("heads", "n", "length"), SHAPES)
+def test_received_and_topk_equal_the_dense_matrix(heads, n, length):
+    layer = random_full(heads, n, length, seed=n)
+    dense = dense_full(layer)
+    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
+    for k in (1, 3, 30):
+        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
+            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
+            idx, val = fn(layer, k)
+            assert torch.equal(idx.long(), ref_idx), (k, axis)
+            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+
+
+def test_topk_ties_go_to_the_smaller_position():
+    """Equal keys give equal scores: the partner of smaller position comes first, in both directions."""
+    q = torch.ones(1, 7, 2, dtype=torch.float64)
+    k = torch.zeros(1, 7, 2, dtype=torch.float64)  # every score 0: uniform rows, all ties
+    layer = FullLayer(q, k, 7)
+    idx, val = topk_attended(layer, 3)
+    assert idx[0, :, :].tolist() == [[0, 1, 2]] * 7 and torch.allclose(val, torch.full_like(val, 1 / 7))
+    idx, _ = topk_attending(layer, 3)
+    assert idx[0, :, :].tolist() == [[0, 1, 2]] * 7
+
+
+@pytest.mark.parametrize("bins", [1, 4])
+def test_binned_image_equals_the_dense_matrix(bins):
+    layer = random_full(2, 19, 15, seed=3)
+    dense = dense_full(layer)
+    n_ref = 21
+    edges = [i * bins // n_ref for i in range(n_ref)]
+    count = torch.arange(n_ref, 0, -1)
+    ref = torch.zeros(2, bins, bins, dtype=torch.float64)
+    weighted = torch.zeros_like(ref)
+    for i in range(15):
+        for j in range(15):
+            ref[:, edges[i], edges[j]] += dense[:, i, j]
+            weighted[:, edges[i], edges[j]] += dense[:, i, j] / float(count[max(i, j)])
+    torch.testing.assert_close(binned_image(layer, bins, n_ref), ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(binned_image(layer, bins, n_ref, count=count), weighted, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_summaries_equal_the_dense_matrix():
+    layer = random_full(3, 16, 12, seed=5)
+    dense = dense_full(layer)
+    g = torch.Generator().manual_seed(1)
+    norms = torch.rand(3, 16, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(value_norm_received(layer, norms, None), (dense * norms[:, None, :]).sum(1))
+    grad = torch.randn(3, 16, 4, generator=g, dtype=torch.float64)
+    value = torch.randn(3, 16, 4, generator=g, dtype=torch.float64)
+    expected = (dense * (grad @ value.transpose(1, 2))).sum(1)
+    torch.testing.assert_close(grad_attention_received(layer, grad, value, value), expected)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_band_rows_are_its_dense_reconstruction(case):
+    heads, n, length, window, gpos, x = CASES[case]
+    band = random_band(heads, n, length, window, gpos, x, seed=case, dtype=torch.float64)
+    dense = dense_reference(band)
+    rebuilt = torch.zeros_like(dense)
+    for start, stop, probs in band.blocks():
+        rebuilt[:, start:stop] = probs
+    torch.testing.assert_close(rebuilt, dense, rtol=0, atol=0)
+
+
+def test_rollout_and_combinations_mix_bands_and_full_layers():
+    """ModernBERT's stack: full and windowed layers alternate. Rollout, the weighted combination of a layer
+    configuration and topology's pooled cells equal the dense computation."""
+    n = 14
+    layers = [random_full(2, n, n, seed=1), random_band(2, n, n, 4, [], 0, seed=2, dtype=torch.float64),
+              random_full(2, n, n, seed=3)]  # fmt: skip
+    dense = [dense_full(layers[0]), dense_reference(layers[1]), dense_full(layers[2])]
+    r = torch.zeros(n, dtype=torch.float64)
+    r[0] = 1
+    for a in reversed(dense):
+        r = 0.5 * r + 0.5 * (r @ a.mean(0))
+    torch.testing.assert_close(rollout(layers, 0), r)
+    weights = torch.tensor([[1.0, 0.5], [0.0, 2.0], [0.25, 0.0]])
+    combined = Combination(tuple(layers), weights)
+    expected = sum(torch.einsum("h,hij->ij", w.double(), a) for w, a in zip(weights, dense, strict=True))
+    torch.testing.assert_close(received_attention(combined)[0].double(), expected.sum(0), rtol=1e-5, atol=1e-5)
+    idx, _ = topk_attended(combined, 2)
+    ref_idx, _ = _reference_topk(expected[None].float().double(), 2, n, "row")
+    assert torch.equal(idx.long(), ref_idx)
+    unit_of = np.array([0, 0, 1, 1, 1, -1, 2, 2, 3, 3, 3, 3, 4, -1])
+    pooled = pooled_from_bands(layers, unit_of)
+    m = 5
+    counts = np.bincount(unit_of[unit_of >= 0], minlength=m)
+    for index, a in enumerate(dense):
+        ref = np.zeros((2, m, m))
+        for i in range(n):
+            for j in range(n):
+                if unit_of[i] >= 0 and unit_of[j] >= 0:
+                    ref[:, unit_of[i], unit_of[j]] += a[:, i, j].numpy()
+        np.testing.assert_allclose(pooled[index], ref / counts[:, None], rtol=1e-12, atol=1e-12)
