@@ -9,10 +9,11 @@ different base per kind); there are no position embeddings and no global tokens.
 Whatever ``attn_implementation`` the checkpoint runs with (sdpa, flash where installed; eager becomes sdpa in
 :meth:`ModernBert.prepare`), attnlens reads the attention from the layer's own inputs: a forward hook takes
 the hidden state and the rotary angles entering each attention module, projects them with the layer's
-``Wqkv`` and rotates them with Hugging Face's own function. A windowed layer becomes a :class:`~attnlens.attention.band.Band` of half-width
-``local_attention / 2`` (its softmax over the window computed by query blocks); a full layer becomes a
-:class:`~attnlens.attention.full.FullLayer` of queries and keys, which every summary reduces by query
-blocks. No ``heads × n × n`` tensor exists, and the eager path's dense attention weights are never asked for.
+``Wqkv`` and rotates them with Hugging Face's own function. A windowed layer becomes a
+:class:`~attnlens.attention.band.Band` of half-width ``local_attention / 2`` (its softmax over the window
+computed by query blocks); a full layer becomes a :class:`~attnlens.attention.full.FullLayer` of queries
+and keys, which every summary reduces by query blocks. No ``heads × n × n`` tensor exists, and the eager
+path's dense attention weights are never asked for.
 
 Head importance splits ``Wqkv``'s rows into ``query``, ``key`` and ``value`` (rows ``[0, D)``, ``[D, 2D)``,
 ``[2D, 3D)``) and ``Wo``'s columns by head. Per-embedding IG has only the word embeddings to attribute to.
