@@ -106,3 +106,17 @@ def bigbird_run(root, tmp_path_factory) -> Path:
     out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return work
+
+
+@pytest.fixture(scope="session")
+def modernbert_run(root, tmp_path_factory) -> Path:
+    """The `.test` configuration with a ModernBERT of the packaged MiniLM's sizes drawn at random and trained from
+    scratch (``model.source: from_config``, window 32, every third layer full), with the classification and
+    topology studies (once per session)."""
+    work = tmp_path_factory.mktemp("modernbert-run")
+    model = {**tiny_config(root)["model"], "source": "from_config", "architecture": "modernbert"}
+    write_config(work, tiny_config(root, model=model, studies=["classification", "topology"]))
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return work
+

@@ -4,6 +4,9 @@ every summary against the dense computation, head groups of the fused ``Wqkv``, 
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
 import pytest
 import torch
 import transformers
@@ -11,10 +14,12 @@ from test_attention import dense_reference
 
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
+from attnlens.attention.summaries import load_summaries
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
 from attnlens.attribution.explanations import attention_pass, gradient_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
-from attnlens.importance import estimate_head_importance
+from attnlens.importance import IMPORTANCE_SCHEMA, estimate_head_importance
+from attnlens.io import load_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.modernbert import MODERNBERT
 
@@ -166,3 +171,32 @@ def test_integrated_gradients_are_complete(implementation):
 def test_forward_bands_mixes_the_two_forms():
     layers = forward_bands(tiny_modernbert("sdpa"), {k: v[:1] for k, v in _batch().items()})
     assert [type(layer).__name__ for layer in layers] == ["FullLayer", "Band", "Band", "FullLayer"]
+
+
+# --- the .test run with a ModernBERT trained from scratch ---------------------------------------------------
+
+
+def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run):
+    results = modernbert_run / "results"
+    config = json.loads((results / "models/finetuned/config.json").read_text(encoding="utf-8"))
+    assert config["model_type"] == "modernbert" and config["local_attention"] == 32
+    assert config["layer_types"][:3] == ["full_attention", "sliding_attention", "sliding_attention"]
+    tensors, prov = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
+    assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
+    assert torch.count_nonzero(tensors["fixed_local"]) > 0
+    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
+    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency"} <= set(leaderboard["method"])
+    for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
+                 "paper/figures/attention_aggregate.png", "attributions/embeddings.parquet"):  # fmt: skip
+        assert (results / path).is_file(), path
+    assert list((results / "explorer").glob("*.html"))
+    notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
+    assert any("the model has no position embeddings" in note for note in notes)
+    embeddings = pd.read_parquet(results / "attributions/embeddings.parquet")
+    assert embeddings["position"].isna().all() and embeddings["word"].map(len).gt(0).all()
+    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors")))
+    for example in summary.examples.values():
+        received = example.received  # every real query's attention sums to 1 in every layer, full or windowed
+        torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(received.shape[-1])),
+                                   rtol=1e-4, atol=1e-3)  # fmt: skip
+

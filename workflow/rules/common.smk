@@ -112,11 +112,15 @@ def classifier_label():
     """The classifier's architecture as the report names it: what ``convert_bert`` builds, a Longformer
     checkpoint, or an imported classifier's ``model_type`` (read from a local folder's config.json)."""
     model = config["model"]
-    kind = {"convert_bert": model["architecture"], "longformer": "longformer"}.get(model["source"])
+    kind = {
+        "convert_bert": model["architecture"] or "longformer",
+        "from_config": "modernbert",
+        "longformer": "longformer",
+    }.get(model["source"])
     saved = Path(model["name_or_path"]) / "config.json"
     if kind is None and saved.is_file():
         kind = json.loads(saved.read_text(encoding="utf-8")).get("model_type")
-    names = {"longformer": "Longformer", "bigbird": "BigBird", "big_bird": "BigBird"}
+    names = {"longformer": "Longformer", "bigbird": "BigBird", "big_bird": "BigBird", "modernbert": "ModernBERT"}
     return names.get(kind, kind or "imported classifier")
 
 

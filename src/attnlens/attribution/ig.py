@@ -292,6 +292,10 @@ def embedding_ig(
     its L2 normalisation 0/0), baseline positions = the model's padding index, whose row is the
     neutral zero vector in a converted model (and the one the model itself uses for padding).
 
+    An architecture attributes only the embeddings it has (:meth:`~attnlens.models.base.Architecture.embedding_layers`):
+    a model with rotary positions (ModernBERT) has no position embedding, and its baseline keeps the input's
+    positions.
+
     Returns:
         ``{name: (n,) scores}`` for each attributed layer, plus ``"delta"``: Σ over all layers and
         tokens − (F_t(x) − F_t(x′)) — only the sum obeys completeness, not each layer.
@@ -305,6 +309,8 @@ def embedding_ig(
 
     types = torch.zeros_like(inputs.input_ids)
     base_pos = torch.full_like(inputs.position_ids, 0 if mode == "legacy" else model.config.pad_token_id)
+    if "position" not in names:  # no position embedding to attribute to (rotary positions): the baseline keeps them
+        base_pos = inputs.position_ids
     attrs = layer_ig(
         f,
         [modules[name] for name in names],

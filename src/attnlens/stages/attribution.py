@@ -16,6 +16,7 @@ from attnlens.attribution.ig import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_SCHEMA,
     ATTRIBUTION_TYPES,
+    EMBEDDING_LAYERS,
     EMBEDDING_SCHEMA,
     EMBEDDING_TYPES,
     attribute_example,
@@ -43,6 +44,7 @@ from attnlens.io import (
     write_csv,
     write_sidecar,
 )
+from attnlens.models import architecture
 from attnlens.models.loading import load_classifier, load_tokenizer
 from attnlens.prediction import encode_texts, load_selection
 from attnlens.render.overlays import (
@@ -222,7 +224,7 @@ def run_attribute_embeddings(
                 "mode": cfg.embeddings_mode,
                 "target": target,
                 "word": res["word"],
-                "position": res["position"],
+                "position": res.get("position"),
                 "token_type": res.get("token_type"),
                 "delta": res["delta"],
                 "gap": res["gap"],
@@ -244,6 +246,11 @@ def run_attribute_embeddings(
         f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
         f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
     ] if missed else []  # fmt: skip
+    wanted = EMBEDDING_LAYERS if cfg.embeddings_mode == "legacy" else ("word", "position")
+    absent = [name for name in wanted if name not in architecture(model).embedding_layers(model)]
+    if absent:
+        notes.append(f"per-embedding IG: the model has no {' or '.join(absent)} embeddings (e.g. rotary positions); "
+                     f"it attributes to the ones it has")  # fmt: skip
     deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
     prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations,
                       not_converged=len(missed), notes=notes)  # fmt: skip

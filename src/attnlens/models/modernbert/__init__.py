@@ -93,12 +93,6 @@ class ModernBert(Architecture):
         kinds = ["full" if t == "full_attention" else "window" for t in config.layer_types]
         return f"ModernBERT, window ±{config.local_attention // 2} and full attention by layer ({', '.join(kinds)})"
 
-    def reading_notes(self, config, lengths: Sequence[int]) -> list[str]:
-        return [
-            "ModernBERT has no position embeddings (rotary positions): per-embedding IG attributes to the word "
-            "embeddings only"
-        ]
-
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
         if not attentions:
