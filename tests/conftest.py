@@ -119,4 +119,3 @@ def modernbert_run(root, tmp_path_factory) -> Path:
     out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return work
-

@@ -53,6 +53,18 @@ def test_received_and_topk_equal_the_dense_matrix(heads, n, length):
             torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize(("heads", "n", "length"), SHAPES)
+def test_one_pass_summaries_equal_the_separate_ones(heads, n, length):
+    layer = random_full(heads, n, length, seed=n + 1)
+    one = full.summaries(layer, 3)
+    torch.testing.assert_close(one["received"], received_attention(layer), rtol=1e-12, atol=1e-12)
+    for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
+        idx, val = fn(layer, 3)
+        assert torch.equal(one[f"{name}_idx"], idx)
+        torch.testing.assert_close(one[f"{name}_val"], val, rtol=0, atol=0)
+    assert set(full.summaries(layer, None)) == {"received"}
+
+
 def test_topk_ties_go_to_the_smaller_position():
     """Equal keys give equal scores: the partner of smaller position comes first, in both directions."""
     q = torch.ones(1, 7, 2, dtype=torch.float64)

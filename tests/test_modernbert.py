@@ -199,4 +199,3 @@ def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run)
         received = example.received  # every real query's attention sums to 1 in every layer, full or windowed
         torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(received.shape[-1])),
                                    rtol=1e-4, atol=1e-3)  # fmt: skip
-

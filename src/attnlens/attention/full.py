@@ -186,6 +186,37 @@ def _finish(val: torch.Tensor, idx: torch.Tensor, k: int) -> tuple[torch.Tensor,
     return val.masked_fill(idx < 0, 0), idx.to(torch.int32)
 
 
+def summaries(layer: FullLayer, k: int | None) -> dict[str, torch.Tensor]:
+    """Received attention and, with ``k``, both top-k tables, from one pass over the query blocks (what
+    :func:`received`, :func:`topk_attended` and :func:`topk_attending` give, for a third of the work)."""
+    out = {"received": torch.zeros(layer.heads, layer.n, dtype=layer.dtype)}
+    if k is None:
+        out["received"] = received(layer)
+        return out
+    length = layer.length
+    att_idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
+    att_val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
+    best_val = best_idx = None
+    positions = torch.arange(length)
+    for start, stop, probs in layer.blocks():
+        out["received"] += probs.sum(1)
+        real = probs[..., :length]
+        v, i = _finish(*_topk_by_position(real, k, positions), k)
+        att_val[:, start:stop], att_idx[:, start:stop] = v, i
+        v, i = _topk_by_position(real.transpose(1, 2), k, torch.arange(start, stop))
+        if best_val is not None:
+            both_val, both_idx = torch.cat((best_val, v), -1), torch.cat((best_idx, i), -1)
+            v, order = _topk_by_position(both_val, k, torch.arange(both_val.shape[-1]))
+            i = torch.gather(both_idx, -1, order)
+        best_val, best_idx = v, i
+    ing_idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
+    ing_val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
+    if best_val is not None and k:
+        ing_val[:, :length], ing_idx[:, :length] = _finish(best_val, best_idx, k)
+    out.update(attended_idx=att_idx, attended_val=att_val, attending_idx=ing_idx, attending_val=ing_val)
+    return out
+
+
 def topk_attended(layer: FullLayer, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """For every query the ``k`` keys it attends to most: ``(keys, scores)``, each ``(heads, n, k)``."""
     idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlens.attention import full
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
 from attnlens.errors import InputError
@@ -40,6 +41,10 @@ def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str,
             out[f"{name}_idx"] = torch.empty(n_layers, heads, n, k, dtype=torch.int32)
             out[f"{name}_val"] = torch.empty(n_layers, heads, n, k)
     for layer, band in enumerate(bands):
+        if not isinstance(band, Band):  # a full layer: one pass over its query blocks for all three
+            for key, value in full.summaries(band, k).items():
+                out[key][layer] = value
+            continue
         out["received"][layer] = received_attention(band)
         if k is not None:
             for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
