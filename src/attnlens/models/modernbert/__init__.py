@@ -90,8 +90,11 @@ class ModernBert(Architecture):
         return layer.attn.Wo
 
     def describe(self, config) -> str:
-        kinds = ["full" if t == "full_attention" else "window" for t in config.layer_types]
-        return f"ModernBERT, window ±{config.local_attention // 2} and full attention by layer ({', '.join(kinds)})"
+        full = [i + 1 for i, t in enumerate(config.layer_types) if t == "full_attention"]
+        return (
+            f"ModernBERT, window ±{config.local_attention // 2} in {len(config.layer_types) - len(full)} layers, "
+            f"full attention in layers {full}"
+        )
 
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
