@@ -80,9 +80,12 @@ class Architecture(ABC):
         """The embedding module whose output IG, saliency and gradient × input attribute to."""
         return self.encoder(model).embeddings
 
-    @abstractmethod
     def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
-        """``{"word": …, "position": …, "token_type": …}``: the embedding lookups that exist, by name."""
+        """``{"word": …, "position": …, "token_type": …}``: the embedding lookups that exist, by name (here: those
+        of a BERT-style embedding module, ``word_embeddings``, ``position_embeddings``, ``token_type_embeddings``)."""
+        emb = self.embeddings(model)
+        names = {"word": "word_embeddings", "position": "position_embeddings", "token_type": "token_type_embeddings"}
+        return {name: getattr(emb, attr) for name, attr in names.items() if hasattr(emb, attr)}
 
     def layers(self, model: nn.Module) -> Sequence[nn.Module]:
         """The transformer layers, bottom first."""

@@ -40,14 +40,6 @@ class BigBird(Architecture):
     def encoder(self, model: nn.Module) -> nn.Module:
         return model.bert if hasattr(model, "bert") else model
 
-    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
-        emb = self.embeddings(model)
-        return {
-            "word": emb.word_embeddings,
-            "position": emb.position_embeddings,
-            "token_type": emb.token_type_embeddings,
-        }
-
     def self_attention(self, layer: nn.Module) -> nn.Module:
         # BigBirdAttention: Hugging Face swaps its inner module between block-sparse and full attention, so
         # the hooks sit on the wrapper (its first input is the hidden state) and read the projections through it

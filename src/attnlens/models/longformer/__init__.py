@@ -86,14 +86,6 @@ class Longformer(Architecture):
     def encoder(self, model: nn.Module) -> nn.Module:
         return model.longformer if hasattr(model, "longformer") else model
 
-    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
-        emb = self.embeddings(model)
-        return {
-            "word": emb.word_embeddings,
-            "position": emb.position_embeddings,
-            "token_type": emb.token_type_embeddings,
-        }
-
     def self_attention(self, layer: nn.Module) -> nn.Module:
         return layer.attention.self
 
