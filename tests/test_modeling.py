@@ -3,9 +3,10 @@ import torch
 
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
+from attnlens.models.conversion import tile_positions
 from attnlens.models.loading import build_base_model
 from attnlens.models.longformer import global_attention_mask
-from attnlens.models.longformer.conversion import _tile_positions, convert_bert_to_longformer, validate_window
+from attnlens.models.longformer.conversion import convert_bert_to_longformer, validate_window
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -17,7 +18,7 @@ TEXTS = [
 
 def test_tile_positions():
     table = torch.arange(12.0).reshape(4, 3)  # 4 "BERT" positions, hidden 3
-    tiled = _tile_positions(table, max_length=10, offset=1)
+    tiled = tile_positions(table, max_length=10, offset=1)
     assert tiled.shape == (11, 3)
     assert torch.equal(tiled[0], torch.zeros(3))  # copies of rows (no arithmetic): equal
     for k in range(10):
