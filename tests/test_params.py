@@ -30,6 +30,7 @@ DAG_KEYS = {
 #: Keys a rule is given but reads only in another configuration than .test's (so its params track them).
 CONDITIONAL = {
     "attribute": {"attribution.n_steps"},  # the fixed step count, when attribution.adaptive is false
+    "build_base_model": {"model.block_size", "model.num_random_blocks"},  # a BigBird's (model.architecture)
     "prepare_dataset": {  # the file, folder and hub sources
         "data.classes", "data.id_column", "data.label_column", "data.path", "data.text_column",
         "data.hub.config", "data.hub.name", "data.hub.revision", "data.hub.test_split", "data.hub.train_split",
