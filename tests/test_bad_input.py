@@ -157,7 +157,11 @@ CASES = {
         ("model.name_or_path", "expected a classifier of the dataset's 2 classes", "predicts 3 labels"),
     ),
     "existing classifier without a head": Case(
-        _classifier(num_labels=2, saved_as="LongformerModel"), ("model.name_or_path", "use model.source 'longformer'")
+        _classifier(num_labels=2, saved_as="LongformerModel"), ("model.name_or_path", "use model.source 'pretrained'")
+    ),
+    "pretrained checkpoint of an architecture attnlens does not read": Case(
+        _set("model.source", "pretrained"),
+        ("model.name_or_path", "expected a pretrained checkpoint of a model_type attnlens reads", "'bert'"),
     ),
     "existing classifier, hub id offline": Case(
         lambda work, cfg: _set("model", {"source": "classifier", "name_or_path": "someone/longformer-clf"})(work, cfg),

