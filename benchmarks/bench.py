@@ -805,12 +805,12 @@ def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool 
     return row
 
 
-def bench_architectures(lengths=(2048, 4096, 8192)) -> list[dict]:
+def bench_architectures(lengths=(2048, 4096, 8192), names=tuple(BASE_MODELS)) -> list[dict]:
     """Every architecture at every length, each in a fresh interpreter with strict memory accounting
     (``MALLOC_MMAP_THRESHOLD_``, as :func:`bench_attention`): one run gives times and memory (ModernBERT-base at
     8 192 tokens is minutes per forward on 2 cores; the strict allocator's cost is in both sides' times)."""
     strict = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
-    return [_bench_child("bench_architecture_length", n, strict, name) for name in BASE_MODELS for n in lengths]
+    return [_bench_child("bench_architecture_length", n, strict, name) for name in names for n in lengths]
 
 
 def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_examples: int = 100) -> dict:
@@ -1006,7 +1006,7 @@ def main(argv: list[str] | None = None) -> None:
         "similarity": bench_similarity,
         "attribution": lambda: _attribution(args.config),
         "attention": lambda: {"lengths": bench_attention()},
-        "architectures": lambda: {"lengths": bench_architectures()},
+        "architectures": lambda: {"lengths": bench_architectures(args.lengths, args.architectures)},
         "explanations": bench_explanations,
         "pairs": lambda: {"pairs": bench_pairs()},
         "explorer": bench_explorer,
@@ -1014,6 +1014,10 @@ def main(argv: list[str] | None = None) -> None:
         "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }
     parser.add_argument("--only", choices=list(benches), default=None)
+    parser.add_argument("--architectures", nargs="+", choices=list(BASE_MODELS), default=list(BASE_MODELS),
+                        help="architectures.json: these architectures only")  # fmt: skip
+    parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096, 8192],
+                        help="architectures.json: these lengths only")  # fmt: skip
     args = parser.parse_args(argv)
     for name, bench in benches.items():
         if args.only in (None, name):

@@ -146,3 +146,13 @@ def test_rollout_and_combinations_mix_bands_and_full_layers():
                 if unit_of[i] >= 0 and unit_of[j] >= 0:
                     ref[:, unit_of[i], unit_of[j]] += a[:, i, j].numpy()
         np.testing.assert_allclose(pooled[index], ref / counts[:, None], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("length", [17, 11])
+def test_blocks_equal_the_probabilities_bit_for_bit(length):
+    """Unpadded blocks are formed in one reused buffer with softmax in place: the same bits as the allocating path
+    (and a block's tensor is only valid until the next one is asked for)."""
+    layer = random_full(3, 17, length, seed=5)
+    layer = FullLayer(layer.query.float(), layer.key.float(), length)
+    for start, stop, probs in layer.blocks():
+        assert torch.equal(probs, layer.probabilities(start, stop)), (start, stop)

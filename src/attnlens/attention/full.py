@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+
+from attnlens.attention.kernels import full_block_kernel
 
 #: Working memory of one block of probabilities, in bytes.
 BLOCK_BYTES = 16 * 2**20
@@ -74,19 +77,29 @@ class FullLayer:
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """``(heads, stop − start, n)`` attention of queries ``start … stop − 1`` (real ones) over every key; pad
         keys get 0."""
-        length = self.length
-        scores = self.query[:, start:stop] @ self.key[:, :length].transpose(1, 2)
+        scores = self.query[:, start:stop] @ self.key[:, : self.length].transpose(1, 2)
         probs = torch.softmax(scores, -1)
-        if length < self.n:
-            probs = torch.nn.functional.pad(probs, (0, self.n - length))
+        if self.length < self.n:
+            probs = torch.nn.functional.pad(probs, (0, self.n - self.length))
         return probs
 
     def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """``(start, stop, probabilities)`` for consecutive blocks of the real queries."""
+        """``(start, stop, probabilities)`` for consecutive blocks of the real queries.
+
+        Without padding (and outside autograd) the blocks are formed in one buffer, scores then softmax in place:
+        each block's tensor is overwritten by the next one, so a caller reduces it before it asks for the next.
+        """
         step = self.block_rows()
+        buffer = None
         for start in range(0, self.length, step):
             stop = min(start + step, self.length)
-            yield start, stop, self.probabilities(start, stop)
+            if self.length < self.n or self.query.requires_grad or self.key.requires_grad:
+                yield start, stop, self.probabilities(start, stop)
+                continue
+            if buffer is None or buffer.shape[1] != stop - start:
+                buffer = self.query.new_empty(self.heads, stop - start, self.n)
+            torch.bmm(self.query[:, start:stop], self.key.transpose(1, 2), out=buffer)
+            yield start, stop, torch.softmax(buffer, -1, out=buffer)
 
     def dense(self) -> torch.Tensor:
         """``(heads, n, n)`` — for tests and short inputs only."""
@@ -137,10 +150,7 @@ class Combination:
 
 def received(layer: FullLayer) -> torch.Tensor:
     """``(heads, n)`` ``Σ_i A[i, j]`` (pad keys 0)."""
-    out = torch.zeros(layer.heads, layer.n, dtype=layer.dtype)
-    for _, _, probs in layer.blocks():
-        out += probs.sum(1)
-    return out
+    return summaries(layer, None)["received"]
 
 
 def weighted_received(layer: FullLayer, query_weight: torch.Tensor | None = None,
@@ -164,96 +174,41 @@ def products_received(layer: FullLayer, left: torch.Tensor, right: torch.Tensor)
     return out
 
 
-def _topk_by_position(values: torch.Tensor, k: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` largest of ``values`` along the last axis ordered by ``(−value, position)``; ``positions`` gives
-    each column's position (ascending). Ties (rare) are settled by a stable sort of the rows that have them."""
-    m = min(k + 1, values.shape[-1])
-    val, col = values.topk(m, dim=-1)
-    tied = (val[..., 1:] == val[..., :-1]).any(-1)
-    if bool(tied.any()):
-        s_val, s_col = torch.sort(values[tied], dim=-1, descending=True, stable=True)
-        val[tied], col[tied] = s_val[..., :m], s_col[..., :m]
-    return val[..., :k], positions[col[..., :k]]
+def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
+    """Received attention and, with ``k``, both top-k tables, from one compiled pass over each block of query rows
+    (:func:`attnlens.attention.kernels.full_block_kernel`): ``received`` ``(heads, n)``; ``attended_idx/val`` — for
+    every query the ``k`` keys it attends to most — and ``attending_idx/val`` — for every key the ``k`` queries
+    attending to it most — each ``(heads, n, k)``, ordered by ``(−score, position)``, −1 / 0 where fewer than ``k``
+    partners have a score above 0. Received attention is summed in float64."""
+    heads, n, length = layer.heads, layer.n, layer.length
+    value_dtype = torch.empty(0, dtype=layer.dtype).numpy().dtype
+    received64 = np.zeros((heads, n), dtype=np.float64)
 
+    def topk_state() -> tuple[np.ndarray, ...]:
+        return (np.full((heads, n, k), -1, dtype=np.int32), np.zeros((heads, n, k), dtype=value_dtype),
+                np.zeros((heads, n), dtype=np.int64), np.zeros((heads, n), dtype=value_dtype),
+                np.full((heads, n), -1, dtype=np.int32))  # fmt: skip
 
-def _finish(val: torch.Tensor, idx: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad to ``k`` places, and report partners of score 0 as −1 / 0 (the band's convention)."""
-    if val.shape[-1] < k:
-        pad = k - val.shape[-1]
-        val = torch.nn.functional.pad(val, (0, pad))
-        idx = torch.nn.functional.pad(idx, (0, pad), value=-1)
-    idx = torch.where(val > 0, idx, -1)
-    return val.masked_fill(idx < 0, 0), idx.to(torch.int32)
-
-
-def summaries(layer: FullLayer, k: int | None) -> dict[str, torch.Tensor]:
-    """Received attention and, with ``k``, both top-k tables, from one pass over the query blocks (what
-    :func:`received`, :func:`topk_attended` and :func:`topk_attending` give, for a third of the work)."""
-    out = {"received": torch.zeros(layer.heads, layer.n, dtype=layer.dtype)}
-    if k is None:
-        out["received"] = received(layer)
-        return out
-    length = layer.length
-    att_idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
-    att_val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
-    best_val = best_idx = None
-    positions = torch.arange(length)
-    for start, stop, probs in layer.blocks():
-        out["received"] += probs.sum(1)
-        real = probs[..., :length]
-        v, i = _finish(*_topk_by_position(real, k, positions), k)
-        att_val[:, start:stop], att_idx[:, start:stop] = v, i
-        v, i = _topk_by_position(real.transpose(1, 2), k, torch.arange(start, stop))
-        if best_val is not None:
-            both_val, both_idx = torch.cat((best_val, v), -1), torch.cat((best_idx, i), -1)
-            v, order = _topk_by_position(both_val, k, torch.arange(both_val.shape[-1]))
-            i = torch.gather(both_idx, -1, order)
-        best_val, best_idx = v, i
-    ing_idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
-    ing_val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
-    if best_val is not None and k:
-        ing_val[:, :length], ing_idx[:, :length] = _finish(best_val, best_idx, k)
-    out.update(attended_idx=att_idx, attended_val=att_val, attending_idx=ing_idx, attending_val=ing_val)
+    rows, cols = (topk_state(), topk_state()) if k is not None else (None, None)
+    with torch.no_grad():
+        for start, _, probs in layer.blocks():
+            full_block_kernel(probs.contiguous().numpy(), start, length, received64, *((rows, cols) if k else ()))
+    out = {"received": torch.from_numpy(received64).to(layer.dtype)}
+    for name, state in (("attended", rows), ("attending", cols)) if k is not None else ():
+        out[f"{name}_idx"], out[f"{name}_val"] = torch.from_numpy(state[0]), torch.from_numpy(state[1])
     return out
 
 
 def topk_attended(layer: FullLayer, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """For every query the ``k`` keys it attends to most: ``(keys, scores)``, each ``(heads, n, k)``."""
-    idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
-    val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
-    if k == 0:
-        return idx, val
-    positions = torch.arange(layer.length)
-    for start, stop, probs in layer.blocks():
-        v, i = _topk_by_position(probs[..., : layer.length], k, positions)
-        v, i = _finish(v, i, k)
-        val[:, start:stop], idx[:, start:stop] = v, i
-    return idx, val
+    out = summaries(layer, k)
+    return out["attended_idx"], out["attended_val"]
 
 
 def topk_attending(layer: FullLayer, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every key the ``k`` queries attending to it most: ``(queries, scores)``, each ``(heads, n, k)``.
-
-    A running top-k over the query blocks: each block's candidates are merged with the best so far, which
-    come first (smaller positions) so that ties keep going to the smaller query.
-    """
-    idx = torch.full((layer.heads, layer.n, k), -1, dtype=torch.int32)
-    val = torch.zeros(layer.heads, layer.n, k, dtype=layer.dtype)
-    if k == 0 or layer.length == 0:
-        return idx, val
-    length = layer.length
-    best_val = best_idx = None
-    for start, stop, probs in layer.blocks():
-        cols = probs[..., :length].transpose(1, 2)  # (H, keys, block)
-        v, i = _topk_by_position(cols, k, torch.arange(start, stop))
-        if best_val is not None:
-            both_val, both_idx = torch.cat((best_val, v), -1), torch.cat((best_idx, i), -1)
-            order_val, order = _topk_by_position(both_val, k, torch.arange(both_val.shape[-1]))
-            v, i = order_val, torch.gather(both_idx, -1, order)
-        best_val, best_idx = v, i
-    v, i = _finish(best_val, best_idx, k)
-    val[:, :length], idx[:, :length] = v, i
-    return idx, val
+    """For every key the ``k`` queries attending to it most: ``(queries, scores)``, each ``(heads, n, k)``."""
+    out = summaries(layer, k)
+    return out["attending_idx"], out["attending_val"]
 
 
 def binned_image(layer: FullLayer, bin_of: torch.Tensor, bins: int, inv_count: torch.Tensor | None) -> torch.Tensor:

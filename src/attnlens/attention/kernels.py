@@ -1,4 +1,5 @@
-"""Compiled kernels (numba): single-pass top-k on an attention band, and Kendall concordance counts.
+"""Compiled kernels (numba): single-pass top-k on an attention band and on blocks of full attention, and Kendall
+concordance counts.
 
 Both directions of recipes §7 read the band once, in memory order, and keep for every row a
 small sorted buffer of its ``k`` best partners — ordered by ``(−score, position)``, the tie rule of
@@ -6,7 +7,13 @@ small sorted buffer of its ``k`` best partners — ordered by ``(−score, posit
 every one of the ``heads · n · (w + 1)`` scores costs one comparison. Nothing of the band's size is
 allocated: the outputs are written in place.
 
-The kernels receive the layout as plain arrays (see :func:`attnlens.attention.band._layout`) and trust
+A layer of full attention is reduced block of query rows by block (:func:`full_block_kernel`): received attention
+(summed in float64), and both top-k directions with the same buffers, the rows screened so that a score is
+offered only where it can rank (a vectorised pass decides which keys' buffers a row reaches; a row's chunk maxima
+bound its own k-th score). :func:`_push` is compiled without numba's on-disk cache: only so is it inlined into the
+kernels that call it (cached, it was called instead, about 1.6 × the cost of an insertion).
+
+The band kernels receive the layout as plain arrays (see :func:`attnlens.attention.band._layout`) and trust
 it; :class:`attnlens.attention.band.Band` validates shapes before calling them. Scores that are not
 ``> 0`` (zero, negative, NaN) are never reported, as in the original ``score ≠ 0`` filter.
 """
@@ -17,7 +24,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(inline="always")
 def _push(out_idx, out_val, count, thr_v, thr_p, row, pos, score):
     """Insert ``(pos, score)`` into row ``row``'s sorted buffer; the caller checked that it ranks.
 
@@ -110,6 +117,120 @@ def topk_attended_kernel(local, global_, query_ok, is_global, gpos, length, out_
 def topk_attending_kernel(local, global_, query_ok, is_global, gpos, length, out_idx, out_val) -> None:
     """For every key, the ``k`` queries attending to it most (arguments as :func:`topk_attended_kernel`)."""
     _band_topk(local, global_, query_ok, is_global, gpos, length, out_idx, out_val, True)
+
+
+# --- full attention: one pass over a block of query rows -----------------------------------------
+
+
+#: Keys per chunk of a full-attention row: a row's chunk maxima bound its k-th score from below.
+ROW_CHUNK = 16
+
+
+@numba.njit(cache=True)
+def _chunk_maxima(bits, length, out):
+    """``out[c]`` = the largest of ``bits[c·ROW_CHUNK : (c + 1)·ROW_CHUNK]`` (``bits``: one row's scores viewed as
+    integers of their width). For scores ≥ 0 the integer order is the float order, NaN above every number, and a
+    negative score below every non-negative one: the chunks that can hold a reportable score (> 0) keep their
+    exact maximum, and integer maxima vectorise."""
+    full = length // ROW_CHUNK
+    for c in range(full):
+        lo = c * ROW_CHUNK
+        m = bits[lo]
+        for j in range(lo, lo + ROW_CHUNK):  # a constant trip count: one vector
+            m = max(m, bits[j])
+        out[c] = m
+    if full < out.shape[0]:
+        m = bits[full * ROW_CHUNK]
+        for j in range(full * ROW_CHUNK, length):
+            m = max(m, bits[j])
+        out[full] = m
+
+
+@numba.njit(cache=True, parallel=True)
+def _full_block(probs, bits, start, length, received, row_state, col_state, topk):
+    heads, rows = probs.shape[0], probs.shape[1]
+    k = row_state[0].shape[2]
+    n_chunks = (length + ROW_CHUNK - 1) // ROW_CHUNK
+    n_words = (length + 7) // 8
+    for h in numba.prange(heads):
+        rec = received[h]
+        if not topk:
+            for r in range(rows):
+                p_row = probs[h, r]
+                for j in range(length):
+                    rec[j] += p_row[j]
+            continue
+        r_idx, r_val, r_count, r_thr_v, r_thr_p = (row_state[0][h], row_state[1][h], row_state[2][h],
+                                                   row_state[3][h], row_state[4][h])  # fmt: skip
+        c_idx, c_val, c_count, c_thr_v, c_thr_p = (col_state[0][h], col_state[1][h], col_state[2][h],
+                                                   col_state[3][h], col_state[4][h])  # fmt: skip
+        chunk_max = np.empty(n_chunks, dtype=bits.dtype)
+        best = np.empty(k, dtype=bits.dtype)
+        reaches = np.zeros(n_words * 8, dtype=np.uint8)
+        words = reaches.view(np.uint64)
+        for r in range(rows):
+            i = start + r
+            p_row = probs[h, r]
+            # received attention, and which keys' attending buffers this query's score reaches (one vector pass)
+            for j in range(length):
+                rec[j] += p_row[j]
+                reaches[j] = p_row[j] >= c_thr_v[j]
+            # attended. The k largest chunk maxima are k scores of the row, so its k-th score is at least the
+            # k-th largest chunk maximum (``bound``): only chunks that reach it are offered.
+            _chunk_maxima(bits[h, r], length, chunk_max)
+            bound = chunk_max.min()
+            if n_chunks >= k:
+                best[:] = bound
+                for c in range(n_chunks):
+                    m = chunk_max[c]
+                    if m > best[k - 1]:
+                        t = k - 1
+                        while t > 0 and best[t - 1] < m:
+                            best[t] = best[t - 1]
+                            t -= 1
+                        best[t] = m
+                bound = best[k - 1]
+            for c in range(n_chunks):
+                if chunk_max[c] >= bound:
+                    for j in range(c * ROW_CHUNK, min((c + 1) * ROW_CHUNK, length)):
+                        s = p_row[j]
+                        if s > r_thr_v[i] or (s == r_thr_v[i] and j < r_thr_p[i]):
+                            _push(r_idx, r_val, r_count, r_thr_v, r_thr_p, i, j, s)
+            # attending: only the keys (eight at a time) whose threshold the score reaches
+            for w in range(n_words):
+                if words[w]:
+                    for j in range(w * 8, min(w * 8 + 8, length)):
+                        s = p_row[j]
+                        if s > c_thr_v[j] or (s == c_thr_v[j] and i < c_thr_p[j]):
+                            _push(c_idx, c_val, c_count, c_thr_v, c_thr_p, j, i, s)
+
+
+def full_block_kernel(probs, start, length, received, row_state=None, col_state=None) -> None:
+    """Reduce one block of full attention rows in one pass: received attention and, with the states, the top-k
+    keys of every query and the top-k queries of every key (both ordered by ``(−score, position)``; only scores
+    ``> 0`` are reported).
+
+    Args:
+        probs: ``(H, B, ≥ length)`` C-contiguous probabilities of queries ``start … start + B − 1``; keys from
+            ``length`` on are not read.
+        start: position of the block's first query.
+        length: real keys.
+        received: ``(H, ≥ length)`` float64, accumulated in place.
+        row_state, col_state: ``None`` (received only), or each ``(idx, val, count, thr_v, thr_p)``: the top-k
+            buffers ``(H, n, k)`` (pre-filled −1 / 0) of the queries (attended) and of the keys (attending), and
+            their counts and thresholds ``(H, n)`` (0, 0, −1 at the start), carried from block to block. The
+            blocks must come in ascending query order, so that ties keep going to the smaller query.
+    """
+    if row_state is None:
+        idx, val = np.full((1, 1, 1), -1, np.int32), np.zeros((1, 1, 1), probs.dtype)
+        state = (idx, val, np.zeros((1, 1), np.int64), np.zeros((1, 1), probs.dtype), np.zeros((1, 1), np.int32))
+        _full_block(probs, probs[:1, :1, :1].view(_BITS[probs.dtype]), start, length, received, state, state, False)
+        return
+    _full_block(probs, probs.view(_BITS[probs.dtype]), start, length, received, row_state, col_state, True)
+
+
+#: The integers a score's bits are viewed as (:func:`_chunk_maxima`).
+_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 
 # --- Kendall's τ-b for many rankings against one (Knight's counting with a Fenwick tree) --------
