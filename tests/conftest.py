@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import GUARD, ROOT, build_classifier, run_snakemake, tiny_config, tiny_longformer, write_config
+from helpers import (
+    GUARD,
+    ROOT,
+    build_classifier,
+    run_snakemake,
+    run_snakemakes_together,
+    tiny_config,
+    tiny_longformer,
+    write_config,
+)
 from notes_corpus import HOSTILE_NOTE, SERVICES, write_notes
 from transformers import AutoTokenizer, BertModel
 
@@ -95,27 +104,42 @@ def tiny_classifier():
     return model, tokenizer
 
 
-@pytest.fixture(scope="session")
-def bigbird_run(root, tmp_path_factory) -> Path:
-    """The `.test` configuration with the packaged MiniLM converted to a BigBird (blocks of 8, one random block:
-    block-sparse above 56 tokens), fine-tuned, with the classification and topology studies (once per session)."""
-    work = tmp_path_factory.mktemp("bigbird-run")
-    model = {**tiny_config(root)["model"], "attention_window": None, "architecture": "bigbird", "block_size": 8,
-             "num_random_blocks": 1}  # fmt: skip
-    write_config(work, tiny_config(root, model=model, studies=["classification", "topology"]))
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    return work
+#: Each architecture run's sharded rules run one shard: sharding is the tiny and notes runs' to test.
+ONE_SHARD = {section: {"n_shards": 1} for section in ("attention", "attribution", "explanations", "topology")}
 
 
 @pytest.fixture(scope="session")
-def modernbert_run(root, tmp_path_factory) -> Path:
-    """The `.test` configuration with a ModernBERT of the packaged MiniLM's sizes drawn at random and trained from
-    scratch (``model.source: from_config``, window 32, every third layer full), with the classification and
-    topology studies (once per session)."""
-    work = tmp_path_factory.mktemp("modernbert-run")
-    model = {**tiny_config(root)["model"], "source": "from_config", "architecture": "modernbert"}
-    write_config(work, tiny_config(root, model=model, studies=["classification", "topology"]))
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    return work
+def architecture_runs(root, tmp_path_factory) -> dict[str, Path]:
+    """The `.test` configuration with each other architecture behind the seam, with the classification and
+    topology studies, side by side on one core each (:func:`helpers.run_snakemakes_together`), once per session:
+
+    * ``bigbird``: the packaged MiniLM converted to a BigBird (blocks of 8, one random block: block-sparse above
+      56 tokens), fine-tuned;
+    * ``modernbert``: a ModernBERT of the packaged MiniLM's sizes drawn at random and trained from scratch
+      (``model.source: from_config``, window 32, every third layer full).
+    """
+    models = {
+        "bigbird": {**tiny_config(root)["model"], "attention_window": None, "architecture": "bigbird", "block_size": 8,
+                    "num_random_blocks": 1},
+        "modernbert": {**tiny_config(root)["model"], "source": "from_config", "architecture": "modernbert"},
+    }  # fmt: skip
+    works = {}
+    for name, model in models.items():
+        works[name] = tmp_path_factory.mktemp(f"{name}-run")
+        write_config(works[name], tiny_config(root, model=model, studies=["classification", "topology"], **ONE_SHARD))
+    args = {name: ["--directory", str(work), "--cores", "1", "--show-failed-logs"] for name, work in works.items()}
+    for name, out in run_snakemakes_together(root, args, timeout=GUARD["run"]).items():
+        assert out.returncode == 0, f"{name} run:\n" + out.stdout[-6000:]
+    return works
+
+
+@pytest.fixture(scope="session")
+def bigbird_run(architecture_runs) -> Path:
+    """The BigBird run of :func:`architecture_runs`."""
+    return architecture_runs["bigbird"]
+
+
+@pytest.fixture(scope="session")
+def modernbert_run(architecture_runs) -> Path:
+    """The ModernBERT run of :func:`architecture_runs`."""
+    return architecture_runs["modernbert"]

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,38 @@ def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm
     """
     return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
                        cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
+
+
+def run_snakemakes_together(
+    root, runs: dict[str, list[str]], *, timeout: float
+) -> dict[str, subprocess.CompletedProcess]:
+    """Several independent ``snakemake`` runs (name → arguments) side by side, each in a session of its own with
+    its output in a file; past ``timeout`` seconds every one still running is killed with its process group and
+    the test fails with how far each got (:func:`hang_report`). Give each run ``--cores 1``: two one-core runs keep
+    both cores busy where one run alone leaves one idle most of the time, and no job's threads fight another's."""
+    logs = Path(tempfile.mkdtemp(prefix="attnlens-runs-"))
+    procs = {}
+    for name, args in runs.items():
+        cmd = [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args]
+        with open(logs / f"{name}.log", "w", encoding="utf-8") as out:
+            proc = subprocess.Popen([str(c) for c in cmd], cwd=root, env=local_env(), stdout=out,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        procs[name] = (cmd, proc)
+    deadline = time.monotonic() + timeout
+    try:
+        for _name, (_cmd, proc) in procs.items():
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        for _cmd, proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reports = [hang_report(cmd, timeout, (logs / f"{name}.log").read_text(errors="replace"))
+                   for name, (cmd, proc) in procs.items()]  # fmt: skip
+        pytest.fail("\n\n".join(reports), pytrace=False)
+    output = {name: (logs / f"{name}.log").read_text(errors="replace") for name in procs}
+    return {name: subprocess.CompletedProcess(cmd, proc.returncode, output[name], "")
+            for name, (cmd, proc) in procs.items()}  # fmt: skip
 
 
 #: The fork server of :class:`ForkedSnakemake`: imports Snakemake once, then runs each command line it is sent

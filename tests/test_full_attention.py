@@ -156,3 +156,17 @@ def test_blocks_equal_the_probabilities_bit_for_bit(length):
     layer = FullLayer(layer.query.float(), layer.key.float(), length)
     for start, stop, probs in layer.blocks():
         assert torch.equal(probs, layer.probabilities(start, stop)), (start, stop)
+
+
+def test_half_precision_layers_are_reduced_in_float32():
+    """A bfloat16 layer (a model run in half precision): the kernel reduces its probabilities in float32 and the
+    outputs come back in bfloat16, equal to the float32 reduction of the same bfloat16 probabilities."""
+    layer = random_full(2, 13, 13, seed=9)
+    half = FullLayer(layer.query.to(torch.bfloat16), layer.key.to(torch.bfloat16), 13)
+    out = full.summaries(half, 3)
+    assert out["received"].dtype == out["attended_val"].dtype == torch.bfloat16
+    dense = torch.cat([p.float() for _, _, p in half.blocks()], 1)  # the bfloat16 probabilities, exactly
+    torch.testing.assert_close(out["received"], dense.double().sum(1).to(torch.bfloat16), rtol=0, atol=0)
+    ref_idx, ref_val = _reference_topk(dense.double(), 3, 13, "row")
+    assert torch.equal(out["attended_idx"].long(), ref_idx)
+    torch.testing.assert_close(out["attended_val"].double(), ref_val.to(torch.bfloat16).double(), rtol=0, atol=0)

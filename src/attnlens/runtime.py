@@ -191,5 +191,11 @@ def first_seed(cfg: Mapping[str, Any]) -> int | None:
 
 
 def use_threads(n: int) -> None:
-    """Let torch use the ``threads`` Snakemake granted the job (never more than the machine has)."""
-    torch.set_num_threads(max(1, min(int(n), os.cpu_count() or 1)))
+    """Let torch, and numba's compiled kernels where the job has loaded them, use the ``threads`` Snakemake granted
+    the job (never more than the machine has): a one-thread job beside others does not spread its kernels over
+    every core. Every kernel splits its work by head or by row, so its results do not depend on the count."""
+    threads = max(1, min(int(n), os.cpu_count() or 1))
+    torch.set_num_threads(threads)
+    numba = sys.modules.get("numba")  # loaded by the modules with kernels, before the job starts its work
+    if numba is not None:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

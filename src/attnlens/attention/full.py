@@ -179,9 +179,11 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     (:func:`attnlens.attention.kernels.full_block_kernel`): ``received`` ``(heads, n)``; ``attended_idx/val`` — for
     every query the ``k`` keys it attends to most — and ``attending_idx/val`` — for every key the ``k`` queries
     attending to it most — each ``(heads, n, k)``, ordered by ``(−score, position)``, −1 / 0 where fewer than ``k``
-    partners have a score above 0. Received attention is summed in float64."""
+    partners have a score above 0. Received attention is summed in float64; half-precision layers are reduced in
+    float32 (the kernel's types) and their outputs given back in their dtype."""
     heads, n, length = layer.heads, layer.n, layer.length
-    value_dtype = torch.empty(0, dtype=layer.dtype).numpy().dtype
+    work = torch.float64 if layer.dtype == torch.float64 else torch.float32
+    value_dtype = np.float64 if work == torch.float64 else np.float32
     received64 = np.zeros((heads, n), dtype=np.float64)
 
     def topk_state() -> tuple[np.ndarray, ...]:
@@ -192,10 +194,11 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     rows, cols = (topk_state(), topk_state()) if k is not None else (None, None)
     with torch.no_grad():
         for start, _, probs in layer.blocks():
-            full_block_kernel(probs.contiguous().numpy(), start, length, received64, *((rows, cols) if k else ()))
+            probs = probs.to(work).contiguous().numpy()
+            full_block_kernel(probs, start, length, received64, *((rows, cols) if k else ()))
     out = {"received": torch.from_numpy(received64).to(layer.dtype)}
     for name, state in (("attended", rows), ("attending", cols)) if k is not None else ():
-        out[f"{name}_idx"], out[f"{name}_val"] = torch.from_numpy(state[0]), torch.from_numpy(state[1])
+        out[f"{name}_idx"], out[f"{name}_val"] = torch.from_numpy(state[0]), torch.from_numpy(state[1]).to(layer.dtype)
     return out
 
 
