@@ -19,7 +19,7 @@ from helpers import (
     tiny_longformer,
     write_config,
 )
-from notes_corpus import HOSTILE_NOTE, SERVICES, write_notes
+from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
 from transformers import AutoTokenizer, BertModel
 
 from attnlens.models.loading import packaged_model_dir
@@ -67,22 +67,42 @@ NOTES_SHARDS = {"attention": {"n_shards": 4}, "attribution": {"n_shards": 4}, "t
 
 
 @pytest.fixture(scope="session")
-def notes_run(root, own_classifier, tmp_path_factory) -> Path:
-    """Real-shaped data analysed with the user's own classifier, run once per session: the discharge notes as a CSV
-    (three classes, one never predicted, one named by hostile text; three test notes, all of one class, one of them
-    hostile and showcased by `predict.extra_ids`), ``model.source: classifier`` with
-    :func:`own_classifier`, the classification and topology studies, more shards than test notes. test_real_data and
-    test_existing_classifier read it.
+def notes_runs(root, own_classifier, tmp_path_factory) -> dict[str, Path]:
+    """Real-shaped data analysed with the user's own classifier (:func:`own_classifier`), two runs side by side on
+    one core each (:func:`helpers.run_snakemakes_together`), once per session:
+
+    * ``csv``: the discharge notes as a CSV (three classes, one never predicted, one named by hostile text; three
+      test notes, all of one class, one of them hostile and showcased by `predict.extra_ids`), the classification
+      and topology studies, more shards than test notes. test_real_data, test_existing_classifier and
+      test_browser read it.
+    * ``folders``: the same notes as one folder of ``.txt`` files per class (a seeded random split), up to the
+      predictions, plus study 3's pair shards (:data:`notes_corpus.FOLDERS_TARGETS`). test_real_data reads it.
     """
-    work = tmp_path_factory.mktemp("notes-csv")
-    table, _ = write_notes(work / "input")
+    csv_work, folders_work = tmp_path_factory.mktemp("notes-csv"), tmp_path_factory.mktemp("notes-folders")
+    table, _ = write_notes(csv_work / "input")
     data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
     model = {"source": "classifier", "name_or_path": str(own_classifier)}
-    write_config(work, tiny_config(root, data=data, model=model, studies=["classification", "topology"],
-                                   predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    return work
+    write_config(csv_work, tiny_config(root, data=data, model=model, studies=["classification", "topology"],
+                                       predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
+    _, folders = write_notes(folders_work / "input")
+    data = {"source": "folders", "path": str(folders), "classes": list(SERVICES), "seed": 7, "test_fraction": 0.25}
+    cfg = tiny_config(root, data=data, model=model)
+    cfg["pairs"]["attribution"]["n_shards"] = PAIR_SHARDS
+    cfg["pairs"]["data"]["synthetic"]["n_pairs"] = 6
+    cfg["pairs"]["exact"]["enabled"] = False
+    write_config(folders_work, cfg)
+    common = ["--cores", "1", "--show-failed-logs"]
+    runs = {"csv": ["--directory", str(csv_work), *common],
+            "folders": ["--directory", str(folders_work), *FOLDERS_TARGETS, *common]}  # fmt: skip
+    for name, out in run_snakemakes_together(root, runs, timeout=GUARD["run"]).items():
+        assert out.returncode == 0, f"notes {name} run:\n" + out.stdout[-6000:]
+    return {"csv": csv_work, "folders": folders_work}
+
+
+@pytest.fixture(scope="session")
+def notes_run(notes_runs) -> Path:
+    """The CSV run of :func:`notes_runs`: real-shaped data analysed with the user's own classifier."""
+    return notes_runs["csv"]
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,11 @@ from pathlib import Path
 
 from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
 
+#: The folders run's targets (tests/test_real_data.py): the predictions (and the data they read), and study 3's pair
+#: shards: 4 for the 3 test pairs of the smallest synthetic pair set (6 pairs, half of them held out).
+PAIR_SHARDS = 4
+FOLDERS_TARGETS = ("results/predictions/selection.json",
+                   *(f"results/pairs/scores_shard{k}.parquet" for k in range(PAIR_SHARDS)))  # fmt: skip
 #: The three classes, in label order (folder names of the folders source); the third is named by hostile text.
 SERVICES = ("cardiology", "oncology", HOSTILE_CLASS)
 #: The file name (and note id) of test note 2: hostile text, shown in every page, table and figure title.

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import GUARD, run_snakemake, tiny_config, write_config
+from helpers import run_snakemake
 from hostile_corpus import HOSTILE_CLASS
-from notes_corpus import HOSTILE_NOTE, PORTAL, SERVICES, write_notes
+from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, PORTAL, SERVICES
 from test_hostile import _parse
 
 from attnlens.attention.summaries import TOPK_COLUMNS, load_summaries
@@ -40,28 +40,12 @@ from attnlens.tokens import structural_ids
 
 pytestmark = pytest.mark.workflow
 
-#: The folders run's targets: the predictions (and the data they read), and study 3's pair shards: 4 for the 3
-#: test pairs of the smallest synthetic pair set (6 pairs, half of them held out).
-PAIR_SHARDS = 4
-FOLDERS_TARGETS = ("results/predictions/selection.json",
-                   *(f"results/pairs/scores_shard{k}.parquet" for k in range(PAIR_SHARDS)))  # fmt: skip
-
 
 @pytest.fixture(scope="module")
-def folders_run(root, own_classifier, tmp_path_factory) -> Path:
-    """The notes as one folder of ``.txt`` files per class (a seeded random split), up to :data:`FOLDERS_TARGETS`."""
-    work = tmp_path_factory.mktemp("notes-folders")
-    _, folders = write_notes(work / "input")
-    data = {"source": "folders", "path": str(folders), "classes": list(SERVICES), "seed": 7, "test_fraction": 0.25}
-    cfg = tiny_config(root, data=data, model={"source": "classifier", "name_or_path": str(own_classifier)})
-    cfg["pairs"]["attribution"]["n_shards"] = PAIR_SHARDS
-    cfg["pairs"]["data"]["synthetic"]["n_pairs"] = 6
-    cfg["pairs"]["exact"]["enabled"] = False
-    write_config(work, cfg)
-    out = run_snakemake(root, "--directory", str(work), *FOLDERS_TARGETS, "--cores", "2", "--show-failed-logs",
-                        timeout=GUARD["stage"])  # fmt: skip
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    return work
+def folders_run(notes_runs) -> Path:
+    """The notes as one folder of ``.txt`` files per class (a seeded random split), up to
+    :data:`notes_corpus.FOLDERS_TARGETS`: the folders run of the session's :func:`notes_runs` (tests/conftest.py)."""
+    return notes_runs["folders"]
 
 
 @pytest.fixture(params=["csv", "folders"])
