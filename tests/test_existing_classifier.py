@@ -117,7 +117,7 @@ def test_imported_weights_are_the_given_ones(classifier):
 def test_a_longformer_without_a_trained_head_is_refused(tmp_path, classifier):
     bare = tmp_path / "bare"
     LongformerForSequenceClassification.from_pretrained(classifier).longformer.save_pretrained(bare)
-    with pytest.raises(InputError, match=r"saved as \['LongformerModel'\]; use model.source 'longformer'"):
+    with pytest.raises(InputError, match=r"saved as \['LongformerModel'\]; use model.source 'pretrained'"):
         source_config(str(bare), "classifier")
     unnamed = tmp_path / "unnamed"  # no architectures in its config: the missing head shows when loading
     LongformerForSequenceClassification.from_pretrained(classifier).longformer.save_pretrained(unnamed)

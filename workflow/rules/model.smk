@@ -14,7 +14,7 @@ if not trains_classifier():
         resources:
             mem_mb=8000,
         params:
-            cfg=keys(model=["source", "name_or_path", "max_length", "attention_window"]),
+            cfg=keys(model=["source", "name_or_path", "max_length", "attention_window", "architecture"]),
         script:
             "../scripts/import_classifier.py"
 
