@@ -12,6 +12,7 @@ from test_attention import CASES, _reference_topk, dense_reference, random_band
 from attnlens.attention import full
 from attnlens.attention.band import binned_image, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import Combination, FullLayer
+from attnlens.attention.kernels import full_block_kernel
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received
 from attnlens.topology import pooled_from_bands
 
@@ -170,3 +171,33 @@ def test_half_precision_layers_are_reduced_in_float32():
     ref_idx, ref_val = _reference_topk(dense.double(), 3, 13, "row")
     assert torch.equal(out["attended_idx"].long(), ref_idx)
     torch.testing.assert_close(out["attended_val"].double(), ref_val.to(torch.bfloat16).double(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nan_scores_are_never_reported_and_hide_no_partner(dtype):
+    """Rows with a NaN in k of their 16-key chunks (a broken model's output) and their largest scores in the one
+    chunk without: the non-NaN top-k of each row and column are still found, as the band reports them (only
+    scores > 0 count). A NaN chunk maximum must not count towards the bound that lets a chunk be skipped."""
+    g = torch.Generator().manual_seed(3)
+    probs = (0.5 * torch.rand(2, 5, 70, generator=g, dtype=torch.float64)).to(dtype)
+    probs[:, :, 64:] += 0.4  # the row's best keys, all in the last chunk
+    probs[:, :, [0, 16, 32, 48]] = float("nan")  # a NaN in each of the other four chunks (k = 4)
+    probs[1, 2] = float("nan")  # and a row of NaN only
+    k = 4
+    received = np.zeros((2, 70))
+
+    def state():
+        values = probs.numpy().dtype
+        return (np.full((2, 70, k), -1, np.int32), np.zeros((2, 70, k), values), np.zeros((2, 70), np.int64),
+                np.zeros((2, 70), values), np.full((2, 70), -1, np.int32))  # fmt: skip
+
+    rows, cols = state(), state()
+    full_block_kernel(probs.numpy(), 0, 70, received, rows, cols)
+    dense = torch.zeros(2, 70, 70, dtype=torch.float64)
+    dense[:, :5] = probs.double()
+    ref_idx, ref_val = _reference_topk(dense, k, 70, "row")
+    assert torch.equal(torch.from_numpy(rows[0][:, :5]).long(), ref_idx[:, :5])
+    torch.testing.assert_close(torch.from_numpy(rows[1][:, :5]).double(), ref_val[:, :5], rtol=0, atol=0)
+    col_ref = _reference_topk(dense.transpose(1, 2).contiguous(), k, 70, "row")
+    assert torch.equal(torch.from_numpy(cols[0]).long(), col_ref[0])
+    torch.testing.assert_close(torch.from_numpy(cols[1]).double(), col_ref[1], rtol=0, atol=0)

@@ -129,9 +129,9 @@ ROW_CHUNK = 16
 @numba.njit(cache=True)
 def _chunk_maxima(bits, length, out):
     """``out[c]`` = the largest of ``bits[c·ROW_CHUNK : (c + 1)·ROW_CHUNK]`` (``bits``: one row's scores viewed as
-    integers of their width). For scores ≥ 0 the integer order is the float order, NaN above every number, and a
-    negative score below every non-negative one: the chunks that can hold a reportable score (> 0) keep their
-    exact maximum, and integer maxima vectorise."""
+    integers of their width). For scores ≥ 0 the integer order is the float order, a (positive) NaN lies above
+    infinity, and a negative score below every non-negative one: the chunks that can hold a reportable score
+    (> 0) keep their exact maximum, and integer maxima vectorise."""
     full = length // ROW_CHUNK
     for c in range(full):
         lo = c * ROW_CHUNK
@@ -147,7 +147,7 @@ def _chunk_maxima(bits, length, out):
 
 
 @numba.njit(cache=True, parallel=True)
-def _full_block(probs, bits, start, length, received, row_state, col_state, topk):
+def _full_block(probs, bits, inf_bits, start, length, received, row_state, col_state, topk):
     heads, rows = probs.shape[0], probs.shape[1]
     k = row_state[0].shape[2]
     n_chunks = (length + ROW_CHUNK - 1) // ROW_CHUNK
@@ -176,19 +176,24 @@ def _full_block(probs, bits, start, length, received, row_state, col_state, topk
                 rec[j] += p_row[j]
                 reaches[j] = p_row[j] >= c_thr_v[j]
             # attended. The k largest chunk maxima are k scores of the row, so its k-th score is at least the
-            # k-th largest chunk maximum (``bound``): only chunks that reach it are offered.
+            # k-th largest chunk maximum (``bound``): only chunks that reach it are offered. A chunk holding a NaN
+            # (its maximum above infinity's bits) is offered and bounds nothing: NaN is never reported.
             _chunk_maxima(bits[h, r], length, chunk_max)
             bound = chunk_max.min()
-            if n_chunks >= k:
-                best[:] = bound
-                for c in range(n_chunks):
-                    m = chunk_max[c]
-                    if m > best[k - 1]:
-                        t = k - 1
-                        while t > 0 and best[t - 1] < m:
-                            best[t] = best[t - 1]
-                            t -= 1
-                        best[t] = m
+            best[:] = bound
+            counted = 0
+            for c in range(n_chunks):
+                m = chunk_max[c]
+                if m > inf_bits:
+                    continue
+                counted += 1
+                if m > best[k - 1]:
+                    t = k - 1
+                    while t > 0 and best[t - 1] < m:
+                        best[t] = best[t - 1]
+                        t -= 1
+                    best[t] = m
+            if counted >= k:
                 bound = best[k - 1]
             for c in range(n_chunks):
                 if chunk_max[c] >= bound:
@@ -203,6 +208,9 @@ def _full_block(probs, bits, start, length, received, row_state, col_state, topk
                         s = p_row[j]
                         if s > c_thr_v[j] or (s == c_thr_v[j] and i < c_thr_p[j]):
                             _push(c_idx, c_val, c_count, c_thr_v, c_thr_p, j, i, s)
+
+
+_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 
 def full_block_kernel(probs, start, length, received, row_state=None, col_state=None) -> None:
@@ -221,16 +229,14 @@ def full_block_kernel(probs, start, length, received, row_state=None, col_state=
             their counts and thresholds ``(H, n)`` (0, 0, −1 at the start), carried from block to block. The
             blocks must come in ascending query order, so that ties keep going to the smaller query.
     """
+    bits = _BITS[probs.dtype]  # the integers a score's bits are viewed as (:func:`_chunk_maxima`)
+    inf_bits = np.array(np.inf, dtype=probs.dtype).view(bits)[()]
     if row_state is None:
         idx, val = np.full((1, 1, 1), -1, np.int32), np.zeros((1, 1, 1), probs.dtype)
         state = (idx, val, np.zeros((1, 1), np.int64), np.zeros((1, 1), probs.dtype), np.zeros((1, 1), np.int32))
-        _full_block(probs, probs[:1, :1, :1].view(_BITS[probs.dtype]), start, length, received, state, state, False)
+        _full_block(probs, probs[:1, :1, :1].view(bits), inf_bits, start, length, received, state, state, False)
         return
-    _full_block(probs, probs.view(_BITS[probs.dtype]), start, length, received, row_state, col_state, True)
-
-
-#: The integers a score's bits are viewed as (:func:`_chunk_maxima`).
-_BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+    _full_block(probs, probs.view(bits), inf_bits, start, length, received, row_state, col_state, True)
 
 
 # --- Kendall's τ-b for many rankings against one (Knight's counting with a Fenwick tree) --------
