@@ -210,7 +210,7 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     """
     own_length, own_window = _own_shape(cfg.source, src_config)
     max_length = resolve_max_length(cfg, src_config)
-    builds = BUILDS.get(cfg.source) or (ARCHITECTURE_NAMES.get(src_config.model_type),)
+    builds = BUILDS.get(cfg.source) or (architecture(src_config).name,)  # the others: a checkpoint's own
     if cfg.architecture is not None and cfg.architecture not in builds:
         raise InputError(
             "config", "model.architecture",
@@ -342,8 +342,6 @@ NEW_POSITIONS = ("convert_bert", "from_config")
 BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",), "from_config": ("modernbert",)}
 #: Sources that keep the checkpoint's own architecture, whichever of :data:`attnlens.models.ARCHITECTURES` it is.
 CHECKPOINT_ARCHITECTURE = ("classifier", "pretrained")
-#: ``model.architecture``'s name of each ``model_type``.
-ARCHITECTURE_NAMES = {"longformer": "longformer", "big_bird": "bigbird", "modernbert": "modernbert"}
 
 
 def source_config(name_or_path: str, source: str):

@@ -25,6 +25,7 @@ from attnlens.models.bigbird.blocked import full_threshold, recording, use_block
 
 class BigBird(Architecture):
     model_type = "big_bird"
+    name = "bigbird"
     classifier_class = "BigBirdForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
 

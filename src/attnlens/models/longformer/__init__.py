@@ -68,6 +68,7 @@ def bands_from_outputs(
 
 class Longformer(Architecture):
     model_type = "longformer"
+    name = "longformer"
     classifier_class = "LongformerForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
     global_groups = ("query_global", "key_global", "value_global")

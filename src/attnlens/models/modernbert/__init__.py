@@ -47,6 +47,7 @@ def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) 
 
 class ModernBert(Architecture):
     model_type = "modernbert"
+    name = "modernbert"
     classifier_class = "ModernBertForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
 
