@@ -7,7 +7,8 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 **Adding an architecture.** Write ``attnlens/models/<name>/__init__.py`` with a subclass of
 :class:`Architecture`, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
 
-* ``model_type`` (``config.json``'s key), ``name`` (as ``model.architecture`` spells it) and ``classifier_class`` (the Hugging Face sequence classifier);
+* ``model_type`` (``config.json``'s key), ``name`` (as ``model.architecture`` spells it) and
+  ``classifier_class`` (the Hugging Face sequence classifier);
   :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
 * **Forward arguments.** :meth:`~Architecture.forward_args`: what the forward needs beside ``input_ids``
   and ``attention_mask`` (Longformer: the global-attention mask, CLS global); :meth:`~Architecture.position_ids`:
