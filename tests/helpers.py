@@ -97,7 +97,7 @@ def run_snakemakes_together(
         procs[name] = (cmd, proc)
     deadline = time.monotonic() + timeout
     try:
-        for _name, (_cmd, proc) in procs.items():
+        for _cmd, proc in procs.values():
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         for _cmd, proc in procs.values():
@@ -105,7 +105,7 @@ def run_snakemakes_together(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         reports = [hang_report(cmd, timeout, (logs / f"{name}.log").read_text(errors="replace"))
-                   for name, (cmd, proc) in procs.items()]  # fmt: skip
+                   for name, (cmd, _proc) in procs.items()]  # fmt: skip
         pytest.fail("\n\n".join(reports), pytrace=False)
     output = {name: (logs / f"{name}.log").read_text(errors="replace") for name in procs}
     return {name: subprocess.CompletedProcess(cmd, proc.returncode, output[name], "")
