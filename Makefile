@@ -13,10 +13,11 @@ GPU_SLOTS := $(if $(filter-out 0,$(GPUS)),$(GPUS),$(CORES))
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test lint bench paper-shape gpu-proof lock clean help
+.PHONY: install run grid test lint bench paper-shape gpu-proof lock clean help
 
 help:
 	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
+	@echo "make grid   install, then run config/grid.yaml (2 models x 3 seeds) and its findings -> results/findings/"
 	@echo "make test   install with test tools, then run every test (unit + tiny end-to-end workflow)"
 	@echo "make lint   ruff check and format, snakemake --lint, snakefmt --check, import contracts (lint-imports)"
 	@echo "make bench  benchmarks -> results/bench/*.json (paper-shape included)"
@@ -42,6 +43,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES) --resources gpu=$(GPU_SLOTS)
 	$(BIN)/snakemake --report results/report.html
+
+grid: $(STAMP)
+	$(BIN)/snakemake --profile $(PROFILE) --cores $(CORES) --resources gpu=$(GPU_SLOTS) --configfile config/grid.yaml
+	$(BIN)/snakemake --configfile config/grid.yaml --report results/report.html
 
 test: $(TEST_STAMP)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest --durations=20

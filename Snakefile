@@ -37,6 +37,7 @@ include: "workflow/rules/similarity.smk"
 include: "workflow/rules/topology.smk"
 include: "workflow/rules/pairs.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/findings.smk"
 
 
 # Light rules (tables, figures, overlays, explorers, the manifest) say `localrule: True`: they run in the
@@ -50,4 +51,4 @@ rule all:
     default_target: True
     input:
         get_final_outputs(),
-        "results/manifest.json",
+        manifests(),

@@ -115,9 +115,11 @@ def log_jobs(log: Path) -> list[dict]:
 
 
 def rule_benchmarks(results: Path) -> dict[str, dict]:
-    """Per rule: summed CPU seconds and peak RSS (MB) of its jobs' benchmark files."""
+    """Per rule: summed CPU seconds and peak RSS (MB) of its jobs' benchmark files (in a grid every run's,
+    ``results/runs/<run>/benchmarks/``, and the shared jobs', under ``results/datasets/`` and
+    ``results/base_models/``)."""
     out: dict[str, dict] = {}
-    for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
+    for tsv in sorted(p for p in results.rglob("*.tsv") if "benchmarks" in p.relative_to(results).parts[:-2]):
         header, values = tsv.read_text().splitlines()[:2]
         row = dict(zip(header.split("\t"), values.split("\t"), strict=False))
         entry = out.setdefault(tsv.parent.name, {"cpu_s": 0.0, "max_rss_mb": 0.0, "jobs": 0})

@@ -126,40 +126,45 @@ def tiny_classifier():
 
 #: Each architecture run's sharded rules run one shard: sharding is the tiny and notes runs' to test.
 ONE_SHARD = {section: {"n_shards": 1} for section in ("attention", "attribution", "explanations", "topology")}
+#: The architecture grid's models: the packaged MiniLM converted to a BigBird (blocks of 8, one random block:
+#: block-sparse above 56 tokens), and a ModernBERT of its sizes drawn at random and trained from scratch
+#: (``model.source: from_config``, window 32, every third layer full).
+ARCHITECTURES = {
+    "bigbird": {
+        "model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}
+    },
+    "modernbert": {"model": {"source": "from_config", "architecture": "modernbert"}},
+}
+#: Its seeds: the first run of each model is built to the end, the second up to what rule findings reads.
+ARCHITECTURE_SEEDS = (7, 8)
 
 
 @pytest.fixture(scope="session")
-def architecture_runs(root, tmp_path_factory) -> dict[str, Path]:
-    """The `.test` configuration with each other architecture behind the seam, with the classification and
-    topology studies, side by side on one core each (:func:`helpers.run_snakemakes_together`), once per session:
-
-    * ``bigbird``: the packaged MiniLM converted to a BigBird (blocks of 8, one random block: block-sparse above
-      56 tokens), fine-tuned;
-    * ``modernbert``: a ModernBERT of the packaged MiniLM's sizes drawn at random and trained from scratch
-      (``model.source: from_config``, window 32, every third layer full).
-    """
-    models = {
-        "bigbird": {**tiny_config(root)["model"], "attention_window": None, "architecture": "bigbird", "block_size": 8,
-                    "num_random_blocks": 1},
-        "modernbert": {**tiny_config(root)["model"], "source": "from_config", "architecture": "modernbert"},
-    }  # fmt: skip
-    works = {}
-    for name, model in models.items():
-        works[name] = tmp_path_factory.mktemp(f"{name}-run")
-        write_config(works[name], tiny_config(root, model=model, studies=["classification", "topology"], **ONE_SHARD))
-    args = {name: ["--directory", str(work), "--cores", "1", "--show-failed-logs"] for name, work in works.items()}
-    for name, out in run_snakemakes_together(root, args, timeout=GUARD["run"]).items():
-        assert out.returncode == 0, f"{name} run:\n" + out.stdout[-6000:]
-    return works
+def architecture_grid(root, tmp_path_factory) -> Path:
+    """The `.test` configuration as a grid of the other architectures behind the seam × two fine-tuning seeds, with
+    the classification and topology studies, once per session: the seed-7 runs to the end (test_bigbird and
+    test_modernbert read them), the seed-8 runs as far as the findings need, and the findings across the four
+    (test_grid reads them)."""
+    work = tmp_path_factory.mktemp("architecture-grid")
+    cfg = tiny_config(root, studies=["classification", "topology"], findings={"sanity_examples": 2}, **ONE_SHARD)
+    cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
+    write_config(work, cfg)
+    first = [f"results/runs/default__{m}__s{ARCHITECTURE_SEEDS[0]}/manifest.json" for m in ARCHITECTURES]
+    # one thread a job, two jobs at a time: the runs' chains of short jobs overlap (as two one-core runs side by
+    # side do, helpers.run_snakemakes_together) instead of one two-thread job at a time
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--max-threads", "1", "--show-failed-logs",
+                        *first, "results/findings/findings.csv", timeout=GUARD["run"])  # fmt: skip
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    return work
 
 
 @pytest.fixture(scope="session")
-def bigbird_run(architecture_runs) -> Path:
-    """The BigBird run of :func:`architecture_runs`."""
-    return architecture_runs["bigbird"]
+def bigbird_run(architecture_grid) -> Path:
+    """The results of the first BigBird run of :func:`architecture_grid` (the one-run layout of ``results/``)."""
+    return architecture_grid / f"results/runs/default__bigbird__s{ARCHITECTURE_SEEDS[0]}"
 
 
 @pytest.fixture(scope="session")
-def modernbert_run(architecture_runs) -> Path:
-    """The ModernBERT run of :func:`architecture_runs`."""
-    return architecture_runs["modernbert"]
+def modernbert_run(architecture_grid) -> Path:
+    """The results of the first ModernBERT run of :func:`architecture_grid` (the one-run layout of ``results/``)."""
+    return architecture_grid / f"results/runs/default__modernbert__s{ARCHITECTURE_SEEDS[0]}"

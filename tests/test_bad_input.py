@@ -168,6 +168,20 @@ CASES = {
         ("model.name_or_path", "could not load 'someone/longformer-clf'", "HF_HUB_OFFLINE"),
         env={"HF_HUB_OFFLINE": "1"},
     ),
+    # --- grid
+    "grid: two runs of one name": Case(_set("grid", {"seeds": [1, 1]}), ("config.yaml", "grid.seeds", "share a name")),
+    "grid: excluding a model it does not have": Case(
+        _set("grid", {"models": {"a": {}}, "exclude": [{"model": "b"}]}), ("grid.exclude[0].model", "got 'b'")
+    ),
+    "grid: an empty axis": Case(_set("grid", {"models": {}}), ("config.yaml", "grid.models", "at least 1 entry")),
+    "grid: a seed set twice": Case(
+        _set("grid", {"models": {"a": {"train": {"seed": 3}}}, "seeds": [1, 2]}),
+        ("grid.models.a.train.seed", "grid.seeds sets each run's train.seed"),
+    ),
+    "grid: a run whose config is invalid": Case(
+        _set("grid", {"models": {"wide": {"model": {"attention_window": 512}}}}),
+        ("grid run default__wide__s7", "model.attention_window", "at most model.max_length"),
+    ),
     # --- file system
     "read-only results": Case(
         _read_only_results, ("results", "(permissions)", "expected a folder this user can write")

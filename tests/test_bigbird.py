@@ -221,15 +221,15 @@ def test_converted_minilm_is_bert_under_full_attention(minilm):
 
 
 def test_bigbird_run_builds_and_fine_tunes_a_block_sparse_classifier(bigbird_run):
-    config = json.loads((bigbird_run / "results/models/finetuned/config.json").read_text(encoding="utf-8"))
+    config = json.loads((bigbird_run / "models/finetuned/config.json").read_text(encoding="utf-8"))
     assert config["model_type"] == "big_bird" and config["attention_type"] == "block_sparse"
     assert (config["block_size"], config["num_random_blocks"]) == (8, 1)
-    metrics = json.loads((bigbird_run / "results/models/train_metrics.json").read_text(encoding="utf-8"))
+    metrics = json.loads((bigbird_run / "models/train_metrics.json").read_text(encoding="utf-8"))
     assert "accuracy" in json.dumps(metrics)
 
 
 def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_run):
-    results = bigbird_run / "results"
+    results = bigbird_run
     tensors, prov = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
     assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
     assert torch.count_nonzero(tensors["fixed_global"]) == 0 and torch.count_nonzero(tensors["fixed_local"]) > 0

@@ -177,7 +177,7 @@ def test_forward_bands_mixes_the_two_forms():
 
 
 def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run):
-    results = modernbert_run / "results"
+    results = modernbert_run
     config = json.loads((results / "models/finetuned/config.json").read_text(encoding="utf-8"))
     assert config["model_type"] == "modernbert" and config["local_attention"] == 32
     assert config["layer_types"][:3] == ["full_attention", "sliding_attention", "sliding_attention"]

@@ -142,7 +142,7 @@ SECTION_CLASSES = {
     "pairs.data.synthetic": "PairSyntheticConfig", "pairs.encoder": "PairEncoderConfig",
     "pairs.exact": "PairExactConfig", "pairs.attribution": "PairAttributionConfig",
     "pairs.topology": "PairTopologyConfig", "figures": "FiguresConfig", "report": "ReportConfig",
-    "report.explorer": "ExplorerConfig",
+    "report.explorer": "ExplorerConfig", "grid": "GridConfig", "findings": "FindingsConfig",
 }  # fmt: skip
 
 
@@ -233,6 +233,8 @@ PairTopologyConfig = _CLASSES["pairs.topology"]
 FiguresConfig = _CLASSES["figures"]
 ReportConfig = _CLASSES["report"]
 ExplorerConfig = _CLASSES["report.explorer"]
+GridConfig = _CLASSES["grid"]
+FindingsConfig = _CLASSES["findings"]
 
 
 #: The studies ``studies`` may select, in the order of the report's categories.
@@ -291,6 +293,9 @@ def _describe(error) -> tuple[str, str]:
     key = ".".join(path) or "(top level)"
     if error.validator == "required":
         return key, error.message
+    if error.validator in ("minItems", "minProperties"):
+        what = f" ({described})" if described else ""
+        return key, f"expected at least {error.validator_value} entry{what}, got an empty one"
     if error.validator == "type":
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         what = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)

@@ -224,6 +224,21 @@ def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
     spreadsheet_safe(df).to_csv(path, index=False)
 
 
+def read_csv_table(path: str | os.PathLike) -> pd.DataFrame:
+    """A CSV table attnlens wrote (:func:`write_csv`): numbers as numbers, an empty cell as NaN.
+
+    Raises:
+        InputError: no such file, or not a CSV table.
+    """
+    path = Path(path)
+    try:
+        return pd.read_csv(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "file", "expected a CSV table written by attnlens, found nothing") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise InputError(str(path), "file", f"expected a CSV table ({str(err).splitlines()[0]})") from None
+
+
 def save_csv(df: pd.DataFrame, path: str | os.PathLike, prov: Mapping[str, Any] | None = None) -> Path:
     """A CSV table (index dropped, formula cells neutralised), atomically, with its provenance sidecar."""
     path = Path(path)

@@ -32,6 +32,7 @@ import torch
 from attnlens import __version__
 from attnlens.config import KEYS_GIVEN, KEYS_READ
 from attnlens.errors import InputError
+from attnlens.grid import job_config
 from attnlens.io import Job, atomic_path, config_sha256, git_commit, set_job
 
 
@@ -165,9 +166,10 @@ def rule_job(smk) -> Iterator[None]:
     # the rule's config: its `cfg` parameter, the keys it reads by section (`keys(...)` in the workflow)
     section = params.get("cfg") if isinstance(params.get("cfg"), Mapping) else {}
     seed = first_seed(section)
+    config = job_config(smk.config, dict(smk.wildcards.items()))  # a grid's run: that run's config
     if seed is None:  # rules without a seed of their own: the data seed everything downstream derives from
-        seed = (smk.config.get("data") or {}).get("seed")
-    run_hash = config_sha256(smk.config)
+        seed = (config.get("data") or {}).get("seed")
+    run_hash = config_sha256(config)
     set_job(Job(smk.rule, json.loads(json.dumps(section, default=str)), seed, run_hash))
     log = smk.log[0] if len(smk.log) else None
     try:

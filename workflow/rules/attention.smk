@@ -1,13 +1,13 @@
 rule estimate_head_importance:
     input:
-        model="results/models/finetuned",
-        examples=f"results/data/{config['importance']['split']}.parquet",
+        model=at("results/models/finetuned"),
+        examples=shared(f"results/data/{config['importance']['split']}.parquet"),
     output:
-        importance="results/importance/head_importance.safetensors",
+        importance=at("results/importance/head_importance.safetensors"),
     log:
-        "results/logs/estimate_head_importance/estimate_head_importance.log",
+        at("results/logs/estimate_head_importance/estimate_head_importance.log"),
     benchmark:
-        "results/benchmarks/estimate_head_importance/estimate_head_importance.tsv"
+        at("results/benchmarks/estimate_head_importance/estimate_head_importance.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -24,16 +24,16 @@ rule estimate_head_importance:
 
 rule extract_attention:
     input:
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
-        selection="results/predictions/selection.json",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
+        selection=at("results/predictions/selection.json"),
     output:
-        summary="results/attention/shard{shard}.safetensors",
-        bands="results/attention/bands/shard{shard}.safetensors",
+        summary=at("results/attention/shard{shard}.safetensors"),
+        bands=at("results/attention/bands/shard{shard}.safetensors"),
     log:
-        "results/logs/extract_attention/shard{shard}.log",
+        at("results/logs/extract_attention/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/extract_attention/shard{shard}.tsv"
+        at("results/benchmarks/extract_attention/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"

@@ -1,15 +1,15 @@
 rule attribute:
     input:
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
-        predictions="results/predictions/test.parquet",
-        selection="results/predictions/selection.json",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
+        predictions=at("results/predictions/test.parquet"),
+        selection=at("results/predictions/selection.json"),
     output:
-        attributions="results/attributions/shard{shard}.parquet",
+        attributions=at("results/attributions/shard{shard}.parquet"),
     log:
-        "results/logs/attribute/shard{shard}.log",
+        at("results/logs/attribute/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/attribute/shard{shard}.tsv"
+        at("results/benchmarks/attribute/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -40,16 +40,16 @@ rule attribute:
 
 rule attribute_embeddings:
     input:
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
-        predictions="results/predictions/test.parquet",
-        selection="results/predictions/selection.json",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
+        predictions=at("results/predictions/test.parquet"),
+        selection=at("results/predictions/selection.json"),
     output:
-        embeddings="results/attributions/embeddings.parquet",
+        embeddings=at("results/attributions/embeddings.parquet"),
     log:
-        "results/logs/attribute_embeddings/attribute_embeddings.log",
+        at("results/logs/attribute_embeddings/attribute_embeddings.log"),
     benchmark:
-        "results/benchmarks/attribute_embeddings/attribute_embeddings.tsv"
+        at("results/benchmarks/attribute_embeddings/attribute_embeddings.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -70,9 +70,9 @@ rule attribute_embeddings:
 rule attribution_tables:
     input:
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        embeddings="results/attributions/embeddings.parquet",
-        selection="results/predictions/selection.json",
-        model="results/models/finetuned",
+        embeddings=at("results/attributions/embeddings.parquet"),
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
     output:
         tables=report_dir(
             "results/paper/tables/attributions",
@@ -82,7 +82,7 @@ rule attribution_tables:
             "Attribution tables",
         ),
     log:
-        "results/logs/attribution_tables/attribution_tables.log",
+        at("results/logs/attribution_tables/attribution_tables.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -95,9 +95,9 @@ rule attribution_tables:
 rule attribution_overlays:
     input:
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        selection="results/predictions/selection.json",
-        model="results/models/finetuned",
-        manifest="results/data/split_manifest.json",
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
+        manifest=shared("results/data/split_manifest.json"),
     output:
         overlays=report_dir(
             "results/paper/attribution_overlays",
@@ -107,7 +107,7 @@ rule attribution_overlays:
             "Attribution overlays",
         ),
     log:
-        "results/logs/attribution_overlays/attribution_overlays.log",
+        at("results/logs/attribution_overlays/attribution_overlays.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"

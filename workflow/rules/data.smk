@@ -1,30 +1,16 @@
 rule prepare_dataset:
     output:
-        train="results/data/train.parquet",
-        test="results/data/test.parquet",
-        rationales="results/data/rationales.parquet",
-        manifest="results/data/split_manifest.json",
+        train=at("results/data/train.parquet"),
+        test=at("results/data/test.parquet"),
+        rationales=at("results/data/rationales.parquet"),
+        manifest=at("results/data/split_manifest.json"),
     log:
-        "results/logs/prepare_dataset/prepare_dataset.log",
+        at("results/logs/prepare_dataset/prepare_dataset.log"),
     benchmark:
-        "results/benchmarks/prepare_dataset/prepare_dataset.tsv"
+        at("results/benchmarks/prepare_dataset/prepare_dataset.tsv")
     conda:
         "../envs/pipeline.yaml"
     params:
-        cfg=keys(
-            data=[
-                "source",
-                "seed",
-                "test_fraction",
-                "text_column",
-                "label_column",
-                "id_column",
-                "path",
-                "classes",
-                "hub",
-                "synthetic",
-            ],
-            model=["source", "name_or_path", "max_length"],
-        ),
+        cfg=keys(**PREPARE_DATASET_KEYS),
     script:
         "../scripts/prepare_dataset.py"

@@ -1,13 +1,13 @@
 rule explain:
     input:
-        model="results/models/finetuned",
+        model=at("results/models/finetuned"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
     output:
-        explanations="results/explanations/shard{shard}.parquet",
+        explanations=at("results/explanations/shard{shard}.parquet"),
     log:
-        "results/logs/explain/shard{shard}.log",
+        at("results/logs/explain/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/explain/shard{shard}.tsv"
+        at("results/benchmarks/explain/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -26,12 +26,12 @@ rule explanation_leaderboard:
     input:
         explanations=shards("explanations", "results/explanations/shard{shard}.parquet"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        curves="results/faithfulness/curves.parquet",
-        plausibility="results/faithfulness/plausibility.parquet",
-        model="results/models/finetuned",
+        curves=at("results/faithfulness/curves.parquet"),
+        plausibility=at("results/faithfulness/plausibility.parquet"),
+        model=at("results/models/finetuned"),
     output:
-        comparison="results/explanations/comparison.parquet",
-        summary="results/explanations/leaderboard.parquet",
+        comparison=at("results/explanations/comparison.parquet"),
+        summary=at("results/explanations/leaderboard.parquet"),
         figure=report_figure(
             "results/paper/figures/explanation_leaderboard",
             "explanation_leaderboard",
@@ -51,9 +51,9 @@ rule explanation_leaderboard:
             "Explanations",
         ),
     log:
-        "results/logs/explanation_leaderboard/explanation_leaderboard.log",
+        at("results/logs/explanation_leaderboard/explanation_leaderboard.log"),
     benchmark:
-        "results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv"
+        at("results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv")
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -66,3 +66,31 @@ rule explanation_leaderboard:
         ),
     script:
         "../scripts/explanation_leaderboard.py"
+
+
+rule sanity_check:
+    input:
+        model=at("results/models/finetuned"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+    output:
+        sanity=at("results/sanity/sanity.parquet"),
+    log:
+        at("results/logs/sanity_check/sanity_check.log"),
+    benchmark:
+        at("results/benchmarks/sanity_check/sanity_check.tsv")
+    priority: 1
+    conda:
+        "../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        cfg=keys(
+            model=["device"],
+            explanations=["methods", "layers", "occlusion_max_tokens", "batch_size"],
+            findings=["sanity_examples", "seed"],
+        ),
+    script:
+        "../scripts/sanity_check.py"

@@ -1,18 +1,18 @@
 rule evaluate_faithfulness:
     input:
         unpack(explained_rankings),
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
-        rationales="results/data/rationales.parquet",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
+        rationales=shared("results/data/rationales.parquet"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
     output:
-        curves="results/faithfulness/curves.parquet",
-        plausibility="results/faithfulness/plausibility.parquet",
+        curves=at("results/faithfulness/curves.parquet"),
+        plausibility=at("results/faithfulness/plausibility.parquet"),
     log:
-        "results/logs/evaluate_faithfulness/evaluate_faithfulness.log",
+        at("results/logs/evaluate_faithfulness/evaluate_faithfulness.log"),
     benchmark:
-        "results/benchmarks/evaluate_faithfulness/evaluate_faithfulness.tsv"
+        at("results/benchmarks/evaluate_faithfulness/evaluate_faithfulness.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -29,8 +29,8 @@ rule evaluate_faithfulness:
 
 rule plot_faithfulness:
     input:
-        curves="results/faithfulness/curves.parquet",
-        plausibility="results/faithfulness/plausibility.parquet",
+        curves=at("results/faithfulness/curves.parquet"),
+        plausibility=at("results/faithfulness/plausibility.parquet"),
     output:
         figure=report_figure(
             "results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"
@@ -38,7 +38,7 @@ rule plot_faithfulness:
         aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
         plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
     log:
-        "results/logs/plot_faithfulness/plot_faithfulness.log",
+        at("results/logs/plot_faithfulness/plot_faithfulness.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"

@@ -1,10 +1,10 @@
 rule plot_head_importance:
     input:
-        importance="results/importance/head_importance.safetensors",
+        importance=at("results/importance/head_importance.safetensors"),
     output:
         report_figure("results/paper/figures/head_importance", "head_importance", CLASSIFICATION, "Head importance"),
     log:
-        "results/logs/plot_head_importance/plot_head_importance.log",
+        at("results/logs/plot_head_importance/plot_head_importance.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -18,7 +18,7 @@ rule plot_attention:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
         bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
-        selection="results/predictions/selection.json",
+        selection=at("results/predictions/selection.json"),
     output:
         heatmaps=report_dir(
             "results/paper/figures/attention_heatmaps", "{name}.png", "attention_heatmaps", CLASSIFICATION, "Attention"
@@ -26,11 +26,11 @@ rule plot_attention:
         aggregate=report_figure(
             "results/paper/figures/attention_aggregate", "attention_aggregate", CLASSIFICATION, "Attention"
         ),
-        tensor="results/attention/aggregate.safetensors",
+        tensor=at("results/attention/aggregate.safetensors"),
     log:
-        "results/logs/plot_attention/plot_attention.log",
+        at("results/logs/plot_attention/plot_attention.log"),
     benchmark:
-        "results/benchmarks/plot_attention/plot_attention.tsv"
+        at("results/benchmarks/plot_attention/plot_attention.tsv")
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -43,11 +43,11 @@ rule plot_attention:
 rule count_topk:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
-        selection="results/predictions/selection.json",
-        model="results/models/finetuned",
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
     output:
         tables=report(
-            expand("results/paper/tables/topk_{name}.csv", name=TOPK_TABLES),
+            expand(at("results/paper/tables/topk_{name}.csv"), name=TOPK_TABLES, allow_missing=True),
             caption="../report/topk_tables.rst",
             category=CLASSIFICATION,
             subcategory="Top-k partners",
@@ -60,7 +60,7 @@ rule count_topk:
             )
         ],
     log:
-        "results/logs/count_topk/count_topk.log",
+        at("results/logs/count_topk/count_topk.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -73,15 +73,15 @@ rule count_topk:
 rule render_overlays:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
-        selection="results/predictions/selection.json",
-        importance="results/importance/head_importance.safetensors",
-        model="results/models/finetuned",
+        selection=at("results/predictions/selection.json"),
+        importance=at("results/importance/head_importance.safetensors"),
+        model=at("results/models/finetuned"),
     output:
         overlays=report_dir("results/paper/overlays", "{name}.png", "overlays", CLASSIFICATION, "Attention overlays"),
     log:
-        "results/logs/render_overlays/render_overlays.log",
+        at("results/logs/render_overlays/render_overlays.log"),
     benchmark:
-        "results/benchmarks/render_overlays/render_overlays.tsv"
+        at("results/benchmarks/render_overlays/render_overlays.tsv")
     localrule: True
     conda:
         "../envs/pipeline.yaml"

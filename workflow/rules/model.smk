@@ -1,14 +1,17 @@
-if not trains_classifier():
+# Without a grid the run imports its classifier or trains one; a grid may do both, each rule for its own runs.
+if GRID or not trains_classifier():
 
     rule import_classifier:
         input:
-            manifest="results/data/split_manifest.json",
+            manifest=shared("results/data/split_manifest.json"),
         output:
-            model=directory("results/models/finetuned"),
+            model=directory(at("results/models/finetuned")),
         log:
-            "results/logs/import_classifier/import_classifier.log",
+            at("results/logs/import_classifier/import_classifier.log"),
         benchmark:
-            "results/benchmarks/import_classifier/import_classifier.tsv"
+            at("results/benchmarks/import_classifier/import_classifier.tsv")
+        wildcard_constraints:
+            run=group_pattern([r.name for r in GRID.runs if not r.trains] if GRID else []),
         conda:
             "../envs/pipeline.yaml"
         resources:
@@ -18,49 +21,41 @@ if not trains_classifier():
         script:
             "../scripts/import_classifier.py"
 
-else:
+
+if GRID or trains_classifier():
 
     rule build_base_model:
         input:
-            manifest="results/data/split_manifest.json",
+            manifest=shared("results/data/split_manifest.json"),
         output:
-            model=directory("results/models/base"),
+            model=directory(at("results/models/base")),
         log:
-            "results/logs/build_base_model/build_base_model.log",
+            at("results/logs/build_base_model/build_base_model.log"),
         benchmark:
-            "results/benchmarks/build_base_model/build_base_model.tsv"
+            at("results/benchmarks/build_base_model/build_base_model.tsv")
         conda:
             "../envs/pipeline.yaml"
         resources:
             mem_mb=4000,
         params:
-            cfg=keys(
-                model=[
-                    "source",
-                    "name_or_path",
-                    "max_length",
-                    "attention_window",
-                    "architecture",
-                    "block_size",
-                    "num_random_blocks",
-                    "seed",
-                ]
-            ),
+            cfg=keys(**BUILD_BASE_MODEL_KEYS),
         script:
             "../scripts/build_base_model.py"
 
     rule train_classifier:
         input:
-            base="results/models/base",
-            train="results/data/train.parquet",
-            test="results/data/test.parquet",
+            base=shared("results/models/base"),
+            train=shared("results/data/train.parquet"),
+            test=shared("results/data/test.parquet"),
         output:
-            model=directory("results/models/finetuned"),
-            metrics="results/models/train_metrics.json",
+            model=directory(at("results/models/finetuned")),
+            metrics=at("results/models/train_metrics.json"),
         log:
-            "results/logs/train_classifier/train_classifier.log",
+            at("results/logs/train_classifier/train_classifier.log"),
         benchmark:
-            "results/benchmarks/train_classifier/train_classifier.tsv"
+            at("results/benchmarks/train_classifier/train_classifier.tsv")
+        wildcard_constraints:
+            run=group_pattern([r.name for r in GRID.runs if r.trains] if GRID else []),
         priority: 1
         conda:
             "../envs/pipeline.yaml"
@@ -71,7 +66,8 @@ else:
             runtime=240,
         params:
             cfg=lambda wildcards: json.dumps(
-                keys(
+                job_keys(
+                    wildcards,
                     model=["device"],
                     train=[
                         "epochs",
@@ -97,16 +93,16 @@ else:
 
 rule predict:
     input:
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
     output:
-        predictions="results/predictions/test.parquet",
-        metrics="results/predictions/metrics.json",
-        selection="results/predictions/selection.json",
+        predictions=at("results/predictions/test.parquet"),
+        metrics=at("results/predictions/metrics.json"),
+        selection=at("results/predictions/selection.json"),
     log:
-        "results/logs/predict/predict.log",
+        at("results/logs/predict/predict.log"),
     benchmark:
-        "results/benchmarks/predict/predict.tsv"
+        at("results/benchmarks/predict/predict.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"

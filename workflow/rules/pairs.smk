@@ -3,10 +3,10 @@
 
 rule prepare_pairs:
     output:
-        train="results/data/pairs_train.parquet",
-        test="results/data/pairs_test.parquet",
+        train=at("results/data/pairs_train.parquet"),
+        test=at("results/data/pairs_test.parquet"),
     log:
-        "results/logs/prepare_pairs/prepare_pairs.log",
+        at("results/logs/prepare_pairs/prepare_pairs.log"),
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -17,15 +17,15 @@ rule prepare_pairs:
 
 rule train_pair_encoder:
     input:
-        train="results/data/pairs_train.parquet",
-        test="results/data/pairs_test.parquet",
+        train=at("results/data/pairs_train.parquet"),
+        test=at("results/data/pairs_test.parquet"),
     output:
-        model=directory("results/models/pair_encoder_exact"),
-        metrics="results/models/pair_encoder_exact_metrics.json",
+        model=directory(at("results/models/pair_encoder_exact")),
+        metrics=at("results/models/pair_encoder_exact_metrics.json"),
     log:
-        "results/logs/train_pair_encoder/train_pair_encoder.log",
+        at("results/logs/train_pair_encoder/train_pair_encoder.log"),
     benchmark:
-        "results/benchmarks/train_pair_encoder/train_pair_encoder.tsv"
+        at("results/benchmarks/train_pair_encoder/train_pair_encoder.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -52,14 +52,14 @@ rule train_pair_encoder:
 rule attribute_pairs:
     input:
         unpack(exact_model),
-        test="results/data/pairs_test.parquet",
+        test=at("results/data/pairs_test.parquet"),
     output:
-        matrices="results/pairs/matrices_shard{shard}.safetensors",
-        scores="results/pairs/scores_shard{shard}.parquet",
+        matrices=at("results/pairs/matrices_shard{shard}.safetensors"),
+        scores=at("results/pairs/scores_shard{shard}.parquet"),
     log:
-        "results/logs/attribute_pairs/shard{shard}.log",
+        at("results/logs/attribute_pairs/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/attribute_pairs/shard{shard}.tsv"
+        at("results/benchmarks/attribute_pairs/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -87,13 +87,13 @@ rule attribute_pairs:
 rule pair_convergence:
     input:
         unpack(exact_model),
-        test="results/data/pairs_test.parquet",
+        test=at("results/data/pairs_test.parquet"),
     output:
-        convergence="results/pairs/convergence.parquet",
+        convergence=at("results/pairs/convergence.parquet"),
     log:
-        "results/logs/pair_convergence/pair_convergence.log",
+        at("results/logs/pair_convergence/pair_convergence.log"),
     benchmark:
-        "results/benchmarks/pair_convergence/pair_convergence.tsv"
+        at("results/benchmarks/pair_convergence/pair_convergence.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -118,15 +118,15 @@ rule pair_convergence:
 
 rule pair_topology:
     input:
-        pairs=["results/data/pairs_train.parquet", "results/data/pairs_test.parquet"],
+        pairs=[at("results/data/pairs_train.parquet"), at("results/data/pairs_test.parquet")],
     output:
-        topology="results/pairs/topology.parquet",
-        correlation="results/pairs/correlation.json",
+        topology=at("results/pairs/topology.parquet"),
+        correlation=at("results/pairs/correlation.json"),
         table=report_table("results/pairs/correlation", "pair_correlation", PAIRS, "Topology vs similarity"),
     log:
-        "results/logs/pair_topology/pair_topology.log",
+        at("results/logs/pair_topology/pair_topology.log"),
     benchmark:
-        "results/benchmarks/pair_topology/pair_topology.tsv"
+        at("results/benchmarks/pair_topology/pair_topology.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -144,7 +144,7 @@ rule pair_tables:
     output:
         tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
     log:
-        "results/logs/pair_tables/pair_tables.log",
+        at("results/logs/pair_tables/pair_tables.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -156,12 +156,12 @@ rule plot_pairs:
     input:
         scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
         matrices=shards("pairs.attribution", "results/pairs/matrices_shard{shard}.safetensors"),
-        convergence="results/pairs/convergence.parquet",
-        topology="results/pairs/topology.parquet",
+        convergence=at("results/pairs/convergence.parquet"),
+        topology=at("results/pairs/topology.parquet"),
     output:
         figures=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
     log:
-        "results/logs/plot_pairs/plot_pairs.log",
+        at("results/logs/plot_pairs/plot_pairs.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"

@@ -3,18 +3,18 @@ rule build_explorers:
         unpack(explanation_shards),
         bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        importance="results/importance/head_importance.safetensors",
-        selection="results/predictions/selection.json",
-        test="results/data/test.parquet",
-        rationales="results/data/rationales.parquet",
-        manifest="results/data/split_manifest.json",
-        model="results/models/finetuned",
+        importance=at("results/importance/head_importance.safetensors"),
+        selection=at("results/predictions/selection.json"),
+        test=shared("results/data/test.parquet"),
+        rationales=shared("results/data/rationales.parquet"),
+        manifest=shared("results/data/split_manifest.json"),
+        model=at("results/models/finetuned"),
     output:
         explorers=report_dir("results/explorer", "{name}.html", "explorer", CLASSIFICATION, "Explorer"),
     log:
-        "results/logs/build_explorers/build_explorers.log",
+        at("results/logs/build_explorers/build_explorers.log"),
     benchmark:
-        "results/benchmarks/build_explorers/build_explorers.tsv"
+        at("results/benchmarks/build_explorers/build_explorers.tsv")
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -28,16 +28,16 @@ rule build_explorers:
 
 rule manifest:
     input:
-        targets=get_final_outputs(),
+        targets=manifest_targets,
     output:
-        manifest="results/manifest.json",
-        notes=report("results/run_notes.csv", caption="../report/run_notes.rst", category=RUN_NOTES),
+        manifest=at("results/manifest.json"),
+        notes=report(at("results/run_notes.csv"), caption="../report/run_notes.rst", category=RUN_NOTES),
     log:
-        "results/logs/manifest/manifest.log",
+        at("results/logs/manifest/manifest.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
     params:
-        logs="results/logs",
+        logs=at("results/logs"),
     script:
         "../scripts/manifest.py"

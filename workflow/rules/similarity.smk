@@ -1,16 +1,16 @@
 rule compare:
     input:
-        summary="results/attention/shard{shard}.safetensors",
+        summary=at("results/attention/shard{shard}.safetensors"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        importance="results/importance/head_importance.safetensors",
-        model="results/models/finetuned",
+        importance=at("results/importance/head_importance.safetensors"),
+        model=at("results/models/finetuned"),
     output:
-        similarity="results/similarity/shard{shard}.parquet",
-        heads="results/similarity/heads_shard{shard}.parquet",
+        similarity=at("results/similarity/shard{shard}.parquet"),
+        heads=at("results/similarity/heads_shard{shard}.parquet"),
     log:
-        "results/logs/compare/shard{shard}.log",
+        at("results/logs/compare/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/compare/shard{shard}.tsv"
+        at("results/benchmarks/compare/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -27,9 +27,9 @@ rule compare:
 rule aggregate_similarity:
     input:
         similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        manifest="results/data/split_manifest.json",
+        manifest=shared("results/data/split_manifest.json"),
     output:
-        summary="results/similarity/summary.parquet",
+        summary=at("results/similarity/summary.parquet"),
         tables=report_dir(
             "results/paper/tables/similarity",
             "{name}.csv",
@@ -38,9 +38,9 @@ rule aggregate_similarity:
             "Attention vs attribution",
         ),
     log:
-        "results/logs/aggregate_similarity/aggregate_similarity.log",
+        at("results/logs/aggregate_similarity/aggregate_similarity.log"),
     benchmark:
-        "results/benchmarks/aggregate_similarity/aggregate_similarity.tsv"
+        at("results/benchmarks/aggregate_similarity/aggregate_similarity.tsv")
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -53,10 +53,10 @@ rule similarity_examples:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        importance="results/importance/head_importance.safetensors",
+        importance=at("results/importance/head_importance.safetensors"),
         similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        selection="results/predictions/selection.json",
-        model="results/models/finetuned",
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
     output:
         examples=report_dir(
             "results/paper/similarity_examples",
@@ -66,7 +66,7 @@ rule similarity_examples:
             "Attention vs attribution",
         ),
     log:
-        "results/logs/similarity_examples/similarity_examples.log",
+        at("results/logs/similarity_examples/similarity_examples.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"
@@ -97,7 +97,7 @@ rule plot_similarity:
             "results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"
         ),
     log:
-        "results/logs/plot_similarity/plot_similarity.log",
+        at("results/logs/plot_similarity/plot_similarity.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"

@@ -1,14 +1,14 @@
 rule topology:
     input:
-        model="results/models/finetuned",
-        test="results/data/test.parquet",
+        model=at("results/models/finetuned"),
+        test=shared("results/data/test.parquet"),
     output:
-        diagrams="results/topology/diagrams_shard{shard}.parquet",
-        matrices="results/topology/matrices_shard{shard}.safetensors",
+        diagrams=at("results/topology/diagrams_shard{shard}.parquet"),
+        matrices=at("results/topology/matrices_shard{shard}.safetensors"),
     log:
-        "results/logs/topology/shard{shard}.log",
+        at("results/logs/topology/shard{shard}.log"),
     benchmark:
-        "results/benchmarks/topology/shard{shard}.tsv"
+        at("results/benchmarks/topology/shard{shard}.tsv")
     priority: 1
     conda:
         "../envs/pipeline.yaml"
@@ -38,15 +38,15 @@ rule topology:
 rule bottleneck_distances:
     input:
         diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
-        test="results/data/test.parquet",
+        test=shared("results/data/test.parquet"),
     output:
-        matrix="results/topology/bottleneck.parquet",
-        claim="results/topology/claim.json",
+        matrix=at("results/topology/bottleneck.parquet"),
+        claim=at("results/topology/claim.json"),
         table=report_table("results/topology/claim", "topology_claim", TOPOLOGY, "Bottleneck distances"),
     log:
-        "results/logs/bottleneck_distances/bottleneck_distances.log",
+        at("results/logs/bottleneck_distances/bottleneck_distances.log"),
     benchmark:
-        "results/benchmarks/bottleneck_distances/bottleneck_distances.tsv"
+        at("results/benchmarks/bottleneck_distances/bottleneck_distances.tsv")
     conda:
         "../envs/pipeline.yaml"
     params:
@@ -58,13 +58,13 @@ rule bottleneck_distances:
 rule plot_topology:
     input:
         diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
-        matrix="results/topology/bottleneck.parquet",
-        test="results/data/test.parquet",
-        selection="results/predictions/selection.json",
+        matrix=at("results/topology/bottleneck.parquet"),
+        test=shared("results/data/test.parquet"),
+        selection=at("results/predictions/selection.json"),
     output:
         figures=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
     log:
-        "results/logs/plot_topology/plot_topology.log",
+        at("results/logs/plot_topology/plot_topology.log"),
     localrule: True
     conda:
         "../envs/pipeline.yaml"

@@ -1,11 +1,12 @@
 """Snakemake adapter for rule manifest."""
 
+from attnlens.grid import job_config
 from attnlens.runtime import rule_job
 from attnlens.stages.report import run_manifest
 
 with rule_job(snakemake):
     run_manifest(
-        snakemake.config,
+        job_config(snakemake.config, dict(snakemake.wildcards.items())),
         targets=list(snakemake.input),
         logs_dir=snakemake.params.logs,
         out_path=snakemake.output.manifest,

@@ -68,6 +68,17 @@ def metrics(top_fraction: float, rbo_p: Sequence[float], plausibility_k: int) ->
     ]
 
 
+def higher_is_better(name: str, group: str) -> bool | None:
+    """Whether a larger value of leaderboard column ``name`` (of ``group``) is better; None for the cost columns,
+    which are reported, not ranked."""
+    if group == "agreement":
+        return True
+    for metric in metrics(0.05, (), 10):  # the columns after agreement do not depend on these arguments
+        if metric.name == name:
+            return metric.higher_is_better
+    raise KeyError(f"no leaderboard column {name!r} in group {group!r}")
+
+
 def agreement_rows(
     example_id: str,
     ig: np.ndarray,

@@ -28,10 +28,12 @@ from attnlens.attribution.leaderboard import (
     metrics,
     summarise,
 )
-from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
+from attnlens.attribution.sanity import SANITY_SCHEMA, levels, randomise, sanity_rows
+from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, FindingsConfig, SimilarityConfig
 from attnlens.data import shard_of
 from attnlens.device import place
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
+from attnlens.models import architecture
 from attnlens.models.loading import load_classifier, load_tokenizer
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
@@ -97,6 +99,62 @@ def run_explain(
     logger.info("shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples,
                 len(cfg.methods), seconds)  # fmt: skip
     return {"n_examples": n_examples, "seconds": seconds}
+
+
+def run_sanity_check(
+    cfg: ExplanationsConfig,
+    findings: FindingsConfig,
+    model_dir: StrPath,
+    attribution_paths: Sequence[StrPath],
+    out_path: StrPath,
+    device: str = "auto",
+) -> pd.DataFrame:
+    """Rule ``sanity_check``: the first ``findings.sanity_examples`` test examples (by id) explained by every method
+    of ``explanations.methods`` on the trained classifier and on each randomised copy of the cascade
+    (:mod:`attnlens.attribution.sanity`), and each method's Spearman ρ between the two."""
+    model, tokenizer = load_classifier(model_dir)
+    on = place(freeze(model), device)
+    attributions = load_attributions(attribution_paths).sort_values("example_id", kind="stable")
+    chosen = attributions.head(findings.sanity_examples)
+    cascade = levels(len(architecture(model).layers(model)))
+    examples = []
+    for row in chosen.itertuples(index=False):
+        ids = [int(i) for i in row.input_ids]
+        examples.append((str(row.example_id), ids, int(row.target), structural_mask(tokenizer, ids)))
+
+    def explain_all(net) -> dict[str, dict[str, np.ndarray]]:
+        out = {}
+        for example_id, ids, target, special in examples:
+            res = explain_example(net, prepare_inputs(net, tokenizer, ids, on), target, cfg.methods, layers=cfg.layers,
+                                  tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
+                                  pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
+                                  batch_size=cfg.batch_size)  # fmt: skip
+            out[example_id] = res.scores
+        return out
+
+    t0 = time.perf_counter()
+    trained = explain_all(model)
+    by_level = {}
+    for level in cascade:
+        fresh, _ = load_classifier(model_dir)
+        freeze(randomise(fresh, level, findings.seed))
+        place(fresh, device)
+        by_level[level] = explain_all(fresh)
+        del fresh
+        logger.info("%s: %d examples explained again", level, len(examples))
+    rows = []
+    for example_id, _ids, _target, special in examples:
+        rows += sanity_rows(example_id, trained[example_id], {lv: by_level[lv][example_id] for lv in cascade}, ~special,
+                            cfg.methods)  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["example_id", "method", "level", "layers", "spearman"])
+    seconds = time.perf_counter() - t0
+    prov = provenance(SANITY_SCHEMA, {**cfg.to_dict(), **findings.to_dict()}, findings.seed, levels=cascade,
+                      model=str(model_dir), seconds=round(seconds, 2))  # fmt: skip
+    save_parquet(frame, out_path, prov)
+    logger.info(
+        "%d examples x %d methods x %d levels in %.1f s", len(examples), len(cfg.methods), len(cascade), seconds
+    )
+    return frame
 
 
 def comparison_frame(

@@ -1,0 +1,217 @@
+"""A grid of runs: naming, the runs' configs, which jobs they share, and the DAG a grid plans."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded, run_snakemake, tiny_config, write_config
+
+from attnlens.config import validate_config
+from attnlens.errors import InputError
+from attnlens.findings.statements import ALL_MODELS
+from attnlens.findings.stats import TOO_FEW
+from attnlens.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from compare_runs import differences
+
+BIGBIRD = {"model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}}
+#: The `.test` grid: the `.test` model and a BigBird of it, two seeds.
+TEST_GRID = {"models": {"minilm_w32": {}, "bigbird": BIGBIRD}, "seeds": [7, 8]}
+
+
+def _config(grid: dict, **sections) -> dict:
+    cfg = tiny_config(ROOT)
+    cfg.update(copy.deepcopy(sections))
+    cfg["grid"] = copy.deepcopy(grid)
+    return validate_config(cfg)
+
+
+def test_a_config_without_a_grid_is_one_run():
+    assert not has_grid(validate_config(tiny_config(ROOT)))
+
+
+def test_runs_are_named_by_their_place_and_share_what_they_can():
+    grid = expand_grid(_config(TEST_GRID))
+    assert grid.names == ["default__minilm_w32__s7", "default__minilm_w32__s8", "default__bigbird__s7",
+                          "default__bigbird__s8"]  # fmt: skip
+    # one tokenizer and length: one prepared dataset; one base model per model
+    assert {r.dataset_group for r in grid.runs} == {"default"}
+    assert [r.base_group for r in grid.runs] == ["minilm_w32", "minilm_w32", "bigbird", "bigbird"]
+    run = grid.run("default__bigbird__s8")
+    assert run.config["train"]["seed"] == 8 and run.config["model"]["architecture"] == "bigbird"
+    assert run.config["data"]["seed"] == tiny_config(ROOT)["data"]["seed"]  # the split does not follow the seed
+    assert run.config["model"]["max_length"] == tiny_config(ROOT)["model"]["max_length"]  # the rest is the base
+    assert not has_grid(run.config)  # a run is one run
+
+
+def test_the_split_follows_the_seed_when_asked():
+    grid = expand_grid(_config({**TEST_GRID, "split_follows_seed": True}))
+    assert [r.dataset_group for r in grid.runs] == ["default__s7", "default__s8", "default__s7", "default__s8"]
+    assert [r.config["data"]["seed"] for r in grid.runs] == [7, 8, 7, 8]
+    # a base model reads the dataset's classes, the same in every split: still one per model
+    assert [r.base_group for r in grid.runs] == ["minilm_w32", "minilm_w32", "bigbird", "bigbird"]
+
+
+def test_models_of_other_tokenizers_prepare_their_own_data():
+    grid = expand_grid(_config({"models": {"short": {"model": {"max_length": 64}}, "long": {}}, "seeds": [1]}))
+    assert [r.dataset_group for r in grid.runs] == ["default__short", "default__long"]
+
+
+def test_a_classifier_of_ones_own_runs_once_per_dataset(tmp_path):
+    grid = expand_grid(
+        _config({"models": {"mine": {"model": {"source": "classifier", "name_or_path": str(tmp_path)}}, "lf": {}},
+                 "seeds": [1, 2], "exclude": [{"model": "lf", "seed": 2}]})
+    )  # fmt: skip
+    assert grid.names == ["default__mine", "default__lf__s1"]
+    assert grid.run("default__mine").base_group is None and not grid.run("default__mine").trains
+
+
+def test_paths_keep_the_one_run_layout_under_their_scope():
+    grid = expand_grid(_config(TEST_GRID))
+    run = grid.run("default__bigbird__s7")
+    assert resolve_path("results/attributions/shard{shard}.parquet", run) == (
+        "results/runs/default__bigbird__s7/attributions/shard{shard}.parquet"
+    )
+    assert resolve_path("results/data/test.parquet", run) == "results/datasets/default/data/test.parquet"
+    assert resolve_path("results/models/base", run) == "results/base_models/bigbird/models/base"
+    assert grid_path("results/logs/prepare_dataset/prepare_dataset.log") == (
+        "results/datasets/{dataset_group}/logs/prepare_dataset/prepare_dataset.log"
+    )
+    assert scope_of("results/pairs/tables") == scope_of("results/findings/findings.csv") == "global"
+    assert grid_path("results/data/pairs_test.parquet") == "results/data/pairs_test.parquet"
+
+
+@pytest.mark.parametrize(
+    ("grid", "field"),
+    [
+        ({"seeds": [3, 3]}, "grid.seeds"),
+        ({"models": {"a": {}, "A": {}}}, "grid.models"),
+        ({"models": {"a": {}}, "exclude": [{"dataset": "nope"}]}, "grid.exclude[0].dataset"),
+        ({"models": {"a": {}}, "exclude": [{"model": "a"}]}, "grid.exclude"),
+        ({"datasets": {"d": {"seed": 3}}, "seeds": [1], "split_follows_seed": True}, "grid.datasets.d.seed"),
+        ({"split_follows_seed": True}, "grid"),
+    ],
+)
+def test_a_grid_that_cannot_be_run_is_one_error(grid, field):
+    with pytest.raises(InputError) as err:
+        expand_grid(_config(grid))
+    assert err.value.field == field
+
+
+@pytest.mark.workflow
+def test_the_grid_dag_shares_jobs_that_do_not_depend_on_an_axis(tmp_path):
+    """A dry run of the `.test` grid (2 models × 2 seeds): rule by rule, the jobs of one run times the runs, but
+    one prepared dataset, one base model per model and the pair study once."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(tiny_config(ROOT)), encoding="utf-8")
+    (tmp_path / "config/grid.yaml").write_text(yaml.safe_dump({"grid": TEST_GRID}), encoding="utf-8")
+
+    def counts(*extra) -> Counter:
+        cmd = [*SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", tmp_path, "-n", "--quiet", "rules",
+               *extra]  # fmt: skip
+        out = run_guarded(cmd, cwd=tmp_path, timeout=GUARD["plan"], env=local_env())
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        table = re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.M)
+        return Counter({rule: int(n) for rule, n in table if rule != "total"})
+
+    one, grid = counts(), counts("--configfile", tmp_path / "config/grid.yaml")
+    shared = {"prepare_dataset": 1, "build_base_model": 2, "findings": 1, "all": 1, "sanity_check": 4}
+    pair_rules = [r for r in one if "pair" in r]
+    for rule, n in one.items():
+        expected = shared.get(rule, n if rule in pair_rules else 4 * n)
+        assert grid[rule] == expected, (rule, grid[rule], expected)
+    assert set(grid) == set(one) | {"findings", "sanity_check"}  # the cross-run rule, and what it alone reads
+    pair_jobs = sum(one[r] for r in pair_rules)
+    assert sum(grid.values()) == 4 * (sum(one.values()) - pair_jobs - 1 + 1) - 3 - 2 + pair_jobs + 2
+
+
+# --- the architecture grid (conftest.architecture_grid): 2 models × 2 seeds, end to end --------------------
+
+
+@pytest.mark.workflow
+def test_the_findings_of_a_grid_are_complete(architecture_grid):
+    out = architecture_grid / "results/findings"
+    statements = pd.read_csv(out / "statements.csv")
+    assert set(statements["model"]) == {"bigbird", "modernbert", ALL_MODELS}
+    assert {"method ordering", "above chance", "masked vs unmasked", "topology claim"} <= set(statements["kind"])
+    # every statement is counted and judged: 2 seeds of a model, 4 runs in all, are too few for the sign test
+    assert statements["p_value"].between(0, 1).all() and statements["runs_holding"].le(statements["n_runs"]).all()
+    assert set(statements["verdict"]) == {TOO_FEW}
+    assert statements["note"].str.contains("needs at least 6").all()
+    # every quantity is a number, or says why not
+    quantities = pd.read_csv(out / "quantities.csv", keep_default_na=False, na_values=[""])
+    assert {"classification", "similarity", "masking increase (legacy)", "leaderboard", "topology"} <= set(
+        quantities["family"]
+    )
+    numbers = quantities[["mean", "std", "min", "max"]].notna().all(axis=1)
+    assert (numbers | quantities["note"].fillna("").ne("")).all()
+    assert quantities.loc[quantities["model"] == ALL_MODELS, "n_runs"].max() == 4
+    concordance = pd.read_csv(out / "concordance.csv")
+    assert concordance["kendall_w"].between(0, 1).all() and set(concordance["n_runs"]) == {2, 4}
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs["run"].tolist() == [f"default__{m}__s{s}" for m in ("bigbird", "modernbert") for s in (7, 8)]
+    assert runs["base_group"].tolist() == ["bigbird", "bigbird", "modernbert", "modernbert"]
+    shown = pd.read_csv(out / "findings.csv")
+    assert len(shown) and set(shown["statement"]) <= set(statements["statement"])
+    assert "# Findings across the runs of the grid" in (out / "findings.md").read_text(encoding="utf-8")
+    assert (out / "findings.tex").is_file()
+    figures = {p.stem for p in (out / "figures").glob("*.png")}
+    assert {"classification_accuracy", "leaderboard_comprehensiveness", "topology_gap", "leaderboard_rbo_p0-9",
+            "leaderboard_rbo_p0-98", "sanity_default_all_models"} <= figures  # fmt: skip
+    # the sanity check: every explained method, the cascade of 6 layers, a verdict per scope and method
+    sanity = pd.read_csv(out / "sanity.csv", keep_default_na=False, na_values=[""])
+    assert set(sanity["level"]) == {"head", *(f"top{k}" for k in range(1, 7))}
+    final = sanity[sanity["verdict"].fillna("") != ""]
+    assert len(final) == 3 * sanity["method"].nunique() and final["mean_rho"].between(-1, 1).all()
+    assert "Sanity check" in (out / "findings.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.workflow
+def test_runs_of_a_grid_share_the_jobs_that_do_not_depend_on_an_axis(architecture_grid):
+    results = architecture_grid / "results"
+    # prepare_dataset reads model.source, and the two models' differ: a prepared dataset per model
+    assert sorted(p.name for p in (results / "datasets").iterdir()) == ["default__bigbird", "default__modernbert"]
+    assert sorted(p.name for p in (results / "base_models").iterdir()) == ["bigbird", "modernbert"]
+    runs = sorted(p.name for p in (results / "runs").iterdir())
+    assert runs == [f"default__{m}__s{s}" for m in ("bigbird", "modernbert") for s in (7, 8)]
+    seeds = [json.loads((results / "runs" / r / "models/train_metrics.json").read_text())["provenance"]["seed"]
+             for r in runs]  # fmt: skip
+    assert seeds == [7, 8, 7, 8]
+
+
+@pytest.mark.workflow
+def test_a_grid_run_gives_the_numbers_of_the_same_config_without_a_grid(root, tiny_run, tmp_path):
+    """The `.test` configuration as a grid of one run: its prepared data, models and predictions equal the one-run
+    session run's (``tiny_run``) byte for byte but for what ``compare_runs.MAY_DIFFER`` lists."""
+    work = tmp_path / "work"
+    write_config(work, {**tiny_config(ROOT), "grid": {"seeds": [7]}})
+    run = "results/runs/default__default__s7"
+    out = run_snakemake(root, "--directory", str(work), "--cores", "2", f"{run}/predictions/metrics.json",
+                        timeout=GUARD["stage"])  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    one, grid = tmp_path / "one", tmp_path / "grid"
+    pairs = {
+        "data": ("results/data", "results/datasets/default/data"),
+        "models/base": ("results/models/base", "results/base_models/default/models/base"),
+        "models/finetuned": ("results/models/finetuned", f"{run}/models/finetuned"),
+        "predictions": ("results/predictions", f"{run}/predictions"),
+    }
+    for name, (a, b) in pairs.items():
+        shutil.copytree(tiny_run / a, one / name, ignore=shutil.ignore_patterns("pairs_*"))
+        shutil.copytree(work / b, grid / name)
+    # the one thing that differs: the path of the base model the classifier was fine-tuned from
+    record = grid / "models/finetuned/provenance.json"
+    prov = json.loads(record.read_text(encoding="utf-8"))
+    assert prov["base_model"] == "results/base_models/default/models/base"
+    record.write_text(json.dumps({**prov, "base_model": "results/models/base"}, indent=2), encoding="utf-8")
+    assert not differences(one, grid), differences(one, grid)
