@@ -71,19 +71,24 @@ def test_the_schema_and_the_policy_accept_the_same_names():
         assert bool(re.match(pattern, name)) == bool(re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", name)), name
 
 
-def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run):
+#: GPU rules a run has only in a grid (read in a run of conftest.architecture_grid).
+GRID_ONLY = {"sanity_check"}
+
+
+def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run, bigbird_run):
     """Each rule that asks SLURM for a GPU logged the policy's ``device:`` line, and its job record shows it was
     given ``model.device``: its stage moved the model where the policy said, not where its own code guessed."""
     rules = _gpu_rules()
     assert {"train_classifier", "predict", "estimate_head_importance", "extract_attention", "attribute",
-            "attribute_embeddings", "explain", "evaluate_faithfulness"} <= rules  # fmt: skip
+            "attribute_embeddings", "explain", "evaluate_faithfulness", *GRID_ONLY} <= rules  # fmt: skip
     for rule in sorted(rules):
-        logs = sorted((tiny_run / "results" / "logs" / rule).glob("*.log"))
-        assert logs, f"{rule}: no log in the tiny run"
+        folder = (bigbird_run if rule in GRID_ONLY else tiny_run / "results") / "logs" / rule
+        logs = sorted(folder.glob("*.log"))
+        assert logs, f"{rule}: no log in the tiny run (a grid's rule: in the architecture grid's BigBird run)"
         for log in logs:
             text = log.read_text(encoding="utf-8")
             assert "device: cpu (model.device auto)" in text, f"{rule}: {log.name} has no device line"
-        records = sorted((tiny_run / "results" / "logs" / rule).glob("*.job.json"))
+        records = sorted(folder.glob("*.job.json"))
         for record in records:
             given = json.loads(record.read_text(encoding="utf-8"))
             assert "model.device" in json.dumps(given), f"{rule}: {record.name} was not given model.device"
