@@ -17,6 +17,7 @@ study reads none of the grid's axes and runs once, at its one-run paths.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,11 +104,16 @@ class Grid:
 
     def groups(self, scope: str) -> dict[str, Run]:
         """Each group of ``scope`` (``data``, ``base`` or ``run``) with the first run that reads it."""
-        out: dict[str, Run] = {}
+        return self._groups[scope]
+
+    @functools.cached_property
+    def _groups(self) -> dict[str, dict[str, Run]]:
+        """:meth:`groups` of every scope, built once (every job's input and params functions ask)."""
+        out: dict[str, dict[str, Run]] = {"data": {}, "base": {}, "run": {}}
         for r in self.runs:
-            name = {"data": r.dataset_group, "base": r.base_group, "run": r.name}[scope]
-            if name is not None:
-                out.setdefault(name, r)
+            for scope, name in (("data", r.dataset_group), ("base", r.base_group), ("run", r.name)):
+                if name is not None:
+                    out[scope].setdefault(name, r)
         return out
 
     def representative(self, wildcards: Mapping[str, str]) -> Run:

@@ -161,6 +161,11 @@ def _judge(base: dict[str, Any], above: np.ndarray, below: np.ndarray, n_runs: i
             "share": k / n_runs if n_runs else math.nan, "p_value": p, "verdict": result, "note": note}  # fmt: skip
 
 
+def _per_run(frame: pd.DataFrame, runs: list[str], column: str = "value") -> np.ndarray:
+    """``column`` of one quantity's rows, one value per run in the order of ``runs`` (NaN where a run has none)."""
+    return frame.set_index("run")[column].reindex(runs).to_numpy(dtype=float)
+
+
 def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataFrame:
     """Every ordinal statement of a single run's tables, counted over the runs of each scope, with its verdict."""
     out = []
@@ -169,16 +174,13 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
         n_runs = len(runs)
         base = {"dataset": dataset, "model": model}
 
-        def per_run(frame: pd.DataFrame, runs: list[str] = runs) -> np.ndarray:
-            return frame.set_index("run")["value"].reindex(runs).to_numpy(dtype=float)
-
         board = rows[rows["family"] == "leaderboard"]
         for metric, group in board.groupby("metric", sort=False):
             higher = group["higher_is_better"].iloc[0]
             if higher is None or (isinstance(higher, float) and math.isnan(higher)):
                 continue
             methods = group["item"].unique().tolist()
-            by_method = {m: per_run(group[group["item"] == m]) for m in methods}
+            by_method = {m: _per_run(group[group["item"] == m], runs) for m in methods}
             word = "above" if higher else "below"
             for a, b in itertools.combinations(methods, 2):
                 x, y = by_method[a], by_method[b]
@@ -189,7 +191,7 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
                                    f"{b} better than {a} on {metric} ({word} it)"), min_share, alpha))  # fmt: skip
         sim = rows[rows["family"] == "similarity"]
         for (item, metric), group in sim.groupby(["item", "metric"], sort=False):
-            v, c = per_run(group), group.set_index("run")["chance"].reindex(runs).to_numpy(dtype=float)
+            v, c = _per_run(group, runs), _per_run(group, runs, "chance")
             out.append(_judge({**base, "kind": "above chance", "metric": metric}, v > c, v < c, n_runs,
                               (f"{metric} ({item}) above chance", f"{metric} ({item}) below chance"),
                               min_share, alpha))  # fmt: skip
@@ -197,12 +199,12 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
                 none = item.replace(", mask fixed", ", mask none")
                 unmasked = sim[(sim["item"] == none) & (sim["metric"] == metric)]
                 if len(unmasked):
-                    u = per_run(unmasked)
+                    u = _per_run(unmasked, runs)
                     said = f"{metric} ({item.replace(', mask fixed', '')}) masked"
                     out.append(_judge({**base, "kind": "masked vs unmasked", "metric": metric}, v > u, v < u, n_runs,
                                       (f"{said} > unmasked", f"{said} < unmasked"), min_share, alpha))  # fmt: skip
         for (item, metric), group in rows[rows["family"] == "topology"].groupby(["item", "metric"], sort=False):
-            v, c = per_run(group), group.set_index("run")["chance"].reindex(runs).to_numpy(dtype=float)
+            v, c = _per_run(group, runs), _per_run(group, runs, "chance")
             reference = "0" if metric == "gap" else "the majority rate"
             out.append(_judge({**base, "kind": "topology claim", "metric": metric}, v > c, v < c, n_runs,
                               (f"{metric} ({item}) above {reference}", f"{metric} ({item}) below {reference}"),
