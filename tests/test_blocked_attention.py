@@ -265,3 +265,31 @@ def test_saved_classifiers_load_blocked(tmp_path):
     assert all("forward" in m.__dict__ for m in model.modules() if isinstance(m, LongformerSelfAttention))
     plain, _ = load_classifier(folder, blocked=False)
     assert not any("forward" in m.__dict__ for m in plain.modules() if isinstance(m, LongformerSelfAttention))
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "training"])
+@pytest.mark.parametrize("case", ["cls only, padded rows", "several globals per row"])
+def test_blocked_path_under_mixed_precision(case, training):
+    """Under autocast (fp16 on a card, bf16 here) the blocked path runs and is Hugging Face's function.
+
+    The global queries' rows come back in float32 (their value bias is added in float32) while the band's
+    come out of the autocast matmuls in half precision; writing the one into the other must keep the
+    band's dtype, as Hugging Face's path does (the GPU proof found this: benchmarks/gpu.py). Training
+    mode is checked too (gradient checkpointing fine-tunes with it), with dropout off so both paths
+    compute the same function. Bound: bf16 keeps 8 bits (2⁻⁸ ≈ 3.9e-3 relative); each path rounds its
+    own products, so logits (|z| ≲ 1) may differ by a few of those over 3 layers — 3e-2 is ~8 roundings.
+    """
+    model = tiny_longformer(vocab_size=40, hidden=16, layers=3, heads=4, intermediate=32, max_positions=80,
+                            window=[4, 8, 4], num_labels=3, seed=5)  # fmt: skip
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    for module in model.modules():
+        if isinstance(module, LongformerSelfAttention):
+            module.dropout = 0.0
+    model.train(training)
+    lengths, globals_ = CASES[case]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        ref, new = both(model, batch(lengths, globals_))
+    assert new.logits.dtype == ref.logits.dtype
+    torch.testing.assert_close(new.logits.float(), ref.logits.float(), rtol=0, atol=3e-2)

@@ -189,7 +189,9 @@ def global_rows(
     pooled = pooled.view(batch, heads, n_global, embed)
     out = torch.einsum("bhgd,hed->bhge", pooled, module.value_global.weight.view(heads, dh, embed))
     if module.value_global.bias is not None:
-        out = out + probs.sum(-1, keepdim=True) * module.value_global.bias.view(1, heads, 1, dh)
+        # in the projections' dtype: under autocast the float32 bias would lift the rows to float32 (Hugging
+        # Face's value_global adds it inside the half-precision linear layer)
+        out = out + (probs.sum(-1, keepdim=True) * module.value_global.bias.view(1, heads, 1, dh)).to(out.dtype)
     return out
 
 
