@@ -52,8 +52,9 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
     arch = architecture(model)
     params = arch.head_groups(model)
     result = {}
+    device = next(iter(params[0].values()))[0].device  # the sums stay beside the gradients (CUDA or CPU)
     for name in arch.head_group_names:
-        sq = torch.zeros(len(params), n_heads, dtype=torch.float64)
+        sq = torch.zeros(len(params), n_heads, dtype=torch.float64, device=device)
         lin = torch.zeros_like(sq)
         for layer, groups in enumerate(params):
             weight, bias, rows = groups[name]

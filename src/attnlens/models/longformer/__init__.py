@@ -49,14 +49,15 @@ def bands_from_outputs(
         ``bands[b][layer]`` for every batch item ``b``.
     """
     lengths = attention_mask.long().sum(1)
-    if not torch.equal(attention_mask.long(), (torch.arange(attention_mask.shape[1]) < lengths[:, None]).long()):
+    prefix = torch.arange(attention_mask.shape[1], device=lengths.device) < lengths[:, None]
+    if not torch.equal(attention_mask.long(), prefix.long()):
         raise ValueError("attention_mask must mark a prefix of real tokens (right padding)")
     out = []
     for b in range(attention_mask.shape[0]):
         gpos = (
             torch.nonzero(global_mask[b] * attention_mask[b]).flatten()
             if global_mask is not None
-            else torch.zeros(0, dtype=torch.long)
+            else torch.zeros(0, dtype=torch.long, device=attention_mask.device)
         )
         layers = []
         for layer, local in enumerate(attentions):
