@@ -118,7 +118,8 @@ class Band:
 
     @property
     def _layout(self) -> tuple[torch.Tensor, ...]:
-        return _layout(self.n, self.length, self.window, self.x, tuple(self.global_positions.tolist()))
+        gpos = tuple(self.global_positions.tolist())
+        return _layout(self.n, self.length, self.window, self.x, gpos, str(self.local.device))
 
     @property
     def is_global(self) -> torch.Tensor:
@@ -181,10 +182,12 @@ class Band:
 
 
 @functools.lru_cache(maxsize=4)
-def _layout(n: int, length: int, window: int, x: int, gpos: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+def _layout(
+    n: int, length: int, window: int, x: int, gpos: tuple[int, ...], device: str = "cpu"
+) -> tuple[torch.Tensor, ...]:
     """Index tensors of a band layout, shared by every layer and head with the same layout.
 
-    Returns ``(is_global, query_ok, slot_keys)``; ``slot_keys`` is int32 (−1 = unused).
+    Returns ``(is_global, query_ok, slot_keys)`` on ``device`` (the band's); ``slot_keys`` is int32 (−1 = unused).
     """
     half = window // 2
     is_global = torch.zeros(n, dtype=torch.bool)
@@ -196,7 +199,7 @@ def _layout(n: int, length: int, window: int, x: int, gpos: tuple[int, ...]) -> 
     keys[:, x:] = torch.where(ok, c, -1)
     for j, g in enumerate(gpos):
         keys[:, j] = torch.where(query_ok, g, -1)
-    return is_global, query_ok, keys
+    return is_global.to(device), query_ok.to(device), keys.to(device)
 
 
 def received_attention(band: Band) -> torch.Tensor:
@@ -294,13 +297,15 @@ def binned_image(band: Band, bins: int, n_ref: int | None = None, count: torch.T
         inv = None if count is None else 1.0 / count.to(band.dtype).clamp(min=1)
         return full.binned_image(band, bin_of, bins, inv)
     keys = band.slot_keys
+    bin_of = bin_of.to(keys.device)
     ok = keys >= 0
     safe = keys.clamp(min=0)
     flat = torch.where(ok, bin_of[:, None] * bins + bin_of[safe], bins * bins).reshape(-1)
     weight = None
     if count is not None:
-        inv = 1.0 / count.to(band.local.dtype).clamp(min=1)
-        weight = torch.where(ok, inv[torch.maximum(torch.arange(band.n)[:, None], safe)], 0.0).reshape(-1)
+        inv = 1.0 / count.to(keys.device, band.local.dtype).clamp(min=1)
+        rows = torch.arange(band.n, device=keys.device)[:, None]
+        weight = torch.where(ok, inv[torch.maximum(rows, safe)], 0.0).reshape(-1)
     out = band.local.new_zeros(band.heads, bins * bins + 1)
     per_head = band.n * band.slots * band.local.element_size() * 2
     for hs in band.head_chunks(per_head):
@@ -309,7 +314,7 @@ def binned_image(band: Band, bins: int, n_ref: int | None = None, count: torch.T
             values = values * weight
         out[hs].index_add_(1, flat, values)
     rows_out = out[:, : bins * bins].view(band.heads, bins, bins)
-    positions = torch.arange(length)
+    positions = torch.arange(length, device=keys.device)
     for j, g in enumerate(band.global_positions.tolist()):
         values = band.global_[:, :length, j]
         if count is not None:
