@@ -60,6 +60,10 @@ class FullLayer:
     def dtype(self) -> torch.dtype:
         return self.query.dtype
 
+    @property
+    def device(self) -> torch.device:
+        return self.query.device
+
     #: A full layer has no global tokens of a band (every token attends to every other).
     n_global = 0
 
@@ -133,8 +137,13 @@ class Combination:
     def dtype(self) -> torch.dtype:
         return torch.float32
 
+    @property
+    def device(self) -> torch.device:
+        first = self.layers[0]
+        return first.local.device if hasattr(first, "local") else first.device
+
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
-        out = torch.zeros(1, stop - start, self.n)
+        out = torch.zeros(1, stop - start, self.n, device=self.device)
         for layer, w in zip(self.layers, self.weights, strict=True):
             if bool(w.any()):
                 out[0] += torch.einsum("h,hbn->bn", w.float(), layer.probabilities(start, stop).float())
@@ -157,7 +166,7 @@ def weighted_received(layer: FullLayer, query_weight: torch.Tensor | None = None
                       key_weight: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """``(heads, n)`` ``Σ_i w_i A[i, j] u_j``, per-query ``w`` and per-key ``u`` each ``(heads | 1, n)``."""
     dtype = layer.dtype if query_weight is None else torch.promote_types(layer.dtype, query_weight.dtype)
-    out = torch.zeros(layer.heads, layer.n, dtype=dtype)
+    out = torch.zeros(layer.heads, layer.n, dtype=dtype, device=layer.device)
     for start, stop, probs in layer.blocks():
         if query_weight is not None:
             probs = probs * query_weight[:, start:stop, None]
@@ -167,7 +176,7 @@ def weighted_received(layer: FullLayer, query_weight: torch.Tensor | None = None
 
 def products_received(layer: FullLayer, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """``(heads, n)`` ``Σ_i A[i, j] ⟨left_i, right_j⟩`` (gradient-weighted attention: ``∂F/∂o`` and ``v``)."""
-    out = torch.zeros(layer.heads, layer.n, dtype=layer.dtype)
+    out = torch.zeros(layer.heads, layer.n, dtype=layer.dtype, device=layer.device)
     for start, stop, probs in layer.blocks():
         out += (probs * (left[:, start:stop] @ right[:, : layer.n].transpose(1, 2))).sum(1)
     out[:, layer.length :] = 0
@@ -194,9 +203,9 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     rows, cols = (topk_state(), topk_state()) if k is not None else (None, None)
     with torch.no_grad():
         for start, _, probs in layer.blocks():
-            probs = probs.to(work).contiguous().numpy()
+            probs = probs.to(work).contiguous().cpu().numpy()
             full_block_kernel(probs, start, length, received64, *((rows, cols) if k else ()))
-    out = {"received": torch.from_numpy(received64).to(layer.dtype)}
+    out = {"received": torch.from_numpy(received64).to(layer.device, layer.dtype)}
     for name, state in (("attended", rows), ("attending", cols)) if k is not None else ():
         out[f"{name}_idx"], out[f"{name}_val"] = torch.from_numpy(state[0]), torch.from_numpy(state[1]).to(layer.dtype)
     return out
@@ -218,13 +227,15 @@ def binned_image(layer: FullLayer, bin_of: torch.Tensor, bins: int, inv_count: t
     """``(heads, bins, bins)`` sums of ``A`` over blocks of positions (``bin_of``: ``(n,)`` bin of each position);
     with ``inv_count`` ``(≥ n,)``, each cell ``(i, j)`` is weighted by ``inv_count[max(i, j)]``."""
     length = layer.length
-    out = torch.zeros(layer.heads, bins, bins, dtype=layer.dtype)
+    out = torch.zeros(layer.heads, bins, bins, dtype=layer.dtype, device=layer.device)
+    bin_of = bin_of.to(layer.device)
     key_bins = bin_of[:length]
     for start, stop, probs in layer.blocks():
         probs = probs[..., :length]
         if inv_count is not None:
-            rows = torch.arange(start, stop)[:, None]
-            probs = probs * inv_count[torch.maximum(rows, torch.arange(length)[None, :])]
+            rows = torch.arange(start, stop, device=layer.device)[:, None]
+            keys = torch.arange(length, device=layer.device)[None, :]
+            probs = probs * inv_count.to(layer.device)[torch.maximum(rows, keys)]
         by_key = probs.new_zeros(layer.heads, stop - start, bins).index_add_(2, key_bins, probs)
         out.index_add_(1, bin_of[start:stop], by_key)
     return out
