@@ -161,12 +161,41 @@ def differences(a_root: Path, b_root: Path) -> list[str]:
     return out
 
 
+def describe(a_root: Path, b_root: Path, rel: str) -> str:
+    """How a table artifact ``rel`` differs between two runs: per differing column, the rows that differ, the largest
+    absolute difference of a numeric column and the first differing row — whether a difference is a last-bit
+    rounding or a changed result. Other files: ``rel`` alone."""
+    if not rel.endswith(".parquet") or not (a_root / rel).exists() or not (b_root / rel).exists():
+        return rel
+    ta, tb = (pq.read_table(root / rel).to_pandas() for root in (a_root, b_root))
+    if "metric" in ta.columns and "metric" in tb.columns:  # wall-time rows left out, as differences() does
+        ta, tb = (t[~t["metric"].isin(TIMING_METRICS)].reset_index(drop=True) for t in (ta, tb))
+    if list(ta.columns) != list(tb.columns) or len(ta) != len(tb):
+        return f"{rel}: columns {list(ta.columns)} / {list(tb.columns)}, rows {len(ta)} / {len(tb)}"
+    parts = []
+    for column in ta.columns:
+        if column in TIMING_COLUMNS:
+            continue
+        x, y = ta[column], tb[column]
+        if x.dtype.kind in "fiu" and y.dtype.kind in "fiu":
+            diff = (x.astype(float) - y.astype(float)).abs()
+            rows = np.flatnonzero(~((x == y) | (x.isna() & y.isna())).to_numpy())
+            detail = f", largest |Δ| {float(diff.max()):.3g}" if len(rows) else ""
+        else:
+            rows = np.flatnonzero([not _equal(u, v) for u, v in zip(x.tolist(), y.tolist(), strict=True)])
+            detail = ""
+        if len(rows):
+            first = ta.iloc[rows[0]].drop(labels=[column]).to_dict()
+            parts.append(f"{column}: {len(rows)} of {len(ta)} rows{detail}; first {first}")
+    return f"{rel}: " + (" | ".join(parts) if parts else "equal after the timing columns")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs=2, type=Path, help="two runs' results/ folders")
     args = parser.parse_args(argv)
     differ = differences(*args.results)
-    print("\n".join(differ) if differ else "same results")
+    print("\n".join(describe(*args.results, rel) for rel in differ) if differ else "same results")
     sys.exit(1 if differ else 0)
 
 

@@ -29,7 +29,7 @@ from PIL import Image
 from attnlens.io import provenance, save_parquet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from compare_runs import differences
+from compare_runs import describe, differences
 
 pytestmark = pytest.mark.workflow
 
@@ -145,7 +145,9 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
 
     # 5. byte for byte the uninterrupted run, but for what MAY_DIFFER lists
     differ = differences(tiny_run / "results", res)
-    assert not differ, "differs from the uninterrupted run:\n" + "\n".join(differ)
+    assert not differ, "differs from the uninterrupted run:\n" + "\n".join(
+        describe(tiny_run / "results", res, rel) for rel in differ
+    )
 
 
 def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
@@ -172,3 +174,6 @@ def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
     rows = pd.DataFrame({"method": ["m", "m"], "metric": ["spearman", "seconds"], "value": [0.31, 2.0]})
     save_parquet(rows, b / "board.parquet", provenance("explanation_leaderboard/v1"))
     assert "board.parquet" in differences(a, b)
+    # and the failure message says how: the column, the rows, the size of the difference and where
+    said = describe(a, b, "board.parquet")
+    assert said == ("board.parquet: value: 1 of 1 rows, largest |Δ| 0.01; first {'method': 'm', 'metric': 'spearman'}")
