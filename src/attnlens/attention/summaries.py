@@ -128,6 +128,16 @@ def global_positions(layers: Sequence) -> torch.Tensor:
     return torch.zeros(0, dtype=torch.long)
 
 
+def band_tensors(example_id: str, input_ids: torch.Tensor, layers: Sequence) -> dict[str, torch.Tensor]:
+    """What a bands artifact stores of one example (read back by :func:`load_bands`): its ids, global positions
+    and every layer's attention (:func:`stored_layer`)."""
+    key = band_key(example_id)
+    out = {f"{key}|input_ids": input_ids.to(torch.int32), f"{key}|global_positions": global_positions(layers)}
+    for layer, band in enumerate(layers):
+        out.update(stored_layer(band, f"{key}|{layer}"))
+    return out
+
+
 def load_bands(paths: Sequence, example_id: str) -> tuple[list, torch.Tensor]:
     """The stored attention (one :class:`Band` or :class:`~attnlens.attention.full.FullLayer` per layer) and
     input ids of a showcased example."""

@@ -103,6 +103,17 @@ EXPLANATION_TYPES = pa.schema([
 ])  # fmt: skip
 
 
+def explanation_rows(example_id: str, input_ids: Sequence[int], target: int, res: Explanation,
+                     methods: Sequence[str]) -> list[dict]:  # fmt: skip
+    """The rows of an ``explain`` shard (:data:`EXPLANATION_TYPES`) for one explained example, one per method."""
+    ids = np.asarray(input_ids, dtype=np.int32)
+    return [
+        {"example_id": example_id, "method": m, "input_ids": ids, "scores": res.scores[m], "target": int(target),
+         "seconds": res.seconds[m], "forward_seconds": res.forward_seconds, "n_forwards": res.n_forwards[m]}
+        for m in methods
+    ]  # fmt: skip
+
+
 # --- occlusion ----------------------------------------------------------------------------------------
 
 

@@ -44,7 +44,9 @@ from attnlens.attention.band import (
     topk_attending,
 )
 from attnlens.attention.full import Combination
+from attnlens.attribution.explanations import LABELS, SIGNED
 from attnlens.render.escape import csp_meta, html_text, script_json
+from attnlens.tokens import structural_ids, surface_pieces
 
 EXPLORER_SCHEMA = "explorer/v1"
 #: int16 offset meaning "no partner" (fewer than k partners with non-zero attention).
@@ -135,6 +137,58 @@ def compute_views(bands: list[Band], importance: torch.Tensor, k: int) -> Views:
         attending_idx=parts["attending"][0],
         attending_val=parts["attending"][1],
         configurations=configurations,
+    )
+
+
+def document_for(
+    example: dict[str, Any],
+    roles: list[str],
+    bands: list[Band],
+    input_ids: list[int],
+    attribution_row,
+    importance: torch.Tensor,
+    tokenizer,
+    class_names: list[str],
+    evidence: np.ndarray | None,
+    top_k: int,
+    prov: dict[str, Any],
+    explanations: dict[str, np.ndarray] | None = None,
+) -> ExplorerDocument:
+    """Assemble one example's page from the pipeline's artifacts."""
+    eid = example["example_id"]
+    if [int(i) for i in attribution_row["input_ids"]] != input_ids:
+        raise ValueError(f"{eid}: attention and attribution saw different token ids")
+    special_set = structural_ids(tokenizer)
+    raw = tokenizer.convert_ids_to_tokens(input_ids)
+    pieces = surface_pieces(tokenizer, raw)
+    tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]
+    starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
+    probs = [float(p) for p in attribution_row["probs"]]
+    target = int(attribution_row["target"])
+    info = {
+        "roles": roles,
+        "label": None if example["label"] is None else class_names[int(example["label"])],
+        "prediction": class_names[int(np.argmax(probs))],
+        "probabilities": {name: round(p, 4) for name, p in zip(class_names, probs, strict=True)},
+        "attributed_class": class_names[target],
+        "ig_steps": int(attribution_row["n_steps"]),
+        "ig_delta": float(attribution_row["delta"]),
+    }
+    known = "" if info["label"] is None else f"label {info['label']}, "
+    title = f"{eid} ({', '.join(roles)}): {known}predicted {info['prediction']}"
+    return ExplorerDocument(
+        example_id=eid,
+        title=title,
+        info=info,
+        tokens=tokens,
+        starts_word=starts,
+        special=np.array([i in special_set for i in input_ids], dtype=bool),
+        attribution=np.asarray(attribution_row["scores"], dtype=np.float32),
+        evidence=evidence,
+        importance=importance.numpy(),
+        views=compute_views(bands, importance, top_k),
+        provenance=prov,
+        explanations=[(m, LABELS.get(m, m), m in SIGNED, v) for m, v in (explanations or {}).items()],
     )
 
 

@@ -12,11 +12,9 @@ from attnlens.attention.band import binned_image
 from attnlens.attention.summaries import (
     BANDS_SCHEMA,
     SUMMARY_SCHEMA,
-    band_key,
+    band_tensors,
     compute_example_summaries,
-    global_positions,
     position_counts,
-    stored_layer,
 )
 from attnlens.config import AttentionConfig, ImportanceConfig
 from attnlens.data import load_examples, shard_of
@@ -143,11 +141,7 @@ def run_extract_attention(
         for layer, band in enumerate(bands):
             aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double()
         if eid in showcased:
-            key = band_key(eid)
-            bands_out[f"{key}|input_ids"] = input_ids[-1]
-            bands_out[f"{key}|global_positions"] = global_positions(bands)
-            for layer, band in enumerate(bands):
-                bands_out.update(stored_layer(band, f"{key}|{layer}"))
+            bands_out.update(band_tensors(eid, input_ids[-1], bands))
     seconds = time.perf_counter() - t0
     tensors = {
         "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),

@@ -14,6 +14,7 @@ from attnlens.attribution.explanations import (
     EXPLANATION_TYPES,
     EXPLANATIONS_SCHEMA,
     explain_example,
+    explanation_rows,
     load_explanations,
     scores_by_example,
 )
@@ -77,12 +78,7 @@ def run_explain(
             occlusion_max_tokens=cfg.occlusion_max_tokens,
             batch_size=cfg.batch_size,
         )
-        for method in cfg.methods:
-            rows.append({
-                "example_id": row.example_id, "method": method, "input_ids": np.asarray(ids, dtype=np.int32),
-                "scores": res.scores[method], "target": int(row.target), "seconds": res.seconds[method],
-                "forward_seconds": res.forward_seconds, "n_forwards": res.n_forwards[method],
-            })  # fmt: skip
+        rows.extend(explanation_rows(row.example_id, ids, int(row.target), res, cfg.methods))
         logger.info(
             "%s: %d tokens, forward %.3f s; %s",
             row.example_id,

@@ -7,13 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import torch
 
-from attnlens.attention.band import Band
 from attnlens.attention.summaries import load_bands
-from attnlens.attribution.explanations import LABELS, SIGNED, load_explanations, scores_by_example
+from attnlens.attribution.explanations import load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import example_evidence
 from attnlens.attribution.ig import load_attributions
 from attnlens.config import ExplorerConfig
@@ -33,61 +30,9 @@ from attnlens.io import (
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import load_selection
-from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, compute_views, payload, render_explorer
-from attnlens.tokens import structural_ids, surface_pieces
+from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 
 logger = logging.getLogger(__name__)
-
-
-def document_for(
-    example: dict[str, Any],
-    roles: list[str],
-    bands: list[Band],
-    input_ids: list[int],
-    attribution_row,
-    importance: torch.Tensor,
-    tokenizer,
-    class_names: list[str],
-    evidence: np.ndarray | None,
-    top_k: int,
-    prov: dict[str, Any],
-    explanations: dict[str, np.ndarray] | None = None,
-) -> ExplorerDocument:
-    """Assemble one example's page from the pipeline's artifacts."""
-    eid = example["example_id"]
-    if [int(i) for i in attribution_row["input_ids"]] != input_ids:
-        raise ValueError(f"{eid}: attention and attribution saw different token ids")
-    special_set = structural_ids(tokenizer)
-    raw = tokenizer.convert_ids_to_tokens(input_ids)
-    pieces = surface_pieces(tokenizer, raw)
-    tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]
-    starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
-    probs = [float(p) for p in attribution_row["probs"]]
-    target = int(attribution_row["target"])
-    info = {
-        "roles": roles,
-        "label": class_names[int(example["label"])],
-        "prediction": class_names[int(np.argmax(probs))],
-        "probabilities": {name: round(p, 4) for name, p in zip(class_names, probs, strict=True)},
-        "attributed_class": class_names[target],
-        "ig_steps": int(attribution_row["n_steps"]),
-        "ig_delta": float(attribution_row["delta"]),
-    }
-    title = f"{eid} ({', '.join(roles)}): label {info['label']}, predicted {info['prediction']}"
-    return ExplorerDocument(
-        example_id=eid,
-        title=title,
-        info=info,
-        tokens=tokens,
-        starts_word=starts,
-        special=np.array([i in special_set for i in input_ids], dtype=bool),
-        attribution=np.asarray(attribution_row["scores"], dtype=np.float32),
-        evidence=evidence,
-        importance=importance.numpy(),
-        views=compute_views(bands, importance, top_k),
-        provenance=prov,
-        explanations=[(m, LABELS.get(m, m), m in SIGNED, v) for m, v in (explanations or {}).items()],
-    )
 
 
 def run_build_explorers(

@@ -263,7 +263,7 @@
 
   function describe() {
     const i = meta.info, probs = Object.entries(i.probabilities).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
-    $("info").textContent = `${n} tokens · ${L} layers × ${H} heads · top-${K} partners · true label ${i.label}, predicted ${i.prediction} (${probs})`;
+    $("info").textContent = `${n} tokens · ${L} layers × ${H} heads · top-${K} partners · ${i.label == null ? "" : `true label ${i.label}, `}predicted ${i.prediction} (${probs})`;
     $("provenance").textContent = JSON.stringify(meta.provenance, null, 2);
   }
 
