@@ -11,8 +11,12 @@ from attnlens.config import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolv
 from attnlens.errors import InputError
 from attnlens.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, expand_grid, grid_path, has_grid, resolve_path
 
+#: The checkout this workflow comes from: workflow/rules/ is where this file is parsed (also when a user's own
+#: Snakefile takes the workflow as a module, where workflow.basedir is the user's directory).
+CHECKOUT = Path(workflow.current_basedir).resolve().parents[1]
+
 # the checkout that `--sdm conda` installs into each rule's environment (workflow/envs/pipeline.post-deploy.sh)
-os.environ.setdefault("ATTNLENS_SOURCE", str(Path(workflow.basedir).resolve()))
+os.environ.setdefault("ATTNLENS_SOURCE", str(CHECKOUT))
 
 try:
     validate_config(config, where=" + ".join(map(str, workflow.configfiles)) or "config")
@@ -183,7 +187,7 @@ def train_launcher(wildcards, resources):
     # under --use-conda the env's own python; otherwise the interpreter Snakemake runs in (the .venv)
     methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
     python = "python" if DeploymentMethod.CONDA in methods else sys.executable
-    script = shlex.quote(str(Path(workflow.basedir) / "workflow" / "scripts" / "train_classifier.py"))
+    script = shlex.quote(str(CHECKOUT / "workflow" / "scripts" / "train_classifier.py"))
     gpus = int(resources.get("gpu", 0) or 0)
     if gpus > 1:
         return f"{python} -m accelerate.commands.launch --multi_gpu --num_processes {gpus} --num_machines 1 {script}"

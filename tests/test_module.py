@@ -1,0 +1,74 @@
+"""attnlens as a Snakemake module: a user's own directory, own config, a three-line Snakefile, no clone edited.
+
+The user's ``Snakefile`` declares ``module attnlens`` with the checkout's ``Snakefile`` and ``use rule * from
+attnlens`` — what ``snakedeploy deploy-workflow`` writes, with a local path where a release would give
+``github("…/attnlens", path="Snakefile", tag=…)``. With the `.test` config it must plan exactly the jobs the
+checkout's own Snakefile plans, and its jobs must compute what the session run (``tiny_run``) computed: the
+prepared data, the fine-tuned model and the predictions, compared byte for byte (``compare_runs``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import GUARD, SNAKEMAKE, local_env, run_guarded, run_snakemake
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from compare_runs import describe, differences
+
+pytestmark = pytest.mark.workflow
+
+ONLY = "only in one run: "
+
+USER_SNAKEFILE = """\
+configfile: "config/config.yaml"
+
+
+module attnlens:
+    snakefile:
+        "{snakefile}"
+    config:
+        config
+
+
+use rule * from attnlens
+"""
+
+
+def _planned(stdout: str) -> dict[str, int]:
+    """Jobs per rule of a dry run's job table."""
+    table = stdout.split("Job stats:")[-1]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
+
+
+@pytest.fixture(scope="module")
+def user_dir(root, tmp_path_factory) -> Path:
+    user = tmp_path_factory.mktemp("my-study")
+    (user / "config").mkdir()
+    shutil.copy(root / ".test/config/config.yaml", user / "config/config.yaml")
+    (user / "Snakefile").write_text(USER_SNAKEFILE.format(snakefile=root / "Snakefile"), encoding="utf-8")
+    return user
+
+
+def test_the_module_plans_what_the_checkout_plans(root, user_dir, tmp_path):
+    mine = run_guarded([*SNAKEMAKE, "-n", "--cores", "2"], cwd=user_dir, timeout=GUARD["plan"], env=local_env())
+    assert mine.returncode == 0, mine.stdout[-3000:] + mine.stderr[-3000:]
+    shutil.copytree(user_dir / "config", tmp_path / "config")
+    own = run_snakemake(root, "--directory", str(tmp_path), "-n", "--cores", "2")
+    assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-3000:]
+    assert _planned(mine.stdout) == _planned(own.stdout) and sum(_planned(own.stdout).values()) > 30
+
+
+def test_the_modules_jobs_compute_what_the_session_run_computed(user_dir, tiny_run):
+    target = "results/predictions/metrics.json"
+    out = run_guarded([*SNAKEMAKE, "--cores", "2", target], cwd=user_dir, timeout=GUARD["stage"], env=local_env())
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for part in ("data", "models", "predictions"):
+        ref, mine = tiny_run / "results" / part, user_dir / "results" / part
+        # the session run also holds the pair study's data and encoder, which this target does not ask for
+        asked = [d for d in differences(ref, mine) if not (d.startswith(ONLY) and not (mine / d[len(ONLY) :]).exists())]
+        assert not asked, "\n".join(describe(ref, mine, rel) for rel in asked)
