@@ -30,3 +30,28 @@ def test_a_bug_leaves_its_traceback_in_the_log(tmp_path):
     assert out.returncode == 1
     assert "Traceback" in log and "TypeError: ufunc 'isfinite' not supported" in log
     assert "TypeError" in out.stderr  # and on the terminal, as any uncaught exception
+
+
+def test_kernels_leave_torch_on_the_threads_it_was_given():
+    """A fresh process (numba's OpenMP layer not started yet): after the compiled kernels of a band and of a full
+    layer, torch still computes on the one thread it was given. Starting numba's layer sets the process's
+    OpenMP count to every core, which torch would read (a one-thread job's IG then differed by 6e-10)."""
+    code = textwrap.dedent("""
+        import torch
+
+        torch.set_num_threads(1)  # before numba is imported, as a user of attnlens.explain may
+        from attnlens.attention.band import Band, received_attention, topk_attended
+        from attnlens.attention.full import FullLayer, summaries
+
+        seen = [torch.get_num_threads()]
+        band = Band(torch.rand(2, 16, 5), None, 16, torch.zeros(0, dtype=torch.long))
+        topk_attended(band, 3)
+        seen.append(torch.get_num_threads())
+        received_attention(band)
+        summaries(FullLayer(torch.rand(2, 16, 4), torch.rand(2, 16, 4), 16), 3)
+        seen.append(torch.get_num_threads())
+        print(seen)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[1, 1, 1]"

@@ -197,7 +197,9 @@ def use_threads(n: int) -> None:
     the job (never more than the machine has): a one-thread job beside others does not spread its kernels over
     every core. Every kernel splits its work by head or by row, so its results do not depend on the count."""
     threads = max(1, min(int(n), os.cpu_count() or 1))
-    torch.set_num_threads(threads)
     numba = sys.modules.get("numba")  # loaded by the modules with kernels, before the job starts its work
     if numba is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    # after numba's: starting its OpenMP layer sets the process's thread count, which torch reads
+    # (attnlens.attention.kernels.share_torch_threads keeps it so at every kernel launch)
+    torch.set_num_threads(threads)

@@ -34,11 +34,10 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import numba
 import torch
 
 from attnlens.attention import full
-from attnlens.attention.kernels import topk_attended_kernel, topk_attending_kernel
+from attnlens.attention.kernels import share_torch_threads, topk_attended_kernel, topk_attending_kernel
 
 #: Working memory one head-chunk may use, in bytes (heads are processed in chunks of this size).
 CHUNK_BYTES = 16 * 2**20
@@ -236,7 +235,7 @@ def _run_topk(kernel, band: Band, k: int, *layout: torch.Tensor) -> tuple[torch.
         return idx, val
     local = _as_numpy(band.local)
     glob = local[:, :1, :0] if band.global_ is None else _as_numpy(band.global_)
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    share_torch_threads()
     arrays = [_as_numpy(t) for t in layout]
     kernel(local, glob, *arrays, _as_numpy(band.global_positions.long()), band.length, idx.numpy(), val.numpy())
     return idx, val

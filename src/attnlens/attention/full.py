@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlens.attention.kernels import full_block_kernel
+from attnlens.attention.kernels import full_block_kernel, share_torch_threads
 
 #: Working memory of one block of probabilities, in bytes.
 BLOCK_BYTES = 16 * 2**20
@@ -204,6 +204,7 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         for start, _, probs in layer.blocks():
             probs = probs.to(work).contiguous().cpu().numpy()
+            share_torch_threads()
             full_block_kernel(probs, start, length, received64, *((rows, cols) if k else ()))
     out = {"received": torch.from_numpy(received64).to(layer.device, layer.dtype)}
     for name, state in (("attended", rows), ("attending", cols)) if k is not None else ():

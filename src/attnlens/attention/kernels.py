@@ -22,6 +22,22 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import torch
+
+
+def share_torch_threads() -> None:
+    """Run the next kernel on the threads torch was given (``torch.set_num_threads``; a rule's ``threads``), and
+    leave torch's count as it was.
+
+    Starting numba's OpenMP threading layer (the first ``set_num_threads`` or launch in a process) sets the
+    process's OpenMP thread count to numba's default, every core, and torch reads its own count from there: a
+    one-thread job's torch would then run on every core — other threads, other float sums (a BigBird IG differed
+    by 6e-10) — for the rest of the process. Call it before each launch.
+    """
+    threads = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 @numba.njit(inline="always")
