@@ -195,3 +195,34 @@ def _write(path: Path, content: str | bytes) -> Path:
     else:
         path.write_text(content, encoding="utf-8")
     return path
+
+
+# --- every architecture behind the seam ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["bigbird_run", "modernbert_run"])
+def test_every_architecture_explains_as_its_run_did(run, request):
+    """The architecture grid's BigBird (block-sparse) and ModernBERT (windowed and full layers) runs: IG and the
+    received attention of a showcased example through the API equal the run's (the same seam functions)."""
+    results = request.getfixturevalue(run)
+    eid = load_selection(results / "predictions/selection.json")[0]["example_id"]
+    test = _test_split(results).set_index("example_id")
+    config = results.parents[2] / "config/config.yaml"  # the grid's: its top-level sections are every run's
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the grid's jobs ran (--max-threads 1): the same partition of the sums
+    try:
+        doc = attnlens.explain(test.loc[eid, "text"], attnlens.load(results), config=config, example_id=eid,
+                               label=int(test.loc[eid, "label"]))  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    stored = load_attributions(sorted((results / "attributions").glob("shard*.parquet"))).set_index("example_id")
+    np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[eid, "scores"]))
+    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors"))).examples[eid]
+    np.testing.assert_array_equal(doc.received, summary.received.numpy())
+
+
+def _test_split(run_results: Path) -> pd.DataFrame:
+    """The test split a run of a grid read (its dataset group's, listed in the findings' runs.csv)."""
+    grid = run_results.parents[1]
+    runs = pd.read_csv(grid / "findings/runs.csv").set_index("run")
+    return pd.read_parquet(grid / "datasets" / runs.loc[run_results.name, "dataset_group"] / "data/test.parquet")

@@ -34,7 +34,9 @@ def read_text(path: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m attnlens", description="attnlens for one document, without the pipeline")
+    top = argparse.ArgumentParser(
+        prog="python -m attnlens", description="attnlens for one document, without the pipeline"
+    )
     commands = top.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("explain", help="explain one document: explorer page + scores.json")
     cmd.add_argument("file", help="a UTF-8 text file (- for standard input)")
