@@ -77,7 +77,6 @@ from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
 from attnlens.prediction import encode_texts, predict_logits, softmax
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, document_for, payload, render_explorer
-from attnlens.tokens import structural_mask
 
 try:  # optional: only show() needs it, inside Jupyter
     from IPython.display import HTML
@@ -130,7 +129,7 @@ def load(name_or_path: str | Path, device: str = "auto") -> Classifier:
     if (path / RUN_MODEL).is_dir():
         importance = path / RUN_IMPORTANCE if (path / RUN_IMPORTANCE).exists() else None
         path = path / RUN_MODEL
-    name = resolve_pretrained(str(path) if path.is_dir() else str(name_or_path), field="model")
+    name = resolve_pretrained(str(path), field="model")
     model, tokenizer = from_hub(load_classifier, name, "model")
     on = place(freeze(model), device)
     return Classifier(model, tokenizer, on, str(name_or_path), importance)
@@ -355,9 +354,9 @@ def explain(
         example_id: the document's name in the artifacts and on the page.
         showcased: IG at ``attribution.showcase_steps`` (when set), as the pipeline treats showcased examples.
     """
-    clf = classifier if isinstance(classifier, Classifier) else load(classifier)
     if not isinstance(text, str) or not text.strip():
         raise InputError(example_id, "text", "expected a document with some text, found an empty one")
+    clf = classifier if isinstance(classifier, Classifier) else load(classifier)
     s = Settings.of(config)
     model, tokenizer, on = clf.model, clf.tokenizer, clf.device
     label_index = _label_index(label, clf.class_names)
@@ -392,7 +391,7 @@ def explain(
 
     t0 = time.perf_counter()
     e = s.explanations
-    special = structural_mask(tokenizer, ids)
+    keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
     explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
                                 tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                 pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
@@ -402,7 +401,6 @@ def explain(
     t0 = time.perf_counter()
     n_layers, n_heads = received.shape[:2]
     weights = _importance(importance if importance is not None else clf.importance_path, n_layers, n_heads)
-    keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)
     sim = s.similarity
     similarity = compare_example(example_id, row["scores"], received, weights, keep, special,
                                  n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,

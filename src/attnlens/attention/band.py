@@ -118,7 +118,7 @@ class Band:
     @property
     def _layout(self) -> tuple[torch.Tensor, ...]:
         gpos = tuple(self.global_positions.tolist())
-        return _layout(self.n, self.length, self.window, self.x, gpos, str(self.local.device))
+        return _layout(self.n, self.length, self.window, self.x, gpos, str(self.device))
 
     @property
     def is_global(self) -> torch.Tensor:
@@ -144,6 +144,10 @@ class Band:
     @property
     def dtype(self) -> torch.dtype:
         return self.local.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.local.device
 
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """``(heads, stop − start, n)`` dense rows ``A[start:stop, :]``: the local slots (window and global) of

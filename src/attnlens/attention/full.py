@@ -139,8 +139,7 @@ class Combination:
 
     @property
     def device(self) -> torch.device:
-        first = self.layers[0]
-        return first.local.device if hasattr(first, "local") else first.device
+        return self.layers[0].device
 
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         out = torch.zeros(1, stop - start, self.n, device=self.device)

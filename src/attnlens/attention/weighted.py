@@ -74,8 +74,8 @@ def value_norm_received(band: Band, norm_local: torch.Tensor, norm_global: torch
 
 def rollout(bands: Sequence[Band], start: int = 0) -> torch.Tensor:
     """``(n,)`` row ``start`` of ``Ã_L ⋯ Ã_1`` with ``Ã_l = ½ mean_h A_l + ½ I``, carried down as a vector."""
-    n, first = bands[0].n, bands[0]
-    r = torch.zeros(n, dtype=torch.float64, device=first.local.device if isinstance(first, Band) else first.device)
+    n = bands[0].n
+    r = torch.zeros(n, dtype=torch.float64, device=bands[0].device)
     r[start] = 1.0
     for band in reversed(bands):
         if not isinstance(band, Band):  # a full layer, by query blocks
