@@ -34,6 +34,7 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 
 from attnlens.attention.band import Band, received_attention
 from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
+from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import METHODS, explain_example, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
 
@@ -344,5 +345,9 @@ def test_every_method_on_a_real_classifier(tiny_classifier):
         assert got.seconds[method] > 0 and got.forward_seconds > 0
     assert got.scores["rollout"].sum() == pytest.approx(1.0)
     assert (got.scores["occlusion"][special] == 0).all()
+    lrp = attnlrp(model, inputs, 1)  # AttnLRP keeps the explained logit and its δ (tests/test_attnlrp.py)
+    np.testing.assert_array_equal(got.scores["attnlrp"], lrp.scores)
+    assert got.delta == {"attnlrp": lrp.delta} and got.explained == {"attnlrp": lrp.explained}
+    assert got.n_forwards["attnlrp"] == 1
     assert len(sentence_spans(tokens, special, 5)) == 4  # four sentences of 2-5 tokens, none packable
     assert len(sentence_spans(tokens, special, 48)) == 1

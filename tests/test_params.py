@@ -58,7 +58,7 @@ OVERRIDES = {
     "attribution.target": ("class_1", {}),
     "explanations.baseline": ("ig", {}),
     "explanations.methods": (  # every ranked method stays explained
-        ["attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input", "occlusion"],
+        ["attention_all", "value_norm", "rollout", "grad_attention", "saliency", "grad_input", "attnlrp", "occlusion"],
         {},
     ),
 }

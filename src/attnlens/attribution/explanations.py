@@ -26,13 +26,17 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   block like the attention scores themselves (:func:`band_products`).
 * ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed): Captum's ``Saliency``
   and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output.
+* ``attnlrp`` — AttnLRP (Achtibat et al., ICML 2024): the relevance of the target class's *logit* (not its
+  probability) from one forward and one backward pass with AttnLRP's modified gradients
+  (:mod:`attnlens.attribution.attnlrp`), ``Σ_d e_jd · ∂̃f/∂e_jd`` (signed); the row keeps the explained logit and
+  ``δ = f − Σ_j R_j``, what the biases and the softmax absorbed.
 * ``occlusion`` — sentence groups (whole sentences, each ending with a ``.``, ``!`` or ``?`` token,
   packed into spans of at most ``occlusion_max_tokens``; a longer sentence is cut) replaced on the token
   ids by the pad token, IG's baseline token, with positions and masks kept: every token of a span
   scores ``F(x) − F(x with the span occluded)``: Captum's ``FeatureAblation`` with one feature group per
   span. Special tokens are never occluded and score 0.
 
-Signed methods (``grad_attention``, ``grad_input``, ``occlusion`` and IG) rank by signed score for
+Signed methods (``grad_attention``, ``grad_input``, ``attnlrp``, ``occlusion`` and IG) rank by signed score for
 faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
 
 Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
@@ -56,12 +60,13 @@ from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Salien
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
+from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import Inputs
 from attnlens.device import synchronize
 from attnlens.io import load_shards
 from attnlens.models import architecture
 
-EXPLANATIONS_SCHEMA = "explanations/v1"
+EXPLANATIONS_SCHEMA = "explanations/v2"
 #: Every explanation method ``explain`` computes, in leaderboard order.
 METHODS = (
     "attention_last",
@@ -71,6 +76,7 @@ METHODS = (
     "grad_attention",
     "saliency",
     "grad_input",
+    "attnlrp",
     "occlusion",
 )
 #: Methods read from the no-gradient forward pass with attention outputs.
@@ -78,7 +84,7 @@ ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
 #: Methods Captum computes from the gradient at the embedding output (``Saliency``, ``InputXGradient``).
 EMBEDDING_GRADIENT = ("saliency", "grad_input")
 #: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
-SIGNED = ("grad_attention", "grad_input", "occlusion", "ig")
+SIGNED = ("grad_attention", "grad_input", "attnlrp", "occlusion", "ig")
 #: How a method is named on a page, a figure or in the explorer.
 LABELS = {
     "ig": "integrated gradients (reference)",
@@ -89,6 +95,7 @@ LABELS = {
     "grad_attention": "gradient-weighted attention",
     "saliency": "saliency |∂F/∂e|",
     "grad_input": "gradient × input",
+    "attnlrp": "AttnLRP (Achtibat et al. 2024)",
     "occlusion": "sentence occlusion",
     "random": "random ranking (control)",
 }
@@ -99,7 +106,8 @@ SENTENCE_ENDS = frozenset({".", "!", "?"})
 EXPLANATION_TYPES = pa.schema([
     ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
     ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
-    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()),
+    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()), ("explained", pa.float64()),
+    ("delta", pa.float64()),
 ])  # fmt: skip
 
 
@@ -109,7 +117,8 @@ def explanation_rows(example_id: str, input_ids: Sequence[int], target: int, res
     ids = np.asarray(input_ids, dtype=np.int32)
     return [
         {"example_id": example_id, "method": m, "input_ids": ids, "scores": res.scores[m], "target": int(target),
-         "seconds": res.seconds[m], "forward_seconds": res.forward_seconds, "n_forwards": res.n_forwards[m]}
+         "seconds": res.seconds[m], "forward_seconds": res.forward_seconds, "n_forwards": res.n_forwards[m],
+         "explained": res.explained.get(m, np.nan), "delta": res.delta.get(m, np.nan)}
         for m in methods
     ]  # fmt: skip
 
@@ -335,6 +344,8 @@ class Explanation:
     seconds: dict[str, float] = field(default_factory=dict)
     n_forwards: dict[str, int] = field(default_factory=dict)
     forward_seconds: float = float("nan")
+    explained: dict[str, float] = field(default_factory=dict)  # the quantity a conserving method explains
+    delta: dict[str, float] = field(default_factory=dict)  # explained − Σ scores
 
 
 def explain_example(
@@ -406,6 +417,14 @@ def explain_example(
         out.seconds["grad_attention"] = _sync(device) - t0
         out.n_forwards["grad_attention"] = 1
         del grads
+
+    if "attnlrp" in methods:
+        t0 = _sync(device)
+        relevance = attnlrp(model, inputs, target)
+        out.scores["attnlrp"] = relevance.scores
+        out.seconds["attnlrp"] = _sync(device) - t0
+        out.n_forwards["attnlrp"] = 1
+        out.explained["attnlrp"], out.delta["attnlrp"] = relevance.explained, relevance.delta
 
     if "occlusion" in methods:
         if special is None or pad_id is None:

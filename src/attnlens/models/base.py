@@ -32,16 +32,37 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
   random blocks are block 0 again: :mod:`attnlens.models.bigbird.blocked`); a layer of full
   attention (ModernBERT's global layers) must be computed from its own queries and keys in query blocks and
   reduced on the fly, never returned whole.
+* **Where AttnLRP's rules apply.** :meth:`~Architecture.relevance_wiring`: the element-wise non-linearities
+  (as modules, or applied inline between two modules) and the element-wise products of the feed-forward
+  blocks. The attention's products are found through :meth:`~Architecture.projection` (queries, keys and
+  values) and the normalisations are the model's ``nn.LayerNorm`` modules; the rules themselves are
+  :mod:`attnlens.attribution.attnlrp`'s.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
 from torch import nn
+
+
+@dataclass(frozen=True)
+class RelevanceWiring:
+    """Where an architecture's non-linear element-wise operations sit, for AttnLRP's rules
+    (:mod:`attnlens.attribution.attnlrp`)."""
+
+    #: Modules computing an element-wise non-linearity ``y = f(x)`` of their one input (GELU modules …).
+    activations: list[nn.Module] = field(default_factory=list)
+    #: ``(producer, consumer)``: an element-wise non-linearity applied inline, in the forward's own code, to the
+    #: producer's output, whose result (through dropout only) is the consumer's input (a classifier head's tanh).
+    inline: list[tuple[nn.Module, nn.Module]] = field(default_factory=list)
+    #: Modules whose input is the element-wise product of two functions of the hidden state (a gated MLP's output
+    #: projection): the uniform rule halves the gradient of that input.
+    products: list[nn.Module] = field(default_factory=list)
 
 
 class Architecture(ABC):
@@ -125,6 +146,16 @@ class Architecture(ABC):
                     groups[g] = (linear.weight, linear.bias, rows)
             out.append(groups)
         return out
+
+    def relevance_wiring(self, model: nn.Module) -> RelevanceWiring:
+        """Where AttnLRP's rules for non-linearities and products apply (here: a BERT-style layer, whose activation
+        sits inline between ``intermediate.dense`` and ``output.dense``, and a classification head with a ``dense``
+        layer, an inline activation and an ``out_proj``)."""
+        pairs = [(layer.intermediate.dense, layer.output.dense) for layer in self.layers(model)]
+        head = getattr(model, "classifier", None)
+        if head is not None and hasattr(head, "dense") and hasattr(head, "out_proj"):
+            pairs.append((head.dense, head.out_proj))
+        return RelevanceWiring(inline=pairs)
 
     @abstractmethod
     def describe(self, config) -> str:

@@ -166,25 +166,37 @@ def global_rows(
     ``Σ_j p_j (W_v h_j + b_v) = W_v (Σ_j p_j h_j) + (Σ_j p_j) b_v``. The cost falls to ``G · n · D`` per
     head. Masking, the float32 softmax and the rows of absent global tokens follow Hugging Face, and so does
     the dropout in training (one draw of the same shape).
+
+    The move is an identity of plain linear layers: where ``key_global`` or ``value_global`` carries a forward hook
+    (AttnLRP's gradient rules, a user's probe), the keys and values are projected as Hugging Face projects them,
+    so that the hook sees them.
     """
-    batch, _, embed = hidden_states.shape
+    batch, n, embed = hidden_states.shape
     heads, dh = module.num_heads, module.head_dim
     global_hidden = hidden_states.new_zeros(batch, n_global, embed)
     global_hidden[local_global_index] = hidden_states[global_index]
     query = (module.query_global(global_hidden) / math.sqrt(dh)).view(batch, n_global, heads, dh)
-    key_side = torch.einsum("bghe,hed->bhgd", query, module.key_global.weight.view(heads, dh, embed))
-    # one (H·G × D) @ (D × n) product per sequence; a broadcast over heads would copy the states H times
-    scores = torch.bmm(key_side.reshape(batch, heads * n_global, embed), hidden_states.transpose(1, 2))
-    scores = scores.view(batch, heads, n_global, -1)  # (B, H, G, n)
-    if module.key_global.bias is not None:
-        bias = torch.einsum("bghe,he->bhg", query, module.key_global.bias.view(heads, dh))
-        scores = scores + bias[..., None]
+    folded = not (_hooked(module.key_global) or _hooked(module.value_global))
+    if folded:
+        key_side = torch.einsum("bghe,hed->bhgd", query, module.key_global.weight.view(heads, dh, embed))
+        # one (H·G × D) @ (D × n) product per sequence; a broadcast over heads would copy the states H times
+        scores = torch.bmm(key_side.reshape(batch, heads * n_global, embed), hidden_states.transpose(1, 2))
+        scores = scores.view(batch, heads, n_global, -1)  # (B, H, G, n)
+        if module.key_global.bias is not None:
+            bias = torch.einsum("bghe,he->bhg", query, module.key_global.bias.view(heads, dh))
+            scores = scores + bias[..., None]
+    else:
+        keys = module.key_global(hidden_states).view(batch, n, heads, dh)
+        scores = torch.einsum("bghd,bnhd->bhgn", query, keys)
     floor = torch.finfo(scores.dtype).min
     scores[local_no_global_index[0], :, local_no_global_index[1], :] = floor  # slots of rows with fewer globals
     scores = scores.masked_fill(is_index_masked[:, None, None, :], floor)
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
     # Hugging Face's dropout of its (B·H, G, n) probabilities: the same shape in memory, the same draw
     probs = nn.functional.dropout(probs, p=module.dropout, training=module.training)
+    if not folded:
+        values = module.value_global(hidden_states).view(batch, n, heads, dh)
+        return torch.einsum("bhgn,bnhd->bhgd", probs, values)
     pooled = torch.bmm(probs.view(batch, heads * n_global, -1), hidden_states)  # Σ_j p_j h_j
     pooled = pooled.view(batch, heads, n_global, embed)
     out = torch.einsum("bhgd,hed->bhge", pooled, module.value_global.weight.view(heads, dh, embed))
@@ -193,6 +205,11 @@ def global_rows(
         # Face's value_global adds it inside the half-precision linear layer)
         out = out + (probs.sum(-1, keepdim=True) * module.value_global.bias.view(1, heads, 1, dh)).to(out.dtype)
     return out
+
+
+def _hooked(module: nn.Module) -> bool:
+    """Whether ``module`` has forward hooks of its own (they would not run if its weights were used directly)."""
+    return bool(module._forward_hooks or module._forward_pre_hooks)
 
 
 def _self_attention() -> type:

@@ -30,7 +30,7 @@ from torch import nn
 from attnlens.attention.band import Band
 from attnlens.attention.full import FullLayer
 from attnlens.attention.weighted import band_products
-from attnlens.models.base import Architecture, ProjectionRows
+from attnlens.models.base import Architecture, ProjectionRows, RelevanceWiring
 
 
 def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) -> Band:
@@ -89,6 +89,15 @@ class ModernBert(Architecture):
 
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         return layer.attn.Wo
+
+    def relevance_wiring(self, model: nn.Module) -> RelevanceWiring:
+        """GELU modules in every MLP and in the classifier head; the MLP's ``act(input) * gate`` is a product of two
+        functions of the hidden state, so its output projection ``Wo`` gets the uniform rule."""
+        layers = self.layers(model)
+        activations = [layer.mlp.act for layer in layers]
+        if hasattr(model, "head"):
+            activations.append(model.head.act)
+        return RelevanceWiring(activations=activations, products=[layer.mlp.Wo for layer in layers])
 
     def describe(self, config) -> str:
         full = [i + 1 for i, t in enumerate(config.layer_types) if t == "full_attention"]
