@@ -40,12 +40,17 @@ synthetic examples' rows into Tables 1–2, tests and summary (target ≤ 30 s).
 50 Gauss–Legendre steps, cosine and dot from one pass) for two 32-token and two 128-token texts:
 seconds and peak extra memory.
 
+``attnlrp.json``: AttnLRP against one forward + backward (target ≤ 2 ×) and against 50-step IG (target ≥ 20 ×
+cheaper), seconds and peak memory per document, base-size Longformer at 2 048 and 4 096 tokens
+(``benchmarks/attnlrp.py``, which also runs on a GPU and for BigBird and ModernBERT).
+
 ``topology.json``: per example at 512, 1 024 and 2 048 tokens (base-size configuration, chunks of 16
 tokens): forward, pooling from the band, the three MI estimators with their Rips persistence (H0, H1),
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
-[--only foundation|attention|architectures|explanations|attribution|similarity|topology|pairs|explorer|paper_shape]``.
+[--only foundation|attention|architectures|explanations|attribution|similarity|topology|pairs|explorer|attnlrp|
+paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -996,6 +1001,13 @@ def _foundation(config_path: str, skip_pipeline: bool) -> dict:
     return result
 
 
+def bench_attnlrp() -> dict:
+    """``benchmarks/attnlrp.py`` on the CPU at its defaults (its own interpreter: it imports this module)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, str(HERE / "attnlrp.py"), "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+        return json.loads((Path(tmp) / "attnlrp.json").read_text())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench")
@@ -1010,6 +1022,7 @@ def main(argv: list[str] | None = None) -> None:
         "explanations": bench_explanations,
         "pairs": lambda: {"pairs": bench_pairs()},
         "explorer": bench_explorer,
+        "attnlrp": bench_attnlrp,
         "foundation": lambda: _foundation(args.config, args.skip_pipeline),
         "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }
