@@ -45,12 +45,12 @@ from attnlens.models import architecture
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench import _base_bigbird, _base_longformer_long, _base_modernbert, _reset_peak_rss, _rss_kib  # noqa: E402
+from shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib  # noqa: E402
 
 BUILDERS = {
-    "longformer": lambda n: _base_longformer_long(max(n, 4096)),
-    "bigbird": lambda n: _base_bigbird(),
-    "modernbert": lambda n: _base_modernbert(),
+    "longformer": lambda n: base_longformer_long(max(n, 4096)),
+    "bigbird": lambda n: base_bigbird(),
+    "modernbert": lambda n: base_modernbert(),
 }
 
 
@@ -84,8 +84,8 @@ def measure(fn, device: torch.device) -> tuple[float, int | None]:
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
     else:
-        before = _rss_kib("VmRSS")
-        measured = _reset_peak_rss()
+        before = rss_kib("VmRSS")
+        measured = reset_peak_rss()
     synchronize(device)
     t0 = time.perf_counter()
     result = fn()
@@ -94,7 +94,7 @@ def measure(fn, device: torch.device) -> tuple[float, int | None]:
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device) - before
     else:
-        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
     del result
     return seconds, peak
 

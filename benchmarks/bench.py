@@ -76,16 +76,11 @@ import pandas as pd
 import torch
 from paper_shape import rehearse
 from scipy import sparse
+from shapes import base_bigbird, base_longformer, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib
 from transformers import (
     AutoTokenizer,
     BertConfig,
     BertModel,
-    BigBirdConfig,
-    BigBirdForSequenceClassification,
-    LongformerConfig,
-    LongformerForSequenceClassification,
-    ModernBertConfig,
-    ModernBertForSequenceClassification,
 )
 
 from attnlens.attention.band import Band
@@ -208,22 +203,6 @@ def bench_pipeline(config_path: Path, cores: int | None = None) -> dict:
 # --- attention summaries on the band vs the original dense conversion (issue: attention stage) ----
 
 
-def _rss_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS (Linux ≥ 4.0)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 def legacy_dense_head(local: torch.Tensor, glob: torch.Tensor, x: int, half: int) -> torch.Tensor:
     """The original ``create_head_matrix`` (recipes §5.1), generalised only in its offset ``x + w/2``:
     a Python loop over query rows, ``nonzero`` per row, its first index dropped as the CLS slot."""
@@ -260,7 +239,7 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     summaries allocate, even where a normal run would reuse memory the forward pass freed.
     """
 
-    model = _base_longformer(seed)
+    model = base_longformer(seed)
     config = model.config
     ids = torch.randint(5, config.vocab_size, (1, n))
     ids[0, 0] = config.bos_token_id
@@ -278,12 +257,12 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     compute_example_summaries([_tiny_band(bands[0])], k)
     kernel_warmup = time.perf_counter() - t0
     gc.collect()
-    before = _rss_kib("VmRSS")
-    measured = _reset_peak_rss()
+    before = rss_kib("VmRSS")
+    measured = reset_peak_rss()
     t0 = time.perf_counter()
     summaries = compute_example_summaries(bands, k)
     ours = time.perf_counter() - t0
-    peak_extra = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+    peak_extra = (rss_kib("VmHWM") - before) * 1024 if measured else None
     output_bytes = sum(t.numel() * t.element_size() for t in summaries.values())
     del summaries
     # baseline: the original per-row conversion + dense summaries on a few heads, extrapolated to all
@@ -353,12 +332,12 @@ def bench_attention(lengths=(2048, 4096)) -> list[dict]:
 def _measure(fn) -> tuple[float, int | None]:
     """Seconds and peak extra RSS (bytes) of ``fn()``; its result is dropped before returning."""
     gc.collect()
-    before = _rss_kib("VmRSS")
-    measured = _reset_peak_rss()
+    before = rss_kib("VmRSS")
+    measured = reset_peak_rss()
     t0 = time.perf_counter()
     result = fn()
     seconds = time.perf_counter() - t0
-    peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+    peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
     del result
     return seconds, peak
 
@@ -421,7 +400,7 @@ def _rollout_depths(bands, window: int) -> dict:
 def bench_explanations_length(n: int, seed: int = 0, backward_max: int = 4096) -> dict:
     """One length, in this process: the attention pass, every attention-based method, rollout by depth,
     and (up to ``backward_max`` tokens) the forward + backward the gradient methods share."""
-    model = freeze(_base_longformer(seed))
+    model = freeze(base_longformer(seed))
     config = model.config
     ids = torch.randint(5, config.vocab_size, (1, n))
     ids[0, 0] = config.bos_token_id
@@ -694,46 +673,11 @@ def bench_similarity(n: int = 2048, n_examples: int = 1000, repeats: int = 5) ->
     }
 
 
-def _base_longformer(seed: int = 0):
-
-    torch.manual_seed(seed)
-    config = LongformerConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        attention_window=512, max_position_embeddings=4098, num_labels=2,
-    )  # fmt: skip
-    return LongformerForSequenceClassification(config).eval()
-
-
-def _base_bigbird(seed: int = 0):
-    torch.manual_seed(seed)
-    config = BigBirdConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        max_position_embeddings=8192, block_size=64, num_random_blocks=3, attention_type="block_sparse",
-        num_labels=2,
-    )  # fmt: skip
-    return BigBirdForSequenceClassification(config).eval()
-
-
-def _base_modernbert(seed: int = 0, implementation: str = "sdpa"):
-    torch.manual_seed(seed)
-    config = ModernBertConfig(max_position_embeddings=8192, num_labels=2, attn_implementation=implementation)
-    return ModernBertForSequenceClassification(config).eval()  # ModernBERT-base: 22 layers, 768, window ±64
-
-
 #: Base-size random-weight models of every architecture behind the seam (Longformer: window 512, CLS global).
-BASE_MODELS = {"longformer": lambda: _base_longformer_long(8192), "bigbird": _base_bigbird,
-               "modernbert": _base_modernbert}  # fmt: skip
+BASE_MODELS = {"longformer": lambda: base_longformer_long(8192), "bigbird": base_bigbird,
+               "modernbert": base_modernbert}  # fmt: skip
 #: Hugging Face's own ``output_attentions`` forward is measured where its outputs fit in this many bytes.
 HF_ATTENTIONS_LIMIT = 8 * 2**30
-
-
-def _base_longformer_long(max_length: int, seed: int = 0):
-    torch.manual_seed(seed)
-    config = LongformerConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        attention_window=512, max_position_embeddings=max_length + 2, num_labels=2,
-    )  # fmt: skip
-    return LongformerForSequenceClassification(config).eval()
 
 
 def _layer_tensors(layer) -> list[torch.Tensor]:
@@ -758,20 +702,20 @@ def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool 
     with torch.no_grad():
         if huggingface:  # Hugging Face's forward as it is: without attention outputs, then with them
             gc.collect()
-            before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+            before, measured = rss_kib("VmRSS"), reset_peak_rss()
             t0 = time.perf_counter()
             model(**batch)
             row["huggingface_forward_s"] = round(time.perf_counter() - t0, 2)
-            peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+            peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
             row["huggingface_forward_peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
             if name == "longformer" or dense <= HF_ATTENTIONS_LIMIT:  # Longformer's outputs are bands
-                hf = _base_modernbert(implementation="eager") if name == "modernbert" else model
+                hf = base_modernbert(implementation="eager") if name == "modernbert" else model
                 gc.collect()
-                before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+                before, measured = rss_kib("VmRSS"), reset_peak_rss()
                 t0 = time.perf_counter()
                 out = hf(**batch, output_attentions=True)
                 row["huggingface_attentions_s"] = round(time.perf_counter() - t0, 2)
-                peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+                peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
                 row["huggingface_peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
                 del out, hf
             else:
@@ -782,20 +726,20 @@ def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool 
         model(**batch)
         row["forward_s"] = round(time.perf_counter() - t0, 2)
         gc.collect()
-        before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+        before, measured = rss_kib("VmRSS"), reset_peak_rss()
         t0 = time.perf_counter()
         bands = forward_bands(model, batch)
         row["forward_with_bands_s"] = round(time.perf_counter() - t0, 2)
-        forward_peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        forward_peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
         band_bytes = sum(t.numel() * t.element_size() for b in bands for t in _layer_tensors(b))
         first_band = next(b for b in bands if isinstance(b, Band))
         compute_example_summaries([_tiny_band(first_band)], k)  # the kernels' first call
         gc.collect()
-        before, measured = _rss_kib("VmRSS"), _reset_peak_rss()
+        before, measured = rss_kib("VmRSS"), reset_peak_rss()
         t0 = time.perf_counter()
         summaries = compute_example_summaries(bands, k)
         row["summaries_s"] = round(time.perf_counter() - t0, 2)
-        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
         del summaries, bands
     row["summaries_over_forward"] = round(row["summaries_s"] / row["forward_with_bands_s"], 3)
     row["summaries_over_forward_target"] = 0.5
@@ -822,7 +766,7 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
     """Seconds and peak extra memory of the topology stage per example against length; all-pairs bottleneck."""
 
     cfg = TopologyConfig(chunk_size=chunk_size)
-    model = _base_longformer()
+    model = base_longformer()
     rows = []
     for n in lengths:
         ids = torch.randint(5, 1000, (1, n))  # a 1 000-type vocabulary: repeated types, as in text
@@ -835,8 +779,8 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
         bands = forward_bands(model, batch)
         forward_s = time.perf_counter() - t0
         gc.collect()
-        before = _rss_kib("VmRSS")
-        measured = _reset_peak_rss()
+        before = rss_kib("VmRSS")
+        measured = reset_peak_rss()
         t0 = time.perf_counter()
         unit_of = units(["w"] * n, special, "chunks", chunk_size)
         pooled = pooled_from_bands(bands, unit_of)
@@ -844,7 +788,7 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
         t0 = time.perf_counter()
         result = example_topology(pooled, unit_frequencies(ids[0].tolist(), unit_of), cfg)
         topo_s = time.perf_counter() - t0
-        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
         rows.append({
             "tokens": n, "units": int(unit_of.max()) + 1, "forward_with_attentions_s": round(forward_s, 3),
             "pooling_s": round(pool_s, 3), "mi_and_persistence_s": round(topo_s, 3),
@@ -895,12 +839,12 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
         (xa, ra), (xb, rb) = [(encoder.representation(i), encoder.representation(encoder.reference_ids(i)))
                               for i in ids]  # fmt: skip
         gc.collect()
-        before = _rss_kib("VmRSS")
-        measured = _reset_peak_rss()
+        before = rss_kib("VmRSS")
+        measured = reset_peak_rss()
         t0 = time.perf_counter()
         res = attribute_pair(encoder.pool, xa, ra, xb, rb, n_steps, ("cosine", "dot"), chunk)
         seconds = time.perf_counter() - t0
-        peak = (_rss_kib("VmHWM") - before) * 1024 if measured else None
+        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
         rows.append({"tokens_per_text": n, "n_steps": n_steps, "layer": layer, "chunk": chunk,
                      "seconds_per_pair": round(seconds, 2), "peak_extra_bytes": peak,
                      "attribution_error": {k: r.error for k, r in res.items()},
