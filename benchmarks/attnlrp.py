@@ -177,6 +177,14 @@ def _memory_child(name: str, n: int, ig_batch: int) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the machine type."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else ():
+        if line.startswith("model name"):
+            return f"{line.split(':', 1)[1].strip()} × {os.cpu_count()} CPUs"
+    return platform.machine()
+
+
 def bench_attnlrp(lengths=(2048, 4096), names=("longformer",), device: str = "cpu", ig_steps: int = 4,
                   ig_batch: int = 2) -> dict:  # fmt: skip
     on = torch.device(device)
@@ -190,7 +198,7 @@ def bench_attnlrp(lengths=(2048, 4096), names=("longformer",), device: str = "cp
             rows.append(row)
     return {
         "rows": rows,
-        "device": torch.cuda.get_device_name(on) if on.type == "cuda" else platform.processor() or platform.machine(),
+        "device": torch.cuda.get_device_name(on) if on.type == "cuda" else cpu_name(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "targets": {"attnlrp_over_forward_backward": 2.0, "ig50_over_attnlrp": 20.0},

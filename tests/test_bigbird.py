@@ -234,7 +234,9 @@ def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_r
     assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
     assert torch.count_nonzero(tensors["fixed_global"]) == 0 and torch.count_nonzero(tensors["fixed_local"]) > 0
     leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
-    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency"} <= set(leaderboard["method"])
+    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
+        leaderboard["method"]
+    )
     for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
                  "paper/figures/head_importance.png", "paper/figures/attention_aggregate.png"):  # fmt: skip
         assert (results / path).is_file(), path

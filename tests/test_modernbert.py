@@ -185,7 +185,9 @@ def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run)
     assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
     assert torch.count_nonzero(tensors["fixed_local"]) > 0
     leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
-    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency"} <= set(leaderboard["method"])
+    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
+        leaderboard["method"]
+    )
     for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
                  "paper/figures/attention_aggregate.png", "attributions/embeddings.parquet"):  # fmt: skip
         assert (results / path).is_file(), path

@@ -208,6 +208,10 @@ def test_explanation_stage(tiny):
             np.testing.assert_allclose(row.scores, expected.double().sum((0, 1)).numpy(), rtol=1e-5, atol=1e-6)
         if row.method == "rollout":
             assert np.sum(row.scores) == pytest.approx(1.0)  # a row of products of stochastic matrices, float32
+        if row.method == "attnlrp":  # the explained logit and its conservation gap (tests/test_attnlrp.py)
+            assert np.isfinite(row.explained) and row.delta == pytest.approx(row.explained - np.sum(row.scores))
+        else:
+            assert np.isnan(row.explained) and np.isnan(row.delta)
     summary, _ = load_parquet(res / "explanations/leaderboard.parquet", "explanation_leaderboard/v1")
     assert list(dict.fromkeys(summary["method"])) == ["ig", *METHODS, "random"]
     spearman = summary[summary["metric"] == "spearman"].set_index("method")
