@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from scipy.stats import spearmanr
 from test_modernbert import tiny_modernbert
 from torch import nn
 
@@ -134,7 +135,8 @@ def reference_bert(bert: transformers.BertModel, out_proj: nn.Linear) -> transfo
     return clf
 
 
-def reference_relevance(clf, input_ids: torch.Tensor, target: int) -> tuple[np.ndarray, float]:
+def reference_relevance(clf, input_ids: torch.Tensor, target: int, **kwargs) -> tuple[np.ndarray, float]:
+    """Gradient × input at the embedding output of a reference classifier (BERT's or ModernBERT's)."""
     kept = []
 
     def keep(module, args, output):
@@ -142,8 +144,8 @@ def reference_relevance(clf, input_ids: torch.Tensor, target: int) -> tuple[np.n
         output.retain_grad()
         kept.append(output)
 
-    handle = clf.bert.embeddings.register_forward_hook(keep)
-    logit = clf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits[0, target]
+    handle = clf.base_model.embeddings.register_forward_hook(keep)
+    logit = clf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs).logits[0, target]
     logit.backward()
     handle.remove()
     (e,) = kept
@@ -325,17 +327,22 @@ def test_modernbert_local_and_global_layers_equal_the_reference():
     inputs = Inputs(input_ids=ids, baseline=torch.zeros_like(ids), attention_mask=torch.ones_like(ids),
                     position_ids=positions)  # fmt: skip
     res = attnlrp(model, inputs, 2)
-    kept = []
-
-    def keep(module, args, output):
-        output.requires_grad_(True)
-        output.retain_grad()
-        kept.append(output)
-
-    handle = reference.model.embeddings.register_forward_hook(keep)
-    logit = reference(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions).logits[0, 2]
-    logit.backward()
-    handle.remove()
-    ref = (kept[0].detach() * kept[0].grad).sum(-1)[0].numpy()
+    ref, logit = reference_relevance(reference, ids, 2, position_ids=positions)
     assert np.abs(res.scores - ref).max() <= 1e-9 * np.abs(ref).max()
-    assert res.explained == pytest.approx(float(logit.detach()), rel=1e-12)
+    assert res.explained == pytest.approx(logit, rel=1e-12)
+
+
+def test_under_mixed_precision_on_the_cpu(minilm):
+    """Under bf16 autocast (the CPU's stand-in for CUDA's fp16; the GPU benchmark runs fp16) every rule keeps its
+    tensors' precision — the global rows' hooked projections, the layer norms autocast runs in another precision —
+    and the relevance is a bf16 rounding of float32's: finite, the same order of tokens."""
+    bert, tokenizer = minilm
+    ids = tokenizer(TEXT * 2)["input_ids"]
+    model = convert_bert_to_longformer(bert, tokenizer, max_length=128, attention_window=16, num_labels=2, seed=1)
+    model = freeze(architecture(model).prepare(model).eval())
+    inputs = prepare_inputs(model, tokenizer, ids)
+    full = attnlrp(model, inputs, 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        half = attnlrp(model, inputs, 1)
+    assert np.isfinite(half.scores).all() and np.isfinite(half.delta)
+    assert spearmanr(full.scores, half.scores).statistic > 0.9

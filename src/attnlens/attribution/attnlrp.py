@@ -81,8 +81,10 @@ def identity_rule(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def layer_norm_rule(module: nn.LayerNorm, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``y = LayerNorm(x)`` with the gradient of ``(x − mean x) / sd(x) · w + b``, ``sd`` held constant."""
+    """``y = LayerNorm(x)`` with the gradient of ``(x − mean x) / sd(x) · w + b``, ``sd`` held constant (in the
+    output's precision: under autocast a layer norm runs in float32 on half-precision inputs)."""
     dims = tuple(range(-len(module.normalized_shape), 0))
+    x = x.to(y.dtype)
     centred = x - x.mean(dims, keepdim=True)
     sd = torch.sqrt(x.var(dims, unbiased=False, keepdim=True) + module.eps).detach()
     surrogate = centred / sd
