@@ -177,3 +177,20 @@ def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
     # and the failure message says how: the column, the rows, the size of the difference and where
     said = describe(a, b, "board.parquet")
     assert said == ("board.parquet: value: 1 of 1 rows, largest |Δ| 0.01; first {'method': 'm', 'metric': 'spearman'}")
+
+
+def test_faithfulness_probabilities_are_compared_to_float32_noise(tmp_path):
+    """evaluate_faithfulness's curves (and what is computed from them) may differ by float32 rounding between two runs
+    (compare_runs.MAY_DIFFER says why): a 5e-7 change is noise, a 1e-4 change is a result."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, prob, aopc in ((a, 0.5023180, "0.4410001"), (b, 0.5023185, "0.4410004")):
+        (root / "faithfulness").mkdir(parents=True)
+        (root / "paper/tables").mkdir(parents=True)
+        frame = pd.DataFrame({"example_id": ["e"], "ranking": ["ig"], "curve": ["deletion"], "prob": [prob]})
+        save_parquet(frame, root / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
+        (root / "paper/tables/faithfulness_aopc.csv").write_text(f"ranking,aopc\nig,{aopc}\n", encoding="utf-8")
+    assert differences(a, b) == []
+    frame = pd.DataFrame({"example_id": ["e"], "ranking": ["ig"], "curve": ["deletion"], "prob": [0.5024]})
+    save_parquet(frame, b / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
+    (b / "paper/tables/faithfulness_aopc.csv").write_text("ranking,aopc\nig,0.4411\n", encoding="utf-8")
+    assert differences(a, b) == ["faithfulness/curves.parquet", "paper/tables/faithfulness_aopc.csv"]

@@ -310,12 +310,16 @@ class DocumentExplanation:
         return paths
 
     def summary(self) -> str:
-        """One line: the prediction and IG's steps and δ."""
+        """One line: the prediction, IG's steps and δ, and AttnLRP's δ against its logit where it was computed."""
         probs = ", ".join(f"{c} {p:.3f}" for c, p in self.probabilities.items())
-        return (
+        line = (
             f"{self.example_id}: {len(self.tokens)} tokens, predicted {self.prediction} ({probs}); IG toward "
             f"{self.target}, {int(self.attribution['n_steps'])} steps, δ {float(self.attribution['delta']):.2g}"
         )
+        for row in self.explanation:
+            if row["method"] == "attnlrp":
+                line += f"; AttnLRP logit {row['explained']:.3g}, δ {row['delta']:.2g}"
+        return line
 
     def __repr__(self) -> str:
         return f"<DocumentExplanation {self.summary()}>"
