@@ -51,9 +51,9 @@ MAY_DIFFER = {
     "inputs, model and thread count have given probabilities and logits apart by float32 rounding through the layers "
     "(largest |Δ| 6.8e-7 in a probability, 2.0e-6 in a logit, in the first length-sorted padded batch of one "
     "example; CI at 569b861 and at 8da6ddc: the curves; at c5ef45e: the predictions). The cause is not found "
-    "(rerunning the job reproduces the second run bit for bit, under CPU load, with a cold numba cache, with another environment size, outside Snakemake). The predictions, "
-    "the curves and the numbers computed from them are compared to 1e-5 (FLOAT32_NOISE); the curves' figure through "
-    "them",
+    "(rerunning the job reproduces the second run bit for bit, under CPU load, with a cold numba cache, with "
+    "another environment size, outside Snakemake). The predictions, the curves and the numbers computed from them "
+    "are compared to 1e-5 (FLOAT32_NOISE); the curves' figure through them",
 }
 #: Artifacts of batched forward passes (predict, evaluate_faithfulness) and what is computed from them: numbers
 #: compared to :data:`NOISE` (see MAY_DIFFER).
