@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from attnlens.attribution.attnlrp import attnlrp
+from attnlens.attribution.attnlrp import attnlrp, logit_gradient
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
@@ -99,24 +99,6 @@ def measure(fn, device: torch.device) -> tuple[float, int | None]:
     return seconds, peak
 
 
-def forward_backward(model, inputs: Inputs, target: int) -> torch.Tensor:
-    """The explained logit's gradient at the embedding output: one forward and one backward, no rule."""
-    kept = []
-
-    def keep(module, args, output):
-        output.requires_grad_(True)
-        kept.append(output)
-
-    handle = architecture(model).embeddings(model).register_forward_hook(keep)
-    try:
-        with torch.enable_grad():
-            logit = model(input_ids=inputs.input_ids, **inputs.forward_kwargs()).logits[0, target]
-            (grad,) = torch.autograd.grad(logit, kept[0])
-    finally:
-        handle.remove()
-    return grad
-
-
 def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batch: int) -> dict:
     """One architecture at one length (see the module docstring)."""
     model = BUILDERS[name](n)
@@ -126,8 +108,8 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
     with torch.no_grad():
         model(input_ids=inputs.input_ids, **inputs.forward_kwargs())  # warm-up
         forward_s, _ = measure(lambda: model(input_ids=inputs.input_ids, **inputs.forward_kwargs()), device)
-    forward_backward(model, inputs, 1)  # warm-up of the backward kernels
-    fb_s, fb_peak = measure(lambda: forward_backward(model, inputs, 1), device)
+    logit_gradient(model, inputs, 1)  # warm-up of the backward kernels
+    fb_s, fb_peak = measure(lambda: logit_gradient(model, inputs, 1), device)
     lrp_s, lrp_peak = measure(lambda: attnlrp(model, inputs, 1), device)
     row = {
         "architecture": name,

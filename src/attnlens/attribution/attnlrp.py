@@ -32,7 +32,7 @@ by its licence; attnlens implements the published rules from the paper and does 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,10 +136,11 @@ def attnlrp_rules(model) -> Iterator[None]:
         if isinstance(factor, torch.Tensor):
             factor = factor.to(next(module.parameters()).device)
         handles.append(module.register_forward_hook(lambda m, args, y, f=factor: scale_gradient(y, f)))
-    with ExitStack() as stack:
-        for handle in handles:
-            stack.callback(handle.remove)
+    try:
         yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,10 @@ class Relevance:
     target: int
 
 
-def attnlrp(model, inputs: Inputs, target: int) -> Relevance:
-    """AttnLRP relevance of the logit of class ``target`` for one example (``inputs`` as IG prepares them), from one
-    forward and one backward pass. The model's parameters should be frozen
-    (:func:`attnlens.attribution.ig.freeze`): the gradient starts at the embedding output."""
+def logit_gradient(model, inputs: Inputs, target: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """``(e, ∂f/∂e, f)`` for the logit ``f`` of class ``target``: one forward and one backward to the embedding
+    output ``e`` (``(n, d)``, the first example), under whatever gradient rules are in force (:func:`attnlrp_rules`).
+    The model's parameters should be frozen (:func:`attnlens.attribution.ig.freeze`): the gradient starts at ``e``."""
     kept: list[torch.Tensor] = []
 
     def keep(module, args, output):
@@ -167,13 +168,19 @@ def attnlrp(model, inputs: Inputs, target: int) -> Relevance:
     n = inputs.input_ids.shape[1]
     handle = architecture(model).embeddings(model).register_forward_hook(keep)
     try:
-        with attnlrp_rules(model), torch.enable_grad():
-            logits = model(input_ids=inputs.input_ids, **inputs.forward_kwargs()).logits
-            explained = logits[0, target]
+        with torch.enable_grad():
+            explained = model(input_ids=inputs.input_ids, **inputs.forward_kwargs()).logits[0, target]
             explained.backward()
     finally:
         handle.remove()
     (embedding,) = kept
-    scores = (embedding[0, :n].detach().double() * embedding.grad[0, :n].double()).sum(-1).cpu().numpy()
-    value = float(explained.detach().double())
+    return embedding[0, :n].detach(), embedding.grad[0, :n], float(explained.detach().double())
+
+
+def attnlrp(model, inputs: Inputs, target: int) -> Relevance:
+    """AttnLRP relevance of the logit of class ``target`` for one example (``inputs`` as IG prepares them), from one
+    forward and one backward pass (:func:`logit_gradient` under :func:`attnlrp_rules`)."""
+    with attnlrp_rules(model):
+        embedding, grad, value = logit_gradient(model, inputs, target)
+    scores = (embedding.double() * grad.double()).sum(-1).cpu().numpy()
     return Relevance(scores=scores, explained=value, delta=value - float(scores.sum()), target=int(target))
