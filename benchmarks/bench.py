@@ -48,9 +48,12 @@ cheaper), seconds and peak memory per document, base-size Longformer at 2 048 an
 tokens): forward, pooling from the band, the three MI estimators with their Rips persistence (H0, H1),
 seconds and peak extra memory; and all-pairs bottleneck distances of 100 examples (target ≤ 60 s).
 
+``startup.json``: each stage module's import time in a fresh process and the heavy libraries it loads
+(``benchmarks/startup.py``, which with ``--run DIR`` also reads each rule's start-up from a finished run).
+
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
 [--only foundation|attention|architectures|explanations|attribution|similarity|topology|pairs|explorer|attnlrp|
-paper_shape]``.
+startup|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -952,6 +955,13 @@ def bench_attnlrp() -> dict:
         return json.loads((Path(tmp) / "attnlrp.json").read_text())
 
 
+def bench_startup() -> dict:
+    """``benchmarks/startup.py``: each stage module's import in a fresh process (its own interpreter, alone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, str(HERE / "startup.py"), "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+        return json.loads((Path(tmp) / "startup.json").read_text())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench")
@@ -967,6 +977,7 @@ def main(argv: list[str] | None = None) -> None:
         "pairs": lambda: {"pairs": bench_pairs()},
         "explorer": bench_explorer,
         "attnlrp": bench_attnlrp,
+        "startup": bench_startup,
         "foundation": lambda: _foundation(args.config, args.skip_pipeline),
         "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }

@@ -15,7 +15,8 @@ import pytest
 import torch
 from test_attention import _reference_topk, dense_reference, random_band
 
-from attnlens.attention.band import LAYER_CONFIGURATIONS, layer_configuration, received_attention
+from attnlens.attention.band import layer_configuration, received_attention
+from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.render.explorer import (
     NO_PARTNER,
     ExplorerDocument,

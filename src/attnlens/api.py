@@ -34,6 +34,7 @@ import torch
 import transformers
 
 from attnlens.attention.band import layer_configuration
+from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.attention.summaries import BANDS_SCHEMA, band_tensors, compute_example_summaries
 from attnlens.attribution.explanations import (
     EXPLANATION_TYPES,
@@ -52,7 +53,6 @@ from attnlens.attribution.ig import (
     step_range,
 )
 from attnlens.compare.metrics import (
-    LAYER_CONFIGURATIONS,
     MODES,
     SIMILARITY_SCHEMA,
     SIMILARITY_TYPES,

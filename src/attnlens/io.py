@@ -24,18 +24,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from attnlens import __version__
 from attnlens.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 #: A path argument: a string or any ``os.PathLike`` (what ``run_*`` functions accept).
 StrPath = str | os.PathLike[str]
@@ -330,6 +331,8 @@ def load_json(path: str | os.PathLike, schema: str | None = None) -> dict:
 
 def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapping[str, Any]) -> None:
     """Write torch tensors to safetensors, provenance JSON under the metadata key ``attnlens``."""
+    from safetensors.torch import save_file  # noqa: PLC0415 (torch: the tensor writers only; light jobs never load it)
+
     with atomic_path(path) as tmp:
         save_file(
             {k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={PROVENANCE_KEY: json.dumps(prov)}
@@ -338,23 +341,27 @@ def save_tensors(tensors: Mapping[str, Any], path: str | os.PathLike, prov: Mapp
 
 def pack_strings(strings: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Strings as tensors a safetensors file can hold: UTF-8 bytes ``(B,)`` uint8 and offsets ``(n + 1,)`` int64."""
+    import torch  # noqa: PLC0415 (torch: the tensor writers only; light jobs never load it)
+
     encoded = [str(s).encode("utf-8") for s in strings]
     data = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
     offsets = np.cumsum([0, *map(len, encoded)]).astype(np.int64)
     return torch.from_numpy(data), torch.from_numpy(offsets)
 
 
-def unpack_strings(data: torch.Tensor, offsets: torch.Tensor) -> list[str]:
-    """The inverse of :func:`pack_strings`."""
-    raw = data.numpy().tobytes()
-    return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets.tolist())]
+def unpack_strings(data: torch.Tensor | np.ndarray, offsets: torch.Tensor | np.ndarray) -> list[str]:
+    """The inverse of :func:`pack_strings` (torch tensors or, as :func:`load_tensors` reads them for light jobs,
+    numpy arrays)."""
+    raw = np.asarray(data).tobytes()
+    return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(np.asarray(offsets).tolist())]
 
 
-def load_tensors(path: str | os.PathLike, schema: str | None = None) -> tuple[dict, dict]:
-    """Read a safetensors artifact (as torch tensors) and its provenance."""
+def load_tensors(path: str | os.PathLike, schema: str | None = None, framework: str = "pt") -> tuple[dict, dict]:
+    """Read a safetensors artifact and its provenance: as torch tensors, or with ``framework="np"`` as numpy arrays
+    (the same values; a light job reads them so without importing torch)."""
     path = Path(path)
     try:
-        with safe_open(str(path), "pt") as fh:
+        with safe_open(str(path), framework) as fh:
             meta = fh.metadata() or {}
             tensors = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118 (safe_open is not a mapping)
     except SafetensorError as err:

@@ -20,14 +20,16 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import torch
+import psutil
 
 from attnlens import __version__
 from attnlens.config import KEYS_GIVEN, KEYS_READ
@@ -129,11 +131,29 @@ def job_record_path(log: str | os.PathLike) -> Path:
     return log.with_name(log.stem + ".job.json")
 
 
+def process_age() -> float:
+    """Seconds since this process started: at a job's first line of work, its start-up (the interpreter,
+    Snakemake's preamble and the imports)."""
+    return time.time() - psutil.Process().create_time()
+
+
+@dataclass
+class JobClock:
+    """A job's start-up (:func:`process_age` when its work began) and its work's wall seconds."""
+
+    startup: float = field(default_factory=process_age)
+    began: float = field(default_factory=time.perf_counter)
+
+    def seconds(self) -> dict[str, float]:
+        return {"startup_seconds": round(self.startup, 3), "work_seconds": round(time.perf_counter() - self.began, 3)}
+
+
 def write_job_record(
     rule: str, inputs: Sequence[str], outputs: Sequence[str], log: str | os.PathLike,
-    wildcards: Mapping[str, Any] | None = None, run_config_sha256: str | None = None,
+    wildcards: Mapping[str, Any] | None = None, run_config_sha256: str | None = None, clock: JobClock | None = None,
 ) -> Path:  # fmt: skip
-    """Record what a finished job read and wrote; ``results/manifest.json`` is built from these records."""
+    """Record what a finished job read and wrote, and (with ``clock``) how long it took to start and to work;
+    ``results/manifest.json`` is built from these records, ``benchmarks/startup.py`` reads the times."""
     record = {
         "rule": rule,
         "wildcards": dict(wildcards or {}),
@@ -147,6 +167,7 @@ def write_job_record(
         # the config keys the job was given (its params) and those it read
         "config_keys": sorted(KEYS_GIVEN),
         "config_keys_read": sorted(KEYS_READ),
+        **(clock.seconds() if clock else {}),
     }
     path = job_record_path(log)
     with atomic_path(path) as tmp:
@@ -162,6 +183,7 @@ def rule_job(smk) -> Iterator[None]:
     tables written inside carry its provenance (rule, config section and hash, seed), and, when the
     call returns, writes the job's record next to its log.
     """
+    clock = JobClock()
     params = dict(smk.params.items())
     # the rule's config: its `cfg` parameter, the keys it reads by section (`keys(...)` in the workflow)
     section = params.get("cfg") if isinstance(params.get("cfg"), Mapping) else {}
@@ -177,7 +199,7 @@ def rule_job(smk) -> Iterator[None]:
             yield
             if log:  # inside: a full disk here is said in one line too
                 write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()),
-                                 run_hash)  # fmt: skip
+                                 run_hash, clock)  # fmt: skip
     finally:
         set_job(None)
 
@@ -196,6 +218,8 @@ def use_threads(n: int) -> None:
     """Let torch, and numba's compiled kernels where the job has loaded them, use the ``threads`` Snakemake granted
     the job (never more than the machine has): a one-thread job beside others does not spread its kernels over
     every core. Every kernel splits its work by head or by row, so its results do not depend on the count."""
+    import torch  # noqa: PLC0415 (loaded already: only the model jobs, which import it first, call this)
+
     threads = max(1, min(int(n), os.cpu_count() or 1))
     numba = sys.modules.get("numba")  # loaded by the modules with kernels, before the job starts its work
     if numba is not None:

@@ -56,7 +56,8 @@ import torch
 from scipy import sparse
 from scipy.special import xlogy
 
-from attnlens.attention.band import Band, layer_slice
+from attnlens.attention.band import Band
+from attnlens.attention.layers import layer_slice
 from attnlens.io import load_shards
 from attnlens.stats import not_computable, permutation_p_value
 from attnlens.tokens import display_tokens, structural_mask

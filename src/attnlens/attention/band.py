@@ -38,6 +38,7 @@ import torch
 
 from attnlens.attention import full
 from attnlens.attention.kernels import share_torch_threads, topk_attended_kernel, topk_attending_kernel
+from attnlens.attention.layers import layer_slice
 
 #: Working memory one head-chunk may use, in bytes (heads are processed in chunks of this size).
 CHUNK_BYTES = 16 * 2**20
@@ -349,21 +350,3 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
     """
     values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
     return values[layer_slice(received.shape[0], layers)].sum((0, 1))
-
-
-#: Layer configurations of recipes §11: the paper's "layer 12", all layers, lower and upper half.
-LAYER_CONFIGURATIONS = ("last", "all", "lower", "upper")
-
-
-def layer_slice(n_layers: int, layers: str) -> slice:
-    """The layers of a configuration: ``last``, ``all``, ``lower`` (first half) or ``upper`` (second half)."""
-    half = n_layers // 2
-    chosen = {
-        "last": slice(n_layers - 1, n_layers),
-        "all": slice(0, n_layers),
-        "lower": slice(0, half),
-        "upper": slice(half, n_layers),
-    }
-    if layers not in chosen:
-        raise ValueError(f"unknown layer configuration {layers!r}; expected one of {LAYER_CONFIGURATIONS}")
-    return chosen[layers]

@@ -20,9 +20,10 @@ it; :class:`attnlens.attention.band.Band` validates shapes before calling them. 
 
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
-import torch
 
 
 def share_torch_threads() -> None:
@@ -34,6 +35,9 @@ def share_torch_threads() -> None:
     one-thread job's torch would then run on every core — other threads, other float sums (a BigBird IG differed
     by 6e-10) — for the rest of the process. Call it before each launch.
     """
+    torch = sys.modules.get("torch")  # a job that never loaded torch has no count to keep
+    if torch is None:
+        return
     threads = torch.get_num_threads()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     if torch.get_num_threads() != threads:

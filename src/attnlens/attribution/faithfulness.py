@@ -25,7 +25,6 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.metrics import average_precision_score
 
 from attnlens.attention.band import layer_configuration
 from attnlens.data import example_rng
@@ -133,6 +132,8 @@ def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k
     s = np.asarray(scores, dtype=np.float64)[eligible]
     if not y.any():
         return {"auprc": float("nan"), "precision": float("nan"), "recall": float("nan"), "f1": float("nan")}
+    from sklearn.metrics import average_precision_score  # noqa: PLC0415 (1.7 s to import: this function only)
+
     top = ranking(scores, eligible)[:k]
     hits = int(labels[top].sum())
     precision, recall = hits / max(len(top), 1), hits / int(y.sum())

@@ -39,8 +39,8 @@ import pandas as pd
 import pyarrow as pa
 from scipy.stats import rankdata
 
-from attnlens.attention.band import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.attention.kernels import concordance_kernel
+from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.data import example_rng
 from attnlens.errors import InputError
 from attnlens.io import load_shards

@@ -17,9 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.patches import Patch
-from scipy.stats import rankdata
 
 from attnlens.io import PROVENANCE_KEY, artifact_provenance, atomic_path
 
@@ -76,6 +74,8 @@ def scale_per_head(images: np.ndarray, scale: str) -> np.ndarray:
             floor = positive.min() if len(positive) else 1.0
             v = np.log10(np.maximum(v, floor))
         elif scale == "rank":
+            from scipy.stats import rankdata  # noqa: PLC0415 (1 s to import: only the rank scale needs it)
+
             v = (rankdata(v) - 1) / max(len(v) - 1, 1)
         elif scale != "linear":
             raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
@@ -114,6 +114,8 @@ def plot_attention_grid(images: np.ndarray, stem, title: str, scale: str = "log"
 
 def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) -> list[Path]:
     """One heat-map per importance matrix (e.g. legacy, fixed, global share), 1-based axes."""
+    import seaborn as sns  # noqa: PLC0415 (2 s to import, with scipy.stats: the two heat-map figures only)
+
     names = list(matrices)
     n_layers, n_heads = next(iter(matrices.values())).shape
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names) + 1, 0.35 * n_layers + 2), squeeze=False)
@@ -139,6 +141,8 @@ def plot_head_importance(matrices: dict[str, np.ndarray], stem, dpi: int = 150) 
 
 def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi: int = 150) -> list[Path]:
     """Layers × heads maps of how far each head's received attention agrees with IG (mean over examples)."""
+    import seaborn as sns  # noqa: PLC0415 (2 s to import, with scipy.stats: the two heat-map figures only)
+
     n_layers, n_heads = next(iter(maps.values())).shape
     fig, axes = plt.subplots(1, len(maps), figsize=(4.6 * len(maps) + 1, 0.35 * n_layers + 2.2), squeeze=False)
     for ax, (name, m) in zip(axes[0], maps.items(), strict=True):

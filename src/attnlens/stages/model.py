@@ -25,7 +25,7 @@ from attnlens.prediction import (
     roles_left_out,
     select_examples,
 )
-from attnlens.runtime import first_seed, log_to, use_threads, write_job_record
+from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     ``python`` call is the single-device run. Logging and errors go to ``--log-file`` (rank 0; other
     ranks append to ``<log-file>.rank<k>``).
     """
+    clock = JobClock()
     doc = train_classifier_command.__doc__.splitlines()[0]
     parser = argparse.ArgumentParser(prog="train_classifier.py", description=doc)
     # option names no launcher abbreviates to its own (accelerate's --config_file, torchrun's --log-dir)
@@ -122,7 +123,7 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
                              args.model_dir, args.metrics_file, device)  # fmt: skip
     if rank == 0:
         inputs = [args.base_dir, args.train_data, args.test_data]
-        write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file)
+        write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file, clock=clock)
 
 
 def run_predict(

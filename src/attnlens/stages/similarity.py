@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attention.band import LAYER_CONFIGURATIONS
+from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.ig import load_attributions
 from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.attention.band import layer_slice
+from attnlens.attention.layers import layer_slice
 from attnlens.config import FiguresConfig, TopologyConfig
 from attnlens.data import load_examples, shard_of
 from attnlens.device import place

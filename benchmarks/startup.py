@@ -1,0 +1,94 @@
+"""How long a job takes to start: each stage module's import in a fresh process, and each rule's start-up in a run.
+
+    python benchmarks/startup.py [--out results/bench] [--run DIR] [--repeats 3]
+
+1. **Imports.** For every ``attnlens.stages`` module (a rule's script imports exactly one), the wall seconds of
+   ``python -c "import <module>"`` in a fresh process (the fastest of ``--repeats``, minus a bare interpreter's
+   start, measured the same way), and which heavy libraries it loads (torch, transformers, captum,
+   scikit-learn, seaborn, scipy.stats, numba, matplotlib).
+2. **Rules** (with ``--run DIR``, a working directory whose ``results/`` a run finished): per rule, from its
+   jobs' records (``results/logs/**/*.job.json``: ``startup_seconds`` from the process's start to the job's
+   first line of work — the interpreter, Snakemake's preamble, the imports — and ``work_seconds`` after it),
+   the median and largest start-up and the median work.
+
+The record goes to ``<out>/startup.json``. Run it alone: a second process on a 2-core machine slows imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "transformers", "captum", "sklearn", "seaborn", "scipy.stats", "numba", "matplotlib")
+_PROBE = (
+    "import importlib, json, sys; importlib.import_module({m!r}); "
+    "print(json.dumps([h for h in {h!r} if h in sys.modules]))"
+)
+
+
+def stage_modules() -> list[str]:
+    return sorted(
+        f"attnlens.stages.{p.stem}" for p in (ROOT / "src/attnlens/stages").glob("*.py") if p.stem != "__init__"
+    )
+
+
+def _fastest(cmd: list[str], repeats: int) -> tuple[float, str]:
+    best, out = float("inf"), ""
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        best, out = min(best, time.perf_counter() - start), done.stdout
+    return best, out
+
+
+def import_times(repeats: int) -> dict:
+    bare, _ = _fastest([sys.executable, "-c", "pass"], repeats)
+    modules = {}
+    for module in stage_modules():
+        seconds, out = _fastest([sys.executable, "-c", _PROBE.format(m=module, h=HEAVY)], repeats)
+        modules[module] = {"seconds": round(seconds - bare, 3), "loads": json.loads(out.strip().splitlines()[-1])}
+        print(f"{module:34s} {seconds - bare:6.2f} s  {' '.join(modules[module]['loads'])}", flush=True)
+    return {"interpreter_seconds": round(bare, 3), "modules": modules}
+
+
+def rule_startups(run: Path) -> dict:
+    by_rule: dict[str, list[dict]] = {}
+    for path in sorted((run / "results" / "logs").rglob("*.job.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if "startup_seconds" in record:
+            by_rule.setdefault(record["rule"], []).append(record)
+    out = {}
+    for rule, records in sorted(by_rule.items()):
+        startup = [r["startup_seconds"] for r in records]
+        out[rule] = {"jobs": len(records), "startup_median": round(statistics.median(startup), 2),
+                     "startup_max": round(max(startup), 2),
+                     "work_median": round(statistics.median(r["work_seconds"] for r in records), 2)}  # fmt: skip
+        print(f"{rule:28s} {len(records):3d} jobs  start-up {out[rule]['startup_median']:5.2f} s "
+              f"(max {out[rule]['startup_max']:5.2f})  work {out[rule]['work_median']:6.2f} s", flush=True)  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--run", type=Path, default=None, help="a working directory with a finished run's results/")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    record = {"schema": "startup/v1", "machine": platform.processor() or platform.machine(),
+              "python": platform.python_version(), "imports": import_times(args.repeats)}  # fmt: skip
+    if args.run is not None:
+        record["rules"] = rule_startups(args.run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "startup.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
