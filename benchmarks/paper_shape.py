@@ -48,7 +48,7 @@ from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import load_tokenizer, packaged_model_dir
-from attnlens.prediction import load_selection
+from attnlens.selection import load_selection
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"

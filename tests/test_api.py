@@ -31,8 +31,8 @@ from attnlens.attribution.ig import load_attributions
 from attnlens.cli import main as cli_main
 from attnlens.compare.metrics import load_similarity
 from attnlens.errors import InputError
-from attnlens.prediction import load_selection
 from attnlens.render.explorer import read_explorer
+from attnlens.selection import load_selection
 
 pytestmark = pytest.mark.workflow
 

@@ -4,16 +4,8 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from attnlens.errors import InputError
-from attnlens.prediction import (
-    classification_metrics,
-    encode_texts,
-    predict_logits,
-    role_left_out,
-    roles_left_out,
-    select_examples,
-    showcased_once,
-    softmax,
-)
+from attnlens.prediction import classification_metrics, encode_texts, predict_logits, softmax
+from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

@@ -12,12 +12,13 @@ from scipy.stats import spearmanr
 
 from attnlens.attribution.explanations import explain_example
 from attnlens.attribution.ig import freeze, prepare_inputs
-from attnlens.attribution.sanity import head_modules, levels, randomise, rank_agreement, sanity_rows
+from attnlens.attribution.sanity import layers_of, levels, rank_agreement, sanity_rows
 from attnlens.models import architecture
+from attnlens.models.randomisation import head_modules, randomise_top
 
 
 def randomised(model, level: str, seed: int):
-    return randomise(copy.deepcopy(model), level, seed)
+    return randomise_top(copy.deepcopy(model), layers_of(level), seed)
 
 
 def _state(module) -> dict[str, torch.Tensor]:

@@ -27,8 +27,8 @@ from attnlens.io import load_json, load_model_provenance, load_parquet, load_ten
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.models.loading import load_classifier
 from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
-from attnlens.prediction import load_selection
 from attnlens.render.explorer import read_explorer
+from attnlens.selection import load_selection
 from attnlens.stages import attribution as attribution_stage
 from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 

@@ -35,7 +35,7 @@ from captum.attr import LayerIntegratedGradients
 from attnlens.device import autocast_dtype
 from attnlens.io import load_parquet, load_shards
 from attnlens.models import architecture
-from attnlens.prediction import PREDICTIONS_SCHEMA
+from attnlens.selection import PREDICTIONS_SCHEMA
 from attnlens.tokens import structural_ids
 
 ATTRIBUTION_SCHEMA = "attributions/v1"

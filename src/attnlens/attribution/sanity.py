@@ -8,10 +8,8 @@ embeddings are kept, so a method that only echoes the input (its token identitie
 ranking: its Spearman ρ with the trained model's scores stays high. Rule ``findings`` flags a method whose
 mean ρ at the full cascade stays above ``findings.sanity_max_rho``.
 
-A randomised module gets each of its submodules' ``reset_parameters()`` (PyTorch's own initialisation of
-a linear layer, a layer norm, an embedding) under a seed, so the check needs nothing of an architecture but
-its transformer layers (:meth:`attnlens.models.base.Architecture.layers`) and its head (every child of the
-classifier that is not the encoder).
+The cascade's levels and the agreement rows live here; drawing the weights anew is
+:func:`attnlens.models.randomisation.randomise_top` (the model's side of the seam).
 """
 
 from __future__ import annotations
@@ -20,11 +18,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 from scipy.stats import spearmanr
-from torch import nn
-
-from attnlens.models import architecture
 
 #: The sanity artifact's schema id (rule sanity_check).
 SANITY_SCHEMA = "sanity_check/v1"
@@ -40,51 +34,6 @@ def levels(n_layers: int) -> list[str]:
 def layers_of(level: str) -> int:
     """How many transformer layers (from the top) ``level`` randomises."""
     return 0 if level == HEAD else int(level.removeprefix("top"))
-
-
-def head_modules(model: nn.Module) -> list[nn.Module]:
-    """The classifier's modules outside its encoder (the classification head, and any pooling before it)."""
-    encoder = architecture(model).encoder(model)
-    return [child for child in model.children() if child is not encoder]
-
-
-def _reset(module: nn.Module) -> int:
-    """Draw every parameter of ``module`` anew with its submodules' own initialisation; the number reset."""
-    count = 0
-    for sub in module.modules():
-        reset = getattr(sub, "reset_parameters", None)
-        if callable(reset) and any(True for _ in sub.parameters(recurse=False)):
-            reset()
-            count += 1
-    return count
-
-
-def randomise(model: nn.Module, level: str, seed: int) -> nn.Module:
-    """``model`` with its head and its top ``layers_of(level)`` layers drawn anew (seeded), in place; eval mode.
-
-    The caller gives a fresh copy of the classifier (loaded again, or ``copy.deepcopy`` of one nothing has
-    patched): the model a stage has prepared for its attention paths is not copied here.
-
-    Raises:
-        ValueError: a level with more layers than the model has.
-    """
-    arch = architecture(model)
-    stack = list(arch.layers(model))
-    k = layers_of(level)
-    if k > len(stack):
-        raise ValueError(f"level {level!r} randomises {k} layers; the model has {len(stack)}")
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        with torch.no_grad():
-            reset = sum(_reset(m) for m in head_modules(model))
-            for layer in stack[len(stack) - k :]:
-                reset += _reset(layer)
-    finally:
-        torch.random.set_rng_state(generator_state)
-    if reset == 0:
-        raise ValueError(f"level {level!r}: no parameter of the model could be drawn anew")
-    return model.eval()
 
 
 def rank_agreement(trained: np.ndarray, other: np.ndarray, content: np.ndarray) -> float:

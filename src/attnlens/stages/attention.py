@@ -30,7 +30,8 @@ from attnlens.importance import (
 from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_texts, load_selection
+from attnlens.prediction import encode_texts
+from attnlens.selection import load_selection
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from attnlens.io import (
 )
 from attnlens.models import architecture
 from attnlens.models.loading import load_classifier, load_tokenizer
-from attnlens.prediction import encode_texts, load_selection
+from attnlens.prediction import encode_texts
 from attnlens.render.overlays import (
     AttributionRecord,
     Overlay,
@@ -66,6 +66,7 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
+from attnlens.selection import load_selection
 from attnlens.tokens import stopword_source, structural_ids, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)

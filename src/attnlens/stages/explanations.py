@@ -29,13 +29,14 @@ from attnlens.attribution.leaderboard import (
     metrics,
     summarise,
 )
-from attnlens.attribution.sanity import SANITY_SCHEMA, levels, randomise, sanity_rows
+from attnlens.attribution.sanity import SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, FindingsConfig, SimilarityConfig
 from attnlens.data import shard_of
 from attnlens.device import place
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_classifier, load_tokenizer
+from attnlens.models.randomisation import randomise_top
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
 from attnlens.tokens import structural_ids, structural_mask
@@ -133,7 +134,7 @@ def run_sanity_check(
     by_level = {}
     for level in cascade:
         fresh, _ = load_classifier(model_dir)
-        freeze(randomise(fresh, level, findings.seed))
+        freeze(randomise_top(fresh, layers_of(level), findings.seed))
         place(fresh, device)
         by_level[level] = explain_all(fresh)
         del fresh

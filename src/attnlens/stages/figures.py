@@ -27,7 +27,6 @@ from attnlens.io import (
     save_tensors,
 )
 from attnlens.models.loading import load_tokenizer
-from attnlens.prediction import SELECTION_SCHEMA, load_selection, role_left_out
 from attnlens.render.figures import (
     plot_attention_grid,
     plot_head_importance,
@@ -37,6 +36,7 @@ from attnlens.render.figures import (
     plot_topk_counts,
 )
 from attnlens.render.overlays import build_overlay, write_overlay
+from attnlens.selection import SELECTION_SCHEMA, load_selection, role_left_out
 from attnlens.tokens import display_tokens, stopword_source, token_mask
 
 log = logging.getLogger(__name__)

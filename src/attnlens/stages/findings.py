@@ -24,8 +24,8 @@ from attnlens.findings.statements import (
     statements,
 )
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
-from attnlens.prediction import PREDICTIONS_SCHEMA
 from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
+from attnlens.selection import PREDICTIONS_SCHEMA
 
 logger = logging.getLogger(__name__)
 

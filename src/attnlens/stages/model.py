@@ -15,17 +15,9 @@ from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model, import_classifier, load_classifier
-from attnlens.prediction import (
-    PREDICTIONS_SCHEMA,
-    SELECTION_SCHEMA,
-    classification_metrics,
-    encode_texts,
-    predict_logits,
-    predictions_frame,
-    roles_left_out,
-    select_examples,
-)
+from attnlens.prediction import classification_metrics, encode_texts, predict_logits, predictions_frame
 from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
+from attnlens.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
 from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)

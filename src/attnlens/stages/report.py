@@ -29,8 +29,8 @@ from attnlens.io import (
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.models.loading import load_tokenizer
-from attnlens.prediction import load_selection
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
+from attnlens.selection import load_selection
 
 logger = logging.getLogger(__name__)
 

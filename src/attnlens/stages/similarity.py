@@ -54,10 +54,10 @@ from attnlens.io import (
     write_sidecar,
 )
 from attnlens.models.loading import load_tokenizer
-from attnlens.prediction import load_selection, showcased_once
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_head_agreement, plot_similarity_distributions
 from attnlens.render.tables import example_metrics_table, markdown_table, paper_table, write_table
+from attnlens.selection import load_selection, showcased_once
 from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)

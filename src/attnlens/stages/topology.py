@@ -26,9 +26,10 @@ from attnlens.io import (
 )
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_texts, load_selection, showcased_once
+from attnlens.prediction import encode_texts
 from attnlens.render.figures import plot_distance_matrix, plot_persistence
 from attnlens.render.tables import write_table
+from attnlens.selection import load_selection, showcased_once
 from attnlens.tokens import display_tokens, structural_mask
 from attnlens.topology import (
     BOTTLENECK_SCHEMA,
