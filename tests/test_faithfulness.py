@@ -14,13 +14,13 @@ import torch
 
 from attnlens.attribution.faithfulness import (
     aopc,
-    evaluate_example,
     evidence_labels,
     perturb,
     plausibility,
     random_ranking,
     ranking,
 )
+from attnlens.attribution.removal import evaluate_example
 from attnlens.models import architecture
 from attnlens.prediction import Encoded
 

@@ -28,7 +28,7 @@ from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, provenance, save_json, save_parquet
 from attnlens.render.tables import number, paper_table
-from attnlens.stages.similarity import run_aggregate_similarity
+from attnlens.stages.report import run_aggregate_similarity
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

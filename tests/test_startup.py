@@ -1,4 +1,5 @@
-"""Light modules stay light: importing them in a fresh process loads none of the heavy libraries.
+"""Light modules stay light: importing them in a fresh process loads none of the heavy libraries, and the rules
+of ``report.smk`` and ``findings.smk`` (their stage modules among them) start without torch.
 
 A job pays for every library its modules import before its first line of work (``python -X importtime``:
 torch about 1.5 s, scikit-learn 1.7 s, seaborn with scipy.stats 2 s, transformers 0.6 s, captum 0.6 s on a 2-core
@@ -28,6 +29,7 @@ LIGHT = (
     "attnlens.manifest",
     "attnlens.corpus",
     "attnlens.data",
+    "attnlens.selection",
     "attnlens.stats",
     "attnlens.attention.layers",
     "attnlens.attention.kernels",
@@ -35,6 +37,8 @@ LIGHT = (
     "attnlens.compare.aggregate",
     "attnlens.compare.paper",
     "attnlens.attribution.leaderboard",
+    "attnlens.attribution.faithfulness",
+    "attnlens.attribution.sanity",
     "attnlens.findings.stats",
     "attnlens.findings.statements",
     "attnlens.render.escape",
@@ -42,6 +46,9 @@ LIGHT = (
     "attnlens.render.overlays",
     "attnlens.render.tables",
     "attnlens.render.findings",
+    # the light rules' stage modules: every rule of report.smk and findings.smk
+    "attnlens.stages.report",
+    "attnlens.stages.findings",
 )
 
 _PROBE = """

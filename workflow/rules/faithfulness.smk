@@ -25,24 +25,3 @@ rule evaluate_faithfulness:
         cfg=keys(model=["device"], faithfulness=["fractions", "rankings", "batch_size", "plausibility_k", "seed"]),
     script:
         "../scripts/evaluate_faithfulness.py"
-
-
-rule plot_faithfulness:
-    input:
-        curves=at("results/faithfulness/curves.parquet"),
-        plausibility=at("results/faithfulness/plausibility.parquet"),
-    output:
-        figure=report_figure(
-            "results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"
-        ),
-        aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
-        plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
-    log:
-        at("results/logs/plot_faithfulness/plot_faithfulness.log"),
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(faithfulness=["fractions", "plausibility_k", "seed"], figures=["dpi"]),
-    script:
-        "../scripts/plot_faithfulness.py"

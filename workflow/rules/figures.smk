@@ -89,3 +89,31 @@ rule render_overlays:
         cfg=keys(figures=["dpi", "mode", "overlay_layers"]),
     script:
         "../scripts/render_overlays.py"
+
+
+rule build_explorers:
+    input:
+        unpack(explanation_shards),
+        bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        importance=at("results/importance/head_importance.safetensors"),
+        selection=at("results/predictions/selection.json"),
+        test=shared("results/data/test.parquet"),
+        rationales=shared("results/data/rationales.parquet"),
+        manifest=shared("results/data/split_manifest.json"),
+        model=at("results/models/finetuned"),
+    output:
+        explorers=report_dir("results/explorer", "{name}.html", "explorer", CLASSIFICATION, "Explorer"),
+    log:
+        at("results/logs/build_explorers/build_explorers.log"),
+    benchmark:
+        at("results/benchmarks/build_explorers/build_explorers.tsv")
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    resources:
+        mem_mb=8000,
+    params:
+        cfg=keys(report=["explorer.top_k", "explorer.importance"]),
+    script:
+        "../scripts/build_explorers.py"

@@ -1,31 +1,3 @@
-rule build_explorers:
-    input:
-        unpack(explanation_shards),
-        bands=shards("attention", "results/attention/bands/shard{shard}.safetensors"),
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        importance=at("results/importance/head_importance.safetensors"),
-        selection=at("results/predictions/selection.json"),
-        test=shared("results/data/test.parquet"),
-        rationales=shared("results/data/rationales.parquet"),
-        manifest=shared("results/data/split_manifest.json"),
-        model=at("results/models/finetuned"),
-    output:
-        explorers=report_dir("results/explorer", "{name}.html", "explorer", CLASSIFICATION, "Explorer"),
-    log:
-        at("results/logs/build_explorers/build_explorers.log"),
-    benchmark:
-        at("results/benchmarks/build_explorers/build_explorers.tsv")
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    resources:
-        mem_mb=8000,
-    params:
-        cfg=keys(report=["explorer.top_k", "explorer.importance"]),
-    script:
-        "../scripts/build_explorers.py"
-
-
 rule manifest:
     input:
         targets=manifest_targets,
@@ -41,3 +13,80 @@ rule manifest:
         logs=at("results/logs"),
     script:
         "../scripts/manifest.py"
+
+
+rule plot_faithfulness:
+    input:
+        curves=at("results/faithfulness/curves.parquet"),
+        plausibility=at("results/faithfulness/plausibility.parquet"),
+    output:
+        figure=report_figure(
+            "results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"
+        ),
+        aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
+        plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
+    log:
+        at("results/logs/plot_faithfulness/plot_faithfulness.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(faithfulness=["fractions", "plausibility_k", "seed"], figures=["dpi"]),
+    script:
+        "../scripts/plot_faithfulness.py"
+
+
+rule aggregate_similarity:
+    input:
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
+        manifest=shared("results/data/split_manifest.json"),
+    output:
+        summary=at("results/similarity/summary.parquet"),
+        tables=report_dir(
+            "results/paper/tables/similarity",
+            "{name}.csv",
+            "similarity_tables",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+    log:
+        at("results/logs/aggregate_similarity/aggregate_similarity.log"),
+    benchmark:
+        at("results/benchmarks/aggregate_similarity/aggregate_similarity.tsv")
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(similarity=["n_permutations", "rbo_p", "n_boot", "seed", "dataset_name", "extra_datasets"]),
+    script:
+        "../scripts/aggregate_similarity.py"
+
+
+rule plot_similarity:
+    input:
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
+        heads=shards("attention", "results/similarity/heads_shard{shard}.parquet"),
+    output:
+        distributions=report_figure(
+            "results/paper/figures/similarity_distributions",
+            "similarity_distributions",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        scaled=report_figure(
+            "results/paper/figures/similarity_distributions_scaled",
+            "similarity_distributions",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        heads=report_figure(
+            "results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"
+        ),
+    log:
+        at("results/logs/plot_similarity/plot_similarity.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(similarity=["rbo_p"], figures=["dpi"]),
+    script:
+        "../scripts/plot_similarity.py"

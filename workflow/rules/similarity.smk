@@ -24,31 +24,6 @@ rule compare:
         "../scripts/compare.py"
 
 
-rule aggregate_similarity:
-    input:
-        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        manifest=shared("results/data/split_manifest.json"),
-    output:
-        summary=at("results/similarity/summary.parquet"),
-        tables=report_dir(
-            "results/paper/tables/similarity",
-            "{name}.csv",
-            "similarity_tables",
-            CLASSIFICATION,
-            "Attention vs attribution",
-        ),
-    log:
-        at("results/logs/aggregate_similarity/aggregate_similarity.log"),
-    benchmark:
-        at("results/benchmarks/aggregate_similarity/aggregate_similarity.tsv")
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(similarity=["n_permutations", "rbo_p", "n_boot", "seed", "dataset_name", "extra_datasets"]),
-    script:
-        "../scripts/aggregate_similarity.py"
-
-
 rule similarity_examples:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
@@ -74,34 +49,3 @@ rule similarity_examples:
         cfg=keys(similarity=["top_fraction", "legacy_mask", "legacy_sort"]),
     script:
         "../scripts/similarity_examples.py"
-
-
-rule plot_similarity:
-    input:
-        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        heads=shards("attention", "results/similarity/heads_shard{shard}.parquet"),
-    output:
-        distributions=report_figure(
-            "results/paper/figures/similarity_distributions",
-            "similarity_distributions",
-            CLASSIFICATION,
-            "Attention vs attribution",
-        ),
-        scaled=report_figure(
-            "results/paper/figures/similarity_distributions_scaled",
-            "similarity_distributions",
-            CLASSIFICATION,
-            "Attention vs attribution",
-        ),
-        heads=report_figure(
-            "results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"
-        ),
-    log:
-        at("results/logs/plot_similarity/plot_similarity.log"),
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(similarity=["rbo_p"], figures=["dpi"]),
-    script:
-        "../scripts/plot_similarity.py"

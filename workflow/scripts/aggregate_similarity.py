@@ -2,7 +2,7 @@
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.similarity import run_aggregate_similarity
+from attnlens.stages.report import run_aggregate_similarity
 
 with rule_job(snakemake):
     run_aggregate_similarity(

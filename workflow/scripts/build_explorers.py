@@ -2,7 +2,7 @@
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.report import run_build_explorers
+from attnlens.stages.figures import run_build_explorers
 
 with rule_job(snakemake):
     cfg = rule_section(snakemake.params.cfg, "report").explorer

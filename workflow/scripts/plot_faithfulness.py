@@ -4,7 +4,7 @@ from pathlib import Path
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.faithfulness import run_plot_faithfulness
+from attnlens.stages.report import run_plot_faithfulness
 
 with rule_job(snakemake):
     run_plot_faithfulness(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.similarity import run_plot_similarity
+from attnlens.stages.report import run_plot_similarity
 
 with rule_job(snakemake):
     run_plot_similarity(

@@ -34,6 +34,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from attnlens.attention import full
@@ -350,3 +351,8 @@ def layer_configuration(received: torch.Tensor, layers: str, importance: torch.T
     """
     values = received if importance is None else received * importance.to(received.dtype)[:, :, None]
     return values[layer_slice(received.shape[0], layers)].sum((0, 1))
+
+
+def attention_scores(received: torch.Tensor, config: str) -> np.ndarray:
+    """``(n,)`` received attention summed over the heads of a layer configuration (unscaled)."""
+    return layer_configuration(received, config).numpy().astype(np.float64)

@@ -16,6 +16,9 @@ Plausibility compares a ranking with the evidence phrases planted in the synthet
 (``rationales.parquet``): a token is evidence when its character span overlaps an evidence phrase.
 We report the token-level average precision (AUPRC) of the scores and precision / recall / F1 of the
 top ``k`` tokens.
+
+The masked copies go through the classifier in :mod:`attnlens.attribution.removal`; this module is what the
+curves are read and scored with, and loads no model.
 """
 
 from __future__ import annotations
@@ -24,13 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
-from attnlens.attention.band import layer_configuration
 from attnlens.data import example_rng
-from attnlens.models import architecture
-from attnlens.prediction import Encoded, softmax
-from attnlens.stats import n_top
 
 FAITHFULNESS_SCHEMA = "faithfulness/v1"
 PLAUSIBILITY_SCHEMA = "plausibility/v1"
@@ -53,48 +51,6 @@ def perturb(ids: Sequence[int], order: np.ndarray, special: np.ndarray, count: i
     chosen[order[:count]] = True
     keep = ~chosen if kind == "deletion" else (chosen | special)
     return [int(i) for i, k in zip(ids, keep, strict=True) if k]
-
-
-@torch.no_grad()
-def class_probabilities(model, sequences: list[list[int]], pad_id: int, batch_size: int) -> np.ndarray:
-    """``(len(sequences), n_labels)`` softmax probabilities, length-sorted batches, CLS global."""
-    encoded = Encoded([list(s) for s in sequences], pad_id)
-    device = next(model.parameters()).device
-    out = np.zeros((len(sequences), model.config.num_labels))
-    order = np.argsort([len(s) for s in sequences], kind="stable")
-    for start in range(0, len(order), batch_size):
-        index = order[start : start + batch_size].tolist()
-        logits = model(**encoded.batch(index, device, architecture(model))).logits.double().cpu().numpy()
-        out[index] = softmax(logits)
-    return out
-
-
-def evaluate_example(
-    model, ids: Sequence[int], special: np.ndarray, orders: dict[str, np.ndarray], target: int, fractions, batch_size
-) -> pd.DataFrame:
-    """Deletion and insertion probabilities of every ranking at every fraction (plus the end points).
-
-    Returns rows ``ranking, curve, fraction, n_tokens, prob`` with ``fraction`` 0 and 1 included
-    (deletion at 0 = the full input, insertion at 0 = the special tokens only).
-    """
-    m = int((~special).sum())
-    grid = sorted({0.0, *map(float, fractions), 1.0})
-    jobs, seqs, cache = [], [], {}
-    for name, order in orders.items():
-        for curve in ("deletion", "insertion"):
-            for f in grid:
-                count = n_top(f, m)
-                seq = perturb(ids, order, special, count, curve)
-                key = tuple(seq)
-                if key not in cache:  # the end points are shared by every ranking
-                    cache[key] = len(seqs)
-                    seqs.append(seq)
-                jobs.append((name, curve, f, count, cache[key]))
-    probs = class_probabilities(model, seqs, model.config.pad_token_id, batch_size)[:, target]
-    return pd.DataFrame(
-        [(name, curve, f, count, float(probs[j])) for name, curve, f, count, j in jobs],
-        columns=["ranking", "curve", "fraction", "n_tokens", "prob"],
-    )
 
 
 def aopc(curves: pd.DataFrame, fractions) -> pd.DataFrame:
@@ -139,8 +95,3 @@ def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k
     precision, recall = hits / max(len(top), 1), hits / int(y.sum())
     f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
     return {"auprc": float(average_precision_score(y, s)), "precision": precision, "recall": recall, "f1": f1}
-
-
-def attention_scores(received: torch.Tensor, config: str) -> np.ndarray:
-    """``(n,)`` received attention summed over the heads of a layer configuration (unscaled)."""
-    return layer_configuration(received, config).numpy().astype(np.float64)

@@ -1,23 +1,21 @@
-"""Rules of ``workflow/rules/faithfulness.smk``: deletion and insertion curves, plausibility, figure, tables."""
+"""Rules of ``workflow/rules/faithfulness.smk``: deletion and insertion curves and plausibility (the figure and
+tables: :mod:`attnlens.stages.report`)."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from attnlens.attention.band import attention_scores
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.explanations import load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import (
     FAITHFULNESS_SCHEMA,
     PLAUSIBILITY_SCHEMA,
-    aopc,
-    attention_scores,
-    evaluate_example,
     example_evidence,
     plausibility,
     random_ranking,
@@ -26,21 +24,16 @@ from attnlens.attribution.faithfulness import (
 from attnlens.attribution.ig import (
     load_attributions,
 )
-from attnlens.config import FaithfulnessConfig, FiguresConfig
+from attnlens.attribution.removal import evaluate_example
+from attnlens.config import FaithfulnessConfig
 from attnlens.data import load_examples
 from attnlens.device import place
 from attnlens.io import (
     StrPath,
-    load_parquet,
     provenance,
     save_parquet,
 )
 from attnlens.models.loading import load_classifier
-from attnlens.render.figures import plot_faithfulness_curves, save_figure
-from attnlens.render.tables import (
-    summary_table,
-    write_table,
-)
 from attnlens.tokens import structural_mask
 
 logger = logging.getLogger(__name__)
@@ -121,32 +114,3 @@ def run_evaluate_faithfulness(
     save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
     logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
     return {"n_examples": len(attributions), "seconds": seconds}
-
-
-def run_plot_faithfulness(
-    cfg: FaithfulnessConfig,
-    figures_cfg: FiguresConfig,
-    curves_path: StrPath,
-    plausibility_path: StrPath,
-    figure_stem: StrPath,
-    tables_dir: StrPath,
-) -> None:
-    """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
-    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
-    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
-    save_figure(plot_faithfulness_curves(curves), figure_stem, figures_cfg.dpi)
-    per_example = aopc(curves, cfg.fractions)
-    fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
-    aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
-    cap = (
-        f"AOPC over fractions {fractions} of the tokens, mean with bootstrap 95 % interval "
-        "(higher comprehensiveness, lower sufficiency = more faithful)"
-    )
-    write_table(aopc_table, Path(tables_dir) / "faithfulness_aopc", cap)
-    cap = f"plausibility against the planted evidence: token AUPRC and top-{cfg.plausibility_k} precision / recall / F1"
-    if len(plaus):
-        ptable = summary_table(plaus, ["auprc", "precision", "recall", "f1"], cfg.seed)
-    else:
-        logger.warning("no planted evidence in this dataset: the plausibility table says so")
-        ptable = pd.DataFrame({"note": ["no example of this dataset has planted evidence (synthetic corpus only)"]})
-    write_table(ptable, Path(tables_dir) / "plausibility", cap)

@@ -1,4 +1,5 @@
-"""Rules of ``workflow/rules/figures.smk``: the attention stage's figures, top-k tables and overlays."""
+"""Rules of ``workflow/rules/figures.smk``: the attention stage's figures, top-k tables and overlays, and the
+explorer pages — the views that read attention bands and token ids through the model's tokenizer."""
 
 from __future__ import annotations
 
@@ -12,13 +13,18 @@ import torch
 
 from attnlens.attention.band import bin_cells, binned_image, layer_configuration
 from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
-from attnlens.config import FiguresConfig
+from attnlens.attribution.explanations import load_explanations, scores_by_example
+from attnlens.attribution.faithfulness import example_evidence
+from attnlens.attribution.ig import load_attributions
+from attnlens.config import ExplorerConfig, FiguresConfig
+from attnlens.data import load_examples
 from attnlens.errors import InputError
 from attnlens.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
 from attnlens.io import (
     StrPath,
     artifact_provenance,
     atomic_dir,
+    atomic_path,
     file_stem,
     load_json,
     load_tensors,
@@ -27,6 +33,7 @@ from attnlens.io import (
     save_tensors,
 )
 from attnlens.models.loading import load_tokenizer
+from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 from attnlens.render.figures import (
     plot_attention_grid,
     plot_head_importance,
@@ -230,3 +237,59 @@ def run_render_overlays(
                     name = f"{file_stem(eid)}_{layers}_{'scaled' if scaled else 'unscaled'}"
                     written += write_overlay(overlay, tmp / name, cfg.dpi)
     return [Path(out_dir) / p.name for p in written]
+
+
+def run_build_explorers(
+    cfg: ExplorerConfig,
+    bands_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    importance_path: StrPath,
+    selection_path: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    manifest_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
+    explanation_paths: Sequence[StrPath] = (),
+) -> list[Path]:
+    """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example),
+    with one overlay per explanation method when the ``explain`` shards are given."""
+    tokenizer = load_tokenizer(model_dir)
+    importance = load_importance(importance_path, cfg.importance)
+    attributions = load_attributions(attribution_paths).set_index("example_id")
+    examples, _ = load_examples(test_path)
+    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
+    rationales = pd.read_parquet(rationales_path)
+    evidence_rows = rationales[rationales["evidence"]] if len(rationales) else rationales
+    class_names = list(load_json(manifest_path)["classes"])
+    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
+    selection = load_selection(selection_path)
+    roles: dict[str, list[str]] = {}
+    first: dict[str, dict] = {}
+    for e in selection:
+        roles.setdefault(e["example_id"], []).append(e["role"])
+        first.setdefault(e["example_id"], e)
+    prov = provenance(EXPLORER_SCHEMA, cfg.to_dict(), None)
+    prov.pop("created")
+    written = []
+    with atomic_dir(out_dir) as tmp:
+        for eid, example in first.items():
+            bands, ids = load_bands(bands_paths, eid)
+            ids = [int(i) for i in ids]
+            evidence = None
+            if len(rationales):
+                spans = evidence_rows.loc[evidence_rows["example_id"] == eid, ["char_start", "char_end"]]
+                evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
+            doc = document_for(
+                example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
+                evidence, cfg.top_k, prov, explained.get(eid),
+            )  # fmt: skip
+            meta, blob = payload(doc)
+            name = f"{file_stem(eid)}.html"
+            with atomic_path(tmp / name) as out:
+                out.write_text(render_explorer(meta, blob), encoding="utf-8")
+            size = (tmp / name).stat().st_size
+            log.info("%s: %d tokens, %d views, top-%d: %.2f MB", eid, len(ids), len(doc.views.received),
+                        cfg.top_k, size / 1e6)  # fmt: skip
+            written.append(Path(out_dir) / name)
+    return written
