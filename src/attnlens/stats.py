@@ -10,7 +10,6 @@ import math
 import warnings
 
 import numpy as np
-from scipy.stats import rankdata, wilcoxon
 
 
 def n_top(fraction: float, m: int) -> int:
@@ -77,6 +76,8 @@ def permutation_p_value(observed: float, null, atol: float = 0.0) -> float:
 
 def rank_correlation(x: np.ndarray, y: np.ndarray, n_permutations: int, seed: int) -> dict:
     """Spearman ρ of ``x`` and ``y`` with a two-sided permutation p-value (``y`` shuffled)."""
+    from scipy.stats import rankdata  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     rx, ry = rankdata(x), rankdata(y)
     observed = float(pearson(rx, ry))
     rng = np.random.default_rng(seed)
@@ -97,6 +98,8 @@ def paired_wilcoxon(x, y) -> tuple[int, float, float, float, str]:
     small tied samples costs seconds per test). ``note`` says why there is no p-value, or that with
     fewer than :data:`MIN_WILCOXON` non-zero differences no p-value can fall below 0.05.
     """
+    from scipy.stats import wilcoxon  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     ok = np.isfinite(x) & np.isfinite(y)
     d = x[ok] - y[ok]

@@ -18,7 +18,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import spearmanr
 
 #: The sanity artifact's schema id (rule sanity_check).
 SANITY_SCHEMA = "sanity_check/v1"
@@ -38,6 +37,8 @@ def layers_of(level: str) -> int:
 
 def rank_agreement(trained: np.ndarray, other: np.ndarray, content: np.ndarray) -> float:
     """Spearman ρ of the scores' magnitudes over the content tokens (NaN when either is constant there)."""
+    from scipy.stats import spearmanr  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     a, b = np.abs(np.asarray(trained, dtype=float))[content], np.abs(np.asarray(other, dtype=float))[content]
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan

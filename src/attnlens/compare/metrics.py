@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy.stats import rankdata
 
 from attnlens.attention.kernels import concordance_kernel
 from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
@@ -275,6 +274,8 @@ class _FixedSide:
     @classmethod
     def of(cls, v: np.ndarray, perms: np.ndarray | None = None) -> _FixedSide:
         """One vector, or (``perms`` given) its rows ``v[perms[r]]`` with row 0 the identity."""
+        from scipy.stats import rankdata  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
         mag = np.abs(v)
         avg = rankdata(mag)
         if perms is not None:
@@ -428,6 +429,8 @@ def head_agreement(a: np.ndarray, received: np.ndarray, valid: np.ndarray, top_f
     Fixed recipe on the ``valid`` positions (special tokens dropped); scaling a head by a constant
     changes neither number, so there is no scaled variant.
     """
+    from scipy.stats import rankdata  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     idx = np.flatnonzero(valid)
     n_layers, n_heads = received.shape[:2]
     heads = received.reshape(n_layers * n_heads, -1)[:, idx].astype(np.float64)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binomtest, rankdata
 
 #: The verdicts of a statement across runs.
 HOLDS, NOT_STABLE, TOO_FEW = "holds", "not stable", "too few runs"
@@ -34,6 +33,8 @@ def kendall_w(scores: np.ndarray) -> float:
     W = 12 S / (m² (n³ − n) − m Σ T), with S the sum of squared deviations of the items' rank sums from their
     mean and T = Σ (t³ − t) over each ranking's groups of t tied items (Kendall & Babington Smith 1939).
     """
+    from scipy.stats import rankdata  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     scores = np.asarray(scores, dtype=float)
     m, n = scores.shape
     if m < 2 or n < 2:
@@ -51,6 +52,8 @@ def kendall_w(scores: np.ndarray) -> float:
 
 def sign_test(k: int, n: int) -> float:
     """Two-sided p-value of ``k`` of ``n`` untied runs going one way when either way is equally likely."""
+    from scipy.stats import binomtest  # noqa: PLC0415 (0.9 s to import: loaded when a job ranks or tests)
+
     if n == 0:
         return 1.0
     return float(binomtest(k, n, 0.5, alternative="two-sided").pvalue)
