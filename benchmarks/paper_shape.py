@@ -43,7 +43,7 @@ import torch
 import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.attribution.ig import load_attributions
+from attnlens.attribution.artifacts import load_attributions
 from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
 from attnlens.io import atomic_path, provenance

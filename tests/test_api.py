@@ -26,8 +26,7 @@ from helpers import GUARD, local_env, run_guarded
 
 import attnlens
 from attnlens.attention.summaries import load_bands, load_summaries
-from attnlens.attribution.explanations import load_explanations
-from attnlens.attribution.ig import load_attributions
+from attnlens.attribution.artifacts import load_attributions, load_explanations
 from attnlens.cli import main as cli_main
 from attnlens.compare.metrics import load_similarity
 from attnlens.errors import InputError

@@ -10,6 +10,7 @@ import pytest
 import torch
 from captum.attr import LayerIntegratedGradients
 
+from attnlens.attribution.artifacts import l2_normalise
 from attnlens.attribution.ig import (
     ProbabilityForward,
     attribute_example,
@@ -18,7 +19,6 @@ from attnlens.attribution.ig import (
     embedding_ig,
     freeze,
     integrate,
-    l2_normalise,
     layer_ig,
     prepare_inputs,
     step_range,

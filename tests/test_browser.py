@@ -22,8 +22,7 @@ from test_hostile import TOKENS, hostile_pages
 
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.summaries import load_bands, load_summaries
-from attnlens.attribution.explanations import METHODS, SIGNED, load_explanations, scores_by_example
-from attnlens.attribution.ig import load_attributions
+from attnlens.attribution.artifacts import METHODS, SIGNED, load_attributions, load_explanations, scores_by_example
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]

@@ -34,8 +34,9 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 
 from attnlens.attention.band import Band, received_attention
 from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
+from attnlens.attribution.artifacts import METHODS
 from attnlens.attribution.attnlrp import attnlrp
-from attnlens.attribution.explanations import METHODS, explain_example, occlusion_scores, sentence_spans
+from attnlens.attribution.explanations import explain_example, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)

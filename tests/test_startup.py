@@ -36,6 +36,7 @@ LIGHT = (
     "attnlens.compare.metrics",
     "attnlens.compare.aggregate",
     "attnlens.compare.paper",
+    "attnlens.attribution.artifacts",
     "attnlens.attribution.leaderboard",
     "attnlens.attribution.faithfulness",
     "attnlens.attribution.sanity",

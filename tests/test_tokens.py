@@ -18,11 +18,14 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from attnlens.attribution.ig import baseline_ids
 from attnlens.data import encode_splits, unknown_note, unknown_tokens
+from attnlens.errors import InputError
 from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
 from attnlens.pairs import SiameseEncoder, reference_ids
 from attnlens.prediction import encode_texts
 from attnlens.tokens import (
+    MASKS,
     display_tokens,
+    load_vocabulary,
     stopword_source,
     stopwords,
     structural_ids,
@@ -30,6 +33,7 @@ from attnlens.tokens import (
     surface_pieces,
     token_mask,
     tokenizer_family,
+    unknown_count,
 )
 
 CORPUS = ["The model attends to the training data — naïve “quotes”\n\tand tabs, 42 times. We learn."] * 30
@@ -242,3 +246,33 @@ def test_unknown_share_per_split_is_noted_and_warned_above_the_threshold(wordpie
     assert unknown_note("test", summary["test"], tok.unk_token).startswith("warning: test: ")
     # cut documents count only what the model sees
     assert unknown_tokens(tok, ids, max_length=3)["test"]["content"] == 2
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "bpe"])
+def test_the_light_vocabulary_answers_as_hugging_face_does(family, saved_bpe, tmp_path):
+    """What the tables' and figures' jobs read without transformers (``load_vocabulary``) equals the tokenizer the
+    model jobs load (``load_tokenizer``) on the same saved folder: ids, token strings, special ids, every mask,
+    the surface strings, the legacy stopword pieces, the unknown count — on the corpus, literal special-token
+    strings, byte artefacts and text longer than the saved length limit."""
+    if family == "wordpiece":
+        source_tokenizer(PACKAGED_MODEL, 128).save_pretrained(tmp_path)  # as build_base_model writes it
+        folder = tmp_path
+    else:
+        folder = saved_bpe
+    hf, light = load_tokenizer(folder), load_vocabulary(folder)
+    assert light is not hf and not isinstance(light, PreTrainedTokenizerFast)
+    assert structural_ids(light) == structural_ids(hf)
+    assert [light.unk_token_id, light.pad_token_id] == [hf.unk_token_id, hf.pad_token_id]
+    for text in [*CORPUS[:1], DOCUMENT, " ".join(CORPUS)]:  # the last is over the 128 the folder saves
+        ids = hf(text)["input_ids"]
+        assert light(text)["input_ids"] == ids and light.tokenize(text) == hf.tokenize(text)
+        assert light.convert_ids_to_tokens(ids) == hf.convert_ids_to_tokens(ids)
+        assert display_tokens(light, ids) == display_tokens(hf, ids)
+        for kind in MASKS:
+            assert (token_mask(light, ids, kind) == token_mask(hf, ids, kind)).all(), kind
+        assert unknown_count(light, [ids]) == unknown_count(hf, [ids])
+
+
+def test_a_folder_without_a_saved_tokenizer_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=r"expected tokenizer\.json and tokenizer_config\.json"):
+        load_vocabulary(tmp_path)

@@ -17,8 +17,7 @@ from pandas.compat._optional import VERSIONS
 
 from attnlens.attention.band import received_attention
 from attnlens.attention.summaries import load_bands, load_summaries
-from attnlens.attribution.explanations import METHODS, load_explanations
-from attnlens.attribution.ig import load_attributions, load_embedding_attributions
+from attnlens.attribution.artifacts import METHODS, load_attributions, load_embedding_attributions, load_explanations
 from attnlens.compare.aggregate import SUMMARY_SCHEMA
 from attnlens.compare.metrics import COLUMNS, LEGACY_METRICS, fixed_metrics, load_similarity
 from attnlens.config import AttributionConfig, load_config

@@ -36,15 +36,9 @@ import transformers
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.attention.summaries import BANDS_SCHEMA, band_tensors, compute_example_summaries
-from attnlens.attribution.explanations import (
-    EXPLANATION_TYPES,
-    EXPLANATIONS_SCHEMA,
-    explain_example,
-    explanation_rows,
-)
+from attnlens.attribution.artifacts import ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES, EXPLANATION_TYPES, EXPLANATIONS_SCHEMA
+from attnlens.attribution.explanations import explain_example, explanation_rows
 from attnlens.attribution.ig import (
-    ATTRIBUTION_SCHEMA,
-    ATTRIBUTION_TYPES,
     attribute_example,
     attribution_row,
     choose_target,

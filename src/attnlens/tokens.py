@@ -23,6 +23,11 @@ at run time; the original used NLTK's list, which needs a download). :func:`stop
 The list is read from scikit-learn's installed ``feature_extraction/_stop_words.py`` on its own, without
 importing scikit-learn (0.85 s that every job importing this module paid for one frozenset);
 ``tests/test_tokens.py`` checks it is the very list scikit-learn exports.
+
+Every function takes the model's tokenizer as Hugging Face loads it or, in the jobs that only draw tables and
+figures, as :func:`load_vocabulary` reads the same saved folder with the ``tokenizers`` library alone (no
+transformers, no torch): the same token strings, special ids and backend, checked against each other in
+``tests/test_tokens.py``.
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import tokenizers
+
+from attnlens.errors import InputError
 
 MASKS = ("none", "alnum_legacy", "alpha_stop_legacy", "fixed")
 _ALPHA = re.compile(r"[A-Za-z]+")
@@ -212,3 +221,51 @@ def token_mask(tokenizer, input_ids: Sequence[int], kind: str, strip_marker: boo
 def display_tokens(tokenizer, input_ids: Sequence[int]) -> list[str]:
     """Surface strings of the ids, for tables and figures (``##`` / ``Ġ`` removed, bytes decoded)."""
     return [s for s, _ in surface_pieces(tokenizer, tokenizer.convert_ids_to_tokens([int(i) for i in input_ids]))]
+
+
+#: The special tokens :class:`Vocabulary` names, as ``<name>_token`` keys of ``tokenizer_config.json``.
+_SPECIAL = ("cls", "sep", "pad", "bos", "eos", "unk", "mask")
+
+
+class Vocabulary:
+    """A tokenizer folder the pipeline saved (``save_pretrained``: ``tokenizer.json`` and ``tokenizer_config.json``),
+    read with the ``tokenizers`` library alone: what the masks, tables and figures ask of a tokenizer — token
+    strings, the special ids, the backend's model, decoder and pre-tokenizer — as Hugging Face's fast tokenizer
+    answers it, without importing transformers or torch. It tokenises as :func:`load_tokenizer` does, a literal
+    special-token string as text (:data:`TEXT_AS_TEXT`)."""
+
+    def __init__(self, backend: tokenizers.Tokenizer, config: dict):
+        self.backend_tokenizer = backend
+        backend.encode_special_tokens = TEXT_AS_TEXT["split_special_tokens"]
+        backend.no_truncation()  # as Hugging Face's: the saved length limit applies where a caller asks for it
+        backend.no_padding()
+        for name in _SPECIAL:
+            token = config.get(f"{name}_token")
+            token = token.get("content") if isinstance(token, dict) else token
+            setattr(self, f"{name}_token_id", None if token is None else backend.token_to_id(token))
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self.backend_tokenizer.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        decoder = self.backend_tokenizer.decoder
+        return decoder.decode(list(tokens)) if decoder is not None else " ".join(tokens)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids}
+
+
+def load_vocabulary(folder: str | Path) -> Vocabulary:
+    """The tokenizer a pipeline folder holds (``results/models/finetuned``), as a light :class:`Vocabulary`."""
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        backend = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as err:  # OSError, a JSON error, or the tokenizers library's own (a plain Exception)
+        raise InputError(
+            str(folder), "tokenizer", f"expected tokenizer.json and tokenizer_config.json ({err})"
+        ) from None
+    return Vocabulary(backend, config)

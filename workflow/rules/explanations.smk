@@ -22,52 +22,6 @@ rule explain:
         "../scripts/explain.py"
 
 
-rule explanation_leaderboard:
-    input:
-        explanations=shards("explanations", "results/explanations/shard{shard}.parquet"),
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        curves=at("results/faithfulness/curves.parquet"),
-        plausibility=at("results/faithfulness/plausibility.parquet"),
-        model=at("results/models/finetuned"),
-    output:
-        comparison=at("results/explanations/comparison.parquet"),
-        summary=at("results/explanations/leaderboard.parquet"),
-        figure=report_figure(
-            "results/paper/figures/explanation_leaderboard",
-            "explanation_leaderboard",
-            CLASSIFICATION,
-            "Explanations",
-        ),
-        table=report_table(
-            "results/paper/tables/explanation_leaderboard",
-            "explanation_leaderboard",
-            CLASSIFICATION,
-            "Explanations",
-        ),
-        long=report_table(
-            "results/paper/tables/explanation_leaderboard_long",
-            "explanation_leaderboard",
-            CLASSIFICATION,
-            "Explanations",
-        ),
-    log:
-        at("results/logs/explanation_leaderboard/explanation_leaderboard.log"),
-    benchmark:
-        at("results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv")
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(
-            explanations=["methods", "baseline"],
-            similarity=["n_permutations", "top_fraction", "rbo_p", "n_boot", "seed"],
-            faithfulness=["fractions", "plausibility_k"],
-            figures=["dpi"],
-        ),
-    script:
-        "../scripts/explanation_leaderboard.py"
-
-
 rule sanity_check:
     input:
         model=at("results/models/finetuned"),

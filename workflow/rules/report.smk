@@ -90,3 +90,99 @@ rule plot_similarity:
         cfg=keys(similarity=["rbo_p"], figures=["dpi"]),
     script:
         "../scripts/plot_similarity.py"
+
+
+rule explanation_leaderboard:
+    input:
+        explanations=shards("explanations", "results/explanations/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        curves=at("results/faithfulness/curves.parquet"),
+        plausibility=at("results/faithfulness/plausibility.parquet"),
+        model=at("results/models/finetuned"),
+    output:
+        comparison=at("results/explanations/comparison.parquet"),
+        summary=at("results/explanations/leaderboard.parquet"),
+        figure=report_figure(
+            "results/paper/figures/explanation_leaderboard",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+        table=report_table(
+            "results/paper/tables/explanation_leaderboard",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+        long=report_table(
+            "results/paper/tables/explanation_leaderboard_long",
+            "explanation_leaderboard",
+            CLASSIFICATION,
+            "Explanations",
+        ),
+    log:
+        at("results/logs/explanation_leaderboard/explanation_leaderboard.log"),
+    benchmark:
+        at("results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv")
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(
+            explanations=["methods", "baseline"],
+            similarity=["n_permutations", "top_fraction", "rbo_p", "n_boot", "seed"],
+            faithfulness=["fractions", "plausibility_k"],
+            figures=["dpi"],
+        ),
+    script:
+        "../scripts/explanation_leaderboard.py"
+
+
+rule attribution_tables:
+    input:
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        embeddings=at("results/attributions/embeddings.parquet"),
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
+    output:
+        tables=report_dir(
+            "results/paper/tables/attributions",
+            "{name}.csv",
+            "attribution_tables",
+            CLASSIFICATION,
+            "Attribution tables",
+        ),
+    log:
+        at("results/logs/attribution_tables/attribution_tables.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(figures=["mode", "mask", "top_n"]),
+    script:
+        "../scripts/attribution_tables.py"
+
+
+rule attribution_overlays:
+    input:
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        selection=at("results/predictions/selection.json"),
+        model=at("results/models/finetuned"),
+        manifest=shared("results/data/split_manifest.json"),
+    output:
+        overlays=report_dir(
+            "results/paper/attribution_overlays",
+            "{name}.png",
+            "attribution_overlays",
+            CLASSIFICATION,
+            "Attribution overlays",
+        ),
+    log:
+        at("results/logs/attribution_overlays/attribution_overlays.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(figures=["dpi"]),
+    script:
+        "../scripts/attribution_overlays.py"

@@ -2,7 +2,7 @@
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.attribution import run_attribution_overlays
+from attnlens.stages.report import run_attribution_overlays
 
 with rule_job(snakemake):
     run_attribution_overlays(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.explanations import run_explanation_leaderboard
+from attnlens.stages.report import run_explanation_leaderboard
 
 with rule_job(snakemake):
     cfg = snakemake.params.cfg

@@ -53,62 +53,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 import torch
 from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Saliency
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
+from attnlens.attribution.artifacts import METHODS
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import Inputs
 from attnlens.device import synchronize
-from attnlens.io import load_shards
 from attnlens.models import architecture
 
-EXPLANATIONS_SCHEMA = "explanations/v2"
-#: Every explanation method ``explain`` computes, in leaderboard order.
-METHODS = (
-    "attention_last",
-    "attention_all",
-    "value_norm",
-    "rollout",
-    "grad_attention",
-    "saliency",
-    "grad_input",
-    "attnlrp",
-    "occlusion",
-)
 #: Methods read from the no-gradient forward pass with attention outputs.
 ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
 #: Methods Captum computes from the gradient at the embedding output (``Saliency``, ``InputXGradient``).
 EMBEDDING_GRADIENT = ("saliency", "grad_input")
-#: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
-SIGNED = ("grad_attention", "grad_input", "attnlrp", "occlusion", "ig")
-#: How a method is named on a page, a figure or in the explorer.
-LABELS = {
-    "ig": "integrated gradients (reference)",
-    "attention_last": "raw attention, last layer",
-    "attention_all": "raw attention, all layers",
-    "value_norm": "value-norm weighted attention (Kobayashi et al. 2020)",
-    "rollout": "attention rollout (Abnar & Zuidema 2020)",
-    "grad_attention": "gradient-weighted attention",
-    "saliency": "saliency |∂F/∂e|",
-    "grad_input": "gradient × input",
-    "attnlrp": "AttnLRP (Achtibat et al. 2024)",
-    "occlusion": "sentence occlusion",
-    "random": "random ranking (control)",
-}
 #: Sentence ends for occlusion spans (the token's text without word-start markers).
 SENTENCE_ENDS = frozenset({".", "!", "?"})
-
-#: Columns of an ``explain`` shard, one row per example and method (an empty shard has them too).
-EXPLANATION_TYPES = pa.schema([
-    ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
-    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
-    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()), ("explained", pa.float64()),
-    ("delta", pa.float64()),
-])  # fmt: skip
 
 
 def explanation_rows(example_id: str, input_ids: Sequence[int], target: int, res: Explanation,
@@ -443,21 +404,3 @@ def explain_example(
 
 
 # --- artifacts ----------------------------------------------------------------------------------------
-
-
-def load_explanations(paths: Sequence) -> pd.DataFrame:
-    """Every shard of ``explain``, concatenated (one row per example and method)."""
-    frame = load_shards(paths, EXPLANATIONS_SCHEMA, EXPLANATION_TYPES)
-    return frame.sort_values(["example_id", "method"], kind="stable").reset_index(drop=True)
-
-
-def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
-    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in :data:`METHODS` order."""
-    out: dict[str, dict[str, np.ndarray]] = {}
-    rank = {m: i for i, m in enumerate(METHODS)}
-    order = sorted(range(len(frame)), key=lambda r: rank.get(str(frame["method"].iloc[r]), len(rank)))
-    for r in order:
-        out.setdefault(str(frame["example_id"].iloc[r]), {})[str(frame["method"].iloc[r])] = np.asarray(
-            frame["scores"].iloc[r], dtype=np.float64
-        )
-    return out

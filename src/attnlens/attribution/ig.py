@@ -27,19 +27,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 import torch
 from captum.attr import LayerIntegratedGradients
 
+from attnlens.attribution.artifacts import EMBEDDING_LAYERS
 from attnlens.device import autocast_dtype
-from attnlens.io import load_parquet, load_shards
+from attnlens.io import load_parquet
 from attnlens.models import architecture
 from attnlens.selection import PREDICTIONS_SCHEMA
 from attnlens.tokens import structural_ids
 
-ATTRIBUTION_SCHEMA = "attributions/v1"
-EMBEDDING_SCHEMA = "embedding_attributions/v1"
 TARGETS = ("class_1", "predicted", "true")
 
 
@@ -270,15 +267,7 @@ def choose_target(kind: str, label: int, probs: np.ndarray) -> int:
     raise ValueError(f"unknown IG target {kind!r}; expected one of {TARGETS}")
 
 
-def l2_normalise(scores: np.ndarray) -> np.ndarray:
-    """``a / ‖a‖₂`` (recipes §9.1 step 6); all-zero vectors stay zero."""
-    norm = float(np.linalg.norm(scores))
-    return scores / norm if norm > 0 else np.zeros_like(scores)
-
-
 # --- per-embedding attributions (§9.2) --------------------------------------------------------------
-
-EMBEDDING_LAYERS = ("word", "position", "token_type")
 
 
 def embedding_ig(
@@ -342,24 +331,6 @@ def embedding_ig(
 # --- the attribute rule: sharded, resumable --------------------------------------------------------
 
 
-#: Columns of an ``attribute`` shard, one row per example (an empty shard has them too).
-ATTRIBUTION_TYPES = pa.schema([
-    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("scores", pa.list_(pa.float64())),
-    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("n_steps", pa.int64()),
-    ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
-    ("target", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
-    ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
-    ("seconds", pa.float64()),
-])  # fmt: skip
-ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
-#: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).
-EMBEDDING_TYPES = pa.schema([
-    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("mode", pa.string()), ("target", pa.int64()),
-    ("word", pa.list_(pa.float64())), ("position", pa.list_(pa.float64())), ("token_type", pa.list_(pa.float64())),
-    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("converged", pa.bool_()),
-])  # fmt: skip
-
-
 def step_range(
     showcased: bool, *, showcase_steps: int | None, adaptive: bool, min_steps: int, max_steps: int, n_steps: int
 ) -> tuple[int, int]:
@@ -398,27 +369,3 @@ def attribution_row(
         "showcased": is_showcase,
         "seconds": seconds,
     }
-
-
-def load_attributions(paths: Sequence) -> pd.DataFrame:
-    """Every shard of ``attribute``, concatenated (one row per example)."""
-    frame = load_shards(paths, ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES)
-    return frame.sort_values("example_id", kind="stable").reset_index(drop=True)
-
-
-def load_embedding_attributions(path) -> dict[str, dict]:
-    """``{example_id: {"scores": {layer: (n,)}, "delta", "gap", "mode", "target", "converged"}}``."""
-    frame, _ = load_parquet(path, EMBEDDING_SCHEMA)
-    out = {}
-    for row in frame.itertuples(index=False):
-        scores = {name: np.asarray(getattr(row, name), dtype=np.float64) for name in EMBEDDING_LAYERS}
-        scores = {k: v for k, v in scores.items() if v is not None and v.ndim == 1 and len(v)}
-        out[row.example_id] = {
-            "scores": scores,
-            "delta": float(row.delta),
-            "gap": float(row.gap),
-            "mode": row.mode,
-            "target": int(row.target),
-            "converged": bool(getattr(row, "converged", True)),
-        }
-    return out

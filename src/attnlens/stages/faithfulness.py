@@ -12,7 +12,7 @@ import pandas as pd
 
 from attnlens.attention.band import attention_scores
 from attnlens.attention.summaries import load_summaries
-from attnlens.attribution.explanations import load_explanations, scores_by_example
+from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import (
     FAITHFULNESS_SCHEMA,
     PLAUSIBILITY_SCHEMA,
@@ -20,9 +20,6 @@ from attnlens.attribution.faithfulness import (
     plausibility,
     random_ranking,
     ranking,
-)
-from attnlens.attribution.ig import (
-    load_attributions,
 )
 from attnlens.attribution.removal import evaluate_example
 from attnlens.config import FaithfulnessConfig

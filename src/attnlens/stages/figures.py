@@ -13,9 +13,8 @@ import torch
 
 from attnlens.attention.band import bin_cells, binned_image, layer_configuration
 from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
-from attnlens.attribution.explanations import load_explanations, scores_by_example
+from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import example_evidence
-from attnlens.attribution.ig import load_attributions
 from attnlens.config import ExplorerConfig, FiguresConfig
 from attnlens.data import load_examples
 from attnlens.errors import InputError

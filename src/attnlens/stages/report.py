@@ -1,7 +1,9 @@
 """Rules of ``workflow/rules/report.smk``: the run's result tables and figures drawn from the analyses' tables
-(faithfulness figure and AOPC tables, the similarity Tables 1–4 and figures) and ``results/manifest.json``.
+(IG's attribution tables and overlays, the explanation leaderboard, the faithfulness figure and AOPC tables, the
+similarity Tables 1–4 and figures) and ``results/manifest.json``.
 
-Light jobs: nothing here loads torch or a model (``tests/test_startup.py``).
+Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
+:class:`~attnlens.tokens.Vocabulary` (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -16,16 +18,33 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
+from attnlens.attribution.artifacts import (
+    l2_normalise,
+    load_attributions,
+    load_embedding_attributions,
+    load_explanations,
+    scores_by_example,
+)
 from attnlens.attribution.faithfulness import FAITHFULNESS_SCHEMA, PLAUSIBILITY_SCHEMA, aopc
+from attnlens.attribution.leaderboard import (
+    CONTROL,
+    EXAMPLE_COLUMNS,
+    LEADERBOARD_SCHEMA,
+    REFERENCE,
+    agreement_rows,
+    metrics,
+)
+from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
 from attnlens.compare.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
 from attnlens.compare.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
-from attnlens.config import FaithfulnessConfig, FiguresConfig, SimilarityConfig
+from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.io import (
     StrPath,
     atomic_dir,
+    atomic_path,
     config_sha256,
     file_stem,
     load_json,
@@ -35,15 +54,41 @@ from attnlens.io import (
     save_csv,
     save_json,
     save_parquet,
+    write_csv,
+    write_sidecar,
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.render.figures import (
     plot_faithfulness_curves,
     plot_head_agreement,
+    plot_leaderboard,
     plot_similarity_distributions,
     save_figure,
 )
-from attnlens.render.tables import paper_table, summary_table, write_table
+from attnlens.render.overlays import (
+    AttributionRecord,
+    Overlay,
+    captum_colour,
+    hsl_to_rgb,
+    render_attribution_html,
+    render_png,
+)
+from attnlens.render.tables import (
+    CONVERGENCE_CAPTION,
+    MIN_OCCURRENCES,
+    convergence_table,
+    dataset_aggregate,
+    leaderboard_table,
+    paper_table,
+    per_type_sums,
+    ranked,
+    summary_table,
+    token_labels,
+    top_tokens,
+    write_table,
+)
+from attnlens.selection import load_selection
+from attnlens.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
 
 logger = logging.getLogger(__name__)
 
@@ -222,3 +267,225 @@ def missing_numbers(name: str, summary: pd.DataFrame, tests: pd.DataFrame) -> li
         for reason, count in frame.loc[frame["note"].str.startswith("not computable"), "note"].value_counts().items():
             out.append(f"{name}: {count} of {len(frame)} {what} {reason}")
     return out
+
+
+def run_explanation_leaderboard(
+    cfg: ExplanationsConfig,
+    sim: SimilarityConfig,
+    faith: FaithfulnessConfig,
+    figures: FiguresConfig,
+    explanation_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    curves_path: StrPath,
+    plausibility_path: StrPath,
+    model_dir: StrPath,
+    comparison_path: StrPath,
+    summary_path: StrPath,
+    figure_stem: StrPath,
+    tables_dir: StrPath,
+) -> pd.DataFrame:
+    """Rule ``explanation_leaderboard``: the comparison over the test split, its table and its figure."""
+    tokenizer = load_vocabulary(model_dir)
+    explanations = load_explanations(explanation_paths)
+    attributions = load_attributions(attribution_paths)
+    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
+    plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
+    per_ranking = aopc(curves, faith.fractions) if len(curves) else pd.DataFrame(columns=["example_id", "ranking"])
+    per_example = comparison_frame(cfg, sim, explanations, attributions, per_ranking, plaus, structural_ids(tokenizer))
+    columns = metrics(sim.top_fraction, sim.rbo_p, faith.plausibility_k)
+    summary = summarise_leaderboard(per_example, columns, cfg.baseline, sim.seed, sim.n_boot)
+    n = attributions["example_id"].nunique()
+    missing = sorted({REFERENCE, CONTROL, *cfg.methods} - set(per_ranking.get("ranking", [])))
+    notes = [f"no faithfulness curves for {', '.join(missing)} (not in faithfulness.rankings)"] if missing else []
+    prov = provenance(LEADERBOARD_SCHEMA, {**cfg.to_dict(), **sim.to_dict()}, sim.seed, n_examples=n, notes=notes)
+    save_parquet(per_example, comparison_path, prov)
+    save_parquet(summary, summary_path, prov)
+    tables = Path(tables_dir)
+    caption = (
+        f"explanation leaderboard over {n} test examples: mean [bootstrap 95 % interval]; agreement = |method| vs "
+        f"|IG| on the non-special tokens (chance = IG permuted {sim.n_permutations} times); AOPC over fractions "
+        f"{', '.join(f'{f:g}' for f in faith.fractions)}; plausibility against the planted evidence; cost per "
+        f"example and per forward pass; * paired Wilcoxon p < 0.05 against {cfg.baseline}"
+    )
+    write_table(leaderboard_table(summary, columns), tables / "explanation_leaderboard", caption)
+    caption = f"explanation leaderboard, every number (paired Wilcoxon signed-rank tests against {cfg.baseline})"
+    write_table(summary, tables / "explanation_leaderboard_long", caption)
+    save_figure(plot_leaderboard(summary, columns, cfg.baseline), figure_stem, figures.dpi)
+    for note in notes:
+        logger.warning(note)
+    logger.info("%d examples, %d methods, %d metrics", n, summary["method"].nunique(), summary["metric"].nunique())
+    return summary
+
+
+def comparison_frame(
+    cfg: ExplanationsConfig,
+    sim: SimilarityConfig,
+    explanations: pd.DataFrame,
+    attributions: pd.DataFrame,
+    per_ranking: pd.DataFrame,
+    plausibility: pd.DataFrame,
+    special_set: set[int],
+) -> pd.DataFrame:
+    """Per example, method and metric (long): agreement with IG, faithfulness, plausibility and cost."""
+    scores = scores_by_example(explanations)
+    forward = explanations.groupby("example_id")["forward_seconds"].first()
+    cost = explanations.set_index(["example_id", "method"])["seconds"]
+    rows: list[tuple] = []
+    for row in attributions.itertuples(index=False):
+        eid = row.example_id
+        if eid not in scores:
+            raise ValueError(f"{eid}: IG explained it but the explain shards did not")
+        ids = [int(i) for i in row.input_ids]
+        special = np.array([i in special_set for i in ids], dtype=bool)
+        rows += agreement_rows(eid, np.asarray(row.scores, dtype=np.float64), scores[eid], special,
+                               n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,
+                               seed=sim.seed)  # fmt: skip
+        fwd = float(forward[eid])
+        for method in [REFERENCE, *scores[eid]]:
+            s = float(row.seconds) if method == REFERENCE else float(cost[(eid, method)])
+            rows += [(eid, method, "seconds", s, np.nan), (eid, method, "cost_ratio", s / fwd, np.nan)]
+    known = {REFERENCE, CONTROL, *cfg.methods}
+    for frame, names in ((per_ranking, ("comprehensiveness", "sufficiency")), (plausibility, ("auprc", "f1"))):
+        frame = frame[frame["ranking"].isin(known)]
+        for name in names:
+            rows += [(e, r, name, float(v), np.nan) for e, r, v in zip(frame["example_id"], frame["ranking"],
+                                                                       frame[name], strict=True)]  # fmt: skip
+    out = pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
+    order = {m: i for i, m in enumerate([REFERENCE, *cfg.methods, CONTROL])}
+    return out.sort_values(["method", "example_id"], key=lambda c: c.map(order) if c.name == "method" else c,
+                           kind="stable").reset_index(drop=True)  # fmt: skip
+
+
+def run_attribution_tables(
+    cfg: FiguresConfig,
+    attribution_paths: Sequence[StrPath],
+    embeddings_path: StrPath,
+    selection_path: StrPath,
+    model_dir: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
+    """Rule ``attribution_tables``: Fig 10 a–f (+ per-embedding tables), masked and unmasked."""
+    tokenizer = load_vocabulary(model_dir)
+    frame = load_attributions(attribution_paths)
+    embeddings = load_embedding_attributions(embeddings_path)
+    selection = load_selection(selection_path)
+    masks = {"unmasked": "none", "masked": cfg.mask}
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        per_example: dict[str, list[pd.DataFrame]] = {name: [] for name in masks}
+        by_id = {}
+        for row in frame.itertuples(index=False):
+            ids = np.asarray(row.input_ids)
+            scores = l2_normalise(np.asarray(row.scores, dtype=np.float64))
+            keys, shown = token_labels(tokenizer, ids, cfg.mode)
+            by_id[row.example_id] = (ids, scores, keys, shown, row)
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                per_example[name].append(per_type_sums(scores, keys, shown, keep))
+        for e in selection:
+            eid = e["example_id"]
+            if eid not in by_id:
+                continue
+            ids, scores, keys, shown, row = by_id[eid]
+            what = f"{eid} ({e['role']}; label {e['label']}, predicted {e['pred']}), IG target {row.target}"
+            for name, kind in masks.items():
+                keep = token_mask(tokenizer, ids, kind)
+                label = f"{name} (mask {kind})"
+                sums = per_type_sums(scores, keys, shown, keep)
+                for side, positive in (("pos", True), ("neg", False)):
+                    top = top_tokens(scores, shown, keep, cfg.top_n, positive)
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_top_{side}_{name}"
+                    cap = f"{what}: top {cfg.top_n} {'positive' if positive else 'negative'} tokens, {label}"
+                    written += write_table(top, stem, cap)
+                    agg = ranked(sums, "attribution", cfg.top_n, positive)[["token", "attribution", "occurrences"]]
+                    stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_agg_{side}_{name}"
+                    written += write_table(agg, stem, f"{what}: attribution summed per token, {label}")
+            if eid in embeddings:
+                emb = embeddings[eid]
+                table = pd.DataFrame({"position": np.arange(len(ids)), "token": shown})
+                for layer, values in emb["scores"].items():
+                    table[layer] = l2_normalise(values)
+                table = table.reindex(table["word"].abs().sort_values(ascending=False, kind="stable").index)
+                cap = (
+                    f"{what}: per-embedding IG ({emb['mode']}), L2-normalised per layer, by |word|; "
+                    f"completeness of the sum: delta {emb['delta']:.3g} of {emb['gap']:.3g}"
+                )
+                written += write_table(table.head(cfg.top_n * 2), tmp / f"{file_stem(eid)}_embeddings", cap)
+        written += write_table(convergence_table(frame), tmp / "convergence", CONVERGENCE_CAPTION)
+        for name, kind in masks.items():
+            agg = dataset_aggregate(per_example[name])
+            n = len(per_example[name])
+            for side, positive in (("pos", True), ("neg", False)):
+                legacy = ranked(agg, "sum_over_n", cfg.top_n, positive).drop(columns="key")
+                cap = f"dataset ({n} examples): sum of per-example attribution / N, {name} (mask {kind})"
+                written += write_table(legacy, tmp / f"dataset_{side}_sum_over_n_{name}", cap)
+                frequent = agg[agg["occurrences"] >= MIN_OCCURRENCES]
+                mean = ranked(frequent, "mean_per_occurrence", cfg.top_n, positive).drop(columns="key")
+                cap = (
+                    f"dataset ({n} examples): mean attribution per occurrence (tokens seen >= {MIN_OCCURRENCES} "
+                    f"times), {name} (mask {kind}; stopwords: {stopword_source()})"
+                )
+                written += write_table(mean, tmp / f"dataset_{side}_mean_{name}", cap)
+    logger.info("wrote %d table files for %d examples", len(written), len(frame))
+    return [Path(out_dir) / p.name for p in written]
+
+
+def run_attribution_overlays(
+    cfg: FiguresConfig,
+    attribution_paths: Sequence[StrPath],
+    selection_path: StrPath,
+    model_dir: StrPath,
+    manifest_path: StrPath,
+    out_dir: StrPath,
+) -> list[Path]:
+    """Rule ``attribution_overlays``: Fig 9 for every showcased example (HTML + PNG + CSV)."""
+    tokenizer = load_vocabulary(model_dir)
+    frame = load_attributions(attribution_paths).set_index("example_id")
+    special = structural_ids(tokenizer)
+    names = list(load_json(manifest_path)["classes"])
+    written: list[Path] = []
+    with atomic_dir(out_dir) as tmp:
+        for e in load_selection(selection_path):
+            eid = e["example_id"]
+            row = frame.loc[eid]
+            ids = [int(i) for i in row["input_ids"]]
+            raw = tokenizer.convert_ids_to_tokens(ids)
+            pieces = surface_pieces(tokenizer, raw)
+            tokens = [f"#{t.strip('<>[]')}" if i in special else p[0] for i, t, p in zip(ids, raw, pieces, strict=True)]
+            probs = np.asarray(row["probs"])
+            rec = AttributionRecord(
+                example_id=eid,
+                tokens=tokens,
+                starts_word=[p[1] or i in special for i, p in zip(ids, pieces, strict=True)],
+                scores=l2_normalise(np.asarray(row["scores"], dtype=np.float64)),
+                true_label=names[int(row["label"])],
+                pred_label=names[int(np.argmax(probs))],
+                pred_prob=float(probs.max()),
+                attr_label=names[int(row["target"])],
+                delta=float(row["delta"]),
+                n_steps=int(row["n_steps"]),
+            )
+            stem = tmp / f"{file_stem(e['role'])}_{file_stem(eid)}"
+            with atomic_path(stem.with_suffix(".html")) as out:
+                out.write_text(render_attribution_html(rec), encoding="utf-8")
+            table = pd.DataFrame({"position": np.arange(len(ids)), "token": tokens, "attribution_l2": rec.scores})
+            with atomic_path(stem.with_suffix(".csv")) as out:
+                write_csv(table, out)
+            write_sidecar(stem, [stem.with_suffix(".html").name, stem.with_suffix(".csv").name])
+            overlay = Overlay(
+                tokens=tokens,
+                starts_word=rec.starts_word,
+                values=rec.scores,
+                special=np.zeros(len(ids), dtype=bool),
+                title=f"{eid} ({e['role']}): integrated gradients toward {rec.attr_label}",
+                note="",
+            )
+            colours = [hsl_to_rgb(*captum_colour(a)) for a in rec.scores]
+            subtitle = (
+                f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
+                f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
+                f"{rec.n_steps} steps, delta {rec.delta:.2g}"
+            )
+            render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
+            written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
+    return [Path(out_dir) / p.name for p in written]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
-from attnlens.attribution.ig import load_attributions
+from attnlens.attribution.artifacts import load_attributions
 from attnlens.compare.metrics import (
     COLUMNS,
     DEVIATIONS,

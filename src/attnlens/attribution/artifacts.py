@@ -1,0 +1,144 @@
+"""What the attribution rules write and read back: the shards of ``attribute``, ``attribute_embeddings`` and
+``explain`` — their schemas and columns, the explanation methods' names, labels and signs, and the readers.
+
+Plain pandas and pyarrow: the rules that tabulate and draw attributions read them without loading a model
+(the computations: :mod:`attnlens.attribution.ig`, :mod:`attnlens.attribution.explanations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from attnlens.io import load_parquet, load_shards
+
+# --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------
+
+ATTRIBUTION_SCHEMA = "attributions/v1"
+
+
+EMBEDDING_SCHEMA = "embedding_attributions/v1"
+
+
+EMBEDDING_LAYERS = ("word", "position", "token_type")
+
+
+#: Columns of an ``attribute`` shard, one row per example (an empty shard has them too).
+ATTRIBUTION_TYPES = pa.schema([
+    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("scores", pa.list_(pa.float64())),
+    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("n_steps", pa.int64()),
+    ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
+    ("target", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
+    ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
+    ("seconds", pa.float64()),
+])  # fmt: skip
+
+
+ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
+
+
+#: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).
+EMBEDDING_TYPES = pa.schema([
+    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("mode", pa.string()), ("target", pa.int64()),
+    ("word", pa.list_(pa.float64())), ("position", pa.list_(pa.float64())), ("token_type", pa.list_(pa.float64())),
+    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("converged", pa.bool_()),
+])  # fmt: skip
+
+
+def l2_normalise(scores: np.ndarray) -> np.ndarray:
+    """``a / ‖a‖₂`` (recipes §9.1 step 6); all-zero vectors stay zero."""
+    norm = float(np.linalg.norm(scores))
+    return scores / norm if norm > 0 else np.zeros_like(scores)
+
+
+def load_attributions(paths: Sequence) -> pd.DataFrame:
+    """Every shard of ``attribute``, concatenated (one row per example)."""
+    frame = load_shards(paths, ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES)
+    return frame.sort_values("example_id", kind="stable").reset_index(drop=True)
+
+
+def load_embedding_attributions(path) -> dict[str, dict]:
+    """``{example_id: {"scores": {layer: (n,)}, "delta", "gap", "mode", "target", "converged"}}``."""
+    frame, _ = load_parquet(path, EMBEDDING_SCHEMA)
+    out = {}
+    for row in frame.itertuples(index=False):
+        scores = {name: np.asarray(getattr(row, name), dtype=np.float64) for name in EMBEDDING_LAYERS}
+        scores = {k: v for k, v in scores.items() if v is not None and v.ndim == 1 and len(v)}
+        out[row.example_id] = {
+            "scores": scores,
+            "delta": float(row.delta),
+            "gap": float(row.gap),
+            "mode": row.mode,
+            "target": int(row.target),
+            "converged": bool(getattr(row, "converged", True)),
+        }
+    return out
+
+
+# --- the explanation methods (explain) ---------------------------------------------------------------
+
+EXPLANATIONS_SCHEMA = "explanations/v2"
+
+
+#: Every explanation method ``explain`` computes, in leaderboard order.
+METHODS = (
+    "attention_last",
+    "attention_all",
+    "value_norm",
+    "rollout",
+    "grad_attention",
+    "saliency",
+    "grad_input",
+    "attnlrp",
+    "occlusion",
+)
+
+
+#: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
+SIGNED = ("grad_attention", "grad_input", "attnlrp", "occlusion", "ig")
+
+
+#: How a method is named on a page, a figure or in the explorer.
+LABELS = {
+    "ig": "integrated gradients (reference)",
+    "attention_last": "raw attention, last layer",
+    "attention_all": "raw attention, all layers",
+    "value_norm": "value-norm weighted attention (Kobayashi et al. 2020)",
+    "rollout": "attention rollout (Abnar & Zuidema 2020)",
+    "grad_attention": "gradient-weighted attention",
+    "saliency": "saliency |∂F/∂e|",
+    "grad_input": "gradient × input",
+    "attnlrp": "AttnLRP (Achtibat et al. 2024)",
+    "occlusion": "sentence occlusion",
+    "random": "random ranking (control)",
+}
+
+
+#: Columns of an ``explain`` shard, one row per example and method (an empty shard has them too).
+EXPLANATION_TYPES = pa.schema([
+    ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
+    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
+    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()), ("explained", pa.float64()),
+    ("delta", pa.float64()),
+])  # fmt: skip
+
+
+def load_explanations(paths: Sequence) -> pd.DataFrame:
+    """Every shard of ``explain``, concatenated (one row per example and method)."""
+    frame = load_shards(paths, EXPLANATIONS_SCHEMA, EXPLANATION_TYPES)
+    return frame.sort_values(["example_id", "method"], kind="stable").reset_index(drop=True)
+
+
+def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
+    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in :data:`METHODS` order."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    rank = {m: i for i, m in enumerate(METHODS)}
+    order = sorted(range(len(frame)), key=lambda r: rank.get(str(frame["method"].iloc[r]), len(rank)))
+    for r in order:
+        out.setdefault(str(frame["example_id"].iloc[r]), {})[str(frame["method"].iloc[r])] = np.asarray(
+            frame["scores"].iloc[r], dtype=np.float64
+        )
+    return out
