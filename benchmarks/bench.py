@@ -116,7 +116,8 @@ from attnlens.pairs import SiameseEncoder, attribute_pair
 from attnlens.prediction import encode_texts
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
 from attnlens.stages.report import run_aggregate_similarity
-from attnlens.topology import bottleneck_matrix, example_topology, pooled_from_bands, unit_frequencies, units
+from attnlens.topology.persistence import bottleneck_matrix, example_topology
+from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

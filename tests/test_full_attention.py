@@ -14,7 +14,7 @@ from attnlens.attention.band import binned_image, received_attention, topk_atten
 from attnlens.attention.full import Combination, FullLayer
 from attnlens.attention.kernels import full_block_kernel
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received
-from attnlens.topology import pooled_from_bands
+from attnlens.topology.pooling import pooled_from_bands
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,8 @@ from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import packaged_model_dir
 from attnlens.stages import pairs as pair_stages
-from attnlens.topology import bottleneck, text_topology
+from attnlens.topology.persistence import bottleneck
+from attnlens.topology.pooling import text_topology
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

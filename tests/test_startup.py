@@ -31,6 +31,7 @@ LIGHT = (
     "attnlens.data",
     "attnlens.selection",
     "attnlens.stats",
+    "attnlens.topology.persistence",
     "attnlens.attention.layers",
     "attnlens.attention.kernels",
     "attnlens.compare.metrics",

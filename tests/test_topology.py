@@ -17,12 +17,13 @@ from ripser import ripser
 from scipy import stats
 from test_attention import CASES, dense_reference, random_band
 
-from attnlens import topology as tp
 from attnlens.config import TopologyConfig
 from attnlens.corpus import generate_pairs
 from attnlens.models import architecture, forward_bands
 from attnlens.prediction import encode_texts
 from attnlens.stats import rank_correlation
+from attnlens.topology import persistence as tp
+from attnlens.topology import pooling as tpool
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -74,11 +75,11 @@ def test_estimators_match_explicit_loops(estimator):
 def test_units_and_frequencies():
     special = np.array([True, False, False, False, False, False, True])
     surfaces = ["[CLS]", "a", "b", ".", "c", "?", "[SEP]"]
-    assert tp.units(surfaces, special, "chunks", 2).tolist() == [-1, 0, 0, 1, 1, 2, -1]
-    assert tp.units(surfaces, special, "sentences", 2).tolist() == [-1, 0, 0, 0, 1, 1, -1]
-    assert tp.units(surfaces, special, "none", 2).tolist() == [-1, 0, 1, 2, 3, 4, -1]
+    assert tpool.units(surfaces, special, "chunks", 2).tolist() == [-1, 0, 0, 1, 1, 2, -1]
+    assert tpool.units(surfaces, special, "sentences", 2).tolist() == [-1, 0, 0, 0, 1, 1, -1]
+    assert tpool.units(surfaces, special, "none", 2).tolist() == [-1, 0, 1, 2, 3, 4, -1]
     ids = [101, 7, 7, 8, 7, 9, 102]
-    f = tp.unit_frequencies(ids, tp.units(surfaces, special, "chunks", 2))
+    f = tpool.unit_frequencies(ids, tpool.units(surfaces, special, "chunks", 2))
     np.testing.assert_allclose(f, [(3 / 5 + 3 / 5) / 2, (1 / 5 + 3 / 5) / 2, 1 / 5])
 
 
@@ -88,12 +89,12 @@ def test_band_pooling_matches_dense_loop(case):
     bands = [random_band(heads, n, length, window, gpos, x, seed=case + 10 * k) for k in range(2)]
     special = np.zeros(length, dtype=bool)
     special[0] = length > 2  # drop the first token when there is something left
-    unit_of = tp.units(["w"] * length, special, "chunks", 3)
+    unit_of = tpool.units(["w"] * length, special, "chunks", 3)
     if unit_of.max() < 0:
         pytest.skip("no unit")
     dense = np.stack([dense_reference(b).numpy() for b in bands])[:, :, :length, :length]
-    np.testing.assert_allclose(tp.pooled_from_bands(bands, unit_of), _loop_pool(dense, unit_of), atol=1e-6)
-    np.testing.assert_allclose(tp.pooled_from_dense(dense, unit_of), _loop_pool(dense, unit_of), atol=1e-12)
+    np.testing.assert_allclose(tpool.pooled_from_bands(bands, unit_of), _loop_pool(dense, unit_of), atol=1e-6)
+    np.testing.assert_allclose(tpool.pooled_from_dense(dense, unit_of), _loop_pool(dense, unit_of), atol=1e-12)
 
 
 def test_distance_is_a_symmetric_nonnegative_matrix():
@@ -177,13 +178,13 @@ def test_topology_of_a_real_forward(tiny_classifier):
     n = len(encoded.input_ids[0])
     special = np.zeros(n, dtype=bool)
     special[[0, n - 1]] = True
-    unit_of = tp.units(["w"] * n, special, "chunks", 4)
-    pooled = tp.pooled_from_bands(bands, unit_of)
+    unit_of = tpool.units(["w"] * n, special, "chunks", 4)
+    pooled = tpool.pooled_from_bands(bands, unit_of)
     dense = np.stack([dense_reference(b).numpy() for b in bands])[:, :, :n, :n]
-    np.testing.assert_allclose(pooled, tp.pooled_from_dense(dense, unit_of), atol=1e-6)
+    np.testing.assert_allclose(pooled, tpool.pooled_from_dense(dense, unit_of), atol=1e-6)
     # each unit's queries send at most their whole attention to kept tokens (CLS and SEP are left out)
     assert (pooled.sum(-1) <= 1 + 1e-5).all() and (pooled.sum(-1) > 0.3).all()
-    freqs = tp.unit_frequencies(encoded.input_ids[0], unit_of)
+    freqs = tpool.unit_frequencies(encoded.input_ids[0], unit_of)
     for est in tp.ESTIMATORS:
         d = tp.mi_distance(tp.mutual_information(pooled, est, freqs))
         dgms, cap = tp.persistence(d)
@@ -196,16 +197,16 @@ def test_dense_encoder_topology(minilm):
     """Any Hugging Face encoder: eager attention of the packaged BERT, pooled per token and per sentence."""
     model, tokenizer = minilm
     batch = tokenizer(["Attention is cheap. Topology is not! Is it useful?"], return_tensors="pt")
-    dense = tp.dense_attentions(model, dict(batch))
+    dense = tpool.dense_attentions(model, dict(batch))
     n = int(batch["attention_mask"].sum())
     assert dense.shape == (6, 12, n, n) and np.allclose(dense.sum(-1), 1, atol=1e-5)
     ids = batch["input_ids"][0].tolist()
     special = np.isin(ids, tokenizer.all_special_ids)
     surfaces = tokenizer.convert_ids_to_tokens(ids)
     for pooling, m in (("none", n - 2), ("sentences", 3)):
-        unit_of = tp.units(surfaces, special, pooling, 1)
+        unit_of = tpool.units(surfaces, special, pooling, 1)
         assert unit_of.max() + 1 == m
-        pooled = tp.pooled_from_dense(dense, unit_of)
+        pooled = tpool.pooled_from_dense(dense, unit_of)
         np.testing.assert_allclose(pooled, _loop_pool(dense, unit_of), atol=1e-12)
         d = tp.mi_distance(tp.mutual_information(pooled, "joint_ppmi"))
         assert np.allclose(d, d.T) and (np.diag(d) == 0).all()
@@ -238,8 +239,8 @@ def test_text_topology_of_generated_pairs(minilm):
     model, tokenizer = minilm
     cfg = TopologyConfig(pooling="none", estimators=("joint_ppmi",))
     pair = generate_pairs(3, seed=0).iloc[2]
-    a = tp.text_topology(model, tokenizer, pair["text_a"], cfg)["joint_ppmi"]
-    b = tp.text_topology(model, tokenizer, pair["text_b"], cfg)["joint_ppmi"]
+    a = tpool.text_topology(model, tokenizer, pair["text_a"], cfg)["joint_ppmi"]
+    b = tpool.text_topology(model, tokenizer, pair["text_b"], cfg)["joint_ppmi"]
     n_units = len(tokenizer(pair["text_a"])["input_ids"]) - 2
     assert a[1].shape == (n_units, n_units) and np.isfinite(tp.bottleneck(a[2][0], b[2][0]))
     assert tp.bottleneck(a[2][0], a[2][0]) == 0

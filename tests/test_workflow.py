@@ -29,7 +29,7 @@ from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_p
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
 from attnlens.stages import attribution as attribution_stage
-from attnlens.topology import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
+from attnlens.topology.persistence import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 
 
 def test_lint(root):

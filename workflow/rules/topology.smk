@@ -53,22 +53,3 @@ rule bottleneck_distances:
         cfg=keys(topology=["estimators", "max_dimension", "n_permutations", "seed"]),
     script:
         "../scripts/bottleneck_distances.py"
-
-
-rule plot_topology:
-    input:
-        diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
-        matrix=at("results/topology/bottleneck.parquet"),
-        test=shared("results/data/test.parquet"),
-        selection=at("results/predictions/selection.json"),
-    output:
-        figures=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
-    log:
-        at("results/logs/plot_topology/plot_topology.log"),
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(topology=["pooling", "chunk_size", "estimators"], figures=["dpi"]),
-    script:
-        "../scripts/plot_topology.py"

@@ -52,7 +52,8 @@ from attnlens.render.figures import plot_pair_convergence, plot_pair_matrix, plo
 from attnlens.render.tables import scientific, write_table
 from attnlens.stats import rank_correlation
 from attnlens.tokens import display_tokens
-from attnlens.topology import bottleneck, text_topology
+from attnlens.topology.persistence import bottleneck
+from attnlens.topology.pooling import text_topology
 
 logger = logging.getLogger(__name__)
 

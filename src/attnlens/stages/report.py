@@ -1,6 +1,6 @@
 """Rules of ``workflow/rules/report.smk``: the run's result tables and figures drawn from the analyses' tables
 (IG's attribution tables and overlays, the explanation leaderboard, the faithfulness figure and AOPC tables, the
-similarity Tables 1–4 and figures) and ``results/manifest.json``.
+similarity Tables 1–4 and figures, the persistence diagrams' figures) and ``results/manifest.json``.
 
 Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
 :class:`~attnlens.tokens.Vocabulary` (``tests/test_startup.py``).
@@ -38,8 +38,9 @@ from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
 from attnlens.compare.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
 from attnlens.compare.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
-from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig
+from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig, TopologyConfig
 from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
+from attnlens.data import load_examples
 from attnlens.errors import InputError
 from attnlens.io import (
     StrPath,
@@ -59,9 +60,11 @@ from attnlens.io import (
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.render.figures import (
+    plot_distance_matrix,
     plot_faithfulness_curves,
     plot_head_agreement,
     plot_leaderboard,
+    plot_persistence,
     plot_similarity_distributions,
     save_figure,
 )
@@ -87,8 +90,9 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.selection import load_selection
+from attnlens.selection import load_selection, showcased_once
 from attnlens.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
+from attnlens.topology.persistence import BOTTLENECK_SCHEMA, TWO_LN2, load_diagrams
 
 logger = logging.getLogger(__name__)
 
@@ -489,3 +493,44 @@ def run_attribution_overlays(
             render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
             written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]
     return [Path(out_dir) / p.name for p in written]
+
+
+def run_plot_topology(
+    cfg: TopologyConfig,
+    figures_cfg: FiguresConfig,
+    diagram_paths: Sequence[StrPath],
+    matrix_path: StrPath,
+    test_path: StrPath,
+    selection_path: StrPath,
+    out_dir: StrPath,
+) -> None:
+    """Rule ``plot_topology``: bottleneck heat-maps (ordered by class) and showcased examples' barcodes."""
+    diagrams = load_diagrams(diagram_paths)
+    pairs, prov = load_parquet(matrix_path, BOTTLENECK_SCHEMA)
+    ids = list(prov["example_ids"])
+    examples, _ = load_examples(test_path)
+    label_of = dict(zip(examples["example_id"].astype(str), examples["label"].astype(int), strict=True))
+    labels = np.array([label_of[e] for e in ids])
+    pos = {e: i for i, e in enumerate(ids)}
+    selection = load_selection(selection_path)
+    with atomic_dir(out_dir) as tmp:
+        for (est, dim), part in pairs.groupby(["estimator", "dim"], sort=True):
+            mat = np.zeros((len(ids), len(ids)))
+            a, b = part["example_a"].map(pos).to_numpy(), part["example_b"].map(pos).to_numpy()
+            mat[a, b] = mat[b, a] = part["distance"].to_numpy()
+            what = "max(H0, H1)" if dim == "max" else f"H{dim}"
+            plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
+                                 f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
+                                 figures_cfg.dpi)  # fmt: skip
+        for e, _roles in showcased_once(selection):
+            eid = e["example_id"]
+            if eid not in pos:
+                continue
+            for est in cfg.estimators:
+                part = diagrams[(diagrams["example_id"] == eid) & (diagrams["estimator"] == est)]
+                dgms = {int(d): g[["birth", "death", "infinite"]].to_numpy(dtype=float) for d, g in part.groupby("dim")}
+                cap = float(part["cap"].iloc[0]) if len(part) else TWO_LN2
+                title = f"{eid} ({e['role']}, label {e['label']}): {est}, {cfg.pooling} of {cfg.chunk_size}"
+                plot_persistence(
+                    dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
+                )
