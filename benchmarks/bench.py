@@ -112,7 +112,8 @@ from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import build_base_model, load_classifier, model_shape, packaged_model_dir, source_config
 from attnlens.models.longformer import LONGFORMER, global_attention_mask
 from attnlens.models.longformer.conversion import convert_bert_to_longformer
-from attnlens.pairs import SiameseEncoder, attribute_pair
+from attnlens.pairs.encoder import SiameseEncoder
+from attnlens.pairs.jacobians import attribute_pair
 from attnlens.prediction import encode_texts
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
 from attnlens.stages.report import run_aggregate_similarity

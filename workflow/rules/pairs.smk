@@ -135,37 +135,3 @@ rule pair_topology:
         cfg=keys(pairs=["encoder.name_or_path", "encoder.max_tokens", "topology"]),
     script:
         "../scripts/pair_topology.py"
-
-
-rule pair_tables:
-    input:
-        unpack(exact_metrics),
-        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
-    output:
-        tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
-    log:
-        at("results/logs/pair_tables/pair_tables.log"),
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    script:
-        "../scripts/pair_tables.py"
-
-
-rule plot_pairs:
-    input:
-        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
-        matrices=shards("pairs.attribution", "results/pairs/matrices_shard{shard}.safetensors"),
-        convergence=at("results/pairs/convergence.parquet"),
-        topology=at("results/pairs/topology.parquet"),
-    output:
-        figures=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
-    log:
-        at("results/logs/plot_pairs/plot_pairs.log"),
-    localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    params:
-        cfg=keys(pairs=["attribution.n_showcase", "topology.estimators"], figures=["dpi"]),
-    script:
-        "../scripts/plot_pairs.py"

@@ -1,7 +1,7 @@
 """Snakemake adapter for rule pair_tables."""
 
 from attnlens.runtime import rule_job
-from attnlens.stages.pairs import run_pair_tables
+from attnlens.stages.report import run_pair_tables
 
 with rule_job(snakemake):
     run_pair_tables(

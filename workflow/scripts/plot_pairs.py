@@ -2,7 +2,7 @@
 
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
-from attnlens.stages.pairs import run_plot_pairs
+from attnlens.stages.report import run_plot_pairs
 
 with rule_job(snakemake):
     run_plot_pairs(

@@ -1,6 +1,7 @@
 """Rules of ``workflow/rules/report.smk``: the run's result tables and figures drawn from the analyses' tables
 (IG's attribution tables and overlays, the explanation leaderboard, the faithfulness figure and AOPC tables, the
-similarity Tables 1–4 and figures, the persistence diagrams' figures) and ``results/manifest.json``.
+similarity Tables 1–4 and figures, the persistence diagrams' figures, the pair attributions' tables and figures) and
+``results/manifest.json``.
 
 Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
 :class:`~attnlens.tokens.Vocabulary` (``tests/test_startup.py``).
@@ -38,7 +39,14 @@ from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
 from attnlens.compare.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
 from attnlens.compare.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
-from attnlens.config import ExplanationsConfig, FaithfulnessConfig, FiguresConfig, SimilarityConfig, TopologyConfig
+from attnlens.config import (
+    ExplanationsConfig,
+    FaithfulnessConfig,
+    FiguresConfig,
+    PairsConfig,
+    SimilarityConfig,
+    TopologyConfig,
+)
 from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
 from attnlens.data import load_examples
 from attnlens.errors import InputError
@@ -51,6 +59,7 @@ from attnlens.io import (
     load_json,
     load_parquet,
     load_shards,
+    load_tensors,
     provenance,
     save_csv,
     save_json,
@@ -59,11 +68,23 @@ from attnlens.io import (
     write_sidecar,
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
+from attnlens.pairs.artifacts import (
+    PAIR_CONVERGENCE_SCHEMA,
+    PAIR_MATRICES_SCHEMA,
+    PAIR_TOPOLOGY_SCHEMA,
+    error_summary,
+    load_scores,
+    matrix_key,
+    showcased_pairs,
+)
 from attnlens.render.figures import (
     plot_distance_matrix,
     plot_faithfulness_curves,
     plot_head_agreement,
     plot_leaderboard,
+    plot_pair_convergence,
+    plot_pair_matrix,
+    plot_pair_topology,
     plot_persistence,
     plot_similarity_distributions,
     save_figure,
@@ -85,6 +106,7 @@ from attnlens.render.tables import (
     paper_table,
     per_type_sums,
     ranked,
+    scientific,
     summary_table,
     token_labels,
     top_tokens,
@@ -534,3 +556,73 @@ def run_plot_topology(
                 plot_persistence(
                     dgms, cap, tmp / f"{file_stem(e['role'])}_{file_stem(eid)}_{est}", title, figures_cfg.dpi
                 )
+
+
+def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath, out_dir: StrPath) -> list[Path]:
+    """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
+    scores = load_scores(score_paths)
+    columns = ["pair_id", "model", "similarity", "mode", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
+               "target", "total", "error", "score_error"]  # fmt: skip
+    summary = error_summary(scores)
+    written = []
+    with atomic_dir(out_dir) as tmp:
+        written += write_table(
+            scientific(scores[columns].rename(columns={"total": "sum_A"}), ["error", "score_error"]),
+            tmp / "pair_scores",
+            "Per test pair: gold similarity, the model's score s(a,b), the reference terms s(a,r_b), s(r_a,b), "
+            "s(r_a,r_b), target = s(a,b) − s(a,r_b) − s(r_a,b) + s(r_a,r_b), ΣA, error = ΣA − target (quadrature) "
+            "and score_error = ΣA − s(a,b) (what the matrix leaves unexplained of the score).",
+        )
+        caption = (
+            "Attribution error per model. Off-the-shelf (approximate, EACL 2024): ΣA misses the score by the "
+            "reference terms. Exact (EMNLP 2023, shifted embedding e'(x) = g(x) − g(r_x), dot product): the "
+            "reference terms are 0, so ΣA − score is the quadrature error alone."
+        )
+        if "legacy" in set(scores["mode"]):
+            caption += (
+                " Legacy rows follow the authors' reference implementation (right Riemann sum; cosine matrix = dot "
+                "matrix / (‖g(a)‖‖g(b)‖)), whose cosine ΣA does not converge to the cosine target (docs/studies.md)."
+            )
+        if exact_metrics_path is not None:
+            m = load_json(exact_metrics_path)
+            caption += (
+                f" The exact model was fine-tuned {m['steps']} steps; its test Spearman against gold went from "
+                f"{m['test_before']['spearman']:.3f} to {m['test_after']['spearman']:.3f}."
+            )
+        written += write_table(
+            scientific(
+                summary,
+                ["mean abs error", "max abs error", "mean abs(ΣA − score)", "median abs(ΣA − score) / abs(score)"],
+            ),
+            tmp / "pair_errors",
+            caption,
+        )
+    return [Path(out_dir) / p.relative_to(tmp) for p in written]
+
+
+def run_plot_pairs(
+    cfg: PairsConfig,
+    score_paths: Sequence[StrPath],
+    matrix_paths: Sequence[StrPath],
+    convergence_path: StrPath,
+    topology_path: StrPath,
+    out_dir: StrPath,
+    dpi: int = 150,
+) -> None:
+    """Rule ``plot_pairs``: heatmaps of the showcased pairs, the convergence curve, topology against similarity."""
+    scores = load_scores(score_paths)
+    matrices = {}
+    for p in matrix_paths:
+        matrices.update(load_tensors(p, PAIR_MATRICES_SCHEMA)[0])
+    shown = showcased_pairs(scores.drop_duplicates("pair_id"), cfg.attribution.n_showcase)
+    with atomic_dir(out_dir) as tmp:
+        for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
+            key = matrix_key(rec["pair_id"], rec["model"], rec["similarity"], rec["mode"])
+            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}, {rec['mode']}): gold {rec['gold']:.2f}, "
+                     f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
+            stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}_{rec['mode']}"
+            plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
+        plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)
+        topo = load_parquet(topology_path, PAIR_TOPOLOGY_SCHEMA)[0]
+        for est in cfg.topology.estimators:
+            plot_pair_topology(topo, est, "max", tmp / f"topology_vs_similarity_{est}", dpi)
