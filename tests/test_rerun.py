@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -148,6 +149,11 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
     assert not differ, "differs from the uninterrupted run:\n" + "\n".join(
         describe(tiny_run / "results", res, rel) for rel in differ
     )
+    # the float32 drift MAY_DIFFER forgives, said whenever it happens: the evidence its cause is to be found from
+    drift = differences(tiny_run / "results", res, exact=True)
+    if drift:
+        warnings.warn("float32 drift between two runs of one commit: " + "; ".join(
+            describe(tiny_run / "results", res, rel) for rel in drift), stacklevel=1)  # fmt: skip
 
 
 def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
@@ -190,6 +196,7 @@ def test_faithfulness_probabilities_are_compared_to_float32_noise(tmp_path):
         save_parquet(frame, root / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
         (root / "paper/tables/faithfulness_aopc.csv").write_text(f"ranking,aopc\nig,{aopc}\n", encoding="utf-8")
     assert differences(a, b) == []
+    assert differences(a, b, exact=True) == ["faithfulness/curves.parquet", "paper/tables/faithfulness_aopc.csv"]
     frame = pd.DataFrame({"example_id": ["e"], "ranking": ["ig"], "curve": ["deletion"], "prob": [0.5024]})
     save_parquet(frame, b / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
     (b / "paper/tables/faithfulness_aopc.csv").write_text("ranking,aopc\nig,0.4411\n", encoding="utf-8")
