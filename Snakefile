@@ -5,6 +5,7 @@ import sys
 
 from snakemake.utils import min_version
 
+from attnlens import jobserver
 from attnlens.config import read_config_file
 from attnlens.errors import InputError
 
@@ -38,6 +39,21 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/pairs.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
+
+
+# A local run's jobs start in forks of one process that has imported the stages (attnlens.jobserver; docs/
+# running.md, "Warm job starts"): a job's start-up goes from seconds to a fraction of one. ATTNLENS_WARM_JOBS=0
+# starts every job fresh.
+onstart:
+    jobserver.start(workflow)
+
+
+onsuccess:
+    jobserver.stop()
+
+
+onerror:
+    jobserver.stop()
 
 
 # Light rules (tables, figures, overlays, explorers, the manifest) say `localrule: True`: they run in the

@@ -4,7 +4,9 @@ The user's ``Snakefile`` declares ``module attnlens`` with the checkout's ``Snak
 attnlens`` — what ``snakedeploy deploy-workflow`` writes, with a local path where a release would give
 ``github("…/attnlens", path="Snakefile", tag=…)``. With the `.test` config it must plan exactly the jobs the
 checkout's own Snakefile plans, and its jobs must compute what the session run (``tiny_run``) computed: the
-prepared data, the fine-tuned model and the predictions, compared byte for byte (``compare_runs``).
+prepared data, the fine-tuned model and the predictions, compared byte for byte (``compare_runs``). Its jobs run
+in fresh processes (``ATTNLENS_WARM_JOBS=0``) and the session run's in forks of the warm job server
+(``attnlens.jobserver``): the equality is also the proof that a warm job computes what a fresh one does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import GUARD, SNAKEMAKE, local_env, run_guarded, run_snakemake
+from helpers import GUARD, SNAKEMAKE, fresh_env, local_env, run_guarded, run_snakemake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from compare_runs import describe, differences
@@ -65,7 +67,8 @@ def test_the_module_plans_what_the_checkout_plans(root, user_dir, tmp_path):
 
 def test_the_modules_jobs_compute_what_the_session_run_computed(user_dir, tiny_run):
     target = "results/predictions/metrics.json"
-    out = run_guarded([*SNAKEMAKE, "--cores", "2", target], cwd=user_dir, timeout=GUARD["stage"], env=local_env())
+    # its jobs in fresh processes (no warm job server): what they compute must equal the session run's warm jobs
+    out = run_guarded([*SNAKEMAKE, "--cores", "2", target], cwd=user_dir, timeout=GUARD["stage"], env=fresh_env())
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for part in ("data", "models", "predictions"):
         ref, mine = tiny_run / "results" / part, user_dir / "results" / part

@@ -26,6 +26,7 @@ LIGHT = (
     "attnlens.tokens",
     "attnlens.io",
     "attnlens.runtime",
+    "attnlens.jobserver",
     "attnlens.manifest",
     "attnlens.corpus",
     "attnlens.data",

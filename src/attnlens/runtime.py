@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from attnlens import __version__
+from attnlens import __version__, jobserver
 from attnlens.config import KEYS_GIVEN, KEYS_READ
 from attnlens.errors import InputError
 from attnlens.grid import job_config
@@ -134,7 +134,8 @@ def job_record_path(log: str | os.PathLike) -> Path:
 def process_age() -> float:
     """Seconds since this process started: at a job's first line of work, its start-up (the interpreter,
     Snakemake's preamble and the imports)."""
-    return time.time() - psutil.Process().create_time()
+    started = jobserver.JOB_STARTED  # a job run by the warm job server: when its script's own process started
+    return time.time() - (started if started is not None else psutil.Process().create_time())
 
 
 @dataclass

@@ -3,6 +3,10 @@
 Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas imports `bottleneck`.
 """
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from pathlib import Path
 
 from attnlens.config import rule_section

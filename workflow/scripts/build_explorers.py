@@ -1,5 +1,9 @@
 """Snakemake adapter for rule build_explorers."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.figures import run_build_explorers

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule estimate_head_importance."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.attention import run_estimate_head_importance

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule evaluate_faithfulness."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.faithfulness import run_evaluate_faithfulness

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule import_classifier."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.model import run_import_classifier

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule manifest."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.grid import job_config
 from attnlens.runtime import rule_job
 from attnlens.stages.report import run_manifest

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule prepare_dataset."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job
 from attnlens.stages.data import run_prepare_dataset

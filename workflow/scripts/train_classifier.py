@@ -1,5 +1,9 @@
 """Adapter for rule train_classifier: a command (not a `script:`), so `accelerate launch` can start one per GPU."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 import sys
 
 from attnlens.stages.model import train_classifier_command

@@ -1,5 +1,9 @@
 """Snakemake adapter for rule train_pair_encoder."""
 
+from attnlens.jobserver import forward
+
+forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+
 from attnlens.config import rule_section
 from attnlens.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_train_pair_encoder
