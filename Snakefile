@@ -41,9 +41,9 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 
 
-# A local run's jobs start in forks of one process that has imported the stages (attnlens.jobserver; docs/
-# running.md, "Warm job starts"): a job's start-up goes from seconds to a fraction of one. ATTNLENS_WARM_JOBS=0
-# starts every job fresh.
+# A local run's jobs start in forks of one process that has imported the stages (attnlens.jobserver; README,
+# "Warm job starts"): a job's start-up goes from seconds to half a second. ATTNLENS_WARM_JOBS=0 starts every job
+# fresh; a cluster's jobs always start fresh.
 onstart:
     jobserver.start(workflow)
 

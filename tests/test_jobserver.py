@@ -218,8 +218,8 @@ def test_a_torch_job_forked_from_a_server_gives_a_fresh_processs_bytes(tmp_path)
     assert warm.stdout == fresh.stdout
 
 
-def _workflow(local=True, dry=False, remote=False, jobs=41):
-    return SimpleNamespace(local_exec=local, dryrun=dry, remote_exec=remote, dag=[None] * jobs)
+def _workflow(local=True, dry=False, remote=False, touch=False, jobs=41):
+    return SimpleNamespace(local_exec=local, dryrun=dry, remote_exec=remote, touch=touch, dag=[None] * jobs)
 
 
 def test_only_a_local_run_of_more_than_a_few_jobs_wants_the_server(monkeypatch):
@@ -228,6 +228,7 @@ def test_only_a_local_run_of_more_than_a_few_jobs_wants_the_server(monkeypatch):
     assert not jobserver.wanted(_workflow(local=False))  # a cluster: jobs run elsewhere
     assert not jobserver.wanted(_workflow(dry=True))
     assert not jobserver.wanted(_workflow(remote=True))  # a cluster job's own Snakemake
+    assert not jobserver.wanted(_workflow(touch=True))  # --touch runs no job
     assert not jobserver.wanted(_workflow(jobs=jobserver.MIN_JOBS))
     assert jobserver.wanted(_workflow(jobs=jobserver.MIN_JOBS + 1))
     monkeypatch.setenv(jobserver.SWITCH_ENV, "0")

@@ -74,12 +74,12 @@ _SERVER: tuple[subprocess.Popen, Path] | None = None
 
 
 def wanted(workflow) -> bool:
-    """Whether a run should start the server: Snakemake executes it here (not a dry run, not a cluster's job),
-    on Linux (where fork semantics are known), with more than :data:`MIN_JOBS` jobs to run, and the user has
-    not switched it off."""
+    """Whether a run should start the server: Snakemake executes its jobs here (not a dry run, ``--touch`` or a
+    cluster's job), on Linux (where fork semantics are known), there are more than :data:`MIN_JOBS` of them, and
+    the user has not switched it off."""
     if os.environ.get(SWITCH_ENV, "1") == "0" or not sys.platform.startswith("linux"):
         return False
-    if not workflow.local_exec or workflow.dryrun or workflow.remote_exec:
+    if not workflow.local_exec or workflow.dryrun or workflow.remote_exec or getattr(workflow, "touch", False):
         return False
     dag = getattr(workflow, "dag", None)
     return dag is None or len(dag) > MIN_JOBS
