@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +12,7 @@ import torch
 from helpers import (
     GUARD,
     ROOT,
-    kill_live,
+    build_classifier,
     run_snakemake,
     run_snakemakes_together,
     tiny_config,
@@ -45,90 +41,13 @@ def root() -> Path:
     return ROOT
 
 
-class SessionRuns:
-    """The session's shared end-to-end runs, started in a background thread, one after another, as soon as the
-    first test starts (:func:`session_runs`), while the tests that need none of them run (:func:`
-    pytest_collection_modifyitems` puts those first): the runs' chains of mostly one-thread jobs and the unit tests
-    share the two cores instead of taking turns. A fixture that needs a run waits for it — or runs it itself, if
-    the thread has not reached it yet — and gets its folder, or its failure, as if it had run it."""
+@pytest.fixture(scope="session")
+def tiny_run(root, tmp_path_factory) -> Path:
+    """A working directory where the .test configuration has run to the end, locally (once per session).
 
-    def __init__(self):
-        self.launchers: dict[str, Callable[[], object]] = {}
-        self.taken: set[str] = set()
-        self.done: dict[str, threading.Event] = {}
-        self.outcome: dict[str, tuple[bool, object]] = {}
-        self.lock = threading.Lock()
-
-    def add(self, name: str, launch: Callable[[], object]) -> None:
-        self.launchers[name] = launch
-        self.done[name] = threading.Event()
-
-    def _take(self, name: str) -> bool:
-        with self.lock:
-            if name in self.taken:
-                return False
-            self.taken.add(name)
-            return True
-
-    def _run(self, name: str) -> None:
-        try:
-            self.outcome[name] = (True, self.launchers[name]())
-        except BaseException as err:  # pytest.fail's too: re-raised where the run is needed
-            self.outcome[name] = (False, err)
-        self.done[name].set()
-
-    def start(self, names: list[str]) -> None:
-        def work() -> None:
-            for name in names:
-                if self._take(name):
-                    self._run(name)
-
-        threading.Thread(target=work, name="session-runs", daemon=True).start()
-
-    def get(self, name: str):
-        if self._take(name):
-            self._run(name)
-        self.done[name].wait()
-        ok, value = self.outcome[name]
-        if not ok:
-            raise value
-        return value
-
-
-#: The runs, in the order the background thread starts them (most tests read the first), and the fixtures
-#: through which a test needs each (a test's fixture closure names them).
-RUNS = {"tiny": ("tiny_run",), "architectures": ("architecture_grid", "bigbird_run", "modernbert_run"),
-        "notes": ("notes_runs", "notes_run", "own_classifier")}  # fmt: skip
-RUN_FIXTURES = {fixture for fixtures in RUNS.values() for fixture in fixtures}
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """The modules none of whose tests reads a session run first, in their order; then the others, in theirs: the
-    session runs (:class:`SessionRuns`) make progress in the background meanwhile. Whole modules move, so that a
-    module's own fixtures are set up once."""
-    late = {getattr(item, "module", None) for item in items if RUN_FIXTURES & set(item.fixturenames)}
-    items[:] = [i for i in items if getattr(i, "module", None) not in late] + [
-        i for i in items if getattr(i, "module", None) in late
-    ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def session_runs(request, root, tmp_path_factory) -> Iterator[SessionRuns]:
-    """Registers the session runs the collected tests need and starts them in the background (:class:`SessionRuns`)."""
-    runs = SessionRuns()
-    needed = {fixture for item in request.session.items for fixture in item.fixturenames} & RUN_FIXTURES
-    tiny = tmp_path_factory.mktemp("tiny-run")
-    runs.add("tiny", lambda: _tiny_run(root, tiny))
-    grid = tmp_path_factory.mktemp("architecture-grid")
-    runs.add("architectures", lambda: _architecture_grid(root, grid))
-    notes = {name: tmp_path_factory.mktemp(name) for name in ("my-classifier", "notes-csv", "notes-folders")}
-    runs.add("notes", lambda: _notes_runs(root, notes))
-    runs.start([name for name, fixtures in RUNS.items() if needed & set(fixtures)])
-    yield runs
-    kill_live()  # a session cut short (-x, Ctrl-C) leaves no run behind
-
-
-def _tiny_run(root: Path, work: Path) -> Path:
+    Tests read it; a test that changes files works on a copy (:func:`copy_run`).
+    """
+    work = tmp_path_factory.mktemp("tiny-run")
     shutil.copytree(root / ".test" / "config", work / "config")
     out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -136,28 +55,11 @@ def _tiny_run(root: Path, work: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_run(session_runs) -> Path:
-    """A working directory where the .test configuration has run to the end, locally (once per session).
-
-    Tests read it; a test that changes files works on a copy (:func:`copy_run`).
-    """
-    return session_runs.get("tiny")
-
-
-@pytest.fixture(scope="session")
-def own_classifier(notes_runs) -> Path:
+def own_classifier(tmp_path_factory) -> Path:
     """A Longformer classifier of the notes' three services (tests/notes_corpus.py), fine-tuned and saved as a user
     would (:func:`helpers.build_classifier`); it never predicts oncology (class 1), the class of the default
-    ``figures.topk_role`` (most_confident_1). Built with the notes runs, which analyse it."""
-    return notes_runs["classifier"]
-
-
-#: Builds :func:`own_classifier` in a process of its own (the background thread leaves torch's thread pool, and
-#: its thread count, to the tests).
-_BUILD_CLASSIFIER = (
-    "import sys; from pathlib import Path; from helpers import build_classifier; from notes_corpus import SERVICES; "
-    "build_classifier(Path(sys.argv[1]), labels=SERVICES, never=1)"
-)
+    ``figures.topk_role`` (most_confident_1)."""
+    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf", labels=SERVICES, never=1)
 
 
 #: The notes run's shard counts: more shards than its three test notes, so most shards are empty.
@@ -165,7 +67,7 @@ NOTES_SHARDS = {"attention": {"n_shards": 4}, "attribution": {"n_shards": 4}, "t
 
 
 @pytest.fixture(scope="session")
-def notes_runs(session_runs) -> dict[str, Path]:
+def notes_runs(root, own_classifier, tmp_path_factory) -> dict[str, Path]:
     """Real-shaped data analysed with the user's own classifier (:func:`own_classifier`), two runs side by side on
     one core each (:func:`helpers.run_snakemakes_together`), once per session:
 
@@ -176,15 +78,7 @@ def notes_runs(session_runs) -> dict[str, Path]:
     * ``folders``: the same notes as one folder of ``.txt`` files per class (a seeded random split), up to the
       predictions, plus study 3's pair shards (:data:`notes_corpus.FOLDERS_TARGETS`). test_real_data reads it.
     """
-    return session_runs.get("notes")
-
-
-def _notes_runs(root: Path, folders: dict[str, Path]) -> dict[str, Path]:
-    own_classifier = folders["my-classifier"] / "longformer-clf"
-    built = subprocess.run([sys.executable, "-c", _BUILD_CLASSIFIER, str(own_classifier)], cwd=Path(__file__).parent,
-                           capture_output=True, text=True, timeout=GUARD["stage"])  # fmt: skip
-    assert built.returncode == 0, built.stderr[-3000:]
-    csv_work, folders_work = folders["notes-csv"], folders["notes-folders"]
+    csv_work, folders_work = tmp_path_factory.mktemp("notes-csv"), tmp_path_factory.mktemp("notes-folders")
     table, _ = write_notes(csv_work / "input")
     data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
     model = {"source": "classifier", "name_or_path": str(own_classifier)}
@@ -202,7 +96,7 @@ def _notes_runs(root: Path, folders: dict[str, Path]) -> dict[str, Path]:
             "folders": ["--directory", str(folders_work), *FOLDERS_TARGETS, *common]}  # fmt: skip
     for name, out in run_snakemakes_together(root, runs, timeout=GUARD["run"]).items():
         assert out.returncode == 0, f"notes {name} run:\n" + out.stdout[-6000:]
-    return {"csv": csv_work, "folders": folders_work, "classifier": own_classifier}
+    return {"csv": csv_work, "folders": folders_work}
 
 
 @pytest.fixture(scope="session")
@@ -246,15 +140,12 @@ ARCHITECTURE_SEEDS = (7, 8)
 
 
 @pytest.fixture(scope="session")
-def architecture_grid(session_runs) -> Path:
+def architecture_grid(root, tmp_path_factory) -> Path:
     """The `.test` configuration as a grid of the other architectures behind the seam × two fine-tuning seeds, with
     the classification and topology studies, once per session: the seed-7 runs to the end (test_bigbird and
     test_modernbert read them), the seed-8 runs as far as the findings need, and the findings across the four
     (test_grid reads them)."""
-    return session_runs.get("architectures")
-
-
-def _architecture_grid(root: Path, work: Path) -> Path:
+    work = tmp_path_factory.mktemp("architecture-grid")
     cfg = tiny_config(root, studies=["classification", "topology"], findings={"sanity_examples": 2}, **ONE_SHARD)
     cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
     write_config(work, cfg)

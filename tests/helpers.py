@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -48,29 +47,13 @@ def run_guarded(cmd, *, timeout: float, cwd=None, env=None) -> subprocess.Comple
     process group is killed and the test fails with how far it got, instead of leaving orphans behind."""
     proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
-    LIVE.add(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         pytest.fail(hang_report(cmd, timeout, stdout + stderr), pytrace=False)
-    finally:
-        LIVE.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-
-
-#: The guarded runs under way (:func:`run_guarded`, :func:`run_snakemakes_together`): a session that ends while
-#: the session runs' background thread still runs one kills them (conftest's ``session_runs``), leaving no orphan.
-LIVE: set[subprocess.Popen] = set()
-
-
-def kill_live() -> None:
-    """Kill every guarded run still under way, with its process group."""
-    for proc in list(LIVE):
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def hang_report(cmd, limit: float, log: str) -> str:
@@ -114,7 +97,6 @@ def run_snakemakes_together(
             proc = subprocess.Popen([str(c) for c in cmd], cwd=root, env=local_env(), stdout=out,
                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
         procs[name] = (cmd, proc)
-        LIVE.add(proc)
     deadline = time.monotonic() + timeout
     try:
         for _cmd, proc in procs.values():
@@ -127,9 +109,6 @@ def run_snakemakes_together(
         reports = [hang_report(cmd, timeout, (logs / f"{name}.log").read_text(errors="replace"))
                    for name, (cmd, _proc) in procs.items()]  # fmt: skip
         pytest.fail("\n\n".join(reports), pytrace=False)
-    finally:
-        for _cmd, proc in procs.values():
-            LIVE.discard(proc)
     output = {name: (logs / f"{name}.log").read_text(errors="replace") for name in procs}
     return {name: subprocess.CompletedProcess(cmd, proc.returncode, output[name], "")
             for name, (cmd, proc) in procs.items()}  # fmt: skip
