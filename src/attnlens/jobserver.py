@@ -96,7 +96,7 @@ def start(workflow, log: str | os.PathLike = ".snakemake/log/attnlens-jobserver.
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
         proc = subprocess.Popen([sys.executable, "-m", "attnlens.jobserver", str(path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_die_with_parent)  # fmt: skip
+                                stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     _SERVER = (proc, folder)
     os.environ[SOCKET_ENV] = str(path)
     atexit.register(stop)
@@ -121,7 +121,7 @@ def stop() -> None:
 
 
 def _die_with_parent() -> None:
-    """In a child, before it runs: die with SIGKILL when the process that started it goes (Linux's prctl)."""
+    """Die with SIGKILL when the process that started this one goes (Linux's prctl; elsewhere nothing)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -183,6 +183,8 @@ def _receive(conn: socket.socket, n: int) -> bytes:
 def serve(path: str, modules=PRELOAD) -> None:
     """Import ``modules``, then fork a job for each request on the Unix socket ``path`` until standard input
     closes (the process that started the server has gone)."""
+    # set here, not between fork and exec: Snakemake's process has threads, and a preexec_fn may deadlock there
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C stops the jobs and Snakemake; we follow
     for name in modules:
         importlib.import_module(name)
