@@ -20,6 +20,7 @@ import torch
 import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
+from attnlens import jobserver
 from attnlens.config import SyntheticConfig
 from attnlens.corpus import CLASS_NAMES, generate_corpus
 from attnlens.models.loading import load_tokenizer, packaged_model_dir
@@ -70,16 +71,14 @@ def hang_report(cmd, limit: float, log: str) -> str:
             f"last lines:\n{tail}")  # fmt: skip
 
 
-def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False, fresh=False):
+def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False):
     """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``), under
     the hang guard ``timeout`` (:data:`GUARD`).
 
     Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
-    ``fresh=True``: every job in a fresh process of its own, no warm job server (:func:`fresh_env`).
     """
-    env = None if slurm else fresh_env() if fresh else local_env()
     return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
-                       cwd=cwd or root, env=env)  # fmt: skip
+                       cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
 
 
 def run_snakemakes_together(
@@ -202,7 +201,7 @@ def fresh_env() -> dict[str, str]:
     """:func:`local_env` with the warm job server switched off (``ATTNLENS_WARM_JOBS=0``): each job a fresh
     process, as under SLURM. The runs that compare such jobs with the session runs' warm ones show the two give
     the same bytes."""
-    return {**local_env(), "ATTNLENS_WARM_JOBS": "0"}
+    return {**local_env(), jobserver.SWITCH_ENV: "0"}
 
 
 #: The tests that guard a claim needing the machine's help (a real SLURM, a real browser): CI sets their

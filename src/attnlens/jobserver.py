@@ -3,7 +3,7 @@
 A job is a fresh Python process that imports torch, transformers, captum and its stage before its first line of
 work: 3–7 s on a 2-core machine, as long as the work itself in a small run (docs/benchmarks.md). For a local run
 of more than :data:`MIN_JOBS` jobs, the Snakefile's ``onstart`` calls :func:`start`: a job server imports every
-stage module once (:data:`PRELOAD`) and listens on a Unix socket whose path the jobs find in
+stage module once (:func:`stage_modules`) and listens on a Unix socket whose path the jobs find in
 ``ATTNLENS_JOB_SERVER``. Each rule script's first line, :func:`forward`, hands its job to the server: the server
 forks itself, the fork takes the script's standard streams, working directory, environment and arguments, sets
 the thread pools from that environment as a fresh process would read it at start, runs the script (the same file,
@@ -32,6 +32,7 @@ import ctypes
 import importlib
 import os
 import pickle
+import pkgutil
 import runpy
 import select
 import shutil
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 
 #: The environment variable that names the server's socket (set for the jobs by :func:`start`).
@@ -51,12 +53,9 @@ SOCKET_ENV = "ATTNLENS_JOB_SERVER"
 SWITCH_ENV = "ATTNLENS_WARM_JOBS"
 #: A run of fewer jobs starts them fresh: the server's imports cost about two model jobs' start-up.
 MIN_JOBS = 4
-#: What the server imports before it answers: every stage module (the model stages pull in torch, transformers,
-#: captum and the numba kernels; the light ones pandas, matplotlib and scipy).
-PRELOAD = tuple(f"attnlens.stages.{name}" for name in (
-    "data", "model", "attention", "figures", "attribution", "explanations", "faithfulness", "similarity",
-    "topology", "pairs", "report", "findings",
-))  # fmt: skip
+#: The package whose every module the server imports before it answers (:func:`stage_modules`): the model
+#: stages pull in torch, transformers, captum and the numba kernels; the light ones pandas, matplotlib and scipy.
+STAGES = "attnlens.stages"
 #: The thread-count variables a fresh process's libraries read at start (Snakemake sets them to the job's
 #: ``threads``); a fork applies them to the pools the server loaded (:func:`_limit_threads`).
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -180,13 +179,19 @@ def _receive(conn: socket.socket, n: int) -> bytes:
     return data
 
 
-def serve(path: str, modules=PRELOAD) -> None:
-    """Import ``modules``, then fork a job for each request on the Unix socket ``path`` until standard input
-    closes (the process that started the server has gone)."""
+def stage_modules() -> list[str]:
+    """Every module of :data:`STAGES` (one per rule file): what a job's script imports."""
+    package = importlib.import_module(STAGES)
+    return [f"{STAGES}.{info.name}" for info in pkgutil.iter_modules(package.__path__)]
+
+
+def serve(path: str, modules: Sequence[str] | None = None) -> None:
+    """Import ``modules`` (default: :func:`stage_modules`), then fork a job for each request on the Unix socket
+    ``path`` until standard input closes (the process that started the server has gone)."""
     # set here, not between fork and exec: Snakemake's process has threads, and a preexec_fn may deadlock there
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C stops the jobs and Snakemake; we follow
-    for name in modules:
+    for name in stage_modules() if modules is None else modules:
         importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
