@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,14 +14,17 @@ import torch
 from helpers import (
     GUARD,
     ROOT,
-    build_classifier,
+    kill_live,
+    local_env,
+    run_guarded,
     run_snakemake,
-    run_snakemakes_together,
     tiny_config,
     tiny_longformer,
     write_config,
 )
 from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
+from session_runs import REGISTRY, SessionRuns, session_run
+from threadpoolctl import threadpool_limits
 from transformers import AutoTokenizer, BertModel
 
 from attnlens.models.loading import packaged_model_dir
@@ -41,68 +46,154 @@ def root() -> Path:
     return ROOT
 
 
-@pytest.fixture(scope="session")
-def tiny_run(root, tmp_path_factory) -> Path:
-    """A working directory where the .test configuration has run to the end, locally (once per session).
+#: The test process computes on one core, and so do the processes it starts (a Snakemake job gets its rule's
+#: threads from Snakemake): the session runs (:mod:`session_runs`) take the other cores, one each, and no thread
+#: pool waits spinning for a core another holds (a two-thread subprocess beside them took 5 × its time).
+torch.set_num_threads(1)
+threadpool_limits(1)
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_name] = "1"
 
-    Tests read it; a test that changes files works on a copy (:func:`copy_run`).
-    """
-    work = tmp_path_factory.mktemp("tiny-run")
-    shutil.copytree(root / ".test" / "config", work / "config")
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--show-failed-logs", timeout=GUARD["run"])
+
+def _needed(items) -> set[str]:
+    """The session runs ``items`` need: each is registered under the name of the fixture that returns it (here, or
+    in the test module that owns it), and a test's fixture closure names every fixture it needs."""
+    return {fixture for item in items for fixture in item.fixturenames} & set(REGISTRY)
+
+
+#: Of the modules that need a session run, these go first: their set-up mostly waits (SLURM's packages and
+#: daemons, its queue), which the runs' computing fills.
+WAITING_FIRST = ("test_slurm",)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The modules none of whose tests needs a session run first, in their order, then the others (those of
+    :data:`WAITING_FIRST` first): the runs make progress on the other cores meanwhile (:mod:`session_runs`). Whole
+    modules move, so that a module's own fixtures are set up once."""
+    late = {getattr(item, "module", None) for item in items if _needed([item])}
+
+    def place(item) -> int:
+        module = getattr(item, "module", None)
+        return 0 if module not in late else 1 if getattr(module, "__name__", "") in WAITING_FIRST else 2
+
+    items.sort(key=place)  # stable: each group keeps its order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_runs(request, tmp_path_factory) -> Iterator[SessionRuns]:
+    """The session runs the collected tests need, started in the background from the first test."""
+    runs = SessionRuns()
+    local_env()  # built once, before the runs' threads use it
+    runs.start(_needed(request.session.items), tmp_path_factory.mktemp)
+    yield runs
+    kill_live()  # a session cut short (-x, Ctrl-C) leaves no run behind
+
+
+@session_run("architecture_grid", seconds=400)
+def _architecture_grid(work: Path) -> Path:
+    cfg = tiny_config(ROOT, studies=["classification", "topology"], findings={"sanity_examples": 2}, **ONE_SHARD)
+    cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
+    write_config(work, cfg)
+    first = [f"results/runs/default__{m}__s{ARCHITECTURE_SEEDS[0]}/manifest.json" for m in ARCHITECTURES]
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *first,
+                        "results/findings/findings.csv", timeout=GUARD["run"])  # fmt: skip
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    return work
+
+
+@session_run("tiny_run", seconds=200)
+def _tiny_run(work: Path) -> Path:
+    shutil.copytree(ROOT / ".test" / "config", work / "config")
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work
 
 
 @pytest.fixture(scope="session")
-def own_classifier(tmp_path_factory) -> Path:
+def tiny_run(session_runs) -> Path:
+    """A working directory where the .test configuration has run to the end, locally, one thread a job (once per
+    session).
+
+    Tests read it; a test that changes files works on a copy (:func:`copy_run`).
+    """
+    return session_runs.get("tiny_run")
+
+
+#: Builds :func:`own_classifier` in a process of its own (torch's threads in this one are the tests').
+_BUILD_CLASSIFIER = (
+    "import sys; from pathlib import Path; from helpers import build_classifier; from notes_corpus import SERVICES; "
+    "build_classifier(Path(sys.argv[1]), labels=SERVICES, never=1)"
+)
+
+
+@session_run("own_classifier", seconds=10)
+def _own_classifier(work: Path) -> Path:
+    folder = work / "longformer-clf"
+    built = run_guarded([sys.executable, "-c", _BUILD_CLASSIFIER, folder], cwd=Path(__file__).parent,
+                        timeout=GUARD["stage"], env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    return folder
+
+
+@pytest.fixture(scope="session")
+def own_classifier(session_runs) -> Path:
     """A Longformer classifier of the notes' three services (tests/notes_corpus.py), fine-tuned and saved as a user
     would (:func:`helpers.build_classifier`); it never predicts oncology (class 1), the class of the default
     ``figures.topk_role`` (most_confident_1)."""
-    return build_classifier(tmp_path_factory.mktemp("my-classifier") / "longformer-clf", labels=SERVICES, never=1)
+    return session_runs.get("own_classifier")
 
 
 #: The notes run's shard counts: more shards than its three test notes, so most shards are empty.
 NOTES_SHARDS = {"attention": {"n_shards": 4}, "attribution": {"n_shards": 4}, "topology": {"n_shards": 4}}
 
 
-@pytest.fixture(scope="session")
-def notes_runs(root, own_classifier, tmp_path_factory) -> dict[str, Path]:
-    """Real-shaped data analysed with the user's own classifier (:func:`own_classifier`), two runs side by side on
-    one core each (:func:`helpers.run_snakemakes_together`), once per session:
-
-    * ``csv``: the discharge notes as a CSV (three classes, one never predicted, one named by hostile text; three
-      test notes, all of one class, one of them hostile and showcased by `predict.extra_ids`), the classification
-      and topology studies, more shards than test notes. test_real_data, test_existing_classifier and
-      test_browser read it.
-    * ``folders``: the same notes as one folder of ``.txt`` files per class (a seeded random split), up to the
-      predictions, plus study 3's pair shards (:data:`notes_corpus.FOLDERS_TARGETS`). test_real_data reads it.
-    """
-    csv_work, folders_work = tmp_path_factory.mktemp("notes-csv"), tmp_path_factory.mktemp("notes-folders")
-    table, _ = write_notes(csv_work / "input")
+@session_run("notes_run", seconds=150, after=("own_classifier",))
+def _notes_csv(work: Path, classifier: Path) -> Path:
+    table, _ = write_notes(work / "input")
     data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
-    model = {"source": "classifier", "name_or_path": str(own_classifier)}
-    write_config(csv_work, tiny_config(root, data=data, model=model, studies=["classification", "topology"],
-                                       predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
-    _, folders = write_notes(folders_work / "input")
+    model = {"source": "classifier", "name_or_path": str(classifier)}
+    write_config(work, tiny_config(ROOT, data=data, model=model, studies=["classification", "topology"],
+                                   predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, "notes csv run:\n" + out.stdout[-6000:] + out.stderr[-3000:]
+    return work
+
+
+@session_run("notes_folders_run", seconds=80, after=("own_classifier",))
+def _notes_folders(work: Path, classifier: Path) -> Path:
+    _, folders = write_notes(work / "input")
     data = {"source": "folders", "path": str(folders), "classes": list(SERVICES), "seed": 7, "test_fraction": 0.25}
-    cfg = tiny_config(root, data=data, model=model)
+    cfg = tiny_config(ROOT, data=data, model={"source": "classifier", "name_or_path": str(classifier)})
     cfg["pairs"]["attribution"]["n_shards"] = PAIR_SHARDS
     cfg["pairs"]["data"]["synthetic"]["n_pairs"] = 6
     cfg["pairs"]["exact"]["enabled"] = False
-    write_config(folders_work, cfg)
-    common = ["--cores", "1", "--show-failed-logs"]
-    runs = {"csv": ["--directory", str(csv_work), *common],
-            "folders": ["--directory", str(folders_work), *FOLDERS_TARGETS, *common]}  # fmt: skip
-    for name, out in run_snakemakes_together(root, runs, timeout=GUARD["run"]).items():
-        assert out.returncode == 0, f"notes {name} run:\n" + out.stdout[-6000:]
-    return {"csv": csv_work, "folders": folders_work}
+    write_config(work, cfg)
+    out = run_snakemake(ROOT, "--directory", str(work), *FOLDERS_TARGETS, "--cores", "1", "--show-failed-logs",
+                        timeout=GUARD["run"])  # fmt: skip
+    assert out.returncode == 0, "notes folders run:\n" + out.stdout[-6000:] + out.stderr[-3000:]
+    return work
 
 
 @pytest.fixture(scope="session")
-def notes_run(notes_runs) -> Path:
-    """The CSV run of :func:`notes_runs`: real-shaped data analysed with the user's own classifier."""
-    return notes_runs["csv"]
+def notes_run(session_runs) -> Path:
+    """Real-shaped data analysed with the user's own classifier (:func:`own_classifier`): the discharge notes as a
+    CSV (three classes, one never predicted, one named by hostile text; three test notes, all of one class, one of
+    them hostile and showcased by `predict.extra_ids`), the classification and topology studies, more shards than
+    test notes. test_real_data, test_existing_classifier and test_browser read it."""
+    return session_runs.get("notes_run")
+
+
+@pytest.fixture(scope="session")
+def notes_folders_run(session_runs) -> Path:
+    """The same notes as one folder of ``.txt`` files per class (a seeded random split), up to the predictions,
+    plus study 3's pair shards (:data:`notes_corpus.FOLDERS_TARGETS`). test_real_data reads it."""
+    return session_runs.get("notes_folders_run")
+
+
+@pytest.fixture(scope="session")
+def notes_runs(notes_run, notes_folders_run) -> dict[str, Path]:
+    """The two notes runs, by the form of their input."""
+    return {"csv": notes_run, "folders": notes_folders_run}
 
 
 @pytest.fixture(scope="session")
@@ -140,22 +231,12 @@ ARCHITECTURE_SEEDS = (7, 8)
 
 
 @pytest.fixture(scope="session")
-def architecture_grid(root, tmp_path_factory) -> Path:
+def architecture_grid(session_runs) -> Path:
     """The `.test` configuration as a grid of the other architectures behind the seam × two fine-tuning seeds, with
-    the classification and topology studies, once per session: the seed-7 runs to the end (test_bigbird and
-    test_modernbert read them), the seed-8 runs as far as the findings need, and the findings across the four
-    (test_grid reads them)."""
-    work = tmp_path_factory.mktemp("architecture-grid")
-    cfg = tiny_config(root, studies=["classification", "topology"], findings={"sanity_examples": 2}, **ONE_SHARD)
-    cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
-    write_config(work, cfg)
-    first = [f"results/runs/default__{m}__s{ARCHITECTURE_SEEDS[0]}/manifest.json" for m in ARCHITECTURES]
-    # one thread a job, two jobs at a time: the runs' chains of short jobs overlap (as two one-core runs side by
-    # side do, helpers.run_snakemakes_together) instead of one two-thread job at a time
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", "--max-threads", "1", "--show-failed-logs",
-                        *first, "results/findings/findings.csv", timeout=GUARD["run"])  # fmt: skip
-    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
-    return work
+    the classification and topology studies, once per session, one thread a job: the seed-7 runs to the end
+    (test_bigbird and test_modernbert read them), the seed-8 runs as far as the findings need, and the findings
+    across the four (test_grid reads them)."""
+    return session_runs.get("architecture_grid")
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -12,7 +13,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -46,15 +46,36 @@ GUARD = {
 def run_guarded(cmd, *, timeout: float, cwd=None, env=None) -> subprocess.CompletedProcess:
     """``cmd`` in a session of its own, stdout and stderr captured as text; past ``timeout`` seconds its whole
     process group is killed and the test fails with how far it got, instead of leaving orphans behind."""
-    proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    proc = live(subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True))  # fmt: skip
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         pytest.fail(hang_report(cmd, timeout, stdout + stderr), pytrace=False)
+    finally:
+        LIVE.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+#: The guarded processes under way (:func:`run_guarded`, :func:`live`): a session that ends while a session run
+#: (tests/session_runs.py) still has one going kills it (conftest's ``session_runs``), leaving no orphan.
+LIVE: set[subprocess.Popen] = set()
+
+
+def live(proc: subprocess.Popen) -> subprocess.Popen:
+    """``proc`` (started in a session of its own) registered in :data:`LIVE` until it has ended."""
+    LIVE.add(proc)
+    return proc
+
+
+def kill_live() -> None:
+    """Kill every process of :data:`LIVE` still under way, with its process group."""
+    for proc in list(LIVE):
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def hang_report(cmd, limit: float, log: str) -> str:
@@ -79,38 +100,6 @@ def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm
     """
     return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
                        cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
-
-
-def run_snakemakes_together(
-    root, runs: dict[str, list[str]], *, timeout: float
-) -> dict[str, subprocess.CompletedProcess]:
-    """Several independent ``snakemake`` runs (name → arguments) side by side, each in a session of its own with
-    its output in a file; past ``timeout`` seconds every one still running is killed with its process group and
-    the test fails with how far each got (:func:`hang_report`). Give each run ``--cores 1``: two one-core runs keep
-    both cores busy where one run alone leaves one idle most of the time, and no job's threads fight another's."""
-    logs = Path(tempfile.mkdtemp(prefix="attnlens-runs-"))
-    procs = {}
-    for name, args in runs.items():
-        cmd = [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args]
-        with open(logs / f"{name}.log", "w", encoding="utf-8") as out:
-            proc = subprocess.Popen([str(c) for c in cmd], cwd=root, env=local_env(), stdout=out,
-                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
-        procs[name] = (cmd, proc)
-    deadline = time.monotonic() + timeout
-    try:
-        for _cmd, proc in procs.values():
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        for _cmd, proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        reports = [hang_report(cmd, timeout, (logs / f"{name}.log").read_text(errors="replace"))
-                   for name, (cmd, _proc) in procs.items()]  # fmt: skip
-        pytest.fail("\n\n".join(reports), pytrace=False)
-    output = {name: (logs / f"{name}.log").read_text(errors="replace") for name in procs}
-    return {name: subprocess.CompletedProcess(cmd, proc.returncode, output[name], "")
-            for name, (cmd, proc) in procs.items()}  # fmt: skip
 
 
 #: The fork server of :class:`ForkedSnakemake`: imports Snakemake once, then runs each command line it is sent
@@ -185,7 +174,8 @@ SLURM_COMMANDS = {"sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel", "
 
 @functools.cache
 def local_env() -> dict[str, str]:
-    """This environment with a PATH that offers every command but SLURM's (built once per test session)."""
+    """This environment with a PATH that offers every command but SLURM's, and the session's job server
+    (:func:`job_server`), built once per test session."""
     shadow = Path(tempfile.mkdtemp(prefix="attnlens-bin-without-slurm-"))
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         if not folder or not Path(folder).is_dir():
@@ -194,14 +184,34 @@ def local_env() -> dict[str, str]:
             link = shadow / tool.name
             if tool.name not in SLURM_COMMANDS and not link.is_symlink():
                 link.symlink_to(tool)
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
+    return {**env, jobserver.SOCKET_ENV: job_server(env)}
+
+
+#: The session's job server (:func:`job_server`); its standard input stays open until the session ends.
+_JOB_SERVER: list[subprocess.Popen] = []
+
+
+def job_server(env: dict[str, str]) -> str:
+    """Start one warm job server for the whole session (``python -m attnlens.jobserver``) and return its socket:
+    every local run the tests start (:func:`local_env`) hands its jobs to it instead of starting a server of its
+    own (``attnlens.jobserver.start``), so that no run pays the stages' imports again, nor fresh starts for its
+    first jobs while its own server imports. It ends with the session (its standard input closes); until it has
+    imported, jobs start fresh, as they would."""
+    path = Path(tempfile.mkdtemp(prefix="attnlens-jobs-")) / "socket"
+    with open(path.parent / "server.log", "wb") as log:
+        _JOB_SERVER.append(subprocess.Popen([sys.executable, "-m", "attnlens.jobserver", str(path)], env=env,
+                                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log))  # fmt: skip
+    return str(path)
 
 
 def fresh_env() -> dict[str, str]:
-    """:func:`local_env` with the warm job server switched off (``ATTNLENS_WARM_JOBS=0``): each job a fresh
-    process, as under SLURM. The runs that compare such jobs with the session runs' warm ones show the two give
-    the same bytes."""
-    return {**local_env(), jobserver.SWITCH_ENV: "0"}
+    """:func:`local_env` without a warm job server (``ATTNLENS_WARM_JOBS=0``): each job a fresh process, as
+    under SLURM. The runs that compare such jobs with the session runs' warm ones show the two give the same
+    bytes; a run in a namespace of its own (a private mount) needs it, as the server cannot see into that."""
+    env = {**local_env(), jobserver.SWITCH_ENV: "0"}
+    env.pop(jobserver.SOCKET_ENV)
+    return env
 
 
 #: The tests that guard a claim needing the machine's help (a real SLURM, a real browser): CI sets their

@@ -42,7 +42,8 @@ def explained(tiny_run):
     results = tiny_run / "results"
     eid = load_selection(results / "predictions/selection.json")[0]["example_id"]
     test = pd.read_parquet(results / "data/test.parquet").set_index("example_id")
-    torch.set_num_threads(2)  # as the rules ran (threads: 2): the same kernels' partition of the sums
+    # one thread, as the run's jobs had (conftest): the same kernels' partition of the sums
+    assert torch.get_num_threads() == 1
     classifier = attnlens.load(results)
     doc = attnlens.explain(test.loc[eid, "text"], classifier, config=tiny_run / "config/config.yaml",
                            label=int(test.loc[eid, "label"]), example_id=eid)  # fmt: skip
@@ -201,6 +202,7 @@ def _write(path: Path, content: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize("run", ["bigbird_run", "modernbert_run"])
+@pytest.mark.usefixtures("architecture_grid")  # the session run the two fixtures read (conftest)
 def test_every_architecture_explains_as_its_run_did(run, request):
     """The architecture grid's BigBird (block-sparse) and ModernBERT (windowed and full layers) runs: IG and the
     received attention of a showcased example through the API equal the run's (the same seam functions)."""
@@ -208,13 +210,9 @@ def test_every_architecture_explains_as_its_run_did(run, request):
     eid = load_selection(results / "predictions/selection.json")[0]["example_id"]
     test = _test_split(results).set_index("example_id")
     config = results.parents[2] / "config/config.yaml"  # the grid's: its top-level sections are every run's
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the grid's jobs ran (--max-threads 1): the same partition of the sums
-    try:
-        doc = attnlens.explain(test.loc[eid, "text"], attnlens.load(results), config=config, example_id=eid,
-                               label=int(test.loc[eid, "label"]))  # fmt: skip
-    finally:
-        torch.set_num_threads(threads)
+    assert torch.get_num_threads() == 1  # as the grid's jobs had (conftest): the same partition of the sums
+    doc = attnlens.explain(test.loc[eid, "text"], attnlens.load(results), config=config, example_id=eid,
+                           label=int(test.loc[eid, "label"]))  # fmt: skip
     stored = load_attributions(sorted((results / "attributions").glob("shard*.parquet"))).set_index("example_id")
     np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[eid, "scores"]))
     summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors"))).examples[eid]

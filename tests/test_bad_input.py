@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded, tiny_config
+from helpers import GUARD, ROOT, SNAKEMAKE, fresh_env, local_env, run_guarded, tiny_config
 from transformers import LongformerConfig
 
 pytestmark = pytest.mark.workflow
@@ -196,7 +196,9 @@ AS_USER = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-s
 def _run(work: Path, env: dict | None, obey_permissions: bool) -> subprocess.CompletedProcess:
     prefix = AS_USER if obey_permissions and os.geteuid() == 0 else []
     cmd = [*prefix, *SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", work, "--cores", 1, "prepare_dataset"]
-    return run_guarded(cmd, cwd=work, timeout=GUARD["plan"], env={**local_env(), **(env or {})})
+    # a job without the capabilities dropped here must not run in a fork of the (root) job server
+    base = fresh_env() if prefix else local_env()
+    return run_guarded(cmd, cwd=work, timeout=GUARD["plan"], env={**base, **(env or {})})
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import GUARD, SNAKEMAKE, local_env, run_guarded, tiny_config, write_config
+from helpers import GUARD, SNAKEMAKE, fresh_env, local_env, run_guarded, tiny_config, write_config
 from safetensors.torch import load_file
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
@@ -157,7 +157,8 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     # results/ on a 3 MB tmpfs, private to this command: the data fit, the base model (90 MB) does not
     script = (f"mount -t tmpfs -o size=3m tmpfs {work / 'results'} && {{ {smk}; echo rc=$?; }}; "
               f"cp -a {work / 'results'} {tmp_path / 'kept'}")  # fmt: skip
-    out = run_guarded(["unshare", "-m", "sh", "-c", script], timeout=GUARD["stage"], env=local_env())
+    # jobs in fresh processes: a warm job server's forks would write outside this private mount
+    out = run_guarded(["unshare", "-m", "sh", "-c", script], timeout=GUARD["stage"], env=fresh_env())
     said = out.stdout + out.stderr
     assert "rc=1" in said, said[-3000:]
     errors = [line for line in said.splitlines() if line.startswith("attnlens: error:")]

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded, run_snakemake, tiny_config, write_config
+from session_runs import session_run
 
 from attnlens.config import validate_config
 from attnlens.errors import InputError
@@ -189,16 +190,30 @@ def test_runs_of_a_grid_share_the_jobs_that_do_not_depend_on_an_axis(architectur
     assert seeds == [7, 8, 7, 8]
 
 
-@pytest.mark.workflow
-def test_a_grid_run_gives_the_numbers_of_the_same_config_without_a_grid(root, tiny_run, tmp_path):
-    """The `.test` configuration as a grid of one run: its prepared data, models and predictions equal the one-run
-    session run's (``tiny_run``) byte for byte but for what ``compare_runs.MAY_DIFFER`` lists."""
-    work = tmp_path / "work"
+#: The run of the `.test` configuration as a grid of one (:func:`_grid_of_one`).
+GRID_OF_ONE = "results/runs/default__default__s7"
+
+
+@session_run("grid_of_one_run", seconds=40)
+def _grid_of_one(work: Path) -> Path:
+    """The `.test` configuration as a grid of one run, up to its predictions, one thread a job as ``tiny_run``."""
     write_config(work, {**tiny_config(ROOT), "grid": {"seeds": [7]}})
-    run = "results/runs/default__default__s7"
-    out = run_snakemake(root, "--directory", str(work), "--cores", "2", f"{run}/predictions/metrics.json",
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", f"{GRID_OF_ONE}/predictions/metrics.json",
                         timeout=GUARD["stage"])  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def grid_of_one_run(session_runs) -> Path:
+    return session_runs.get("grid_of_one_run")
+
+
+@pytest.mark.workflow
+def test_a_grid_run_gives_the_numbers_of_the_same_config_without_a_grid(tiny_run, grid_of_one_run, tmp_path):
+    """The `.test` configuration as a grid of one run: its prepared data, models and predictions equal the one-run
+    session run's (``tiny_run``) byte for byte but for what ``compare_runs.MAY_DIFFER`` lists."""
+    work, run = grid_of_one_run, GRID_OF_ONE
     one, grid = tmp_path / "one", tmp_path / "grid"
     pairs = {
         "data": ("results/data", "results/datasets/default/data"),

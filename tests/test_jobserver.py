@@ -172,6 +172,23 @@ def test_without_a_server_the_script_runs_in_its_own_process(tmp_path):
         assert proc.returncode == 0 and int(out) == proc.pid
 
 
+def test_switched_off_a_job_runs_in_its_own_process_though_a_server_answers(server, tmp_path):
+    proc = server.run(tmp_path, "import os\nprint(os.getpid())\n", env={jobserver.SWITCH_ENV: "0"}, wait=False)
+    out, _ = proc.communicate(timeout=GUARD["plan"])
+    assert proc.returncode == 0 and int(out) == proc.pid
+
+
+def test_a_run_leaves_its_jobs_to_a_server_that_already_answers(server, tmp_path, monkeypatch):
+    """A server kept for many runs (the test session's, helpers.job_server) serves a run's jobs: the run starts
+    none of its own; where the socket named answers nobody, the run starts its own."""
+    assert jobserver.answering(server.path)
+    assert not jobserver.answering(str(tmp_path / "nobody-listens")) and not jobserver.answering(None)
+    monkeypatch.delenv(jobserver.SWITCH_ENV, raising=False)
+    monkeypatch.setenv(jobserver.SOCKET_ENV, server.path)
+    jobserver.start(_workflow())
+    assert jobserver._SERVER is None and os.environ[jobserver.SOCKET_ENV] == server.path
+
+
 def test_a_forks_thread_pools_follow_the_jobs_environment(tmp_path):
     """Snakemake sets OMP_NUM_THREADS & co. to a job's ``threads``; a fresh process's OpenBLAS reads them at start,
     a fork has them applied to the pools the server loaded."""

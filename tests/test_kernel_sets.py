@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
-from helpers import GUARD, run_guarded
+import pytest
+from helpers import GUARD, ROOT, run_guarded
+from session_runs import session_run
 
 #: The portable kernel set, as environment variables read when torch, MKL and oneDNN load.
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
@@ -22,11 +26,22 @@ PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2
 LIMIT = GUARD["stage"]
 
 
-def test_numerics_hold_under_the_portable_kernels(root):
+@session_run("portable_kernels_run", seconds=90)
+def _portable_kernels(work: Path) -> subprocess.CompletedProcess:
+    """The numerics tests in a pytest of their own under the portable kernels, on one core (a session run)."""
     # not -q: the session header must show which kernels ran (conftest.pytest_report_header)
     cmd = [sys.executable, "-m", "pytest", "-m", "numerics and not workflow", "-p", "no:cacheprovider",
-           "-o", "addopts=--strict-markers -rfE"]  # fmt: skip
-    out = run_guarded(cmd, timeout=LIMIT, cwd=root, env={**os.environ, **PORTABLE})
+           "-o", "addopts=--strict-markers -rfE", "--basetemp", work / "tmp"]  # fmt: skip
+    return run_guarded(cmd, timeout=LIMIT, cwd=ROOT, env={**os.environ, **PORTABLE, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="session")
+def portable_kernels_run(session_runs) -> subprocess.CompletedProcess:
+    return session_runs.get("portable_kernels_run")
+
+
+def test_numerics_hold_under_the_portable_kernels(portable_kernels_run):
+    out = portable_kernels_run
     log = out.stdout + out.stderr
     assert "CPU kernels: DEFAULT" in log, "the subprocess did not run the portable kernels:\n" + log[-2000:]
     passed = re.search(r"(\d+) passed", log)

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import GUARD, SNAKEMAKE, fresh_env, local_env, run_guarded, run_snakemake
+from helpers import GUARD, ROOT, SNAKEMAKE, fresh_env, local_env, run_guarded, run_snakemake
+from session_runs import session_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from compare_runs import describe, differences
@@ -25,6 +26,7 @@ from compare_runs import describe, differences
 pytestmark = pytest.mark.workflow
 
 ONLY = "only in one run: "
+TARGET = "results/predictions/metrics.json"
 
 USER_SNAKEFILE = """\
 configfile: "config/config.yaml"
@@ -47,31 +49,42 @@ def _planned(stdout: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 
 
-@pytest.fixture(scope="module")
-def user_dir(root, tmp_path_factory) -> Path:
-    user = tmp_path_factory.mktemp("my-study")
-    (user / "config").mkdir()
-    shutil.copy(root / ".test/config/config.yaml", user / "config/config.yaml")
-    (user / "Snakefile").write_text(USER_SNAKEFILE.format(snakefile=root / "Snakefile"), encoding="utf-8")
+def _user_dir(user: Path) -> Path:
+    """A user's directory: the `.test` config and the three-line module Snakefile."""
+    (user / "config").mkdir(parents=True)
+    shutil.copy(ROOT / ".test/config/config.yaml", user / "config/config.yaml")
+    (user / "Snakefile").write_text(USER_SNAKEFILE.format(snakefile=ROOT / "Snakefile"), encoding="utf-8")
     return user
 
 
-def test_the_module_plans_what_the_checkout_plans(root, user_dir, tmp_path):
+@session_run("module_run", seconds=40)
+def _module_run(work: Path) -> Path:
+    """The module's jobs up to the predictions, one thread a job as ``tiny_run``'s, each in a fresh process (no warm
+    job server)."""
+    user = _user_dir(work / "my-study")
+    out = run_guarded([*SNAKEMAKE, "--cores", "1", TARGET], cwd=user, timeout=GUARD["stage"], env=fresh_env())
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return user
+
+
+@pytest.fixture(scope="session")
+def module_run(session_runs) -> Path:
+    return session_runs.get("module_run")
+
+
+def test_the_module_plans_what_the_checkout_plans(root, tmp_path):
+    user_dir = _user_dir(tmp_path / "my-study")
     mine = run_guarded([*SNAKEMAKE, "-n", "--cores", "2"], cwd=user_dir, timeout=GUARD["plan"], env=local_env())
     assert mine.returncode == 0, mine.stdout[-3000:] + mine.stderr[-3000:]
-    shutil.copytree(user_dir / "config", tmp_path / "config")
-    own = run_snakemake(root, "--directory", str(tmp_path), "-n", "--cores", "2")
+    own = run_snakemake(root, "--directory", str(user_dir), "-n", "--cores", "2")
     assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-3000:]
     assert _planned(mine.stdout) == _planned(own.stdout) and sum(_planned(own.stdout).values()) > 30
 
 
-def test_the_modules_jobs_compute_what_the_session_run_computed(user_dir, tiny_run):
-    target = "results/predictions/metrics.json"
-    # its jobs in fresh processes (no warm job server): what they compute must equal the session run's warm jobs
-    out = run_guarded([*SNAKEMAKE, "--cores", "2", target], cwd=user_dir, timeout=GUARD["stage"], env=fresh_env())
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+def test_the_modules_jobs_compute_what_the_session_run_computed(module_run, tiny_run):
+    # its jobs ran in fresh processes (no warm job server): what they compute must equal the session run's warm jobs
     for part in ("data", "models", "predictions"):
-        ref, mine = tiny_run / "results" / part, user_dir / "results" / part
+        ref, mine = tiny_run / "results" / part, module_run / "results" / part
         # the session run also holds the pair study's data and encoder, which this target does not ask for
         asked = [d for d in differences(ref, mine) if not (d.startswith(ONLY) and not (mine / d[len(ONLY) :]).exists())]
         assert not asked, "\n".join(describe(ref, mine, rel) for rel in asked)

@@ -13,6 +13,7 @@ differ is listed in ``benchmarks/compare_runs.py``'s ``MAY_DIFFER``, each with i
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import GUARD, SNAKEMAKE, hang_report, local_env, run_guarded, run_snakemake
+from helpers import GUARD, LIVE, ROOT, SNAKEMAKE, hang_report, live, local_env, run_guarded, run_snakemake
 from PIL import Image
+from session_runs import session_run
 
 from attnlens.io import provenance, save_parquet
 
@@ -55,8 +57,8 @@ def _kill_when(
     """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds — or, with ``job``, send ``sig``
     to the running job of that rule only, and wait for Snakemake to end. ``limit``: a hang guard (helpers.GUARD);
     a run that never gets there fails with how far it got (Snakemake's log)."""
-    proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=local_env())  # fmt: skip
+    proc = live(subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True, env=local_env()))  # fmt: skip
     try:
         deadline = time.time() + limit
         while time.time() < deadline and proc.poll() is None and not ready():
@@ -78,6 +80,8 @@ def _kill_when(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        LIVE.discard(proc)
 
 
 def _mid_shards(res: Path, outputs: list[str], logs: list[str], started: float) -> Callable[[], bool]:
@@ -92,15 +96,16 @@ def _mid_shards(res: Path, outputs: list[str], logs: list[str], started: float) 
     return ready
 
 
-def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp_path):
-    work = tmp_path / "work"
-    (work / "config").mkdir(parents=True)
-    (work / "config/config.yaml").write_bytes((tiny_run / "config/config.yaml").read_bytes())
+@session_run("killed_and_resumed_run", seconds=250)
+def _killed_and_resumed(work: Path) -> Path:
+    """The `.test` run from an empty folder, one thread a job as ``tiny_run``, interrupted three times and resumed
+    to the end (the module's docstring); what each interruption must leave is checked as it happens."""
+    shutil.copytree(ROOT / ".test" / "config", work / "config")
     res = work / "results"
-    base = [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2"]
+    base = [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), "--cores", "1"]
 
     def resume(*targets: str) -> list[str]:
-        unlock = run_snakemake(root, "--directory", str(work), "--unlock")
+        unlock = run_snakemake(ROOT, "--directory", str(work), "--unlock")
         assert unlock.returncode == 0, unlock.stderr[-2000:]
         return [*base, "--rerun-incomplete", *targets]
 
@@ -143,7 +148,17 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(root, tiny_run, tmp
     for o, mtime in {**finished_ig, **finished_pairs}.items():
         assert (res / o).stat().st_mtime_ns == mtime, f"{o} was recomputed"
     assert not [p for p in res.rglob("*") if ".tmp-" in p.name or p.name.endswith(".partial")]
+    return work
 
+
+@pytest.fixture(scope="session")
+def killed_and_resumed_run(session_runs) -> Path:
+    """The working folder of the interrupted and resumed run (:func:`_killed_and_resumed`), once per session."""
+    return session_runs.get("killed_and_resumed_run")
+
+
+def test_killed_and_resumed_run_equals_the_uninterrupted_one(tiny_run, killed_and_resumed_run):
+    res = killed_and_resumed_run / "results"
     # 5. byte for byte the uninterrupted run, but for what MAY_DIFFER lists
     differ = differences(tiny_run / "results", res)
     assert not differ, "differs from the uninterrupted run:\n" + "\n".join(

@@ -18,7 +18,9 @@ process is passed on to its fork (the job's clean stop, exit 143); a script's pr
 Snakemake ended) takes its fork with it, and so does the server when it goes (each fork dies with its parent), and
 the server goes when the Snakemake that started it does. Where no server answers (none started, a SLURM job, a
 socket not bound yet because the server is still importing) :func:`forward` returns at once and the script runs
-in its own process as before. ``ATTNLENS_WARM_JOBS=0`` switches the server off.
+in its own process as before. ``ATTNLENS_WARM_JOBS=0`` switches the server off. A server that outlives one run
+(``python -m attnlens.jobserver SOCKET``, ended by closing its standard input; the test suite keeps one for its
+session) serves every local run whose environment names its socket: those runs start none of their own.
 
 Stdlib only: a script's own process imports nothing heavy before it knows where its job runs.
 """
@@ -84,11 +86,27 @@ def wanted(workflow) -> bool:
     return dag is None or len(dag) > MIN_JOBS
 
 
+def answering(path: str | None) -> bool:
+    """Whether a job server listens on the socket ``path`` (an empty connection, which it drops)."""
+    if not path:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
 def start(workflow, log: str | os.PathLike = ".snakemake/log/attnlens-jobserver.log") -> None:
     """The Snakefile's ``onstart``: start the server where :func:`wanted`, without waiting for its imports (jobs
-    that come first run fresh); :func:`stop` (``onsuccess``, ``onerror``, or the process's exit) ends it."""
+    that come first run fresh); :func:`stop` (``onsuccess``, ``onerror``, or the process's exit) ends it. Where a
+    server already answers on the socket the environment names (one kept for many runs, as the test suite keeps
+    one for its whole session), the run's jobs go to that one instead."""
     global _SERVER
-    if _SERVER is not None or not wanted(workflow):
+    if _SERVER is not None or not wanted(workflow) or answering(os.environ.get(SOCKET_ENV)):
         return
     folder = Path(tempfile.mkdtemp(prefix="attnlens-jobs-"))  # short: a socket's path has at most 107 bytes
     path = folder / "socket"
@@ -139,7 +157,7 @@ def forward() -> None:
     """Run this rule script's job in a fork of the job server and exit with its status; return at once where
     no server answers (or inside the fork itself), so that the script runs here."""
     path = os.environ.get(SOCKET_ENV)
-    if _IN_FORK or not path:
+    if _IN_FORK or not path or os.environ.get(SWITCH_ENV) == "0":
         return
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -1,0 +1,170 @@
+"""The session's end-to-end runs, scheduled on the machine's cores beside the tests.
+
+Most of the suite's time is end-to-end runs: chains of short jobs, one thread each. One such run alone leaves a
+core of two idle most of the time, and two runs, or a run and the unit tests, side by side on one core each
+take little longer than one. So each run is registered once (:func:`session_run`, in the module that owns it)
+and :class:`SessionRuns` runs them in background threads from the session's first test, one core each, longest
+first, while the tests that need none of them run in the test process (conftest puts those first):
+
+* The test process holds one core while it runs tests; its torch and BLAS compute on one thread (conftest), so
+  nothing runs more threads than there are cores (oversubscribed thread pools spin: a try with two-thread jobs
+  beside the unit tests cost CI 16 more CPU minutes).
+* A test that needs a run not finished yet lends its core to the runs and waits; a run a test waits for goes
+  first. A run that fails, fails every test that needs it, with its own message, as if the test had run it.
+* A run may need another's result (``after=``); it starts when those have finished.
+
+Every run's subprocesses are under a hang guard (``helpers.GUARD``) and are killed when the session ends
+(:func:`helpers.kill_live`), so a wait here always ends.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Run:
+    """One registered run: ``launch(work, *results of after)`` returns what the tests read (a folder, a record)."""
+
+    name: str
+    launch: Callable[..., object]
+    after: tuple[str, ...] = ()
+    seconds: float = 0.0
+    state: str = "pending"  # pending → running → done
+    outcome: tuple[bool, object] = (False, None)
+    work: Path | None = field(default=None, repr=False)
+
+
+#: Every run, by name (= the name of the session fixture through which tests need it: conftest starts the runs
+#: whose fixture some collected test asks for, with the runs they come after).
+REGISTRY: dict[str, Run] = {}
+
+
+def session_run(
+    name: str, *, seconds: float, after: tuple[str, ...] = ()
+) -> Callable[[Callable[..., object]], Callable[..., object]]:
+    """Register ``launch(work: Path, *results of after)`` as the session run ``name``; ``work`` is an empty folder
+    of its own. ``seconds``: how long it took on one core (tests/README.md's table): the longest start first, so
+    that no long run is left alone at the end."""
+
+    def register(launch: Callable[..., object]) -> Callable[..., object]:
+        REGISTRY[name] = Run(name, launch, tuple(after), seconds)
+        return launch
+
+    return register
+
+
+def closure(names: set[str], registry: dict[str, Run]) -> set[str]:
+    """``names`` and every run they come after."""
+    todo, seen = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in registry and name not in seen:
+            seen.add(name)
+            todo.extend(registry[name].after)
+    return seen
+
+
+class SessionRuns:
+    """Runs the registered runs a session needs on ``cores`` cores, one of which the test process holds (see the
+    module's docstring)."""
+
+    def __init__(self, cores: int | None = None, registry: dict[str, Run] = REGISTRY):
+        self.cores = max(1, cores or os.cpu_count() or 1)
+        self.registry = registry
+        self._cond = threading.Condition()
+        self._free = self.cores - 1  # the test process holds one
+        self._runs: dict[str, Run] = {}
+        self._first: list[str] = []  # runs a waiting test needs go first
+        self._test_waits_for_core = False
+        self._awaited: str | None = None  # the run the test process waits for
+        self._folder: Callable[[str], Path] = Path
+
+    def start(self, names: set[str], folder: Callable[[str], Path]) -> None:
+        """Start the runs ``names`` and those they come after, longest first, each in an empty folder
+        ``folder(name)``; one worker thread per core."""
+        self._folder = folder
+        wanted = closure(names, self.registry)
+        for run in sorted(self.registry.values(), key=lambda r: -r.seconds):
+            if run.name in wanted:
+                self._runs[run.name] = Run(run.name, run.launch, run.after, run.seconds, work=folder(run.name))
+        self._start_workers()
+
+    def _start_workers(self) -> None:
+        """One worker thread per core (the ones that have nothing left to start have ended)."""
+        for k in range(self.cores):
+            threading.Thread(target=self._work, name=f"session-runs-{k}", daemon=True).start()
+
+    def _pending(self) -> list[Run]:
+        order = [*self._first, *self._runs]
+        return [self._runs[n] for n in dict.fromkeys(order) if self._runs[n].state == "pending"]
+
+    def _next(self) -> Run | None:
+        """The first pending run whose predecessors have finished; one whose predecessor failed fails with it."""
+        for run in self._pending():
+            before = [self._runs[n] for n in run.after]
+            failed = [b for b in before if b.state == "done" and not b.outcome[0]]
+            if failed:
+                self._finish(run, failed[0].outcome)
+                continue
+            if all(b.state == "done" for b in before):
+                return run
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if not self._pending():
+                        return
+                    run = self._next() if self._free > 0 and not self._test_waits_for_core else None
+                    if run is not None:
+                        break
+                    self._cond.wait()
+                run.state = "running"
+                self._free -= 1
+            try:
+                outcome = (True, run.launch(run.work, *(self._runs[n].outcome[1] for n in run.after)))
+            except BaseException as err:  # an assertion or pytest.fail too: raised again where the run is needed
+                outcome = (False, err)
+            with self._cond:
+                self._free += 1
+                self._finish(run, outcome)
+
+    def _finish(self, run: Run, outcome: tuple[bool, object]) -> None:
+        """``run`` done (under the lock); if the test process waits for it, the next free core is the test's."""
+        run.state, run.outcome = "done", outcome
+        if run.name == self._awaited:
+            self._test_waits_for_core = True
+        self._cond.notify_all()
+
+    def get(self, name: str):
+        """What run ``name`` gave, once it has finished (the test process lends its core meanwhile); its error, if
+        it failed."""
+        with self._cond:
+            if name not in self._runs:  # asked for by no collected test's fixtures (request.getfixturevalue)
+                for new in closure({name}, self.registry) - set(self._runs):
+                    run = self.registry[new]
+                    self._runs[new] = Run(new, run.launch, run.after, run.seconds, work=self._folder(new))
+                self._start_workers()
+            run = self._runs[name]
+            if run.state != "done":
+                self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
+                self._free += 1
+                self._awaited = name
+                self._cond.notify_all()
+                while run.state != "done":
+                    self._cond.wait()
+                while self._free < 1:  # no worker starts another run meanwhile (_finish)
+                    self._cond.wait()
+                self._free -= 1
+                self._test_waits_for_core, self._awaited = False, None
+                self._cond.notify_all()
+        ok, value = run.outcome
+        if not ok:
+            raise value
+        return value
