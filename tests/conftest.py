@@ -46,13 +46,12 @@ def root() -> Path:
     return ROOT
 
 
-#: The test process computes on one core, and so do the processes it starts (a Snakemake job gets its rule's
-#: threads from Snakemake): the session runs (:mod:`session_runs`) take the other cores, one each, and no thread
-#: pool waits spinning for a core another holds (a two-thread subprocess beside them took 5 × its time).
+#: The test process computes on one core, and so do the processes it starts with :func:`helpers.local_env`
+#: (:data:`helpers.ONE_THREAD`; a Snakemake job gets its rule's threads from Snakemake): the session runs
+#: (:mod:`session_runs`) take the other cores, one each, and no thread pool waits spinning for a core another
+#: holds (a two-thread subprocess beside them took 5 × its time).
 torch.set_num_threads(1)
 threadpool_limits(1)
-for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = "1"
 
 
 def _needed(items) -> set[str]:
@@ -85,8 +84,21 @@ def session_runs(request, tmp_path_factory) -> Iterator[SessionRuns]:
     runs = SessionRuns()
     local_env()  # built once, before the runs' threads use it
     runs.start(_needed(request.session.items), tmp_path_factory.mktemp)
+    request.config.stash[RUNS_KEY] = runs
     yield runs
     kill_live()  # a session cut short (-x, Ctrl-C) leaves no run behind
+
+
+RUNS_KEY = pytest.StashKey[SessionRuns]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The session runs' wall times, as `--durations` gives the tests' (they ran in the background)."""
+    runs = config.stash.get(RUNS_KEY, None)
+    if runs is not None and runs.report():
+        terminalreporter.section("session runs (tests/session_runs.py)")
+        for line in runs.report():
+            terminalreporter.write_line(line)
 
 
 @session_run("architecture_grid", seconds=400)

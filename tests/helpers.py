@@ -174,8 +174,8 @@ SLURM_COMMANDS = {"sinfo", "squeue", "sacct", "scontrol", "sbatch", "scancel", "
 
 @functools.cache
 def local_env() -> dict[str, str]:
-    """This environment with a PATH that offers every command but SLURM's, and the session's job server
-    (:func:`job_server`), built once per test session."""
+    """This environment with a PATH that offers every command but SLURM's, thread pools of one thread
+    (:data:`ONE_THREAD`) and the session's job server (:func:`job_server`), built once per test session."""
     shadow = Path(tempfile.mkdtemp(prefix="attnlens-bin-without-slurm-"))
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         if not folder or not Path(folder).is_dir():
@@ -184,8 +184,14 @@ def local_env() -> dict[str, str]:
             link = shadow / tool.name
             if tool.name not in SLURM_COMMANDS and not link.is_symlink():
                 link.symlink_to(tool)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
+    env = {**os.environ, **ONE_THREAD, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{shadow}"}
     return {**env, jobserver.SOCKET_ENV: job_server(env)}
+
+
+#: A subprocess's thread pools on one thread, as the test process's (conftest): the session runs hold the other
+#: cores. Not in the test process's own environment: ``nproc`` reads ``OMP_NUM_THREADS`` (tests/slurm/cluster.sh
+#: would give its node one CPU, and the Makefile ``--cores 1``).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 #: The session's job server (:func:`job_server`); its standard input stays open until the session ends.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ class Run:
     state: str = "pending"  # pending → running → done
     outcome: tuple[bool, object] = (False, None)
     work: Path | None = field(default=None, repr=False)
+    began: float | None = None  # time.monotonic() at its start and end
+    ended: float | None = None
 
 
 #: Every run, by name (= the name of the session fixture through which tests need it: conftest starts the runs
@@ -83,6 +86,7 @@ class SessionRuns:
         self._test_waits_for_core = False
         self._awaited: str | None = None  # the run the test process waits for
         self._folder: Callable[[str], Path] = Path
+        self._t0 = time.monotonic()
 
     def start(self, names: set[str], folder: Callable[[str], Path]) -> None:
         """Start the runs ``names`` and those they come after, longest first, each in an empty folder
@@ -125,7 +129,7 @@ class SessionRuns:
                     if run is not None:
                         break
                     self._cond.wait()
-                run.state = "running"
+                run.state, run.began = "running", time.monotonic()
                 self._free -= 1
             try:
                 outcome = (True, run.launch(run.work, *(self._runs[n].outcome[1] for n in run.after)))
@@ -137,10 +141,20 @@ class SessionRuns:
 
     def _finish(self, run: Run, outcome: tuple[bool, object]) -> None:
         """``run`` done (under the lock); if the test process waits for it, the next free core is the test's."""
-        run.state, run.outcome = "done", outcome
+        run.state, run.outcome, run.ended = "done", outcome, time.monotonic()
         if run.name == self._awaited:
             self._test_waits_for_core = True
         self._cond.notify_all()
+
+    def report(self) -> list[str]:
+        """One line a run that ran: when it started and ended (seconds from the session's start) and its wall time,
+        for tests/README.md's table (conftest prints it at the session's end)."""
+        lines = []
+        for run in sorted((r for r in self._runs.values() if r.began is not None), key=lambda r: r.began):
+            began, ended = run.began - self._t0, (run.ended or run.began) - self._t0
+            said = "" if run.outcome[0] else " (failed)"
+            lines.append(f"{run.name}: from {began:.0f} s to {ended:.0f} s, {ended - began:.0f} s{said}")
+        return lines
 
     def get(self, name: str):
         """What run ``name`` gave, once it has finished (the test process lends its core meanwhile); its error, if

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import ONE_THREAD
 
 from attnlens.config import load_schema
 from attnlens.device import autocast_dtype, place, resolve_device
@@ -99,6 +101,7 @@ def _gpu_proof(device: str, out_dir: Path) -> dict:
     out = subprocess.run(
         [sys.executable, "benchmarks/gpu.py", "--device", device, "--tiny", "--out", str(out_dir)],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+        env={**os.environ, **(ONE_THREAD if device == "cpu" else {})},  # the session runs hold the other cores
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads((out_dir / "gpu.json").read_text(encoding="utf-8"))

@@ -52,6 +52,7 @@ def test_runs_fill_the_cores_the_test_process_leaves_and_no_more(tmp_path):
     for name in "abcd":  # waiting, the test process lends its core: two at a time
         assert runs.get(name) == (name, name, ())
     assert rec.most == 2 and sorted(rec.started) == ["a", "b", "c", "d"]
+    assert [line.split(":")[0] for line in runs.report()] == rec.started  # when each ran, for the table
 
 
 def test_the_longest_start_first_and_a_waited_for_run_before_them(tmp_path):
