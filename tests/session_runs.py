@@ -19,10 +19,11 @@ Every run's subprocesses are under a hang guard (``helpers.GUARD``) and are kill
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +86,7 @@ class SessionRuns:
         self._first: list[str] = []  # runs a waiting test needs go first
         self._test_waits_for_core = False
         self._awaited: str | None = None  # the run the test process waits for
+        self._lent = False  # the test process's core lent for a while (:meth:`lending`)
         self._folder: Callable[[str], Path] = Path
         self._t0 = time.monotonic()
 
@@ -156,6 +158,26 @@ class SessionRuns:
             lines.append(f"{run.name}: from {began:.0f} s to {ended:.0f} s, {ended - began:.0f} s{said}")
         return lines
 
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """The test process's core lent to the runs while it waits on something that mostly waits (a SLURM queue);
+        it takes a core back, before any run starts another, when that is over."""
+        with self._cond:
+            self._free += 1
+            self._lent = True
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._lent = False
+                self._test_waits_for_core = True
+                while self._free < 1:
+                    self._cond.wait()
+                self._free -= 1
+                self._test_waits_for_core = False
+                self._cond.notify_all()
+
     def get(self, name: str):
         """What run ``name`` gave, once it has finished (the test process lends its core meanwhile); its error, if
         it failed."""
@@ -166,7 +188,12 @@ class SessionRuns:
                     self._runs[new] = Run(new, run.launch, run.after, run.seconds, work=self._folder(new))
                 self._start_workers()
             run = self._runs[name]
-            if run.state != "done":
+            if run.state != "done" and self._lent:  # its core is the runs' already
+                self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
+                self._cond.notify_all()
+                while run.state != "done":
+                    self._cond.wait()
+            elif run.state != "done":
                 self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
                 self._free += 1
                 self._awaited = name

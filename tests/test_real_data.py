@@ -49,9 +49,10 @@ def folders_run(notes_runs) -> Path:
 
 
 @pytest.fixture(params=["csv", "folders"])
-def run(request) -> tuple[str, Path]:
-    """``(kind, working directory)``: each test that holds for both sources runs on both."""
-    return request.param, request.getfixturevalue("notes_run" if request.param == "csv" else "folders_run")
+def run(request, notes_runs) -> tuple[str, Path]:
+    """``(kind, working directory)``: each test that holds for both sources runs on both (both runs named as
+    fixtures, so that the session starts both early: tests/session_runs.py)."""
+    return request.param, notes_runs[request.param]
 
 
 def _shard_groups(results: Path) -> dict[str, list[Path]]:
