@@ -19,12 +19,11 @@ Every run's subprocesses are under a hang guard (``helpers.GUARD``) and are kill
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -86,7 +85,6 @@ class SessionRuns:
         self._first: list[str] = []  # runs a waiting test needs go first
         self._test_waits_for_core = False
         self._awaited: str | None = None  # the run the test process waits for
-        self._lent = False  # the test process's core lent for a while (:meth:`lending`)
         self._folder: Callable[[str], Path] = Path
         self._t0 = time.monotonic()
 
@@ -97,7 +95,7 @@ class SessionRuns:
         wanted = closure(names, self.registry)
         for run in sorted(self.registry.values(), key=lambda r: -r.seconds):
             if run.name in wanted:
-                self._runs[run.name] = Run(run.name, run.launch, run.after, run.seconds, work=folder(run.name))
+                self._runs[run.name] = replace(run, work=folder(run.name))
         self._start_workers()
 
     def _start_workers(self) -> None:
@@ -158,25 +156,19 @@ class SessionRuns:
             lines.append(f"{run.name}: from {began:.0f} s to {ended:.0f} s, {ended - began:.0f} s{said}")
         return lines
 
-    @contextlib.contextmanager
-    def lending(self) -> Iterator[None]:
-        """The test process's core lent to the runs while it waits on something that mostly waits (a SLURM queue);
-        it takes a core back, before any run starts another, when that is over."""
-        with self._cond:
-            self._free += 1
-            self._lent = True
-            self._cond.notify_all()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._lent = False
-                self._test_waits_for_core = True
-                while self._free < 1:
-                    self._cond.wait()
-                self._free -= 1
-                self._test_waits_for_core = False
-                self._cond.notify_all()
+    def _lend(self) -> None:
+        """The test process's core to the runs (under the lock)."""
+        self._free += 1
+        self._cond.notify_all()
+
+    def _take_back(self) -> None:
+        """A core back for the test process (under the lock, with ``_test_waits_for_core`` set: no worker starts a
+        run meanwhile)."""
+        while self._free < 1:
+            self._cond.wait()
+        self._free -= 1
+        self._test_waits_for_core, self._awaited = False, None
+        self._cond.notify_all()
 
     def get(self, name: str):
         """What run ``name`` gave, once it has finished (the test process lends its core meanwhile); its error, if
@@ -184,27 +176,16 @@ class SessionRuns:
         with self._cond:
             if name not in self._runs:  # asked for by no collected test's fixtures (request.getfixturevalue)
                 for new in closure({name}, self.registry) - set(self._runs):
-                    run = self.registry[new]
-                    self._runs[new] = Run(new, run.launch, run.after, run.seconds, work=self._folder(new))
+                    self._runs[new] = replace(self.registry[new], work=self._folder(new))
                 self._start_workers()
             run = self._runs[name]
-            if run.state != "done" and self._lent:  # its core is the runs' already
+            if run.state != "done":
                 self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
-                self._cond.notify_all()
-                while run.state != "done":
-                    self._cond.wait()
-            elif run.state != "done":
-                self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
-                self._free += 1
                 self._awaited = name
-                self._cond.notify_all()
+                self._lend()
                 while run.state != "done":
                     self._cond.wait()
-                while self._free < 1:  # no worker starts another run meanwhile (_finish)
-                    self._cond.wait()
-                self._free -= 1
-                self._test_waits_for_core, self._awaited = False, None
-                self._cond.notify_all()
+                self._take_back()  # _finish has set _test_waits_for_core
         ok, value = run.outcome
         if not ok:
             raise value

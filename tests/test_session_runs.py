@@ -103,17 +103,3 @@ def test_a_run_no_collected_test_named_runs_when_asked_for(tmp_path):
     runs = SessionRuns(cores=2, registry=registry)
     runs.start(set(), lambda name: tmp_path / name)
     assert runs.get("study")[2][0][0] == "model"
-
-
-def test_a_lent_core_runs_a_second_run_until_the_test_takes_it_back(tmp_path):
-    rec = Recorder()
-    runs = SessionRuns(cores=2, registry=_registry(rec, **{name: {"args": (0.3,)} for name in "abcd"}))
-    runs.start(set("abcd"), lambda name: tmp_path / name)
-    with runs.lending():
-        assert runs.get("b")[0] == "b"  # waited for inside: its core is lent already, nothing more
-        time.sleep(0.1)
-        assert rec.most == 2
-    busy = rec.busy
-    assert busy <= 1  # taken back: the runs have one core again
-    for name in "abcd":
-        runs.get(name)

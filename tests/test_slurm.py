@@ -36,14 +36,6 @@ TARGET = "results/paper/tables/similarity"
 COMPARED = ("paper/tables/similarity/table1_similarity.csv", "paper/tables/similarity/table2_jaccard.csv")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _core_lent(session_runs):
-    """These tests mostly wait (apt-get, the daemons, the queue's polls): meanwhile the test process's core is the
-    session runs' (tests/session_runs.py)."""
-    with session_runs.lending():
-        yield
-
-
 @pytest.fixture(scope="module")
 def cluster(root):
     if os.geteuid() != 0:
