@@ -103,7 +103,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 @session_run("architecture_grid", seconds=400)
 def _architecture_grid(work: Path) -> Path:
-    cfg = tiny_config(ROOT, studies=["classification", "topology"], findings={"sanity_examples": 2}, **ONE_SHARD)
+    cfg = tiny_config(ROOT, studies=["classification", "topology"], findings={"sanity_examples": 1}, **ONE_SHARD)
     cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
     write_config(work, cfg)
     first = [f"results/runs/default__{m}__s{ARCHITECTURE_SEEDS[0]}/manifest.json" for m in ARCHITECTURES]

@@ -3,8 +3,8 @@
 Most of the suite's time is end-to-end runs: chains of short jobs, one thread each. One such run alone leaves a
 core of two idle most of the time, and two runs, or a run and the unit tests, side by side on one core each
 take little longer than one. So each run is registered once (:func:`session_run`, in the module that owns it)
-and :class:`SessionRuns` runs them in background threads from the session's first test, one core each, longest
-first, while the tests that need none of them run in the test process (conftest puts those first):
+and :class:`SessionRuns` runs them in background threads from the session's first test, one core each, the
+longest chain of runs first, while the tests that need none of them run in the test process (conftest puts those first):
 
 * The test process holds one core while it runs tests; its torch and BLAS compute on one thread (conftest), so
   nothing runs more threads than there are cores (oversubscribed thread pools spin: a try with two-thread jobs
@@ -61,6 +61,20 @@ def session_run(
     return register
 
 
+def ranks(names: set[str], registry: dict[str, Run]) -> dict[str, float]:
+    """Each run's seconds plus the longest chain of runs that come after it among ``names`` (list scheduling's
+    bottom level): a short run that the notes runs need starts before a longer run that nothing waits for."""
+    rank: dict[str, float] = {}
+
+    def of(name: str) -> float:
+        if name not in rank:
+            later = [of(n) for n in names if name in registry[n].after]
+            rank[name] = registry[name].seconds + max(later, default=0.0)
+        return rank[name]
+
+    return {name: of(name) for name in names}
+
+
 def closure(names: set[str], registry: dict[str, Run]) -> set[str]:
     """``names`` and every run they come after."""
     todo, seen = list(names), set()
@@ -89,13 +103,12 @@ class SessionRuns:
         self._t0 = time.monotonic()
 
     def start(self, names: set[str], folder: Callable[[str], Path]) -> None:
-        """Start the runs ``names`` and those they come after, longest first, each in an empty folder
-        ``folder(name)``; one worker thread per core."""
+        """Start the runs ``names`` and those they come after, the longest chain first (:func:`ranks`), each in an
+        empty folder ``folder(name)``; one worker thread per core."""
         self._folder = folder
-        wanted = closure(names, self.registry)
-        for run in sorted(self.registry.values(), key=lambda r: -r.seconds):
-            if run.name in wanted:
-                self._runs[run.name] = replace(run, work=folder(run.name))
+        rank = ranks(closure(names, self.registry), self.registry)
+        for name in sorted(rank, key=lambda n: -rank[n]):
+            self._runs[name] = replace(self.registry[name], work=folder(name))
         self._start_workers()
 
     def _start_workers(self) -> None:

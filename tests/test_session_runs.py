@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from session_runs import Run, SessionRuns
+from session_runs import Run, SessionRuns, ranks
 
 
 class Recorder:
@@ -64,6 +64,19 @@ def test_the_longest_start_first_and_a_waited_for_run_before_them(tmp_path):
     runs.get("short")  # its core lent: the run it waits for starts before the mid one
     runs.get("mid")
     assert rec.started == ["long", "short", "mid"]
+
+
+def test_a_short_run_that_a_long_one_needs_starts_before_a_middling_one(tmp_path):
+    """The notes runs' case: the classifier (10 s) that two runs need (150 s, 80 s) goes before a 90 s run that
+    nothing needs, or the notes runs would end last (:func:`session_runs.ranks`)."""
+    rec = Recorder()
+    registry = _registry(rec, classifier={"seconds": 10}, notes={"seconds": 150, "after": ("classifier",)},
+                         folders={"seconds": 80, "after": ("classifier",)}, kernels={"seconds": 90})  # fmt: skip
+    assert ranks(set(registry), registry) == {"classifier": 160, "notes": 150, "folders": 80, "kernels": 90}
+    runs = SessionRuns(cores=2, registry=registry)
+    runs.start(set(registry), lambda name: tmp_path / name)
+    time.sleep(0.4)  # one run at a time on the core the test process leaves, 0.05 s each
+    assert rec.started == ["classifier", "notes", "kernels", "folders"]
 
 
 def test_no_core_to_spare_runs_nothing_until_the_test_waits(tmp_path):

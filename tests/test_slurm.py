@@ -80,11 +80,13 @@ def test_light_rules_are_local_and_model_rules_are_not(root):
 
 
 def node_profile(root, tmp_path) -> str:
-    """The production profile with its placeholders filled for this node (tests/slurm/local_profile.py)."""
+    """The production profile with its placeholders filled for this node (tests/slurm/local_profile.py), every job
+    on one CPU: the session's runs hold the node's other core (tests/README.md), and a two-thread job beside them
+    spins — the seven jobs below took 195 s so, where one-thread jobs take a fifth of it."""
     sys.path.insert(0, str(root / "tests" / "slurm"))
     from local_profile import write_local_profile  # noqa: PLC0415 (a script folder, on the path only here)
 
-    return str(write_local_profile(tmp_path / "profile"))
+    return str(write_local_profile(tmp_path / "profile", max_threads=1))
 
 
 def _slurm_run(root, work, profile, *args, limit=GUARD["stage"]):

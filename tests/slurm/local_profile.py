@@ -37,10 +37,11 @@ def local_profile(max_threads: int = 2, mem_mb: int = 2500) -> dict:
     return profile
 
 
-def write_local_profile(folder: str | Path) -> Path:
+def write_local_profile(folder: str | Path, max_threads: int = 2) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump(local_profile(), sort_keys=False), encoding="utf-8")
+    profile = local_profile(max_threads=max_threads)
+    (folder / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
     return folder
 
 
