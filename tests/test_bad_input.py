@@ -6,8 +6,9 @@ one ``attnlens: error:`` line naming the file (or config file), the field and wh
 Python traceback, and no new file under ``results/`` except the failing rule's log — which holds that
 same line (a log is where Snakemake's ``--show-failed-logs`` and a cluster's job output point the user).
 
-Each case costs a Snakemake start-up on one core (~4 s), so the cases run two at a time, once per session
-(:func:`outcomes`), and each test reads its case's outcome.
+Each case costs a Snakemake start-up on one core (~3 s): the cases run one after another as a session run
+(:func:`bad_input_outcomes`, tests/session_runs.py) on a core the other runs leave, and each test reads its
+case's outcome.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from helpers import GUARD, ROOT, SNAKEMAKE, fresh_env, local_env, run_guarded, tiny_config
+from session_runs import session_run
 from transformers import LongformerConfig
 
 pytestmark = pytest.mark.workflow
@@ -210,9 +211,9 @@ class Outcome:
     out: subprocess.CompletedProcess
 
 
-def _outcome(name: str) -> Outcome:
+def _outcome(name: str, folder: Path) -> Outcome:
     case = CASES[name]
-    work = Path(tempfile.mkdtemp(prefix="attnlens-bad-input-"))
+    work = Path(tempfile.mkdtemp(prefix="case-", dir=folder))
     (work / "config").mkdir()
     cfg = case.setup(work, tiny_config(ROOT))
     text = cfg if isinstance(cfg, str) else yaml.safe_dump(cfg)
@@ -221,11 +222,16 @@ def _outcome(name: str) -> Outcome:
     return Outcome(work, before, _run(work, case.env, obey_permissions=name == "read-only results"))
 
 
+@session_run("bad_input_outcomes", seconds=90)
+def _all_outcomes(work: Path) -> dict[str, Outcome]:
+    """Every case, one after another on one core (Snakemake's start-up is single-threaded)."""
+    return {name: _outcome(name, work) for name in CASES}
+
+
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, Outcome]:
-    """Every case, run two at a time (Snakemake's start-up is single-threaded); cleaned up after the module."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = dict(zip(CASES, pool.map(_outcome, CASES), strict=True))
+def bad_input_outcomes(session_runs) -> dict[str, Outcome]:
+    """Every case's outcome (the session run :func:`_all_outcomes`); their folders removed after the module."""
+    done = session_runs.get("bad_input_outcomes")
     yield done
     for outcome in done.values():
         if (outcome.work / "results").exists():
@@ -234,8 +240,8 @@ def outcomes() -> dict[str, Outcome]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_clear_line(name, outcomes):
-    work, before, out = outcomes[name].work, outcomes[name].before, outcomes[name].out
+def test_bad_input_is_one_clear_line(name, bad_input_outcomes):
+    work, before, out = (bad_input_outcomes[name].work, bad_input_outcomes[name].before, bad_input_outcomes[name].out)
     said = out.stdout + out.stderr
     assert out.returncode != 0, said[-3000:]
     lines = [ln for ln in said.splitlines() if ln.startswith("attnlens: error:")]
