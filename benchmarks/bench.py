@@ -951,7 +951,7 @@ def _foundation(config_path: str, skip_pipeline: bool) -> dict:
 
 
 def bench_attnlrp() -> dict:
-    """``benchmarks/attnlrp.py`` on the CPU at its defaults (its own interpreter: it imports this module)."""
+    """``benchmarks/attnlrp.py`` on the CPU at its defaults, in an interpreter of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, str(HERE / "attnlrp.py"), "--out", tmp], check=True, stdout=subprocess.DEVNULL)
         return json.loads((Path(tmp) / "attnlrp.json").read_text())

@@ -152,15 +152,20 @@ def read_explorer_text(html: str):
 def test_the_command_line_explains_a_file(tiny_run, tmp_path):
     """The whole door: a text file in, the page and scores.json out, from a fresh process."""
     text = pd.read_parquet(tiny_run / "results/data/test.parquet")["text"].iloc[0]
-    words = " ".join(text.split()[:60])  # a short document: the command line, not IG's cost, is under test
+    words = " ".join(text.split() * 3)  # longer than the model's 128 tokens: the summary must say it was cut
     (tmp_path / "note.txt").write_text(words, encoding="utf-8")
     out = run_guarded([sys.executable, "-m", "attnlens", "explain", str(tmp_path / "note.txt"), "--model",
                        str(tiny_run / "results"), "--out", str(tmp_path / "out")], cwd=tmp_path,
                       timeout=GUARD["stage"], env=local_env())  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "note: " in out.stdout and "predicted" in out.stdout
+    assert "predicted" in out.stdout
     scores = json.loads((tmp_path / "out/scores.json").read_text(encoding="utf-8"))
-    assert scores["example_id"] == "note" and len(scores["tokens"]["token"]) == len(scores["tokens"]["ig"])
+    assert scores["example_id"] == "note" and len(scores["tokens"]["token"]) == len(scores["tokens"]["ig"]) == 128
+    read = scores["input"]
+    assert read["truncated"] and read["kept"] == 128 < read["tokens"], read
+    assert f"128 of {read['tokens']} tokens (cut at the model's length)" in out.stdout
+    assert "note: note: 1 of 1 documents are longer than max_length 128 and were cut" in out.stdout
+    assert scores["notes"] and "were cut" in scores["notes"][0]
     assert (tmp_path / "out/note.html").exists()
 
 
@@ -179,6 +184,30 @@ def test_bad_command_line_input_is_one_line(tiny_run, tmp_path, capsys, make, sa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(r"^attnlens: error: .*" + said, err), err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_document_says_what_the_model_read_as_the_pipeline_does(explained):
+    """Tokens, tokens kept and unknown tokens of the explained document: the numbers the pipeline's split manifest
+    holds for the same example (both from attnlens.data's truncation and unknown_tokens)."""
+    results, eid, doc = explained
+    manifest = json.loads((results / "data/split_manifest.json").read_text(encoding="utf-8"))
+    entry = next(e for e in manifest["examples"] if e["example_id"] == eid)
+    assert (doc.reading["tokens"], doc.reading["kept"]) == (entry["tokens"], entry["kept"])
+    assert doc.reading["truncated"] == (entry["tokens"] > entry["kept"])
+    assert doc.reading["unknown"] == 0 and doc.reading["content"] > 0
+    assert len(doc.notes) == doc.reading["truncated"] and all("were cut" in note for note in doc.notes)
+
+
+def test_an_out_that_is_a_file_is_one_line(tiny_run, tmp_path, capsys):
+    """Checked before the model loads: an --out that names a file costs nothing and writes nothing."""
+    (tmp_path / "doc.txt").write_text("a few words", encoding="utf-8")
+    (tmp_path / "taken").write_text("mine", encoding="utf-8")
+    assert cli_main(["explain", str(tmp_path / "doc.txt"), "--model", str(tiny_run / "results"),
+                     "--out", str(tmp_path / "taken")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{tmp_path / 'taken'}: (folder): expected a folder to write the document's files into, found a file" in err
+    assert (tmp_path / "taken").read_text(encoding="utf-8") == "mine"
 
 
 def test_a_folder_that_is_no_classifier_is_one_line(tiny_run, tmp_path, capsys):

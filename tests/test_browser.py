@@ -167,7 +167,9 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
         values = np.array(page.eval_on_selector_all(".tok", "els => els.map(e => Number(e.dataset.value))"))
         np.testing.assert_allclose(values, explained[method], rtol=1e-6, atol=1e-9)  # float32 in JSON, read back
         legend = page.inner_text("#legend-text")
-        assert ("red negative" in legend) == (method in SIGNED) and method.split("_")[0] in legend.lower()
+        assert ("purple negative, orange positive" in legend) == (method in SIGNED) and method.split("_")[
+            0
+        ] in legend.lower()
 
     # a click on a partner in the list moves the selection there
     page.select_option("#overlay", "attribution")

@@ -23,6 +23,7 @@ from attnlens.config import (
     load_schema,
     machine_cpus,
     planned_cpus,
+    read_config_file,
     resolve_shards,
     schema_markdown,
     shard_count,
@@ -87,6 +88,30 @@ def test_shipped_configs_validate(root, path):
     config = load_config(root / path)
     for key, cls in SECTIONS.items():
         assert as_lists(cls.from_dict(config[key], strict=True).to_dict()) == as_lists(config[key]), key
+
+
+def test_the_default_config_sets_only_what_differs_from_the_schema(root):
+    """Defaults are declared once, in the schema: config/config.yaml holds only the embedded default's own choices,
+    so a changed default reaches the default run, and the file says what the default run chose."""
+
+    def leaves(node: dict, prefix: str = ""):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                yield from leaves(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value
+
+    shipped = read_config_file(root / "config/config.yaml")
+    defaults = validate_config({})
+    restated = []
+    for dotted, value in leaves(shipped):
+        default = defaults
+        for part in dotted.split("."):
+            default = default[part]
+        if value == default:
+            restated.append(dotted)
+    assert not restated, f"config/config.yaml restates the schema's defaults: {restated}"
+    assert len(list(leaves(shipped))) >= 10  # the file is read: the run's own choices are there
 
 
 def test_defaults_are_filled():

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
-from attnlens.data import compute_split, load_examples, prepare_dataset, sha256_text
+from attnlens.data import compute_split, document_reading, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.stages.data import run_prepare_dataset
@@ -302,3 +302,22 @@ def test_byte_order_marks_and_windows_line_ends_are_read_as_text(tmp_path):
     both = pd.concat(frames.values())
     assert not both["text"].str.startswith("\ufeff").any()
     assert sorted(both["example_id"]) == ["a/x 0__y", "a/x 1__y", "b/x 0__y", "b/x 1__y"]
+
+
+def test_one_document_is_read_and_noted_as_a_split_is():
+    """attnlens.explain's report of a document: the split manifest's numbers and the run notes' lines."""
+    from transformers import AutoTokenizer  # noqa: PLC0415 (the packaged tokenizer, for this test only)
+
+    from attnlens.models.loading import packaged_model_dir  # noqa: PLC0415
+
+    tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
+    reading, notes = document_reading(tokenizer, "a short note on the ward", 16, "doc")
+    assert reading == {"tokens": 8, "kept": 8, "truncated": False, "unknown": 0, "content": 6, "unknown_share": 0.0}
+    assert notes == []
+    reading, notes = document_reading(tokenizer, "word " * 40, 16, "doc")  # 40 words + [CLS] [SEP]
+    assert (reading["tokens"], reading["kept"], reading["truncated"]) == (42, 16, True)
+    assert notes == ["doc: 1 of 1 documents are longer than max_length 16 and were cut (longest 42 tokens); "
+                     "16 of 42 tokens kept (38%)"]  # fmt: skip
+    reading, notes = document_reading(tokenizer, "患者入院 🙂 fever", 64, "doc")  # Chinese and emoji: [UNK] to MiniLM
+    assert reading["unknown"] > 0 and reading["unknown_share"] > 0.01
+    assert len(notes) == 1 and notes[0].startswith("warning: doc: ") and "[UNK]" in notes[0]

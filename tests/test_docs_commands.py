@@ -1,4 +1,5 @@
-"""Every `make` target and `python -m` / `python benchmarks/…` command the documentation names still exists.
+"""Every `make` target and `python -m` / `python benchmarks/…` command the documentation names still exists, and so
+does every ``attnlens.…`` module, class or function that the docs or the package's own docstrings name.
 
 The commands are read from the README, ``docs/``, ``config/README.md`` and ``tests/README.md`` (inline code
 and code blocks); each ``make`` target is dry-run (``make -n``) and each Python command is run with
@@ -7,6 +8,7 @@ and code blocks); each ``make`` target is dry-run (``make -n``) and each Python 
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -74,3 +76,47 @@ def test_benchmark_script_runs(script):
                          timeout=120)  # fmt: skip
     assert out.returncode == 0, f"{PY_SCRIPTS[script]} names `python {script}`: {out.stderr.strip()[-400:]}"
     assert "usage:" in out.stdout
+
+
+#: A dotted name in the package: ``attnlens.render.explorer``, ``attnlens.runtime.rule_job``.
+_DOTTED = re.compile(r"(?<![\w/.])attnlens(?:\.[A-Za-z_]\w*)+")
+
+
+#: The same, quoted in a docstring or comment of the package (``attnlens.x``, :func:`attnlens.x.f`): a string
+#: the code uses as a name (a module spec's name) is not a reference.
+_QUOTED = re.compile(r"(?<=`)attnlens(?:\.[A-Za-z_]\w*)+(?=`)")
+
+
+def _dotted_names() -> dict[str, str]:
+    """``name → first file naming it``: the docs' text and the package's docstrings and comments."""
+    found: dict[str, str] = {}
+    sources = [(p, _DOTTED) for p in DOCS] + [(p, _QUOTED) for p in sorted((ROOT / "src" / "attnlens").rglob("*.py"))]
+    for path, pattern in sources:
+        for match in pattern.finditer(path.read_text(encoding="utf-8")):
+            found.setdefault(match.group(0), path.relative_to(ROOT).as_posix())
+    return found
+
+
+def _resolves(name: str) -> bool:
+    """The longest importable module of ``name``, then the rest as attributes."""
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+DOTTED = _dotted_names()
+
+
+def test_every_named_module_and_function_exists():
+    assert {"attnlens.models.architecture", "attnlens.render.explorer"} <= set(DOTTED)  # the extraction works
+    missing = {name: where for name, where in DOTTED.items() if not _resolves(name)}
+    assert not missing, f"named but not in the package: {missing}"

@@ -15,10 +15,10 @@ from attnlens.render.overlays import (
     AttributionRecord,
     Overlay,
     build_overlay,
-    captum_colour,
     render_attribution_html,
     render_html,
     render_latex,
+    signed_colour,
     write_overlay,
 )
 
@@ -97,11 +97,11 @@ def test_latex_compiles(tmp_path):
     assert tmp_path / "ex.pdf" in written
 
 
-def test_captum_colours_and_attribution_page():
-
-    assert captum_colour(1.0) == (120, 75, 50) and captum_colour(2.0) == (120, 75, 50)  # clipped
-    assert captum_colour(0.5) == (120, 75, 75)
-    assert captum_colour(0.0) == (0, 75, 100) and captum_colour(-1.0) == (0, 75, 60)
+def test_signed_colours_and_attribution_page():
+    """Captum's lightness ramp (white at 0, 50 % at +1, 60 % at −1) on purple–orange hues, not red–green."""
+    assert signed_colour(1.0) == (30, 75, 50) and signed_colour(2.0) == (30, 75, 50)  # clipped
+    assert signed_colour(0.5) == (30, 75, 75)
+    assert signed_colour(0.0) == (270, 75, 100) and signed_colour(-1.0) == (270, 75, 60)
     rec = AttributionRecord(
         "x1", ["#CLS", "deep", "<b>", "#SEP"], [True, True, True, True], np.array([0.0, 0.8, -0.6, 0.0]),
         "ai", "pl", 0.73, "pl", 0.001, 32,
@@ -110,4 +110,5 @@ def test_captum_colours_and_attribution_page():
     for text in ("True Label", "Predicted Label", "Attribution Label", "Attribution Score", "Word Importance"):
         assert text in page
     assert "<b>pl (0.73)</b>" in page and "<b>0.20</b>" in page  # attribution score = sum of the scores
-    assert "&lt;b&gt;" in page and "hsl(120,75%,60%)" in page and "hsl(0,75%,76%)" in page
+    assert "&lt;b&gt;" in page and "hsl(30,75%,60%)" in page and "hsl(270,75%,76%)" in page
+    assert "purple negative, orange positive" in page  # the legend says which is which

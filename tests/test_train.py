@@ -12,7 +12,7 @@ from attnlens.config import TrainConfig
 from attnlens.data import EXAMPLES_SCHEMA
 from attnlens.io import load_json, provenance, save_parquet, save_pretrained
 from attnlens.models.loading import load_classifier
-from attnlens.train import train_classifier
+from attnlens.train import _param_groups, no_decay_names, train_classifier
 
 
 def _data(n):
@@ -80,3 +80,47 @@ def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_pat
     assert metrics["processes"] == 2 and metrics["optimizer_steps"] == 2  # 16 examples / (2 × 2) / 2 accumulated
     assert (tmp_path / "train.log.rank1").exists() and load_classifier(tmp_path / "model")[0] is not None
     assert not list(tmp_path.glob(".*tmp-*"))
+
+
+def _small(kind: str) -> torch.nn.Module:
+    """One-layer-deep classifiers of each family (two layers for ModernBERT, whose first layer has no attn_norm)."""
+    import transformers  # noqa: PLC0415 (only these models need the classes)
+
+    common = {"vocab_size": 50, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16,
+              "max_position_embeddings": 64, "pad_token_id": 0, "num_labels": 2}  # fmt: skip
+    configs = {
+        "longformer": lambda: transformers.LongformerConfig(**common, num_hidden_layers=1, attention_window=[8]),
+        "big_bird": lambda: transformers.BigBirdConfig(**common, num_hidden_layers=1, block_size=4),
+        "modernbert": lambda: transformers.ModernBertConfig(**common, num_hidden_layers=2, local_attention=8),
+        "llama": lambda: transformers.LlamaConfig(**common, num_hidden_layers=1, num_key_value_heads=1),
+    }
+    return transformers.AutoModelForSequenceClassification.from_config(configs[kind]())
+
+
+#: Each family's normalisation weights (every bias is left out as well): by the layer's kind, whatever its name.
+NORM_WEIGHTS = {
+    "longformer": {"longformer.embeddings.LayerNorm.weight",
+                   "longformer.encoder.layer.0.attention.output.LayerNorm.weight",
+                   "longformer.encoder.layer.0.output.LayerNorm.weight"},
+    "big_bird": {"bert.embeddings.LayerNorm.weight", "bert.encoder.layer.0.attention.output.LayerNorm.weight",
+                 "bert.encoder.layer.0.output.LayerNorm.weight"},
+    # ModernBERT's norms were decayed while the rule looked for "LayerNorm" in the name
+    "modernbert": {"model.embeddings.norm.weight", "model.layers.0.mlp_norm.weight", "model.layers.1.attn_norm.weight",
+                   "model.layers.1.mlp_norm.weight", "model.final_norm.weight", "head.norm.weight"},
+    # a decoder's RMSNorm is a class of its own (LlamaRMSNorm), known by its name's ending
+    "llama": {"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+              "model.norm.weight"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(NORM_WEIGHTS))
+def test_weight_decay_leaves_out_every_bias_and_normalisation_weight(kind):
+    model = _small(kind)
+    names = {name for name, _ in model.named_parameters()}
+    biases = {name for name in names if name.endswith(".bias")}
+    assert no_decay_names(model) == NORM_WEIGHTS[kind] | biases
+    groups = _param_groups(model, 0.01)
+    assert [g["weight_decay"] for g in groups] == [0.01, 0.0]
+    assert sum(len(g["params"]) for g in groups) == len(names)  # every parameter in one group
+    decayed = {id(p) for p in groups[0]["params"]}
+    assert all(p.dim() >= 2 for p in model.parameters() if id(p) in decayed)  # matrices and embeddings only

@@ -15,8 +15,7 @@ from a light rule does not import torch and transformers.
 import importlib
 
 from attnlens.errors import InputError
-
-__version__ = "0.1.0"
+from attnlens.version import __version__
 
 #: Names of :mod:`attnlens.api` re-exported here.
 API = ("Classifier", "DocumentExplanation", "Settings", "explain", "load")

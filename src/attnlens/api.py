@@ -63,6 +63,7 @@ from attnlens.config import (
     read_config_file,
     validate_config,
 )
+from attnlens.data import UNKNOWN_WARN_SHARE, document_reading
 from attnlens.device import place, synchronize
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
@@ -188,6 +189,10 @@ class DocumentExplanation:
     settings: Settings
     model: str
     seconds: dict[str, float] = field(default_factory=dict)
+    #: what the model read of the text (tokens, kept, truncated, unknown tokens: data.document_reading)
+    reading: dict[str, Any] = field(default_factory=dict)
+    #: the pipeline's run-note lines a reader must see: the cut, and a high share of unknown tokens
+    notes: list[str] = field(default_factory=list)
     _layers: list = field(default_factory=list, repr=False)
 
     @property
@@ -258,6 +263,7 @@ class DocumentExplanation:
                    "n_steps": int(self.attribution["n_steps"]), "converged": bool(self.attribution["converged"])},
             "tokens": self.to_frame().reset_index().to_dict(orient="list"),
             "similarity": fixed.drop(columns=["example_id"]).to_dict(orient="records"),
+            "input": self.reading, "notes": self.notes,
             "seconds": self.seconds,
         }  # fmt: skip
 
@@ -267,7 +273,11 @@ class DocumentExplanation:
         ``compare`` shard), ``bands.safetensors`` (an ``extract_attention`` bands file), the explorer page and
         ``scores.json``; returns their paths by name."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        check_out_folder(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a file on the way, no permission, a read-only disk
+            raise InputError(str(out), "(folder)", f"expected a folder this user can create, {err.strerror}") from None
         s = self.settings
         paths = {
             "attributions": out / "attributions.parquet",
@@ -307,7 +317,7 @@ class DocumentExplanation:
         """One line: the prediction, IG's steps and δ, and AttnLRP's δ against its logit where it was computed."""
         probs = ", ".join(f"{c} {p:.3f}" for c, p in self.probabilities.items())
         line = (
-            f"{self.example_id}: {len(self.tokens)} tokens, predicted {self.prediction} ({probs}); IG toward "
+            f"{self.example_id}: {self.read()}, predicted {self.prediction} ({probs}); IG toward "
             f"{self.target}, {int(self.attribution['n_steps'])} steps, δ {float(self.attribution['delta']):.2g}"
         )
         for row in self.explanation:
@@ -315,12 +325,29 @@ class DocumentExplanation:
                 line += f"; AttnLRP logit {row['explained']:.3g}, δ {row['delta']:.2g}"
         return line
 
+    def read(self) -> str:
+        """How much of the text the model read: ``"256 tokens"``, or ``"256 of 400 000 tokens (cut)"``, and the
+        share of unknown tokens where the pipeline would warn of it."""
+        n = len(self.tokens)
+        text = f"{n} tokens"
+        if self.reading.get("truncated"):
+            text = f"{n} of {self.reading['tokens']} tokens (cut at the model's length)"
+        if self.reading.get("unknown_share", 0.0) > UNKNOWN_WARN_SHARE:
+            text += f", {self.reading['unknown_share']:.0%} of them unknown to the vocabulary"
+        return text
+
     def __repr__(self) -> str:
         return f"<DocumentExplanation {self.summary()}>"
 
     def _repr_html_(self) -> str:
         return (f"<b>{html.escape(self.summary())}</b><br><code>.to_frame()</code> <code>.agreement()</code> "
                 "<code>.show()</code> <code>.save(dir)</code>")  # fmt: skip
+
+
+def check_out_folder(out: Path) -> None:
+    """An output folder that is a file is bad input (one line), not a ``FileExistsError``."""
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "(folder)", "expected a folder to write the document's files into, found a file")
 
 
 def uniform_importance(n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
@@ -363,6 +390,7 @@ def explain(
     t0 = time.perf_counter()
     encoded = encode_texts(tokenizer, [text])
     ids = [int(i) for i in encoded.input_ids[0]]
+    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id)
     probs = softmax(predict_logits(model, encoded, 1))[0]
     seconds["predict"] = time.perf_counter() - t0
 
@@ -409,13 +437,15 @@ def explain(
     prov.pop("created")
     example = {"example_id": example_id, "label": label_index}
     page = document_for(example, ["document"], layers, ids, row, torch.from_numpy(weights[s.explorer.importance]),
-                        tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores)  # fmt: skip
+                        tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores,
+                        notes=notes)  # fmt: skip
     return DocumentExplanation(
         example_id=example_id, text=text, input_ids=ids, tokens=page.tokens, special=special,
         class_names=clf.class_names, label=label_index, attribution=row, received=received,
         partners={k: v.numpy() for k, v in summary.items()}, methods=dict(explained.scores),
         explanation=explanation_rows(example_id, ids, res.target, explained, e.methods), similarity=similarity,
-        importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, _layers=layers,
+        importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, reading=reading, notes=notes,
+        _layers=layers,
     )  # fmt: skip
 
 

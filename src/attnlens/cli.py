@@ -2,8 +2,10 @@
 
 Writes the explorer page, ``scores.json`` (prediction, IG with δ and convergence, every token's scores, the
 fixed-mode agreement of attention and IG with chance levels) and the document's artifacts in the pipeline's
-formats (:meth:`attnlens.api.DocumentExplanation.save`). Bad input — a missing or unreadable file, an empty
-text, a model folder that is not a classifier — is one line on stderr and exit status 2.
+formats (:meth:`attnlens.api.DocumentExplanation.save`). The summary says how much of the text the model read
+(a text longer than the model's length is cut; a text the vocabulary cannot spell is mostly unknown tokens) in
+the pipeline's own words. Bad input — a missing or unreadable file, an empty text, a model folder that is not a
+classifier, an ``--out`` that is a file — is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import transformers
 
-from attnlens.api import explain, load
+from attnlens.api import check_out_folder, explain, load
 from attnlens.errors import InputError
 
 
@@ -59,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         if not text.strip():  # before the model loads: bad input costs nothing and says one line
             raise InputError(args.file, "text", "expected a document with some text, found an empty one")
         label = int(args.label) if args.label is not None and args.label.isdigit() else args.label
+        out = Path(args.out or f"explained-{name}")
+        check_out_folder(out)  # before the model loads, as the empty text
         doc = explain(text, load(args.model, args.device), config=args.config, label=label, example_id=name)
-        paths = doc.save(args.out or f"explained-{name}")
+        paths = doc.save(out)
     except InputError as err:
         print(f"attnlens: error: {err}", file=sys.stderr)
         return 2
-    probs = ", ".join(f"{c} {p:.3f}" for c, p in doc.probabilities.items())
-    print(f"{name}: {len(doc.input_ids)} tokens, predicted {doc.prediction} ({probs}); IG {doc.attribution['n_steps']} "
-          f"steps, δ {doc.attribution['delta']:.2g}; {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    print(f"{doc.summary()}; {time.perf_counter() - t0:.1f} s")
+    for note in doc.notes:  # the cut and the unknown tokens, as the pipeline's run notes say them
+        print(note if note.startswith("warning:") else f"note: {note}")
     print(f"page: {paths['explorer']}\nscores: {paths['scores']}")
     return 0

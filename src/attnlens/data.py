@@ -24,6 +24,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -452,6 +453,26 @@ def truncation_note(split: str, summary: dict, max_length: int) -> str | None:
         f"{max_length} and were cut (longest {summary['longest']} tokens); {summary['tokens_kept']} of "
         f"{summary['tokens']} tokens kept ({share:.0%})"
     )
+
+
+def document_reading(tokenizer, text: str, max_length: int, name: str = "document") -> tuple[dict, list[str]]:
+    """What the model reads of one document, as the pipeline reports it for a split (:func:`truncation`,
+    :func:`unknown_tokens`): its ``tokens``, the tokens ``kept`` at ``max_length``, whether it was ``truncated``,
+    its ``unknown`` tokens among ``content`` ones and their ``unknown_share``; and the run notes' lines that a
+    reader must see — the cut (:func:`truncation_note`), and the unknown tokens' warning above
+    :data:`UNKNOWN_WARN_SHARE` (:func:`unknown_note`)."""
+    ids = encode_splits(tokenizer, {name: pd.DataFrame({"text": [text]})})
+    manifest: dict[str, Any] = {"examples": [{"split": name}]}
+    cut = truncation(manifest, token_counts(ids), max_length)[name]
+    unknown = unknown_tokens(tokenizer, ids, max_length)[name]
+    cut_note, unknown_line = truncation_note(name, cut, max_length), unknown_note(name, unknown, tokenizer.unk_token)
+    notes = ([cut_note] if cut_note else []) + ([unknown_line] if unknown_line.startswith("warning:") else [])
+    entry = manifest["examples"][0]
+    reading = {
+        "tokens": entry["tokens"], "kept": entry["kept"], "truncated": bool(cut["truncated"]),
+        "unknown": unknown["unknown"], "content": unknown["content"], "unknown_share": unknown["share"],
+    }  # fmt: skip
+    return reading, notes
 
 
 def load_examples(path) -> tuple[pd.DataFrame, dict]:

@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
-from attnlens import __version__
 from attnlens.errors import InputError
+from attnlens.version import __version__
 
 if TYPE_CHECKING:
     import torch
@@ -131,7 +131,7 @@ def config_sha256(config: Mapping[str, Any] | None) -> str | None:
 
 @dataclass(frozen=True)
 class Job:
-    """The Snakemake job a process runs for (set by :func:`attnlens.logs.rule_job`)."""
+    """The Snakemake job a process runs for (set by :func:`attnlens.runtime.rule_job`)."""
 
     rule: str
     config: Mapping[str, Any] | None  # the rule's ``params.cfg``, or all its params by name

@@ -1,7 +1,7 @@
 """Fine-tuning the classifier with accelerate (multi-GPU ready, fp16 on CUDA, fp32 on CPU).
 
 The recipe is the paper's (§2.1 of ``docs/recipes.md``) with the Trainer's implicit defaults made
-explicit: AdamW (β = 0.9/0.999, ε = 1e-8), weight decay on every weight but biases and LayerNorm,
+explicit: AdamW (β = 0.9/0.999, ε = 1e-8), weight decay on every weight but biases and normalisation layers,
 linear warm-up then linear decay to zero, gradient clipping, gradient accumulation, optional
 gradient checkpointing, and an explicit global-attention mask on CLS (fixed behaviour: never rely
 on the model's implicit default). Everything random — head initialisation was done by
@@ -47,12 +47,40 @@ def seed_everything(seed: int) -> None:
     torch.utils.deterministic.fill_uninitialized_memory = False
 
 
+#: torch's normalisation layers; an architecture's own (Llama's ``LlamaRMSNorm``, …) are known by their class name.
+NORM_LAYERS = (
+    torch.nn.LayerNorm,
+    torch.nn.RMSNorm,
+    torch.nn.GroupNorm,
+    torch.nn.LocalResponseNorm,
+    torch.nn.modules.batchnorm._NormBase,  # batch and instance norms
+)
+
+
+def is_norm_layer(module: torch.nn.Module) -> bool:
+    """A normalisation layer, by its kind: one of torch's, or a class of its own whose name ends in ``Norm``."""
+    return isinstance(module, NORM_LAYERS) or type(module).__name__.lower().endswith("norm")
+
+
+def no_decay_names(model: torch.nn.Module) -> set[str]:
+    """The trainable parameters left out of weight decay: every bias, and every parameter of a normalisation layer
+    (:func:`is_norm_layer`), whatever the architecture names them (BERT's ``LayerNorm``, ModernBERT's ``attn_norm``
+    and ``mlp_norm``, a decoder's ``input_layernorm``), as the paper's Trainer meant for its biases and LayerNorms."""
+    out = set()
+    for prefix, module in model.named_modules():
+        norm = is_norm_layer(module)
+        for name, param in module.named_parameters(prefix=prefix, recurse=False):
+            if param.requires_grad and (norm or name.rsplit(".", 1)[-1] == "bias"):
+                out.add(name)
+    return out
+
+
 def _param_groups(model, weight_decay: float) -> list[dict]:
+    left_out = no_decay_names(model)
     decay, no_decay = [], []
     for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
+        if param.requires_grad:
+            (no_decay if name in left_out else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

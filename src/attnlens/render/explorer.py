@@ -3,7 +3,7 @@
 The page shows the whole document as text with a colour overlay — IG attribution, received
 attention of a *view* (a layer configuration of recipes §8/§11 over all heads, or one layer and
 head; raw or scaled by head importance), one overlay per explanation method of the ``explain`` rule
-(signed methods on IG's green/red scale, the others on attention's) or, for the synthetic corpus, the
+(signed methods on IG's purple–orange scale, the others on attention's) or, for the synthetic corpus, the
 planted evidence.
 Clicking a token shows its position, attribution, received attention and its top-k attended and
 attending tokens in the current view, which are then highlighted in the text and on a minimap.
@@ -147,8 +147,10 @@ def document_for(
     top_k: int,
     prov: dict[str, Any],
     explanations: dict[str, np.ndarray] | None = None,
+    notes: list[str] | None = None,
 ) -> ExplorerDocument:
-    """Assemble one example's page from the pipeline's artifacts."""
+    """Assemble one example's page from the pipeline's artifacts; ``notes``: lines the page's header shows (what
+    was cut, a high share of unknown tokens: attnlens.data.document_reading)."""
     eid = example["example_id"]
     if [int(i) for i in attribution_row["input_ids"]] != input_ids:
         raise ValueError(f"{eid}: attention and attribution saw different token ids")
@@ -168,6 +170,8 @@ def document_for(
         "ig_steps": int(attribution_row["n_steps"]),
         "ig_delta": float(attribution_row["delta"]),
     }
+    if notes:
+        info["notes"] = list(notes)
     known = "" if info["label"] is None else f"label {info['label']}, "
     title = f"{eid} ({', '.join(roles)}): {known}predicted {info['prediction']}"
     return ExplorerDocument(

@@ -256,13 +256,21 @@ def write_overlay(overlay: Overlay, stem: Path, dpi: int = 150) -> list[Path]:
 
 # --- Captum-style attribution overlay (recipes §10, Figs 9 and 16) -------------------------------
 
+#: The hues of the signed scale (attributions and every signed explanation; the explorer's page has the same):
+#: ColorBrewer's purple–orange (PuOr) where Captum has red–green, which the commonest colour-vision deficiencies
+#: cannot tell apart (docs/deviations.md, D-COLOUR).
+POSITIVE_HUE, NEGATIVE_HUE = 30, 270
+#: What a legend says of the signed scale.
+SIGNED_SCALE = "purple negative, orange positive (a scale readable with red–green colour blindness)"
 
-def captum_colour(a: float) -> tuple[int, int, int]:
-    """Captum's ``visualize_text`` colour as HSL: green for a > 0, red otherwise (a clipped to [−1, 1])."""
+
+def signed_colour(a: float) -> tuple[int, int, int]:
+    """The colour of a signed score as HSL: Captum's ``visualize_text`` lightness (a clipped to [−1, 1]; white at
+    0, 50 % at +1, 60 % at −1) on the purple–orange hues: orange for a > 0, purple otherwise."""
     a = float(np.clip(a, -1, 1))
     if a > 0:
-        return 120, 75, 100 - int(50 * a)
-    return 0, 75, 100 - int(40 * abs(a))
+        return POSITIVE_HUE, 75, 100 - int(50 * a)
+    return NEGATIVE_HUE, 75, 100 - int(40 * abs(a))
 
 
 def hsl_to_rgb(h: int, s: int, lum: int) -> tuple[float, float, float]:
@@ -291,10 +299,10 @@ class AttributionRecord:
 
 def render_attribution_html(rec: AttributionRecord) -> str:
     """Captum's table (True Label · Predicted Label · Attribution Label · Attribution Score · Word
-    Importance, with the Negative / Neutral / Positive legend), as one self-contained page."""
+    Importance, with the Negative / Neutral / Positive legend, on the signed scale), as one self-contained page."""
     words = []
     for i, (tok, start, a) in enumerate(zip(rec.tokens, rec.starts_word, rec.scores, strict=True)):
-        h, s, lum = captum_colour(a)
+        h, s, lum = signed_colour(a)
         sep = " " if i and start else ""
         words.append(
             f'{sep}<mark style="background-color:hsl({h},{s}%,{lum}%);padding:0 1px;border-radius:2px" '
@@ -304,9 +312,9 @@ def render_attribution_html(rec: AttributionRecord) -> str:
         f'<span style="display:inline-block;width:10px;height:10px;border:1px solid;'
         f'background-color:hsl({h},{s}%,{lum}%)"></span> {name} &nbsp;'
         for name, (h, s, lum) in (
-            ("Negative", captum_colour(-1)),
-            ("Neutral", (0, 75, 100)),
-            ("Positive", captum_colour(1)),
+            ("Negative", signed_colour(-1)),
+            ("Neutral", signed_colour(0)),
+            ("Positive", signed_colour(1)),
         )
     )
     head = "".join(
@@ -325,7 +333,7 @@ def render_attribution_html(rec: AttributionRecord) -> str:
         f"<title>IG attributions: {html_text(rec.example_id)}</title>"
         "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}mark,b{unicode-bidi:isolate}"
         "th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top}</style></head>\n"
-        f"<body><p><b>Legend:</b> {legend}</p>\n<table><tr>{head}</tr><tr>{cells}</tr></table>\n"
+        f"<body><p><b>Legend:</b> {legend} ({SIGNED_SCALE})</p>\n<table><tr>{head}</tr><tr>{cells}</tr></table>\n"
         f'<p style="font-size:0.85em;color:#555">Integrated gradients on the embedding output, '
         f"{rec.n_steps} Gauss-Legendre steps, convergence delta {rec.delta:.3g}; scores L2-normalised; "
         "hover a token for its position and score.</p>\n</body></html>\n"

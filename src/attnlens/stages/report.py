@@ -90,12 +90,13 @@ from attnlens.render.figures import (
     save_figure,
 )
 from attnlens.render.overlays import (
+    SIGNED_SCALE,
     AttributionRecord,
     Overlay,
-    captum_colour,
     hsl_to_rgb,
     render_attribution_html,
     render_png,
+    signed_colour,
 )
 from attnlens.render.tables import (
     CONVERGENCE_CAPTION,
@@ -506,11 +507,11 @@ def run_attribution_overlays(
                 title=f"{eid} ({e['role']}): integrated gradients toward {rec.attr_label}",
                 note="",
             )
-            colours = [hsl_to_rgb(*captum_colour(a)) for a in rec.scores]
+            colours = [hsl_to_rgb(*signed_colour(a)) for a in rec.scores]
             subtitle = (
                 f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
                 f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
-                f"{rec.n_steps} steps, delta {rec.delta:.2g}"
+                f"{rec.n_steps} steps, delta {rec.delta:.2g} | {SIGNED_SCALE}"
             )
             render_png(overlay, stem.with_suffix(".png"), cfg.dpi, colours=colours, subtitle=subtitle)
             written += [stem.with_suffix(s) for s in (".html", ".csv", ".png")]

@@ -75,10 +75,12 @@
     for (let i = 0; i < n; i++) if (!data.special[i]) m = Math.max(m, absolute ? Math.abs(values[i]) : values[i]);
     return m;
   }
-  // colours: attribution as Captum's overlay (green positive, red negative), attention white → blue
+  // colours: a signed score on Captum's lightness ramp with purple–orange hues (render/overlays.py, signed_colour:
+  // red–green is lost to the commonest colour-vision deficiencies), attention white → blue
+  const SIGNED_SCALE = "purple negative, orange positive (readable with red–green colour blindness)";
   function attributionColour(t) {
     t = Math.max(-1, Math.min(1, t));
-    return t > 0 ? `hsl(120, 75%, ${100 - Math.round(50 * t)}%)` : `hsl(0, 75%, ${100 - Math.round(40 * -t)}%)`;
+    return t > 0 ? `hsl(30, 75%, ${100 - Math.round(50 * t)}%)` : `hsl(270, 75%, ${100 - Math.round(40 * -t)}%)`;
   }
   function attentionColour(t) { return `hsl(220, 90%, ${100 - Math.round(55 * Math.max(0, Math.min(1, t)))}%)`; }
 
@@ -104,13 +106,13 @@
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
       text = `IG attribution toward “${meta.info.attributed_class}” (${meta.info.ig_steps} steps, δ = ${meta.info.ig_delta.toExponential(2)}); ` +
-        `symmetric scale ±max |a| over non-special tokens; red negative, green positive.`;
+        `symmetric scale ±max |a| over non-special tokens; ${SIGNED_SCALE}.`;
     } else if (explanation() && explanation().signed) {
       m = nonSpecialMax(values, true) || 1;
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
       text = `${explanation().label} toward “${meta.info.attributed_class}”; symmetric scale ±max over non-special tokens; ` +
-        `red negative, green positive.`;
+        `${SIGNED_SCALE}.`;
     } else if (explanation()) {
       m = nonSpecialMax(values, false) || 1;
       colour = (x) => attentionColour(x / m);
@@ -263,7 +265,8 @@
 
   function describe() {
     const i = meta.info, probs = Object.entries(i.probabilities).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
-    $("info").textContent = `${n} tokens · ${L} layers × ${H} heads · top-${K} partners · ${i.label == null ? "" : `true label ${i.label}, `}predicted ${i.prediction} (${probs})`;
+    $("info").textContent = `${n} tokens · ${L} layers × ${H} heads · top-${K} partners · ${i.label == null ? "" : `true label ${i.label}, `}predicted ${i.prediction} (${probs})` +
+      (i.notes && i.notes.length ? ` · ${i.notes.join(" · ")}` : "");
     $("provenance").textContent = JSON.stringify(meta.provenance, null, 2);
   }
 
