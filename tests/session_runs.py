@@ -75,6 +75,13 @@ def ranks(names: set[str], registry: dict[str, Run]) -> dict[str, float]:
     return {name: of(name) for name in names}
 
 
+def start_order(names: set[str], registry: dict[str, Run]) -> list[str]:
+    """``names`` and the runs they come after, in the order :meth:`SessionRuns.start` starts them: the longest
+    chain first (:func:`ranks`), ties by name."""
+    rank = ranks(closure(names, registry), registry)
+    return sorted(rank, key=lambda name: (-rank[name], name))
+
+
 def closure(names: set[str], registry: dict[str, Run]) -> set[str]:
     """``names`` and every run they come after."""
     todo, seen = list(names), set()
@@ -106,8 +113,7 @@ class SessionRuns:
         """Start the runs ``names`` and those they come after, the longest chain first (:func:`ranks`), each in an
         empty folder ``folder(name)``; one worker thread per core."""
         self._folder = folder
-        rank = ranks(closure(names, self.registry), self.registry)
-        for name in sorted(rank, key=lambda n: -rank[n]):
+        for name in start_order(names, self.registry):
             self._runs[name] = replace(self.registry[name], work=folder(name))
         self._start_workers()
 
