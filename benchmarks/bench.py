@@ -103,7 +103,6 @@ from attnlens.attribution.ig import (
     freeze,
     prepare_inputs,
 )
-from attnlens.compare.metrics import SIMILARITY_SCHEMA, compare_example, head_agreement
 from attnlens.config import ModelConfig, SimilarityConfig, SyntheticConfig, TopologyConfig, load_config
 from attnlens.corpus import generate_corpus
 from attnlens.data import MANIFEST_SCHEMA, load_examples
@@ -116,6 +115,7 @@ from attnlens.pairs.encoder import SiameseEncoder
 from attnlens.pairs.jacobians import attribute_pair
 from attnlens.prediction import encode_texts
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
+from attnlens.similarity.metrics import SIMILARITY_SCHEMA, compare_example, head_agreement
 from attnlens.stages.report import run_aggregate_similarity
 from attnlens.topology.persistence import bottleneck_matrix, example_topology
 from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units

@@ -28,10 +28,10 @@ import attnlens
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations
 from attnlens.cli import main as cli_main
-from attnlens.compare.metrics import load_similarity
 from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
+from attnlens.similarity.metrics import load_similarity
 
 pytestmark = pytest.mark.workflow
 

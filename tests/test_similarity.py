@@ -20,14 +20,14 @@ from scipy import stats
 
 from attnlens import data as data_mod
 from attnlens import stats as stats_mod
-from attnlens.compare import aggregate as agg
-from attnlens.compare import metrics as sim
-from attnlens.compare import paper as paper_layout
 from attnlens.config import SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, provenance, save_json, save_parquet
 from attnlens.render.tables import number, paper_table
+from attnlens.similarity import aggregate as agg
+from attnlens.similarity import metrics as sim
+from attnlens.similarity import paper as paper_layout
 from attnlens.stages.report import run_aggregate_similarity
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)

@@ -18,8 +18,6 @@ from pandas.compat._optional import VERSIONS
 from attnlens.attention.band import received_attention
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import METHODS, load_attributions, load_embedding_attributions, load_explanations
-from attnlens.compare.aggregate import SUMMARY_SCHEMA
-from attnlens.compare.metrics import COLUMNS, LEGACY_METRICS, fixed_metrics, load_similarity
 from attnlens.config import AttributionConfig, load_config
 from attnlens.data import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
@@ -28,6 +26,8 @@ from attnlens.models.loading import load_classifier
 from attnlens.pairs.artifacts import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
+from attnlens.similarity.aggregate import SUMMARY_SCHEMA
+from attnlens.similarity.metrics import COLUMNS, LEGACY_METRICS, fixed_metrics, load_similarity
 from attnlens.stages import attribution as attribution_stage
 from attnlens.topology.persistence import BOTTLENECK_SCHEMA, ESTIMATORS, TWO_LN2, load_diagrams
 

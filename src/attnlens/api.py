@@ -46,14 +46,6 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
-from attnlens.compare.metrics import (
-    MODES,
-    SIMILARITY_SCHEMA,
-    SIMILARITY_TYPES,
-    attention_vectors,
-    compare_example,
-    token_masks,
-)
 from attnlens.config import (
     AttentionConfig,
     AttributionConfig,
@@ -72,6 +64,14 @@ from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
 from attnlens.prediction import encode_texts, predict_logits, softmax
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, document_for, payload, render_explorer
+from attnlens.similarity.metrics import (
+    MODES,
+    SIMILARITY_SCHEMA,
+    SIMILARITY_TYPES,
+    attention_vectors,
+    compare_example,
+    token_masks,
+)
 
 try:  # optional: only show() needs it, inside Jupyter
     from IPython.display import HTML

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.compare.aggregate import GROUP
-from attnlens.compare.metrics import MODES
-from attnlens.compare.paper import LAYER_LABELS, MASKED_WITH, PaperMetric
 from attnlens.io import atomic_path, write_csv, write_sidecar
 from attnlens.render.escape import latex_escape, markdown_cell
+from attnlens.similarity.aggregate import GROUP
+from attnlens.similarity.metrics import MODES
+from attnlens.similarity.paper import LAYER_LABELS, MASKED_WITH, PaperMetric
 from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, not_computable
 from attnlens.tokens import display_tokens
 

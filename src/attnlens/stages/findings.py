@@ -11,7 +11,6 @@ import pandas as pd
 
 from attnlens.attribution.leaderboard import LEADERBOARD_SCHEMA
 from attnlens.attribution.sanity import SANITY_SCHEMA
-from attnlens.compare.aggregate import SUMMARY_SCHEMA
 from attnlens.config import FiguresConfig, FindingsConfig
 from attnlens.findings.statements import (
     RUN_COLUMNS,
@@ -26,6 +25,7 @@ from attnlens.findings.statements import (
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
 from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
 from attnlens.selection import PREDICTIONS_SCHEMA
+from attnlens.similarity.aggregate import SUMMARY_SCHEMA
 
 logger = logging.getLogger(__name__)
 

@@ -36,9 +36,6 @@ from attnlens.attribution.leaderboard import (
     metrics,
 )
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
-from attnlens.compare.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
-from attnlens.compare.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
-from attnlens.compare.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
 from attnlens.config import (
     ExplanationsConfig,
     FaithfulnessConfig,
@@ -114,6 +111,9 @@ from attnlens.render.tables import (
     write_table,
 )
 from attnlens.selection import load_selection, showcased_once
+from attnlens.similarity.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
+from attnlens.similarity.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
+from attnlens.similarity.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
 from attnlens.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
 from attnlens.topology.persistence import BOTTLENECK_SCHEMA, TWO_LN2, load_diagrams
 

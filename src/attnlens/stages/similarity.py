@@ -13,26 +13,6 @@ import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions
-from attnlens.compare.metrics import (
-    COLUMNS,
-    DEVIATIONS,
-    HEADS_SCHEMA,
-    HEADS_TYPES,
-    MODES,
-    SIMILARITY_SCHEMA,
-    SIMILARITY_TYPES,
-    attention_vectors,
-    compare_example,
-    head_agreement,
-    load_similarity,
-    token_masks,
-)
-from attnlens.compare.paper import (
-    LAYER_LABELS,
-    MASKED_WITH,
-    top_set_table,
-    value_counts,
-)
 from attnlens.config import SimilarityConfig
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
@@ -50,6 +30,26 @@ from attnlens.models.loading import load_tokenizer
 from attnlens.render.escape import markdown_cell
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
 from attnlens.selection import load_selection, showcased_once
+from attnlens.similarity.metrics import (
+    COLUMNS,
+    DEVIATIONS,
+    HEADS_SCHEMA,
+    HEADS_TYPES,
+    MODES,
+    SIMILARITY_SCHEMA,
+    SIMILARITY_TYPES,
+    attention_vectors,
+    compare_example,
+    head_agreement,
+    load_similarity,
+    token_masks,
+)
+from attnlens.similarity.paper import (
+    LAYER_LABELS,
+    MASKED_WITH,
+    top_set_table,
+    value_counts,
+)
 from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)

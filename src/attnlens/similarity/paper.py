@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlens.compare.aggregate import GROUP
-from attnlens.compare.metrics import descending_positions, legacy_ranks, legacy_top_set, minmax, rbo_name
+from attnlens.similarity.aggregate import GROUP
+from attnlens.similarity.metrics import descending_positions, legacy_ranks, legacy_top_set, minmax, rbo_name
 from attnlens.stats import (
     n_top,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlens.compare.metrics import MASKS
+from attnlens.similarity.metrics import MASKS
 from attnlens.stats import (
     MIN_BOOTSTRAP,
     bootstrap_means,

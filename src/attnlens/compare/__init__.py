@@ -1,8 +1,0 @@
-"""Attention against attribution, over a whole dataset (recipes §11).
-
-* :mod:`~attnlens.compare.metrics` — the per-example metrics in legacy and fixed mode, with their
-  permutation chance levels;
-* :mod:`~attnlens.compare.aggregate` — dataset means with bootstrap intervals and paired tests;
-* :mod:`~attnlens.compare.paper` — the paper's table layout, the masking increase and the
-  single-example top-set view.
-"""
