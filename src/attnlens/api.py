@@ -326,8 +326,8 @@ class DocumentExplanation:
         return line
 
     def read(self) -> str:
-        """How much of the text the model read: ``"256 tokens"``, or ``"256 of 400 000 tokens (cut)"``, and the
-        share of unknown tokens where the pipeline would warn of it."""
+        """How much of the text the model read: ``"256 tokens"``, or ``"256 of 400000 tokens (cut at the model's
+        length)"``, and the share of unknown tokens where the pipeline would warn of it."""
         n = len(self.tokens)
         text = f"{n} tokens"
         if self.reading.get("truncated"):
