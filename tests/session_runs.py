@@ -194,8 +194,9 @@ class SessionRuns:
         it failed."""
         with self._cond:
             if name not in self._runs:  # asked for by no collected test's fixtures (request.getfixturevalue)
-                for new in closure({name}, self.registry) - set(self._runs):
-                    self._runs[new] = replace(self.registry[new], work=self._folder(new))
+                for new in start_order({name}, self.registry):
+                    if new not in self._runs:
+                        self._runs[new] = replace(self.registry[new], work=self._folder(new))
                 self._start_workers()
             run = self._runs[name]
             if run.state != "done":

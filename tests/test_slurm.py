@@ -82,7 +82,7 @@ def test_light_rules_are_local_and_model_rules_are_not(root):
 def node_profile(root, tmp_path) -> str:
     """The production profile with its placeholders filled for this node (tests/slurm/local_profile.py), every job
     on one CPU: the session's runs hold the node's other core (tests/README.md), and a two-thread job beside them
-    spins — the seven jobs below took 195 s so, where one-thread jobs take a fifth of it."""
+    spins — the seven jobs below took 195 s so, and 105 s with one thread each (CI, 2026-11-26)."""
     sys.path.insert(0, str(root / "tests" / "slurm"))
     from local_profile import write_local_profile  # noqa: PLC0415 (a script folder, on the path only here)
 
