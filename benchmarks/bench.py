@@ -90,13 +90,15 @@ from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.attention.weighted import rollout
 from attnlens.attribution.explanations import (
+    SCORERS,
+    Example,
     Gradients,
     attention_pass,
-    attention_score,
     grad_attention_score,
     gradient_pass,
 )
 from attnlens.attribution.ig import (
+    Inputs,
     attribute_example,
     choose_target,
     endpoint_probs,
@@ -374,11 +376,13 @@ def _method_row(seconds: float, peak: int | None, forward: float, dense: int) ->
     }
 
 
-def _attention_methods(model, bands, hidden, forward: float, dense: int, seed: int) -> dict:
-    """Time and peak extra memory of each attention-based method, the attention already in memory."""
+def _attention_methods(model, inputs: Inputs, bands, hidden, forward: float, dense: int, seed: int) -> dict:
+    """Time and peak extra memory of each attention-based method (its registered scorer), the attention already
+    in memory."""
     methods = {}
+    example = Example(model, inputs, 1, layers="all")
     for method in ("attention_all", "value_norm", "rollout"):
-        seconds, peak = _measure(lambda m=method: attention_score(m, model, bands, hidden, "all"))
+        seconds, peak = _measure(lambda m=method: SCORERS[m](example, (bands, hidden)))
         methods[method] = _method_row(seconds, peak, forward, dense)
     # gradient-weighted attention from ∂F/∂o of the right shape: its own cost, whatever gave the gradient
     g = torch.Generator().manual_seed(seed)
@@ -410,8 +414,9 @@ def bench_explanations_length(n: int, seed: int = 0, backward_max: int = 4096) -
     ids = torch.randint(5, config.vocab_size, (1, n))
     ids[0, 0] = config.bos_token_id
     mask = torch.ones_like(ids)
-    args = {"input_ids": ids, "attention_mask": mask, "global_attention_mask": global_attention_mask(mask),
-            "position_ids": LONGFORMER.position_ids(model.config, n)}  # fmt: skip
+    inputs = Inputs(ids, ids, mask, LONGFORMER.position_ids(model.config, n),
+                    {"global_attention_mask": global_attention_mask(mask)})  # fmt: skip
+    args = {"input_ids": ids, **inputs.forward_kwargs()}
     with torch.no_grad():
         model(**args)
         t0 = time.perf_counter()
@@ -421,7 +426,7 @@ def bench_explanations_length(n: int, seed: int = 0, backward_max: int = 4096) -
     bands, hidden = attention_pass(model, args)
     attention_forward = time.perf_counter() - t0
     dense = config.num_hidden_layers * config.num_attention_heads * n * n * 4
-    methods = _attention_methods(model, bands, hidden, forward, dense, seed)
+    methods = _attention_methods(model, inputs, bands, hidden, forward, dense, seed)
     depth = _rollout_depths(bands, config.attention_window[0])
     bands.clear()
     hidden.clear()

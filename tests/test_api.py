@@ -123,7 +123,7 @@ def test_save_writes_artifacts_the_pipelines_readers_read(explained, tmp_path):
     frame = doc.to_frame()
     assert list(frame.columns[:3]) == ["token", "special", "ig"] and len(frame) == len(doc.input_ids)
     assert "<iframe srcdoc=" in doc.show().data and doc._repr_html_().startswith(f"<b>{eid}: ") and eid in repr(doc)
-    assert "; AttnLRP logit " in doc.summary()  # the explained logit and its δ, as IG's δ
+    assert "; attnlrp logit " in doc.summary()  # the explained logit and its δ, as IG's δ
 
 
 def test_bad_arguments_are_one_clear_line(explained, tmp_path):

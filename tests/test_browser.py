@@ -22,7 +22,8 @@ from test_hostile import TOKENS, hostile_pages
 
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.summaries import load_bands, load_summaries
-from attnlens.attribution.artifacts import METHODS, SIGNED, load_attributions, load_explanations, scores_by_example
+from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
+from attnlens.attribution.methods import method_names, signed
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]
@@ -161,13 +162,13 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
 
     # one overlay per explanation method: signed ones on IG's scale, the others on attention's
     options = page.eval_on_selector_all("#overlay option", "els => els.map(e => e.value)")
-    assert [o for o in options if o.startswith("explanation:")] == [f"explanation:{m}" for m in METHODS]
+    assert [o for o in options if o.startswith("explanation:")] == [f"explanation:{m}" for m in method_names()]
     for method in ("grad_input", "rollout"):
         page.select_option("#overlay", f"explanation:{method}")
         values = np.array(page.eval_on_selector_all(".tok", "els => els.map(e => Number(e.dataset.value))"))
         np.testing.assert_allclose(values, explained[method], rtol=1e-6, atol=1e-9)  # float32 in JSON, read back
         legend = page.inner_text("#legend-text")
-        assert ("purple negative, orange positive" in legend) == (method in SIGNED) and method.split("_")[
+        assert ("purple negative, orange positive" in legend) == signed(method) and method.split("_")[
             0
         ] in legend.lower()
 

@@ -34,10 +34,10 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 
 from attnlens.attention.band import Band, received_attention
 from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
-from attnlens.attribution.artifacts import METHODS
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import explain_example, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
+from attnlens.attribution.methods import method_names
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -339,8 +339,10 @@ def test_every_method_on_a_real_classifier(tiny_classifier):
     inputs = prepare_inputs(model, tokenizer, ids)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = np.array([i in tokenizer.all_special_ids for i in ids])
-    got = explain_example(model, inputs, 1, METHODS, tokens=tokens, special=special, pad_id=tokenizer.pad_token_id)
-    assert set(got.scores) == set(METHODS)
+    got = explain_example(
+        model, inputs, 1, method_names(), tokens=tokens, special=special, pad_id=tokenizer.pad_token_id
+    )
+    assert set(got.scores) == set(method_names())
     for method, scores in got.scores.items():
         assert scores.shape == (len(ids),) and np.isfinite(scores).all(), method
         assert got.seconds[method] > 0 and got.forward_seconds > 0

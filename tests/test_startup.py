@@ -39,6 +39,7 @@ LIGHT = (
     "attnlens.similarity.metrics",
     "attnlens.similarity.aggregate",
     "attnlens.similarity.paper",
+    "attnlens.attribution.methods",
     "attnlens.attribution.artifacts",
     "attnlens.attribution.leaderboard",
     "attnlens.attribution.faithfulness",

@@ -17,7 +17,8 @@ from pandas.compat._optional import VERSIONS
 
 from attnlens.attention.band import received_attention
 from attnlens.attention.summaries import load_bands, load_summaries
-from attnlens.attribution.artifacts import METHODS, load_attributions, load_embedding_attributions, load_explanations
+from attnlens.attribution.artifacts import load_attributions, load_embedding_attributions, load_explanations
+from attnlens.attribution.methods import method_names
 from attnlens.config import AttributionConfig, load_config
 from attnlens.data import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
@@ -116,8 +117,8 @@ def test_explorers(tiny):
         assert arrays["received"].shape == (views, n) and arrays["attribution"].shape == (n,)
         assert arrays["attended_gaps"].shape == (2, views, meta["top_k"], n)
         assert "evidence" in arrays  # the synthetic corpus plants evidence
-        assert [e["method"] for e in meta["explanations"]] == list(METHODS)  # one overlay per explanation method
-        assert all(arrays[f"explanation_{m}"].shape == (n,) for m in METHODS)
+        assert [e["method"] for e in meta["explanations"]] == list(method_names())  # one overlay per explanation method
+        assert all(arrays[f"explanation_{m}"].shape == (n,) for m in method_names())
         assert meta["provenance"]["schema"] == "explorer/v1" and meta["provenance"]["config_sha256"]
 
 
@@ -194,7 +195,7 @@ def test_explanation_stage(tiny):
     frame = load_explanations(sorted((res / "explanations").glob("shard*.parquet")))
     attributions = load_attributions(sorted((res / "attributions").glob("shard*.parquet"))).set_index("example_id")
     assert sorted(frame["example_id"].unique()) == sorted(test["example_id"])
-    assert sorted(frame["method"].unique()) == sorted(METHODS)
+    assert sorted(frame["method"].unique()) == sorted(method_names())
     summaries = load_summaries(sorted((res / "attention").glob("shard*.safetensors"))).examples
     for row in frame.itertuples(index=False):
         ig = attributions.loc[row.example_id]
@@ -212,13 +213,13 @@ def test_explanation_stage(tiny):
         else:
             assert np.isnan(row.explained) and np.isnan(row.delta)
     summary, _ = load_parquet(res / "explanations/leaderboard.parquet", "explanation_leaderboard/v1")
-    assert list(dict.fromkeys(summary["method"])) == ["ig", *METHODS, "random"]
+    assert list(dict.fromkeys(summary["method"])) == ["ig", *method_names(), "random"]
     spearman = summary[summary["metric"] == "spearman"].set_index("method")
-    assert set(spearman.index) == set(METHODS) and spearman["chance"].abs().max() < 0.2
+    assert set(spearman.index) == set(method_names()) and spearman["chance"].abs().max() < 0.2
     faithful = summary[summary["metric"] == "comprehensiveness"]
-    assert set(faithful["method"]) == {"ig", *METHODS, "random"} and (faithful["n"] == len(test)).all()
+    assert set(faithful["method"]) == {"ig", *method_names(), "random"} and (faithful["n"] == len(test)).all()
     table = (res / "paper/tables/explanation_leaderboard.md").read_text(encoding="utf-8")
-    assert all(f"| {m} |" in table for m in ("ig", *METHODS, "random"))
+    assert all(f"| {m} |" in table for m in ("ig", *method_names(), "random"))
     for ext in ("png", "pdf"):
         assert (res / f"paper/figures/explanation_leaderboard.{ext}").stat().st_size > 1000
 

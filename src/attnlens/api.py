@@ -46,6 +46,7 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
+from attnlens.attribution.methods import get_method
 from attnlens.config import (
     AttentionConfig,
     AttributionConfig,
@@ -314,15 +315,17 @@ class DocumentExplanation:
         return paths
 
     def summary(self) -> str:
-        """One line: the prediction, IG's steps and δ, and AttnLRP's δ against its logit where it was computed."""
+        """One line: the prediction, IG's steps and δ, and every conserving method's δ against what it explains
+        (AttnLRP's logit), where it was computed."""
         probs = ", ".join(f"{c} {p:.3f}" for c, p in self.probabilities.items())
         line = (
             f"{self.example_id}: {self.read()}, predicted {self.prediction} ({probs}); IG toward "
             f"{self.target}, {int(self.attribution['n_steps'])} steps, δ {float(self.attribution['delta']):.2g}"
         )
         for row in self.explanation:
-            if row["method"] == "attnlrp":
-                line += f"; AttnLRP logit {row['explained']:.3g}, δ {row['delta']:.2g}"
+            conserves = get_method(row["method"]).conserves
+            if conserves:
+                line += f"; {row['method']} {conserves} {row['explained']:.3g}, δ {row['delta']:.2g}"
         return line
 
     def read(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from attnlens.attribution.methods import REFERENCE, ranking_source, schema_lists
 from attnlens.errors import InputError
 
 #: The schema, shipped inside the package (a link to ``workflow/schemas/config.schema.yaml`` in a checkout; a copy
@@ -127,8 +128,24 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
+    """The schema, with the lists marked ``x-registry`` given their enum and default from the registry they name
+    (:func:`attnlens.attribution.methods.schema_lists`: the explanation methods and the rankings)."""
     with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    _fill_registries(schema, schema_lists())
+    return schema
+
+
+def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], list[str]]]) -> None:
+    for prop in schema.get("properties", {}).values():
+        name = prop.get("x-registry")
+        if name is not None:
+            if name not in lists:
+                raise KeyError(f"config schema: x-registry {name!r} is not one of {sorted(lists)}")
+            enum, default = lists[name]
+            prop["items"] = {**prop.get("items", {}), "enum": list(enum)}
+            prop["default"] = list(default)
+        _fill_registries(prop, lists)
 
 
 #: The Python name of every section, by its dotted path in the schema (the schema declares the keys, their
@@ -352,14 +369,13 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
         raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")
     explained = set(config.get("explanations", {}).get("methods", ()))
-    computed = explained - {"attention_last", "attention_all"}  # raw attention also comes from extract_attention
     for name in config.get("faithfulness", {}).get("rankings", ()):
-        if name not in ("ig", "random") and not name.startswith("attention_") and name not in computed:
+        if ranking_source(name) == "explain" and name not in explained:  # raw attention: from extract_attention
             raise InputError(
                 where, "faithfulness.rankings", f"expected only methods listed in explanations.methods, got {name!r}"
             )
     baseline = config.get("explanations", {}).get("baseline")
-    if explained and baseline not in explained | {"ig"}:
+    if explained and baseline not in explained | {REFERENCE}:
         raise InputError(
             where, "explanations.baseline", f"expected ig or one of explanations.methods, got {baseline!r}"
         )

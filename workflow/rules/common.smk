@@ -7,6 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from attnlens.attribution.methods import ranking_source
 from attnlens.config import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards, validate_config
 from attnlens.errors import InputError
 from attnlens.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, expand_grid, grid_path, has_grid, resolve_path
@@ -224,9 +225,9 @@ def explanation_shards(wildcards):
 
 
 def explained_rankings(wildcards):
-    """The explain shards, when faithfulness.rankings names an explanation method (not IG, attention or random)."""
-    computed = set(config["explanations"]["methods"]) - {"attention_last", "attention_all"}
-    return explanation_shards(wildcards) if computed & set(config["faithfulness"]["rankings"]) else {}
+    """The explain shards, when faithfulness.rankings names a ranking read from them (attnlens.attribution.methods)."""
+    from_explain = [r for r in config["faithfulness"]["rankings"] if ranking_source(r) == "explain"]
+    return explanation_shards(wildcards) if from_explain else {}
 
 
 def explanation_outputs():

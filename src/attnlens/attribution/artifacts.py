@@ -1,5 +1,6 @@
 """What the attribution rules write and read back: the shards of ``attribute``, ``attribute_embeddings`` and
-``explain`` — their schemas and columns, the explanation methods' names, labels and signs, and the readers.
+``explain`` — their schemas and columns, and the readers (the methods' names, labels and signs:
+:mod:`attnlens.attribution.methods`).
 
 Plain pandas and pyarrow: the rules that tabulate and draw attributions read them without loading a model
 (the computations: :mod:`attnlens.attribution.ig`, :mod:`attnlens.attribution.explanations`).
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from attnlens.attribution.methods import method_names
 from attnlens.io import load_parquet, load_shards
 
 # --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------
@@ -83,40 +85,6 @@ def load_embedding_attributions(path) -> dict[str, dict]:
 EXPLANATIONS_SCHEMA = "explanations/v2"
 
 
-#: Every explanation method ``explain`` computes, in leaderboard order.
-METHODS = (
-    "attention_last",
-    "attention_all",
-    "value_norm",
-    "rollout",
-    "grad_attention",
-    "saliency",
-    "grad_input",
-    "attnlrp",
-    "occlusion",
-)
-
-
-#: Methods whose sign carries meaning (ranked by signed score; the rest are non-negative).
-SIGNED = ("grad_attention", "grad_input", "attnlrp", "occlusion", "ig")
-
-
-#: How a method is named on a page, a figure or in the explorer.
-LABELS = {
-    "ig": "integrated gradients (reference)",
-    "attention_last": "raw attention, last layer",
-    "attention_all": "raw attention, all layers",
-    "value_norm": "value-norm weighted attention (Kobayashi et al. 2020)",
-    "rollout": "attention rollout (Abnar & Zuidema 2020)",
-    "grad_attention": "gradient-weighted attention",
-    "saliency": "saliency |∂F/∂e|",
-    "grad_input": "gradient × input",
-    "attnlrp": "AttnLRP (Achtibat et al. 2024)",
-    "occlusion": "sentence occlusion",
-    "random": "random ranking (control)",
-}
-
-
 #: Columns of an ``explain`` shard, one row per example and method (an empty shard has them too).
 EXPLANATION_TYPES = pa.schema([
     ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
@@ -133,9 +101,9 @@ def load_explanations(paths: Sequence) -> pd.DataFrame:
 
 
 def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
-    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in :data:`METHODS` order."""
+    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in registry order."""
     out: dict[str, dict[str, np.ndarray]] = {}
-    rank = {m: i for i, m in enumerate(METHODS)}
+    rank = {m: i for i, m in enumerate(method_names())}
     order = sorted(range(len(frame)), key=lambda r: rank.get(str(frame["method"].iloc[r]), len(rank)))
     for r in order:
         out.setdefault(str(frame["example_id"].iloc[r]), {})[str(frame["method"].iloc[r])] = np.asarray(

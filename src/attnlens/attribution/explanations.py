@@ -51,6 +51,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,16 +59,12 @@ from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Salien
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
-from attnlens.attribution.artifacts import METHODS
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import Inputs
+from attnlens.attribution.methods import PASSES, REGISTRY, get_method
 from attnlens.device import synchronize
 from attnlens.models import architecture
 
-#: Methods read from the no-gradient forward pass with attention outputs.
-ATTENTION_PASS = ("attention_last", "attention_all", "value_norm", "rollout")
-#: Methods Captum computes from the gradient at the embedding output (``Saliency``, ``InputXGradient``).
-EMBEDDING_GRADIENT = ("saliency", "grad_input")
 #: Sentence ends for occlusion spans (the token's text without word-start markers).
 SENTENCE_ENDS = frozenset({".", "!", "?"})
 
@@ -238,26 +235,6 @@ def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], li
     return bands, [h[0] for h in cap.hidden]
 
 
-@torch.no_grad()
-def attention_score(method: str, model, bands: Sequence[Band], hidden: Sequence[torch.Tensor], layers: str):
-    """``(n,)`` scores of one :data:`ATTENTION_PASS` method from :func:`attention_pass`'s outputs."""
-    if method.startswith("attention_"):
-        received = torch.stack([received_attention(b) for b in bands])
-        return layer_configuration(received, method.removeprefix("attention_"))
-    if method == "rollout":
-        return rollout(bands, start=0)
-    if method != "value_norm":
-        raise ValueError(f"{method!r} is not computed from the attention pass")
-    heads = model.config.num_attention_heads
-    arch = architecture(model)
-    per_layer = []
-    for layer, band, h in zip(arch.layers(model), bands, hidden, strict=True):
-        values, proj = arch.value_projections(layer), arch.output_projection(layer)
-        norm_global = value_norms(h, values.get("global", values["local"]), proj, heads) if band.n_global else None
-        per_layer.append(value_norm_received(band, value_norms(h, values["local"], proj, heads), norm_global))
-    return layer_configuration(torch.stack(per_layer), layers)
-
-
 @dataclass
 class Gradients:
     """What one forward + backward of ``F`` leaves for the gradient methods."""
@@ -297,6 +274,175 @@ def grad_attention_score(model, grads: Gradients, layers: str) -> torch.Tensor:
     return layer_configuration(torch.stack(per_layer), layers)
 
 
+# --- the registry's passes and scorers ----------------------------------------------------------------
+
+
+@dataclass
+class Example:
+    """One example as every scorer sees it: the model, IG's inputs and target, and the run's options."""
+
+    model: Any
+    inputs: Inputs
+    target: int
+    layers: str = "all"  # the layer configuration value_norm and grad_attention sum over
+    tokens: Sequence[str] = ()
+    special: np.ndarray | None = None
+    pad_id: int | None = None
+    occlusion_max_tokens: int = 48
+    batch_size: int = 8
+
+    @property
+    def n(self) -> int:
+        """The example's tokens (a model may pad inside; scores are cut back to them)."""
+        return self.inputs.input_ids.shape[1]
+
+    @property
+    def args(self) -> dict[str, torch.Tensor]:
+        """The forward's keyword arguments: the ids and the masks and positions IG prepared."""
+        return {"input_ids": self.inputs.input_ids, **self.inputs.forward_kwargs()}
+
+
+@dataclass
+class Scored:
+    """What a scorer returns: ``(n,)`` float64 scores, the forwards it took, and what a conserving method explains."""
+
+    scores: np.ndarray
+    n_forwards: int = 1
+    explained: float | None = None
+    delta: float | None = None
+
+
+#: ``{pass name: run(example) -> shared}`` for every pass of :data:`attnlens.attribution.methods.PASSES`.
+PASS_RUNNERS: dict[str, Callable[[Example], Any]] = {}
+#: ``{method name: scores(example, shared) -> Scored}``, one per registered method.
+SCORERS: dict[str, Callable[[Example, Any], Scored]] = {}
+
+
+def runs_pass(name: str):
+    """Register the function that runs the shared pass ``name`` for one example."""
+    if name not in PASSES:
+        raise ValueError(f"no pass {name!r} in attnlens.attribution.methods.PASSES")
+
+    def add(fn):
+        PASS_RUNNERS[name] = fn
+        return fn
+
+    return add
+
+
+def scorer(name: str):
+    """Register the computation of the method ``name`` (its card registered in :mod:`attnlens.attribution.methods`):
+    ``scores(example, shared) -> Scored``, ``shared`` the output of the pass the card needs."""
+    get_method(name)
+
+    def add(fn):
+        SCORERS[name] = fn
+        return fn
+
+    return add
+
+
+def _numpy(scores: torch.Tensor, n: int) -> np.ndarray:
+    return scores.double().cpu().numpy()[:n]
+
+
+@runs_pass("attention")
+def _attention(x: Example) -> tuple[list[Band], list[torch.Tensor]]:
+    return attention_pass(x.model, x.args)
+
+
+@runs_pass("embedding_gradient")
+def _embedding_gradient(x: Example) -> tuple[EmbeddingForward, torch.Tensor]:
+    forward = EmbeddingForward(x.model, architecture(x.model).embeddings(x.model), x.args)
+    embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(x.inputs.input_ids).requires_grad_()
+    return forward, embeddings
+
+
+@runs_pass("gradient")
+def _gradient(x: Example) -> Gradients:
+    return gradient_pass(x.model, x.args, x.target, attentions=True)
+
+
+@runs_pass("own")
+def _own(x: Example) -> None:
+    return None
+
+
+def _received(bands: Sequence[Band], layers: str) -> torch.Tensor:
+    return layer_configuration(torch.stack([received_attention(b) for b in bands]), layers)
+
+
+@scorer("attention_last")
+@torch.no_grad()
+def _attention_last(x: Example, shared) -> Scored:
+    return Scored(_numpy(_received(shared[0], "last"), x.n))
+
+
+@scorer("attention_all")
+@torch.no_grad()
+def _attention_all(x: Example, shared) -> Scored:
+    return Scored(_numpy(_received(shared[0], "all"), x.n))
+
+
+@scorer("rollout")
+@torch.no_grad()
+def _rollout(x: Example, shared) -> Scored:
+    return Scored(_numpy(rollout(shared[0], start=0), x.n))
+
+
+@scorer("value_norm")
+@torch.no_grad()
+def _value_norm(x: Example, shared) -> Scored:
+    bands, hidden = shared
+    model = x.model
+    heads = model.config.num_attention_heads
+    arch = architecture(model)
+    per_layer = []
+    for layer, band, h in zip(arch.layers(model), bands, hidden, strict=True):
+        values, proj = arch.value_projections(layer), arch.output_projection(layer)
+        norm_global = value_norms(h, values.get("global", values["local"]), proj, heads) if band.n_global else None
+        per_layer.append(value_norm_received(band, value_norms(h, values["local"], proj, heads), norm_global))
+    return Scored(_numpy(layer_configuration(torch.stack(per_layer), x.layers), x.n))
+
+
+@scorer("saliency")
+def _saliency(x: Example, shared) -> Scored:
+    forward, embeddings = shared
+    grad = Saliency(forward).attribute(embeddings, target=x.target, abs=True)
+    return Scored(_numpy(grad[0].detach().sum(-1), x.n))
+
+
+@scorer("grad_input")
+def _grad_input(x: Example, shared) -> Scored:
+    forward, embeddings = shared
+    grad = InputXGradient(forward).attribute(embeddings, target=x.target)
+    return Scored(_numpy(grad[0].detach().sum(-1), x.n))
+
+
+@scorer("grad_attention")
+def _grad_attention(x: Example, shared: Gradients) -> Scored:
+    return Scored(_numpy(grad_attention_score(x.model, shared, x.layers), x.n))
+
+
+@scorer("attnlrp")
+def _attnlrp(x: Example, shared) -> Scored:
+    relevance = attnlrp(x.model, x.inputs, x.target)
+    return Scored(relevance.scores, explained=relevance.explained, delta=relevance.delta)
+
+
+@scorer("occlusion")
+def _occlusion(x: Example, shared) -> Scored:
+    if x.special is None or x.pad_id is None:
+        raise ValueError("occlusion needs the example's tokens, special-token mask and pad id")
+    spans = sentence_spans(x.tokens, x.special, x.occlusion_max_tokens)
+
+    def prob_fn(ids: torch.Tensor) -> torch.Tensor:
+        return _probabilities(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0])).logits)
+
+    scores = occlusion_scores(prob_fn, x.inputs.input_ids, spans, x.pad_id, x.target, x.batch_size)
+    return Scored(scores, n_forwards=len(spans) + 1)
+
+
 @dataclass
 class Explanation:
     """Every requested method's scores for one example, and what each cost."""
@@ -322,19 +468,21 @@ def explain_example(
     occlusion_max_tokens: int = 48,
     batch_size: int = 8,
 ) -> Explanation:
-    """Scores of every method in ``methods`` for one example (``inputs`` as IG prepares them).
+    """Scores of every method in ``methods`` (names of :data:`attnlens.attribution.methods.REGISTRY`) for one
+    example (``inputs`` as IG prepares them).
 
-    The cost of a method is the wall time of the passes it needs (the forward with attention
-    outputs, the forward + backward, or its occluded forwards) plus its own computation; each pass
-    runs once and is counted for every method that uses it. ``forward_seconds`` is one plain
-    forward, the unit of the leaderboard's cost ratio.
+    Each shared pass a requested method needs runs once, in the order of
+    :data:`~attnlens.attribution.methods.PASSES`, and its methods are scored from it in registry order. The
+    cost of a method is the wall time of its pass plus its own computation (a shared pass is counted for every
+    method that uses it). ``forward_seconds`` is one plain forward, the unit of the leaderboard's cost ratio.
     """
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise ValueError(f"unknown explanation methods {unknown}; expected some of {METHODS}")
+    cards = [get_method(m) for m in methods]
+    missing = [c.name for c in cards if c.name not in SCORERS]
+    if missing:
+        raise ValueError(f"explanation methods {missing} are registered without a scorer (@scorer in this module)")
+    x = Example(model, inputs, target, layers, tokens, special, pad_id, occlusion_max_tokens, batch_size)
     device = inputs.input_ids.device
-    n = inputs.input_ids.shape[1]
-    args = {"input_ids": inputs.input_ids, **inputs.forward_kwargs()}
+    args = x.args
     out = Explanation()
     with torch.no_grad():
         model(**args)  # warm-up: the first call of a shape pays for allocations
@@ -342,64 +490,22 @@ def explain_example(
         model(**args)
         out.forward_seconds = _sync(device) - t0
 
-    wanted = [m for m in ATTENTION_PASS if m in methods]
-    if wanted:
+    for needs in PASSES:
+        wanted = [name for name, card in REGISTRY.items() if card.needs == needs and name in methods]
+        if not wanted:
+            continue
         t0 = _sync(device)
-        bands, hidden = attention_pass(model, args)
-        shared = _sync(device) - t0
+        shared = PASS_RUNNERS[needs](x)
+        shared_seconds = _sync(device) - t0
         for method in wanted:
             t0 = _sync(device)
-            out.scores[method] = attention_score(method, model, bands, hidden, layers).double().cpu().numpy()[:n]
-            out.seconds[method] = shared + _sync(device) - t0
-            out.n_forwards[method] = 1
-        del bands, hidden
-
-    wanted = [m for m in EMBEDDING_GRADIENT if m in methods]
-    if wanted:
-        t0 = _sync(device)
-        forward = EmbeddingForward(model, architecture(model).embeddings(model), args)
-        embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(inputs.input_ids).requires_grad_()
-        shared = _sync(device) - t0
-        for method in wanted:
-            t0 = _sync(device)
-            if method == "saliency":
-                grad = Saliency(forward).attribute(embeddings, target=target, abs=True)
-            else:
-                grad = InputXGradient(forward).attribute(embeddings, target=target)
-            out.scores[method] = grad[0].detach().sum(-1).double().cpu().numpy()[:n]
-            out.seconds[method] = shared + _sync(device) - t0
-            out.n_forwards[method] = 1
-        del embeddings
-
-    if "grad_attention" in methods:
-        t0 = _sync(device)
-        grads = gradient_pass(model, args, target, attentions=True)
-        out.scores["grad_attention"] = grad_attention_score(model, grads, layers).double().cpu().numpy()[:n]
-        out.seconds["grad_attention"] = _sync(device) - t0
-        out.n_forwards["grad_attention"] = 1
-        del grads
-
-    if "attnlrp" in methods:
-        t0 = _sync(device)
-        relevance = attnlrp(model, inputs, target)
-        out.scores["attnlrp"] = relevance.scores
-        out.seconds["attnlrp"] = _sync(device) - t0
-        out.n_forwards["attnlrp"] = 1
-        out.explained["attnlrp"], out.delta["attnlrp"] = relevance.explained, relevance.delta
-
-    if "occlusion" in methods:
-        if special is None or pad_id is None:
-            raise ValueError("occlusion needs the example's tokens, special-token mask and pad id")
-        t0 = _sync(device)
-        spans = sentence_spans(tokens, special, occlusion_max_tokens)
-
-        def prob_fn(ids: torch.Tensor) -> torch.Tensor:
-            b = ids.shape[0]
-            return _probabilities(model(input_ids=ids, **inputs.forward_kwargs(b)).logits)
-
-        out.scores["occlusion"] = occlusion_scores(prob_fn, inputs.input_ids, spans, pad_id, target, batch_size)
-        out.seconds["occlusion"] = _sync(device) - t0
-        out.n_forwards["occlusion"] = len(spans) + 1
+            res = SCORERS[method](x, shared)
+            out.scores[method] = res.scores
+            out.seconds[method] = shared_seconds + _sync(device) - t0
+            out.n_forwards[method] = res.n_forwards
+            if res.explained is not None:
+                out.explained[method], out.delta[method] = res.explained, res.delta
+        del shared
     return out
 
 

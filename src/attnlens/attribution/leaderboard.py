@@ -28,8 +28,6 @@ from attnlens.similarity.metrics import chance_stats, fixed_agreement, permutati
 from attnlens.stats import bootstrap_means, not_computable, paired_wilcoxon
 
 LEADERBOARD_SCHEMA = "explanation_leaderboard/v1"
-#: The reference and the control, around the explanation methods.
-REFERENCE, CONTROL = "ig", "random"
 #: Per-example columns of the comparison (long format).
 EXAMPLE_COLUMNS = ("example_id", "method", "metric", "value", "chance")
 

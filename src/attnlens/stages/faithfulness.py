@@ -21,6 +21,7 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
+from attnlens.attribution.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.attribution.removal import evaluate_example
 from attnlens.config import FaithfulnessConfig
 from attnlens.data import load_examples
@@ -69,21 +70,22 @@ def run_evaluate_faithfulness(
         ids = [int(i) for i in row.input_ids]
         special = structural_mask(tokenizer, ids)
         eligible = ~special
-        scores = {"ig": np.asarray(row.scores, dtype=np.float64)}
+        scores = {REFERENCE: np.asarray(row.scores, dtype=np.float64)}
         for name in cfg.rankings:
-            if name.startswith("attention_"):
+            source = ranking_source(name)
+            if source == "attention":
                 ex = summaries[eid]
                 if ex.input_ids.tolist() != ids:
                     raise ValueError(f"{eid}: attention and attribution saw different token ids")
                 scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
-            elif name != "random" and name != "ig":
+            elif source == "explain":
                 if name not in explained.get(eid, {}):
                     raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
                 scores[name] = explained[eid][name]
                 if len(scores[name]) != len(ids):
                     raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
         orders = {
-            name: random_ranking(eligible, cfg.seed, eid) if name == "random" else ranking(scores[name], eligible)
+            name: random_ranking(eligible, cfg.seed, eid) if name == CONTROL else ranking(scores[name], eligible)
             for name in cfg.rankings
         }
         frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
@@ -93,9 +95,9 @@ def run_evaluate_faithfulness(
             ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
             spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
             labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
-            if "random" in orders:  # scores that reproduce the random order
-                scores["random"] = np.zeros(len(ids))
-                scores["random"][orders["random"]] = np.arange(len(orders["random"]), 0, -1)
+            if CONTROL in orders:  # scores that reproduce the random order
+                scores[CONTROL] = np.zeros(len(ids))
+                scores[CONTROL][orders[CONTROL]] = np.arange(len(orders[CONTROL]), 0, -1)
             for name in cfg.rankings:
                 plaus.append(
                     {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),

@@ -28,14 +28,13 @@ from attnlens.attribution.artifacts import (
 )
 from attnlens.attribution.faithfulness import FAITHFULNESS_SCHEMA, PLAUSIBILITY_SCHEMA, aopc
 from attnlens.attribution.leaderboard import (
-    CONTROL,
     EXAMPLE_COLUMNS,
     LEADERBOARD_SCHEMA,
-    REFERENCE,
     agreement_rows,
     metrics,
 )
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
+from attnlens.attribution.methods import CONTROL, REFERENCE
 from attnlens.config import (
     ExplanationsConfig,
     FaithfulnessConfig,

@@ -1,0 +1,153 @@
+"""The explanation methods, as a registry: one :class:`Method` card per method, registered once.
+
+A card says what a method is called (its ``name`` in configs and artifacts, its ``label`` on a page), whether
+its sign carries meaning, which shared pass over the model it reads (:data:`PASSES`: the passes a run of several
+methods computes once per example for all the methods that need them), and its cost class. Its computation is
+the scorer that :mod:`attnlens.attribution.explanations` registers under the same name (``@scorer(name)``,
+one ``scores(example, shared)`` call for every method), so :func:`~attnlens.attribution.explanations.explain_example`
+runs any registered method without naming it.
+
+Everything that lists, names or colours methods reads this module: the config schema's method lists
+(:func:`schema_lists`), the ``explain`` rule and the one-document API (through ``explain_example``), the
+leaderboard's order, faithfulness's rankings (:func:`ranking_source`), the explorer's overlays and the docs'
+table (``tests/test_methods.py`` checks it). Plain Python: the light rules and the config read it without torch.
+
+Adding a method: a :class:`Method` card passed to :func:`register` here, a scorer in
+:mod:`attnlens.attribution.explanations`, and a test against an independent reference
+(docs/explanations.md, "Adding a method").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnlens.attention.layers import LAYER_CONFIGURATIONS
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A pass over the model that several methods read: run once per example for all of them."""
+
+    name: str
+    runs: str  # what the pass computes, as the docs say it
+
+
+#: The shared passes, in the order a run computes them; ``own``: a method that runs its own passes.
+PASSES = {
+    p.name: p
+    for p in (
+        Pass("attention", "one forward without gradient, every layer's attention band and the hidden states"),
+        Pass("embedding_gradient", "the embedding output, a leaf for Captum's gradient of F"),
+        Pass("gradient", "one forward + backward of F with every layer's band, hidden states and ∂F/∂o"),
+        Pass("own", "nothing shared: the method runs its own forwards and backwards"),
+    )
+}
+
+
+#: Cost classes, cheapest first: what a method costs beyond its shared pass, in forward passes of the example.
+COST_CLASSES = ("forward", "forward + backward", "forward per span")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One explanation method's card."""
+
+    name: str  # as configs, artifacts and the leaderboard name it
+    label: str  # as a page, a figure or the explorer names it
+    signed: bool  # its sign carries meaning: ranked by signed score; otherwise non-negative
+    needs: str  # the shared pass it reads (a key of PASSES)
+    cost: str  # its cost class (one of COST_CLASSES)
+    conserves: str = ""  # what its scores sum to, for a conserving method (the row's `explained` and `delta`)
+
+    def __post_init__(self):
+        if self.needs not in PASSES:
+            raise ValueError(f"method {self.name!r}: needs {self.needs!r}, expected one of {list(PASSES)}")
+        if self.cost not in COST_CLASSES:
+            raise ValueError(f"method {self.name!r}: cost {self.cost!r}, expected one of {list(COST_CLASSES)}")
+
+
+#: Every registered method by name, in leaderboard order (the order of registration).
+REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add a method's card to :data:`REGISTRY` (a name registered twice is an error)."""
+    if method.name in REGISTRY or method.name in (REFERENCE, CONTROL):
+        raise ValueError(f"an explanation method named {method.name!r} is already registered")
+    REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    """Remove a card (a test's own method, after the test)."""
+    REGISTRY.pop(name)
+
+
+def method_names() -> tuple[str, ...]:
+    """The registered methods' names, in leaderboard order."""
+    return tuple(REGISTRY)
+
+
+def get_method(name: str) -> Method:
+    """The card of ``name``; an unknown name is a ``ValueError`` naming the registered ones."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown explanation method {name!r}; expected one of {list(REGISTRY)}")
+    return REGISTRY[name]
+
+
+# --- the reference and the control, beside the methods ------------------------------------------------
+
+#: The reference every method is compared with (the ``attribute`` rule's IG) and the random control.
+REFERENCE, CONTROL = "ig", "random"
+_OTHER_LABELS = {REFERENCE: "integrated gradients (reference)", CONTROL: "random ranking (control)"}
+
+
+def label(name: str) -> str:
+    """How a method, the reference or the control is named on a page (an unknown name as itself)."""
+    return REGISTRY[name].label if name in REGISTRY else _OTHER_LABELS.get(name, name)
+
+
+def signed(name: str) -> bool:
+    """Whether ``name``'s sign carries meaning (IG's does; the random control has none)."""
+    return REGISTRY[name].signed if name in REGISTRY else name == REFERENCE
+
+
+#: Rankings faithfulness reads from the attention summaries: received attention of each layer configuration.
+ATTENTION_RANKINGS = tuple(f"attention_{c}" for c in LAYER_CONFIGURATIONS)
+
+
+def ranking_source(name: str) -> str:
+    """Where the faithfulness rule reads a ranking's scores: ``ig`` (the attribute shards), ``attention`` (the
+    attention summaries), ``explain`` (the explain shards) or ``random`` (seeded, no scores)."""
+    if name in (REFERENCE, CONTROL):
+        return name
+    if name in ATTENTION_RANKINGS:
+        return "attention"
+    get_method(name)
+    return "explain"
+
+
+def schema_lists() -> dict[str, tuple[list[str], list[str]]]:
+    """``{registry: (enum, default)}`` of the config schema's lists marked ``x-registry``: the explanation methods
+    (all of them by default) and faithfulness's rankings (IG, received attention of every layer configuration, the
+    methods, the random control; by default IG, the methods and the control)."""
+    methods = list(REGISTRY)
+    rankings = [REFERENCE, *ATTENTION_RANKINGS, *(m for m in methods if m not in ATTENTION_RANKINGS), CONTROL]
+    return {"explanation_methods": (methods, methods), "rankings": (rankings, [REFERENCE, *methods, CONTROL])}
+
+
+# --- the methods attnlens ships (docs/explanations.md) -------------------------------------------------
+
+register(Method("attention_last", "raw attention, last layer", signed=False, needs="attention", cost="forward"))
+register(Method("attention_all", "raw attention, all layers", signed=False, needs="attention", cost="forward"))
+register(Method("value_norm", "value-norm weighted attention (Kobayashi et al. 2020)", signed=False,
+                needs="attention", cost="forward"))  # fmt: skip
+register(Method("rollout", "attention rollout (Abnar & Zuidema 2020)", signed=False, needs="attention",
+                cost="forward"))  # fmt: skip
+register(Method("grad_attention", "gradient-weighted attention", signed=True, needs="gradient",
+                cost="forward + backward"))  # fmt: skip
+register(Method("saliency", "saliency |∂F/∂e|", signed=False, needs="embedding_gradient", cost="forward + backward"))
+register(Method("grad_input", "gradient × input", signed=True, needs="embedding_gradient", cost="forward + backward"))
+register(Method("attnlrp", "AttnLRP (Achtibat et al. 2024)", signed=True, needs="own", cost="forward + backward",
+                conserves="logit"))  # fmt: skip
+register(Method("occlusion", "sentence occlusion", signed=True, needs="own", cost="forward per span"))
