@@ -131,7 +131,9 @@ def _png_pixels(path: Path) -> np.ndarray:
 
 
 def _html_content(path: Path) -> str:
-    return re.sub(r'<meta name="attnlens-provenance" content="[^"]*">', "", path.read_text(encoding="utf-8"))
+    """The page without its provenance: the head's meta tag and the commit the explorer's data names."""
+    text = re.sub(r'<meta name="attnlens-provenance" content="[^"]*">', "", path.read_text(encoding="utf-8"))
+    return re.sub(r'"git_commit":"[^"]*"', '"git_commit":""', text)
 
 
 def _content(path: Path) -> Callable[[Path], object] | None:

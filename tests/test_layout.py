@@ -10,6 +10,8 @@ import tomllib
 import pytest
 from helpers import REQUIRED
 
+from attnlens.families import FAMILIES
+
 
 def _modules(root):
     package = root / "src" / "attnlens"
@@ -130,3 +132,25 @@ def test_ci_requires_the_tests_that_guard_a_claim(root):
     """CI turns the skip of the SLURM and browser tests into a failure (a machine without them stays red)."""
     ci = (root / ".ci/run").read_text(encoding="utf-8")
     assert all(f"{switch}=1" in ci for switch in REQUIRED.values()) and "make test" in ci
+
+
+def test_benchmarks_reach_architectures_through_the_seam(root):
+    """import-linter's seam contract covers the package; the benchmarks are scripts, so their imports are read here:
+    none names an architecture's module (``attnlens.models.<family>``), every one asks ``attnlens.models``."""
+    behind = tuple(f"attnlens.models.{name}" for name in FAMILIES)
+    scripts = sorted((root / "benchmarks").rglob("*.py"))
+    assert len(scripts) > 10
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(
+                node, ast.ImportFrom) else []  # fmt: skip
+            past = [n for n in names if n.startswith(behind)]
+            assert not past, f"{path.relative_to(root)}:{node.lineno} imports {past} past the model seam"
+
+
+def test_the_benchmark_driver_is_thin(root):
+    """One module per suite under benchmarks/suites/, each named by the driver; the driver holds no measurement."""
+    bench = (root / "benchmarks" / "bench.py").read_text(encoding="utf-8")
+    suites = {p.stem for p in (root / "benchmarks" / "suites").glob("*.py")} - {"__init__"}
+    assert suites and all(f"{s}." in bench for s in suites), suites
+    assert len(bench.splitlines()) < 120 and "perf_counter" not in bench

@@ -216,3 +216,17 @@ def test_faithfulness_probabilities_are_compared_to_float32_noise(tmp_path):
     save_parquet(frame, b / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
     (b / "paper/tables/faithfulness_aopc.csv").write_text("ranking,aopc\nig,0.4411\n", encoding="utf-8")
     assert differences(a, b) == ["faithfulness/curves.parquet", "paper/tables/faithfulness_aopc.csv"]
+
+
+def test_two_commits_explorer_pages_differ_only_in_their_provenance(tmp_path):
+    """An explorer page names the commit that wrote it twice (the head's provenance tag, its data's provenance):
+    two commits' pages of the same numbers compare equal, a changed number does not."""
+    page = (
+        '<meta name="attnlens-provenance" content="{{&quot;git_commit&quot;: &quot;{c}&quot;}}">'
+        '<script>{{"schema":"explorer/v1","git_commit":"{c}","tokens":["a"],"scores":[{v}]}}</script>'
+    )
+    for name, commit, value in (("a", "2efe24e", "0.5"), ("b", "0febcd7", "0.5"), ("c", "0febcd7", "0.6")):
+        (tmp_path / name / "explorer").mkdir(parents=True)
+        (tmp_path / name / "explorer" / "doc.html").write_text(page.format(c=commit, v=value), encoding="utf-8")
+    assert differences(tmp_path / "a", tmp_path / "b") == []
+    assert differences(tmp_path / "a", tmp_path / "c") == ["explorer/doc.html"]

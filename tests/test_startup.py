@@ -23,6 +23,8 @@ LIGHT = (
     "attnlens.errors",
     "attnlens.config",
     "attnlens.grid",
+    "attnlens.families",
+    "attnlens.targets",
     "attnlens.tokens",
     "attnlens.io",
     "attnlens.runtime",

@@ -1,3 +1,5 @@
+import json
+
 # Without a grid the run imports its classifier or trains one; a grid may do both, each rule for its own runs.
 if GRID or not trains_classifier():
 

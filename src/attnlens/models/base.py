@@ -4,11 +4,11 @@ The stages and the numerics never name an architecture. Everything that differs 
 families goes through one :class:`Architecture` object, chosen by ``config.json``'s ``model_type``
 (:func:`attnlens.models.architecture`). Longformer (:mod:`attnlens.models.longformer`) is the first.
 
-**Adding an architecture.** Write ``attnlens/models/<name>/__init__.py`` with a subclass of
-:class:`Architecture`, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
+**Adding an architecture.** Declare its family (name, ``model_type``, display name) in
+:data:`attnlens.families.FAMILIES`, write ``attnlens/models/<name>/__init__.py`` with a subclass
+``class X(Architecture, family="<name>")``, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
 
-* ``model_type`` (``config.json``'s key), ``name`` (as ``model.architecture`` spells it) and
-  ``classifier_class`` (the Hugging Face sequence classifier);
+* ``classifier_class`` (the Hugging Face sequence classifier; ``model_type`` and ``name`` come from the family);
   :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
 * **Forward arguments.** :meth:`~Architecture.forward_args`: what the forward needs beside ``input_ids``
   and ``attention_mask`` (Longformer: the global-attention mask, CLS global); :meth:`~Architecture.position_ids`:
@@ -49,6 +49,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from attnlens.families import FAMILIES, Family
+
 
 @dataclass(frozen=True)
 class RelevanceWiring:
@@ -68,9 +70,11 @@ class RelevanceWiring:
 class Architecture(ABC):
     """One encoder family behind the seam (see the module docstring for what a new one provides)."""
 
-    #: ``config.json``'s ``model_type``.
+    #: Its family (:data:`attnlens.families.FAMILIES`), given as ``class X(Architecture, family="<name>")``.
+    family: ClassVar[Family]
+    #: ``config.json``'s ``model_type`` (the family's).
     model_type: ClassVar[str]
-    #: Its name as ``model.architecture`` spells it.
+    #: Its name as ``model.architecture`` spells it (the family's).
     name: ClassVar[str]
     #: Name of the Hugging Face sequence-classification class (``transformers.<name>``).
     classifier_class: ClassVar[str]
@@ -78,6 +82,12 @@ class Architecture(ABC):
     local_groups: ClassVar[tuple[str, ...]]
     #: Head groups of the global rows, where they have projections of their own (empty where they do not).
     global_groups: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, family: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if family is not None:
+            cls.family = FAMILIES[family]
+            cls.model_type, cls.name = cls.family.model_type, cls.family.name
 
     @property
     def head_group_names(self) -> tuple[str, ...]:

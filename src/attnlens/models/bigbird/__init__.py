@@ -23,9 +23,7 @@ from attnlens.models.base import Architecture
 from attnlens.models.bigbird.blocked import full_threshold, recording, use_block_sparse_attention
 
 
-class BigBird(Architecture):
-    model_type = "big_bird"
-    name = "bigbird"
+class BigBird(Architecture, family="bigbird"):
     classifier_class = "BigBirdForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
 

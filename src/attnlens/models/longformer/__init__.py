@@ -67,9 +67,7 @@ def bands_from_outputs(
     return out
 
 
-class Longformer(Architecture):
-    model_type = "longformer"
-    name = "longformer"
+class Longformer(Architecture, family="longformer"):
     classifier_class = "LongformerForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
     global_groups = ("query_global", "key_global", "value_global")

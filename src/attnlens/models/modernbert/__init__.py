@@ -45,9 +45,7 @@ def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) 
     return Band(probs, None, length, torch.zeros(0, dtype=torch.long))
 
 
-class ModernBert(Architecture):
-    model_type = "modernbert"
-    name = "modernbert"
+class ModernBert(Architecture, family="modernbert"):
     classifier_class = "ModernBertForSequenceClassification"
     local_groups = ("query", "key", "value", "output")
 

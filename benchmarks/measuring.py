@@ -1,0 +1,67 @@
+"""What the benchmark suites share: where they are, how they measure, how a length runs in a fresh interpreter,
+and how a result is written."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shapes import reset_peak_rss, rss_kib
+
+from attnlens.config import ModelConfig
+from attnlens.io import atomic_path, provenance
+from attnlens.models.loading import model_shape, source_config
+
+#: The benchmarks folder (on ``sys.path`` of every suite and of their fresh interpreters) and the checkout.
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: glibc told to map every large block freshly and never trim: a peak RSS that counts every byte a step allocates,
+#: even where a normal run would reuse memory the forward pass freed.
+STRICT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+def bench_child(suite: str, function: str, n: int, env: dict, *first) -> dict:
+    """``suites.<suite>.function(*first, n)`` in a fresh interpreter under ``env``: its JSON result."""
+    args = ", ".join([*(repr(a) for a in first), str(n)])
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
+        f"from suites.{suite} import {function} as b; print(json.dumps(b({args})))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    if run.returncode:
+        raise RuntimeError(f"{function} at {n} tokens failed:\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def measure(fn) -> tuple[float, int | None]:
+    """Seconds and peak extra RSS (bytes) of ``fn()``; its result is dropped before returning."""
+    gc.collect()
+    before = rss_kib("VmRSS")
+    measured = reset_peak_rss()
+    t0 = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - t0
+    peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
+    del result
+    return seconds, peak
+
+
+def resolved_model(section: dict) -> ModelConfig:
+    """The ``model`` section with its length and window resolved against the checkpoint (null = its own)."""
+    cfg = ModelConfig.from_dict(section)
+    shape = model_shape(cfg, source_config(cfg.name_or_path, cfg.source))
+    window = None if not shape.windows else shape.windows[0] if len(set(shape.windows)) == 1 else list(shape.windows)
+    return ModelConfig.from_dict({**cfg.to_dict(), "max_length": shape.max_length, "attention_window": window})
+
+
+def write_result(out_dir: str, name: str, result: dict) -> None:
+    """``<out_dir>/<name>.json`` with provenance, atomically, and echo it."""
+    result = {**result, "provenance": provenance(f"bench_{name}/v1")}
+    with atomic_path(Path(out_dir) / f"{name}.json") as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
