@@ -41,7 +41,7 @@ LIGHT = (
     "attnlens.similarity.metrics",
     "attnlens.similarity.aggregate",
     "attnlens.similarity.paper",
-    "attnlens.attribution.methods",
+    "attnlens.methods",
     "attnlens.attribution.artifacts",
     "attnlens.attribution.leaderboard",
     "attnlens.attribution.faithfulness",

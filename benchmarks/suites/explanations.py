@@ -32,8 +32,8 @@ from attnlens.attribution.ig import (
     Inputs,
     freeze,
 )
-from attnlens.attribution.methods import ranking_source
 from attnlens.config import load_config
+from attnlens.methods import ranking_source
 from attnlens.models import architecture
 
 

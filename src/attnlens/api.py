@@ -46,7 +46,6 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
-from attnlens.attribution.methods import get_method
 from attnlens.config import (
     AttentionConfig,
     AttributionConfig,
@@ -61,6 +60,7 @@ from attnlens.device import place, synchronize
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
+from attnlens.methods import get_method
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
 from attnlens.prediction import encode_texts, predict_logits, softmax

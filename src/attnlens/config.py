@@ -27,8 +27,8 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
-from attnlens.attribution.methods import REFERENCE, ranking_source, schema_lists
 from attnlens.errors import InputError
+from attnlens.methods import REFERENCE, ranking_source, schema_lists
 
 #: The schema, shipped inside the package (a link to ``workflow/schemas/config.schema.yaml`` in a checkout; a copy
 #: in an installed package), so the section classes exist wherever attnlens is installed.
@@ -129,7 +129,7 @@ def _field_names(cls: type) -> frozenset[str]:
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
     """The schema, with the lists marked ``x-registry`` given their enum and default from the registry they name
-    (:func:`attnlens.attribution.methods.schema_lists`: the explanation methods and the rankings)."""
+    (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     _fill_registries(schema, schema_lists())

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnlens.attribution.methods import ranking_source
 from attnlens.errors import InputError
 from attnlens.grid import Grid, Run, resolve_path
+from attnlens.methods import ranking_source
 
 #: The top-k tables of ``attention_figures`` (``results/paper/tables/topk_<name>.csv``): the keys of
 #: :data:`attnlens.attention.summaries.TOPK_COLUMNS`, a module the planner does not load (tests/test_targets.py).

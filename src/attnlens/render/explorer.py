@@ -38,7 +38,7 @@ import torch
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import Combination
 from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
-from attnlens.attribution.methods import label, signed
+from attnlens.methods import label, signed
 from attnlens.render.escape import csp_meta, html_text, script_json
 from attnlens.tokens import structural_ids, surface_pieces
 

@@ -21,7 +21,6 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
-from attnlens.attribution.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.attribution.removal import evaluate_example
 from attnlens.config import FaithfulnessConfig
 from attnlens.data import load_examples
@@ -31,6 +30,7 @@ from attnlens.io import (
     provenance,
     save_parquet,
 )
+from attnlens.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.models.loading import load_classifier
 from attnlens.tokens import structural_mask
 

@@ -34,7 +34,6 @@ from attnlens.attribution.leaderboard import (
     metrics,
 )
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
-from attnlens.attribution.methods import CONTROL, REFERENCE
 from attnlens.config import (
     ExplanationsConfig,
     FaithfulnessConfig,
@@ -64,6 +63,7 @@ from attnlens.io import (
     write_sidecar,
 )
 from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
+from attnlens.methods import CONTROL, REFERENCE
 from attnlens.pairs.artifacts import (
     PAIR_CONVERGENCE_SCHEMA,
     PAIR_MATRICES_SCHEMA,
