@@ -38,17 +38,28 @@ def bench_child(suite: str, function: str, n: int, env: dict, *first) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def measure(fn) -> tuple[float, int | None]:
-    """Seconds and peak extra RSS (bytes) of ``fn()``; its result is dropped before returning."""
+def measured(fn) -> tuple[object, float, int | None]:
+    """``fn()``'s result, its seconds and its peak extra RSS in bytes (None where the peak cannot be reset)."""
     gc.collect()
     before = rss_kib("VmRSS")
-    measured = reset_peak_rss()
+    resettable = reset_peak_rss()
     t0 = time.perf_counter()
     result = fn()
     seconds = time.perf_counter() - t0
-    peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
+    peak = (rss_kib("VmHWM") - before) * 1024 if resettable else None
+    return result, seconds, peak
+
+
+def measure(fn) -> tuple[float, int | None]:
+    """Seconds and peak extra RSS (bytes) of ``fn()``; its result is dropped before returning."""
+    result, seconds, peak = measured(fn)
     del result
     return seconds, peak
+
+
+def over(peak: int | None, dense: int) -> float | None:
+    """A peak as a share of the dense bytes, to four places (None stays None)."""
+    return None if peak is None else round(peak / dense, 4)
 
 
 def resolved_model(section: dict) -> ModelConfig:

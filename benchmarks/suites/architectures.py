@@ -9,13 +9,13 @@ every block-sparse forward; ModernBERT's needs eager attention).
 
 from __future__ import annotations
 
-import gc
 import os
 import time
+from functools import partial
 
 import torch
-from measuring import STRICT_MALLOC, bench_child
-from shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib
+from measuring import STRICT_MALLOC, bench_child, measure, measured, over
+from shapes import base_bigbird, base_longformer_long, base_modernbert
 
 from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
@@ -52,23 +52,15 @@ def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool 
     row = {"architecture": name, "describe": arch.describe(model.config), "tokens": n, "dense_bytes": dense}
     with torch.no_grad():
         if huggingface:  # Hugging Face's forward as it is: without attention outputs, then with them
-            gc.collect()
-            before, measured = rss_kib("VmRSS"), reset_peak_rss()
-            t0 = time.perf_counter()
-            model(**batch)
-            row["huggingface_forward_s"] = round(time.perf_counter() - t0, 2)
-            peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
-            row["huggingface_forward_peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
+            _, seconds, peak = measured(lambda: model(**batch))
+            row["huggingface_forward_s"] = round(seconds, 2)
+            row["huggingface_forward_peak_extra_over_dense"] = over(peak, dense)
             if name == "longformer" or dense <= HF_ATTENTIONS_LIMIT:  # Longformer's outputs are bands
                 hf = base_modernbert(implementation="eager") if name == "modernbert" else model
-                gc.collect()
-                before, measured = rss_kib("VmRSS"), reset_peak_rss()
-                t0 = time.perf_counter()
-                out = hf(**batch, output_attentions=True)
-                row["huggingface_attentions_s"] = round(time.perf_counter() - t0, 2)
-                peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
-                row["huggingface_peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
-                del out, hf
+                seconds, peak = measure(lambda: hf(**batch, output_attentions=True))
+                row["huggingface_attentions_s"] = round(seconds, 2)
+                row["huggingface_peak_extra_over_dense"] = over(peak, dense)
+                del hf
             else:
                 row["huggingface_attentions_s"] = f"not run: its dense outputs ({dense / 2**30:.0f} GiB) do not fit"
         arch.prepare(model)
@@ -76,28 +68,20 @@ def bench_architecture_length(name: str, n: int, k: int = 10, huggingface: bool 
         t0 = time.perf_counter()
         model(**batch)
         row["forward_s"] = round(time.perf_counter() - t0, 2)
-        gc.collect()
-        before, measured = rss_kib("VmRSS"), reset_peak_rss()
-        t0 = time.perf_counter()
-        bands = forward_bands(model, batch)
-        row["forward_with_bands_s"] = round(time.perf_counter() - t0, 2)
-        forward_peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
+        bands, seconds, forward_peak = measured(lambda: forward_bands(model, batch))
+        row["forward_with_bands_s"] = round(seconds, 2)
         band_bytes = sum(t.numel() * t.element_size() for b in bands for t in _layer_tensors(b))
         first_band = next(b for b in bands if isinstance(b, Band))
         compute_example_summaries([tiny_band(first_band)], k)  # the kernels' first call
-        gc.collect()
-        before, measured = rss_kib("VmRSS"), reset_peak_rss()
-        t0 = time.perf_counter()
-        summaries = compute_example_summaries(bands, k)
-        row["summaries_s"] = round(time.perf_counter() - t0, 2)
-        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
-        del summaries, bands
+        seconds, peak = measure(partial(compute_example_summaries, bands, k))
+        row["summaries_s"] = round(seconds, 2)
+        del bands
     row["summaries_over_forward"] = round(row["summaries_s"] / row["forward_with_bands_s"], 3)
     row["summaries_over_forward_target"] = 0.5
-    row["peak_extra_over_dense"] = None if peak is None else round(peak / dense, 4)
+    row["peak_extra_over_dense"] = over(peak, dense)
     row["peak_extra_over_dense_target"] = 0.05
     row["bands_over_dense"] = round(band_bytes / dense, 4)
-    row["forward_with_bands_peak_extra_over_dense"] = None if forward_peak is None else round(forward_peak / dense, 4)
+    row["forward_with_bands_peak_extra_over_dense"] = over(forward_peak, dense)
     row["memory_method"] = (
         "peak RSS (VmHWM reset) minus RSS before: of the summaries, every layer's bands already in memory (as in "
         "attention.json); of the forward that returns the bands (bands included); bands_over_dense: their bytes"
