@@ -230,3 +230,23 @@ def test_two_commits_explorer_pages_differ_only_in_their_provenance(tmp_path):
         (tmp_path / name / "explorer" / "doc.html").write_text(page.format(c=commit, v=value), encoding="utf-8")
     assert differences(tmp_path / "a", tmp_path / "b") == []
     assert differences(tmp_path / "a", tmp_path / "c") == ["explorer/doc.html"]
+
+
+def test_the_leaderboard_markdown_is_compared_without_its_cost_columns(tmp_path):
+    """The Markdown leaderboard's caption holds escaped pipes (``\\|method\\|``), which are text, not cells: its
+    cost columns are left out by their header and every other cell is compared."""
+    table = (
+        "**leaderboard: agreement = \\|method\\| vs \\|IG\\|**\n\n"
+        "| method | Spearman ρ with IG | seconds per example | cost / one forward pass |\n"
+        "|---|---|---|---|\n"
+        "| saliency | {rho} | {s} \\* | {c} |\n"
+    )
+    for name, rho, s, c in (
+        ("a", "0.552", "0.88", "0.21"),
+        ("b", "0.552", "0.91", "0.23"),
+        ("c", "0.553", "0.88", "0.21"),
+    ):
+        (tmp_path / name / "paper/tables").mkdir(parents=True)
+        (tmp_path / name / "paper/tables/explanation_leaderboard.md").write_text(table.format(rho=rho, s=s, c=c))
+    assert differences(tmp_path / "a", tmp_path / "b") == []
+    assert differences(tmp_path / "a", tmp_path / "c") == ["paper/tables/explanation_leaderboard.md"]
