@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 
 import torch
-from measuring import STRICT_MALLOC, bench_child
-from shapes import base_longformer, reset_peak_rss, rss_kib
+from measuring import STRICT_MALLOC, bench_child, measured
+from shapes import base_longformer
 
 from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
@@ -68,13 +67,7 @@ def bench_attention_length(n: int, k: int = 10, baseline_heads: int = 2, seed: i
     t0 = time.perf_counter()  # the top-k kernels' first call: compile, or load numba's on-disk cache
     compute_example_summaries([tiny_band(bands[0])], k)
     kernel_warmup = time.perf_counter() - t0
-    gc.collect()
-    before = rss_kib("VmRSS")
-    measured = reset_peak_rss()
-    t0 = time.perf_counter()
-    summaries = compute_example_summaries(bands, k)
-    ours = time.perf_counter() - t0
-    peak_extra = (rss_kib("VmHWM") - before) * 1024 if measured else None
+    summaries, ours, peak_extra = measured(lambda: compute_example_summaries(bands, k))
     output_bytes = sum(t.numel() * t.element_size() for t in summaries.values())
     del summaries
     # baseline: the original per-row conversion + dense summaries on a few heads, extrapolated to all

@@ -5,11 +5,10 @@ seconds and peak extra memory.
 
 from __future__ import annotations
 
-import gc
-import time
+from functools import partial
 
 import torch
-from shapes import reset_peak_rss, rss_kib
+from measuring import measured
 
 from attnlens.pairs.encoder import SiameseEncoder
 from attnlens.pairs.jacobians import attribute_pair
@@ -29,13 +28,8 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
                for _ in range(2)]  # fmt: skip
         (xa, ra), (xb, rb) = [(encoder.representation(i), encoder.representation(encoder.reference_ids(i)))
                               for i in ids]  # fmt: skip
-        gc.collect()
-        before = rss_kib("VmRSS")
-        measured = reset_peak_rss()
-        t0 = time.perf_counter()
-        res = attribute_pair(encoder.pool, xa, ra, xb, rb, n_steps, ("cosine", "dot"), chunk)
-        seconds = time.perf_counter() - t0
-        peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
+        res, seconds, peak = measured(partial(attribute_pair, encoder.pool, xa, ra, xb, rb, n_steps, ("cosine", "dot"),
+                                              chunk))  # fmt: skip
         rows.append({"tokens_per_text": n, "n_steps": n_steps, "layer": layer, "chunk": chunk,
                      "seconds_per_pair": round(seconds, 2), "peak_extra_bytes": peak,
                      "attribution_error": {k: r.error for k, r in res.items()},
