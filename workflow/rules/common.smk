@@ -106,7 +106,7 @@ def shards(section, pattern):
     value = config
     for part in section.split("."):
         value = value[part]
-    return expand(at(pattern), shard=range(value["n_shards"]), allow_missing=True)
+    return targets.shard_paths(at(pattern), value["n_shards"])
 
 
 def report_figure(stem, caption, category, subcategory, **labels):
