@@ -68,6 +68,11 @@ SCOPE_PREFIX = {
 SCOPE_WILDCARD = {"data": "dataset_group", "base": "base_group", "run": "run"}
 
 
+def trains_classifier(model: Mapping[str, Any]) -> bool:
+    """Whether a run fine-tunes its classifier (every ``model.source`` but an existing classifier)."""
+    return model["source"] != "classifier"
+
+
 @dataclass(frozen=True)
 class Run:
     """One run of a grid: its name, its place on each axis and the shared jobs it reads."""
@@ -82,7 +87,7 @@ class Run:
 
     @property
     def trains(self) -> bool:
-        return self.config["model"]["source"] != "classifier"
+        return trains_classifier(self.config["model"])
 
 
 @dataclass(frozen=True)

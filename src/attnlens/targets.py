@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlens.errors import InputError
-from attnlens.grid import Grid, Run, resolve_path
+from attnlens.grid import Grid, Run, resolve_path, trains_classifier
 from attnlens.methods import ranking_source
 
 #: The top-k tables of ``attention_figures`` (``results/paper/tables/topk_<name>.csv``): the keys of
@@ -35,11 +35,6 @@ LEADERBOARD = ["results/paper/figures/explanation_leaderboard.png", "results/pap
 #: Report categories: the findings across a grid's runs and what each run did to the data and left out, then one per
 #: study (:func:`report_categories`).
 FINDINGS, RUN_NOTES = "0 Findings", "0 Run notes"
-
-
-def trains_classifier(model: Mapping[str, Any]) -> bool:
-    """Whether a run fine-tunes its classifier (every ``model.source`` but an existing classifier)."""
-    return model["source"] != "classifier"
 
 
 def explains(cfg: Mapping[str, Any]) -> bool:
