@@ -5,9 +5,9 @@
 ``RESULTS_A`` and ``RESULTS_B`` are two runs' ``results/`` folders. Prints the artifacts that differ (one per
 line) and exits 1 if any does, 0 if none. What may differ without counting is :data:`MAY_DIFFER`, each with
 its reason: logs, timings, provenance stamps, wall-time columns. Tables, parquet contents, tensors, model
-weights and figures' pixels must be equal. ``tests/test_rerun.py`` uses it to show that a killed and resumed
-run equals an uninterrupted one; ``benchmarks/side_by_side.py`` to show that a faster commit gives the same
-numbers.
+weights and figures' pixels must be equal, every number to the last bit. ``tests/test_rerun.py`` uses it to
+show that a killed and resumed run equals an uninterrupted one; ``benchmarks/side_by_side.py`` to show that a
+faster commit gives the same numbers.
 """
 
 from __future__ import annotations
@@ -45,24 +45,7 @@ MAY_DIFFER = {
     "rows with metric seconds or cost_ratio": "the explanation leaderboard's cost per example and its summary",
     "paper/figures/explanation_leaderboard.png": "two of its panels plot those wall times (its numbers are "
     "compared in explanations/leaderboard.parquet)",
-    "numbers of batched forward passes, within 1e-5": "two runs of predict or evaluate_faithfulness on identical "
-    "inputs, model and thread count have given probabilities and logits apart by float32 rounding through the layers "
-    "(largest |Δ| 6.8e-7 in a probability, 2.0e-6 in a logit, in the first length-sorted padded batch of one "
-    "example; CI at 569b861 and at 8da6ddc: the curves; at c5ef45e: the predictions). The cause is not found "
-    "(rerunning the job reproduces the second run bit for bit, under CPU load, with a cold numba cache, with "
-    "another environment size, outside Snakemake; on 2026-11-26 four .test runs of two commits and twelve predict "
-    "processes, six of them beside a competing torch job, gave the same bits). The predictions, the curves and the "
-    "numbers computed from them are compared to 1e-5 (FLOAT32_NOISE); the curves' figure through them; test_rerun "
-    "warns whenever they differ in a bit (differences(..., exact=True)), so each CI log says whether it happened",
 }
-#: Artifacts of batched forward passes (predict, evaluate_faithfulness) and what is computed from them: numbers
-#: compared to :data:`NOISE` (see MAY_DIFFER).
-FLOAT32_NOISE = ("predictions/test.parquet", "faithfulness/curves.parquet", "explanations/comparison.parquet",
-                 "explanations/leaderboard.parquet",
-                 "paper/tables/explanation_leaderboard_long.csv", "paper/tables/faithfulness_aopc.csv",
-                 "paper/figures/faithfulness_curves.png")  # fmt: skip
-#: Absolute tolerance of the numbers of :data:`FLOAT32_NOISE` (logits, probabilities and means of their differences).
-NOISE = 1e-5
 #: Table columns and JSON keys holding wall times (see MAY_DIFFER).
 TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step", "forward_seconds",
                   "seconds per example", "cost / one forward pass")  # fmt: skip
@@ -146,30 +129,22 @@ def _content(path: Path) -> Callable[[Path], object] | None:
     }.get(path.suffix)  # fmt: skip
 
 
-def _equal(a, b, noise: float = 0.0) -> bool:
-    """``a == b`` through dicts, lists and arrays (NaN equal to NaN); with ``noise``, numbers (table cells that read
-    as numbers too) within ``noise`` of each other."""
+def _equal(a, b) -> bool:
+    """``a == b`` through dicts, lists and arrays (NaN equal to NaN; arrays to the last bit, dtype included)."""
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k], noise) for k in a)
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_equal(x, y, noise) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, np.ndarray):
-        if noise and a.dtype.kind == "f" and b.dtype == a.dtype:
-            return a.shape == b.shape and bool(np.allclose(a, b, rtol=0, atol=noise, equal_nan=True))
         return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
     if isinstance(a, float) and isinstance(b, float):
-        return a == b or (a != a and b != b) or abs(a - b) <= noise  # NaN in both
-    if noise and isinstance(a, str) and isinstance(b, str) and a != b:
-        try:
-            return abs(float(a) - float(b)) <= noise
-        except ValueError:
-            return False
+        return a == b or (a != a and b != b)  # NaN in both
     return a == b
 
 
-def differences(a_root: Path, b_root: Path, exact: bool = False) -> list[str]:
-    """The artifacts of ``a_root`` and ``b_root`` (two ``results/`` folders) that differ, or exist in one only;
-    with ``exact``, the numbers of :data:`FLOAT32_NOISE` too, to the last bit (whether the drift happened)."""
+def differences(a_root: Path, b_root: Path) -> list[str]:
+    """The artifacts of ``a_root`` and ``b_root`` (two ``results/`` folders) that differ, or exist in one only:
+    every number to the last bit."""
     skip = ("logs/", "benchmarks/")
     files_a = {p.relative_to(a_root).as_posix() for p in a_root.rglob("*") if p.is_file()}
     files_b = {p.relative_to(b_root).as_posix() for p in b_root.rglob("*") if p.is_file()}
@@ -187,10 +162,7 @@ def differences(a_root: Path, b_root: Path, exact: bool = False) -> list[str]:
         compare = _content(a)
         if rel.startswith("models/") and rel.count("/") >= 2 and a.name != "provenance.json":
             compare = _content(a) if a.suffix == ".safetensors" else None  # config.json, tokenizer: byte for byte
-        noise = NOISE if rel in FLOAT32_NOISE and not exact else 0.0  # see MAY_DIFFER
-        if noise and rel.endswith(".png"):  # the figure plots the curves, compared to NOISE themselves
-            continue
-        if compare is None or not _equal(compare(a), compare(b), noise):
+        if compare is None or not _equal(compare(a), compare(b)):
             out.append(rel)
     return out
 

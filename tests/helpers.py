@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -177,6 +178,7 @@ def local_env() -> dict[str, str]:
     """This environment with a PATH that offers every command but SLURM's, thread pools of one thread
     (:data:`ONE_THREAD`) and the session's job server (:func:`job_server`), built once per test session."""
     shadow = Path(tempfile.mkdtemp(prefix="attnlens-bin-without-slurm-"))
+    atexit.register(shutil.rmtree, shadow, ignore_errors=True)  # the links only: the session's end removes them
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         if not folder or not Path(folder).is_dir():
             continue
@@ -208,7 +210,24 @@ def job_server(env: dict[str, str]) -> str:
     with open(path.parent / "server.log", "wb") as log:
         _JOB_SERVER.append(subprocess.Popen([sys.executable, "-m", "attnlens.jobserver", str(path)], env=env,
                                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log))  # fmt: skip
+    atexit.register(_stop_job_server, _JOB_SERVER[-1], path.parent)
     return str(path)
+
+
+def _stop_job_server(server: subprocess.Popen, folder: Path) -> None:
+    """At the session's end: close the server's standard input (it ends), then remove its socket's folder, keeping
+    the folder where the server wrote to its log (a server that failed says why there, and the path is printed)."""
+    with contextlib.suppress(OSError):
+        server.stdin.close()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    if (folder / "server.log").stat().st_size:
+        print(f"the session's job server wrote to {folder / 'server.log'}", file=sys.stderr)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fresh_env() -> dict[str, str]:

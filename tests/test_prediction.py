@@ -4,7 +4,14 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from attnlens.errors import InputError
-from attnlens.prediction import classification_metrics, encode_texts, predict_logits, softmax
+from attnlens.prediction import (
+    Encoded,
+    _length_sorted_batches,
+    classification_metrics,
+    encode_texts,
+    predict_logits,
+    softmax,
+)
 from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -67,6 +74,13 @@ def test_predict_logits_is_order_and_batch_invariant(tiny_classifier):
     # (matmuls of other shapes sum in another order): float32 rounding through the model, ≲ 1e-6
     np.testing.assert_allclose(a, b, atol=1e-5)
     assert np.allclose(softmax(a).sum(1), 1)  # float64 softmax of a row: rounding
+
+
+def test_batches_are_a_function_of_the_data():
+    """A document's padded batch shapes its float32 bits (tests/README.md, "Two runs on one machine"): batches are
+    the documents sorted by length, ties in input order (a stable sort), never by anything a process varies."""
+    enc = Encoded([[0] * n for n in (5, 3, 5, 3, 5, 4)], pad_token_id=1)
+    assert _length_sorted_batches(enc, 4) == [[1, 3, 5, 0], [2, 4]]
 
 
 def test_showcased_once_keeps_order_and_joins_roles():
