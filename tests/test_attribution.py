@@ -12,10 +12,9 @@ from captum.attr import LayerIntegratedGradients
 
 from attnlens.attribution.artifacts import l2_normalise
 from attnlens.attribution.ig import (
-    ProbabilityForward,
+    ReadoutForward,
     attribute_example,
     baseline_ids,
-    choose_target,
     embedding_ig,
     freeze,
     integrate,
@@ -23,6 +22,7 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
+from attnlens.tasks import CLASSIFICATION
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -150,7 +150,7 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
     model = freeze(copy.deepcopy(model).float())
     ids = tokenizer("layer integrated gradients without the two extra forwards")["input_ids"]
     inputs = prepare_inputs(model, tokenizer, ids)
-    forward = ProbabilityForward(model, ["global_attention_mask"])
+    forward = ReadoutForward(model, ["global_attention_mask"])
     (ours,) = layer_ig(forward, model.longformer.embeddings, inputs.input_ids, inputs.baseline, inputs.forward_args,
                        1, 20, 8)  # fmt: skip
     theirs = LayerIntegratedGradients(forward, model.longformer.embeddings).attribute(
@@ -194,11 +194,11 @@ def test_embedding_attributions_bound_by_name(tiny_classifier):
 
 def test_choose_target_and_l2():
     probs = np.array([0.3, 0.7])
-    assert choose_target("class_1", 0, probs) == 1
-    assert choose_target("predicted", 0, probs) == 1
-    assert choose_target("true", 0, probs) == 0
+    assert CLASSIFICATION.target("class_1", 0, probs) == 1
+    assert CLASSIFICATION.target("predicted", 0, probs) == 1
+    assert CLASSIFICATION.target("true", 0, probs) == 0
     with pytest.raises(ValueError):
-        choose_target("other", 0, probs)
+        CLASSIFICATION.target("other", 0, probs)
     np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])  # one float64 division (1e-7)
     assert np.all(l2_normalise(np.zeros(3)) == 0)
 

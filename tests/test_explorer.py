@@ -169,8 +169,8 @@ def _document(tokens, n_layers=2, heads=2):
         info={
             "label": "a",
             "prediction": "b",
-            "probabilities": {"a": 0.4, "b": 0.6},
-            "attributed_class": "b",
+            "outputs": {"a": 0.4, "b": 0.6},
+            "explained": "b",
             "ig_steps": 8,
             "ig_delta": 1e-3,
             "roles": ["x"],

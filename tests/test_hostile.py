@@ -55,7 +55,7 @@ def hostile_pages(folder: Path) -> dict[str, Path]:
     doc = _document(TOKENS)
     doc = type(doc)(**{**doc.__dict__, "example_id": HOSTILE_ID, "title": f"{HOSTILE_ID} ({HOSTILE_CLASS})",
                        "info": {**doc.info, "label": HOSTILE_CLASS, "prediction": HOSTILE["script tag"],
-                                "probabilities": {HOSTILE_CLASS: 0.4, HOSTILE["image onerror"]: 0.6},
+                                "outputs": {HOSTILE_CLASS: 0.4, HOSTILE["image onerror"]: 0.6},
                                 "roles": [HOSTILE["javascript: URL"]]}})  # fmt: skip
     meta, blob = payload(doc)
     special = np.array([i in (0, n - 1) for i in range(n)])
@@ -150,7 +150,7 @@ def test_html_pages_hold_only_their_own_markup_and_code(pages, name):
 def test_explorer_json_round_trips_every_string(pages):
     meta, _ = read_explorer(pages["explorer"])
     assert meta["tokens"] == TOKENS and meta["example_id"] == HOSTILE_ID
-    assert meta["info"]["label"] == HOSTILE_CLASS and HOSTILE["image onerror"] in meta["info"]["probabilities"]
+    assert meta["info"]["label"] == HOSTILE_CLASS and HOSTILE["image onerror"] in meta["info"]["outputs"]
 
 
 def _latex_problems(tex: str) -> list[str]:

@@ -4,15 +4,9 @@ import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
 from attnlens.errors import InputError
-from attnlens.prediction import (
-    Encoded,
-    _length_sorted_batches,
-    classification_metrics,
-    encode_texts,
-    predict_logits,
-    softmax,
-)
+from attnlens.prediction import Encoded, _length_sorted_batches, encode_texts, predict_logits
 from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
+from attnlens.tasks import classification_metrics, softmax
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

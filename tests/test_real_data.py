@@ -243,7 +243,7 @@ def test_hostile_content_is_inert_in_every_output(notes_run):
         ids = [a.get("id") for t, a in page.tags if t == "script"]
         assert ids == (["attnlens-meta", "attnlens-data", None] if path in explorer else []), path.name
     meta = next(read_explorer(p)[0] for p in explorer if read_explorer(p)[0]["example_id"] == HOSTILE_NOTE)
-    assert meta["info"]["probabilities"].keys() == set(SERVICES) and HOSTILE_NOTE in meta["title"]
+    assert meta["info"]["outputs"].keys() == set(SERVICES) and HOSTILE_NOTE in meta["title"]
     formula = re.compile(r"[=+\-@\t\r]")
     checked = 0
     for path in sorted(res.rglob("*.csv")):

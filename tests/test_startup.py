@@ -42,6 +42,7 @@ LIGHT = (
     "attnlens.similarity.aggregate",
     "attnlens.similarity.paper",
     "attnlens.methods",
+    "attnlens.tasks",
     "attnlens.attribution.artifacts",
     "attnlens.attribution.leaderboard",
     "attnlens.attribution.faithfulness",

@@ -17,7 +17,6 @@ from measuring import ROOT, resolved_model
 
 from attnlens.attribution.ig import (
     attribute_example,
-    choose_target,
     endpoint_probs,
     prepare_inputs,
 )
@@ -25,6 +24,7 @@ from attnlens.config import ModelConfig, load_config
 from attnlens.data import load_examples
 from attnlens.models.loading import build_base_model, load_classifier
 from attnlens.prediction import encode_texts
+from attnlens.tasks import CLASSIFICATION
 
 
 def _ig_input(cfg: ModelConfig, model, tokenizer):
@@ -60,7 +60,7 @@ def bench_ig_throughput(cfg: ModelConfig, n_steps: int = 32, internal_batch_size
 
         handle = model.longformer.embeddings.register_forward_hook(hook)
         try:
-            prob = inputs.probability_forward(model)(inputs.input_ids, *inputs.forward_args)[0, 1]
+            prob = inputs.readout_forward(model)(inputs.input_ids, *inputs.forward_args)[0, 1]
             torch.autograd.grad(prob, leaf["e"])
         finally:
             handle.remove()
@@ -119,11 +119,11 @@ def bench_adaptive_steps(
     rows = []
     for eid, ids in zip(examples["example_id"], encoded.input_ids, strict=True):
         inputs = prepare_inputs(model, tokenizer, ids)
-        forward = inputs.probability_forward(model)
+        forward = inputs.readout_forward(model)
         probs, _ = endpoint_probs(forward, inputs.input_ids, inputs.baseline, inputs.forward_args)
         t0 = time.perf_counter()
         res = attribute_example(
-            model, inputs, choose_target("predicted", 0, probs), min_steps=4, max_steps=max_steps,
+            model, inputs, CLASSIFICATION.target("predicted", 0, probs), min_steps=4, max_steps=max_steps,
             tolerance=tolerance, internal_batch_size=8,
         )  # fmt: skip
         rows.append(

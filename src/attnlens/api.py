@@ -41,7 +41,6 @@ from attnlens.attribution.explanations import explain_example, explanation_rows
 from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
-    choose_target,
     freeze,
     prepare_inputs,
     step_range,
@@ -63,7 +62,7 @@ from attnlens.io import file_stem, provenance, save_json, save_parquet, save_ten
 from attnlens.methods import get_method
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
-from attnlens.prediction import encode_texts, predict_logits, softmax
+from attnlens.prediction import encode_texts, predict_logits
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, document_for, payload, render_explorer
 from attnlens.similarity.metrics import (
     MODES,
@@ -73,6 +72,7 @@ from attnlens.similarity.metrics import (
     compare_example,
     token_masks,
 )
+from attnlens.tasks import Outcome, get_task, task_of
 
 try:  # optional: only show() needs it, inside Jupyter
     from IPython.display import HTML
@@ -194,20 +194,31 @@ class DocumentExplanation:
     reading: dict[str, Any] = field(default_factory=dict)
     #: the pipeline's run-note lines a reader must see: the cut, and a high share of unknown tokens
     notes: list[str] = field(default_factory=list)
+    #: the task the model was trained for (:mod:`attnlens.tasks`): what its outputs mean
+    task: str = "classification"
     _layers: list = field(default_factory=list, repr=False)
 
     @property
+    def outcome(self) -> Outcome:
+        """The document's outcome as its task reads it (:meth:`attnlens.tasks.Task.outcome`)."""
+        return get_task(self.task).outcome(self.label, self.attribution["probs"], int(self.attribution["target"]),
+                                           self.class_names)  # fmt: skip
+
+    @property
     def probabilities(self) -> dict[str, float]:
-        return dict(zip(self.class_names, map(float, self.attribution["probs"]), strict=True))
+        """``F(x)`` by output name: the class probabilities (a regression: its one value)."""
+        return self.outcome.outputs
 
     @property
     def prediction(self) -> str:
-        return self.class_names[int(np.argmax(self.attribution["probs"]))]
+        """The predicted class (a regression: the predicted value, as text)."""
+        return self.outcome.prediction
 
     @property
     def target(self) -> str:
-        """The class IG and every method explain (``attribution.target`` of the config: the prediction by default)."""
-        return self.class_names[int(self.attribution["target"])]
+        """The class IG and every method explain (``attribution.target`` of the config: the prediction by default;
+        a regression: its value)."""
+        return self.outcome.explained
 
     @property
     def ig(self) -> np.ndarray:
@@ -394,7 +405,8 @@ def explain(
     encoded = encode_texts(tokenizer, [text])
     ids = [int(i) for i in encoded.input_ids[0]]
     reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id)
-    probs = softmax(predict_logits(model, encoded, 1))[0]
+    task = task_of(model.config)
+    probs = task.outputs(predict_logits(model, encoded, 1))[0]
     seconds["predict"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -405,7 +417,7 @@ def explain(
 
     if s.attribution.target == "true" and label_index is None:
         raise InputError(example_id, "label", "expected the true class: attribution.target is 'true'")
-    target = choose_target(s.attribution.target, label_index if label_index is not None else -1, probs)
+    target = task.target(s.attribution.target, label_index if label_index is not None else -1, probs)
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, on)
     a = s.attribution
@@ -441,13 +453,14 @@ def explain(
     example = {"example_id": example_id, "label": label_index}
     page = document_for(example, ["document"], layers, ids, row, torch.from_numpy(weights[s.explorer.importance]),
                         tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores,
-                        notes=notes)  # fmt: skip
+                        notes=notes, task=task)  # fmt: skip
     return DocumentExplanation(
         example_id=example_id, text=text, input_ids=ids, tokens=page.tokens, special=special,
         class_names=clf.class_names, label=label_index, attribution=row, received=received,
         partners={k: v.numpy() for k, v in summary.items()}, methods=dict(explained.scores),
         explanation=explanation_rows(example_id, ids, res.target, explained, e.methods), similarity=similarity,
         importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, reading=reading, notes=notes,
+        task=task.name,
         _layers=layers,
     )  # fmt: skip
 

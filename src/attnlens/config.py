@@ -29,6 +29,8 @@ import yaml
 
 from attnlens.errors import InputError
 from attnlens.methods import REFERENCE, ranking_source, schema_lists
+from attnlens.tasks import DEFAULT as DEFAULT_TASK
+from attnlens.tasks import get_task, task_names
 
 #: The schema, shipped inside the package (a link to ``workflow/schemas/config.schema.yaml`` in a checkout; a copy
 #: in an installed package), so the section classes exist wherever attnlens is installed.
@@ -128,23 +130,28 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
-    """The schema, with the lists marked ``x-registry`` given their enum and default from the registry they name
-    (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings)."""
+    """The schema, with the keys marked ``x-registry`` given their enum and default from the registry they name
+    (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings; ``tasks``: the registered
+    :mod:`attnlens.tasks`)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    _fill_registries(schema, schema_lists())
+    _fill_registries(schema, {**schema_lists(), "tasks": (task_names(), DEFAULT_TASK)})
     return schema
 
 
-def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], list[str]]]) -> None:
+def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], list[str] | str]]) -> None:
+    """A list marked ``x-registry`` gets the registry's names as its items' enum; a string, as its enum."""
     for prop in schema.get("properties", {}).values():
         name = prop.get("x-registry")
         if name is not None:
             if name not in lists:
                 raise KeyError(f"config schema: x-registry {name!r} is not one of {sorted(lists)}")
             enum, default = lists[name]
-            prop["items"] = {**prop.get("items", {}), "enum": list(enum)}
-            prop["default"] = list(default)
+            if prop.get("type") == "array":
+                prop["items"] = {**prop.get("items", {}), "enum": list(enum)}
+                prop["default"] = list(default)
+            else:
+                prop["enum"], prop["default"] = list(enum), default
         _fill_registries(prop, lists)
 
 
@@ -362,6 +369,7 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
         raise InputError(where, "data.classes", "expected the class folder names, in label order")
     if source == "hub" and not data.get("hub", {}).get("name"):
         raise InputError(where, "data.hub.name", "expected a dataset id for data.source 'hub'")
+    get_task(data.get("task")).check_config(config, where)
     syn = data.get("synthetic", {})
     if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
         raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")

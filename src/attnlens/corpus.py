@@ -22,6 +22,7 @@ Everything is a pure function of ``seed`` and the :class:`~attnlens.config.Synth
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,11 +168,13 @@ class SyntheticCorpus:
             per planted phrase; ``text[char_start:char_end] == phrase``; ``evidence`` is True when
             the phrase's field equals the document's (final) label.
         flipped: ids whose label was flipped by label noise.
+        classes: the class names in label order (none for a regression corpus).
     """
 
     documents: pd.DataFrame
     rationales: pd.DataFrame
     flipped: tuple[str, ...]
+    classes: tuple[str, ...] = CLASS_NAMES
 
 
 def _filler_sentence(rng: np.random.Generator) -> str:
@@ -182,10 +185,19 @@ def _filler_sentence(rng: np.random.Generator) -> str:
     return f"{s[0].upper()}{s[1:]} {v} {o}{t}."
 
 
+def _class_evidence(rng: np.random.Generator, label: int, cfg: SyntheticConfig) -> list[int]:
+    """The fields of a classification document's planted phrases: ``k`` of its own class (``k`` drawn from
+    ``[ceil(n_evidence / 2), n_evidence]``), then ``m`` of the other (``m`` from ``[0, n_distractors]``)."""
+    k = int(rng.integers(math.ceil(cfg.n_evidence / 2), cfg.n_evidence + 1)) if cfg.n_evidence else 0
+    m = int(rng.integers(0, cfg.n_distractors + 1))
+    return [label] * k + [1 - label] * m
+
+
 def _document(
-    rng: np.random.Generator, label: int, cfg: SyntheticConfig
+    rng: np.random.Generator, fields: Callable[[np.random.Generator], list[int]], cfg: SyntheticConfig
 ) -> tuple[str, list[tuple[str, int, int, int]]]:
-    """One document and its planted phrases ``(phrase, start, end, phrase_label)``."""
+    """One document and its planted phrases ``(phrase, start, end, phrase_label)``: filler sentences, then one
+    phrase of each field ``fields(rng)`` lists, each in a carrier sentence at a random slot."""
     n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
     sentences: list[str] = []
     words = 0
@@ -193,13 +205,11 @@ def _document(
         sentence = _filler_sentence(rng)
         sentences.append(sentence)
         words += sentence.count(" ") + 1
-    k = int(rng.integers(math.ceil(cfg.n_evidence / 2), cfg.n_evidence + 1)) if cfg.n_evidence else 0
-    m = int(rng.integers(0, cfg.n_distractors + 1))
-    planted = [(label, i) for i in range(k)] + [(1 - label, i) for i in range(m)]
+    planted = fields(rng)
     # insertion slot (before sentence j) for each planted phrase; several may share a slot
     slots = rng.integers(0, len(sentences) + 1, size=len(planted))
     inserts: dict[int, list[tuple[int, str]]] = {}
-    for (plabel, _), slot in zip(planted, slots, strict=True):
+    for plabel, slot in zip(planted, slots, strict=True):
         phrase = _EVIDENCE[plabel][rng.integers(len(_EVIDENCE[plabel]))]
         carrier = _CARRIERS[rng.integers(len(_CARRIERS))]
         inserts.setdefault(int(slot), []).append((plabel, carrier.format(p=phrase) + "\x00" + phrase))
@@ -253,7 +263,7 @@ def generate_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
     noise = rng.random(cfg.n_documents) < cfg.label_noise
     for i, label in enumerate(labels.tolist()):
         example_id = f"syn{i:05d}"
-        text, planted = _document(rng, label, cfg)
+        text, planted = _document(rng, lambda r, label=label: _class_evidence(r, label, cfg), cfg)
         final = 1 - label if noise[i] else label
         if noise[i]:
             flipped.append(example_id)
@@ -265,6 +275,49 @@ def generate_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
         spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
     ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
     return SyntheticCorpus(documents, rationales, tuple(flipped))
+
+
+#: The field whose planted phrases a regression document's target counts (A.I.; the other field's are distractors).
+COUNTED_FIELD = 1
+
+
+def generate_regression_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+    """Documents whose target is a planted quantity: how many phrases of the A.I. field they contain.
+
+    Document ``i`` gets ``k_i`` A.I. phrases, the counts ``0 … n_evidence`` spread evenly over the corpus (in a
+    seeded order), and ``m`` programming-language phrases (``m`` drawn from ``[0, n_distractors]``) that the target
+    ignores; its target is ``k_i`` plus Gaussian noise of standard deviation ``label_noise`` (in phrases). The
+    rationales mark the counted phrases as evidence and the others as distractors, so a method's plausibility is
+    measured as for the classification corpus; evidence past the model's length is invisible, as there.
+
+    Returns:
+        ``documents`` with a float64 ``label`` (the target), the rationales, and no flipped ids.
+    """
+    rng = np.random.default_rng(seed)
+    counts = rng.permutation(np.arange(cfg.n_documents) % (cfg.n_evidence + 1))
+    noise = rng.normal(0.0, cfg.label_noise, cfg.n_documents)
+    rows, spans = [], []
+
+    def fields(r: np.random.Generator, k: int) -> list[int]:
+        return [COUNTED_FIELD] * k + [1 - COUNTED_FIELD] * int(r.integers(0, cfg.n_distractors + 1))
+
+    for i, k in enumerate(counts.tolist()):
+        example_id = f"syn{i:05d}"
+        text, planted = _document(rng, lambda r, k=k: fields(r, k), cfg)
+        rows.append((example_id, text, float(k + noise[i])))
+        spans += [(example_id, p, s, e, pl, pl == COUNTED_FIELD) for p, s, e, pl in planted]
+    documents = pd.DataFrame(rows, columns=["example_id", "text", "label"]).astype({"label": "float64"})
+    rationales = pd.DataFrame(
+        spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
+    ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
+    return SyntheticCorpus(documents, rationales, (), ())
+
+
+#: The generator of each task's synthetic corpus (its name is the task's, :mod:`attnlens.tasks`).
+GENERATORS: dict[str, Callable[[SyntheticConfig, int], SyntheticCorpus]] = {
+    "classification": generate_corpus,
+    "regression": generate_regression_corpus,
+}
 
 
 #: Graded similarity of generated pairs: 2 = same field sharing an evidence phrase, 1 = same field

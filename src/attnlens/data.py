@@ -30,9 +30,10 @@ import numpy as np
 import pandas as pd
 
 from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
-from attnlens.corpus import CLASS_NAMES, generate_corpus
+from attnlens.corpus import GENERATORS
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
+from attnlens.tasks import CLASSIFICATION, Task, get_task
 from attnlens.tokens import structural_ids, unknown_count
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,9 @@ class Source:
 
 
 def _load_synthetic(cfg: DataConfig) -> Source:
-    corpus = generate_corpus(cfg.synthetic, cfg.seed)
+    corpus = GENERATORS[cfg.task](cfg.synthetic, cfg.seed)
     log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
-    return Source(corpus.documents, CLASS_NAMES, "synthetic corpus", corpus.rationales)
+    return Source(corpus.documents, corpus.classes, "synthetic corpus", corpus.rationales)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -107,7 +108,8 @@ def _load_file(cfg: DataConfig) -> Source:
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    out["label"], classes = _resolve_labels(out, cfg, str(path))
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], cfg.classes, str(path),
+                                                               cfg.label_column)  # fmt: skip
     return Source(out, classes, str(path))
 
 
@@ -191,51 +193,9 @@ def _load_hub(cfg: DataConfig) -> Source:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    out["label"], classes = _resolve_labels(out, cfg, where)
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], cfg.classes, where,
+                                                               cfg.label_column)  # fmt: skip
     return Source(out, classes, where)
-
-
-def _resolve_labels(df: pd.DataFrame, cfg: DataConfig, where: str) -> tuple[pd.Series, tuple[str, ...]]:
-    """The label column as class indices, and the class names.
-
-    Labels are integers ``0..K-1`` (named by ``data.classes``, or ``"0"``, ``"1"`` … without it) or class names
-    (``"spam"``): names are looked up in ``data.classes`` when it is given, else the classes are the names
-    found, sorted. An empty cell names its row.
-    """
-    labels, field = df["label"], cfg.label_column
-    empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
-    if empty.any():
-        i = int(np.flatnonzero(empty.to_numpy())[0])
-        raise InputError(
-            where, field, f"expected a class label in every row, row {i + 1} (example {df['example_id'].iloc[i]!r}) "
-            "has an empty cell"
-        )  # fmt: skip
-    if not len(labels):  # no example: check_examples says so
-        return labels, tuple(cfg.classes or ())
-    names = labels.map(lambda v: isinstance(v, str) and not v.strip().lstrip("-").isdigit())
-    if names.any() and not names.all():
-        i = int(np.flatnonzero(names.to_numpy())[0])
-        raise InputError(
-            where, field, f"expected every label a class index or every label a class name, row {i + 1} "
-            f"(example {df['example_id'].iloc[i]!r}) has {labels.iloc[i]!r} among integer labels"
-        )  # fmt: skip
-    if names.any():
-        found = labels.astype(str).str.strip()
-        classes = tuple(cfg.classes) if cfg.classes else tuple(sorted(set(found)))
-        unknown = ~found.isin(classes)
-        if unknown.any():
-            i = int(np.flatnonzero(unknown.to_numpy())[0])
-            raise InputError(
-                where, field, f"expected a class of data.classes {list(classes)} or its index, row {i + 1} "
-                f"(example {df['example_id'].iloc[i]!r}) has {found.iloc[i]!r}"
-            )  # fmt: skip
-        return found.map({c: k for k, c in enumerate(classes)}).astype("int64"), classes
-    if labels.dtype == object:  # digit strings of a JSON file
-        labels = pd.to_numeric(labels.astype(str).str.strip())
-    if cfg.classes:
-        return labels, tuple(cfg.classes)
-    values = _integer_labels(labels, where, field)
-    return labels, tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
 
 
 LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}
@@ -244,24 +204,15 @@ LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_fo
 # --------------------------------------------------------------------------------------------- checks
 
 
-def _integer_labels(labels: pd.Series, where: str, field: str) -> np.ndarray:
-    """Labels as int64; booleans count as 0/1; anything not integral is an error."""
-    if labels.dtype == bool:
-        return labels.astype("int64").to_numpy()
-    if pd.api.types.is_integer_dtype(labels):
-        return labels.astype("int64").to_numpy()
-    if pd.api.types.is_float_dtype(labels) and labels.notna().all() and (labels == labels.round()).all():
-        return labels.astype("int64").to_numpy()
-    bad = next((v for v in labels if not (isinstance(v, int | np.integer) and not isinstance(v, bool))), None)
-    raise InputError(where, field, f"expected integer class labels, got {bad!r} ({labels.dtype})")
-
-
-def check_examples(source: Source, label_field: str = "label", text_field: str = "text") -> pd.DataFrame:
-    """Check ids, texts and labels; return the examples with int64 labels.
+def check_examples(
+    source: Source, label_field: str = "label", text_field: str = "text", task: Task = CLASSIFICATION
+) -> pd.DataFrame:
+    """Check ids, texts and labels; return the examples with the task's labels (int64 classes; float64 values).
 
     Raises:
-        InputError: duplicate ids, missing/empty/whitespace-only text, non-integer labels, labels outside
-            ``0..K-1`` for ``K`` classes, or fewer than two classes.
+        InputError: duplicate ids, missing/empty/whitespace-only text, labels the task rejects (a classification's:
+            non-integer labels, labels outside ``0..K-1`` for ``K`` classes, or fewer than two classes; a
+            regression's: values that are not finite numbers).
     """
     df = source.examples.reset_index(drop=True)
     where = source.where
@@ -287,17 +238,7 @@ def check_examples(source: Source, label_field: str = "label", text_field: str =
         raise InputError(
             where, text_field, f"expected non-empty text, example {df['example_id'].iloc[i]!r} is empty or whitespace"
         )
-    labels = _integer_labels(df["label"], where, label_field)
-    k = len(source.classes)
-    if k < 2:
-        raise InputError(where, label_field, f"expected at least two classes, found {k}")
-    outside = (labels < 0) | (labels >= k)
-    if outside.any():
-        raise InputError(where, label_field, f"expected labels 0..{k - 1}, got {int(labels[outside][0])}")
-    present = set(labels.tolist())
-    if len(present) < 2:
-        raise InputError(where, label_field, f"expected at least two classes, all examples have label {labels[0]}")
-    df["label"] = labels
+    df["label"] = task.check_labels(df["label"], source.classes, where, label_field)
     return df
 
 
@@ -316,15 +257,12 @@ def compute_split(labels: np.ndarray, test_fraction: float, seed: int) -> np.nda
     return is_test
 
 
-def _assign_splits(df: pd.DataFrame, cfg: DataConfig, where: str, label_field: str) -> pd.DataFrame:
+def _assign_splits(df: pd.DataFrame, cfg: DataConfig, where: str, label_field: str, task: Task) -> pd.DataFrame:
     if "split" in df.columns:
         return df
-    counts = df["label"].value_counts()
-    if (counts < 2).any():
-        c = int(counts.index[counts < 2][0])
-        raise InputError(where, label_field, f"expected at least two examples of class {c} to split, found 1")
+    strata = task.strata(df["label"].to_numpy(), where, label_field)
     df = df.copy()
-    df["split"] = np.where(compute_split(df["label"].to_numpy(), cfg.test_fraction, cfg.seed), "test", "train")
+    df["split"] = np.where(compute_split(strata, cfg.test_fraction, cfg.seed), "test", "train")
     return df
 
 
@@ -339,20 +277,17 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     """Load, check and split the configured source (pure: no files written).
 
     Returns:
-        ``({"train": df, "test": df}, rationales, manifest)`` — frames with ``example_id, text, label``;
-        rationales (empty unless the source plants them); the split manifest dictionary.
+        ``({"train": df, "test": df}, rationales, manifest)`` — frames with ``example_id, text, label`` (the
+        labels of ``data.task``: :mod:`attnlens.tasks`); rationales (empty unless the source plants them); the split
+        manifest dictionary, which names the task.
     """
     source = LOADERS[cfg.source](cfg)
+    task = get_task(cfg.task)
     label_field = cfg.label_column if cfg.source in ("file", "hub") else "label"
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
-    df = _assign_splits(check_examples(source, label_field, text_field), cfg, source.where, label_field)
-    k = len(source.classes)
-    train = df[df["split"] == "train"]
-    missing = sorted(set(range(k)) - set(train["label"].tolist()))
-    if missing:
-        raise InputError(
-            source.where, label_field, f"expected every class in the training split, class {missing[0]} is absent"
-        )
+    df = _assign_splits(check_examples(source, label_field, text_field, task), cfg, source.where, label_field, task)
+    task.check_splits(df["label"].to_numpy(), (df["split"] == "train").to_numpy(), source.classes, source.where,
+                      label_field)  # fmt: skip
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
     frames = {s: df[df["split"] == s][["example_id", "text", "label"]].reset_index(drop=True) for s in SPLITS}
@@ -363,10 +298,11 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         "source": source.where,
         "name": source_name(cfg.source, cfg.path, cfg.hub.name),
         "seed": cfg.seed,
+        "task": task.name,
         "classes": list(source.classes),
-        "counts": {s: {str(c): int((frames[s]["label"] == c).sum()) for c in range(k)} for s in SPLITS},
+        "counts": {s: task.summary(frames[s]["label"].to_numpy(), source.classes) for s in SPLITS},
         "examples": [
-            {"example_id": r.example_id, "split": s, "label": int(r.label), "sha256": sha256_text(r.text)}
+            {"example_id": r.example_id, "split": s, "label": np.asarray(r.label).item(), "sha256": sha256_text(r.text)}
             for s in SPLITS
             for r in frames[s].itertuples(index=False)
         ],

@@ -1,4 +1,5 @@
-"""Tokenising, batched inference and classification metrics (the showcased examples: :mod:`attnlens.selection`)."""
+"""Tokenising and batched inference (what the outputs mean and their metrics: :mod:`attnlens.tasks`; the showcased
+examples: :mod:`attnlens.selection`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 
 from attnlens.models import Architecture, architecture
@@ -58,46 +58,3 @@ def predict_logits(model, encoded: Encoded, batch_size: int) -> np.ndarray:
         logits = model(**encoded.batch(index, device, architecture(model))).logits
         out[index] = logits.float().cpu().numpy()
     return out
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def classification_metrics(labels: np.ndarray, preds: np.ndarray, n_labels: int) -> dict:
-    """Accuracy, macro F1 and per-class counts (F1 of a class with no true and no predicted example counts as 0).
-
-    ``per_class[c]`` holds ``n_true``, ``n_predicted``, ``f1`` and a ``note`` when a count of 0 makes
-    recall or precision undefined (a class absent from a small test split).
-    """
-    labels = np.asarray(labels)
-    preds = np.asarray(preds)
-    f1s, per_class = [], {}
-    for c in range(n_labels):
-        tp = np.sum((preds == c) & (labels == c))
-        fp = np.sum((preds == c) & (labels != c))
-        fn = np.sum((preds != c) & (labels == c))
-        f1s.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
-        n_true, n_pred = int(np.sum(labels == c)), int(np.sum(preds == c))
-        note = ""
-        if n_true == 0:
-            note = "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean"
-        elif n_pred == 0:
-            note = "no test example predicted as this class: precision is undefined, F1 is 0"
-        per_class[str(c)] = {"n_true": n_true, "n_predicted": n_pred, "f1": float(f1s[-1]), "note": note}
-    return {"accuracy": float(np.mean(labels == preds)), "macro_f1": float(np.mean(f1s)), "per_class": per_class}
-
-
-def predictions_frame(examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
-    probs = softmax(logits.astype(np.float64))
-    return pd.DataFrame(
-        {
-            "example_id": examples["example_id"].to_numpy(),
-            "label": examples["label"].to_numpy().astype("int64"),
-            "pred": probs.argmax(axis=1).astype("int64"),
-            "logits": list(logits.astype(np.float32)),
-            "probs": list(probs.astype(np.float32)),
-        }
-    )

@@ -25,7 +25,8 @@ from transformers import get_linear_schedule_with_warmup
 from attnlens.config import TrainConfig
 from attnlens.device import autocast_dtype, resolve_device
 from attnlens.models import architecture
-from attnlens.prediction import classification_metrics, encode_texts, predict_logits
+from attnlens.prediction import encode_texts, predict_logits
+from attnlens.tasks import task_of
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,9 @@ def train_classifier(
     precision where ``cfg.fp16`` asks for it and the device is CUDA.
 
     Returns:
-        The trained (unwrapped) model and the metrics: per epoch ``train_loss``, ``eval_loss``,
-        ``accuracy``, ``macro_f1``, ``seconds``; plus device, precision and optimiser steps.
+        The trained (unwrapped) model and the metrics: per epoch ``train_loss``, ``eval_loss`` (the head's loss:
+        the task's, :func:`attnlens.tasks.task_of`), the task's metrics (``accuracy``, ``macro_f1`` …; ``mse``,
+        ``pearson`` …) and ``seconds``; plus device, precision and optimiser steps.
     """
     seed_everything(cfg.seed)
     on = resolve_device(device)
@@ -123,7 +125,8 @@ def train_classifier(
         _checkpointing(model, True)
     train_enc = encode_texts(tokenizer, train_df["text"])
     eval_enc = encode_texts(tokenizer, eval_df["text"])
-    train_labels = torch.tensor(train_df["label"].to_numpy(), dtype=torch.long)
+    task = task_of(model.config)
+    train_labels = torch.from_numpy(task.training_labels(train_df["label"].to_numpy()).copy())
     eval_labels = eval_df["label"].to_numpy().copy()
     n = len(train_labels)
     # one process per GPU under `accelerate launch`: each step, process k takes the k-th of P consecutive
@@ -161,14 +164,11 @@ def train_classifier(
             losses.append(out.loss.item())
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
         logits = predict_logits(accelerator.unwrap_model(model), eval_enc, cfg.eval_batch_size)
-        eval_loss = float(
-            torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(eval_labels)).item()
-        )
         row = {
             "epoch": epoch + 1,
             "train_loss": float(np.mean(losses)),
-            "eval_loss": eval_loss,
-            **classification_metrics(eval_labels, logits.argmax(axis=1), logits.shape[1]),
+            "eval_loss": task.eval_loss(logits, eval_labels),
+            **task.metrics(eval_labels, logits),
             "seconds": round(time.perf_counter() - t0, 2),
         }
         history.append(row)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from attnlens.io import load_parquet, load_shards
 from attnlens.methods import method_names
+from attnlens.tasks import Task
 
 # --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------
 
@@ -40,6 +41,13 @@ ATTRIBUTION_TYPES = pa.schema([
 
 
 ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
+
+
+def attribution_types(task: Task) -> pa.Schema:
+    """:data:`ATTRIBUTION_TYPES` with ``label`` typed as the task's labels (a regression's are float64);
+    ``probs`` and ``probs_baseline`` hold ``F(x)`` and ``F(x′)``, every output of the task's readout."""
+    at = ATTRIBUTION_TYPES.get_field_index("label")
+    return ATTRIBUTION_TYPES.set(at, pa.field("label", pa.from_numpy_dtype(np.dtype(task.label_dtype()))))
 
 
 #: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).

@@ -1,7 +1,8 @@
 """Per-token explanations of a classifier beyond raw attention, computed on the band.
 
-Every method gives one score per token of one example, for the class IG explains (its ``target``).
-``F`` is that class's softmax probability, ``e`` the output of the embedding module (IG's layer), ``A``
+Every method gives one score per token of one example, for the output IG explains (its ``target``).
+``F`` is the task's readout of that output (:mod:`attnlens.tasks`: the class's softmax probability for a
+classifier, the value for a regression), ``e`` the output of the embedding module (IG's layer), ``A``
 a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its output at query ``i``
 (before the output projection ``W_O``):
 
@@ -64,6 +65,7 @@ from attnlens.attribution.ig import Inputs
 from attnlens.device import synchronize
 from attnlens.methods import PASSES, REGISTRY, get_method
 from attnlens.models import architecture
+from attnlens.tasks import task_of
 
 #: Sentence ends for occlusion spans (the token's text without word-start markers).
 SENTENCE_ENDS = frozenset({".", "!", "?"})
@@ -190,20 +192,14 @@ def _sync(device: torch.device) -> float:
     return time.perf_counter()
 
 
-def _probabilities(logits: torch.Tensor) -> torch.Tensor:
-    """Softmax in the logits' precision, float32 at least (as IG's forward)."""
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    return torch.softmax(logits, dim=-1)
-
-
 def _heads(t: torch.Tensor, heads: int) -> torch.Tensor:
     """``(n, d)`` → ``(heads, n, d / heads)``."""
     return t.reshape(t.shape[0], heads, -1).transpose(0, 1)
 
 
 class EmbeddingForward(torch.nn.Module):
-    """``F(e) = softmax(logits)``: the classifier with the output of its embedding ``layer`` replaced by ``e``.
+    """``F(e)``, the task's readout (``softmax(logits)`` for a classifier): the model with the output of its
+    embedding ``layer`` replaced by ``e``.
 
     What Captum's ``Saliency`` and ``InputXGradient`` differentiate: ``e`` is the output IG attributes to
     (``(b, n_pad, d)``: a model may pad inside before the embeddings), every other
@@ -213,10 +209,11 @@ class EmbeddingForward(torch.nn.Module):
     def __init__(self, model, layer: torch.nn.Module, args: dict[str, torch.Tensor]):
         super().__init__()
         self.model, self.layer, self.args = model, layer, args
+        self.task = task_of(model.config)
 
     def from_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         """``F`` of the token ids themselves (no replacement)."""
-        return _probabilities(self.model(**{**self.args, "input_ids": input_ids}).logits)
+        return self.task.readout(self.model(**{**self.args, "input_ids": input_ids}).logits)
 
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         b = embeddings.shape[0]
@@ -225,7 +222,7 @@ class EmbeddingForward(torch.nn.Module):
             logits = self.model(**{k: v.expand(b, *v.shape[1:]) for k, v in self.args.items()}).logits
         finally:
             handle.remove()
-        return _probabilities(logits)
+        return self.task.readout(logits)
 
 
 def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
@@ -245,14 +242,15 @@ class Gradients:
 
 
 def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions: bool) -> Gradients:
-    """One forward + backward of ``F = softmax(logits)[target]`` with hooks on every attention module's output.
+    """One forward + backward of ``F[target]`` (the task's readout: ``softmax(logits)`` for a classifier) with hooks
+    on every attention module's output.
 
     The model's parameters should be frozen (:func:`attnlens.attribution.ig.freeze`): the gradient starts at
     the embedding output.
     """
     with _Capture(model, grad=True) as cap:
         res, bands = architecture(model).run(model, args, attentions=attentions)
-        _probabilities(res.logits)[0, target].backward()
+        task_of(model.config).readout(res.logits)[0, target].backward()
     return Gradients(
         bands=None if bands is None else bands[0],
         hidden=[h[0] for h in cap.hidden],
@@ -436,8 +434,10 @@ def _occlusion(x: Example, shared) -> Scored:
         raise ValueError("occlusion needs the example's tokens, special-token mask and pad id")
     spans = sentence_spans(x.tokens, x.special, x.occlusion_max_tokens)
 
+    task = task_of(x.model.config)
+
     def prob_fn(ids: torch.Tensor) -> torch.Tensor:
-        return _probabilities(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0])).logits)
+        return task.readout(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0])).logits)
 
     scores = occlusion_scores(prob_fn, x.inputs.input_ids, spans, x.pad_id, x.target, x.batch_size)
     return Scored(scores, n_forwards=len(spans) + 1)

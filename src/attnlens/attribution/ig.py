@@ -4,8 +4,9 @@ The main attribution (§9.1) is layer integrated gradients — Captum's ``LayerI
 (:func:`layer_ig`) — on the output of the whole embedding module (word + position + token type, after
 LayerNorm): the path runs from the embeddings of a baseline — pad tokens, with every special token (CLS,
 SEP) kept in place — to the embeddings of the input, with the same position ids and attention mask for
-both, CLS global, and the forward ``F = softmax(logits)``. The integral is Gauss–Legendre quadrature; steps go through
-the model in batches of ``internal_batch_size``. A token's score is the signed sum of its
+both, CLS global, and the forward ``F``, the task's readout of the logits (:meth:`attnlens.tasks.Task.readout`:
+``softmax(logits)`` for a classifier, the value for a regression). The integral is Gauss–Legendre quadrature;
+steps go through the model in batches of ``internal_batch_size``. A token's score is the signed sum of its
 attribution over the hidden dimension; completeness says the scores add up to
 ``F_t(x) − F_t(x′)``, and the difference is the convergence delta ``δ`` we report.
 
@@ -35,13 +36,14 @@ from attnlens.device import autocast_dtype
 from attnlens.io import load_parquet
 from attnlens.models import architecture
 from attnlens.selection import PREDICTIONS_SCHEMA
+from attnlens.tasks import Task, task_of
 from attnlens.tokens import structural_ids
 
-TARGETS = ("class_1", "predicted", "true")
 
-
-class ProbabilityForward(torch.nn.Module):
-    """``F(input_ids, attention_mask, position_ids, *model_args) = softmax(logits)``.
+class ReadoutForward(torch.nn.Module):
+    """``F(input_ids, attention_mask, position_ids, *model_args)``: the task's readout of the logits
+    (:meth:`attnlens.tasks.Task.readout`, the task the model was trained for: ``softmax(logits)`` for a
+    classifier, in float32 at least under autocast).
 
     ``model_args`` are the architecture's own forward arguments (:attr:`Inputs.model_args`, by ``names``),
     passed positionally after the common ones, as Captum passes ``additional_forward_args``.
@@ -51,6 +53,7 @@ class ProbabilityForward(torch.nn.Module):
         super().__init__()
         self.model = model
         self.names = tuple(names)
+        self.task = task_of(model.config)
 
     def forward(self, input_ids, attention_mask, position_ids, *model_args, token_type_ids=None):
         out = self.model(
@@ -60,10 +63,7 @@ class ProbabilityForward(torch.nn.Module):
             token_type_ids=token_type_ids,
             **dict(zip(self.names, model_args, strict=True)),
         )
-        logits = out.logits
-        if logits.dtype in (torch.float16, torch.bfloat16):  # autocast: softmax in float32
-            logits = logits.float()
-        return torch.softmax(logits, dim=-1)
+        return self.task.readout(out.logits)
 
 
 def baseline_ids(input_ids: torch.Tensor, special: set[int], pad_id: int) -> torch.Tensor:
@@ -90,7 +90,7 @@ class Inputs:
 
     @property
     def forward_args(self) -> tuple[torch.Tensor, ...]:
-        """``(attention_mask, position_ids, *model_args)``: :class:`ProbabilityForward`'s arguments after the ids."""
+        """``(attention_mask, position_ids, *model_args)``: :class:`ReadoutForward`'s arguments after the ids."""
         return (self.attention_mask, self.position_ids, *self.model_args.values())
 
     def forward_kwargs(self, batch: int = 1) -> dict[str, torch.Tensor]:
@@ -98,9 +98,9 @@ class Inputs:
         named = {"attention_mask": self.attention_mask, "position_ids": self.position_ids, **self.model_args}
         return {k: v if v is None else v.expand(batch, *v.shape[1:]) for k, v in named.items()}
 
-    def probability_forward(self, model) -> ProbabilityForward:
+    def readout_forward(self, model) -> ReadoutForward:
         """``F`` of ``model`` taking these inputs' :attr:`forward_args`."""
-        return ProbabilityForward(model, tuple(self.model_args))
+        return ReadoutForward(model, tuple(self.model_args))
 
 
 def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs:
@@ -127,7 +127,7 @@ class Attribution:
     n_steps: int
     converged: bool
     target: int
-    probs: np.ndarray  # F(x), all classes
+    probs: np.ndarray  # F(x), every output (the class probabilities; a regression's value)
     probs_baseline: np.ndarray  # F(x′)
     rounds: tuple[tuple[int, float], ...]  # (steps, delta) of every round tried
 
@@ -232,7 +232,7 @@ def attribute_example(
 ) -> Attribution:
     """:func:`integrate` on the output of the model's embedding module (recipes §9.1); the arguments are
     :func:`integrate`'s (:func:`step_range` gives the steps of one example)."""
-    forward = inputs.probability_forward(freeze(model))
+    forward = inputs.readout_forward(freeze(model))
     res = integrate(
         forward,
         architecture(model).embeddings(model),
@@ -250,21 +250,12 @@ def attribute_example(
     return dataclasses.replace(res, scores=res.scores[:n])
 
 
-def predicted_probs(predictions_path) -> dict[str, np.ndarray]:
-    """``{example_id: softmax probabilities}`` from the ``predict`` rule's parquet."""
+def predicted_outputs(predictions_path, task: Task) -> dict[str, np.ndarray]:
+    """``{example_id: F(x)}`` from the ``predict`` rule's parquet: the task's outputs column (the softmax
+    probabilities of a classifier, the value of a regression)."""
     preds, _ = load_parquet(predictions_path, PREDICTIONS_SCHEMA)
-    return {str(e): np.asarray(p) for e, p in zip(preds["example_id"], preds["probs"], strict=True)}
-
-
-def choose_target(kind: str, label: int, probs: np.ndarray) -> int:
-    """The class IG explains: 1 (legacy, for every example), the predicted or the true class."""
-    if kind == "class_1":
-        return 1
-    if kind == "predicted":
-        return int(np.argmax(probs))
-    if kind == "true":
-        return int(label)
-    raise ValueError(f"unknown IG target {kind!r}; expected one of {TARGETS}")
+    column = preds[task.outputs_column]
+    return {str(e): np.asarray(p) for e, p in zip(preds["example_id"], column, strict=True)}
 
 
 # --- per-embedding attributions (§9.2) --------------------------------------------------------------
@@ -291,7 +282,7 @@ def embedding_ig(
     """
     modules = architecture(model).embedding_layers(model)
     names = [name for name in (EMBEDDING_LAYERS if mode == "legacy" else ("word", "position")) if name in modules]
-    forward = inputs.probability_forward(freeze(model))
+    forward = inputs.readout_forward(freeze(model))
 
     def f(ids, pos, types, mask, *model_args):
         return forward(ids, mask, pos, *model_args, token_type_ids=types)
@@ -347,7 +338,7 @@ def step_range(
 
 
 def attribution_row(
-    eid: str, ids: Sequence[int], res: Attribution, label: int, kind: str, is_showcase: bool, seconds: float
+    eid: str, ids: Sequence[int], res: Attribution, label: int | float, kind: str, is_showcase: bool, seconds: float
 ) -> dict:
     """One row of an ``attribute`` shard (:data:`ATTRIBUTION_TYPES`) for example ``eid``."""
     return {
@@ -363,7 +354,7 @@ def attribution_row(
         "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
         "target": res.target,
         "target_kind": kind,
-        "label": int(label),
+        "label": label,
         "probs": res.probs.astype(np.float64),
         "probs_baseline": res.probs_baseline.astype(np.float64),
         "showcased": is_showcase,

@@ -12,28 +12,32 @@ import torch
 
 from attnlens.attribution.faithfulness import perturb
 from attnlens.models import architecture
-from attnlens.prediction import Encoded, softmax
+from attnlens.prediction import Encoded
 from attnlens.stats import n_top
+from attnlens.tasks import task_of
 
 
 @torch.no_grad()
-def class_probabilities(model, sequences: list[list[int]], pad_id: int, batch_size: int) -> np.ndarray:
-    """``(len(sequences), n_labels)`` softmax probabilities, length-sorted batches, CLS global."""
+def readouts(model, sequences: list[list[int]], pad_id: int, batch_size: int) -> np.ndarray:
+    """``(len(sequences), n_outputs)`` of the task's readout ``F`` in float64 (:meth:`attnlens.tasks.Task.outputs`:
+    the softmax probabilities of a classifier, the value of a regression), length-sorted batches, CLS global."""
     encoded = Encoded([list(s) for s in sequences], pad_id)
     device = next(model.parameters()).device
+    task = task_of(model.config)
     out = np.zeros((len(sequences), model.config.num_labels))
     order = np.argsort([len(s) for s in sequences], kind="stable")
     for start in range(0, len(order), batch_size):
         index = order[start : start + batch_size].tolist()
         logits = model(**encoded.batch(index, device, architecture(model))).logits.double().cpu().numpy()
-        out[index] = softmax(logits)
+        out[index] = task.outputs(logits)
     return out
 
 
 def evaluate_example(
     model, ids: Sequence[int], special: np.ndarray, orders: dict[str, np.ndarray], target: int, fractions, batch_size
 ) -> pd.DataFrame:
-    """Deletion and insertion probabilities of every ranking at every fraction (plus the end points).
+    """Deletion and insertion readouts ``F`` (probabilities of a classifier) of every ranking at every fraction
+    (plus the end points).
 
     Returns rows ``ranking, curve, fraction, n_tokens, prob`` with ``fraction`` 0 and 1 included
     (deletion at 0 = the full input, insertion at 0 = the special tokens only).
@@ -51,7 +55,7 @@ def evaluate_example(
                     cache[key] = len(seqs)
                     seqs.append(seq)
                 jobs.append((name, curve, f, count, cache[key]))
-    probs = class_probabilities(model, seqs, model.config.pad_token_id, batch_size)[:, target]
+    probs = readouts(model, seqs, model.config.pad_token_id, batch_size)[:, target]
     return pd.DataFrame(
         [(name, curve, f, count, float(probs[j])) for name, curve, f, count, j in jobs],
         columns=["ranking", "curve", "fraction", "n_tokens", "prob"],

@@ -27,6 +27,7 @@ import pandas as pd
 
 from attnlens.attribution.leaderboard import higher_is_better
 from attnlens.findings.stats import kendall_w, verdict
+from attnlens.tasks import get_task
 
 #: One row per headline quantity of one run.
 VALUE_COLUMNS = ["family", "item", "metric", "value", "chance", "higher_is_better"]
@@ -58,7 +59,8 @@ def headline_values(
     """The headline quantities of one run, from its tables (each ``None`` when the run did not make it).
 
     Args:
-        metrics: ``predictions/metrics.json`` (accuracy, macro_f1).
+        metrics: ``predictions/metrics.json`` (the ``headline_metrics`` of its :class:`~attnlens.tasks.Task`:
+            accuracy and macro F1; MSE and Pearson's r).
         summary: ``similarity/summary.parquet`` (mode, configuration, scaled, mask, metric, mean, chance).
         masking: ``paper/tables/similarity/masking_increase.csv`` (metric, mode, name, pct_increase).
         leaderboard: ``explanations/leaderboard.parquet`` (method, metric, group, mean, chance).
@@ -66,8 +68,9 @@ def headline_values(
     """
     rows = []
     if metrics is not None:
-        rows += [_row("classification", "test", "accuracy", metrics.get("accuracy")),
-                 _row("classification", "test", "macro F1", metrics.get("macro_f1"))]  # fmt: skip
+        task = get_task(metrics.get("task"))
+        rows += [_row(task.label, "test", name, metrics.get(key), higher=higher)
+                 for name, key, higher in task.headline_metrics]  # fmt: skip
     if summary is not None:
         for r in summary[summary["mode"] == "fixed"].itertuples(index=False):
             rows.append(_row("similarity", similarity_item(r.configuration, bool(r.scaled), r.mask), r.metric,

@@ -40,6 +40,7 @@ from attnlens.attention.full import Combination
 from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
 from attnlens.methods import label, signed
 from attnlens.render.escape import csp_meta, html_text, script_json
+from attnlens.tasks import CLASSIFICATION, Task
 from attnlens.tokens import structural_ids, surface_pieces
 
 EXPLORER_SCHEMA = "explorer/v1"
@@ -148,9 +149,12 @@ def document_for(
     prov: dict[str, Any],
     explanations: dict[str, np.ndarray] | None = None,
     notes: list[str] | None = None,
+    task: Task = CLASSIFICATION,
 ) -> ExplorerDocument:
-    """Assemble one example's page from the pipeline's artifacts; ``notes``: lines the page's header shows (what
-    was cut, a high share of unknown tokens: attnlens.data.document_reading)."""
+    """Assemble one example's page from the pipeline's artifacts; ``class_names``: the names of the model's
+    outputs (:meth:`attnlens.tasks.Task.output_names`), read as ``task`` says (:meth:`~attnlens.tasks.Task.outcome`);
+    ``notes``: lines the page's header shows (what was cut, a high share of unknown tokens:
+    attnlens.data.document_reading)."""
     eid = example["example_id"]
     if [int(i) for i in attribution_row["input_ids"]] != input_ids:
         raise ValueError(f"{eid}: attention and attribution saw different token ids")
@@ -159,14 +163,13 @@ def document_for(
     pieces = surface_pieces(tokenizer, raw)
     tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]
     starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
-    probs = [float(p) for p in attribution_row["probs"]]
-    target = int(attribution_row["target"])
+    outcome = task.outcome(example["label"], attribution_row["probs"], int(attribution_row["target"]), class_names)
     info = {
         "roles": roles,
-        "label": None if example["label"] is None else class_names[int(example["label"])],
-        "prediction": class_names[int(np.argmax(probs))],
-        "probabilities": {name: round(p, 4) for name, p in zip(class_names, probs, strict=True)},
-        "attributed_class": class_names[target],
+        "label": outcome.label,
+        "prediction": outcome.prediction,
+        "outputs": {name: round(p, 4) for name, p in outcome.outputs.items()},
+        "explained": outcome.explained,
         "ig_steps": int(attribution_row["n_steps"]),
         "ig_delta": float(attribution_row["delta"]),
     }
@@ -280,7 +283,7 @@ class ExplorerDocument:
 
     example_id: str
     title: str
-    info: dict[str, Any]  # label, prediction, probabilities, roles, ... (shown in the header)
+    info: dict[str, Any]  # label, prediction, outputs, explained, roles, ... (shown in the header)
     tokens: list[str]  # surface strings
     starts_word: list[bool]  # a space goes before the token
     special: np.ndarray  # (n,) bool

@@ -392,8 +392,9 @@ def plot_pair_topology(frame: pd.DataFrame, estimator: str, dim: str, stem, dpi:
     return save_figure(fig, stem, dpi)
 
 
-def plot_faithfulness_curves(curves: pd.DataFrame):
-    """Mean deletion and insertion curves (± s.e.) per ranking, one panel each, on a symlog fraction axis."""
+def plot_faithfulness_curves(curves: pd.DataFrame, readout: str = "probability of the explained class"):
+    """Mean deletion and insertion curves (± s.e.) per ranking, one panel each, on a symlog fraction axis;
+    ``readout``: what the curves measure (the task's ``F``: the ``readout_label`` of :class:`attnlens.tasks.Task`)."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, curve in zip(axes, ("deletion", "insertion"), strict=True):
         part = curves[curves["curve"] == curve]
@@ -407,7 +408,7 @@ def plot_faithfulness_curves(curves: pd.DataFrame):
         ax.set_xscale("symlog", linthresh=0.01)
         ax.set_xlabel("fraction of non-special tokens " + ("deleted" if curve == "deletion" else "kept"))
         ax.set_title(f"{curve} ({curves['example_id'].nunique()} examples)")
-    axes[0].set_ylabel("probability of the explained class (mean ± s.e.)")
+    axes[0].set_ylabel(f"{readout} (mean ± s.e.)")
     axes[1].legend(frameon=False, fontsize=8)
     return fig
 

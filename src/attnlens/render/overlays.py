@@ -287,7 +287,7 @@ class AttributionRecord:
     scores: np.ndarray  # L2-normalised
     true_label: str
     pred_label: str
-    pred_prob: float
+    pred_prob: float | None  # the predicted class's probability (none for a regression's value)
     attr_label: str
     delta: float
     n_steps: int
@@ -295,6 +295,11 @@ class AttributionRecord:
     @property
     def attr_score(self) -> float:
         return float(self.scores.sum())
+
+    @property
+    def predicted(self) -> str:
+        """The predicted label with its probability, ``cs.AI (0.93)``; a predicted value alone."""
+        return self.pred_label if self.pred_prob is None else f"{self.pred_label} ({self.pred_prob:.2f})"
 
 
 def render_attribution_html(rec: AttributionRecord) -> str:
@@ -323,7 +328,7 @@ def render_attribution_html(rec: AttributionRecord) -> str:
     )
     cells = (
         f"<td><b>{html_text(rec.true_label)}</b></td>"
-        f"<td><b>{html_text(rec.pred_label)} ({rec.pred_prob:.2f})</b></td>"
+        f"<td><b>{html_text(rec.predicted)}</b></td>"
         f"<td><b>{html_text(rec.attr_label)}</b></td>"
         f"<td><b>{rec.attr_score:.2f}</b></td>"
         f"<td style='text-align:left;line-height:1.9'>{''.join(words)}</td>"

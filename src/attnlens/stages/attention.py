@@ -32,6 +32,7 @@ from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
 from attnlens.prediction import encode_texts
 from attnlens.selection import load_selection
+from attnlens.tasks import task_of
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,12 @@ def run_estimate_head_importance(
         order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
         examples = examples.iloc[np.sort(order)]
     encoded = encode_texts(tokenizer, examples["text"])
-    labels = examples["label"].to_numpy()
+    labels = task_of(model.config).training_labels(examples["label"].to_numpy())  # the head's loss takes them
 
     def batches():
         for i in range(len(labels)):
             batch = encoded.batch([i], on, arch)
-            batch["labels"] = torch.tensor([int(labels[i])], device=on)
+            batch["labels"] = torch.from_numpy(labels[i : i + 1].copy()).to(on)
             yield batch
 
     t0 = time.perf_counter()

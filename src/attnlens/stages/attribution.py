@@ -16,17 +16,16 @@ import pandas as pd
 from attnlens.attribution.artifacts import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_SCHEMA,
-    ATTRIBUTION_TYPES,
     EMBEDDING_LAYERS,
     EMBEDDING_SCHEMA,
     EMBEDDING_TYPES,
+    attribution_types,
 )
 from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
-    choose_target,
     embedding_ig,
-    predicted_probs,
+    predicted_outputs,
     prepare_inputs,
     step_range,
 )
@@ -43,6 +42,7 @@ from attnlens.models import architecture
 from attnlens.models.loading import load_classifier
 from attnlens.prediction import encode_texts
 from attnlens.selection import load_selection
+from attnlens.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ def run_attribute(
     model, tokenizer = load_classifier(model_dir)
     on = place(model, device)
     examples, _ = load_examples(test_path)
-    probs_by_id = predicted_probs(predictions_path)
+    task = task_of(model.config)
+    outputs_by_id = predicted_outputs(predictions_path, task)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
     encoded = encode_texts(tokenizer, examples["text"])
     ids = [str(e) for e in examples["example_id"]]
@@ -100,8 +101,8 @@ def run_attribute(
             rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
             resumed += 1
             continue
-        label = int(examples["label"].iloc[i])
-        target = choose_target(cfg.target, label, probs_by_id[eid])
+        label = examples["label"].iloc[i].item()
+        target = task.target(cfg.target, label, outputs_by_id[eid])
         inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
         is_showcase = eid in showcased
         lo, hi = step_range(is_showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive,
@@ -151,7 +152,7 @@ def run_attribute(
         not_converged=n_bad,
         notes=notes,
     )
-    save_parquet(frame, out_path, prov, ATTRIBUTION_TYPES)
+    save_parquet(frame, out_path, prov, attribution_types(task))
     for f in partial.glob("*.parquet"):
         f.unlink()
     partial.rmdir()
@@ -180,15 +181,16 @@ def run_attribute_embeddings(
     model, tokenizer = load_classifier(model_dir)
     on = place(model, device)
     examples, _ = load_examples(test_path)
-    probs_by_id = predicted_probs(predictions_path)
+    task = task_of(model.config)
+    outputs_by_id = predicted_outputs(predictions_path, task)
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
     rows = []
     t0 = time.perf_counter()
     for eid in dict.fromkeys(e["example_id"] for e in load_selection(selection_path)):
         i = row_of[eid]
         ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
-        label = int(examples["label"].iloc[i])
-        target = choose_target(cfg.target, label, probs_by_id[eid])
+        label = examples["label"].iloc[i].item()
+        target = task.target(cfg.target, label, outputs_by_id[eid])
         inputs = prepare_inputs(model, tokenizer, ids, on)
         res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
         relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)

@@ -17,8 +17,10 @@ from attnlens.data import (
     unknown_note,
     unknown_tokens,
 )
+from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
 from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
+from attnlens.tasks import get_task, task_of
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,12 @@ def run_prepare_dataset(
     # a wrong checkpoint, or a classifier of other classes, fails before any file is written
     src_config = source_config(model_cfg.name_or_path, model_cfg.source)
     if model_cfg.source == "classifier":
-        check_labels(manifest["classes"], src_config, model_cfg.name_or_path)
+        task = get_task(manifest["task"])
+        if task_of(src_config) is not task:
+            raise InputError("config", "model.name_or_path", f"expected a {task.label} model for data.task "
+                             f"{task.name!r}, {model_cfg.name_or_path!r} is a {task_of(src_config).label} model "
+                             f"(problem_type {src_config.problem_type!r})")  # fmt: skip
+        check_labels(list(task.output_names(manifest["classes"])), src_config, model_cfg.name_or_path)
     max_length = resolve_max_length(model_cfg, src_config)
     tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
     ids = encode_splits(tokenizer, frames)

@@ -32,6 +32,7 @@ from attnlens.io import (
 )
 from attnlens.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.models.loading import load_classifier
+from attnlens.tasks import task_of
 from attnlens.tokens import structural_mask
 
 logger = logging.getLogger(__name__)
@@ -105,7 +106,14 @@ def run_evaluate_faithfulness(
                 )  # fmt: skip
     seconds = time.perf_counter() - t0
     curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    prov = provenance(FAITHFULNESS_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), model=str(model_dir))
+    prov = provenance(
+        FAITHFULNESS_SCHEMA,
+        cfg.to_dict(),
+        cfg.seed,
+        seconds=round(seconds, 2),
+        model=str(model_dir),
+        task=task_of(model.config).name,
+    )  # what the curves' F is (attnlens.tasks)
     save_parquet(curves_frame, curves_path, prov)
     plaus_frame = pd.DataFrame(
         plaus, columns=["example_id", "ranking", "n_evidence", "auprc", "precision", "recall", "f1"]

@@ -42,7 +42,8 @@ from attnlens.render.figures import (
     plot_topk_counts,
 )
 from attnlens.render.overlays import build_overlay, write_overlay
-from attnlens.selection import SELECTION_SCHEMA, load_selection, role_left_out
+from attnlens.selection import SELECTION_SCHEMA, load_selection, outcome_text, role_left_out
+from attnlens.tasks import get_task
 from attnlens.tokens import display_tokens, stopword_source, token_mask
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def run_plot_attention(
             with np.errstate(invalid="ignore", divide="ignore"):
                 images = np.where(own > 0, images / own, np.nan)
             roles = ", ".join(x["role"] for x in selection if x["example_id"] == eid)
-            title = f"example {eid} ({roles}; label {e['label']}, predicted {e['pred']}; {length} tokens)"
+            title = f"example {eid} ({roles}; {outcome_text(e)}; {length} tokens)"
             plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
 
 
@@ -228,7 +229,7 @@ def run_render_overlays(
                         else "unscaled"
                     )
                     title = (
-                        f"{eid} ({', '.join(example_roles)}; label {e['label']}, predicted {e['pred']}): "
+                        f"{eid} ({', '.join(example_roles)}; {outcome_text(e)}): "
                         f"received attention, {layers} layer{'s' if layers != 'last' else ''}, {scaling.split(' (')[0]}"
                     )
                     note = f"layer configuration {layers}; {scaling}"
@@ -260,7 +261,9 @@ def run_build_explorers(
     text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
     evidence_rows = rationales[rationales["evidence"]] if len(rationales) else rationales
-    class_names = list(load_json(manifest_path)["classes"])
+    manifest = load_json(manifest_path)
+    task = get_task(manifest.get("task"))
+    class_names = list(task.output_names(manifest["classes"]))
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
     selection = load_selection(selection_path)
     roles: dict[str, list[str]] = {}
@@ -281,7 +284,7 @@ def run_build_explorers(
                 evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
             doc = document_for(
                 example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
-                evidence, cfg.top_k, prov, explained.get(eid),
+                evidence, cfg.top_k, prov, explained.get(eid), task=task,
             )  # fmt: skip
             meta, blob = payload(doc)
             name = f"{file_stem(eid)}.html"

@@ -15,9 +15,10 @@ from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model, import_classifier, load_classifier
-from attnlens.prediction import classification_metrics, encode_texts, predict_logits, predictions_frame
+from attnlens.prediction import encode_texts, predict_logits
 from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
+from attnlens.tasks import get_task, task_of
 from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)
@@ -27,11 +28,15 @@ BASE_MODEL_SCHEMA = "base_model/v1"
 
 
 def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> None:
-    """Rule ``build_base_model``: the classifier fine-tuning starts from, with the dataset's class names."""
-    classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
-    model, tokenizer = build_base_model(cfg, len(classes))
-    model.config.id2label = dict(enumerate(classes))
-    model.config.label2id = {c: i for i, c in enumerate(classes)}
+    """Rule ``build_base_model``: the model fine-tuning starts from, with the head of the dataset's task
+    (``problem_type``, so that its loss is the task's) and the names of its outputs (the class names)."""
+    manifest = load_json(manifest_path, MANIFEST_SCHEMA)
+    task = get_task(manifest.get("task"))
+    names = task.output_names(manifest["classes"])
+    model, tokenizer = build_base_model(cfg, task.n_outputs(len(names)))
+    model.config.problem_type = task.problem_type
+    model.config.id2label = dict(enumerate(names))
+    model.config.label2id = {c: i for i, c in enumerate(names)}
     n_params = sum(p.numel() for p in model.parameters())
     log.info("base model: %s from %s, %d parameters", cfg.source, cfg.name_or_path, n_params)
     log.info("max_length %d; %s", tokenizer.model_max_length, architecture(model).describe(model.config))
@@ -132,18 +137,18 @@ def run_predict(
     place(model, device)
     examples, _ = load_examples(test_path)
     logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
-    frame = predictions_frame(examples, logits)
-    metrics = classification_metrics(frame["label"], frame["pred"], model.config.num_labels)
-    metrics["n_examples"] = len(frame)
+    task = task_of(model.config)
+    frame = task.predictions(examples, logits)
+    metrics = {"task": task.name, **task.metrics(frame["label"].to_numpy(), logits), "n_examples": len(frame)}
     log.info("test: %s", metrics)
-    selection = select_examples(frame, cfg.seed, cfg.extra_ids)
-    left_out = roles_left_out(frame, cfg.seed)
+    selection = select_examples(frame, cfg.seed, cfg.extra_ids, task)
+    left_out = roles_left_out(frame, cfg.seed, task)
     notes = [f"showcase role {r['role']} left out: {r['why']}" for r in left_out]
     for note in notes:
         log.warning("%s", note)
     prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
     save_parquet(frame, predictions_path, prov)
     save_json(metrics, metrics_path, prov)
-    save_json({"examples": selection, "left_out": left_out}, selection_path,
+    save_json({"task": task.name, "examples": selection, "left_out": left_out}, selection_path,
               provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed, notes=notes))  # fmt: skip
     return metrics

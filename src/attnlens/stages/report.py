@@ -109,10 +109,11 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.selection import load_selection, showcased_once
+from attnlens.selection import load_selection, outcome_text, showcased_once
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
 from attnlens.similarity.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
 from attnlens.similarity.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
+from attnlens.tasks import get_task
 from attnlens.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
 from attnlens.topology.persistence import BOTTLENECK_SCHEMA, TWO_LN2, load_diagrams
 
@@ -153,9 +154,10 @@ def run_plot_faithfulness(
     tables_dir: StrPath,
 ) -> None:
     """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
-    curves, _ = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
+    curves, prov = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
     plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
-    save_figure(plot_faithfulness_curves(curves), figure_stem, figures_cfg.dpi)
+    save_figure(plot_faithfulness_curves(curves, get_task(prov.get("task")).readout_label), figure_stem,
+                figures_cfg.dpi)  # fmt: skip
     per_example = aopc(curves, cfg.fractions)
     fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
     aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
@@ -413,7 +415,7 @@ def run_attribution_tables(
             if eid not in by_id:
                 continue
             ids, scores, keys, shown, row = by_id[eid]
-            what = f"{eid} ({e['role']}; label {e['label']}, predicted {e['pred']}), IG target {row.target}"
+            what = f"{eid} ({e['role']}; {outcome_text(e)}), IG target {row.target}"
             for name, kind in masks.items():
                 keep = token_mask(tokenizer, ids, kind)
                 label = f"{name} (mask {kind})"
@@ -468,7 +470,9 @@ def run_attribution_overlays(
     tokenizer = load_vocabulary(model_dir)
     frame = load_attributions(attribution_paths).set_index("example_id")
     special = structural_ids(tokenizer)
-    names = list(load_json(manifest_path)["classes"])
+    manifest = load_json(manifest_path)
+    task = get_task(manifest.get("task"))
+    names = list(task.output_names(manifest["classes"]))
     written: list[Path] = []
     with atomic_dir(out_dir) as tmp:
         for e in load_selection(selection_path):
@@ -478,16 +482,16 @@ def run_attribution_overlays(
             raw = tokenizer.convert_ids_to_tokens(ids)
             pieces = surface_pieces(tokenizer, raw)
             tokens = [f"#{t.strip('<>[]')}" if i in special else p[0] for i, t, p in zip(ids, raw, pieces, strict=True)]
-            probs = np.asarray(row["probs"])
+            outcome = task.outcome(row["label"], row["probs"], int(row["target"]), names)
             rec = AttributionRecord(
                 example_id=eid,
                 tokens=tokens,
                 starts_word=[p[1] or i in special for i, p in zip(ids, pieces, strict=True)],
                 scores=l2_normalise(np.asarray(row["scores"], dtype=np.float64)),
-                true_label=names[int(row["label"])],
-                pred_label=names[int(np.argmax(probs))],
-                pred_prob=float(probs.max()),
-                attr_label=names[int(row["target"])],
+                true_label=outcome.label,
+                pred_label=outcome.prediction,
+                pred_prob=outcome.confidence,
+                attr_label=outcome.explained,
                 delta=float(row["delta"]),
                 n_steps=int(row["n_steps"]),
             )
@@ -508,7 +512,7 @@ def run_attribution_overlays(
             )
             colours = [hsl_to_rgb(*signed_colour(a)) for a in rec.scores]
             subtitle = (
-                f"true {rec.true_label} | predicted {rec.pred_label} ({rec.pred_prob:.2f}) | attribution label "
+                f"true {rec.true_label} | predicted {rec.predicted} | attribution label "
                 f"{rec.attr_label} | attribution score {rec.attr_score:.2f} | "
                 f"{rec.n_steps} steps, delta {rec.delta:.2g} | {SIGNED_SCALE}"
             )

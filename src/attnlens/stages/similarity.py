@@ -29,7 +29,7 @@ from attnlens.io import (
 from attnlens.models.loading import load_tokenizer
 from attnlens.render.escape import markdown_cell
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
-from attnlens.selection import load_selection, showcased_once
+from attnlens.selection import load_selection, outcome_text, showcased_once
 from attnlens.similarity.metrics import (
     COLUMNS,
     DEVIATIONS,
@@ -125,7 +125,7 @@ def run_similarity_examples(
         for e, roles in showcased:
             eid = e["example_id"]
             stem = f"{file_stem(e['role'])}_{file_stem(eid)}"
-            title = f"{eid} ({roles}; label {e['label']}, predicted {e['pred']})"
+            title = f"{eid} ({roles}; {outcome_text(e)})"
             ids = [int(i) for i in attributions.loc[eid, "input_ids"]]
             a = np.asarray(attributions.loc[eid, "scores"], dtype=np.float64)
             keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)

@@ -105,13 +105,13 @@
       m = nonSpecialMax(values, true) || 1;
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
-      text = `IG attribution toward “${meta.info.attributed_class}” (${meta.info.ig_steps} steps, δ = ${meta.info.ig_delta.toExponential(2)}); ` +
+      text = `IG attribution toward “${meta.info.explained}” (${meta.info.ig_steps} steps, δ = ${meta.info.ig_delta.toExponential(2)}); ` +
         `symmetric scale ±max |a| over non-special tokens; ${SIGNED_SCALE}.`;
     } else if (explanation() && explanation().signed) {
       m = nonSpecialMax(values, true) || 1;
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
-      text = `${explanation().label} toward “${meta.info.attributed_class}”; symmetric scale ±max over non-special tokens; ` +
+      text = `${explanation().label} toward “${meta.info.explained}”; symmetric scale ±max over non-special tokens; ` +
         `${SIGNED_SCALE}.`;
     } else if (explanation()) {
       m = nonSpecialMax(values, false) || 1;
@@ -264,7 +264,7 @@
   }
 
   function describe() {
-    const i = meta.info, probs = Object.entries(i.probabilities).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
+    const i = meta.info, probs = Object.entries(i.outputs).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(", ");
     $("info").textContent = `${n} tokens · ${L} layers × ${H} heads · top-${K} partners · ${i.label == null ? "" : `true label ${i.label}, `}predicted ${i.prediction} (${probs})` +
       (i.notes && i.notes.length ? ` · ${i.notes.join(" · ")}` : "");
     $("provenance").textContent = JSON.stringify(meta.provenance, null, 2);

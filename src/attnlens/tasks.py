@@ -1,0 +1,594 @@
+"""The tasks a model is trained and explained for, as a registry: what a document's explained scalar is.
+
+A :class:`Task` says, for one kind of model output, everything a stage needs to know about it and nothing a
+stage may decide for itself:
+
+* **its labels**: how a label column is checked (:meth:`Task.check_labels`) and stratified for the train/test
+  split (:meth:`Task.strata`);
+* **its head**: Hugging Face's ``problem_type`` and how many outputs the head has, so that the model's own loss is
+  the task's (cross-entropy, mean squared error);
+* **its readout** ``F``: what the methods explain and the removal curves measure, from the logits —
+  :meth:`Task.readout` on a torch tensor, :meth:`Task.outputs` on a NumPy array (the class probabilities; the
+  predicted value);
+* **its targets**: which of ``F``'s columns a document's explanation is for (:meth:`Task.target`: the predicted
+  or the true class; the one output);
+* **its metrics and predictions table** (:meth:`Task.metrics`, :meth:`Task.predictions`) and **the showcased
+  documents** (:meth:`Task.roles`: the most confident errors, the largest errors).
+
+Stages never branch on the task: they ask the task of their run (:func:`get_task`, :func:`task_of` for a
+model that carries its own). Plain NumPy and pandas, so the light rules read it without torch; a readout is
+computed with the tensor's own methods.
+
+Adding a task: a :class:`Task` subclass registered with :func:`register`, and its tests (``tests/test_tasks.py``
+checks every registered task's readout, metrics and roles against independent references).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from attnlens.errors import InputError
+
+#: The task of a configuration that names none: the paper's.
+DEFAULT = "classification"
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of ``(n, k)`` logits, in their dtype (subtracting the row maximum first)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def classification_metrics(labels: np.ndarray, preds: np.ndarray, n_labels: int) -> dict:
+    """Accuracy, macro F1 and per-class counts (F1 of a class with no true and no predicted example counts as 0).
+
+    ``per_class[c]`` holds ``n_true``, ``n_predicted``, ``f1`` and a ``note`` when a count of 0 makes
+    recall or precision undefined (a class absent from a small test split).
+    """
+    labels = np.asarray(labels)
+    preds = np.asarray(preds)
+    f1s, per_class = [], {}
+    for c in range(n_labels):
+        tp = np.sum((preds == c) & (labels == c))
+        fp = np.sum((preds == c) & (labels != c))
+        fn = np.sum((preds != c) & (labels == c))
+        f1s.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+        n_true, n_pred = int(np.sum(labels == c)), int(np.sum(preds == c))
+        note = ""
+        if n_true == 0:
+            note = "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean"
+        elif n_pred == 0:
+            note = "no test example predicted as this class: precision is undefined, F1 is 0"
+        per_class[str(c)] = {"n_true": n_true, "n_predicted": n_pred, "f1": float(f1s[-1]), "note": note}
+    return {"accuracy": float(np.mean(labels == preds)), "macro_f1": float(np.mean(f1s)), "per_class": per_class}
+
+
+def regression_metrics(labels: np.ndarray, values: np.ndarray) -> dict:
+    """Mean squared and absolute error, and Pearson's and Spearman's correlation of the predicted with the true
+    values (``None`` where a side is constant: a correlation is undefined there)."""
+    from scipy import stats  # noqa: PLC0415 (scipy.stats: 1 s to import; only predict and train compute these)
+
+    y, v = np.asarray(labels, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    err = v - y
+    constant = len(y) < 2 or np.ptp(y) == 0 or np.ptp(v) == 0
+    return {
+        "mse": float(np.mean(err**2)),
+        "rmse": float(math.sqrt(np.mean(err**2))),
+        "mae": float(np.mean(np.abs(err))),
+        "pearson": None if constant else float(stats.pearsonr(v, y).statistic),
+        "spearman": None if constant else float(stats.spearmanr(v, y).statistic),
+    }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One example's outcome as a page shows it (:meth:`Task.outcome`)."""
+
+    label: str | None  # the true label or value, when known
+    prediction: str  # the predicted class, or the predicted value
+    confidence: float | None  # the predicted class's probability; none for a value
+    outputs: dict[str, float]  # every output of F by name (the class probabilities; the value)
+    explained: str  # what the explanation is for: the explained class, or the value
+
+
+class Task:
+    """One task's card and behaviour. Subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]  # as the config (``task``) and the artifacts name it
+    label: ClassVar[str]  # as a page names it
+    problem_type: ClassVar[str]  # Hugging Face's ``config.problem_type``: the head's loss
+    explains: ClassVar[str]  # what the readout F is, as the docs and the report say it
+    readout_label: ClassVar[str]  # F on a figure's axis
+    #: the predictions table's columns beyond ``example_id``, ``label``, ``pred`` and ``logits``: the readout's
+    outputs_column: ClassVar[str]
+    #: IG's ``attribution.target`` kinds the task knows
+    target_kinds: ClassVar[tuple[str, ...]]
+    #: the names of its showcase roles (:meth:`roles`)
+    role_pattern: ClassVar[re.Pattern]
+    #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
+    headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
+
+    def check_config(self, config: dict, where: str) -> None:
+        """The config's keys that must agree with the task (a validated config, defaults filled in)."""
+
+    # --- labels ------------------------------------------------------------------------------------------
+    def resolve_labels(
+        self, labels: pd.Series, ids: pd.Series, classes: Sequence[str] | None, where: str, field: str
+    ) -> tuple[pd.Series, tuple[str, ...]]:
+        """A file's or a hub dataset's label column as the task's labels, and the names of the outputs they
+        imply (``classes``: ``data.classes``); an empty cell, or a value the task cannot read, names its row."""
+        raise NotImplementedError
+
+    def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
+        """Every source's labels, checked, as the split files keep them (:meth:`label_dtype`)."""
+        raise NotImplementedError
+
+    def strata(self, labels: np.ndarray, where: str, field: str) -> np.ndarray:
+        """Integer strata of a stratified train/test split (each is split as a class would be); an
+        :class:`InputError` when the labels cannot be split."""
+        raise NotImplementedError
+
+    def check_splits(self, labels: np.ndarray, is_train: np.ndarray, classes: Sequence[str], where: str,
+                     field: str) -> None:  # fmt: skip
+        """What a training split needs (every class; targets that vary); :class:`InputError` otherwise."""
+        raise NotImplementedError
+
+    def summary(self, labels: np.ndarray, classes: Sequence[str]) -> dict:
+        """A split's labels in the manifest (counts per class; the target's range and spread)."""
+        raise NotImplementedError
+
+    def label_dtype(self) -> str:
+        """The ``label`` column's dtype in the split files."""
+        raise NotImplementedError
+
+    def output_names(self, classes: Sequence[str]) -> tuple[str, ...]:
+        """The names of the head's outputs (a classifier's class names), as the model's ``id2label`` keeps them."""
+        raise NotImplementedError
+
+    # --- the head ----------------------------------------------------------------------------------------
+    def n_outputs(self, n_classes: int) -> int:
+        """How many logits the head has."""
+        raise NotImplementedError
+
+    def training_labels(self, labels: np.ndarray) -> np.ndarray:
+        """The labels as the head's loss takes them (class indices; float32 values)."""
+        raise NotImplementedError
+
+    def eval_loss(self, logits: np.ndarray, labels: np.ndarray) -> float:
+        """The head's loss on held-out ``(n, n_outputs)`` float32 logits, as torch computes it in training."""
+        raise NotImplementedError
+
+    # --- the readout -------------------------------------------------------------------------------------
+    def readout(self, logits):
+        """``F`` of a torch tensor of logits ``(batch, n_outputs)``: what the methods explain."""
+        raise NotImplementedError
+
+    def outputs(self, logits: np.ndarray) -> np.ndarray:
+        """``F`` in float64 NumPy, from ``(n, n_outputs)`` logits."""
+        raise NotImplementedError
+
+    def target(self, kind: str, label, outputs: np.ndarray) -> int:
+        """The column of ``F`` a document is explained for (``kind``: ``attribution.target``)."""
+        raise NotImplementedError
+
+    # --- predictions, metrics, showcase ------------------------------------------------------------------
+    def predictions(self, examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
+        """The predictions table: ``example_id, label, pred, logits`` and :attr:`outputs_column`."""
+        raise NotImplementedError
+
+    def metrics(self, labels: np.ndarray, logits: np.ndarray) -> dict:
+        """The test metrics of ``(n, n_outputs)`` logits against the labels."""
+        raise NotImplementedError
+
+    def roles(self, predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
+        """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order."""
+        raise NotImplementedError
+
+    def showcase_entry(self, predictions: pd.DataFrame, row: int) -> dict:
+        """What ``selection.json`` keeps of a showcased example: its id, label, prediction and outputs."""
+        outputs = predictions[self.outputs_column].iloc[row]
+        return {
+            "example_id": str(predictions["example_id"].iloc[row]),
+            "label": predictions["label"].iloc[row].item(),
+            "pred": predictions["pred"].iloc[row].item(),
+            self.outputs_column: [round(float(p), 6) for p in outputs],
+        }
+
+    def outcome(self, label, outputs: Sequence[float], target: int, names: Sequence[str]) -> Outcome:
+        """An example's outcome for a page: ``label`` (``None`` when unknown), ``outputs`` (``F(x)``), the
+        explained output ``target`` and the output names (:meth:`output_names`)."""
+        raise NotImplementedError
+
+    def role_missing(self, selection: dict, role: str) -> str | None:
+        """Why a role of this task (:attr:`role_pattern`) names no example beyond those the selection lists as
+        left out; ``None``: it names one, or could."""
+        return None
+
+
+#: Every registered task by name, in registration order.
+REGISTRY: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    """Add a task to :data:`REGISTRY` (a name registered twice is an error)."""
+    if task.name in REGISTRY:
+        raise ValueError(f"a task named {task.name!r} is already registered")
+    REGISTRY[task.name] = task
+    return task
+
+
+def task_names() -> list[str]:
+    """The registered tasks' names, in registration order (the config schema's ``task`` enum)."""
+    return list(REGISTRY)
+
+
+def get_task(name: str | None) -> Task:
+    """The task named ``name`` (:data:`DEFAULT` for ``None``)."""
+    name = DEFAULT if name is None else name
+    if name not in REGISTRY:
+        raise InputError("config", "task", f"expected one of {task_names()}, got {name!r}")
+    return REGISTRY[name]
+
+
+def task_of(config) -> Task:
+    """The task a model's configuration (a ``transformers`` config, or its dict) was trained for, from its
+    ``problem_type``: a classifier saved without one is a single-label classifier, as Hugging Face reads it."""
+    problem = config.get("problem_type") if isinstance(config, dict) else getattr(config, "problem_type", None)
+    for task in REGISTRY.values():
+        if task.problem_type == problem:
+            return task
+    if problem in (None, "single_label_classification"):
+        return REGISTRY[DEFAULT]
+    raise InputError("model", "problem_type", f"expected one of {[t.problem_type for t in REGISTRY.values()]}, "
+                     f"got {problem!r}")  # fmt: skip
+
+
+def _first_bad_row(bad: np.ndarray) -> int:
+    return int(np.flatnonzero(bad)[0])
+
+
+def _no_empty_cell(labels: pd.Series, ids: pd.Series, where: str, field: str, what: str) -> None:
+    empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
+    if empty.any():
+        i = _first_bad_row(empty.to_numpy())
+        raise InputError(where, field, f"expected {what} in every row, row {i + 1} (example {ids.iloc[i]!r}) has an "
+                         "empty cell")  # fmt: skip
+
+
+def _integer_labels(labels: pd.Series, where: str, field: str) -> np.ndarray:
+    """Labels as int64; booleans count as 0/1; anything not integral is an error."""
+    if labels.dtype == bool:
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_integer_dtype(labels):
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_float_dtype(labels) and labels.notna().all() and (labels == labels.round()).all():
+        return labels.astype("int64").to_numpy()
+    bad = next((v for v in labels if not (isinstance(v, int | np.integer) and not isinstance(v, bool))), None)
+    raise InputError(where, field, f"expected integer class labels, got {bad!r} ({labels.dtype})")
+
+
+class Classification(Task):
+    """Single-label classification: ``F`` is the softmax probability of a class (recipes §9.1)."""
+
+    name = "classification"
+    label = "classification"
+    problem_type = "single_label_classification"
+    explains = "the probability of the explained class (softmax of the logits)"
+    readout_label = "probability of the explained class"
+    outputs_column = "probs"
+    target_kinds = ("class_1", "predicted", "true")
+    role_pattern = re.compile(r"(?:most_confident|random_correct)_(\d+)|false_positive|false_negative")
+    headline_metrics = (("accuracy", "accuracy", True), ("macro F1", "macro_f1", True))
+
+    def resolve_labels(self, labels, ids, classes, where, field):
+        """Labels are integers ``0..K-1`` (named by ``data.classes``, or ``"0"``, ``"1"`` … without it) or class
+        names (``"spam"``): names are looked up in ``data.classes`` when it is given, else the classes are the
+        names found, sorted."""
+        _no_empty_cell(labels, ids, where, field, "a class label")
+        if not len(labels):  # no example: check_examples says so
+            return labels, tuple(classes or ())
+        names = labels.map(lambda v: isinstance(v, str) and not v.strip().lstrip("-").isdigit())
+        if names.any() and not names.all():
+            i = _first_bad_row(names.to_numpy())
+            raise InputError(
+                where, field, f"expected every label a class index or every label a class name, row {i + 1} "
+                f"(example {ids.iloc[i]!r}) has {labels.iloc[i]!r} among integer labels"
+            )  # fmt: skip
+        if names.any():
+            found = labels.astype(str).str.strip()
+            classes = tuple(classes) if classes else tuple(sorted(set(found)))
+            unknown = ~found.isin(classes)
+            if unknown.any():
+                i = _first_bad_row(unknown.to_numpy())
+                raise InputError(
+                    where, field, f"expected a class of data.classes {list(classes)} or its index, row {i + 1} "
+                    f"(example {ids.iloc[i]!r}) has {found.iloc[i]!r}"
+                )  # fmt: skip
+            return found.map({c: k for k, c in enumerate(classes)}).astype("int64"), classes
+        if labels.dtype == object:  # digit strings of a JSON file
+            labels = pd.to_numeric(labels.astype(str).str.strip())
+        if classes:
+            return labels, tuple(classes)
+        values = _integer_labels(labels, where, field)
+        return labels, tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
+
+    def check_labels(self, labels, classes, where, field):
+        values = _integer_labels(labels, where, field)
+        k = len(classes)
+        if k < 2:
+            raise InputError(where, field, f"expected at least two classes, found {k}")
+        outside = (values < 0) | (values >= k)
+        if outside.any():
+            raise InputError(where, field, f"expected labels 0..{k - 1}, got {int(values[outside][0])}")
+        if len(set(values.tolist())) < 2:
+            raise InputError(where, field, f"expected at least two classes, all examples have label {values[0]}")
+        return values
+
+    def strata(self, labels, where, field):
+        values, counts = np.unique(np.asarray(labels), return_counts=True)
+        if (counts < 2).any():
+            c = int(values[counts < 2][0])
+            raise InputError(where, field, f"expected at least two examples of class {c} to split, found 1")
+        return np.asarray(labels)
+
+    def check_splits(self, labels, is_train, classes, where, field):
+        missing = sorted(set(range(len(classes))) - set(np.asarray(labels)[is_train].tolist()))
+        if missing:
+            raise InputError(where, field, f"expected every class in the training split, class {missing[0]} is absent")
+
+    def summary(self, labels, classes):
+        return {str(c): int((np.asarray(labels) == c).sum()) for c in range(len(classes))}
+
+    def label_dtype(self):
+        return "int64"
+
+    def output_names(self, classes):
+        return tuple(classes)
+
+    def n_outputs(self, n_classes):
+        return n_classes
+
+    def training_labels(self, labels):
+        return np.asarray(labels, dtype=np.int64)
+
+    def eval_loss(self, logits, labels):
+        import torch  # noqa: PLC0415 (the loss of the training rule, which has loaded torch; light rules never call it)
+
+        labels = torch.from_numpy(self.training_labels(labels))
+        return float(torch.nn.functional.cross_entropy(torch.from_numpy(logits), labels).item())
+
+    def readout(self, logits):
+        if logits.dtype.is_floating_point and logits.dtype.itemsize < 4:  # autocast: the softmax in float32
+            logits = logits.float()
+        return logits.softmax(-1)
+
+    def outputs(self, logits):
+        return softmax(np.asarray(logits, dtype=np.float64))
+
+    def target(self, kind, label, outputs):
+        if kind == "class_1":
+            return 1
+        if kind == "predicted":
+            return int(np.argmax(outputs))
+        if kind == "true":
+            return int(label)
+        raise ValueError(f"unknown IG target {kind!r}; expected one of {self.target_kinds}")
+
+    def predictions(self, examples, logits):
+        probs = self.outputs(logits)
+        return pd.DataFrame(
+            {
+                "example_id": examples["example_id"].to_numpy(),
+                "label": examples["label"].to_numpy().astype("int64"),
+                "pred": probs.argmax(axis=1).astype("int64"),
+                "logits": list(logits.astype(np.float32)),
+                "probs": list(probs.astype(np.float32)),
+            }
+        )
+
+    def metrics(self, labels, logits):
+        return classification_metrics(labels, self.outputs(logits).argmax(axis=1), np.asarray(logits).shape[1])
+
+    def roles(self, predictions, seed):
+        probs = np.stack(predictions["probs"].to_numpy())
+        labels = predictions["label"].to_numpy()
+        preds = predictions["pred"].to_numpy()
+        n_labels = probs.shape[1]
+        out: list[tuple[str, int | None, str]] = []
+        if n_labels == 2:
+            for role, true, pred in (("false_positive", 0, 1), ("false_negative", 1, 0)):
+                idx = np.flatnonzero((labels == true) & (preds == pred))
+                if len(idx):
+                    best = idx[np.argmax(probs[idx, pred])]
+                    out.append((role, int(best), f"label {true} predicted {pred}, highest p{pred} among them"))
+                else:
+                    out.append((role, None, f"no test example has label {true} and is predicted {pred}"))
+        for c in range(n_labels):
+            idx = np.flatnonzero(preds == c)
+            if len(idx):
+                best = idx[np.argmax(probs[idx, c])]
+                out.append((f"most_confident_{c}", int(best), f"predicted {c}, highest softmax probability p{c}"))
+            else:
+                out.append((f"most_confident_{c}", None, f"no test example is predicted {c}"))
+        rng = np.random.default_rng(seed)
+        for c in range(n_labels):
+            idx = np.flatnonzero((labels == c) & (preds == c))
+            if len(idx):
+                out.append((f"random_correct_{c}", int(rng.choice(idx)),
+                            f"seeded draw (seed {seed}) of correct class {c}"))  # fmt: skip
+            else:
+                out.append((f"random_correct_{c}", None, f"no test example of class {c} is predicted {c}"))
+        return out
+
+    def outcome(self, label, outputs, target, names):
+        probs = [float(p) for p in outputs]
+        best = int(np.argmax(probs))
+        return Outcome(label=None if label is None else names[int(label)], prediction=names[best],
+                       confidence=probs[best], outputs=dict(zip(names, probs, strict=True)),
+                       explained=names[int(target)])  # fmt: skip
+
+    def role_missing(self, selection, role):
+        k = len(selection["examples"][0]["probs"]) if selection["examples"] else None
+        number = self.role_pattern.fullmatch(role).group(1)
+        if number is not None:
+            return f"the classifier has {k} classes, none numbered {number}" if int(number) >= k else None
+        return f"{role} is a role of two-class tasks, this classifier has {k} classes" if k != 2 else None
+
+
+class Regression(Task):
+    """One real-valued output (a score, a grade, a count): ``F`` is the predicted value itself, the head's one
+    logit, so IG's completeness is ``Σ scores = F(x) − F(x′)`` in the target's units."""
+
+    name = "regression"
+    label = "regression"
+    problem_type = "regression"
+    explains = "the predicted value (the head's one output)"
+    readout_label = "predicted value"
+    outputs_column = "value"
+    target_kinds = ("predicted", "true")  # the one output, however it is asked for
+    role_pattern = re.compile(r"largest_overestimate|largest_underestimate|closest|highest_predicted|random")
+    headline_metrics = (("MSE", "mse", False), ("Pearson r", "pearson", True), ("Spearman rho", "spearman", True))
+    #: quantile strata of the split: each quarter of the target's range is split as a class would be
+    STRATA = 4
+
+    def check_config(self, config, where):
+        data = config.get("data", {})
+        if data.get("source") == "folders":
+            raise InputError(where, "data.source", "expected a file, hub or synthetic source for data.task "
+                             "'regression' (class folders hold classes, not values)")  # fmt: skip
+        if data.get("classes"):
+            raise InputError(where, "data.classes", "expected none for data.task 'regression' (its one output is "
+                             "the value)")  # fmt: skip
+        if "topology" in config.get("studies", ()):
+            raise InputError(where, "studies", "expected no topology study for data.task 'regression' (it compares "
+                             "the attention of the classes)")  # fmt: skip
+        kind = config.get("attribution", {}).get("target")
+        if kind is not None and kind not in self.target_kinds:
+            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
+                             f"'regression' (its one output), got {kind!r}")  # fmt: skip
+
+    def resolve_labels(self, labels, ids, classes, where, field):
+        _no_empty_cell(labels, ids, where, field, "a target value")
+        return pd.Series(self._values(labels, ids, where, field), index=labels.index), ()
+
+    def check_labels(self, labels, classes, where, field):
+        return self._values(labels, None, where, field)
+
+    @staticmethod
+    def _values(labels: pd.Series, ids: pd.Series | None, where: str, field: str) -> np.ndarray:
+        """Finite float64 targets; a cell that is no number, or NaN or infinite, names its row."""
+        if labels.dtype == bool:
+            raise InputError(where, field, "expected real-valued targets, got booleans (a classification's labels)")
+        values = pd.to_numeric(labels.map(lambda v: v.strip() if isinstance(v, str) else v), errors="coerce")
+        values = values.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            i = _first_bad_row(bad)
+            example = f" (example {ids.iloc[i]!r})" if ids is not None else ""
+            cell = labels.iloc[i]
+            shown = repr(cell) if isinstance(cell, str) else str(cell)
+            raise InputError(where, field, f"expected a finite number in every row, row {i + 1}{example} has {shown}")
+        return values
+
+    def strata(self, labels, where, field):
+        values = np.asarray(labels, dtype=np.float64)
+        ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable")
+        return (ranks * self.STRATA // max(1, len(values))).astype(np.int64)
+
+    def check_splits(self, labels, is_train, classes, where, field):
+        train = np.asarray(labels, dtype=np.float64)[is_train]
+        if len(np.unique(train)) < 2:
+            raise InputError(where, field, "expected targets that vary in the training split, all are "
+                             f"{train[0] if len(train) else 'absent'}")  # fmt: skip
+
+    def summary(self, labels, classes):
+        values = np.asarray(labels, dtype=np.float64)
+        if not len(values):
+            return {"n": 0}
+        return {"n": len(values), "mean": float(values.mean()), "std": float(values.std()),
+                "min": float(values.min()), "max": float(values.max())}  # fmt: skip
+
+    def label_dtype(self):
+        return "float64"
+
+    def output_names(self, classes):
+        return ("value",)
+
+    def n_outputs(self, n_classes):
+        return 1
+
+    def training_labels(self, labels):
+        return np.asarray(labels, dtype=np.float32)
+
+    def eval_loss(self, logits, labels):
+        import torch  # noqa: PLC0415 (as Classification.eval_loss)
+
+        labels = torch.from_numpy(self.training_labels(labels))
+        return float(torch.nn.functional.mse_loss(torch.from_numpy(logits[:, 0]), labels).item())
+
+    def readout(self, logits):
+        if logits.dtype.is_floating_point and logits.dtype.itemsize < 4:
+            logits = logits.float()
+        return logits
+
+    def outputs(self, logits):
+        return np.asarray(logits, dtype=np.float64).reshape(len(logits), -1)[:, :1]
+
+    def target(self, kind, label, outputs):
+        if kind not in self.target_kinds:
+            raise InputError("config", "attribution.target", f"a regression has one output, explained for "
+                             f"{list(self.target_kinds)}; {kind!r} names a class")  # fmt: skip
+        return 0
+
+    def predictions(self, examples, logits):
+        values = self.outputs(logits)
+        return pd.DataFrame(
+            {
+                "example_id": examples["example_id"].to_numpy(),
+                "label": examples["label"].to_numpy().astype("float64"),
+                "pred": values[:, 0],
+                "logits": list(np.asarray(logits, dtype=np.float32)),
+                "value": list(values.astype(np.float32)),
+            }
+        )
+
+    def metrics(self, labels, logits):
+        return regression_metrics(labels, self.outputs(logits)[:, 0])
+
+    def outcome(self, label, outputs, target, names):
+        value = float(outputs[0])
+        return Outcome(label=None if label is None else f"{float(label):.4g}", prediction=f"{value:.4g}",
+                       confidence=None, outputs={names[0]: value}, explained=names[0])  # fmt: skip
+
+    def roles(self, predictions, seed):
+        labels = predictions["label"].to_numpy(dtype=np.float64)
+        preds = predictions["pred"].to_numpy(dtype=np.float64)
+        err = preds - labels
+        out: list[tuple[str, int | None, str]] = []
+        if not len(err):
+            return [(r, None, "no test example") for r in ("largest_overestimate", "largest_underestimate",
+                                                           "closest", "highest_predicted", "random")]  # fmt: skip
+        for role, idx, rule in (
+            ("largest_overestimate", np.argmax(err), "predicted value above the true one by the most"),
+            ("largest_underestimate", np.argmin(err), "predicted value below the true one by the most"),
+            ("closest", np.argmin(np.abs(err)), "the smallest absolute error"),
+            ("highest_predicted", np.argmax(preds), "the highest predicted value"),
+        ):
+            ok = (err[idx] > 0) if role == "largest_overestimate" else (err[idx] < 0) if role.startswith("largest_u") \
+                else True  # fmt: skip
+            out.append((role, int(idx), rule) if ok else (role, None, "no test example is " + rule.split(" by ")[0]))
+        rng = np.random.default_rng(seed)
+        out.append(("random", int(rng.integers(len(err))), f"seeded draw (seed {seed}) of a test example"))
+        return out
+
+
+CLASSIFICATION = register(Classification())
+REGRESSION = register(Regression())
