@@ -1,0 +1,100 @@
+"""Each task other than the paper's classification, end to end: the `.test` run of the task through every rule of
+the classification study (docs/tasks.md), and what its artifacts must say of the task's target.
+
+One session run per task (``regression_run``): the `.test` configuration with ``data.task`` set and the
+smallest corpus that still trains, splits and showcases (16 documents, one shard per sharded rule), so that a
+task adds under a minute of CI (tests/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import GUARD, ROOT, run_snakemake, tiny_config, write_config
+from session_runs import session_run
+
+from attnlens.render.explorer import read_explorer
+
+pytestmark = pytest.mark.workflow
+
+#: The `.test` configuration as a regression: what differs from it (the rest is `.test`'s).
+REGRESSION = {
+    "studies": ["classification"],
+    "data": {"task": "regression", "synthetic": {"n_documents": 16, "label_noise": 0.25}},
+    "attention": {"n_shards": 1},
+    "attribution": {"n_shards": 1},
+    "explanations": {"n_shards": 1},
+    "figures": {"topk_role": "highest_predicted"},
+}
+
+
+def _merged(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+@session_run("regression_run", seconds=60)
+def _regression(work: Path) -> Path:
+    """The `.test` configuration as a regression, to the end of its study, one thread a job as ``tiny_run``."""
+    write_config(work, _merged(tiny_config(ROOT), REGRESSION))
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def regression_run(session_runs) -> Path:
+    return session_runs.get("regression_run")
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_a_regression_run_explains_the_predicted_value(regression_run):
+    res = regression_run / "results"
+    assert _json(res / "data/split_manifest.json")["task"] == "regression"
+    assert _json(res / "models/finetuned/config.json")["problem_type"] == "regression"
+    metrics = _json(res / "predictions/metrics.json")
+    assert metrics["task"] == "regression" and {"mse", "rmse", "mae", "pearson", "spearman"} <= set(metrics)
+    preds = pd.read_parquet(res / "predictions/test.parquet").set_index("example_id")
+    value = preds["value"].map(lambda v: float(v[0]))
+    assert np.array_equal(value.to_numpy(), preds["pred"].astype(np.float32).to_numpy())  # pred: the float32 value
+    assert metrics["mse"] == pytest.approx(float(((preds["pred"] - preds["label"]) ** 2).mean()), rel=1e-12)
+    selection = _json(res / "predictions/selection.json")
+    assert selection["task"] == "regression"
+    assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
+        "largest_overestimate", "largest_underestimate", "closest", "highest_predicted", "random"}  # fmt: skip
+
+    # IG explains F = the value: its end point is predict's value (one example alone against a padded batch of
+    # float32 forwards: a few float32 roundings of values ≲ 10, 1e-5), and its gap is F(x) − F(x′)
+    ig = pd.read_parquet(res / "attributions/shard0.parquet").set_index("example_id")
+    assert (ig["target"] == 0).all() and ig["probs"].map(len).eq(1).all()
+    f_x = ig["probs"].map(lambda v: v[0])
+    np.testing.assert_allclose(f_x.to_numpy(), value.loc[f_x.index].to_numpy(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ig["gap"], f_x - ig["probs_baseline"].map(lambda v: v[0]), rtol=0, atol=1e-12)
+    # the removal curves measure the same F: nothing deleted is the full document's value (exact: the same forward)
+    curves = pd.read_parquet(res / "faithfulness/curves.parquet")
+    start = curves[(curves["curve"] == "deletion") & (curves["fraction"] == 0)].groupby("example_id")["prob"].first()
+    np.testing.assert_allclose(start.to_numpy(), f_x.loc[start.index].to_numpy(), rtol=0, atol=1e-5)
+    # every leaderboard method explained the one output, and AttnLRP its logit, which is the value
+    explained = pd.read_parquet(res / "explanations/shard0.parquet")
+    assert (explained["target"] == 0).all()
+    lrp = explained[explained["method"] == "attnlrp"].set_index("example_id")["explained"]
+    np.testing.assert_allclose(lrp.to_numpy(), f_x.loc[lrp.index].to_numpy(), rtol=0, atol=1e-5)
+
+    # pages say the value, not a class
+    page = next((res / "explorer").glob("*.html"))
+    meta, _ = read_explorer(page)
+    eid = meta["example_id"]
+    assert meta["info"]["explained"] == "value" and list(meta["info"]["outputs"]) == ["value"]
+    assert meta["info"]["prediction"] == f"{f_x.loc[eid]:.4g}"
+    overlay = next((res / "paper/attribution_overlays").glob("*.html")).read_text(encoding="utf-8")
+    assert "<td><b>value</b></td>" in overlay  # the attribution label
+    assert (res / "paper/figures/faithfulness_curves.png").is_file() and (res / "manifest.json").is_file()
