@@ -2,8 +2,8 @@
 the classification study (docs/tasks.md), and what its artifacts must say of the task's target.
 
 One session run per task (``regression_run``): the `.test` configuration with ``data.task`` set and the
-smallest corpus that still trains, splits and showcases (16 documents, one shard per sharded rule), so that a
-task adds under a minute of CI (tests/README.md).
+smallest corpus that still trains, splits and showcases (12 documents, one shard per sharded rule), so that a
+task adds about a minute of CI (tests/README.md).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ pytestmark = pytest.mark.workflow
 #: The `.test` configuration as a regression: what differs from it (the rest is `.test`'s).
 REGRESSION = {
     "studies": ["classification"],
-    "data": {"task": "regression", "synthetic": {"n_documents": 16, "label_noise": 0.25}},
+    "data": {"task": "regression", "synthetic": {"n_documents": 12, "label_noise": 0.25}},  # 4 test: one a quartile
+    "importance": {"max_examples": 2},
     "attention": {"n_shards": 1},
     "attribution": {"n_shards": 1},
     "explanations": {"n_shards": 1},
+    "faithfulness": {"fractions": [0.5]},
     "figures": {"topk_role": "highest_predicted"},
 }
 
