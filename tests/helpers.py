@@ -217,13 +217,7 @@ def job_server(env: dict[str, str]) -> str:
 def _stop_job_server(server: subprocess.Popen, folder: Path) -> None:
     """At the session's end: close the server's standard input (it ends), then remove its socket's folder, keeping
     the folder where the server wrote to its log (a server that failed says why there, and the path is printed)."""
-    with contextlib.suppress(OSError):
-        server.stdin.close()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    jobserver.end_server(server)
     if (folder / "server.log").stat().st_size:
         print(f"the session's job server wrote to {folder / 'server.log'}", file=sys.stderr)
     else:

@@ -127,14 +127,20 @@ def stop() -> None:
     proc, folder = _SERVER
     _SERVER = None
     os.environ.pop(SOCKET_ENV, None)
+    end_server(proc)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def end_server(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """End a server process (``python -m attnlens.jobserver``): close its standard input, which it takes as the end
+    (it kills any fork still running), and wait; kill it if it has not gone within ``timeout`` seconds."""
     with contextlib.suppress(OSError):
         proc.stdin.close()
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _die_with_parent() -> None:
