@@ -18,7 +18,7 @@ from attnlens.corpus import COUNTED_FIELD, generate_regression_corpus
 from attnlens.data import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.selection import outcome_text, role_left_out, roles_left_out, select_examples
-from attnlens.tasks import CLASSIFICATION, REGISTRY, REGRESSION, get_task, task_names, task_of
+from attnlens.tasks import CLASSIFICATION, REGISTRY, REGRESSION, Task, get_task, task_names, task_of
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -85,7 +85,7 @@ def test_regression_roles_name_the_largest_errors():
     # nobody under: the role is left out and says why
     frame = _regression_frame([1.0, 2.0], [1.5, 2.5])
     assert roles_left_out(frame, seed=0, task=REGRESSION) == [
-        {"role": "largest_underestimate", "why": "no test example is predicted value below the true one"}
+        {"role": "largest_underestimate", "why": "no test example is predicted below its true value"}
     ]
     selection = {"task": "regression", "examples": select_examples(frame, 0, task=REGRESSION), "left_out": []}
     assert role_left_out(selection, "most_confident_1") == (
@@ -217,3 +217,19 @@ def test_the_regression_overlay_validates_on_the_default(root):
     config = _overlay(read_config_file(root / "config/config.yaml"), read_config_file(root / "config/regression.yaml"))
     config = validate_config(config)
     assert config["data"]["task"] == "regression" and "topology" not in config["studies"]
+
+
+def test_an_incomplete_task_cannot_be_registered():
+    """A task lacking one of the seam's methods fails where it is declared, not in a stage: it cannot be
+    instantiated, so it cannot be registered."""
+
+    class Bare(Task):
+        name = "bare"
+
+    with pytest.raises(TypeError, match="abstract"):
+        Bare()
+
+    class Graded(type(REGRESSION)):  # a complete task instantiates (it is not registered here)
+        name = "graded"
+
+    assert Graded().name == "graded" and "graded" not in REGISTRY

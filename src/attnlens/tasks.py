@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -99,8 +100,9 @@ class Outcome:
     explained: str  # what the explanation is for: the explained class, or the value
 
 
-class Task:
-    """One task's card and behaviour. Subclasses set the class attributes and implement the methods."""
+class Task(ABC):
+    """One task's card and behaviour. A subclass sets the class attributes and implements every abstract method
+    (an incomplete one cannot be registered: it cannot be instantiated)."""
 
     name: ClassVar[str]  # as the config (``task``) and the artifacts name it
     label: ClassVar[str]  # as a page names it
@@ -116,81 +118,81 @@ class Task:
     #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
 
-    def check_config(self, config: dict, where: str) -> None:
+    def check_config(self, config: dict, where: str) -> None:  # noqa: B027 (a task may have nothing to check)
         """The config's keys that must agree with the task (a validated config, defaults filled in)."""
 
     # --- labels ------------------------------------------------------------------------------------------
+    @abstractmethod
     def resolve_labels(
         self, labels: pd.Series, ids: pd.Series, classes: Sequence[str] | None, where: str, field: str
     ) -> tuple[pd.Series, tuple[str, ...]]:
         """A file's or a hub dataset's label column as the task's labels, and the names of the outputs they
         imply (``classes``: ``data.classes``); an empty cell, or a value the task cannot read, names its row."""
-        raise NotImplementedError
 
+    @abstractmethod
     def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
         """Every source's labels, checked, as the split files keep them (:meth:`label_dtype`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def strata(self, labels: np.ndarray, where: str, field: str) -> np.ndarray:
         """Integer strata of a stratified train/test split (each is split as a class would be); an
         :class:`InputError` when the labels cannot be split."""
-        raise NotImplementedError
 
+    @abstractmethod
     def check_splits(self, labels: np.ndarray, is_train: np.ndarray, classes: Sequence[str], where: str,
                      field: str) -> None:  # fmt: skip
         """What a training split needs (every class; targets that vary); :class:`InputError` otherwise."""
-        raise NotImplementedError
 
+    @abstractmethod
     def summary(self, labels: np.ndarray, classes: Sequence[str]) -> dict:
         """A split's labels in the manifest (counts per class; the target's range and spread)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def label_dtype(self) -> str:
         """The ``label`` column's dtype in the split files."""
-        raise NotImplementedError
 
+    @abstractmethod
     def output_names(self, classes: Sequence[str]) -> tuple[str, ...]:
         """The names of the head's outputs (a classifier's class names), as the model's ``id2label`` keeps them."""
-        raise NotImplementedError
 
     # --- the head ----------------------------------------------------------------------------------------
+    @abstractmethod
     def n_outputs(self, n_classes: int) -> int:
         """How many logits the head has."""
-        raise NotImplementedError
 
+    @abstractmethod
     def training_labels(self, labels: np.ndarray) -> np.ndarray:
         """The labels as the head's loss takes them (class indices; float32 values)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def eval_loss(self, logits: np.ndarray, labels: np.ndarray) -> float:
         """The head's loss on held-out ``(n, n_outputs)`` float32 logits, as torch computes it in training."""
-        raise NotImplementedError
 
     # --- the readout -------------------------------------------------------------------------------------
+    @abstractmethod
     def readout(self, logits):
         """``F`` of a torch tensor of logits ``(batch, n_outputs)``: what the methods explain."""
-        raise NotImplementedError
 
+    @abstractmethod
     def outputs(self, logits: np.ndarray) -> np.ndarray:
         """``F`` in float64 NumPy, from ``(n, n_outputs)`` logits."""
-        raise NotImplementedError
 
+    @abstractmethod
     def target(self, kind: str, label, outputs: np.ndarray) -> int:
         """The column of ``F`` a document is explained for (``kind``: ``attribution.target``)."""
-        raise NotImplementedError
 
     # --- predictions, metrics, showcase ------------------------------------------------------------------
+    @abstractmethod
     def predictions(self, examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
         """The predictions table: ``example_id, label, pred, logits`` and :attr:`outputs_column`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def metrics(self, labels: np.ndarray, logits: np.ndarray) -> dict:
         """The test metrics of ``(n, n_outputs)`` logits against the labels."""
-        raise NotImplementedError
 
+    @abstractmethod
     def roles(self, predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
         """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order."""
-        raise NotImplementedError
 
     def showcase_entry(self, predictions: pd.DataFrame, row: int) -> dict:
         """What ``selection.json`` keeps of a showcased example: its id, label, prediction and outputs."""
@@ -202,10 +204,10 @@ class Task:
             self.outputs_column: [round(float(p), 6) for p in outputs],
         }
 
+    @abstractmethod
     def outcome(self, label, outputs: Sequence[float], target: int, names: Sequence[str]) -> Outcome:
         """An example's outcome for a page: ``label`` (``None`` when unknown), ``outputs`` (``F(x)``), the
         explained output ``target`` and the output names (:meth:`output_names`)."""
-        raise NotImplementedError
 
     def role_missing(self, selection: dict, role: str) -> str | None:
         """Why a role of this task (:attr:`role_pattern`) names no example beyond those the selection lists as
@@ -572,19 +574,15 @@ class Regression(Task):
         labels = predictions["label"].to_numpy(dtype=np.float64)
         preds = predictions["pred"].to_numpy(dtype=np.float64)
         err = preds - labels
-        out: list[tuple[str, int | None, str]] = []
-        if not len(err):
-            return [(r, None, "no test example") for r in ("largest_overestimate", "largest_underestimate",
-                                                           "closest", "highest_predicted", "random")]  # fmt: skip
-        for role, idx, rule in (
-            ("largest_overestimate", np.argmax(err), "predicted value above the true one by the most"),
-            ("largest_underestimate", np.argmin(err), "predicted value below the true one by the most"),
-            ("closest", np.argmin(np.abs(err)), "the smallest absolute error"),
-            ("highest_predicted", np.argmax(preds), "the highest predicted value"),
-        ):
-            ok = (err[idx] > 0) if role == "largest_overestimate" else (err[idx] < 0) if role.startswith("largest_u") \
-                else True  # fmt: skip
-            out.append((role, int(idx), rule) if ok else (role, None, "no test example is " + rule.split(" by ")[0]))
+        over, under = int(np.argmax(err)), int(np.argmin(err))
+        out: list[tuple[str, int | None, str]] = [
+            ("largest_overestimate", over, "predicted above its true value by the most") if err[over] > 0
+            else ("largest_overestimate", None, "no test example is predicted above its true value"),
+            ("largest_underestimate", under, "predicted below its true value by the most") if err[under] < 0
+            else ("largest_underestimate", None, "no test example is predicted below its true value"),
+            ("closest", int(np.argmin(np.abs(err))), "the smallest absolute error"),
+            ("highest_predicted", int(np.argmax(preds)), "the highest predicted value"),
+        ]  # fmt: skip
         rng = np.random.default_rng(seed)
         out.append(("random", int(rng.integers(len(err))), f"seeded draw (seed {seed}) of a test example"))
         return out
