@@ -318,6 +318,15 @@ def build_classifier(
     return folder
 
 
+def merged(base: dict, over: dict) -> dict:
+    """``over`` laid on ``base`` as Snakemake lays a ``--configfile`` on the config: mappings key by key, at any
+    depth; any other value replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
 def tiny_config(root: Path, **sections) -> dict:
     """The `.test` configuration with whole sections replaced (``data=…``, ``model=…``) or, for a dict whose
     section exists, merged one level deep."""

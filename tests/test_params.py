@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
-from helpers import ForkedSnakemake, run_snakemake
+from helpers import ForkedSnakemake, merged, run_snakemake
 
 from attnlens.config import load_schema, planned_cpus, resolve_shards, validate_config
 
@@ -88,13 +88,6 @@ def _nested(dotted: str, value) -> dict:
     out: dict = value
     for part in reversed(dotted.split(".")):
         out = {part: out}
-    return out
-
-
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -188,7 +181,7 @@ def test_each_key_replans_exactly_its_readers(root, tiny_run, tmp_path):
         value, extra = OVERRIDES.get(key, (None, {}))
         if key not in OVERRIDES:
             value = _changed(leaves[key], _get(config, key))
-        override = _merge(_nested(key, value), extra)
+        override = merged(_nested(key, value), extra)
         path = tmp_path / f"{key}.yaml"
         path.write_text(yaml.safe_dump(override), encoding="utf-8")
         out = local.snakemake.run("--directory", tiny_run, "-n", "--configfile", path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import GUARD, ROOT, run_snakemake, tiny_config, write_config
+from helpers import GUARD, ROOT, merged, run_snakemake, tiny_config, write_config
 from session_runs import session_run
 
 from attnlens.render.explorer import read_explorer
@@ -34,17 +34,10 @@ REGRESSION = {
 }
 
 
-def _merged(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return out
-
-
 @session_run("regression_run", seconds=60)
 def _regression(work: Path) -> Path:
     """The `.test` configuration as a regression, to the end of its study, one thread a job as ``tiny_run``."""
-    write_config(work, _merged(tiny_config(ROOT), REGRESSION))
+    write_config(work, merged(tiny_config(ROOT), REGRESSION))
     out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work

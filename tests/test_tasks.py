@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import tiny_longformer
+from helpers import merged, tiny_longformer
 from scipy import stats
 from sklearn.metrics import mean_absolute_error, mean_squared_error
 
@@ -204,17 +204,9 @@ def test_attnlrp_of_a_regression_explains_its_one_logit():
     assert relevance.delta == pytest.approx(value - relevance.scores.sum(), rel=1e-9, abs=1e-12)
 
 
-def _overlay(base: dict, over: dict) -> dict:
-    """Snakemake's ``--configfile`` merge: nested mappings updated key by key."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _overlay(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return out
-
-
 def test_the_regression_overlay_validates_on_the_default(root):
     """``--configfile config/regression.yaml`` over config/config.yaml is a valid configuration of the task."""
-    config = _overlay(read_config_file(root / "config/config.yaml"), read_config_file(root / "config/regression.yaml"))
+    config = merged(read_config_file(root / "config/config.yaml"), read_config_file(root / "config/regression.yaml"))
     config = validate_config(config)
     assert config["data"]["task"] == "regression" and "topology" not in config["studies"]
 

@@ -257,6 +257,11 @@ def _first_bad_row(bad: np.ndarray) -> int:
     return int(np.flatnonzero(bad)[0])
 
 
+def _at_least_float32(logits):
+    """Half-precision logits (autocast) in float32, so that F and its gradient are computed in float32 at least."""
+    return logits.float() if logits.dtype.is_floating_point and logits.dtype.itemsize < 4 else logits
+
+
 def _no_empty_cell(labels: pd.Series, ids: pd.Series, where: str, field: str, what: str) -> None:
     empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
     if empty.any():
@@ -368,9 +373,7 @@ class Classification(Task):
         return float(torch.nn.functional.cross_entropy(torch.from_numpy(logits), labels).item())
 
     def readout(self, logits):
-        if logits.dtype.is_floating_point and logits.dtype.itemsize < 4:  # autocast: the softmax in float32
-            logits = logits.float()
-        return logits.softmax(-1)
+        return _at_least_float32(logits).softmax(-1)
 
     def outputs(self, logits):
         return softmax(np.asarray(logits, dtype=np.float64))
@@ -537,9 +540,7 @@ class Regression(Task):
         return float(torch.nn.functional.mse_loss(torch.from_numpy(logits[:, 0]), labels).item())
 
     def readout(self, logits):
-        if logits.dtype.is_floating_point and logits.dtype.itemsize < 4:
-            logits = logits.float()
-        return logits
+        return _at_least_float32(logits)
 
     def outputs(self, logits):
         return np.asarray(logits, dtype=np.float64).reshape(len(logits), -1)[:, :1]
