@@ -194,11 +194,11 @@ def test_embedding_attributions_bound_by_name(tiny_classifier):
 
 def test_choose_target_and_l2():
     probs = np.array([0.3, 0.7])
-    assert CLASSIFICATION.target("class_1", 0, probs) == 1
-    assert CLASSIFICATION.target("predicted", 0, probs) == 1
-    assert CLASSIFICATION.target("true", 0, probs) == 0
+    assert CLASSIFICATION.targets("class_1", 0, probs) == (1,)
+    assert CLASSIFICATION.targets("predicted", 0, probs) == (1,)
+    assert CLASSIFICATION.targets("true", 0, probs) == (0,)
     with pytest.raises(ValueError):
-        CLASSIFICATION.target("other", 0, probs)
+        CLASSIFICATION.targets("other", 0, probs)
     np.testing.assert_allclose(l2_normalise(np.array([3.0, -4.0])), [0.6, -0.8])  # one float64 division (1e-7)
     assert np.all(l2_normalise(np.zeros(3)) == 0)
 

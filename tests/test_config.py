@@ -59,7 +59,7 @@ def test_sections_are_generated_from_the_schema():
         _walk(schema["properties"][key], cls, key)
     hints = typing.get_type_hints(AttributionConfig)
     assert hints["n_shards"] == int | typing.Literal["auto"] and hints["target"] == typing.Literal[
-        "predicted", "true", "class_1"] and hints["showcase_steps"] == int | None  # fmt: skip
+        "predicted", "true", "class_1", "all"] and hints["showcase_steps"] == int | None  # fmt: skip
     assert typing.get_type_hints(ModelConfig)["attention_window"] == int | tuple[int, ...] | None
     methods = typing.get_type_hints(ExplanationsConfig)["methods"]  # list items with an enum: a tuple of literals
     assert typing.get_origin(methods) is tuple and "rollout" in typing.get_args(typing.get_args(methods)[0])

@@ -36,7 +36,7 @@ CONDITIONAL = {
     "attribute": {"attribution.n_steps"},  # the fixed step count, when attribution.adaptive is false
     "build_base_model": {"model.block_size", "model.num_random_blocks"},  # a BigBird's (model.architecture)
     "prepare_dataset": {  # the file, folder and hub sources
-        "data.classes", "data.id_column", "data.label_column", "data.path", "data.text_column",
+        "data.classes", "data.id_column", "data.label_column", "data.label_columns", "data.path", "data.text_column",
         "data.hub.config", "data.hub.name", "data.hub.revision", "data.hub.test_split", "data.hub.train_split",
     },
     "prepare_pairs": {  # the file and hub sources
@@ -47,12 +47,19 @@ CONDITIONAL = {
 }  # fmt: skip
 
 #: Keys whose changed value (:data:`OVERRIDES`) leaves a study out: its rules are planned no more.
-WITHOUT = {"data.task": {"topology", "bottleneck_distances", "plot_topology"}}
+WITHOUT = {key: {"topology", "bottleneck_distances", "plot_topology"} for key in ("data.task", "data.label_columns")}
 
 #: Values for keys whose generic change would be rejected by a cross-field check of the config.
 OVERRIDES = {
     "data.source": ("file", {"data": {"path": "elsewhere.csv"}}),
     "data.classes": (["a", "b"], {}),
+    "data.label_columns": (
+        ["a", "b"],
+        {
+            "data": {"task": "multilabel", "source": "file", "path": "elsewhere.csv"},
+            "studies": ["classification", "pairs"],
+        },
+    ),
     "pairs.data.source": ("file", {"pairs": {"data": {"path": "elsewhere.csv"}}}),
     "model.attention_window": (16, {}),
     "findings.min_share": (0.9, {}),  # half the default would be under its exclusive minimum of 0.5

@@ -382,7 +382,9 @@ def _synthetic_rows(n_examples=40, seed=0):
                     for scaled in (False, True):
                         for mask in sim.MASKS:
                             value = base + (0.1 + 1e-3 * rng.random() if mask != "none" else 0.0)
-                            rows.append((f"e{e}", layers, scaled, mask, mode, metric, value, 0.5, 0.1, 0, 0.01, 100))
+                            rows.append(
+                                (f"e{e}", 0, 0, layers, scaled, mask, mode, metric, value, 0.5, 0.1, 0, 0.01, 100)
+                            )
     return pd.DataFrame(rows, columns=list(sim.COLUMNS))
 
 

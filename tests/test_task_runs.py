@@ -1,9 +1,9 @@
 """Each task other than the paper's classification, end to end: the `.test` run of the task through every rule of
 the classification study (docs/tasks.md), and what its artifacts must say of the task's target.
 
-One session run per task (``regression_run``): the `.test` configuration with ``data.task`` set and the
-smallest corpus that still trains, splits and showcases (12 documents, one shard per sharded rule), so that a
-task adds about a minute of CI (tests/README.md).
+One session run per task (``regression_run``, ``multilabel_run``): the `.test` configuration with ``data.task``
+set and the smallest corpus that still trains, splits and showcases (12 documents, one shard per sharded rule),
+so that a task adds about a minute of CI (tests/README.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import pytest
 from helpers import GUARD, ROOT, merged, run_snakemake, tiny_config, write_config
 from session_runs import session_run
 
+from attnlens.corpus import TOPIC_NAMES
 from attnlens.render.explorer import read_explorer
+from attnlens.tasks import MULTILABEL
 
 pytestmark = pytest.mark.workflow
 
@@ -46,6 +48,30 @@ def _regression(work: Path) -> Path:
 @pytest.fixture(scope="session")
 def regression_run(session_runs) -> Path:
     return session_runs.get("regression_run")
+
+
+#: The `.test` configuration as a multi-label run, every label of every test document explained (``all``), so that
+#: every document has label pairs to compare.
+MULTILABEL_RUN = {
+    **REGRESSION,
+    "data": {"task": "multilabel", "synthetic": {"n_documents": 12, "label_noise": 0.0}},
+    "attribution": {"n_shards": 1, "target": "all"},
+    "figures": {"topk_role": "most_confident_0"},
+}
+
+
+@session_run("multilabel_run", seconds=80)
+def _multilabel(work: Path) -> Path:
+    """The `.test` configuration as a multi-label run, to the end of its study, one thread a job."""
+    write_config(work, merged(tiny_config(ROOT), MULTILABEL_RUN))
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def multilabel_run(session_runs) -> Path:
+    return session_runs.get("multilabel_run")
 
 
 def _json(path: Path) -> dict:
@@ -93,3 +119,50 @@ def test_a_regression_run_explains_the_predicted_value(regression_run):
     overlay = next((res / "paper/attribution_overlays").glob("*.html")).read_text(encoding="utf-8")
     assert "<td><b>value</b></td>" in overlay  # the attribution label
     assert (res / "paper/figures/faithfulness_curves.png").is_file() and (res / "manifest.json").is_file()
+
+
+def test_a_multilabel_run_explains_each_label(multilabel_run):
+    res = multilabel_run / "results"
+    manifest = _json(res / "data/split_manifest.json")
+    assert manifest["task"] == "multilabel" and manifest["classes"] == list(TOPIC_NAMES)
+    assert _json(res / "models/finetuned/config.json")["problem_type"] == "multi_label_classification"
+    metrics = _json(res / "predictions/metrics.json")
+    assert metrics["task"] == "multilabel" and {"micro_f1", "macro_f1", "macro_auroc", "per_label"} <= set(metrics)
+    preds = pd.read_parquet(res / "predictions/test.parquet").set_index("example_id")
+    probs = preds["probs"].map(lambda v: np.asarray(v, dtype=np.float64))
+    assert (preds["pred"].map(list) == probs.map(lambda p: (p >= 0.5).astype(int).tolist())).all()
+    selection = _json(res / "predictions/selection.json")
+    assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
+        "missed_label", "false_label", "random_exact", *(f"most_confident_{k}" for k in range(4))}  # fmt: skip
+
+    # one IG row per document and label, the likeliest label first; each explains its own label's sigmoid: the end
+    # point is predict's probability (one document alone against a padded batch: a few float32 roundings, 1e-6)
+    ig = pd.read_parquet(res / "attributions/shard0.parquet")
+    for eid, rows in ig.groupby("example_id"):
+        assert tuple(rows.sort_values("target_rank")["target"]) == MULTILABEL.targets("all", None, probs.loc[eid])
+    f_x = ig.apply(lambda r: r["probs"][r["target"]], axis=1)
+    expected = ig.apply(lambda r: probs.loc[r["example_id"]][r["target"]], axis=1)
+    np.testing.assert_allclose(f_x.to_numpy(), expected.to_numpy(), rtol=0, atol=1e-6)
+    gap = ig.apply(lambda r: r["probs"][r["target"]] - r["probs_baseline"][r["target"]], axis=1)
+    np.testing.assert_allclose(ig["gap"], gap, rtol=0, atol=1e-12)
+    assert ig.groupby("example_id")["scores"].apply(lambda s: not np.allclose(s.iloc[0], s.iloc[1])).all()
+
+    # similarity compares the one attention map with every label's attribution
+    sim = pd.read_parquet(res / "similarity/shard0.parquet")
+    assert set(map(tuple, sim[["example_id", "target"]].drop_duplicates().to_numpy())) == set(
+        map(tuple, ig[["example_id", "target"]].to_numpy()))  # fmt: skip
+    table = pd.read_csv(res / "paper/tables/target_agreement.csv")
+    assert set(table["name"]) == {*TOPIC_NAMES, "all"}
+    n_docs = ig["example_id"].nunique()
+    overall = table[(table["name"] == "all")]
+    assert (overall["n_explanations"] == len(ig)).all() and (overall["n_pairs"] == n_docs * 6).all()  # C(4, 2)
+    assert table["between_targets"].notna().all() and (res / "paper/figures/target_agreement.png").is_file()
+
+    # the headline explanation (the likeliest label) goes on through the single-target stages
+    explained = pd.read_parquet(res / "explanations/shard0.parquet")
+    headline = ig[ig["target_rank"] == 0].set_index("example_id")["target"]
+    assert (explained.set_index("example_id")["target"] == headline.loc[explained["example_id"]].to_numpy()).all()
+    page = next((res / "explorer").glob("*.html"))
+    meta, _ = read_explorer(page)
+    assert meta["info"]["explained"] == TOPIC_NAMES[int(headline.loc[meta["example_id"]])]
+    assert list(meta["info"]["outputs"]) == list(TOPIC_NAMES)

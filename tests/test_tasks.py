@@ -9,22 +9,37 @@ import pytest
 import torch
 from helpers import merged, tiny_longformer
 from scipy import stats
-from sklearn.metrics import mean_absolute_error, mean_squared_error
+from sklearn.metrics import f1_score, hamming_loss, mean_absolute_error, mean_squared_error, roc_auc_score
 
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, baseline_ids, prepare_inputs
 from attnlens.config import DataConfig, SyntheticConfig, load_schema, read_config_file, validate_config
-from attnlens.corpus import COUNTED_FIELD, generate_regression_corpus
+from attnlens.corpus import (
+    CO_OCCURRENCE,
+    COUNTED_FIELD,
+    TOPIC_NAMES,
+    generate_multilabel_corpus,
+    generate_regression_corpus,
+)
 from attnlens.data import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.selection import outcome_text, role_left_out, roles_left_out, select_examples
-from attnlens.tasks import CLASSIFICATION, REGISTRY, REGRESSION, Task, get_task, task_names, task_of
+from attnlens.tasks import (
+    CLASSIFICATION,
+    MULTILABEL,
+    REGISTRY,
+    REGRESSION,
+    Task,
+    get_task,
+    task_names,
+    task_of,
+)
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 
 def test_the_registry_names_each_task_once_and_the_schema_lists_them():
-    assert task_names() == ["classification", "regression"]
+    assert task_names() == ["classification", "regression", "multilabel"]
     assert load_schema()["properties"]["data"]["properties"]["task"]["enum"] == task_names()
     assert get_task(None) is CLASSIFICATION and get_task("regression") is REGRESSION
     with pytest.raises(InputError, match="expected one of"):
@@ -33,21 +48,21 @@ def test_the_registry_names_each_task_once_and_the_schema_lists_them():
         assert task_of({"problem_type": task.problem_type}) is task
     assert task_of({"problem_type": None}) is CLASSIFICATION  # a classifier saved without one
     with pytest.raises(InputError, match="problem_type"):
-        task_of({"problem_type": "multi_label_classification"})
+        task_of({"problem_type": "ranking"})
 
 
 def test_the_readout_is_the_same_in_torch_and_numpy():
     """What the methods explain (torch, float32) and what predict writes (NumPy, float64) are one function: within
     float32 rounding of a softmax of logits ≲ 10 (≈ 1e-7 relative; 1e-6 absolute on values ≲ 10)."""
     logits = torch.tensor([[0.5, -1.25, 2.0], [3.0, 3.0, -2.0]])
-    for task, x in ((CLASSIFICATION, logits), (REGRESSION, logits[:, :1])):
+    for task, x in ((CLASSIFICATION, logits), (REGRESSION, logits[:, :1]), (MULTILABEL, logits * 20)):
         np.testing.assert_allclose(task.readout(x).numpy(), task.outputs(x.numpy()), rtol=0, atol=1e-6)
     np.testing.assert_allclose(CLASSIFICATION.outputs(logits.numpy()).sum(1), 1, rtol=0, atol=1e-15)
     assert REGRESSION.readout(logits[:, :1]) is not None and torch.equal(
         REGRESSION.readout(logits[:, :1]), logits[:, :1]
     )
     half = logits.half()
-    assert CLASSIFICATION.readout(half).dtype == torch.float32 and REGRESSION.readout(half).dtype == torch.float32
+    assert all(task.readout(half).dtype == torch.float32 for task in REGISTRY.values())
 
 
 def test_regression_metrics_match_scikit_learn_and_numpy():
@@ -225,3 +240,194 @@ def test_an_incomplete_task_cannot_be_registered():
         name = "graded"
 
     assert Graded().name == "graded" and "graded" not in REGISTRY
+
+
+# --- multi-label ---------------------------------------------------------------------------------------------
+
+
+def test_multilabel_metrics_match_scikit_learn():
+    """Micro/macro F1, Hamming loss, subset accuracy and per-label AUROC against scikit-learn (the same counts;
+    AUROC by ranks here and by the trapezoid of the ROC curve there: two float64 sums, 1e-12)."""
+    rng = np.random.default_rng(5)
+    y = (rng.random((60, 4)) < [0.5, 0.3, 0.2, 0.6]).astype(np.int64)
+    logits = (2.0 * y - 1 + rng.normal(scale=1.5, size=y.shape)).astype(np.float32)
+    logits[:5, 2] = logits[5:10, 2]  # ties across the classes of a label: AUROC counts them one half
+    got = MULTILABEL.metrics(list(y), logits)
+    pred = MULTILABEL.outputs(logits) >= 0.5
+    assert got["micro_f1"] == pytest.approx(f1_score(y, pred, average="micro"), rel=1e-12)
+    assert got["macro_f1"] == pytest.approx(f1_score(y, pred, average="macro"), rel=1e-12)
+    assert got["hamming_loss"] == pytest.approx(hamming_loss(y, pred), rel=1e-12)
+    assert got["subset_accuracy"] == pytest.approx(float((pred == y).all(1).mean()), rel=1e-12)
+    for k in range(4):
+        assert got["per_label"][str(k)]["auroc"] == pytest.approx(roc_auc_score(y[:, k], logits[:, k]), rel=1e-12)
+    assert got["macro_auroc"] == pytest.approx(roc_auc_score(y, logits, average="macro"), rel=1e-12)
+    y[:, 1] = 0  # a label with no positive test example: AUROC undefined, said, and left out of the mean
+    got = MULTILABEL.metrics(list(y), logits)
+    assert got["per_label"]["1"]["auroc"] is None and "no example" in got["per_label"]["1"]["note"]
+    aurocs = [roc_auc_score(y[:, k], logits[:, k]) for k in (0, 2, 3)]
+    assert got["macro_auroc"] == pytest.approx(np.mean(aurocs), rel=1e-12)
+
+
+def test_multilabel_targets_are_the_explained_labels_likeliest_first():
+    p = np.array([0.7, 0.2, 0.9, 0.5])
+    assert MULTILABEL.targets("predicted", None, p) == (2, 0, 3)  # p ≥ 0.5
+    assert MULTILABEL.targets("true", np.array([1, 1, 0, 0]), p) == (0, 1)
+    assert MULTILABEL.targets("all", None, p) == (2, 0, 3, 1)
+    assert MULTILABEL.targets("predicted", None, np.array([0.1, 0.3, 0.2, 0.05])) == (1,)  # none: the likeliest
+    assert MULTILABEL.targets("true", np.array([0, 0, 0, 0]), p) == (2,)
+    with pytest.raises(InputError, match=r"attribution\.target"):
+        MULTILABEL.targets("class_1", None, p)
+    assert CLASSIFICATION.targets("predicted", 0, np.array([0.2, 0.8])) == (1,)
+    assert REGRESSION.targets("true", 2.5, np.array([3.0])) == (0,)
+
+
+def test_multilabel_labels_from_lists_names_pipes_and_indices():
+    ids = pd.Series(["a", "b", "c"])
+    for cells in (pd.Series([["tort", "contract"], [], ["crime"]]), pd.Series(["tort|contract", "[]", " crime "])):
+        got, names = MULTILABEL.resolve_labels(cells, ids, None, "d.jsonl", "labels")
+        assert names == ("contract", "crime", "tort")  # the names found, sorted
+        assert [v.tolist() for v in got] == [[1, 0, 1], [0, 0, 0], [0, 1, 0]]
+    got, names = MULTILABEL.resolve_labels(pd.Series([[0, 2], [1], [3]]), ids, None, "d.jsonl", "labels")
+    assert names == ("0", "1", "2", "3") and got.iloc[0].tolist() == [1, 0, 1, 0]
+    got, names = MULTILABEL.resolve_labels(pd.Series(["b", "a|b", "a"]), ids, ["b", "a"], "d.csv", "labels")
+    assert names == ("b", "a") and [v.tolist() for v in got] == [[1, 0], [1, 1], [0, 1]]  # data.classes' order
+    for cells, classes, message in (
+        (["tort", "tax", "crime"], ["tort", "crime"], "row 2 \\(example 'b'\\) has the unknown label 'tax'"),
+        ([["tort"], np.nan, ["crime"]], None, "row 2 \\(example 'b'\\) has an empty cell"),
+        ([[0], [5], [1]], ["x", "y"], "row 2 \\(example 'b'\\) has 5"),
+        ([["tort"], [1], ["crime"]], None, "every label a name or every label an index"),
+    ):
+        with pytest.raises(InputError, match=message):
+            MULTILABEL.resolve_labels(pd.Series(cells), ids, classes, "d.csv", "labels")
+
+
+def test_multilabel_splits_keep_every_label_on_both_sides():
+    hot = np.array([[1, 0], [1, 0], [0, 1], [0, 1], [1, 1], [1, 1], [1, 0], [0, 0]])
+    labels = MULTILABEL.check_labels(pd.Series(list(hot)), ("a", "b"), "d", "labels")
+    strata = MULTILABEL.strata(labels, "d", "labels")
+    assert strata.tolist() == [1, 1, 0, 0, 2, 2, 1, 3]  # one stratum per label set (sorted); the single [0, 0]: 3
+    with pytest.raises(InputError, match="label 1 \\('b'\\) is on no training example"):
+        MULTILABEL.check_splits(labels, np.array([1, 1, 0, 0, 0, 0, 1, 1], bool), ("a", "b"), "d", "labels")
+    with pytest.raises(InputError, match="label 0 \\('a'\\) is on all of them"):
+        MULTILABEL.check_splits(labels, np.array([1, 1, 0, 0, 1, 1, 1, 0], bool), ("a", "b"), "d", "labels")
+    with pytest.raises(InputError, match="0/1 vector"):
+        MULTILABEL.check_labels(pd.Series([[1, 0, 1]]), ("a", "b"), "d", "labels")
+
+
+def test_multilabel_roles_name_a_missed_and_a_false_label():
+    examples = pd.DataFrame({"example_id": ["e0", "e1", "e2", "e3"],
+                             "label": [np.array(v) for v in ([1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0])]})  # fmt: skip
+    logits = np.array([[3.0, -2.0, -1.0], [2.0, -1.5, -3.0], [-2.0, 1.0, 2.5], [-1.0, 2.0, -2.0]], dtype=np.float32)
+    frame = MULTILABEL.predictions(examples, logits)
+    chosen = {e["role"]: e for e in select_examples(frame, seed=0, task=MULTILABEL)}
+    assert chosen["missed_label"]["example_id"] == "e1"  # label 1 of e1: p = σ(−1.5), the only miss
+    assert chosen["false_label"]["example_id"] == "e2"  # label 1 of e2: p = σ(1), the only false label
+    assert chosen["most_confident_2"]["example_id"] == "e2"
+    assert chosen["random_exact"]["example_id"] in {"e0", "e3"}
+    assert chosen["missed_label"]["label"] == [1, 1, 0] and chosen["missed_label"]["pred"] == [1, 0, 0]
+    outcome = MULTILABEL.outcome([1, 1, 0], MULTILABEL.outputs(logits[1:2])[0], 0, ("a", "b", "c"))
+    assert (outcome.label, outcome.prediction, outcome.explained) == ("a, b", "a", "a")
+
+
+def test_the_multilabel_corpus_plants_evidence_for_each_label_at_set_rates():
+    cfg = SyntheticConfig(n_documents=400, min_words=30, max_words=40, n_evidence=4, n_distractors=2, label_noise=0)
+    corpus = generate_multilabel_corpus(cfg, seed=3)
+    hot = np.stack(corpus.documents["label"].to_numpy())
+    assert corpus.classes == TOPIC_NAMES and hot.shape == (400, 4) and (hot.sum(1) >= 1).all()
+    r = corpus.rationales
+    counts = r.groupby(["example_id", "phrase_label"]).size().unstack(fill_value=0).reindex(
+        corpus.documents["example_id"], fill_value=0).to_numpy()  # fmt: skip
+    assert (counts[hot == 1] >= 2).all() and (counts[hot == 1] <= 4).all()  # ceil(4/2) … 4 phrases per label
+    assert (counts[hot == 0] <= 1).all()  # a distractor: one mention at most
+    pairs = zip(r["example_id"], r["phrase_label"], strict=True)
+    assert (r["evidence"] == [bool(hot[int(e[3:]), k]) for e, k in pairs]).all()
+    # co-occurrence: each label leads a quarter of the documents and joins a lead a with CO_OCCURRENCE[a], so
+    # P(a and b) = Σ_lead ¼·P(a | lead)·P(b | lead) (labels join independently); over 400 documents each pair's
+    # rate is within 4 binomial standard deviations (4·√(p(1 − p)/400) ≤ 0.09) of it
+    given = np.where(np.eye(4, dtype=bool), 1.0, CO_OCCURRENCE)  # P(label | lead), row: lead
+    expected = given.T @ given / 4
+    np.fill_diagonal(expected, given.mean(0))  # P(a) itself
+    seen = hot.T @ hot / len(hot)
+    assert (np.abs(seen - expected) <= 4 * np.sqrt(expected * (1 - expected) / len(hot))).all()
+    assert expected[0, 1] > 3 * expected[0, 2]  # same-field topics co-occur, cross-field ones rarely
+    for _, row in r.head(50).iterrows():
+        text = corpus.documents.set_index("example_id").loc[row.example_id, "text"]
+        assert text[row.char_start : row.char_end] == row.phrase
+    noisy = generate_multilabel_corpus(SyntheticConfig(**{**cfg.to_dict(), "label_noise": 0.1}), seed=3)
+    flips = np.stack(noisy.documents["label"].to_numpy()) != hot
+    assert 0.06 < flips.mean() < 0.14 and len(noisy.flipped) == int(flips.any(1).sum())  # 1 600 draws of p = 0.1
+
+
+def test_a_multilabel_dataset_from_files_and_from_the_generator(tmp_path):
+    texts = [f"document number {i}" for i in range(16)]
+    sets = [["a"], ["b"], ["a", "b"], ["c"]] * 4
+    pd.DataFrame({"text": texts, "tags": ["|".join(s) for s in sets]}).to_csv(tmp_path / "d.csv", index=False)
+    pd.DataFrame({"text": texts, "tags": sets}).to_json(tmp_path / "d.jsonl", orient="records", lines=True)
+    for name in ("d.csv", "d.jsonl"):
+        frames, _, manifest = prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / name),
+                                                         label_column="tags", test_fraction=0.25))  # fmt: skip
+        assert manifest["task"] == "multilabel" and manifest["classes"] == ["a", "b", "c"]
+        assert len(frames["test"]) == 4 and manifest["counts"]["train"]["n"] == 12
+        assert {tuple(e["label"]) for e in manifest["examples"]} == {(1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1)}
+    wide = pd.DataFrame(
+        {
+            "text": texts,
+            "A": [int("a" in s) for s in sets],
+            "B": [s == ["b"] or s == ["a", "b"] for s in sets],
+            "C": [str(int("c" in s)) for s in sets],
+        }
+    )  # 0/1, booleans, "0"/"1"
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    frames, _, manifest = prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / "wide.csv"),
+                                                     label_columns=["A", "B", "C"], test_fraction=0.25))  # fmt: skip
+    assert manifest["classes"] == ["A", "B", "C"]
+    assert {tuple(e["label"]) for e in manifest["examples"]} == {(1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1)}
+    wide["B"] = wide["B"].astype(object)
+    wide.loc[5, "B"] = "yes"
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    with pytest.raises(InputError, match=r"B: expected 0 or 1 .* row 6 has 'yes'"):
+        prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / "wide.csv"),
+                                   label_columns=["A", "B", "C"]))  # fmt: skip
+    with pytest.raises(InputError, match=r"data\.label_columns"):
+        validate_config({"data": {"task": "classification", "source": "file", "path": "x.csv",
+                                  "label_columns": ["A", "B"]}})  # fmt: skip
+    frames, rationales, manifest = prepare_dataset(
+        DataConfig(task="multilabel", synthetic=SyntheticConfig(n_documents=24, min_words=30, max_words=50))
+    )
+    assert manifest["classes"] == list(TOPIC_NAMES) and len(rationales)
+    assert all(len(v) == 4 for v in frames["test"]["label"])
+
+
+def test_the_config_refuses_what_a_multilabel_run_cannot_mean():
+    base = {"data": {"task": "multilabel"}, "studies": ["classification"]}
+    validate_config({**base})
+    for extra, key in (({"attribution": {"target": "class_1"}}, "attribution.target"),
+                       ({"studies": ["classification", "topology"]}, "studies")):  # fmt: skip
+        with pytest.raises(InputError, match=key):
+            validate_config({**base, **extra})
+
+
+def _multilabel_model():
+    model = tiny_longformer(num_labels=3, double=True, seed=6)
+    model.config.problem_type = "multi_label_classification"
+    return model
+
+
+def test_ig_and_attnlrp_of_each_label_explain_that_label():
+    """Each label's explanation is of its own sigmoid: IG adds up to σ(z_k(x)) − σ(z_k(x′)) (completeness, float64,
+    64 Gauss–Legendre steps: ≲ 1e-4 of the gap), and AttnLRP conserves the label's logit z_k; different labels of
+    one document get different explanations."""
+    model = _multilabel_model()
+    assert task_of(model.config) is MULTILABEL
+    inputs = prepare_inputs(model, _Vocab(), [0, 7, 12, 9, 30, 2])
+    with torch.no_grad():
+        z = model(input_ids=inputs.input_ids, **inputs.forward_kwargs()).logits[0]
+    scores = []
+    for k in range(3):
+        res = attribute_example(model, inputs, k, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=64)
+        assert res.probs[k] == pytest.approx(torch.sigmoid(z[k]).item(), rel=1e-12)
+        assert abs(res.scores.sum() - res.gap) <= 1e-4 * abs(res.gap)
+        relevance = attnlrp(model, inputs, k)
+        assert relevance.explained == pytest.approx(z[k].item(), rel=1e-12)
+        scores.append(res.scores)
+    assert not np.allclose(scores[0], scores[1])

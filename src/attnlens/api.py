@@ -417,7 +417,7 @@ def explain(
 
     if s.attribution.target == "true" and label_index is None:
         raise InputError(example_id, "label", "expected the true class: attribution.target is 'true'")
-    target = task.target(s.attribution.target, label_index if label_index is not None else -1, probs)
+    target = task.targets(s.attribution.target, label_index if label_index is not None else -1, probs)[0]
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, on)
     a = s.attribution
@@ -445,7 +445,7 @@ def explain(
     sim = s.similarity
     similarity = compare_example(example_id, row["scores"], received, weights, keep, special,
                                  n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,
-                                 seed=sim.seed, legacy_sort=sim.legacy_sort)  # fmt: skip
+                                 seed=sim.seed, legacy_sort=sim.legacy_sort, target=target)  # fmt: skip
     seconds["similarity"] = time.perf_counter() - t0
 
     prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)

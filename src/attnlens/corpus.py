@@ -194,10 +194,14 @@ def _class_evidence(rng: np.random.Generator, label: int, cfg: SyntheticConfig) 
 
 
 def _document(
-    rng: np.random.Generator, fields: Callable[[np.random.Generator], list[int]], cfg: SyntheticConfig
+    rng: np.random.Generator,
+    fields: Callable[[np.random.Generator], list[int]],
+    cfg: SyntheticConfig,
+    pools: dict[int, tuple[str, ...]] = _EVIDENCE,
 ) -> tuple[str, list[tuple[str, int, int, int]]]:
     """One document and its planted phrases ``(phrase, start, end, phrase_label)``: filler sentences, then one
-    phrase of each field ``fields(rng)`` lists, each in a carrier sentence at a random slot."""
+    phrase of each field ``fields(rng)`` lists (drawn from ``pools[field]``), each in a carrier sentence at a
+    random slot."""
     n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
     sentences: list[str] = []
     words = 0
@@ -210,7 +214,7 @@ def _document(
     slots = rng.integers(0, len(sentences) + 1, size=len(planted))
     inserts: dict[int, list[tuple[int, str]]] = {}
     for plabel, slot in zip(planted, slots, strict=True):
-        phrase = _EVIDENCE[plabel][rng.integers(len(_EVIDENCE[plabel]))]
+        phrase = pools[plabel][rng.integers(len(pools[plabel]))]
         carrier = _CARRIERS[rng.integers(len(_CARRIERS))]
         inserts.setdefault(int(slot), []).append((plabel, carrier.format(p=phrase) + "\x00" + phrase))
     n_sections = min(len(_HEADINGS), max(3, len(sentences) // 12))
@@ -313,10 +317,87 @@ def generate_regression_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorp
     return SyntheticCorpus(documents, rationales, (), ())
 
 
+#: The labels of the multi-label corpus, each with its own ten phrases (the two fields' lists, split by topic).
+TOPIC_NAMES = ("machine_learning", "agents_and_reasoning", "types_and_semantics", "compilers_and_runtimes")
+_TOPICS = {
+    0: ("neural network", "gradient descent", "training data", "supervised learning", "backpropagation",
+        "deep learning", "transfer learning", "convolutional layers", "feature extraction", "image classification"),
+    1: ("reinforcement learning", "reward function", "policy network", "planning agent", "knowledge graph",
+        "bayesian inference", "language model", "attention mechanism", "adversarial examples",
+        "classification accuracy"),
+    2: ("type system", "lambda calculus", "operational semantics", "program verification", "type inference",
+        "denotational semantics", "dependent types", "refinement types", "memory safety", "pattern matching"),
+    3: ("compiler optimization", "abstract syntax tree", "garbage collection", "static analysis",
+        "intermediate representation", "register allocation", "parser combinators", "concurrent programs",
+        "source code", "functional programming"),
+}  # fmt: skip
+
+#: ``CO_OCCURRENCE[a][b]``: the probability that a document whose first label is ``a`` also has label ``b``.
+#: Topics of one field (0–1: A.I.; 2–3: programming languages) co-occur often, across fields rarely, so the labels'
+#: evidence overlaps as real tags do (a paper on agents is often also on learning).
+CO_OCCURRENCE = np.array([
+    [0.0, 0.5, 0.1, 0.1],
+    [0.5, 0.0, 0.1, 0.1],
+    [0.1, 0.1, 0.0, 0.5],
+    [0.1, 0.1, 0.5, 0.0],
+])  # fmt: skip
+
+
+def generate_multilabel_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+    """Documents with any of four topic labels, each label with its own planted evidence.
+
+    Document ``i``'s first label is ``i mod 4`` (in a seeded order, so each label leads a quarter of the corpus);
+    each other label joins with :data:`CO_OCCURRENCE`'s probability. Each label a document has gets ``k`` of its
+    topic's phrases (``k`` drawn from ``[ceil(n_evidence / 2), n_evidence]``, at least one); then ``m`` distractor
+    phrases (``m`` drawn from ``[0, n_distractors]``) of topics it does not have, one each, so a label is told by
+    how much of its evidence a document holds, not by a single mention. With ``label_noise > 0`` each label of each
+    document is flipped with that probability after generation; the rationales keep the topic each phrase was
+    planted for, and mark it as evidence when the document's final labels include that topic.
+
+    Returns:
+        ``documents`` with ``label`` a 0/1 vector of the four labels, the rationales (``phrase_label``: the topic),
+        the ids with a flipped label, and the label names.
+    """
+    rng = np.random.default_rng(seed)
+    k_labels = len(TOPIC_NAMES)
+    first = rng.permutation(np.arange(cfg.n_documents) % k_labels)
+    rows, spans, flipped = [], [], []
+    low = max(1, math.ceil(cfg.n_evidence / 2))
+    for i, lead in enumerate(first.tolist()):
+        example_id = f"syn{i:05d}"
+        has = np.zeros(k_labels, dtype=np.int64)
+        has[lead] = 1
+        has |= (rng.random(k_labels) < CO_OCCURRENCE[lead]).astype(np.int64)
+
+        def fields(r: np.random.Generator, has=has) -> list[int]:
+            planted = [
+                k
+                for k in np.flatnonzero(has).tolist()
+                for _ in range(int(r.integers(low, max(low, cfg.n_evidence) + 1)))
+            ]
+            absent = np.flatnonzero(has == 0)
+            m = min(int(r.integers(0, cfg.n_distractors + 1)), len(absent))
+            return planted + [int(k) for k in r.permutation(absent)[:m]]
+
+        text, planted = _document(rng, fields, cfg, _TOPICS)
+        flips = rng.random(k_labels) < cfg.label_noise
+        final = np.where(flips, 1 - has, has)
+        if flips.any():
+            flipped.append(example_id)
+        rows.append((example_id, text, final))
+        spans += [(example_id, p, s, e, pl, bool(final[pl])) for p, s, e, pl in planted]
+    documents = pd.DataFrame(rows, columns=["example_id", "text", "label"])
+    rationales = pd.DataFrame(
+        spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
+    ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
+    return SyntheticCorpus(documents, rationales, tuple(flipped), TOPIC_NAMES)
+
+
 #: The generator of each task's synthetic corpus (its name is the task's, :mod:`attnlens.tasks`).
 GENERATORS: dict[str, Callable[[SyntheticConfig, int], SyntheticCorpus]] = {
     "classification": generate_corpus,
     "regression": generate_regression_corpus,
+    "multilabel": generate_multilabel_corpus,
 }
 
 

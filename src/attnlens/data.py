@@ -91,25 +91,55 @@ def read_table(path: Path) -> pd.DataFrame:
     raise InputError(str(path), "(suffix)", f"expected .csv, .jsonl or .parquet, got {suffix or 'none'!r}")
 
 
+def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
+    """A table's label column, or, with ``data.label_columns`` (a multi-label dataset with one 0/1 column per
+    label), each row's labels as the list of those columns it has set (named by ``data.classes`` when given).
+    A missing column, or a cell of a label column that is not 0, 1 or a boolean, names its row."""
+    columns = cfg.label_columns or [cfg.label_column]
+    for column in (cfg.text_column, *columns):
+        if column not in df.columns:
+            raise InputError(where, column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
+    if not cfg.label_columns:
+        return df[cfg.label_column]
+    names = list(cfg.classes or cfg.label_columns)
+    flags = []
+    for column in cfg.label_columns:
+        values = df[column].map(lambda v: v.strip().lower() if isinstance(v, str) else v)
+        flag = values.map(lambda v: True if v in (1, True, "1", "true") else False if v in (0, False, "0", "false")
+                          else None)  # fmt: skip
+        if flag.isna().any():
+            i = int(np.flatnonzero(flag.isna().to_numpy())[0])
+            raise InputError(where, column, f"expected 0 or 1 (or false / true: this label absent or present) in every "
+                             f"row, row "
+                             f"{i + 1} has {df[column].iloc[i]!r}")  # fmt: skip
+        flags.append(flag.to_numpy(dtype=bool))
+    hot = np.stack(flags, axis=1) if len(df) else np.zeros((0, len(names)), dtype=bool)
+    return pd.Series([[n for n, on in zip(names, row, strict=True) if on] for row in hot], index=df.index, dtype=object)
+
+
+def label_field(cfg: DataConfig) -> str:
+    """How an error names the label field of a file or hub source: its column, or its label columns."""
+    return "|".join(cfg.label_columns) if cfg.label_columns else cfg.label_column
+
+
 def _load_file(cfg: DataConfig) -> Source:
     path = Path(cfg.path)
     if not path.is_file():
         raise InputError(str(path), "data.path", "expected an existing CSV, JSONL or parquet file")
     df = read_table(path)
-    for column in (cfg.text_column, cfg.label_column):
-        if column not in df.columns:
-            raise InputError(str(path), column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
+    labels = label_cells(df, cfg, str(path))
     if cfg.id_column is not None and cfg.id_column not in df.columns:
         raise InputError(str(path), cfg.id_column, f"expected an id column {cfg.id_column!r}")
     ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"row{i:06d}" for i in range(len(df))]
-    out = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": df[cfg.label_column]})
+    out = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": labels})
     if "split" in df.columns:
         bad = sorted(set(df["split"].astype(str)) - set(SPLITS))
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], cfg.classes, str(path),
-                                                               cfg.label_column)  # fmt: skip
+    classes = cfg.classes or cfg.label_columns  # one column per label: the columns name the labels
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], classes, str(path),
+                                                               label_field(cfg))  # fmt: skip
     return Source(out, classes, str(path))
 
 
@@ -184,17 +214,16 @@ def _load_hub(cfg: DataConfig) -> Source:
                 f"({type(err).__name__}; offline or unknown id); use data.source 'file' or 'folders' offline",
             ) from None
         df = ds.to_pandas()
-        for column in (cfg.text_column, cfg.label_column):
-            if column not in df.columns:
-                raise InputError(f"{where}[{split}]", column, f"expected a column {column!r}; found {list(df.columns)}")
+        labels = label_cells(df, cfg, f"{where}[{split}]")
         ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"{split}-{i:06d}" for i in range(len(df))]
-        part = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": df[cfg.label_column]})
+        part = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": labels})
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], cfg.classes, where,
-                                                               cfg.label_column)  # fmt: skip
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"],
+                                                               cfg.classes or cfg.label_columns, where,
+                                                               label_field(cfg))  # fmt: skip
     return Source(out, classes, where)
 
 
@@ -283,11 +312,11 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     """
     source = LOADERS[cfg.source](cfg)
     task = get_task(cfg.task)
-    label_field = cfg.label_column if cfg.source in ("file", "hub") else "label"
+    label_name = label_field(cfg) if cfg.source in ("file", "hub") else "label"
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
-    df = _assign_splits(check_examples(source, label_field, text_field, task), cfg, source.where, label_field, task)
+    df = _assign_splits(check_examples(source, label_name, text_field, task), cfg, source.where, label_name, task)
     task.check_splits(df["label"].to_numpy(), (df["split"] == "train").to_numpy(), source.classes, source.where,
-                      label_field)  # fmt: skip
+                      label_name)  # fmt: skip
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
     frames = {s: df[df["split"] == s][["example_id", "text", "label"]].reset_index(drop=True) for s in SPLITS}
@@ -302,7 +331,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         "classes": list(source.classes),
         "counts": {s: task.summary(frames[s]["label"].to_numpy(), source.classes) for s in SPLITS},
         "examples": [
-            {"example_id": r.example_id, "split": s, "label": np.asarray(r.label).item(), "sha256": sha256_text(r.text)}
+            {"example_id": r.example_id, "split": s, "label": task.label_value(r.label), "sha256": sha256_text(r.text)}
             for s in SPLITS
             for r in frames[s].itertuples(index=False)
         ],

@@ -36,8 +36,8 @@ AXES = ("datasets", "models", "seeds")
 #: The keys rule prepare_dataset is given, and those rule build_base_model is given (their ``keys(...)`` in the
 #: workflow): runs that give a rule the same values share its job.
 PREPARE_DATASET_KEYS = {
-    "data": ["task", "source", "seed", "test_fraction", "text_column", "label_column", "id_column", "path", "classes",
-             "hub", "synthetic"],
+    "data": ["task", "source", "seed", "test_fraction", "text_column", "label_column", "label_columns", "id_column",
+             "path", "classes", "hub", "synthetic"],
     "model": ["source", "name_or_path", "max_length"],
 }  # fmt: skip
 BUILD_BASE_MODEL_KEYS = {

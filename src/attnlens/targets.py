@@ -81,6 +81,8 @@ def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
             "results/paper/similarity_examples",
             "results/paper/figures/similarity_distributions.png",
             "results/paper/figures/head_agreement.png",
+            "results/paper/tables/target_agreement.csv",
+            "results/paper/figures/target_agreement.png",
             *(LEADERBOARD if explains(cfg) else []),
             "results/explorer",
         ]

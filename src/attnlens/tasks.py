@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from attnlens.errors import InputError
 
@@ -118,8 +119,12 @@ class Task(ABC):
     #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
 
-    def check_config(self, config: dict, where: str) -> None:  # noqa: B027 (a task may have nothing to check)
-        """The config's keys that must agree with the task (a validated config, defaults filled in)."""
+    def check_config(self, config: dict, where: str) -> None:
+        """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass
+        that checks more calls this first."""
+        if config.get("data", {}).get("label_columns") and self.name != "multilabel":
+            raise InputError(where, "data.label_columns", f"expected none for data.task {self.name!r} (one column "
+                             "per label is a multi-label dataset: data.task 'multilabel')")  # fmt: skip
 
     # --- labels ------------------------------------------------------------------------------------------
     @abstractmethod
@@ -131,7 +136,7 @@ class Task(ABC):
 
     @abstractmethod
     def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
-        """Every source's labels, checked, as the split files keep them (:meth:`label_dtype`)."""
+        """Every source's labels, checked, as the split files keep them (:meth:`label_type`)."""
 
     @abstractmethod
     def strata(self, labels: np.ndarray, where: str, field: str) -> np.ndarray:
@@ -148,8 +153,12 @@ class Task(ABC):
         """A split's labels in the manifest (counts per class; the target's range and spread)."""
 
     @abstractmethod
-    def label_dtype(self) -> str:
-        """The ``label`` column's dtype in the split files."""
+    def label_type(self) -> pa.DataType:
+        """The ``label`` column's Arrow type in the split files and the attribution shards."""
+
+    def label_value(self, cell):
+        """A ``label`` cell as JSON keeps it (the manifest, ``selection.json``): a class index, a value."""
+        return np.asarray(cell).item()
 
     @abstractmethod
     def output_names(self, classes: Sequence[str]) -> tuple[str, ...]:
@@ -178,8 +187,10 @@ class Task(ABC):
         """``F`` in float64 NumPy, from ``(n, n_outputs)`` logits."""
 
     @abstractmethod
-    def target(self, kind: str, label, outputs: np.ndarray) -> int:
-        """The column of ``F`` a document is explained for (``kind``: ``attribution.target``)."""
+    def targets(self, kind: str, label, outputs: np.ndarray) -> tuple[int, ...]:
+        """The columns of ``F`` a document is explained for (``kind``: ``attribution.target``), the headline
+        target first: one for a classification or a regression, each explained label of a multi-label document.
+        Every stage keys a document's explanations by ``(example_id, target)``."""
 
     # --- predictions, metrics, showcase ------------------------------------------------------------------
     @abstractmethod
@@ -199,8 +210,8 @@ class Task(ABC):
         outputs = predictions[self.outputs_column].iloc[row]
         return {
             "example_id": str(predictions["example_id"].iloc[row]),
-            "label": predictions["label"].iloc[row].item(),
-            "pred": predictions["pred"].iloc[row].item(),
+            "label": self.label_value(predictions["label"].iloc[row]),
+            "pred": self.label_value(predictions["pred"].iloc[row]),
             self.outputs_column: [round(float(p), 6) for p in outputs],
         }
 
@@ -208,6 +219,11 @@ class Task(ABC):
     def outcome(self, label, outputs: Sequence[float], target: int, names: Sequence[str]) -> Outcome:
         """An example's outcome for a page: ``label`` (``None`` when unknown), ``outputs`` (``F(x)``), the
         explained output ``target`` and the output names (:meth:`output_names`)."""
+
+    def evidence(self, rationales: pd.DataFrame, target: int) -> pd.DataFrame:
+        """The planted phrases (``rationales.parquet`` rows) that are evidence for the explained output ``target``:
+        those of the document's own class or counted field (``evidence``), whatever output is explained."""
+        return rationales[rationales["evidence"]] if len(rationales) else rationales
 
     def role_missing(self, selection: dict, role: str) -> str | None:
         """Why a role of this task (:attr:`role_pattern`) names no example beyond those the selection lists as
@@ -291,7 +307,7 @@ class Classification(Task):
     explains = "the probability of the explained class (softmax of the logits)"
     readout_label = "probability of the explained class"
     outputs_column = "probs"
-    target_kinds = ("class_1", "predicted", "true")
+    target_kinds = ("class_1", "predicted", "true", "all")
     role_pattern = re.compile(r"(?:most_confident|random_correct)_(\d+)|false_positive|false_negative")
     headline_metrics = (("accuracy", "accuracy", True), ("macro F1", "macro_f1", True))
 
@@ -354,8 +370,8 @@ class Classification(Task):
     def summary(self, labels, classes):
         return {str(c): int((np.asarray(labels) == c).sum()) for c in range(len(classes))}
 
-    def label_dtype(self):
-        return "int64"
+    def label_type(self):
+        return pa.int64()
 
     def output_names(self, classes):
         return tuple(classes)
@@ -378,13 +394,15 @@ class Classification(Task):
     def outputs(self, logits):
         return softmax(np.asarray(logits, dtype=np.float64))
 
-    def target(self, kind, label, outputs):
+    def targets(self, kind, label, outputs):
         if kind == "class_1":
-            return 1
+            return (1,)
         if kind == "predicted":
-            return int(np.argmax(outputs))
+            return (int(np.argmax(outputs)),)
         if kind == "true":
-            return int(label)
+            return (int(label),)
+        if kind == "all":  # every class, the likeliest first
+            return tuple(int(k) for k in np.argsort(-np.asarray(outputs, dtype=np.float64), kind="stable"))
         raise ValueError(f"unknown IG target {kind!r}; expected one of {self.target_kinds}")
 
     def predictions(self, examples, logits):
@@ -465,6 +483,7 @@ class Regression(Task):
     STRATA = 4
 
     def check_config(self, config, where):
+        super().check_config(config, where)
         data = config.get("data", {})
         if data.get("source") == "folders":
             raise InputError(where, "data.source", "expected a file, hub or synthetic source for data.task "
@@ -521,8 +540,8 @@ class Regression(Task):
         return {"n": len(values), "mean": float(values.mean()), "std": float(values.std()),
                 "min": float(values.min()), "max": float(values.max())}  # fmt: skip
 
-    def label_dtype(self):
-        return "float64"
+    def label_type(self):
+        return pa.float64()
 
     def output_names(self, classes):
         return ("value",)
@@ -545,11 +564,11 @@ class Regression(Task):
     def outputs(self, logits):
         return np.asarray(logits, dtype=np.float64).reshape(len(logits), -1)[:, :1]
 
-    def target(self, kind, label, outputs):
+    def targets(self, kind, label, outputs):
         if kind not in self.target_kinds:
             raise InputError("config", "attribution.target", f"a regression has one output, explained for "
                              f"{list(self.target_kinds)}; {kind!r} names a class")  # fmt: skip
-        return 0
+        return (0,)
 
     def predictions(self, examples, logits):
         values = self.outputs(logits)
@@ -589,5 +608,308 @@ class Regression(Task):
         return out
 
 
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """Element-wise logistic function, stable for large ``|x|`` (no overflow of ``exp``)."""
+    x = np.asarray(logits, dtype=np.float64)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Area under the ROC curve of ``scores`` for the ``positive`` examples: the Mann–Whitney U statistic over
+    ``n₊·n₋`` (ties count one half, through mid-ranks); ``None`` without a positive or a negative example."""
+    from scipy.stats import rankdata  # noqa: PLC0415 (as regression_metrics)
+
+    positive = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if not n_pos or not n_neg:
+        return None
+    ranks = rankdata(np.asarray(scores, dtype=np.float64))
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def multilabel_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
+    """Micro and macro F1, subset accuracy (every label right), Hamming loss and per-label AUROC of ``(n, K)``
+    label probabilities against ``(n, K)`` 0/1 labels; a label is predicted at ``probs ≥ threshold``.
+
+    ``per_label[k]`` holds ``n_true``, ``n_predicted``, ``f1``, ``auroc`` (``None`` when the test split has no
+    positive or no negative example of the label) and a ``note`` then; ``macro_auroc`` is the mean over the labels
+    whose AUROC is defined."""
+    y = np.asarray(labels, dtype=bool)
+    p = np.asarray(probs, dtype=np.float64)
+    pred = p >= threshold
+    tp, fp, fn = (pred & y).sum(0), (pred & ~y).sum(0), (~pred & y).sum(0)
+    f1 = np.where(tp == 0, 0.0, 2 * tp / np.maximum(2 * tp + fp + fn, 1))
+    per_label, aurocs = {}, []
+    for k in range(y.shape[1]):
+        area = auroc(p[:, k], y[:, k])
+        note = "" if area is not None else ("the test split has no example with this label" if not y[:, k].any()
+                                            else "every test example has this label")  # fmt: skip
+        if area is not None:
+            aurocs.append(area)
+        per_label[str(k)] = {"n_true": int(y[:, k].sum()), "n_predicted": int(pred[:, k].sum()), "f1": float(f1[k]),
+                             "auroc": area, "note": note}  # fmt: skip
+    micro = 0.0 if tp.sum() == 0 else float(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()))
+    return {
+        "subset_accuracy": float(np.mean((pred == y).all(axis=1))),
+        "hamming_loss": float(np.mean(pred != y)),
+        "micro_f1": micro,
+        "macro_f1": float(f1.mean()),
+        "macro_auroc": float(np.mean(aurocs)) if aurocs else None,
+        "per_label": per_label,
+    }
+
+
+class MultiLabel(Task):
+    """Multi-label classification: a document has any subset of ``K`` labels, each with its own logit and its own
+    explanation. ``F`` is every label's sigmoid probability; a document is explained once per explained label
+    (:meth:`targets`), so one attention map meets ``K`` attributions (docs/tasks.md)."""
+
+    name = "multilabel"
+    label = "multi-label classification"
+    problem_type = "multi_label_classification"
+    explains = "the probability of the explained label (sigmoid of its logit)"
+    readout_label = "probability of the explained label"
+    outputs_column = "probs"
+    #: ``predicted``: the labels predicted present (p ≥ 0.5), else the likeliest one; ``true``: the document's
+    #: labels, else the likeliest one; ``all``: every label. Each in order of decreasing probability.
+    target_kinds = ("predicted", "true", "all")
+    role_pattern = re.compile(r"most_confident_(\d+)|missed_label|false_label|random_exact")
+    headline_metrics = (("micro F1", "micro_f1", True), ("macro F1", "macro_f1", True),
+                        ("macro AUROC", "macro_auroc", True))  # fmt: skip
+    THRESHOLD = 0.5
+    #: a label cell's separator in a CSV file (``"contract|tort"``)
+    SEPARATOR = "|"
+
+    def check_config(self, config, where):
+        super().check_config(config, where)
+        data = config.get("data", {})
+        if data.get("source") == "folders":
+            raise InputError(where, "data.source", "expected a file, hub or synthetic source for data.task "
+                             "'multilabel' (a folder per class gives each document one class)")  # fmt: skip
+        columns, classes = data.get("label_columns"), data.get("classes")
+        if columns and classes and len(columns) != len(classes):
+            raise InputError(where, "data.classes", f"expected one name per label column ({len(columns)}), got "
+                             f"{len(classes)}")  # fmt: skip
+        if "topology" in config.get("studies", ()):
+            raise InputError(where, "studies", "expected no topology study for data.task 'multilabel' (it compares "
+                             "the attention of two classes; a document here has several labels)")  # fmt: skip
+        kind = config.get("attribution", {}).get("target")
+        if kind is not None and kind not in self.target_kinds:
+            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
+                             f"'multilabel', got {kind!r}")  # fmt: skip
+
+    # --- labels
+    def _items(self, cell, row: int, ids, where: str, field: str) -> list:
+        """A cell's label items: a list or array (JSON, parquet), or names joined by ``|`` (CSV)."""
+        example = f" (example {ids.iloc[row]!r})" if ids is not None else ""
+        if isinstance(cell, str):
+            text = cell.strip()
+            if text in ("[]", ""):
+                return []
+            return [part.strip() for part in text.split(self.SEPARATOR) if part.strip()]
+        if isinstance(cell, list | tuple | np.ndarray):
+            return list(cell)
+        if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+            raise InputError(where, field, f"expected a list of labels in every row ([] for none; in a CSV file names "
+                             f"joined by '{self.SEPARATOR}'), row {row + 1}{example} has an empty cell")  # fmt: skip
+        raise InputError(where, field, f"expected a list of labels (or names joined by '{self.SEPARATOR}'), row "
+                         f"{row + 1}{example} has {cell!r}")  # fmt: skip
+
+    def resolve_labels(self, labels, ids, classes, where, field):
+        """A cell lists a document's labels: class names (``data.classes`` when given, else every name found,
+        sorted) or indices ``0..K-1``, as a JSON/parquet list or ``a|b`` in a CSV cell; ``[]`` is no label."""
+        items = [self._items(cell, i, ids, where, field) for i, cell in enumerate(labels)]
+        flat = [v for row in items for v in row]
+        is_name = [isinstance(v, str) and not v.lstrip("-").isdigit() for v in flat]
+        if any(is_name) and not all(is_name):
+            raise InputError(where, field, "expected every label a name or every label an index, found both "
+                             f"({flat[is_name.index(True)]!r} and {flat[is_name.index(False)]!r})")  # fmt: skip
+        if any(is_name):
+            classes = tuple(classes) if classes else tuple(sorted(set(flat)))
+            index = {c: k for k, c in enumerate(classes)}
+            for i, row in enumerate(items):
+                for v in row:
+                    if v not in index:
+                        raise InputError(where, field, f"expected labels of data.classes {list(classes)}, row {i + 1} "
+                                         f"(example {ids.iloc[i]!r}) has the unknown label {v!r}")  # fmt: skip
+            rows = [[index[v] for v in row] for row in items]
+        else:
+            rows = [[int(v) for v in row] for row in items]
+            k = len(classes) if classes else (max((max(r) for r in rows if r), default=-1) + 1)
+            classes = tuple(classes) if classes else tuple(str(i) for i in range(k))
+            for i, row in enumerate(rows):
+                bad = [v for v in row if not 0 <= v < len(classes)]
+                if bad:
+                    raise InputError(where, field, f"expected label indices 0..{len(classes) - 1}, row {i + 1} "
+                                     f"(example {ids.iloc[i]!r}) has {bad[0]}")  # fmt: skip
+        hot = np.zeros((len(rows), len(classes)), dtype=np.int64)
+        for i, row in enumerate(rows):
+            hot[i, row] = 1
+        return pd.Series(list(hot), index=labels.index, dtype=object), classes
+
+    def check_labels(self, labels, classes, where, field):
+        k = len(classes)
+        if k < 2:
+            raise InputError(where, field, f"expected at least two labels, found {k}")
+        rows = [np.asarray(v) for v in labels]
+        for i, row in enumerate(rows):
+            if row.shape != (k,) or not np.isin(row, (0, 1)).all():
+                raise InputError(where, field, f"expected a 0/1 vector of the {k} labels in every row, row {i + 1} "
+                                 f"has {row.tolist()}")  # fmt: skip
+        out = np.empty(len(rows), dtype=object)
+        out[:] = [row.astype(np.int64) for row in rows]
+        return out
+
+    @staticmethod
+    def hot(labels) -> np.ndarray:
+        """``(n, K)`` 0/1 int64 of a label column (one 0/1 vector per row)."""
+        rows = [np.asarray(v, dtype=np.int64) for v in labels]
+        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.int64)
+
+    def strata(self, labels, where, field):
+        """Each label set is a stratum; sets held by a single document share one stratum of their own."""
+        hot = self.hot(labels)
+        keys = [tuple(r) for r in hot.tolist()]
+        counts: dict[tuple, int] = {}
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+        order = {key: i for i, key in enumerate(sorted(k for k, n in counts.items() if n >= 2))}
+        return np.array([order.get(key, len(order)) for key in keys], dtype=np.int64)
+
+    def check_splits(self, labels, is_train, classes, where, field):
+        hot = self.hot(labels)[np.asarray(is_train)]
+        for k, name in enumerate(classes):
+            if not hot[:, k].any():
+                raise InputError(where, field, f"expected every label in the training split, label {k} ({name!r}) "
+                                 "is on no training example")  # fmt: skip
+            if hot[:, k].all():
+                raise InputError(where, field, f"expected every label absent from some training example, label {k} "
+                                 f"({name!r}) is on all of them")  # fmt: skip
+
+    def summary(self, labels, classes):
+        hot = self.hot(labels)
+        if not len(hot):
+            return {"n": 0}
+        return {"n": len(hot), "mean_labels": float(hot.sum(1).mean()),
+                **{str(c): int(hot[:, c].sum()) for c in range(hot.shape[1])}}  # fmt: skip
+
+    def label_type(self):
+        return pa.list_(pa.int64())
+
+    def label_value(self, cell):
+        return [int(v) for v in np.asarray(cell)]
+
+    def output_names(self, classes):
+        return tuple(classes)
+
+    # --- the head
+    def n_outputs(self, n_classes):
+        return n_classes
+
+    def training_labels(self, labels):
+        return self.hot(labels).astype(np.float32)
+
+    def eval_loss(self, logits, labels):
+        import torch  # noqa: PLC0415 (as Classification.eval_loss)
+
+        target = torch.from_numpy(self.training_labels(labels))
+        return float(torch.nn.functional.binary_cross_entropy_with_logits(torch.from_numpy(logits), target).item())
+
+    def readout(self, logits):
+        return _at_least_float32(logits).sigmoid()
+
+    def outputs(self, logits):
+        return sigmoid(logits)
+
+    def targets(self, kind, label, outputs):
+        p = np.asarray(outputs, dtype=np.float64)
+        order = [int(k) for k in np.argsort(-p, kind="stable")]
+        if kind == "all":
+            return tuple(order)
+        if kind == "predicted":
+            chosen = [k for k in order if p[k] >= self.THRESHOLD]
+        elif kind == "true":
+            truth = np.asarray(label).reshape(-1)
+            chosen = [k for k in order if len(truth) == len(p) and truth[k]]
+        else:
+            raise InputError("config", "attribution.target", f"expected one of {list(self.target_kinds)} for a "
+                             f"multi-label classifier, got {kind!r}")  # fmt: skip
+        return tuple(chosen) or (order[0],)
+
+    # --- predictions, metrics, showcase
+    def predictions(self, examples, logits):
+        probs = self.outputs(logits)
+        return pd.DataFrame(
+            {
+                "example_id": examples["example_id"].to_numpy(),
+                "label": list(self.hot(examples["label"])),
+                "pred": list((probs >= self.THRESHOLD).astype(np.int64)),
+                "logits": list(np.asarray(logits, dtype=np.float32)),
+                "probs": list(probs.astype(np.float32)),
+            }
+        )
+
+    def metrics(self, labels, logits):
+        return multilabel_metrics(self.hot(labels), self.outputs(logits), self.THRESHOLD)
+
+    def roles(self, predictions, seed):
+        probs = np.stack(predictions["probs"].to_numpy()).astype(np.float64)
+        y = self.hot(predictions["label"]).astype(bool)
+        pred = probs >= self.THRESHOLD
+        out: list[tuple[str, int | None, str]] = []
+        missed = np.where(y & ~pred, probs, np.inf)
+        if np.isfinite(missed).any():
+            i, k = np.unravel_index(np.argmin(missed), missed.shape)
+            out.append(("missed_label", int(i), f"a true label predicted absent, the lowest probability (label {k})"))
+        else:
+            out.append(("missed_label", None, "no true label of a test example is predicted absent"))
+        false = np.where(~y & pred, probs, -np.inf)
+        if np.isfinite(false).any():
+            i, k = np.unravel_index(np.argmax(false), false.shape)
+            out.append(("false_label", int(i), f"an absent label predicted present, the highest probability "
+                        f"(label {k})"))  # fmt: skip
+        else:
+            out.append(("false_label", None, "no absent label of a test example is predicted present"))
+        for c in range(probs.shape[1]):
+            idx = np.flatnonzero(pred[:, c])
+            if len(idx):
+                out.append((f"most_confident_{c}", int(idx[np.argmax(probs[idx, c])]),
+                            f"label {c} predicted, its highest probability"))  # fmt: skip
+            else:
+                out.append((f"most_confident_{c}", None, f"no test example is predicted to have label {c}"))
+        exact = np.flatnonzero((pred == y).all(axis=1))
+        rng = np.random.default_rng(seed)
+        if len(exact):
+            out.append(("random_exact", int(rng.choice(exact)), f"seeded draw (seed {seed}) of the test examples "
+                        "whose every label is right"))  # fmt: skip
+        else:
+            out.append(("random_exact", None, "no test example has every label right"))
+        return out
+
+    def outcome(self, label, outputs, target, names):
+        probs = [float(p) for p in outputs]
+        predicted = [n for n, p in zip(names, probs, strict=True) if p >= self.THRESHOLD]
+        truth = None if label is None else [n for n, v in zip(names, np.asarray(label).tolist(), strict=True) if v]
+        return Outcome(label=None if truth is None else (", ".join(truth) or "none"),
+                       prediction=", ".join(predicted) or "none", confidence=probs[int(target)],
+                       outputs=dict(zip(names, probs, strict=True)), explained=names[int(target)])  # fmt: skip
+
+    def evidence(self, rationales, target):
+        """The phrases planted for the explained label's own topic, on documents that have that label (a topic
+        mentioned once as a distractor is not evidence of it)."""
+        if not len(rationales):
+            return rationales
+        return rationales[rationales["evidence"] & (rationales["phrase_label"] == int(target))]
+
+    def role_missing(self, selection, role):
+        k = len(selection["examples"][0]["probs"]) if selection["examples"] else None
+        number = self.role_pattern.fullmatch(role).group(1)
+        if number is not None and k is not None and int(number) >= k:
+            return f"the classifier has {k} labels, none numbered {number}"
+        return None
+
+
 CLASSIFICATION = register(Classification())
 REGRESSION = register(Regression())
+MULTILABEL = register(MultiLabel())

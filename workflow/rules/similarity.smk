@@ -24,6 +24,39 @@ rule compare:
         "../scripts/compare.py"
 
 
+rule target_agreement:
+    input:
+        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        manifest=shared("results/data/split_manifest.json"),
+        model=at("results/models/finetuned"),
+    output:
+        table=report_table(
+            "results/paper/tables/target_agreement",
+            "target_agreement",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        figure=report_figure(
+            "results/paper/figures/target_agreement",
+            "target_agreement",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+    log:
+        at("results/logs/target_agreement/target_agreement.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(
+            similarity=["top_fraction", "rbo_p", "legacy_mask", "n_boot", "seed"],
+            figures=["dpi"],
+        ),
+    script:
+        "../scripts/target_agreement.py"
+
+
 rule similarity_examples:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),

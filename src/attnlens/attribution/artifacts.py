@@ -20,7 +20,7 @@ from attnlens.tasks import Task
 
 # --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------
 
-ATTRIBUTION_SCHEMA = "attributions/v1"
+ATTRIBUTION_SCHEMA = "attributions/v2"
 
 
 EMBEDDING_SCHEMA = "embedding_attributions/v1"
@@ -29,12 +29,14 @@ EMBEDDING_SCHEMA = "embedding_attributions/v1"
 EMBEDDING_LAYERS = ("word", "position", "token_type")
 
 
-#: Columns of an ``attribute`` shard, one row per example (an empty shard has them too).
+#: Columns of an ``attribute`` shard, one row per example and explained target (an empty shard has them too):
+#: ``target`` is the column of ``F`` explained, ``target_rank`` its place among the document's targets (0: the
+#: headline target, the only one of a classification or a regression; :meth:`attnlens.tasks.Task.targets`).
 ATTRIBUTION_TYPES = pa.schema([
     ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("scores", pa.list_(pa.float64())),
     ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("n_steps", pa.int64()),
     ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
-    ("target", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
+    ("target", pa.int64()), ("target_rank", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
     ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
     ("seconds", pa.float64()),
 ])  # fmt: skip
@@ -47,7 +49,7 @@ def attribution_types(task: Task) -> pa.Schema:
     """:data:`ATTRIBUTION_TYPES` with ``label`` typed as the task's labels (a regression's are float64);
     ``probs`` and ``probs_baseline`` hold ``F(x)`` and ``F(x′)``, every output of the task's readout."""
     at = ATTRIBUTION_TYPES.get_field_index("label")
-    return ATTRIBUTION_TYPES.set(at, pa.field("label", pa.from_numpy_dtype(np.dtype(task.label_dtype()))))
+    return ATTRIBUTION_TYPES.set(at, pa.field("label", task.label_type()))
 
 
 #: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).
@@ -64,10 +66,13 @@ def l2_normalise(scores: np.ndarray) -> np.ndarray:
     return scores / norm if norm > 0 else np.zeros_like(scores)
 
 
-def load_attributions(paths: Sequence) -> pd.DataFrame:
-    """Every shard of ``attribute``, concatenated (one row per example)."""
+def load_attributions(paths: Sequence, every_target: bool = False) -> pd.DataFrame:
+    """Every shard of ``attribute``, concatenated: one row per example, its headline target's (``target_rank``
+    0); with ``every_target``, one row per example and explained target, in target order."""
     frame = load_shards(paths, ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES)
-    return frame.sort_values("example_id", kind="stable").reset_index(drop=True)
+    if not every_target:
+        frame = frame[frame["target_rank"] == 0]
+    return frame.sort_values(["example_id", "target_rank"], kind="stable").reset_index(drop=True)
 
 
 def load_embedding_attributions(path) -> dict[str, dict]:

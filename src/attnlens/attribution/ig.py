@@ -338,9 +338,17 @@ def step_range(
 
 
 def attribution_row(
-    eid: str, ids: Sequence[int], res: Attribution, label: int | float, kind: str, is_showcase: bool, seconds: float
+    eid: str,
+    ids: Sequence[int],
+    res: Attribution,
+    label,
+    kind: str,
+    is_showcase: bool,
+    seconds: float,
+    rank: int = 0,
 ) -> dict:
-    """One row of an ``attribute`` shard (:data:`ATTRIBUTION_TYPES`) for example ``eid``."""
+    """One row of an ``attribute`` shard (:data:`ATTRIBUTION_TYPES`) for example ``eid`` and its ``rank``-th
+    target (``res.target``)."""
     return {
         "example_id": eid,
         "input_ids": np.asarray(ids, dtype=np.int32),
@@ -353,6 +361,7 @@ def attribution_row(
         "rounds_steps": np.asarray([r[0] for r in res.rounds], dtype=np.int32),
         "rounds_delta": np.asarray([r[1] for r in res.rounds], dtype=np.float64),
         "target": res.target,
+        "target_rank": rank,
         "target_kind": kind,
         "label": label,
         "probs": res.probs.astype(np.float64),

@@ -162,6 +162,43 @@ def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi:
     return save_figure(fig, stem, dpi)
 
 
+def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Path]:
+    """Per metric and attention configuration (panels), per explained output (groups): attention–attribution
+    agreement with its 95 % interval, its chance level, and the agreement between the output's attribution and the
+    other explained outputs' attributions of the same documents
+    (:func:`attnlens.similarity.per_target.target_agreement`)."""
+    metrics = list(dict.fromkeys(table["metric"]))
+    configurations = list(dict.fromkeys(table["configuration"]))
+    fig, axes = plt.subplots(len(metrics), len(configurations), squeeze=False,
+                             figsize=(4.2 * len(configurations) + 1, 2.8 * len(metrics) + 0.8))  # fmt: skip
+    series = (("attention", "attention vs attribution", "#1b6ca8"), ("chance", "chance (permuted)", "#c6dbef"),
+              ("between_targets", "attribution vs other targets' attributions", "#d95f02"))  # fmt: skip
+    for r, metric in enumerate(metrics):
+        for c, configuration in enumerate(configurations):
+            ax = axes[r][c]
+            part = table[(table["metric"] == metric) & (table["configuration"] == configuration)]
+            x = np.arange(len(part))
+            for i, (column, label, colour) in enumerate(series):
+                values = part[column].to_numpy(dtype=float)
+                err = None
+                if column != "chance":
+                    lo, hi = part[f"{column.split('_')[0]}_lo"].to_numpy(float), part[f"{column.split('_')[0]}_hi"]
+                    err = np.vstack([values - lo, hi.to_numpy(float) - values])
+                    err = np.where(np.isfinite(err), err, 0.0)
+                ax.bar(x + (i - 1) * 0.27, np.nan_to_num(values), 0.27, yerr=err, color=colour, label=label,
+                       capsize=2)  # fmt: skip
+            names = [str(n) if len(str(n)) <= 22 else str(n)[:21] + "…" for n in part["name"]]
+            ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+            ax.axhline(0, color="black", linewidth=0.5)
+            layers = {"last": "the last layer", "all": "all layers"}.get(configuration, configuration)
+            ax.set_title(f"{metric}, attention of {layers}", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle("One attention map, one attribution per explained output: agreement per target")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return save_figure(fig, stem, dpi)
+
+
 #: Box colours of the similarity distributions: metric value and chance level, per mode.
 _MODE_COLOURS = {"legacy": ("#d95f02", "#fdd0a2"), "fixed": ("#1b6ca8", "#c6dbef")}
 

@@ -61,11 +61,13 @@ LEGACY_METRICS = (
 )  # fmt: skip
 #: Bug ids of docs/deviations.md whose legacy behaviour the fixed metrics change.
 DEVIATIONS = ("B-5", "B-6", "B-7", "B-8", "B-10", "B-11")
-SIMILARITY_SCHEMA = "similarity/v1"
+SIMILARITY_SCHEMA = "similarity/v2"
 HEADS_SCHEMA = "head_agreement/v1"
-#: Columns of a ``compare`` shard, one row per example × configuration × scaling × mask × mode × metric.
+#: Columns of a ``compare`` shard, one row per example × explained target × configuration × scaling × mask × mode ×
+#: metric (``target``, ``target_rank``: the attribution's, :data:`attnlens.attribution.artifacts.ATTRIBUTION_TYPES`).
 SIMILARITY_TYPES = pa.schema([
-    ("example_id", pa.string()), ("configuration", pa.string()), ("scaled", pa.bool_()), ("mask", pa.string()),
+    ("example_id", pa.string()), ("target", pa.int64()), ("target_rank", pa.int64()),
+    ("configuration", pa.string()), ("scaled", pa.bool_()), ("mask", pa.string()),
     ("mode", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("chance", pa.float64()),
     ("chance_sd", pa.float64()), ("z", pa.float64()), ("p_perm", pa.float64()), ("n", pa.int64()),
 ])  # fmt: skip
@@ -319,6 +321,15 @@ def fixed_agreement(
     return {key: fixed_metrics_rows(side_a, dense_a, t, rbo_p, top_fraction) for key, t in vectors.items()}
 
 
+def vector_agreement(a: np.ndarray, t: np.ndarray, rbo_p: Sequence[float], top_fraction: float) -> dict[str, float]:
+    """Fixed-mode metrics of one signed attribution ``a`` against one non-negative vector ``t`` (both over the kept
+    positions), exactly as :func:`compare_example` computes them against an attention vector."""
+    a = np.asarray(a, dtype=np.float64)
+    rows = fixed_metrics_rows(_FixedSide.of(a), dense_ranks(np.abs(a))[None], np.asarray(t, dtype=np.float64),
+                              rbo_p, top_fraction)  # fmt: skip
+    return {name: float(values[0]) for name, values in rows.items()}
+
+
 def permutations(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
     """``(count + 1, n)`` index rows: the identity, then ``count`` random permutations."""
     rows = np.tile(np.arange(n), (count + 1, 1))
@@ -367,8 +378,11 @@ def compare_example(
     rbo_p: Sequence[float] = (0.9, 0.98),
     seed: int = 42,
     legacy_sort: str = "stable",
+    target: int = 0,
+    target_rank: int = 0,
 ) -> pd.DataFrame:
-    """Every metric of one example, both modes, every configuration × scaled × mask, with chance baselines.
+    """Every metric of one example (and one of its explained targets), both modes, every configuration × scaled ×
+    mask, with chance baselines.
 
     Args:
         example_id: used in the rows and to seed the permutations.
@@ -377,6 +391,9 @@ def compare_example(
         importance: ``{"legacy": (L, H), "fixed": (L, H)}`` head importance scaling the scaled rows.
         keep: ``{"legacy": (n,), "fixed": (n,)}`` bool, True where the mask keeps the token.
         special: ``(n,)`` bool, special tokens (dropped by every fixed metric).
+        target, target_rank: the explained output ``a`` is for, and its place among the example's targets (the
+            rows' ``target`` and ``target_rank``; the permutations depend on the example only, so every target of
+            one example meets the same null draws).
 
     Returns:
         One row per (configuration, scaled, mask, mode, metric) with :data:`COLUMNS`.
@@ -391,7 +408,8 @@ def compare_example(
     def emit(mode, mask, metrics_by_key, size):
         for (layers, scaled), metrics in metrics_by_key.items():
             for name, values in metrics.items():
-                records.append((example_id, layers, scaled, mask, mode, name, *chance_stats(values), size))
+                records.append((example_id, target, target_rank, layers, scaled, mask, mode, name,
+                                *chance_stats(values), size))  # fmt: skip
 
     keep_of = {"none": None, "legacy": keep["legacy"], "fixed": keep["fixed"]}
     perms = permutations(example_rng(seed, example_id, 0), n, n_permutations)
@@ -460,8 +478,9 @@ def token_masks(tokenizer, ids: Sequence[int], legacy_mask: str) -> tuple[dict[s
     return keep, special
 
 
-def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
-    """Per-example rows of ``compare`` shards; a folder stands for its ``shard*.parquet`` files."""
+def load_similarity(paths: Sequence, where: str | None = None, every_target: bool = False) -> pd.DataFrame:
+    """Per-example rows of ``compare`` shards, of each example's headline target (``target_rank`` 0; with
+    ``every_target``, of every explained target); a folder stands for its ``shard*.parquet`` files."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -473,4 +492,5 @@ def load_similarity(paths: Sequence, where: str | None = None) -> pd.DataFrame:
             files.append(p)
         else:
             raise InputError(where or p, "path", f"expected a per-example similarity parquet or folder, {p} is missing")
-    return load_shards(files, SIMILARITY_SCHEMA, SIMILARITY_TYPES)
+    frame = load_shards(files, SIMILARITY_SCHEMA, SIMILARITY_TYPES)
+    return frame if every_target else frame[frame["target_rank"] == 0].reset_index(drop=True)

@@ -73,9 +73,10 @@ def run_attribute(
     out_path: StrPath,
     device: str = "auto",
 ) -> dict:
-    """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example.
+    """Rule ``attribute``: IG for every test example of one shard → parquet, one row per example and explained
+    target (the task's :meth:`~attnlens.tasks.Task.targets` of ``attribution.target``).
 
-    Each finished example is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
+    Each finished (example, target) is checkpointed under ``.<out>.partial/``, keyed by a fingerprint of the
     config section and of every input file (path, size, mtime), so a shard killed midway resumes
     where it stopped and never from another model's results; the checkpoint folder is removed once
     the shard's parquet is written.
@@ -96,47 +97,51 @@ def run_attribute(
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
-        ckpt = partial / f"{fingerprint}-{hashlib.sha256(eid.encode()).hexdigest()[:16]}.parquet"
-        if ckpt.exists():
-            rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
-            resumed += 1
-            continue
-        label = examples["label"].iloc[i].item()
-        target = task.target(cfg.target, label, outputs_by_id[eid])
-        inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
+        label = examples["label"].iloc[i]
         is_showcase = eid in showcased
         lo, hi = step_range(is_showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive,
                             min_steps=cfg.min_steps, max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
-        started = time.perf_counter()
-        res = attribute_example(
-            model,
-            inputs,
-            target,
-            min_steps=lo,
-            max_steps=hi,
-            tolerance=cfg.tolerance,
-            internal_batch_size=cfg.internal_batch_size,
-            autocast=cfg.autocast,
-        )
-        synchronize(on)
-        row = attribution_row(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase,
-                              time.perf_counter() - started)  # fmt: skip
-        with atomic_path(ckpt) as tmp:
-            pd.DataFrame([row]).to_parquet(tmp)
-        rows.append(row)
-        logger.info(
-            "%s: %d tokens, %d steps, |δ|/|gap| = %.4f%s",
-            eid,
-            len(encoded.input_ids[i]),
-            res.n_steps,
-            row["relative_delta"],
-            "" if res.converged else " (NOT converged)",
-        )
+        inputs = None
+        for rank, target in enumerate(task.targets(cfg.target, label, outputs_by_id[eid])):
+            key = hashlib.sha256(f"{eid}\x00{target}".encode()).hexdigest()[:16]
+            ckpt = partial / f"{fingerprint}-{key}.parquet"
+            if ckpt.exists():
+                rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
+                resumed += 1
+                continue
+            if inputs is None:
+                inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
+            started = time.perf_counter()
+            res = attribute_example(
+                model,
+                inputs,
+                target,
+                min_steps=lo,
+                max_steps=hi,
+                tolerance=cfg.tolerance,
+                internal_batch_size=cfg.internal_batch_size,
+                autocast=cfg.autocast,
+            )
+            synchronize(on)
+            row = attribution_row(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase,
+                                  time.perf_counter() - started, rank)  # fmt: skip
+            with atomic_path(ckpt) as tmp:
+                pd.DataFrame([row]).to_parquet(tmp)
+            rows.append(row)
+            logger.info(
+                "%s (target %d): %d tokens, %d steps, |δ|/|gap| = %.4f%s",
+                eid,
+                target,
+                len(encoded.input_ids[i]),
+                res.n_steps,
+                row["relative_delta"],
+                "" if res.converged else " (NOT converged)",
+            )
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
     n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
     notes = [
-        f"IG: {n_bad} of {len(frame)} examples of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
+        f"IG: {n_bad} of {len(frame)} explanations of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
         f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
     ] if n_bad else []  # fmt: skip
     prov = provenance(
@@ -177,7 +182,8 @@ def run_attribute_embeddings(
     out_path: StrPath,
     device: str = "auto",
 ) -> dict:
-    """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example → parquet."""
+    """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example, for its headline target
+    → parquet."""
     model, tokenizer = load_classifier(model_dir)
     on = place(model, device)
     examples, _ = load_examples(test_path)
@@ -189,8 +195,8 @@ def run_attribute_embeddings(
     for eid in dict.fromkeys(e["example_id"] for e in load_selection(selection_path)):
         i = row_of[eid]
         ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
-        label = examples["label"].iloc[i].item()
-        target = task.target(cfg.target, label, outputs_by_id[eid])
+        label = examples["label"].iloc[i]
+        target = task.targets(cfg.target, label, outputs_by_id[eid])[0]  # the headline target's
         inputs = prepare_inputs(model, tokenizer, ids, on)
         res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
         relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)

@@ -60,7 +60,7 @@ def run_evaluate_faithfulness(
     examples, _ = load_examples(test_path)
     text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
-    with_evidence = set(rationales.loc[rationales["evidence"], "example_id"].astype(str)) if len(rationales) else set()
+    task = task_of(model.config)
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
@@ -92,8 +92,9 @@ def run_evaluate_faithfulness(
         frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
         frame.insert(0, "example_id", eid)
         curves.append(frame)
-        if eid in with_evidence:
-            ev = rationales[(rationales["example_id"] == eid) & rationales["evidence"]]
+        ev = task.evidence(rationales, int(row.target))
+        ev = ev[ev["example_id"] == eid] if len(ev) else ev
+        if len(ev):
             spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
             labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
             if CONTROL in orders:  # scores that reproduce the random order
@@ -112,7 +113,7 @@ def run_evaluate_faithfulness(
         cfg.seed,
         seconds=round(seconds, 2),
         model=str(model_dir),
-        task=task_of(model.config).name,
+        task=task.name,
     )  # what the curves' F is (attnlens.tasks)
     save_parquet(curves_frame, curves_path, prov)
     plaus_frame = pd.DataFrame(

@@ -260,7 +260,6 @@ def run_build_explorers(
     examples, _ = load_examples(test_path)
     text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
-    evidence_rows = rationales[rationales["evidence"]] if len(rationales) else rationales
     manifest = load_json(manifest_path)
     task = get_task(manifest.get("task"))
     class_names = list(task.output_names(manifest["classes"]))
@@ -280,6 +279,7 @@ def run_build_explorers(
             ids = [int(i) for i in ids]
             evidence = None
             if len(rationales):
+                evidence_rows = task.evidence(rationales, int(attributions.loc[eid, "target"]))  # of the explained
                 spans = evidence_rows.loc[evidence_rows["example_id"] == eid, ["char_start", "char_end"]]
                 evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
             doc = document_for(

@@ -13,7 +13,8 @@ import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions
-from attnlens.config import SimilarityConfig
+from attnlens.config import FiguresConfig, SimilarityConfig
+from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import (
@@ -21,6 +22,7 @@ from attnlens.io import (
     atomic_dir,
     atomic_path,
     file_stem,
+    load_json,
     provenance,
     save_csv,
     save_parquet,
@@ -28,6 +30,7 @@ from attnlens.io import (
 )
 from attnlens.models.loading import load_tokenizer
 from attnlens.render.escape import markdown_cell
+from attnlens.render.figures import plot_target_agreement
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
 from attnlens.selection import load_selection, outcome_text, showcased_once
 from attnlens.similarity.metrics import (
@@ -50,6 +53,8 @@ from attnlens.similarity.paper import (
     top_set_table,
     value_counts,
 )
+from attnlens.similarity.per_target import PAIR_COLUMNS, pair_agreement, target_agreement
+from attnlens.tasks import get_task
 from attnlens.tokens import display_tokens
 
 logger = logging.getLogger(__name__)
@@ -64,32 +69,35 @@ def run_compare(
     out_path: StrPath,
     heads_path: StrPath,
 ) -> dict:
-    """Rule ``compare``: metrics of every example of one attention shard, and per-head agreement."""
+    """Rule ``compare``: metrics of every example of one attention shard against each of its explained targets'
+    attributions, and per-head agreement (of the headline target)."""
     tokenizer = load_tokenizer(model_dir)
     importance = load_importance_modes(importance_path, MODES)
     examples = load_summaries([summary_path]).examples
-    attributions = load_attributions(attribution_paths).set_index("example_id")
+    attributions = load_attributions(attribution_paths, every_target=True)
+    by_example = {eid: rows for eid, rows in attributions.groupby("example_id", sort=False)}
     frames, heads = [], []
     t0 = time.perf_counter()
     for eid, ex in examples.items():
-        if eid not in attributions.index:
+        if eid not in by_example:
             raise InputError(", ".join(map(str, attribution_paths)), "example_id", f"expected an attribution of {eid}")
-        row = attributions.loc[eid]
-        ids = [int(i) for i in row["input_ids"]]
-        if ex.input_ids.tolist() != ids:
-            raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
-        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
         received = ex.received.numpy()
-        a = np.asarray(row["scores"], dtype=np.float64)
-        frames.append(
-            compare_example(
+        for row in by_example[eid].itertuples(index=False):
+            ids = [int(i) for i in row.input_ids]
+            if ex.input_ids.tolist() != ids:
+                raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
+            keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+            a = np.asarray(row.scores, dtype=np.float64)
+            frame = compare_example(
                 eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
                 top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed, legacy_sort=cfg.legacy_sort,
-            )
-        )  # fmt: skip
-        per_head = head_agreement(a, received, ~special, cfg.top_fraction)
-        per_head.insert(0, "example_id", eid)
-        heads.append(per_head)
+                target=int(row.target), target_rank=int(row.target_rank),
+            )  # fmt: skip
+            frames.append(frame)
+            if row.target_rank == 0:  # per-head agreement: of the headline target
+                per_head = head_agreement(a, received, ~special, cfg.top_fraction)
+                per_head.insert(0, "example_id", eid)
+                heads.append(per_head)
     seconds = time.perf_counter() - t0
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
     extra = {"seconds": round(seconds, 2), "n_examples": len(examples), "deviations": list(DEVIATIONS)}
@@ -160,3 +168,45 @@ def run_similarity_examples(
             written.append(Path(tmp) / f"{stem}.md")
     logger.info("in-depth similarity views of %d examples", len(showcased))
     return written
+
+
+def run_target_agreement(
+    cfg: SimilarityConfig,
+    figures_cfg: FiguresConfig,
+    similarity_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    manifest_path: StrPath,
+    model_dir: StrPath,
+    table_stem: StrPath,
+    figure_stem: StrPath,
+) -> dict:
+    """Rule ``target_agreement``: per explained output, how well the one attention map agrees with its attribution
+    (the ``compare`` rows of every target), against chance and against the other explained outputs' attributions
+    of the same documents (:mod:`attnlens.similarity.per_target`)."""
+    tokenizer = load_tokenizer(model_dir)
+    manifest = load_json(manifest_path, SPLIT_MANIFEST_SCHEMA)
+    names = get_task(manifest.get("task")).output_names(manifest["classes"])
+    similarity = load_similarity(similarity_paths, every_target=True)
+    attributions = load_attributions(attribution_paths, every_target=True)
+    pairs = [pd.DataFrame(columns=list(PAIR_COLUMNS))]
+    for eid, rows in attributions.groupby("example_id", sort=True):
+        if len(rows) < 2:
+            continue
+        ids = [int(i) for i in rows["input_ids"].iloc[0]]
+        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+        scores = {int(t): np.asarray(s, dtype=np.float64) for t, s in zip(rows["target"], rows["scores"], strict=True)}
+        pairs.append(pair_agreement(str(eid), scores, keep["fixed"] & ~special, cfg.rbo_p, cfg.top_fraction))
+    pair_frame = pd.concat([p for p in pairs if len(p)] or pairs[:1], ignore_index=True)
+    table = target_agreement(similarity, pair_frame, names, cfg.seed, cfg.n_boot)
+    n_docs = int(attributions["example_id"].nunique()) if len(attributions) else 0
+    caption = (
+        f"Per-target agreement over {n_docs} documents and {len(attributions)} explanations: attention (fixed "
+        "recipe, scaled by head importance) vs each explained output's IG attribution, mean [95 % CI over "
+        "documents] and chance; and each output's attribution vs the other explained outputs' attributions of the "
+        "same documents"
+    )
+    write_table(table, table_stem, caption)
+    plot_target_agreement(table, figure_stem, figures_cfg.dpi)
+    logger.info("per-target agreement: %d targets, %d documents, %d pairs", table["target"].nunique() - 1, n_docs,
+                len(pair_frame))  # fmt: skip
+    return {"n_documents": n_docs, "n_pairs": len(pair_frame)}

@@ -1,0 +1,71 @@
+"""Per-target agreement (attnlens.similarity.per_target): the agreement between two explained targets'
+attributions against scipy's Kendall τ_b and a brute-force top-k Jaccard, and the table's means, intervals and
+pair counts against hand-built rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from attnlens.similarity.per_target import METRICS, VIEW, pair_agreement, target_agreement
+from attnlens.stats import n_top
+
+pytestmark = pytest.mark.numerics
+
+
+def test_pair_agreement_is_kendall_and_jaccard_of_the_magnitudes():
+    """|a_j| against |a_k| over the kept tokens: τ_b as scipy computes it (ties included: the same float64 sums,
+    1e-12), the top-5 % Jaccard as set arithmetic on the stable descending orders; both symmetric."""
+    rng = np.random.default_rng(0)
+    n = 60
+    scores = {0: rng.normal(size=n), 2: rng.normal(size=n), 3: np.round(rng.normal(size=n), 1)}  # ties in one
+    valid = np.ones(n, dtype=bool)
+    valid[[0, n - 1]] = False  # the special tokens
+    pairs = pair_agreement("doc", scores, valid, (0.9,), 0.05)
+    assert len(pairs) == 3 * 2 * len(METRICS)  # ordered pairs × metrics
+    idx = np.flatnonzero(valid)
+    k = n_top(0.05, len(idx))
+    for j, other in ((0, 2), (2, 3), (3, 0)):
+        x, y = np.abs(scores[j][idx]), np.abs(scores[other][idx])
+        got = pairs[(pairs["target"] == j) & (pairs["other"] == other)].set_index("metric")["value"]
+        assert got["kendall_tau_b"] == pytest.approx(stats.kendalltau(x, y).statistic, rel=1e-12)
+        top_x = set(np.argsort(-x, kind="stable")[:k].tolist())
+        top_y = set(np.argsort(-y, kind="stable")[:k].tolist())
+        assert got["jaccard_top5"] == pytest.approx(len(top_x & top_y) / len(top_x | top_y), rel=1e-12)
+        back = pairs[(pairs["target"] == other) & (pairs["other"] == j)].set_index("metric")["value"]
+        assert back.to_dict() == pytest.approx(got.to_dict(), rel=1e-12)
+    assert pair_agreement("doc", {1: scores[0]}, valid, (0.9,), 0.05).empty  # one target: no pair
+
+
+def _rows(values: dict[tuple[str, int], float], configuration: str = "all") -> pd.DataFrame:
+    rows = []
+    for (eid, target), value in values.items():
+        for metric in METRICS:
+            rows.append({"example_id": eid, "target": target, "target_rank": 0, "configuration": configuration,
+                         "scaled": VIEW["scaled"], "mask": VIEW["mask"], "mode": VIEW["mode"], "metric": metric,
+                         "value": value, "chance": 0.0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_table_averages_documents_and_counts_each_pair_once_overall():
+    similarity = pd.concat([_rows({("a", 0): 0.2, ("a", 1): 0.4, ("b", 0): 0.6}), _rows({("a", 0): 9.0}, "last")])
+    similarity = pd.concat([similarity, _rows({("a", 0): 5.0}).assign(mask="none")])  # other views: not read
+    pairs = pd.DataFrame(
+        [("a", 0, 1, m, 0.3, 10) for m in METRICS] + [("a", 1, 0, m, 0.3, 10) for m in METRICS],
+        columns=["example_id", "target", "other", "metric", "value", "n"],
+    )
+    table = target_agreement(similarity, pairs, ("tort", "contract"), seed=0, n_boot=200)
+    row = table[(table["configuration"] == "all") & (table["metric"] == "kendall_tau_b")].set_index("name")
+    assert row.loc["tort", "attention"] == pytest.approx(0.4) and row.loc["tort", "n_explanations"] == 2
+    assert row.loc["contract", "attention"] == pytest.approx(0.4) and row.loc["contract", "n_pairs"] == 1
+    # overall: document a's two explanations averaged first (0.3), then with b (0.6): 0.45, not 0.4
+    assert row.loc["all", "attention"] == pytest.approx(0.45) and row.loc["all", "n_explanations"] == 3
+    assert row.loc["all", "n_pairs"] == 1 and row.loc["all", "between_targets"] == pytest.approx(0.3)
+    last = table[(table["configuration"] == "last") & (table["name"] == "tort")].iloc[0]
+    assert last["attention"] == pytest.approx(9.0)
+    single = target_agreement(_rows({("a", 1): 0.5, ("b", 1): 0.7}), pairs.iloc[:0], ("x", "y"), 0, 200)
+    assert set(single["name"]) == {"y", "all"}
+    assert single.loc[single["configuration"] == "all", "note"].str.contains("no other target").all()
+    assert single.loc[single["configuration"] == "last", "note"].str.startswith("not computable (n = 0)").all()
