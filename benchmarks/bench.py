@@ -7,8 +7,8 @@ provenance. Two suites run scripts of their own in a fresh interpreter: ``attnlr
 ``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
 
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
-[--only foundation|attention|architectures|explanations|attribution|similarity|topology|pairs|explorer|attnlrp|
-startup|paper_shape]``.
+[--only foundation|attention|architectures|explanations|attribution|targets|similarity|topology|pairs|explorer|
+attnlrp|startup|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -35,6 +35,7 @@ from suites import (
     foundation,
     pairs,
     similarity,
+    targets,
     topology,
 )
 
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         "topology": lambda: topology.bench_topology(),
         "similarity": lambda: similarity.bench_similarity(),
         "attribution": lambda: attribution.run(args.config),
+        "targets": lambda: targets.run(args.config),
         "attention": lambda: {"lengths": attention.bench_attention()},
         "architectures": lambda: {"lengths": architectures.bench_architectures(args.lengths, args.architectures)},
         "explanations": lambda: explanations.bench_explanations(),

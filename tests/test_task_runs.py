@@ -17,8 +17,11 @@ import pytest
 from helpers import GUARD, ROOT, merged, run_snakemake, tiny_config, write_config
 from session_runs import session_run
 
+import attnlens
 from attnlens.corpus import TOPIC_NAMES
+from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
+from attnlens.selection import load_selection
 from attnlens.tasks import MULTILABEL
 
 pytestmark = pytest.mark.workflow
@@ -120,6 +123,12 @@ def test_a_regression_run_explains_the_predicted_value(regression_run):
     assert "<td><b>value</b></td>" in overlay  # the attribution label
     assert (res / "paper/figures/faithfulness_curves.png").is_file() and (res / "manifest.json").is_file()
 
+    # the one-document API reads a regression's true value as a number
+    doc = attnlens.explain("We rely on neural network throughout.", attnlens.load(res), label="2.5")
+    assert doc.outcome.label == "2.5" and doc.outcome.explained == "value"
+    with pytest.raises(InputError, match=r"expected a finite number"):
+        attnlens.explain("some words", attnlens.load(res), label="high")
+
 
 def test_a_multilabel_run_explains_each_label(multilabel_run):
     res = multilabel_run / "results"
@@ -166,3 +175,28 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     meta, _ = read_explorer(page)
     assert meta["info"]["explained"] == TOPIC_NAMES[int(headline.loc[meta["example_id"]])]
     assert list(meta["info"]["outputs"]) == list(TOPIC_NAMES)
+
+
+def test_the_api_explains_any_label_it_is_asked_for(multilabel_run):
+    """``attnlens.explain(..., target=k)`` of a showcased document equals the run's IG row of label ``k``, bit for
+    bit (the same seam functions on one thread, as the run's jobs); its true labels are read as a list of names or
+    as ``a|b``, and a target or a label the model does not have is one clear line."""
+    res = multilabel_run / "results"
+    eid = load_selection(res / "predictions/selection.json")[0]["example_id"]
+    test = pd.read_parquet(res / "data/test.parquet").set_index("example_id")
+    stored = pd.read_parquet(res / "attributions/shard0.parquet").set_index(["example_id", "target"])
+    classifier = attnlens.load(res)
+    truth = [TOPIC_NAMES[k] for k, v in enumerate(test.loc[eid, "label"]) if v]
+    config = multilabel_run / "config/config.yaml"
+    for k in (3, 0):
+        doc = attnlens.explain(test.loc[eid, "text"], classifier, config=config, example_id=eid, target=k,
+                               label=truth if k else "|".join(truth))  # fmt: skip
+        np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[(eid, k), "scores"]))
+        assert doc.attribution["target_kind"] == "given" and doc.outcome.explained == TOPIC_NAMES[k]
+        assert doc.outcome.label == (", ".join(truth) or "none")
+    by_name = attnlens.explain(test.loc[eid, "text"], classifier, config=config, target=TOPIC_NAMES[2])
+    assert by_name.attribution["target"] == 2
+    with pytest.raises(InputError, match=r"target: 4: expected an output index below 4"):
+        attnlens.explain("some words", classifier, target=4)
+    with pytest.raises(InputError, match=r"has the unknown label 'tax'"):
+        attnlens.explain("some words", classifier, label=["tax"])

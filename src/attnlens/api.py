@@ -36,7 +36,13 @@ import transformers
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.attention.summaries import BANDS_SCHEMA, band_tensors, compute_example_summaries
-from attnlens.attribution.artifacts import ATTRIBUTION_SCHEMA, ATTRIBUTION_TYPES, EXPLANATION_TYPES, EXPLANATIONS_SCHEMA
+from attnlens.attribution.artifacts import (
+    ATTRIBUTION_SCHEMA,
+    ATTRIBUTION_TYPES,
+    EXPLANATION_TYPES,
+    EXPLANATIONS_SCHEMA,
+    attribution_types,
+)
 from attnlens.attribution.explanations import explain_example, explanation_rows
 from attnlens.attribution.ig import (
     attribute_example,
@@ -178,7 +184,7 @@ class DocumentExplanation:
     tokens: list[str]
     special: np.ndarray
     class_names: list[str]
-    label: int | None
+    label: Any  # the true label as the task keeps it (Task.parse_label), or None
     attribution: dict[str, Any]
     received: np.ndarray
     partners: dict[str, np.ndarray]
@@ -304,7 +310,7 @@ class DocumentExplanation:
             pd.DataFrame([self.attribution], columns=list(ATTRIBUTION_TYPES.names)),
             paths["attributions"],
             provenance(ATTRIBUTION_SCHEMA, s.attribution.to_dict(), None, **common),
-            ATTRIBUTION_TYPES,
+            attribution_types(get_task(self.task)),
         )
         save_parquet(
             pd.DataFrame(self.explanation, columns=list(EXPLANATION_TYPES.names)),
@@ -374,7 +380,8 @@ def explain(
     classifier: Classifier | str | Path,
     *,
     config: str | Path | Mapping[str, Any] | None = None,
-    label: int | str | None = None,
+    label: Any = None,
+    target: int | str | None = None,
     importance: str | Path | Mapping[str, np.ndarray] | None = None,
     example_id: str = "document",
     showcased: bool = True,
@@ -386,8 +393,12 @@ def explain(
         classifier: from :func:`load`, or what :func:`load` takes.
         config: the pipeline config whose ``attention``, ``attribution``, ``explanations``, ``similarity`` and
             ``report.explorer`` sections apply (default: their defaults).
-        label: the true class (index or name), when known: shown, and explained when ``attribution.target`` is
-            ``true``.
+        label: the true label, when known, as the model's task reads it (:meth:`attnlens.tasks.Task.parse_label`):
+            a class index or name; a regression's value; a multi-label document's labels (a list of names or
+            indices, or ``"a|b"``). Shown, and explained when ``attribution.target`` is ``true``.
+        target: the output to explain (an index or an output's name: a class, a label), in place of the one
+            ``attribution.target`` picks (the headline target: the likeliest predicted label of a multi-label
+            document).
         importance: a ``head_importance.safetensors`` of a run, or ``{"legacy": (L, H), "fixed": (L, H)}``;
             default: the importance of the run :func:`load` read, else uniform weights.
         example_id: the document's name in the artifacts and on the page.
@@ -398,14 +409,14 @@ def explain(
     clf = classifier if isinstance(classifier, Classifier) else load(classifier)
     s = Settings.of(config)
     model, tokenizer, on = clf.model, clf.tokenizer, clf.device
-    label_index = _label_index(label, clf.class_names)
+    task = task_of(model.config)
+    label_index = None if label is None else task.parse_label(label, clf.class_names)
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
     encoded = encode_texts(tokenizer, [text])
     ids = [int(i) for i in encoded.input_ids[0]]
     reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id)
-    task = task_of(model.config)
     probs = task.outputs(predict_logits(model, encoded, 1))[0]
     seconds["predict"] = time.perf_counter() - t0
 
@@ -415,9 +426,14 @@ def explain(
     received = summary.pop("received").numpy()
     seconds["attention"] = time.perf_counter() - t0
 
-    if s.attribution.target == "true" and label_index is None:
-        raise InputError(example_id, "label", "expected the true class: attribution.target is 'true'")
-    target = task.targets(s.attribution.target, label_index if label_index is not None else -1, probs)[0]
+    kind = s.attribution.target if target is None else "given"  # the row's target_kind: why this output
+    if target is not None:
+        target = _output_index(target, clf.class_names)
+    elif s.attribution.target == "true" and label_index is None:
+        raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
+    else:
+        target = task.targets(s.attribution.target, label_index if label_index is not None else task.NO_LABEL,
+                              probs)[0]  # the headline target  # fmt: skip
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, on)
     a = s.attribution
@@ -427,8 +443,8 @@ def explain(
                             internal_batch_size=a.internal_batch_size, autocast=a.autocast)  # fmt: skip
     synchronize(on)
     seconds["ig"] = time.perf_counter() - t0
-    row = attribution_row(example_id, ids, res, -1 if label_index is None else label_index, a.target, showcased,
-                          seconds["ig"])  # fmt: skip
+    row = attribution_row(example_id, ids, res, task.NO_LABEL if label_index is None else label_index,
+                          kind, showcased, seconds["ig"])  # fmt: skip
 
     t0 = time.perf_counter()
     e = s.explanations
@@ -465,14 +481,13 @@ def explain(
     )  # fmt: skip
 
 
-def _label_index(label: int | str | None, class_names: list[str]) -> int | None:
-    if label is None:
-        return None
-    if isinstance(label, str) and label in class_names:
-        return class_names.index(label)
-    if isinstance(label, (int, np.integer)) and 0 <= int(label) < len(class_names):
-        return int(label)
-    raise InputError("label", str(label), f"expected a class index below {len(class_names)} or one of {class_names}")
+def _output_index(target: int | str, names: list[str]) -> int:
+    """The output ``target`` names: its index, or the name of a class or label."""
+    if isinstance(target, str) and target in names:
+        return names.index(target)
+    if isinstance(target, int | np.integer) and not isinstance(target, bool) and 0 <= int(target) < len(names):
+        return int(target)
+    raise InputError("target", str(target), f"expected an output index below {len(names)} or one of {names}")
 
 
 def _importance(source, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:

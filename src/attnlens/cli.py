@@ -45,7 +45,10 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("--model", required=True, help="a classifier folder, a run's results/ or a hub id")
     cmd.add_argument("--out", default=None, help="output folder (default: explained-<file stem>)")
     cmd.add_argument("--config", default=None, help="a pipeline config whose sections apply (default: defaults)")
-    cmd.add_argument("--label", default=None, help="the true class, index or name, when known")
+    cmd.add_argument("--label", default=None, help="the true label, when known: a class index or name, a "
+                     "regression's value, or a multi-label document's labels as a|b")  # fmt: skip
+    cmd.add_argument("--target", default=None, help="the output to explain, index or name (default: the one "
+                     "attribution.target picks)")  # fmt: skip
     cmd.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return top
 
@@ -61,9 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         if not text.strip():  # before the model loads: bad input costs nothing and says one line
             raise InputError(args.file, "text", "expected a document with some text, found an empty one")
         label = int(args.label) if args.label is not None and args.label.isdigit() else args.label
+        target = int(args.target) if args.target is not None and args.target.isdigit() else args.target
         out = Path(args.out or f"explained-{name}")
         check_out_folder(out)  # before the model loads, as the empty text
-        doc = explain(text, load(args.model, args.device), config=args.config, label=label, example_id=name)
+        doc = explain(text, load(args.model, args.device), config=args.config, label=label, target=target,
+                      example_id=name)  # fmt: skip
         paths = doc.save(out)
     except InputError as err:
         print(f"attnlens: error: {err}", file=sys.stderr)

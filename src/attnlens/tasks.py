@@ -134,6 +134,14 @@ class Task(ABC):
         """A file's or a hub dataset's label column as the task's labels, and the names of the outputs they
         imply (``classes``: ``data.classes``); an empty cell, or a value the task cannot read, names its row."""
 
+    #: a document's label when it is not known (the one-document API without ``label``), as a shard row keeps it
+    NO_LABEL: ClassVar = None
+
+    @abstractmethod
+    def parse_label(self, value, names: Sequence[str]):
+        """One document's true label as a user gives it (a class name or index; a number; a list of labels), in
+        the form :meth:`check_labels` returns; :class:`InputError` naming ``label`` otherwise."""
+
     @abstractmethod
     def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
         """Every source's labels, checked, as the split files keep them (:meth:`label_type`)."""
@@ -343,6 +351,15 @@ class Classification(Task):
         values = _integer_labels(labels, where, field)
         return labels, tuple(str(i) for i in range(int(values.max()) + 1)) if len(values) else ()
 
+    NO_LABEL = -1
+
+    def parse_label(self, value, names):
+        if isinstance(value, str) and value in names:
+            return names.index(value) if isinstance(names, list) else tuple(names).index(value)
+        if isinstance(value, int | np.integer) and not isinstance(value, bool) and 0 <= int(value) < len(names):
+            return int(value)
+        raise InputError("label", str(value), f"expected a class index below {len(names)} or one of {list(names)}")
+
     def check_labels(self, labels, classes, where, field):
         values = _integer_labels(labels, where, field)
         k = len(classes)
@@ -502,6 +519,11 @@ class Regression(Task):
     def resolve_labels(self, labels, ids, classes, where, field):
         _no_empty_cell(labels, ids, where, field, "a target value")
         return pd.Series(self._values(labels, ids, where, field), index=labels.index), ()
+
+    NO_LABEL = float("nan")
+
+    def parse_label(self, value, names):
+        return float(self._values(pd.Series([value], dtype=object), None, "label", str(value))[0])
 
     def check_labels(self, labels, classes, where, field):
         return self._values(labels, None, where, field)
@@ -747,6 +769,13 @@ class MultiLabel(Task):
         for i, row in enumerate(rows):
             hot[i, row] = 1
         return pd.Series(list(hot), index=labels.index, dtype=object), classes
+
+    def parse_label(self, value, names):
+        if isinstance(value, str | int | np.integer):
+            value = value if isinstance(value, str) else [value]
+        hot, _ = self.resolve_labels(pd.Series([value], dtype=object), pd.Series(["document"]), tuple(names), "label",
+                                     str(value))  # fmt: skip
+        return hot.iloc[0]
 
     def check_labels(self, labels, classes, where, field):
         k = len(classes)
