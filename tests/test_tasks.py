@@ -21,7 +21,7 @@ from attnlens.corpus import (
     generate_multilabel_corpus,
     generate_regression_corpus,
 )
-from attnlens.data import prepare_dataset
+from attnlens.data import compute_split, prepare_dataset
 from attnlens.errors import InputError
 from attnlens.selection import outcome_text, role_left_out, roles_left_out, select_examples
 from attnlens.tasks import (
@@ -301,11 +301,24 @@ def test_multilabel_labels_from_lists_names_pipes_and_indices():
             MULTILABEL.resolve_labels(pd.Series(cells), ids, classes, "d.csv", "labels")
 
 
+def test_multilabel_split_honours_the_test_fraction():
+    """By rarest label, the split keeps data.test_fraction (per stratum, rounded) where one stratum per label set
+    rounded each small set up to a test document: 160 documents of the generator, 20 %: 32."""
+    corpus = generate_multilabel_corpus(SyntheticConfig(n_documents=160, min_words=20, max_words=30), seed=42)
+    labels = MULTILABEL.check_labels(corpus.documents["label"], TOPIC_NAMES, "d", "label")
+    strata = MULTILABEL.strata(labels, "d", "label")
+    is_test = compute_split(strata, 0.2, 42)
+    assert abs(int(is_test.sum()) - 32) <= len(set(strata.tolist()))  # one rounding per stratum at most
+    hot = MULTILABEL.hot(labels)
+    assert (hot[is_test].sum(0) > 0).all() and (hot[~is_test].sum(0) > 0).all()
+
+
 def test_multilabel_splits_keep_every_label_on_both_sides():
     hot = np.array([[1, 0], [1, 0], [0, 1], [0, 1], [1, 1], [1, 1], [1, 0], [0, 0]])
     labels = MULTILABEL.check_labels(pd.Series(list(hot)), ("a", "b"), "d", "labels")
     strata = MULTILABEL.strata(labels, "d", "labels")
-    assert strata.tolist() == [1, 1, 0, 0, 2, 2, 1, 3]  # one stratum per label set (sorted); the single [0, 0]: 3
+    # label b is the rarer (4 documents against 5): a document with b is in b's stratum; no label: stratum K = 2
+    assert strata.tolist() == [0, 0, 1, 1, 1, 1, 0, 2]
     with pytest.raises(InputError, match="label 1 \\('b'\\) is on no training example"):
         MULTILABEL.check_splits(labels, np.array([1, 1, 0, 0, 0, 0, 1, 1], bool), ("a", "b"), "d", "labels")
     with pytest.raises(InputError, match="label 0 \\('a'\\) is on all of them"):

@@ -797,14 +797,18 @@ class MultiLabel(Task):
         return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.int64)
 
     def strata(self, labels, where, field):
-        """Each label set is a stratum; sets held by a single document share one stratum of their own."""
+        """A document's stratum is its rarest label (the label fewest documents have; ties by index), or ``K`` for a
+        document without a label: every label then reaches the test split about in proportion, and with ``K + 1``
+        strata at most, ``data.test_fraction`` holds (one stratum per label set would round many small sets up to
+        one test document each)."""
         hot = self.hot(labels)
-        keys = [tuple(r) for r in hot.tolist()]
-        counts: dict[tuple, int] = {}
-        for key in keys:
-            counts[key] = counts.get(key, 0) + 1
-        order = {key: i for i, key in enumerate(sorted(k for k, n in counts.items() if n >= 2))}
-        return np.array([order.get(key, len(order)) for key in keys], dtype=np.int64)
+        if not len(hot):
+            return np.zeros(0, dtype=np.int64)
+        frequency = hot.sum(axis=0)
+        rank = np.argsort(np.argsort(frequency, kind="stable"), kind="stable")  # 0: the rarest label
+        masked = np.where(hot == 1, rank[None, :], len(rank))
+        rarest = np.argsort(rank)[np.minimum(masked.min(axis=1), len(rank) - 1)]
+        return np.where(hot.any(axis=1), rarest, hot.shape[1]).astype(np.int64)
 
     def check_splits(self, labels, is_train, classes, where, field):
         hot = self.hot(labels)[np.asarray(is_train)]
