@@ -118,11 +118,13 @@ class Task(ABC):
     role_pattern: ClassVar[re.Pattern]
     #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
+    #: whether a dataset may give one 0/1 column per label (``data.label_columns``)
+    label_per_column: ClassVar[bool] = False
 
     def check_config(self, config: dict, where: str) -> None:
         """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass
         that checks more calls this first."""
-        if config.get("data", {}).get("label_columns") and self.name != "multilabel":
+        if config.get("data", {}).get("label_columns") and not self.label_per_column:
             raise InputError(where, "data.label_columns", f"expected none for data.task {self.name!r} (one column "
                              "per label is a multi-label dataset: data.task 'multilabel')")  # fmt: skip
 
@@ -699,6 +701,7 @@ class MultiLabel(Task):
     role_pattern = re.compile(r"most_confident_(\d+)|missed_label|false_label|random_exact")
     headline_metrics = (("micro F1", "micro_f1", True), ("macro F1", "macro_f1", True),
                         ("macro AUROC", "macro_auroc", True))  # fmt: skip
+    label_per_column = True
     THRESHOLD = 0.5
     #: a label cell's separator in a CSV file (``"contract|tort"``)
     SEPARATOR = "|"
