@@ -39,6 +39,9 @@ CONDITIONAL = {
         "data.classes", "data.id_column", "data.label_column", "data.label_columns", "data.path", "data.text_column",
         "data.hub.config", "data.hub.name", "data.hub.revision", "data.hub.test_split", "data.hub.train_split",
     },
+    "target_agreement": {  # the agreement between targets: a run with several targets a document (.test has one)
+        "similarity.legacy_mask", "similarity.rbo_p", "similarity.top_fraction",
+    },
     "prepare_pairs": {  # the file and hub sources
         "pairs.data.hub.config", "pairs.data.hub.name", "pairs.data.hub.revision", "pairs.data.hub.split",
         "pairs.data.id_column", "pairs.data.path", "pairs.data.score_column", "pairs.data.text_a_column",

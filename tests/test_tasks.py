@@ -338,6 +338,7 @@ def test_multilabel_roles_name_a_missed_and_a_false_label():
     assert chosen["most_confident_2"]["example_id"] == "e2"
     assert chosen["random_exact"]["example_id"] in {"e0", "e3"}
     assert chosen["missed_label"]["label"] == [1, 1, 0] and chosen["missed_label"]["pred"] == [1, 0, 0]
+    assert outcome_text(chosen["missed_label"]) == "label {0, 1}, predicted {0}"
     outcome = MULTILABEL.outcome([1, 1, 0], MULTILABEL.outputs(logits[1:2])[0], 0, ("a", "b", "c"))
     assert (outcome.label, outcome.prediction, outcome.explained) == ("a, b", "a", "a")
 

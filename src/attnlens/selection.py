@@ -71,12 +71,16 @@ def role_left_out(selection: dict, role: str) -> str | None:
 
 
 def _number(value) -> str:
-    """A label or prediction as a title shows it: a class index as it is, a value to four significant digits."""
+    """A label or prediction as a title shows it: a class index as it is, a value to four significant digits, a
+    multi-label document's 0/1 vector as the set of its labels' indices."""
+    if isinstance(value, list):
+        return "{" + ", ".join(str(k) for k, on in enumerate(value) if on) + "}"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def outcome_text(entry: dict) -> str:
-    """``label 1, predicted 0`` (a class) or ``label 3.012, predicted 2.874`` (a value) for a showcased example."""
+    """``label 1, predicted 0`` (a class), ``label 3.012, predicted 2.874`` (a value) or ``label {0, 2}, predicted
+    {2}`` (labels) for a showcased example."""
     return f"label {_number(entry['label'])}, predicted {_number(entry['pred'])}"
 
 
