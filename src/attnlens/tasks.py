@@ -120,13 +120,28 @@ class Task(ABC):
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
     #: whether a dataset may give one 0/1 column per label (``data.label_columns``)
     label_per_column: ClassVar[bool] = False
+    #: why a folder per class cannot hold the task's labels (``data.source: folders``); ``None``: it can
+    folders_refused: ClassVar[str | None] = None
+    #: why the topology study cannot run for the task; ``None``: it can
+    topology_refused: ClassVar[str | None] = None
 
     def check_config(self, config: dict, where: str) -> None:
         """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass
         that checks more calls this first."""
-        if config.get("data", {}).get("label_columns") and not self.label_per_column:
+        data = config.get("data", {})
+        if data.get("label_columns") and not self.label_per_column:
             raise InputError(where, "data.label_columns", f"expected none for data.task {self.name!r} (one column "
                              "per label is a multi-label dataset: data.task 'multilabel')")  # fmt: skip
+        if data.get("source") == "folders" and self.folders_refused:
+            raise InputError(where, "data.source", f"expected a file, hub or synthetic source for data.task "
+                             f"{self.name!r} ({self.folders_refused})")  # fmt: skip
+        if "topology" in config.get("studies", ()) and self.topology_refused:
+            raise InputError(where, "studies", f"expected no topology study for data.task {self.name!r} "
+                             f"({self.topology_refused})")  # fmt: skip
+        kind = config.get("attribution", {}).get("target")
+        if kind is not None and kind not in self.target_kinds:
+            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
+                             f"{self.name!r}, got {kind!r}")  # fmt: skip
 
     # --- labels ------------------------------------------------------------------------------------------
     @abstractmethod
@@ -500,23 +515,14 @@ class Regression(Task):
     headline_metrics = (("MSE", "mse", False), ("Pearson r", "pearson", True), ("Spearman rho", "spearman", True))
     #: quantile strata of the split: each quarter of the target's range is split as a class would be
     STRATA = 4
+    folders_refused = "class folders hold classes, not values"
+    topology_refused = "it compares the attention of the classes"
 
     def check_config(self, config, where):
         super().check_config(config, where)
-        data = config.get("data", {})
-        if data.get("source") == "folders":
-            raise InputError(where, "data.source", "expected a file, hub or synthetic source for data.task "
-                             "'regression' (class folders hold classes, not values)")  # fmt: skip
-        if data.get("classes"):
+        if config.get("data", {}).get("classes"):
             raise InputError(where, "data.classes", "expected none for data.task 'regression' (its one output is "
                              "the value)")  # fmt: skip
-        if "topology" in config.get("studies", ()):
-            raise InputError(where, "studies", "expected no topology study for data.task 'regression' (it compares "
-                             "the attention of the classes)")  # fmt: skip
-        kind = config.get("attribution", {}).get("target")
-        if kind is not None and kind not in self.target_kinds:
-            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
-                             f"'regression' (its one output), got {kind!r}")  # fmt: skip
 
     def resolve_labels(self, labels, ids, classes, where, field):
         _no_empty_cell(labels, ids, where, field, "a target value")
@@ -702,6 +708,8 @@ class MultiLabel(Task):
     headline_metrics = (("micro F1", "micro_f1", True), ("macro F1", "macro_f1", True),
                         ("macro AUROC", "macro_auroc", True))  # fmt: skip
     label_per_column = True
+    folders_refused = "a folder per class gives each document one class"
+    topology_refused = "it compares the attention of two classes; a document here has several labels"
     THRESHOLD = 0.5
     #: a label cell's separator in a CSV file (``"contract|tort"``)
     SEPARATOR = "|"
@@ -709,20 +717,10 @@ class MultiLabel(Task):
     def check_config(self, config, where):
         super().check_config(config, where)
         data = config.get("data", {})
-        if data.get("source") == "folders":
-            raise InputError(where, "data.source", "expected a file, hub or synthetic source for data.task "
-                             "'multilabel' (a folder per class gives each document one class)")  # fmt: skip
         columns, classes = data.get("label_columns"), data.get("classes")
         if columns and classes and len(columns) != len(classes):
             raise InputError(where, "data.classes", f"expected one name per label column ({len(columns)}), got "
                              f"{len(classes)}")  # fmt: skip
-        if "topology" in config.get("studies", ()):
-            raise InputError(where, "studies", "expected no topology study for data.task 'multilabel' (it compares "
-                             "the attention of two classes; a document here has several labels)")  # fmt: skip
-        kind = config.get("attribution", {}).get("target")
-        if kind is not None and kind not in self.target_kinds:
-            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
-                             f"'multilabel', got {kind!r}")  # fmt: skip
 
     # --- labels
     def _items(self, cell, row: int, ids, where: str, field: str) -> list:
