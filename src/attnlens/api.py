@@ -78,7 +78,7 @@ from attnlens.similarity.metrics import (
     compare_example,
     token_masks,
 )
-from attnlens.tasks import Outcome, get_task, task_of
+from attnlens.tasks import Outcome, get_task, output_index, task_of
 
 try:  # optional: only show() needs it, inside Jupyter
     from IPython.display import HTML
@@ -410,7 +410,7 @@ def explain(
     s = Settings.of(config)
     model, tokenizer, on = clf.model, clf.tokenizer, clf.device
     task = task_of(model.config)
-    label_index = None if label is None else task.parse_label(label, clf.class_names)
+    true_label = None if label is None else task.parse_label(label, clf.class_names)
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -428,11 +428,11 @@ def explain(
 
     kind = s.attribution.target if target is None else "given"  # the row's target_kind: why this output
     if target is not None:
-        target = _output_index(target, clf.class_names)
-    elif s.attribution.target == "true" and label_index is None:
+        target = output_index(target, clf.class_names, "target", "an output index")
+    elif s.attribution.target == "true" and true_label is None:
         raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
     else:
-        target = task.targets(s.attribution.target, label_index if label_index is not None else task.NO_LABEL,
+        target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL,
                               probs)[0]  # the headline target  # fmt: skip
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, on)
@@ -443,7 +443,7 @@ def explain(
                             internal_batch_size=a.internal_batch_size, autocast=a.autocast)  # fmt: skip
     synchronize(on)
     seconds["ig"] = time.perf_counter() - t0
-    row = attribution_row(example_id, ids, res, task.NO_LABEL if label_index is None else label_index,
+    row = attribution_row(example_id, ids, res, task.NO_LABEL if true_label is None else true_label,
                           kind, showcased, seconds["ig"])  # fmt: skip
 
     t0 = time.perf_counter()
@@ -466,28 +466,19 @@ def explain(
 
     prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)
     prov.pop("created")
-    example = {"example_id": example_id, "label": label_index}
+    example = {"example_id": example_id, "label": true_label}
     page = document_for(example, ["document"], layers, ids, row, torch.from_numpy(weights[s.explorer.importance]),
                         tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores,
                         notes=notes, task=task)  # fmt: skip
     return DocumentExplanation(
         example_id=example_id, text=text, input_ids=ids, tokens=page.tokens, special=special,
-        class_names=clf.class_names, label=label_index, attribution=row, received=received,
+        class_names=clf.class_names, label=true_label, attribution=row, received=received,
         partners={k: v.numpy() for k, v in summary.items()}, methods=dict(explained.scores),
         explanation=explanation_rows(example_id, ids, res.target, explained, e.methods), similarity=similarity,
         importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, reading=reading, notes=notes,
         task=task.name,
         _layers=layers,
     )  # fmt: skip
-
-
-def _output_index(target: int | str, names: list[str]) -> int:
-    """The output ``target`` names: its index, or the name of a class or label."""
-    if isinstance(target, str) and target in names:
-        return names.index(target)
-    if isinstance(target, int | np.integer) and not isinstance(target, bool) and 0 <= int(target) < len(names):
-        return int(target)
-    raise InputError("target", str(target), f"expected an output index below {len(names)} or one of {names}")
 
 
 def _importance(source, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:

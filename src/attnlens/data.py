@@ -101,7 +101,7 @@ def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
             raise InputError(where, column, f"expected a column {column!r}; found {list(map(str, df.columns))}")
     if not cfg.label_columns:
         return df[cfg.label_column]
-    names = list(cfg.classes or cfg.label_columns)
+    names = list(label_names(cfg))
     flags = []
     for column in cfg.label_columns:
         values = df[column].map(lambda v: v.strip().lower() if isinstance(v, str) else v)
@@ -109,12 +109,17 @@ def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
                           else None)  # fmt: skip
         if flag.isna().any():
             i = int(np.flatnonzero(flag.isna().to_numpy())[0])
-            raise InputError(where, column, f"expected 0 or 1 (or false / true: this label absent or present) in every "
-                             f"row, row "
-                             f"{i + 1} has {df[column].iloc[i]!r}")  # fmt: skip
+            raise InputError(where, column, "expected 0 or 1 (or false / true: this label absent or present) in every "
+                             f"row, row {i + 1} has {df[column].iloc[i]!r}")  # fmt: skip
         flags.append(flag.to_numpy(dtype=bool))
     hot = np.stack(flags, axis=1) if len(df) else np.zeros((0, len(names)), dtype=bool)
     return pd.Series([[n for n, on in zip(names, row, strict=True) if on] for row in hot], index=df.index, dtype=object)
+
+
+def label_names(cfg: DataConfig) -> list[str] | None:
+    """The labels' names a file or hub source declares: ``data.classes``, else its label columns (one column per
+    label), else none (the labels name themselves)."""
+    return cfg.classes or cfg.label_columns
 
 
 def label_field(cfg: DataConfig) -> str:
@@ -137,9 +142,8 @@ def _load_file(cfg: DataConfig) -> Source:
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = df["split"].astype(str).to_numpy()
-    classes = cfg.classes or cfg.label_columns  # one column per label: the columns name the labels
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], classes, str(path),
-                                                               label_field(cfg))  # fmt: skip
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
+                                                               str(path), label_field(cfg))  # fmt: skip
     return Source(out, classes, str(path))
 
 
@@ -221,9 +225,8 @@ def _load_hub(cfg: DataConfig) -> Source:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
     out = pd.concat(frames, ignore_index=True)
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"],
-                                                               cfg.classes or cfg.label_columns, where,
-                                                               label_field(cfg))  # fmt: skip
+    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
+                                                               where, label_field(cfg))  # fmt: skip
     return Source(out, classes, where)
 
 

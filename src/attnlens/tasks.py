@@ -294,6 +294,17 @@ def task_of(config) -> Task:
                      f"got {problem!r}")  # fmt: skip
 
 
+def output_index(value, names: Sequence[str], field: str, what: str) -> int:
+    """The output ``value`` names among ``names``: its index, or its name (``what``: how the error names an
+    index, e.g. ``"a class index"``); :class:`InputError` under ``field`` otherwise."""
+    names = list(names)
+    if isinstance(value, str) and value in names:
+        return names.index(value)
+    if isinstance(value, int | np.integer) and not isinstance(value, bool) and 0 <= int(value) < len(names):
+        return int(value)
+    raise InputError(field, str(value), f"expected {what} below {len(names)} or one of {names}")
+
+
 def _first_bad_row(bad: np.ndarray) -> int:
     return int(np.flatnonzero(bad)[0])
 
@@ -371,11 +382,7 @@ class Classification(Task):
     NO_LABEL = -1
 
     def parse_label(self, value, names):
-        if isinstance(value, str) and value in names:
-            return names.index(value) if isinstance(names, list) else tuple(names).index(value)
-        if isinstance(value, int | np.integer) and not isinstance(value, bool) and 0 <= int(value) < len(names):
-            return int(value)
-        raise InputError("label", str(value), f"expected a class index below {len(names)} or one of {list(names)}")
+        return output_index(value, names, "label", "a class index")
 
     def check_labels(self, labels, classes, where, field):
         values = _integer_labels(labels, where, field)

@@ -171,19 +171,21 @@ def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
     configurations = list(dict.fromkeys(table["configuration"]))
     fig, axes = plt.subplots(len(metrics), len(configurations), squeeze=False,
                              figsize=(4.2 * len(configurations) + 1, 2.8 * len(metrics) + 0.8))  # fmt: skip
-    series = (("attention", "attention vs attribution", "#1b6ca8"), ("chance", "chance (permuted)", "#c6dbef"),
-              ("between_targets", "attribution vs other targets' attributions", "#d95f02"))  # fmt: skip
+    # (column, its interval's columns' prefix, legend, colour)
+    series = (("attention", "attention", "attention vs attribution", "#1b6ca8"),
+              ("chance", None, "chance (permuted)", "#c6dbef"),
+              ("between_targets", "between", "attribution vs other targets' attributions", "#d95f02"))  # fmt: skip
     for r, metric in enumerate(metrics):
         for c, configuration in enumerate(configurations):
             ax = axes[r][c]
             part = table[(table["metric"] == metric) & (table["configuration"] == configuration)]
             x = np.arange(len(part))
-            for i, (column, label, colour) in enumerate(series):
+            for i, (column, interval, label, colour) in enumerate(series):
                 values = part[column].to_numpy(dtype=float)
                 err = None
-                if column != "chance":
-                    lo, hi = part[f"{column.split('_')[0]}_lo"].to_numpy(float), part[f"{column.split('_')[0]}_hi"]
-                    err = np.vstack([values - lo, hi.to_numpy(float) - values])
+                if interval:
+                    lo, hi = part[f"{interval}_lo"].to_numpy(float), part[f"{interval}_hi"].to_numpy(float)
+                    err = np.vstack([values - lo, hi - values])
                     err = np.where(np.isfinite(err), err, 0.0)
                 ax.bar(x + (i - 1) * 0.27, np.nan_to_num(values), 0.27, yerr=err, color=colour, label=label,
                        capsize=2)  # fmt: skip

@@ -6,11 +6,13 @@ A multi-label classifier has one attention pattern per document but one attribut
 (:meth:`attnlens.tasks.Task.targets`): attention can agree with several labels' attributions only as far as they
 agree with each other. The table puts the two side by side, per explained output, in the fixed recipe's metrics:
 
-* ``attention``: the attention–attribution agreement of the ``compare`` rows of that target (mean and bootstrap
-  95 % interval over its explanations), and the mean of their permutation ``chance``;
+* ``attention``: the attention–attribution agreement of the ``compare`` rows of that target, and the mean of
+  their permutation ``chance``;
 * ``between_targets``: the same metric between the target's attribution and each other explained target's
   attribution of the same document (``|a_j|`` against ``|a_k|``, over the same kept tokens: exactly how attention
-  is compared with an attribution), mean and interval over those pairs.
+  is compared with an attribution).
+
+Means and bootstrap 95 % intervals are over documents (a document's values averaged first).
 
 A classification or a regression explains one output per document: its table has one row per output explained
 and no pair (``between_targets`` is empty and says why).
@@ -45,17 +47,17 @@ def pair_agreement(
 ) -> pd.DataFrame:
     """:data:`METRICS` between every two explained targets' attributions of one document (``scores``: target →
     ``(n,)`` signed attribution; ``valid``: the tokens the fixed mask keeps). One row per ordered pair
-    ``(target, other)``: both metrics are symmetric, so each unordered pair appears twice, once for each target's
-    row of the table."""
+    ``(target, other)``: both metrics are symmetric, so each unordered pair is computed once and written twice,
+    once for each target's row of the table."""
     idx = np.flatnonzero(valid)
     rows = []
-    targets = list(scores)
-    for j in targets if len(idx) >= 2 else ():
+    targets = list(scores) if len(idx) >= 2 else []
+    for n, j in enumerate(targets):
         a = np.asarray(scores[j], dtype=np.float64)[idx]
-        for k in targets:
-            if k != j:
-                values = vector_agreement(a, np.abs(np.asarray(scores[k], dtype=np.float64)[idx]), rbo_p, top_fraction)
-                rows += [(example_id, int(j), int(k), m, values[m], len(idx)) for m in METRICS]
+        for k in targets[n + 1 :]:
+            values = vector_agreement(a, np.abs(np.asarray(scores[k], dtype=np.float64)[idx]), rbo_p, top_fraction)
+            for first, second in ((j, k), (k, j)):
+                rows += [(example_id, int(first), int(second), m, values[m], len(idx)) for m in METRICS]
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 

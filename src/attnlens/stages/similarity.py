@@ -82,11 +82,12 @@ def run_compare(
         if eid not in by_example:
             raise InputError(", ".join(map(str, attribution_paths)), "example_id", f"expected an attribution of {eid}")
         received = ex.received.numpy()
-        for row in by_example[eid].itertuples(index=False):
-            ids = [int(i) for i in row.input_ids]
-            if ex.input_ids.tolist() != ids:
-                raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
-            keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+        rows = by_example[eid]
+        ids = [int(i) for i in rows["input_ids"].iloc[0]]  # every target of a document: its one token sequence
+        if ex.input_ids.tolist() != ids:
+            raise InputError(summary_path, "input_ids", f"expected the attributed token ids of {eid}")
+        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+        for row in rows.itertuples(index=False):
             a = np.asarray(row.scores, dtype=np.float64)
             frame = compare_example(
                 eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
@@ -188,7 +189,7 @@ def run_target_agreement(
     names = get_task(manifest.get("task")).output_names(manifest["classes"])
     similarity = load_similarity(similarity_paths, every_target=True)
     attributions = load_attributions(attribution_paths, every_target=True)
-    pairs = [pd.DataFrame(columns=list(PAIR_COLUMNS))]
+    pairs = []
     for eid, rows in attributions.groupby("example_id", sort=True):
         if len(rows) < 2:
             continue
@@ -196,7 +197,7 @@ def run_target_agreement(
         keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
         scores = {int(t): np.asarray(s, dtype=np.float64) for t, s in zip(rows["target"], rows["scores"], strict=True)}
         pairs.append(pair_agreement(str(eid), scores, keep["fixed"] & ~special, cfg.rbo_p, cfg.top_fraction))
-    pair_frame = pd.concat([p for p in pairs if len(p)] or pairs[:1], ignore_index=True)
+    pair_frame = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=list(PAIR_COLUMNS))
     table = target_agreement(similarity, pair_frame, names, cfg.seed, cfg.n_boot)
     n_docs = int(attributions["example_id"].nunique()) if len(attributions) else 0
     caption = (
