@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from helpers import (
     write_config,
 )
 from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
-from session_runs import REGISTRY, SessionRuns, session_run
+from session_runs import REGISTRY, SessionRuns, module_order, session_run
 from threadpoolctl import threadpool_limits
 from transformers import AutoTokenizer, BertModel
 
@@ -63,21 +64,38 @@ def _needed(items) -> set[str]:
 #: Of the modules that need a session run, these go first: their set-up mostly waits (SLURM's packages and
 #: daemons, its queue), which the runs' computing fills.
 WAITING_FIRST = ("test_slurm",)
+#: And these last: test_params plans two dry runs at a time, which beside a session run oversubscribe the cores
+#: (tried: ordered among the others, the kill-and-resume and bad-input runs ran beside it, and CI took 21 min 20 s
+#: against 19 min 39 s); at the end, with the runs done, both cores are its own.
+LAST = ("test_params",)
+
+
+def _module_name(item) -> str:
+    return getattr(getattr(item, "module", None), "__name__", "")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The modules none of whose tests needs a session run first, in their order, then the others (those of
-    :data:`WAITING_FIRST` first): the runs make progress on the other cores meanwhile (:mod:`session_runs`). Whole
-    modules move, so that a module's own fixtures are set up once. (Ordering the others by when their runs start
-    was tried: 21 min 20 s against 19 min 39 s; the kill-and-resume and bad-input runs then ran beside the
-    two-process replanning test.)"""
-    late = {getattr(item, "module", None) for item in items if _needed([item])}
+    """Whole test modules reordered (:func:`session_runs.module_order`): those that need no session run first,
+    in their order, while the runs make progress on the other cores, then :data:`WAITING_FIRST`, then the others
+    by when the runs they need start, then :data:`LAST`. Whole modules move, so that a module's own fixtures are
+    set up once."""
+    needs: dict[str, set[str]] = {}
+    for item in items:
+        needs.setdefault(_module_name(item), set()).update(_needed([item]))
+    rank = {module: k for k, module in enumerate(module_order(needs, REGISTRY, WAITING_FIRST, LAST))}
+    items.sort(key=lambda item: rank[_module_name(item)])  # stable: each module keeps its order
 
-    def place(item) -> int:
-        module = getattr(item, "module", None)
-        return 0 if module not in late else 1 if getattr(module, "__name__", "") in WAITING_FIRST else 2
 
-    items.sort(key=place)  # stable: each group keeps its order
+#: Each test module's first start and last end (time.monotonic()), for the terminal summary.
+_MODULE_SPANS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _MODULE_SPANS.setdefault(nodeid.split("::")[0], [time.monotonic(), time.monotonic()])
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    _MODULE_SPANS[nodeid.split("::")[0]][1] = time.monotonic()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -101,6 +119,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.section("session runs (tests/session_runs.py)")
         for line in runs.report():
             terminalreporter.write_line(line)
+        terminalreporter.section("the test process (modules in the order they ran; the waits for runs)")
+        for module, (began, ended) in _MODULE_SPANS.items():
+            began, ended = runs.since_start(began), runs.since_start(ended)
+            terminalreporter.write_line(f"{module}: from {max(began, 0):.0f} s to {ended:.0f} s, {ended - began:.0f} s")
+        for name, began, ended in runs.waits:
+            terminalreporter.write_line(f"waited for {name}: from {began:.0f} s to {ended:.0f} s")
 
 
 @session_run("architecture_grid", seconds=400)

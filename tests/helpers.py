@@ -116,11 +116,14 @@ for line in sys.stdin:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.chdir(job["cwd"])
+        os.environ.update(job.get("env", {}))
         code = 1
         try:
             snakemake.cli.main(job["args"])
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else 1
+        except SystemExit as stop:  # as the interpreter ends on one: a message is printed, exit status 1
+            code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+            if not isinstance(stop.code, int | None):
+                print(stop.code, file=sys.stderr)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -145,12 +148,14 @@ class ForkedSnakemake:
         self.server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=root, env=local_env(), text=True,
                                        start_new_session=True, **pipes)  # fmt: skip
 
-    def run(self, *args, timeout: float = GUARD["plan"]) -> subprocess.CompletedProcess:
-        """``snakemake --snakefile <root>/Snakefile *args``; its output (stdout and stderr together) in both fields."""
+    def run(self, *args, timeout: float = GUARD["plan"], env: dict | None = None) -> subprocess.CompletedProcess:
+        """``snakemake --snakefile <root>/Snakefile *args``, with ``env`` added to its environment; its output
+        (stdout and stderr together) in both fields."""
         cmd = ["--snakefile", str(self.root / "Snakefile"), *map(str, args)]
         log = self.logs / f"{self.count}.log"
         self.count += 1
-        self.server.stdin.write(json.dumps({"args": cmd, "cwd": str(self.root), "log": str(log)}) + "\n")
+        job = {"args": cmd, "cwd": str(self.root), "log": str(log), "env": env or {}}
+        self.server.stdin.write(json.dumps(job) + "\n")
         self.server.stdin.flush()
         if not select.select([self.server.stdout], [], [], timeout)[0]:
             os.killpg(self.server.pid, signal.SIGKILL)

@@ -82,6 +82,29 @@ def start_order(names: set[str], registry: dict[str, Run]) -> list[str]:
     return sorted(rank, key=lambda name: (-rank[name], name))
 
 
+def module_order(
+    needs: dict[str, set[str]], registry: dict[str, Run], first: tuple[str, ...] = (), last: tuple[str, ...] = ()
+) -> list[str]:
+    """The test modules in the order the test process runs them, given the session runs each needs (``needs``, by
+    module name, in collection order): those that need none first, then the modules of ``first``, then the others
+    by when the last run they need starts, and ``last`` at the end; ties keep the collection order. The runs start
+    in :func:`start_order`, but for those a module of ``first`` waits for, which go first (:meth:`SessionRuns.get`):
+    so the tests reading early runs run while later runs compute."""
+    order = start_order(set().union(*needs.values()), registry) if needs else []
+    pulled = [run for run in order if any(run in closure(needs[m], registry) for m in first if m in needs)]
+    order = [*pulled, *(run for run in order if run not in pulled)]
+
+    def place(module: str) -> tuple[int, int]:
+        runs = closure(needs[module], registry)
+        if not runs:
+            return (0, 0)
+        if module in first or module in last:
+            return (1 if module in first else 3, 0)
+        return (2, max(order.index(run) for run in runs))
+
+    return sorted(needs, key=place)
+
+
 def closure(names: set[str], registry: dict[str, Run]) -> set[str]:
     """``names`` and every run they come after."""
     todo, seen = list(names), set()
@@ -108,6 +131,7 @@ class SessionRuns:
         self._awaited: str | None = None  # the run the test process waits for
         self._folder: Callable[[str], Path] = Path
         self._t0 = time.monotonic()
+        self.waits: list[tuple[str, float, float]] = []  # (run, from, to): the test process waiting for a run
 
     def start(self, names: set[str], folder: Callable[[str], Path]) -> None:
         """Start the runs ``names`` and those they come after, the longest chain first (:func:`ranks`), each in an
@@ -175,6 +199,10 @@ class SessionRuns:
             lines.append(f"{run.name}: from {began:.0f} s to {ended:.0f} s, {ended - began:.0f} s{said}")
         return lines
 
+    def since_start(self, moment: float) -> float:
+        """``moment`` (``time.monotonic()``) in seconds from the session's start, as :meth:`report` gives them."""
+        return moment - self._t0
+
     def _lend(self) -> None:
         """The test process's core to the runs (under the lock)."""
         self._free += 1
@@ -200,12 +228,14 @@ class SessionRuns:
                 self._start_workers()
             run = self._runs[name]
             if run.state != "done":
+                began = time.monotonic()
                 self._first[:0] = [n for n in self._runs if n in closure({name}, self.registry)]
                 self._awaited = name
                 self._lend()
                 while run.state != "done":
                     self._cond.wait()
                 self._take_back()  # _finish has set _test_waits_for_core
+                self.waits.append((name, began - self._t0, time.monotonic() - self._t0))
         ok, value = run.outcome
         if not ok:
             raise value

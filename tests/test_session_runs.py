@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from session_runs import Run, SessionRuns, ranks
+from session_runs import Run, SessionRuns, module_order, ranks
 
 
 class Recorder:
@@ -116,3 +116,17 @@ def test_a_run_no_collected_test_named_runs_when_asked_for(tmp_path):
     runs = SessionRuns(cores=2, registry=registry)
     runs.start(set(), lambda name: tmp_path / name)
     assert runs.get("study")[2][0][0] == "model"
+
+
+def test_modules_run_in_the_order_their_runs_start_the_waiting_first_and_the_last_last():
+    rec = Recorder()
+    registry = _registry(rec, grid={"seconds": 9}, rerun={"seconds": 8}, tiny={"seconds": 5}, own={"seconds": 1},
+                         notes={"seconds": 3, "after": ("own",)}, late={"seconds": 2})  # fmt: skip
+    needs = {"test_units": set(), "test_module": {"late"}, "test_params": {"tiny"}, "test_notes": {"notes"},
+             "test_rerun": {"rerun", "tiny"}, "test_slurm": {"grid", "tiny"}, "test_api": {"tiny", "grid"},
+             "test_more_units": set()}  # fmt: skip
+    # started by rank: grid (9), rerun (8), tiny (5), own (1 + 3 after it), notes, late; but test_slurm waits
+    # for tiny, which then goes first: grid, tiny, rerun, own, notes, late
+    order = module_order(needs, registry, first=("test_slurm",), last=("test_params",))
+    assert order == ["test_units", "test_more_units", "test_slurm", "test_api", "test_rerun", "test_notes",
+                     "test_module", "test_params"]  # fmt: skip
