@@ -393,6 +393,110 @@ def generate_multilabel_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorp
     return SyntheticCorpus(documents, rationales, tuple(flipped), TOPIC_NAMES)
 
 
+#: Question answering: invented systems (the entities), what the questions call them (a description a supporting
+#: sentence resolves to one entity), and the relations a question asks about, with the answers each can have.
+QA_ENTITIES = ("Falcon", "Heron", "Osprey", "Kestrel", "Merlin", "Plover", "Wren", "Finch", "Tern", "Ibis", "Egret",
+               "Avocet")  # fmt: skip
+QA_THINGS = ("compiler", "scheduler", "theorem prover", "type checker", "parser generator", "garbage collector")
+QA_PLACES = ("Lund", "Delft", "Turku", "Brno", "Graz", "Aarhus", "Leiden", "Uppsala")
+QA_RELATIONS = {
+    # relation: (question, fact sentence, answers)
+    "designer": ("Who designed {d}?", "{e} was designed by {a}.",
+                 ("Ada Byrne", "Otto Lind", "Mira Kovac", "Jonas Ek", "Lena Moll", "Ivo Petrak", "Sara Holm",
+                  "Tomas Berg", "Nina Roth", "Karl Vos")),
+    "year": ("When was {d} first released?", "{e} was first released in {a}.",
+             tuple(str(y) for y in range(1971, 2020, 3))),
+    "language": ("Which language is {d} written in?", "{e} is written in {a}.",
+                 ("OCaml", "Haskell", "Rust", "Scheme", "Prolog", "Fortran", "Smalltalk", "Erlang", "Ada", "Lisp")),
+}  # fmt: skip
+#: The supporting sentence that says which entity a description names.
+QA_SUPPORT = "The {d} is known as {e}."
+#: ``phrase_label`` of a QA corpus's planted sentences: the answer's fact, the supporting sentence, a distractor
+#: (a fact about another entity, or another description's supporting sentence).
+QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR = 0, 1, 2
+
+
+def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+    """Question-answering documents whose answer needs a sentence far from it.
+
+    Each document is filler (as the classification corpus's) with planted sentences. The question asks about a
+    system by a description (*"Who designed the compiler used at the Lund lab?"*); a **supporting** sentence in the
+    document's first sixth says which system that is (*"The compiler used at the Lund lab is known as Falcon."*),
+    and the **answer's** sentence in its last sixth states the fact (*"Falcon was designed by Ada Byrne."*): the
+    two are most of the document apart, further than a sliding window reaches, so only a path through the global
+    question tokens (or the layers' stacking) joins them. ``m`` **distractors** (``m`` drawn from ``[1,
+    n_distractors]``) sit anywhere: the same relation's fact about another system, or another description's
+    supporting sentence. ``label_noise`` does not apply (an answer is a span of the text, not a label to flip).
+
+    Returns:
+        ``documents`` with ``question`` and ``answers`` (``[{"text", "answer_start"}]``, one answer) beside
+        ``example_id`` and ``text`` (the context), and the rationales: every planted sentence, ``phrase_label``
+        :data:`QA_ANSWER`, :data:`QA_SUPPORTING` or :data:`QA_DISTRACTOR`, ``evidence`` for the first two.
+    """
+    rng = np.random.default_rng(seed)
+    relations = list(QA_RELATIONS)
+    rows, spans = [], []
+    for i in range(cfg.n_documents):
+        example_id = f"syn{i:05d}"
+        relation = relations[i % len(relations)]
+        question, fact, answers = QA_RELATIONS[relation]
+        entities = rng.permutation(QA_ENTITIES)
+        things, places = rng.permutation(QA_THINGS), rng.permutation(QA_PLACES)
+        described = [f"{things[k]} used at the {places[k]} lab" for k in range(3)]
+        values = rng.permutation(answers)
+        target, answer = str(entities[0]), str(values[0])
+        planted = [
+            (QA_SUPPORTING, QA_SUPPORT.format(d=described[0], e=target), "first"),
+            (QA_ANSWER, fact.format(e=target, a=answer), "last"),
+        ]
+        for k in range(int(rng.integers(1, max(1, cfg.n_distractors) + 1))):
+            other = str(entities[1 + k])
+            planted.append((QA_DISTRACTOR, fact.format(e=other, a=str(values[1 + k])), "any"))
+            if k < 2:
+                planted.append((QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), "any"))
+        text, placed = _qa_document(rng, planted, cfg)
+        start = text.index(answer, placed[1][1])  # the answer inside its fact sentence
+        rows.append((example_id, question.format(d=f"the {described[0]}"), text,
+                     [{"text": answer, "answer_start": start}]))  # fmt: skip
+        spans += [(example_id, sentence, a, b, kind, kind != QA_DISTRACTOR) for kind, (sentence, a, b) in
+                  zip([k for k, _, _ in planted], placed, strict=True)]  # fmt: skip
+    documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "answers"])
+    rationales = pd.DataFrame(
+        spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
+    ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
+    return SyntheticCorpus(documents, rationales, (), ())
+
+
+def _qa_document(rng: np.random.Generator, planted: list[tuple[int, str, str]],
+                 cfg: SyntheticConfig) -> tuple[str, list[tuple[str, int, int]]]:  # fmt: skip
+    """Filler sentences with ``planted`` ``(kind, sentence, where)`` inserted: ``where`` is ``first`` (the first
+    sixth of the sentences), ``last`` (the last sixth) or ``any``; returns the text and each planted sentence's
+    ``(sentence, char_start, char_end)``, in ``planted``'s order."""
+    n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
+    sentences: list[str] = []
+    while sum(s.count(" ") + 1 for s in sentences) < n_words:
+        sentences.append(_filler_sentence(rng))
+    n = len(sentences)
+    sixth = max(1, n // 6)
+    ranges = {"first": (0, sixth), "last": (n - sixth + 1, n + 1), "any": (0, n + 1)}
+    slots = [int(rng.integers(*ranges[where])) for _, _, where in planted]
+    order = sorted(range(len(planted)), key=lambda k: (slots[k], k))
+    parts, placed, pos, k = [], [None] * len(planted), 0, 0
+    for j in range(n + 1):
+        while k < len(order) and slots[order[k]] == j:
+            sentence = planted[order[k]][1]
+            pos += 1 if parts else 0
+            placed[order[k]] = (sentence, pos, pos + len(sentence))
+            parts.append(sentence)
+            pos += len(sentence)
+            k += 1
+        if j < n:
+            pos += 1 if parts else 0
+            parts.append(sentences[j])
+            pos += len(sentences[j])
+    return " ".join(parts), placed
+
+
 #: The generator of each task's synthetic corpus (its name is the task's, :mod:`attnlens.tasks`).
 GENERATORS: dict[str, Callable[[SyntheticConfig, int], SyntheticCorpus]] = {
     "classification": generate_corpus,

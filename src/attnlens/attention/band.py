@@ -228,6 +228,26 @@ def received_attention(band: Band) -> torch.Tensor:
     return out
 
 
+def attention_from(band: Band, rows: torch.Tensor) -> torch.Tensor:
+    """``(heads, n)`` ``Σ_{i ∈ rows} A[i, j]``: the attention a set of queries pays each key — a question's tokens,
+    an answer's (``rows``: ``(n,)`` nonzero on the queries; pad queries never count). Its total over the keys is
+    the number of real queries in ``rows``. A global row is read whole; a local row through its window and global
+    slots, so no dense row is formed."""
+    rows = torch.nn.functional.pad(rows.to(band.device).bool()[: band.n], (0, max(0, band.n - len(rows))))
+    if not isinstance(band, Band):
+        weight = (rows & (torch.arange(band.n, device=band.device) < band.length)).to(band.dtype)[None]
+        return full.weighted_received(band, weight)
+    local = torch.nonzero(rows & band.query_ok).flatten()
+    keys = band.slot_keys[local].long()  # (r, slots), −1 = does not count
+    out = band.local.new_zeros(band.heads, band.n + 1)
+    index = torch.where(keys >= 0, keys, band.n).reshape(1, -1).expand(band.heads, -1)
+    out.scatter_add_(1, index, band.local[:, local].reshape(band.heads, -1))
+    for j, g in enumerate(band.global_positions.tolist()):
+        if rows[g]:
+            out[:, : band.length] += band.global_[:, : band.length, j]
+    return out[:, : band.n]
+
+
 def _as_numpy(t: torch.Tensor):
     """A NumPy view (no copy on CPU; strided views stay strided — the kernels take any layout)."""
     return t.detach().cpu().numpy()

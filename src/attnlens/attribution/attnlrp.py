@@ -41,6 +41,7 @@ from torch import nn
 
 from attnlens.attribution.ig import Inputs
 from attnlens.models import architecture
+from attnlens.tasks import task_of
 
 #: Gradient factor at each attention projection's output: queries and keys meet in ``q · k`` (½) whose
 #: softmax meets the values in ``softmax(q · k) · v`` (½ again).
@@ -169,7 +170,8 @@ def logit_gradient(model, inputs: Inputs, target: int) -> tuple[torch.Tensor, to
     handle = architecture(model).embeddings(model).register_forward_hook(keep)
     try:
         with torch.enable_grad():
-            explained = model(input_ids=inputs.input_ids, **inputs.forward_kwargs()).logits[0, target]
+            out = model(input_ids=inputs.input_ids, **inputs.forward_kwargs())
+            explained = task_of(model.config).logits(out)[0, target]
             explained.backward()
     finally:
         handle.remove()

@@ -213,16 +213,16 @@ class EmbeddingForward(torch.nn.Module):
 
     def from_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         """``F`` of the token ids themselves (no replacement)."""
-        return self.task.readout(self.model(**{**self.args, "input_ids": input_ids}).logits)
+        return self.task.readout(self.task.logits(self.model(**{**self.args, "input_ids": input_ids})))
 
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         b = embeddings.shape[0]
         handle = self.layer.register_forward_hook(lambda module, hook_args, output: embeddings)
         try:
-            logits = self.model(**{k: v.expand(b, *v.shape[1:]) for k, v in self.args.items()}).logits
+            out = self.model(**{k: v.expand(b, *v.shape[1:]) for k, v in self.args.items()})
         finally:
             handle.remove()
-        return self.task.readout(logits)
+        return self.task.readout(self.task.logits(out))
 
 
 def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
@@ -250,7 +250,8 @@ def gradient_pass(model, args: dict[str, torch.Tensor], target: int, attentions:
     """
     with _Capture(model, grad=True) as cap:
         res, bands = architecture(model).run(model, args, attentions=attentions)
-        task_of(model.config).readout(res.logits)[0, target].backward()
+        task = task_of(model.config)
+        task.readout(task.logits(res))[0, target].backward()
     return Gradients(
         bands=None if bands is None else bands[0],
         hidden=[h[0] for h in cap.hidden],
@@ -437,7 +438,7 @@ def _occlusion(x: Example, shared) -> Scored:
     task = task_of(x.model.config)
 
     def prob_fn(ids: torch.Tensor) -> torch.Tensor:
-        return task.readout(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0])).logits)
+        return task.readout(task.logits(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0]))))
 
     scores = occlusion_scores(prob_fn, x.inputs.input_ids, spans, x.pad_id, x.target, x.batch_size)
     return Scored(scores, n_forwards=len(spans) + 1)

@@ -63,7 +63,7 @@ class ReadoutForward(torch.nn.Module):
             token_type_ids=token_type_ids,
             **dict(zip(self.names, model_args, strict=True)),
         )
-        return self.task.readout(out.logits)
+        return self.task.readout(self.task.logits(out))
 
 
 def baseline_ids(input_ids: torch.Tensor, special: set[int], pad_id: int) -> torch.Tensor:

@@ -8,10 +8,12 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 :data:`attnlens.families.FAMILIES`, write ``attnlens/models/<name>/__init__.py`` with a subclass
 ``class X(Architecture, family="<name>")``, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
 
-* ``classifier_class`` (the Hugging Face sequence classifier; ``model_type`` and ``name`` come from the family);
+* ``classifier_class`` and ``qa_class`` (the Hugging Face sequence classifier and question-answering model,
+  :meth:`~Architecture.head_class`; ``model_type`` and ``name`` come from the family);
   :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
 * **Forward arguments.** :meth:`~Architecture.forward_args`: what the forward needs beside ``input_ids``
-  and ``attention_mask`` (Longformer: the global-attention mask, CLS global); :meth:`~Architecture.position_ids`:
+  and ``attention_mask`` (Longformer: the global-attention mask, CLS global, or a question's tokens);
+  :meth:`~Architecture.position_ids`:
   the explicit position ids of ``n`` real tokens, passed for input and IG baseline alike (``None`` where the
   model has no position ids, e.g. rotary embeddings).
 * **Layers by name.** :meth:`~Architecture.embeddings` (the module whose output IG, saliency and
@@ -78,6 +80,8 @@ class Architecture(ABC):
     name: ClassVar[str]
     #: Name of the Hugging Face sequence-classification class (``transformers.<name>``).
     classifier_class: ClassVar[str]
+    #: Name of its extractive question-answering class (a start and an end logit per token).
+    qa_class: ClassVar[str]
     #: Head groups of the attention every token takes part in (``output`` = the output projection's columns).
     local_groups: ClassVar[tuple[str, ...]]
     #: Head groups of the global rows, where they have projections of their own (empty where they do not).
@@ -98,9 +102,23 @@ class Architecture(ABC):
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         """``model`` ready for attnlens (fast attention paths patched in where ``fast``); returns it."""
 
+    def head_class(self, head: str) -> str:
+        """The Hugging Face class of a task's ``head`` (:attr:`attnlens.tasks.Task.head`): a sequence classifier
+        (``sequence_classification``: classes, labels, a value) or a question-answering head
+        (``question_answering``: a span of the input)."""
+        heads = {"sequence_classification": self.classifier_class, "question_answering": self.qa_class}
+        if head not in heads:
+            raise ValueError(f"unknown head {head!r}; expected one of {sorted(heads)}")
+        return heads[head]
+
     @abstractmethod
-    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Arguments of the forward beside ``input_ids``, ``attention_mask`` and ``position_ids``."""
+    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+                     ) -> dict[str, torch.Tensor]:  # fmt: skip
+        """Arguments of the forward beside ``input_ids``, ``attention_mask`` and ``position_ids``. ``global_tokens``
+        (``(batch, n)``, nonzero where a token should attend to and be attended by every token: a question's
+        tokens) is read where the architecture lets a token be chosen global (Longformer); ``None``: CLS alone, the
+        classifier's convention. An architecture whose global attention is fixed by its layout (BigBird's first and
+        last blocks, ModernBERT's global layers) ignores it."""
 
     @abstractmethod
     def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor | None:

@@ -25,12 +25,14 @@ from attnlens.models.bigbird.blocked import full_threshold, recording, use_block
 
 class BigBird(Architecture, family="bigbird"):
     classifier_class = "BigBirdForSequenceClassification"
+    qa_class = "BigBirdForQuestionAnswering"
     local_groups = ("query", "key", "value", "output")
 
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         return use_block_sparse_attention(model) if fast else model
 
-    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+                     ) -> dict[str, torch.Tensor]:  # fmt: skip
         return {}
 
     def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:

@@ -3,7 +3,8 @@
 Per layer Hugging Face returns the *local* attention of every query over ``x + w + 1`` slots (``x`` global
 tokens first, then the window) and the global tokens' own rows over every key; :meth:`Longformer.run` reads
 them as :class:`~attnlens.attention.band.Band` objects as they are. CLS is the only global token
-(:func:`global_attention_mask`); the global rows have their own query, key and value projections, which head
+(:func:`global_attention_mask`) for a classifier, a question's tokens for a question-answering reader; the global
+rows have their own query, key and value projections, which head
 importance differentiates as groups of their own. Position ids are RoBERTa's: ``pad + 1, pad + 2, …``.
 The blocked self-attention (:mod:`attnlens.models.longformer.blocked`) replaces Hugging Face's on every pass
 without attention outputs; the BERT conversion of the embedded default is
@@ -69,14 +70,20 @@ def bands_from_outputs(
 
 class Longformer(Architecture, family="longformer"):
     classifier_class = "LongformerForSequenceClassification"
+    qa_class = "LongformerForQuestionAnswering"
     local_groups = ("query", "key", "value", "output")
     global_groups = ("query_global", "key_global", "value_global")
 
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         return use_blocked_attention(model) if fast else model
 
-    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"global_attention_mask": global_attention_mask(attention_mask)}
+    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+                     ) -> dict[str, torch.Tensor]:  # fmt: skip
+        return {
+            "global_attention_mask": global_attention_mask(attention_mask)
+            if global_tokens is None
+            else (global_tokens != 0).long() * attention_mask.long()
+        }
 
     def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
         """``pad + 1, pad + 2, …``: explicit, so that an IG baseline's pad tokens are not numbered as padding."""

@@ -47,6 +47,7 @@ def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) 
 
 class ModernBert(Architecture, family="modernbert"):
     classifier_class = "ModernBertForSequenceClassification"
+    qa_class = "ModernBertForQuestionAnswering"
     local_groups = ("query", "key", "value", "output")
 
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
@@ -59,7 +60,8 @@ class ModernBert(Architecture, family="modernbert"):
             model.set_attn_implementation("sdpa")
         return model
 
-    def forward_args(self, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+                     ) -> dict[str, torch.Tensor]:  # fmt: skip
         return {}
 
     def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:

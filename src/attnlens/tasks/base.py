@@ -1,0 +1,269 @@
+"""The task seam: :class:`Task`, the registry and the helpers the tasks share (see :mod:`attnlens.tasks`)."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from attnlens.errors import InputError
+
+#: The task of a configuration that names none: the paper's.
+DEFAULT = "classification"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One example's outcome as a page shows it (:meth:`Task.outcome`)."""
+
+    label: str | None  # the true label or value, when known
+    prediction: str  # the predicted class, or the predicted value
+    confidence: float | None  # the predicted class's probability; none for a value
+    outputs: dict[str, float]  # every output of F by name (the class probabilities; the value)
+    explained: str  # what the explanation is for: the explained class, or the value
+
+
+class Task(ABC):
+    """One task's card and behaviour. A subclass sets the class attributes and implements every abstract method
+    (an incomplete one cannot be registered: it cannot be instantiated)."""
+
+    name: ClassVar[str]  # as the config (``task``) and the artifacts name it
+    label: ClassVar[str]  # as a page names it
+    problem_type: ClassVar[str]  # Hugging Face's ``config.problem_type``: the head's loss
+    #: the kind of head (:meth:`attnlens.models.base.Architecture.head_class`): a sequence classifier's
+    head: ClassVar[str] = "sequence_classification"
+    explains: ClassVar[str]  # what the readout F is, as the docs and the report say it
+    readout_label: ClassVar[str]  # F on a figure's axis
+    #: the predictions table's columns beyond ``example_id``, ``label``, ``pred`` and ``logits``: the readout's
+    outputs_column: ClassVar[str]
+    #: IG's ``attribution.target`` kinds the task knows
+    target_kinds: ClassVar[tuple[str, ...]]
+    #: the names of its showcase roles (:meth:`roles`)
+    role_pattern: ClassVar[re.Pattern]
+    #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
+    headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
+    #: whether a dataset may give one 0/1 column per label (``data.label_columns``)
+    label_per_column: ClassVar[bool] = False
+    #: why a folder per class cannot hold the task's labels (``data.source: folders``); ``None``: it can
+    folders_refused: ClassVar[str | None] = None
+    #: why the topology study cannot run for the task; ``None``: it can
+    topology_refused: ClassVar[str | None] = None
+
+    def check_config(self, config: dict, where: str) -> None:
+        """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass
+        that checks more calls this first."""
+        data = config.get("data", {})
+        if data.get("label_columns") and not self.label_per_column:
+            raise InputError(where, "data.label_columns", f"expected none for data.task {self.name!r} (one column "
+                             "per label is a multi-label dataset: data.task 'multilabel')")  # fmt: skip
+        if data.get("source") == "folders" and self.folders_refused:
+            raise InputError(where, "data.source", f"expected a file, hub or synthetic source for data.task "
+                             f"{self.name!r} ({self.folders_refused})")  # fmt: skip
+        if "topology" in config.get("studies", ()) and self.topology_refused:
+            raise InputError(where, "studies", f"expected no topology study for data.task {self.name!r} "
+                             f"({self.topology_refused})")  # fmt: skip
+        kind = config.get("attribution", {}).get("target")
+        if kind is not None and kind not in self.target_kinds:
+            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
+                             f"{self.name!r}, got {kind!r}")  # fmt: skip
+
+    # --- labels ------------------------------------------------------------------------------------------
+    @abstractmethod
+    def resolve_labels(
+        self, labels: pd.Series, ids: pd.Series, classes: Sequence[str] | None, where: str, field: str
+    ) -> tuple[pd.Series, tuple[str, ...]]:
+        """A file's or a hub dataset's label column as the task's labels, and the names of the outputs they
+        imply (``classes``: ``data.classes``); an empty cell, or a value the task cannot read, names its row."""
+
+    #: a document's label when it is not known (the one-document API without ``label``), as a shard row keeps it
+    NO_LABEL: ClassVar = None
+
+    @abstractmethod
+    def parse_label(self, value, names: Sequence[str]):
+        """One document's true label as a user gives it (a class name or index; a number; a list of labels), in
+        the form :meth:`check_labels` returns; :class:`InputError` naming ``label`` otherwise."""
+
+    @abstractmethod
+    def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
+        """Every source's labels, checked, as the split files keep them (:meth:`label_type`)."""
+
+    @abstractmethod
+    def strata(self, labels: np.ndarray, where: str, field: str) -> np.ndarray:
+        """Integer strata of a stratified train/test split (each is split as a class would be); an
+        :class:`InputError` when the labels cannot be split."""
+
+    @abstractmethod
+    def check_splits(self, labels: np.ndarray, is_train: np.ndarray, classes: Sequence[str], where: str,
+                     field: str) -> None:  # fmt: skip
+        """What a training split needs (every class; targets that vary); :class:`InputError` otherwise."""
+
+    @abstractmethod
+    def summary(self, labels: np.ndarray, classes: Sequence[str]) -> dict:
+        """A split's labels in the manifest (counts per class; the target's range and spread)."""
+
+    @abstractmethod
+    def label_type(self) -> pa.DataType:
+        """The ``label`` column's Arrow type in the split files and the attribution shards."""
+
+    def label_value(self, cell):
+        """A ``label`` cell as JSON keeps it (the manifest, ``selection.json``): a class index, a value."""
+        return np.asarray(cell).item()
+
+    @abstractmethod
+    def output_names(self, classes: Sequence[str]) -> tuple[str, ...]:
+        """The names of the head's outputs (a classifier's class names), as the model's ``id2label`` keeps them."""
+
+    # --- the head ----------------------------------------------------------------------------------------
+    @abstractmethod
+    def n_outputs(self, n_classes: int) -> int:
+        """How many logits the head has."""
+
+    @abstractmethod
+    def training_labels(self, labels: np.ndarray) -> np.ndarray:
+        """The labels as the head's loss takes them (class indices; float32 values)."""
+
+    @abstractmethod
+    def eval_loss(self, logits: np.ndarray, labels: np.ndarray) -> float:
+        """The head's loss on held-out ``(n, n_outputs)`` float32 logits, as torch computes it in training."""
+
+    # --- the readout -------------------------------------------------------------------------------------
+    def logits(self, output):
+        """The logits ``(batch, n_outputs)`` the readout reads, from a Hugging Face model's ``output`` (a sequence
+        classifier's ``logits``); what AttnLRP explains (:mod:`attnlens.attribution.attnlrp`)."""
+        return output.logits
+
+    @abstractmethod
+    def readout(self, logits):
+        """``F`` of a torch tensor of logits ``(batch, n_outputs)``: what the methods explain."""
+
+    @abstractmethod
+    def outputs(self, logits: np.ndarray) -> np.ndarray:
+        """``F`` in float64 NumPy, from ``(n, n_outputs)`` logits."""
+
+    @abstractmethod
+    def targets(self, kind: str, label, outputs: np.ndarray) -> tuple[int, ...]:
+        """The columns of ``F`` a document is explained for (``kind``: ``attribution.target``), the headline
+        target first: one for a classification or a regression, each explained label of a multi-label document.
+        Every stage keys a document's explanations by ``(example_id, target)``."""
+
+    # --- predictions, metrics, showcase ------------------------------------------------------------------
+    @abstractmethod
+    def predictions(self, examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
+        """The predictions table: ``example_id, label, pred, logits`` and :attr:`outputs_column`."""
+
+    @abstractmethod
+    def metrics(self, labels: np.ndarray, logits: np.ndarray) -> dict:
+        """The test metrics of ``(n, n_outputs)`` logits against the labels."""
+
+    @abstractmethod
+    def roles(self, predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
+        """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order."""
+
+    def showcase_entry(self, predictions: pd.DataFrame, row: int) -> dict:
+        """What ``selection.json`` keeps of a showcased example: its id, label, prediction and outputs."""
+        outputs = predictions[self.outputs_column].iloc[row]
+        return {
+            "example_id": str(predictions["example_id"].iloc[row]),
+            "label": self.label_value(predictions["label"].iloc[row]),
+            "pred": self.label_value(predictions["pred"].iloc[row]),
+            self.outputs_column: [round(float(p), 6) for p in outputs],
+        }
+
+    @abstractmethod
+    def outcome(self, label, outputs: Sequence[float], target: int, names: Sequence[str]) -> Outcome:
+        """An example's outcome for a page: ``label`` (``None`` when unknown), ``outputs`` (``F(x)``), the
+        explained output ``target`` and the output names (:meth:`output_names`)."""
+
+    def evidence(self, rationales: pd.DataFrame, target: int) -> pd.DataFrame:
+        """The planted phrases (``rationales.parquet`` rows) that are evidence for the explained output ``target``:
+        those of the document's own class or counted field (``evidence``), whatever output is explained."""
+        return rationales[rationales["evidence"]] if len(rationales) else rationales
+
+    def role_missing(self, selection: dict, role: str) -> str | None:
+        """Why a role of this task (:attr:`role_pattern`) names no example beyond those the selection lists as
+        left out; ``None``: it names one, or could."""
+        return None
+
+
+#: Every registered task by name, in registration order.
+REGISTRY: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    """Add a task to :data:`REGISTRY` (a name registered twice is an error)."""
+    if task.name in REGISTRY:
+        raise ValueError(f"a task named {task.name!r} is already registered")
+    REGISTRY[task.name] = task
+    return task
+
+
+def task_names() -> list[str]:
+    """The registered tasks' names, in registration order (the config schema's ``task`` enum)."""
+    return list(REGISTRY)
+
+
+def get_task(name: str | None) -> Task:
+    """The task named ``name`` (:data:`DEFAULT` for ``None``)."""
+    name = DEFAULT if name is None else name
+    if name not in REGISTRY:
+        raise InputError("config", "task", f"expected one of {task_names()}, got {name!r}")
+    return REGISTRY[name]
+
+
+def task_of(config) -> Task:
+    """The task a model's configuration (a ``transformers`` config, or its dict) was trained for, from its
+    ``problem_type``: a classifier saved without one is a single-label classifier, as Hugging Face reads it."""
+    problem = config.get("problem_type") if isinstance(config, dict) else getattr(config, "problem_type", None)
+    for task in REGISTRY.values():
+        if task.problem_type == problem:
+            return task
+    if problem in (None, "single_label_classification"):
+        return REGISTRY[DEFAULT]
+    raise InputError("model", "problem_type", f"expected one of {[t.problem_type for t in REGISTRY.values()]}, "
+                     f"got {problem!r}")  # fmt: skip
+
+
+def output_index(value, names: Sequence[str], field: str, what: str) -> int:
+    """The output ``value`` names among ``names``: its index, or its name (``what``: how the error names an
+    index, e.g. ``"a class index"``); :class:`InputError` under ``field`` otherwise."""
+    names = list(names)
+    if isinstance(value, str) and value in names:
+        return names.index(value)
+    if isinstance(value, int | np.integer) and not isinstance(value, bool) and 0 <= int(value) < len(names):
+        return int(value)
+    raise InputError(field, str(value), f"expected {what} below {len(names)} or one of {names}")
+
+
+def first_bad_row(bad: np.ndarray) -> int:
+    return int(np.flatnonzero(bad)[0])
+
+
+def at_least_float32(logits):
+    """Half-precision logits (autocast) in float32, so that F and its gradient are computed in float32 at least."""
+    return logits.float() if logits.dtype.is_floating_point and logits.dtype.itemsize < 4 else logits
+
+
+def no_empty_cell(labels: pd.Series, ids: pd.Series, where: str, field: str, what: str) -> None:
+    empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
+    if empty.any():
+        i = first_bad_row(empty.to_numpy())
+        raise InputError(where, field, f"expected {what} in every row, row {i + 1} (example {ids.iloc[i]!r}) has an "
+                         "empty cell")  # fmt: skip
+
+
+def integer_labels(labels: pd.Series, where: str, field: str) -> np.ndarray:
+    """Labels as int64; booleans count as 0/1; anything not integral is an error."""
+    if labels.dtype == bool:
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_integer_dtype(labels):
+        return labels.astype("int64").to_numpy()
+    if pd.api.types.is_float_dtype(labels) and labels.notna().all() and (labels == labels.round()).all():
+        return labels.astype("int64").to_numpy()
+    bad = next((v for v in labels if not (isinstance(v, int | np.integer) and not isinstance(v, bool))), None)
+    raise InputError(where, field, f"expected integer class labels, got {bad!r} ({labels.dtype})")
