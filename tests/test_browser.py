@@ -19,6 +19,7 @@ from helpers import GUARD, SNAKEMAKE, local_env, run_guarded, unavailable
 from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
 from test_attention import dense_reference
 from test_hostile import TOKENS, hostile_pages
+from test_task_runs import multilabel_run  # noqa: F401 (the fixture, read here too)
 
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.summaries import load_bands, load_summaries
@@ -197,6 +198,40 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     assert shot.stat().st_size > 10_000
     assert errors == []
     assert all(url.startswith("file://") for url in fetched), fetched  # opens from disk: nothing else is fetched
+    page.close()
+
+
+def test_a_multilabel_page_shows_the_label_chosen(browser, multilabel_run):  # noqa: F811 (the fixture imported)
+    """The target selector: each explained label's IG scores, legend and planted evidence, from the run's shards."""
+    res = multilabel_run / "results"
+    path = next((res / "explorer").glob("*.html"))
+    meta, arrays = read_explorer(path)
+    rows = load_attributions(sorted(res.glob("attributions/shard*.parquet")), every_target=True)
+    rows = rows[rows["example_id"] == meta["example_id"]]
+    names = [t["name"] for t in meta["targets"]]
+    assert len(rows) == len(names) > 1
+    page = browser.new_page(viewport={"width": 1400, "height": 850})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.is_visible("#target") and page.eval_on_selector_all("#target option", "els => els.map(e => e.text)")\
+        == names  # fmt: skip
+    special = np.array([t.startswith("[") and t.endswith("]") for t in meta["tokens"]])
+    for k, row in enumerate(rows.itertuples()):
+        page.select_option("#target", str(k))
+        page.select_option("#overlay", "attribution")
+        ig = np.asarray(row.scores, dtype=np.float64)  # the shard's row, not the page's data
+        i = int(np.argmax(np.where(special, -np.inf, np.abs(ig))))
+        page.click(f".tok[data-i='{i}']")
+        # the page prints 4 significant digits of a float32 copy
+        assert _float(page.inner_text("#d-attribution")) == pytest.approx(ig[i], rel=1e-3, abs=1e-7)
+        assert f"toward “{names[k]}”" in page.inner_text("#legend-text")
+        page.select_option("#overlay", "evidence")
+        lit = page.eval_on_selector_all(".tok", "els => els.filter(e => e.style.backgroundColor !== 'transparent')"
+                                        ".length")  # fmt: skip
+        assert lit == int(arrays["evidence" if k == 0 else f"evidence_t{k}"].sum())
+    assert errors == []
     page.close()
 
 

@@ -20,6 +20,7 @@ from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.render.explorer import (
     NO_PARTNER,
     ExplorerDocument,
+    Target,
     combine_bands,
     compute_views,
     configuration_weights,
@@ -182,7 +183,7 @@ def _document(tokens, n_layers=2, heads=2):
         evidence=np.array([i % 3 == 0 for i in range(n)]),
         importance=importance.numpy(),
         views=compute_views(bands, importance, 2),
-        provenance={"schema": "explorer/v1", "git_commit": "abc"},
+        provenance={"schema": "explorer/v2", "git_commit": "abc"},
     )
 
 
@@ -210,3 +211,23 @@ def test_page_is_self_contained_and_round_trips(tmp_path):
     assert prov["git_commit"] == "abc"
     data = page.split('type="application/octet-stream">')[1].split("</script>")[0]
     assert zlib.decompress(base64.b64decode(data))  # the page's data is one deflated stream
+
+
+def test_a_page_carries_every_explained_output_for_its_target_selector(tmp_path):
+    tokens = ["[CLS]", "topic", "words", "here", "[SEP]"]
+    doc = _document(tokens)
+    single, _ = payload(doc)
+    assert single["targets"] == [{"name": "b", "ig_steps": 8, "ig_delta": 1e-3}]  # one output: nothing to choose
+    other = Target(name="a", attribution=np.arange(5, dtype=np.float32), evidence=np.array([0, 1, 0, 0, 0], bool),
+                   ig_steps=16, ig_delta=2e-4)  # fmt: skip
+    doc.other_targets = [other, Target("c", -np.arange(5, dtype=np.float32), None, 32, 0.0)]
+    meta, blob = payload(doc)
+    path = tmp_path / "page.html"
+    path.write_text(render_explorer(meta, blob), encoding="utf-8")
+    got, arrays = read_explorer(path)
+    assert [t["name"] for t in got["targets"]] == ["b", "a", "c"]  # the headline first, then in rank order
+    assert [t["ig_steps"] for t in got["targets"]] == [8, 16, 32]
+    assert np.array_equal(arrays["attribution"], doc.attribution)  # the headline's arrays keep their names
+    assert np.array_equal(arrays["attribution_t1"], other.attribution)
+    assert np.array_equal(arrays["evidence_t1"], other.evidence.astype(np.uint8))
+    assert np.array_equal(arrays["attribution_t2"], -np.arange(5, dtype=np.float32)) and "evidence_t2" not in arrays

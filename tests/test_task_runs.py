@@ -179,9 +179,22 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     headline = ig[ig["target_rank"] == 0].set_index("example_id")["target"]
     assert (explained.set_index("example_id")["target"] == headline.loc[explained["example_id"]].to_numpy()).all()
     page = next((res / "explorer").glob("*.html"))
-    meta, _ = read_explorer(page)
+    meta, arrays = read_explorer(page)
     assert meta["info"]["explained"] == TOPIC_NAMES[int(headline.loc[meta["example_id"]])]
     assert list(meta["info"]["outputs"]) == list(TOPIC_NAMES)
+    # and the page's target selector holds every label's IG scores and planted evidence, the headline first
+    rows = ig[ig["example_id"] == meta["example_id"]].sort_values("target_rank")
+    assert [t["name"] for t in meta["targets"]] == [TOPIC_NAMES[t] for t in rows["target"]]
+    for k, scores in enumerate(rows["scores"]):
+        got = arrays["attribution" if k == 0 else f"attribution_t{k}"]
+        np.testing.assert_array_equal(got, np.asarray(scores, dtype=np.float32))  # the row, stored as float32
+    rationales = pd.read_parquet(res / "data/rationales.parquet")
+    mine = rationales[rationales["example_id"] == meta["example_id"]]
+    lit = [arrays["evidence" if k == 0 else f"evidence_t{k}"].astype(bool) for k in range(len(rows))]
+    for k, target in enumerate(rows["target"]):  # a label's evidence: its own topic's planted phrases only
+        if not (mine["evidence"] & (mine["phrase_label"] == target)).any():
+            assert not lit[k].any()  # a label the document lacks has none (one cut by truncation may have none)
+    assert any(mask.any() for mask in lit) and len({mask.tobytes() for mask in lit}) > 1
 
 
 def test_the_api_explains_any_label_it_is_asked_for(multilabel_run):

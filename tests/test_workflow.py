@@ -119,7 +119,7 @@ def test_explorers(tiny):
         assert "evidence" in arrays  # the synthetic corpus plants evidence
         assert [e["method"] for e in meta["explanations"]] == list(method_names())  # one overlay per explanation method
         assert all(arrays[f"explanation_{m}"].shape == (n,) for m in method_names())
-        assert meta["provenance"]["schema"] == "explorer/v1" and meta["provenance"]["config_sha256"]
+        assert meta["provenance"]["schema"] == "explorer/v2" and meta["provenance"]["config_sha256"]
 
 
 #: Files that are figures or tables, wherever a rule writes them.

@@ -27,6 +27,7 @@ import base64
 import json
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -43,7 +44,7 @@ from attnlens.render.escape import csp_meta, html_text, script_json
 from attnlens.tasks import CLASSIFICATION, Task
 from attnlens.tokens import structural_ids, surface_pieces
 
-EXPLORER_SCHEMA = "explorer/v1"
+EXPLORER_SCHEMA = "explorer/v2"  # v2: a target selector (meta "targets", arrays attribution_t<k>, evidence_t<k>)
 #: int16 offset meaning "no partner" (fewer than k partners with non-zero attention).
 NO_PARTNER = -32768
 #: Levels of the 8-bit square-root quantisation of partner attention.
@@ -150,13 +151,17 @@ def document_for(
     explanations: dict[str, np.ndarray] | None = None,
     notes: list[str] | None = None,
     task: Task = CLASSIFICATION,
+    other_targets: Sequence[tuple[Any, np.ndarray | None]] = (),
 ) -> ExplorerDocument:
     """Assemble one example's page from the pipeline's artifacts; ``class_names``: the names of the model's
     outputs (:meth:`attnlens.tasks.Task.output_names`), read as ``task`` says (:meth:`~attnlens.tasks.Task.outcome`);
     ``notes``: lines the page's header shows (what was cut, a high share of unknown tokens:
-    attnlens.data.document_reading)."""
+    attnlens.data.document_reading). ``attribution_row`` and ``evidence`` are the headline target's;
+    ``other_targets``: ``(attribution row, evidence)`` of each other explained output, in rank order, which the
+    page's target selector shows."""
     eid = example["example_id"]
-    if [int(i) for i in attribution_row["input_ids"]] != input_ids:
+    rows = [attribution_row, *(row for row, _ in other_targets)]
+    if any([int(i) for i in row["input_ids"]] != input_ids for row in rows):
         raise ValueError(f"{eid}: attention and attribution saw different token ids")
     special_set = structural_ids(tokenizer)
     raw = tokenizer.convert_ids_to_tokens(input_ids)
@@ -164,6 +169,12 @@ def document_for(
     tokens = [t if i in special_set else p[0] for i, t, p in zip(input_ids, raw, pieces, strict=True)]
     starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
     outcome = task.outcome(example["label"], attribution_row["probs"], int(attribution_row["target"]), class_names)
+    targets = [
+        Target(name=task.outcome(example["label"], row["probs"], int(row["target"]), class_names).explained,
+               attribution=np.asarray(row["scores"], dtype=np.float32), evidence=ev, ig_steps=int(row["n_steps"]),
+               ig_delta=float(row["delta"]))
+        for row, ev in [(attribution_row, evidence), *other_targets]
+    ]  # fmt: skip
     info = {
         "roles": roles,
         "label": outcome.label,
@@ -190,6 +201,7 @@ def document_for(
         views=compute_views(bands, importance, top_k),
         provenance=prov,
         explanations=[(m, label(m), signed(m), v) for m, v in (explanations or {}).items()],
+        other_targets=targets[1:],
     )
 
 
@@ -277,6 +289,17 @@ def unpack_arrays(header: list[dict[str, Any]], blob: bytes) -> dict[str, np.nda
 # --- the page ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Target:
+    """One explained output of a page beyond the headline: its name, IG scores and planted evidence."""
+
+    name: str  # the output as the page names it (a label, a class)
+    attribution: np.ndarray  # (n,) IG scores toward it
+    evidence: np.ndarray | None  # (n,) bool: its planted evidence, or None
+    ig_steps: int
+    ig_delta: float
+
+
 @dataclass
 class ExplorerDocument:
     """Everything one explorer page shows."""
@@ -294,6 +317,8 @@ class ExplorerDocument:
     provenance: dict[str, Any]
     #: ``[(method, label, signed, (n,) scores)]`` of the explain rule, one overlay each
     explanations: list[tuple[str, str, bool, np.ndarray]] = field(default_factory=list)
+    #: the other explained outputs (a multi-label document's other labels), in rank order: the target selector
+    other_targets: list[Target] = field(default_factory=list)
 
 
 def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
@@ -310,6 +335,10 @@ def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
         arrays["evidence"] = doc.evidence.astype(np.uint8)
     for method, _, _, scores in doc.explanations:
         arrays[f"explanation_{method}"] = np.asarray(scores, dtype=np.float32)
+    for k, target in enumerate(doc.other_targets, start=1):  # the headline's are "attribution" and "evidence"
+        arrays[f"attribution_t{k}"] = target.attribution.astype(np.float32)
+        if target.evidence is not None:
+            arrays[f"evidence_t{k}"] = target.evidence.astype(np.uint8)
     for name in ("attended", "attending"):
         off, lev, scale = encode_partners(getattr(doc.views, f"{name}_idx"), getattr(doc.views, f"{name}_val"))
         arrays[f"{name}_gaps"], arrays[f"{name}_level"], arrays[f"{name}_scale"] = off, lev, scale
@@ -330,6 +359,10 @@ def payload(doc: ExplorerDocument) -> tuple[dict[str, Any], bytes]:
         "configurations": doc.views.configurations,
         "explanations": [
             {"method": m, "label": label, "signed": bool(signed)} for m, label, signed, _ in doc.explanations
+        ],
+        "targets": [
+            {"name": doc.info["explained"], "ig_steps": doc.info["ig_steps"], "ig_delta": doc.info["ig_delta"]},
+            *({"name": t.name, "ig_steps": t.ig_steps, "ig_delta": t.ig_delta} for t in doc.other_targets),
         ],
         "arrays": header,
         "provenance": doc.provenance,

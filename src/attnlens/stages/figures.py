@@ -239,6 +239,17 @@ def run_render_overlays(
     return [Path(out_dir) / p.name for p in written]
 
 
+def _target_evidence(task, rationales: pd.DataFrame, tokenizer, text: str, ids: list[int], eid: str,
+                     target: int) -> np.ndarray | None:  # fmt: skip
+    """The tokens of a document's planted evidence for its explained output ``target`` (:meth:`Task.evidence`), or
+    ``None`` where the corpus plants none."""
+    if not len(rationales):
+        return None
+    rows = task.evidence(rationales, target)
+    spans = rows.loc[rows["example_id"] == eid, ["char_start", "char_end"]]
+    return example_evidence(tokenizer, text, ids, [tuple(s) for s in spans.to_numpy()], eid)
+
+
 def run_build_explorers(
     cfg: ExplorerConfig,
     bands_paths: Sequence[StrPath],
@@ -256,7 +267,8 @@ def run_build_explorers(
     with one overlay per explanation method when the ``explain`` shards are given."""
     tokenizer = load_tokenizer(model_dir)
     importance = load_importance(importance_path, cfg.importance)
-    attributions = load_attributions(attribution_paths).set_index("example_id")
+    every = load_attributions(attribution_paths, every_target=True)  # headline first, then the other targets
+    targets_of = {str(e): [row for _, row in rows.iterrows()] for e, rows in every.groupby("example_id", sort=False)}
     examples, _ = load_examples(test_path)
     text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
@@ -277,14 +289,13 @@ def run_build_explorers(
         for eid, example in first.items():
             bands, ids = load_bands(bands_paths, eid)
             ids = [int(i) for i in ids]
-            evidence = None
-            if len(rationales):
-                evidence_rows = task.evidence(rationales, int(attributions.loc[eid, "target"]))  # of the explained
-                spans = evidence_rows.loc[evidence_rows["example_id"] == eid, ["char_start", "char_end"]]
-                evidence = example_evidence(tokenizer, text_of[eid], ids, [tuple(s) for s in spans.to_numpy()], eid)
+            rows = targets_of[eid]
+            evidence = [_target_evidence(task, rationales, tokenizer, text_of[eid], ids, eid, int(row["target"]))
+                        for row in rows]  # fmt: skip
+            others = list(zip(rows[1:], evidence[1:], strict=True))
             doc = document_for(
-                example, roles[eid], bands, ids, attributions.loc[eid], importance, tokenizer, class_names,
-                evidence, cfg.top_k, prov, explained.get(eid), task=task,
+                example, roles[eid], bands, ids, rows[0], importance, tokenizer, class_names, evidence[0],
+                cfg.top_k, prov, explained.get(eid), task=task, other_targets=others,
             )  # fmt: skip
             meta, blob = payload(doc)
             name = f"{file_stem(eid)}.html"

@@ -36,8 +36,22 @@
     return out;
   }
 
-  const state = { overlay: "attribution", kind: "configuration", layers: "all", layer: 1, head: 1, scaled: false, selected: -1 };
+  const state = { overlay: "attribution", kind: "configuration", layers: "all", layer: 1, head: 1, scaled: false, selected: -1, target: 0 };
   let data, spans, colours = [], l2 = null;
+  // the explained outputs (a multi-label document's labels): the headline's arrays are "attribution" and "evidence",
+  // the k-th other one's "attribution_t<k>" and "evidence_t<k>"
+  const targets = meta.targets || [{ name: meta.info.explained, ig_steps: meta.info.ig_steps, ig_delta: meta.info.ig_delta }];
+  // the leaderboard's methods explain the headline output alone (docs/tasks.md)
+  function headlineOnly() { return targets.length > 1 ? " (the headline output, whichever is chosen)" : ""; }
+  function attribution() { return state.target ? data["attribution_t" + state.target] : data.attribution; }
+  function evidence() { return state.target ? data["evidence_t" + state.target] : data.evidence; }
+  function normalise() {
+    const a = attribution();
+    let s = 0;
+    for (let i = 0; i < n; i++) s += a[i] * a[i];
+    const norm = Math.sqrt(s) || 1;
+    l2 = Array.from(a, (x) => x / norm);
+  }
 
   function viewIndex() {
     if (state.kind === "head") return (state.layer - 1) * H + (state.head - 1);
@@ -88,10 +102,10 @@
     return state.overlay.startsWith("explanation:") ? (meta.explanations || []).find((e) => "explanation:" + e.method === state.overlay) : null;
   }
   function overlayValues() {
-    if (state.overlay === "attribution") return Array.from(data.attribution);
+    if (state.overlay === "attribution") return Array.from(attribution());
     const ex = explanation();
     if (ex) return Array.from(data["explanation_" + ex.method]);
-    if (state.overlay === "evidence") return Array.from(data.evidence || new Uint8Array(n));
+    if (state.overlay === "evidence") return Array.from(evidence() || new Uint8Array(n));
     const out = new Array(n);
     for (let i = 0; i < n; i++) out[i] = received(i);
     return out;
@@ -105,13 +119,14 @@
       m = nonSpecialMax(values, true) || 1;
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
-      text = `IG attribution toward “${meta.info.explained}” (${meta.info.ig_steps} steps, δ = ${meta.info.ig_delta.toExponential(2)}); ` +
+      const t = targets[state.target];
+      text = `IG attribution toward “${t.name}” (${t.ig_steps} steps, δ = ${t.ig_delta.toExponential(2)}); ` +
         `symmetric scale ±max |a| over non-special tokens; ${SIGNED_SCALE}.`;
     } else if (explanation() && explanation().signed) {
       m = nonSpecialMax(values, true) || 1;
       colour = (x) => attributionColour(x / m);
       lo = (-m).toPrecision(3); hi = m.toPrecision(3);
-      text = `${explanation().label} toward “${meta.info.explained}”; symmetric scale ±max over non-special tokens; ` +
+      text = `${explanation().label} toward “${meta.info.explained}”${headlineOnly()}; symmetric scale ±max over non-special tokens; ` +
         `${SIGNED_SCALE}.`;
     } else if (explanation()) {
       m = nonSpecialMax(values, false) || 1;
@@ -121,7 +136,7 @@
     } else if (state.overlay === "evidence") {
       m = 1; colour = (x) => (x ? "hsl(45, 100%, 70%)" : "transparent");
       lo = "other"; hi = "evidence";
-      text = "Tokens overlapping a planted evidence phrase of the synthetic corpus.";
+      text = `Tokens overlapping a planted evidence phrase of the synthetic corpus for “${targets[state.target].name}”.`;
     } else {
       m = nonSpecialMax(values, false) || 1;
       colour = (x) => attentionColour(x / m);
@@ -159,10 +174,10 @@
     $("d-hint").hidden = true;
     $("d-position").textContent = String(i);
     $("d-token").textContent = meta.tokens[i];
-    $("d-attribution").textContent = fmt(data.attribution[i]);
+    $("d-attribution").textContent = fmt(attribution()[i]);
     $("d-attribution-l2").textContent = fmt(l2[i]);
     $("d-received").textContent = fmt(received(i));
-    $("d-evidence").textContent = data.evidence ? (data.evidence[i] ? "yes" : "no") : "not known for this corpus";
+    $("d-evidence").textContent = evidence() ? (evidence()[i] ? "yes" : "no") : "not known for this corpus";
     for (const dir of ["attended", "attending"]) {
       const list = $("d-" + dir);
       list.replaceChildren();
@@ -250,12 +265,16 @@
     for (let h = 1; h <= H; h++) $("head").add(new Option(String(h), String(h)));
     if (!data.evidence) $("overlay").querySelector('option[value="evidence"]').disabled = true;
     for (const ex of meta.explanations || []) $("overlay").add(new Option(ex.label, "explanation:" + ex.method));
+    targets.forEach((t, k) => $("target").add(new Option(t.name, String(k), k === 0, k === 0)));
+    $("target-choice").hidden = targets.length < 2;  // one explained output: nothing to choose
     const sync = () => {
       state.overlay = $("overlay").value;
       state.kind = document.querySelector('input[name="kind"]:checked').value;
       state.layers = layers.value;
       state.layer = +$("layer").value; state.head = +$("head").value;
       state.scaled = $("scaled").checked;
+      state.target = +$("target").value || 0;
+      normalise();
       paint();
     };
     for (const el of document.querySelectorAll("#controls select, #controls input")) el.addEventListener("change", sync);
@@ -272,10 +291,7 @@
 
   decode().then((decoded) => {
     data = decoded;
-    let s = 0;
-    for (let i = 0; i < n; i++) s += data.attribution[i] * data.attribution[i];
-    const norm = Math.sqrt(s) || 1;
-    l2 = Array.from(data.attribution, (x) => x / norm);
+    normalise();
     describe();
     buildText();
     buildControls();
