@@ -3,8 +3,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import merged
 
-from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
+from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, read_config_file, validate_config
 from attnlens.data import compute_split, document_reading, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
@@ -321,3 +322,51 @@ def test_one_document_is_read_and_noted_as_a_split_is():
     reading, notes = document_reading(tokenizer, "患者入院 🙂 fever", 64, "doc")  # Chinese and emoji: [UNK] to MiniLM
     assert reading["unknown"] > 0 and reading["unknown_share"] > 0.01
     assert len(notes) == 1 and notes[0].startswith("warning: doc: ") and "[UNK]" in notes[0]
+
+
+def test_a_document_given_as_paragraphs_is_one_text(tmp_path):
+    """A JSONL list of paragraphs (ECtHR's facts, a note's sections) is the paragraphs joined by a blank line."""
+    rows = [{"text": [f"Paragraph one of {i}.", f"Paragraph two of {i}."] if i % 2 else f"plain text {i}",
+             "label": i % 2} for i in range(12)]  # fmt: skip
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    frames, _, _ = prepare_dataset(_file_cfg(path))
+    texts = set(pd.concat(frames.values())["text"])
+    assert "Paragraph one of 1.\n\nParagraph two of 1." in texts and "plain text 0" in texts
+    rows[3]["text"] = []  # no paragraph: an empty document, refused in one line
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    _raises(_file_cfg(path), "text", "is empty or whitespace")
+
+
+def _ecthr_overlay(root) -> dict:
+    """config/ecthr.yaml laid over config/config.yaml and validated, as ``--configfile`` gives it to the rules."""
+    config = merged(read_config_file(root / "config/config.yaml"), read_config_file(root / "config/ecthr.yaml"))
+    return validate_config(config, "config/ecthr.yaml")
+
+
+def test_the_ecthr_overlay_reads_a_hub_dataset_of_its_shape(root, tmp_path):
+    """config/ecthr.yaml on a local dataset of ECtHR's shape (a list of fact paragraphs, a list of violated article
+    indices; Hugging Face's loader reads a folder of parquet files as it reads the hub's conversion): the cases are
+    texts, the labels multi-hot over the ten articles in the dataset's order, the splits its own, sliced."""
+    config = _ecthr_overlay(root)
+    assert config["data"]["task"] == "multilabel" and len(config["data"]["classes"]) == 10
+    for split, n in (("train", 10), ("test", 6)):
+        labels = [sorted({i % 10, (i + 5) % 10}) for i in range(n)]  # the first 8 cases hold every article
+        labels[0], labels[-1] = [0, 9], []  # article_2 and article_P1-1; a case that violates none
+        facts = [[f"{k}. The applicant in {split} case {i} stated fact {k}." for k in range(1, 4)] for i in range(n)]
+        pd.DataFrame({"text": facts, "labels": labels}).to_parquet(tmp_path / f"{split}.parquet")
+    data = {**config["data"], "hub": {**config["data"]["hub"], "name": str(tmp_path), "config": None,
+                                      "train_split": "train[:8]", "test_split": "test[:5]"}}  # fmt: skip
+    frames, _, manifest = prepare_dataset(DataConfig.from_dict(data))
+    assert (len(frames["train"]), len(frames["test"])) == (8, 5)
+    assert manifest["classes"] == config["data"]["classes"] and manifest["task"] == "multilabel"
+    first = frames["train"].set_index("example_id").loc["train[:8]-000000"]  # ids: the split as asked, the row
+    assert first["text"].split("\n\n") == [f"{k}. The applicant in train case 0 stated fact {k}." for k in (1, 2, 3)]
+    assert np.flatnonzero(first["label"]).tolist() == [0, 9]  # article_2 and article_P1-1
+
+
+def test_the_ecthr_overlay_offline_is_one_line(root, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    cfg = DataConfig.from_dict(_ecthr_overlay(root)["data"])
+    _raises(cfg, "data.hub.name", "could not load 'coastalcph/lex_glue' split 'train[:1000]'")

@@ -425,7 +425,7 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
     and the **answer's** sentence in its last sixth states the fact (*"Falcon was designed by Ada Byrne."*): the
     two are most of the document apart, further than a sliding window reaches, so only a path through the global
     question tokens (or the layers' stacking) joins them. ``m`` **distractors** (``m`` drawn from ``[1,
-    n_distractors]``) sit anywhere: the same relation's fact about another system, or another description's
+    max(1, n_distractors)]``) sit anywhere: the same relation's fact about another system, or another description's
     supporting sentence. ``label_noise`` does not apply (an answer is a span of the text, not a label to flip).
 
     Returns:

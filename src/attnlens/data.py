@@ -127,6 +127,19 @@ def label_field(cfg: DataConfig) -> str:
     return "|".join(cfg.label_columns) if cfg.label_columns else cfg.label_column
 
 
+def paragraphs_joined(texts: pd.Series) -> pd.Series:
+    """A text column in which a document may be a list of paragraphs (ECtHR's facts, a note's sections: a JSONL or
+    parquet list, a hub dataset's sequence) as text: the paragraphs joined by a blank line. Other cells as they are
+    (an empty list becomes an empty text, which :func:`check_examples` refuses)."""
+
+    def join(cell):
+        if isinstance(cell, list | tuple | np.ndarray) and all(isinstance(p, str) for p in cell):
+            return "\n\n".join(cell)
+        return cell
+
+    return texts.map(join)
+
+
 def _load_file(cfg: DataConfig) -> Source:
     path = Path(cfg.path)
     if not path.is_file():
@@ -136,7 +149,7 @@ def _load_file(cfg: DataConfig) -> Source:
     if cfg.id_column is not None and cfg.id_column not in df.columns:
         raise InputError(str(path), cfg.id_column, f"expected an id column {cfg.id_column!r}")
     ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"row{i:06d}" for i in range(len(df))]
-    out = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": labels})
+    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels})
     if "split" in df.columns:
         bad = sorted(set(df["split"].astype(str)) - set(SPLITS))
         if bad:
@@ -220,7 +233,7 @@ def _load_hub(cfg: DataConfig) -> Source:
         df = ds.to_pandas()
         labels = label_cells(df, cfg, f"{where}[{split}]")
         ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"{split}-{i:06d}" for i in range(len(df))]
-        part = pd.DataFrame({"example_id": ids, "text": df[cfg.text_column], "label": labels})
+        part = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels})
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
