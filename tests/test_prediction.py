@@ -1,12 +1,16 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.metrics import accuracy_score, f1_score
+from transformers import AutoTokenizer
 
 from attnlens.errors import InputError
-from attnlens.prediction import Encoded, _length_sorted_batches, encode_texts, predict_logits
+from attnlens.models.loading import packaged_model_dir
+from attnlens.models.longformer import LONGFORMER
+from attnlens.prediction import Encoded, _length_sorted_batches, encode_examples, encode_texts, predict_logits
 from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
-from attnlens.tasks import classification_metrics, softmax
+from attnlens.tasks import CLASSIFICATION, classification_metrics, softmax
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -133,3 +137,35 @@ def test_metrics_count_every_class_and_say_when_f1_is_undefined():
         "n_true": 0, "n_predicted": 1, "f1": 0.0,
         "note": "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean",
     }  # fmt: skip
+
+
+class _PairTask(type(CLASSIFICATION)):
+    """A task whose examples are pairs, a question and its context, the question's tokens global (not registered:
+    the shape of the question-answering task's inputs, tasks/qa.py)."""
+
+    name = "pairs"
+
+    def texts(self, examples):
+        return list(examples["question"]), list(examples["text"])
+
+    def global_tokens(self, input_ids, tokenizer):
+        return list(range(list(input_ids).index(tokenizer.sep_token_id)))  # CLS and the question, up to its SEP
+
+
+def test_examples_are_encoded_as_their_task_reads_them_with_its_global_tokens():
+    tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
+    examples = pd.DataFrame({"question": ["who designed falcon?", "when?"],
+                             "text": ["falcon was designed by ada byrne. " * 20, "in 1971."]})  # fmt: skip
+    single = encode_examples(tokenizer, examples, CLASSIFICATION, max_length=32)
+    assert single == encode_texts(tokenizer, examples["text"], max_length=32) and single.global_tokens is None
+    pairs = encode_examples(tokenizer, examples, _PairTask(), max_length=32)
+    first = tokenizer.convert_ids_to_tokens(pairs.input_ids[0])
+    assert len(first) == 32 and first[:7] == ["[CLS]", "who", "designed", "falcon", "?", "[SEP]", "falcon"]
+    assert first[-1] == "[SEP]"  # the context is what truncation cut, the question is whole
+    assert pairs.global_tokens == [[0, 1, 2, 3, 4], [0, 1, 2]]  # "when ?" is two tokens
+    batch = pairs.batch([1, 0], arch=LONGFORMER)  # a global-attention mask over the padded batch, in batch order
+    expected = torch.zeros(2, 32, dtype=torch.long)
+    expected[0, :3] = expected[1, :5] = 1
+    assert torch.equal(batch["global_attention_mask"], expected)
+    assert torch.equal(Encoded(pairs.input_ids, 0).batch([0], arch=LONGFORMER)["global_attention_mask"][0, :2],
+                       torch.tensor([1, 0]))  # without chosen tokens: CLS alone  # fmt: skip

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from attnlens.models import Architecture, architecture
+from attnlens.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,9 @@ class Encoded:
 
     input_ids: list[list[int]]
     pad_token_id: int
+    #: per example, the positions that attend globally (:meth:`attnlens.tasks.Task.global_tokens`: a question's
+    #: tokens); ``None``: the architecture's own choice for every example
+    global_tokens: list[list[int]] | None = None
 
     def batch(
         self, index: Sequence[int], device: torch.device | str = "cpu", arch: Architecture | None = None
@@ -31,7 +36,13 @@ class Encoded:
         for j, r in enumerate(rows):
             ids[j, : len(r)] = torch.tensor(r)
             mask[j, : len(r)] = 1
-        out = {"input_ids": ids, "attention_mask": mask, **(arch.forward_args(mask) if arch is not None else {})}
+        chosen = None
+        if self.global_tokens is not None:
+            chosen = torch.zeros_like(mask)
+            for j, i in enumerate(index):
+                chosen[j, self.global_tokens[i]] = 1
+        out = {"input_ids": ids, "attention_mask": mask}
+        out |= arch.forward_args(mask, chosen) if arch is not None else {}
         return {k: v.to(device) for k, v in out.items()}
 
 
@@ -40,6 +51,25 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int | None = None)
     max_length = max_length or tokenizer.model_max_length
     enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
     return Encoded(enc["input_ids"], tokenizer.pad_token_id)
+
+
+def encode_examples(tokenizer, examples: pd.DataFrame, task: Task, max_length: int | None = None) -> Encoded:
+    """Tokenise a split frame's examples as their task reads them (:meth:`~attnlens.tasks.Task.texts`): one text
+    each, cut to ``max_length`` (default: the tokenizer's ``model_max_length``), or pairs of which the second is
+    cut; with the positions that attend globally (:meth:`~attnlens.tasks.Task.global_tokens`)."""
+    first, second = task.texts(examples)
+    if second is None:
+        encoded = encode_texts(tokenizer, first, max_length)
+    else:
+        max_length = max_length or tokenizer.model_max_length
+        enc = tokenizer(first, second, truncation="only_second", max_length=max_length, padding=False)
+        encoded = Encoded(enc["input_ids"], tokenizer.pad_token_id)
+    chosen = [task.global_tokens(ids, tokenizer) for ids in encoded.input_ids]
+    if all(c is None for c in chosen):
+        return encoded
+    if any(c is None for c in chosen):
+        raise ValueError(f"task {task.name!r} chose global tokens for some examples only")
+    return Encoded(encoded.input_ids, encoded.pad_token_id, chosen)
 
 
 def _length_sorted_batches(encoded: Encoded, batch_size: int) -> list[list[int]]:

@@ -25,7 +25,7 @@ from transformers import get_linear_schedule_with_warmup
 from attnlens.config import TrainConfig
 from attnlens.device import autocast_dtype, resolve_device
 from attnlens.models import architecture
-from attnlens.prediction import encode_texts, predict_logits
+from attnlens.prediction import encode_examples, predict_logits
 from attnlens.tasks import task_of
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,9 @@ def train_classifier(
     )
     if cfg.gradient_checkpointing:
         _checkpointing(model, True)
-    train_enc = encode_texts(tokenizer, train_df["text"])
-    eval_enc = encode_texts(tokenizer, eval_df["text"])
     task = task_of(model.config)
+    train_enc = encode_examples(tokenizer, train_df, task)
+    eval_enc = encode_examples(tokenizer, eval_df, task)
     train_labels = torch.from_numpy(task.training_labels(train_df["label"].to_numpy()).copy())
     eval_labels = eval_df["label"].to_numpy().copy()
     n = len(train_labels)

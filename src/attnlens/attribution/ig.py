@@ -104,17 +104,22 @@ class Inputs:
 
 
 def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs:
-    """Build :class:`Inputs` for one tokenised example (special tokens included), as its architecture wants."""
+    """Build :class:`Inputs` for one tokenised example (special tokens included), as its architecture wants, with
+    the global tokens its task chooses (:meth:`attnlens.tasks.Task.global_tokens`: a question's; read from the ids,
+    so the baseline, which keeps the structural tokens in place, has the same)."""
     arch = architecture(model)
     input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
     mask = torch.ones_like(input_ids)
     positions = arch.position_ids(model.config, input_ids.shape[1])
+    chosen = task_of(model.config).global_tokens(list(ids), tokenizer)
+    if chosen is not None:
+        chosen = torch.zeros_like(mask).index_fill_(1, torch.tensor(chosen, dtype=torch.long, device=device), 1)
     return Inputs(
         input_ids=input_ids,
         baseline=baseline_ids(input_ids, structural_ids(tokenizer), tokenizer.pad_token_id),
         attention_mask=mask,
         position_ids=None if positions is None else positions.to(device),
-        model_args=arch.forward_args(mask),
+        model_args=arch.forward_args(mask, chosen),
     )
 
 

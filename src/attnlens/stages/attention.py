@@ -30,7 +30,7 @@ from attnlens.importance import (
 from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_texts
+from attnlens.prediction import encode_examples
 from attnlens.selection import load_selection
 from attnlens.tasks import task_of
 
@@ -48,8 +48,9 @@ def run_estimate_head_importance(
     if cfg.max_examples is not None and cfg.max_examples < len(examples):
         order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
         examples = examples.iloc[np.sort(order)]
-    encoded = encode_texts(tokenizer, examples["text"])
-    labels = task_of(model.config).training_labels(examples["label"].to_numpy())  # the head's loss takes them
+    task = task_of(model.config)
+    encoded = encode_examples(tokenizer, examples, task)
+    labels = task.training_labels(examples["label"].to_numpy())  # the head's loss takes them
 
     def batches():
         for i in range(len(labels)):
@@ -114,7 +115,7 @@ def run_extract_attention(
     on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
-    encoded = encode_texts(tokenizer, examples["text"])
+    encoded = encode_examples(tokenizer, examples, task_of(model.config))
     lengths = [len(ids) for ids in encoded.input_ids]
     count = position_counts(lengths)
     n_max = len(count)

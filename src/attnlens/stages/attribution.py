@@ -40,7 +40,7 @@ from attnlens.io import (
 )
 from attnlens.models import architecture
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_texts
+from attnlens.prediction import encode_examples
 from attnlens.selection import load_selection
 from attnlens.tasks import task_of
 
@@ -87,7 +87,7 @@ def run_attribute(
     task = task_of(model.config)
     outputs_by_id = predicted_outputs(predictions_path, task)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
-    encoded = encode_texts(tokenizer, examples["text"])
+    encoded = encode_examples(tokenizer, examples, task)
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
     fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
@@ -194,7 +194,7 @@ def run_attribute_embeddings(
     t0 = time.perf_counter()
     for eid in dict.fromkeys(e["example_id"] for e in load_selection(selection_path)):
         i = row_of[eid]
-        ids = encode_texts(tokenizer, [examples["text"].iloc[i]]).input_ids[0]
+        ids = encode_examples(tokenizer, examples.iloc[[i]], task).input_ids[0]
         label = examples["label"].iloc[i]
         target = task.targets(cfg.target, label, outputs_by_id[eid])[0]  # the headline target's
         inputs = prepare_inputs(model, tokenizer, ids, on)

@@ -15,7 +15,7 @@ from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model, import_classifier, load_classifier
-from attnlens.prediction import encode_texts, predict_logits
+from attnlens.prediction import encode_examples, predict_logits
 from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
 from attnlens.tasks import get_task, task_of
@@ -136,8 +136,8 @@ def run_predict(
     model, tokenizer = load_classifier(model_dir)
     place(model, device)
     examples, _ = load_examples(test_path)
-    logits = predict_logits(model, encode_texts(tokenizer, examples["text"]), cfg.batch_size)
     task = task_of(model.config)
+    logits = predict_logits(model, encode_examples(tokenizer, examples, task), cfg.batch_size)
     frame = task.predictions(examples, logits)
     metrics = {"task": task.name, **task.metrics(frame["label"].to_numpy(), logits), "n_examples": len(frame)}
     log.info("test: %s", metrics)

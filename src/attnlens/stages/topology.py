@@ -24,8 +24,9 @@ from attnlens.io import (
 )
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_texts
+from attnlens.prediction import encode_examples
 from attnlens.render.tables import write_table
+from attnlens.tasks import task_of
 from attnlens.tokens import display_tokens, structural_mask
 from attnlens.topology.persistence import (
     BOTTLENECK_SCHEMA,
@@ -56,7 +57,7 @@ def run_topology(
     model, tokenizer = load_classifier(model_dir)
     on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
-    encoded = encode_texts(tokenizer, examples["text"])
+    encoded = encode_examples(tokenizer, examples, task_of(model.config))
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
     frames, tensors, timing = [], {}, []

@@ -132,6 +132,19 @@ class Task(ABC):
     def eval_loss(self, logits: np.ndarray, labels: np.ndarray) -> float:
         """The head's loss on held-out ``(n, n_outputs)`` float32 logits, as torch computes it in training."""
 
+    # --- the inputs --------------------------------------------------------------------------------------
+    def texts(self, examples: pd.DataFrame) -> tuple[list[str], list[str] | None]:
+        """What the tokenizer reads of each example of a split frame: its ``text``, and ``None``; a task whose
+        examples are pairs returns the first texts and the second ones (a question and its context), and the
+        second of a pair is what truncation cuts."""
+        return [str(t) for t in examples["text"]], None
+
+    def global_tokens(self, input_ids: Sequence[int], tokenizer) -> list[int] | None:
+        """The positions of one tokenised example that attend to every token and are attended by every token
+        (:meth:`attnlens.models.base.Architecture.forward_args`), read from its ids; ``None``: the architecture's
+        own choice (CLS), a classifier's."""
+        return None
+
     # --- the readout -------------------------------------------------------------------------------------
     def logits(self, output):
         """The logits ``(batch, n_outputs)`` the readout reads, from a Hugging Face model's ``output`` (a sequence
