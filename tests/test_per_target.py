@@ -63,9 +63,15 @@ def test_the_table_averages_documents_and_counts_each_pair_once_overall():
     # overall: document a's two explanations averaged first (0.3), then with b (0.6): 0.45, not 0.4
     assert row.loc["all", "attention"] == pytest.approx(0.45) and row.loc["all", "n_explanations"] == 3
     assert row.loc["all", "n_pairs"] == 1 and row.loc["all", "between_targets"] == pytest.approx(0.3)
+    # paired by document and target: only document a has pairs; tort 0.2 − 0.3, contract 0.4 − 0.3, and a's two
+    # differences averaged for the overall row (b, which has no pair, is not in it)
+    assert row.loc["tort", "difference"] == pytest.approx(-0.1) and row.loc["contract", "difference"] == pytest.approx(
+        0.1) and row.loc["all", "difference"] == pytest.approx(0.0, abs=1e-15)  # fmt: skip
+    assert np.isnan(row.loc["tort", "difference_lo"]) and np.isnan(row.loc["tort", "difference_hi"])  # one document
     last = table[(table["configuration"] == "last") & (table["name"] == "tort")].iloc[0]
     assert last["attention"] == pytest.approx(9.0)
     single = target_agreement(_rows({("a", 1): 0.5, ("b", 1): 0.7}), pairs.iloc[:0], ("x", "y"), 0, 200)
     assert set(single["name"]) == {"y", "all"}
     assert single.loc[single["configuration"] == "all", "note"].str.contains("no other target").all()
+    assert single["difference"].isna().all()  # nothing to pair with
     assert single.loc[single["configuration"] == "last", "note"].str.startswith("not computable (n = 0)").all()

@@ -173,6 +173,7 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     overall = table[(table["name"] == "all")]
     assert (overall["n_explanations"] == len(ig)).all() and (overall["n_pairs"] == n_docs * 6).all()  # C(4, 2)
     assert table["between_targets"].notna().all() and (res / "paper/figures/target_agreement.png").is_file()
+    assert table["difference"].notna().all()  # every document has labels to pair with: all explained
 
     # the headline explanation (the likeliest label) goes on through the single-target stages
     explained = pd.read_parquet(res / "explanations/shard0.parquet")

@@ -164,8 +164,8 @@ def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi:
 
 def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Path]:
     """Per metric and attention configuration (panels), per explained output (groups): attention–attribution
-    agreement with its 95 % interval, its chance level, and the agreement between the output's attribution and the
-    other explained outputs' attributions of the same documents
+    agreement with its 95 % interval, its chance level, the agreement between the output's attribution and the
+    other explained outputs' attributions of the same documents, and the first minus the second, paired by document
     (:func:`attnlens.similarity.per_target.target_agreement`)."""
     metrics = list(dict.fromkeys(table["metric"]))
     configurations = list(dict.fromkeys(table["configuration"]))
@@ -174,7 +174,9 @@ def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
     # (column, its interval's columns' prefix, legend, colour)
     series = (("attention", "attention", "attention vs attribution", "#1b6ca8"),
               ("chance", None, "chance (permuted)", "#c6dbef"),
-              ("between_targets", "between", "attribution vs other targets' attributions", "#d95f02"))  # fmt: skip
+              ("between_targets", "between", "attribution vs other targets' attributions", "#d95f02"),
+              ("difference", "difference", "attention minus between (paired by document)", "#7570b3"))  # fmt: skip
+    width = 0.8 / len(series)
     for r, metric in enumerate(metrics):
         for c, configuration in enumerate(configurations):
             ax = axes[r][c]
@@ -187,17 +189,17 @@ def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
                     lo, hi = part[f"{interval}_lo"].to_numpy(float), part[f"{interval}_hi"].to_numpy(float)
                     err = np.vstack([values - lo, hi - values])
                     err = np.where(np.isfinite(err), err, 0.0)
-                ax.bar(x + (i - 1) * 0.27, np.nan_to_num(values), 0.27, yerr=err, color=colour, label=label,
-                       capsize=2)  # fmt: skip
+                ax.bar(x + (i - (len(series) - 1) / 2) * width, np.nan_to_num(values), width, yerr=err, color=colour,
+                       label=label, capsize=2)  # fmt: skip
             names = [str(n) if len(str(n)) <= 22 else str(n)[:21] + "…" for n in part["name"]]
             ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
             ax.axhline(0, color="black", linewidth=0.5)
             layers = {"last": "the last layer", "all": "all layers"}.get(configuration, configuration)
             ax.set_title(f"{metric}, attention of {layers}", fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle("One attention map, one attribution per explained output: agreement per target")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))  # room for the two-row legend
     return save_figure(fig, stem, dpi)
 
 

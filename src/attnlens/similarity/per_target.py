@@ -12,6 +12,10 @@ agree with each other. The table puts the two side by side, per explained output
   attribution of the same document (``|a_j|`` against ``|a_k|``, over the same kept tokens: exactly how attention
   is compared with an attribution).
 
+* ``difference``: attention's agreement minus the between-targets agreement, paired by document and target (a
+  document's ``attention`` value for the target minus the mean of its ``between_targets`` values for it): below 0,
+  with its interval, the other labels' attributions stand in for this label's better than the attention map does.
+
 Means and bootstrap 95 % intervals are over documents (a document's values averaged first).
 
 A classification or a regression explains one output per document: its table has one row per output explained
@@ -38,7 +42,8 @@ CONFIGURATIONS = ("last", "all")
 PAIR_COLUMNS = ("example_id", "target", "other", "metric", "value", "n")
 COLUMNS = (
     "target", "name", "configuration", "metric", "n_explanations", "attention", "attention_lo", "attention_hi",
-    "chance", "n_pairs", "between_targets", "between_lo", "between_hi", "note",
+    "chance", "n_pairs", "between_targets", "between_lo", "between_hi", "difference", "difference_lo",
+    "difference_hi", "note",
 )  # fmt: skip
 
 
@@ -71,6 +76,20 @@ def _mean_ci(rows: pd.DataFrame, seed: int, n_boot: int) -> tuple[float, float, 
     return float(mean[0]), float(lo[0]), float(hi[0])
 
 
+def _paired_difference(cell: pd.DataFrame, pairs: pd.DataFrame, seed: int, n_boot: int) -> tuple[float, float, float]:
+    """Attention's agreement minus the between-targets agreement, paired: per document and target, ``attention``
+    minus the mean of that target's pairs; a document's differences averaged; the mean over documents with its
+    bootstrap 95 % interval (NaN where no document has both)."""
+    attention = cell.dropna(subset=["value"]).groupby(["example_id", "target"])["value"].mean()
+    between = pairs.dropna(subset=["value"]).groupby(["example_id", "target"])["value"].mean()
+    both = pd.concat([attention.rename("attention"), between.rename("between")], axis=1, join="inner")
+    if both.empty:
+        return float("nan"), float("nan"), float("nan")
+    per_document = (both["attention"] - both["between"]).groupby(level="example_id").mean().to_numpy()
+    mean, lo, hi = bootstrap_means(per_document[:, None], seed, n_boot)
+    return float(mean[0]), float(lo[0]), float(hi[0])
+
+
 def target_agreement(
     similarity: pd.DataFrame, pairs: pd.DataFrame, names: Sequence[str], seed: int, n_boot: int
 ) -> pd.DataFrame:
@@ -96,6 +115,9 @@ def target_agreement(
                 att, att_lo, att_hi = _mean_ci(cell, seed, n_boot)
                 between = mine_pairs[mine_pairs["metric"] == metric]
                 btw, btw_lo, btw_hi = _mean_ci(between, seed, n_boot)
+                # paired per target: every ordered pair, so that each target has its own pairs (the "all" row too)
+                paired = pairs[pairs["metric"] == metric] if target == -1 else between
+                diff, diff_lo, diff_hi = _paired_difference(cell, paired, seed, n_boot)
                 n_values, n_pairs = int(cell["value"].notna().sum()), int(between["value"].notna().sum())
                 note = ""
                 if not n_values:
@@ -104,5 +126,5 @@ def target_agreement(
                     note = "no other target explained on the same documents: no agreement between targets"
                 rows.append((target, name, configuration, metric, n_values, att, att_lo, att_hi,
                              float(cell["chance"].mean()) if len(cell) else float("nan"), n_pairs, btw, btw_lo,
-                             btw_hi, note))  # fmt: skip
+                             btw_hi, diff, diff_lo, diff_hi, note))  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS))
