@@ -185,6 +185,18 @@ def _filler_sentence(rng: np.random.Generator) -> str:
     return f"{s[0].upper()}{s[1:]} {v} {o}{t}."
 
 
+def _filler_sentences(rng: np.random.Generator, cfg: SyntheticConfig) -> list[str]:
+    """A document's filler: sentences until a length drawn from ``[min_words, max_words]`` is reached."""
+    n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
+    sentences: list[str] = []
+    words = 0
+    while words < n_words:
+        sentence = _filler_sentence(rng)
+        sentences.append(sentence)
+        words += sentence.count(" ") + 1
+    return sentences
+
+
 def _class_evidence(rng: np.random.Generator, label: int, cfg: SyntheticConfig) -> list[int]:
     """The fields of a classification document's planted phrases: ``k`` of its own class (``k`` drawn from
     ``[ceil(n_evidence / 2), n_evidence]``), then ``m`` of the other (``m`` from ``[0, n_distractors]``)."""
@@ -202,13 +214,7 @@ def _document(
     """One document and its planted phrases ``(phrase, start, end, phrase_label)``: filler sentences, then one
     phrase of each field ``fields(rng)`` lists (drawn from ``pools[field]``), each in a carrier sentence at a
     random slot."""
-    n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
-    sentences: list[str] = []
-    words = 0
-    while words < n_words:
-        sentence = _filler_sentence(rng)
-        sentences.append(sentence)
-        words += sentence.count(" ") + 1
+    sentences = _filler_sentences(rng, cfg)
     planted = fields(rng)
     # insertion slot (before sentence j) for each planted phrase; several may share a slot
     slots = rng.integers(0, len(sentences) + 1, size=len(planted))
@@ -472,10 +478,7 @@ def _qa_document(rng: np.random.Generator, planted: list[tuple[int, str, str]],
     """Filler sentences with ``planted`` ``(kind, sentence, where)`` inserted: ``where`` is ``first`` (the first
     sixth of the sentences), ``last`` (the last sixth) or ``any``; returns the text and each planted sentence's
     ``(sentence, char_start, char_end)``, in ``planted``'s order."""
-    n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
-    sentences: list[str] = []
-    while sum(s.count(" ") + 1 for s in sentences) < n_words:
-        sentences.append(_filler_sentence(rng))
+    sentences = _filler_sentences(rng, cfg)
     n = len(sentences)
     sixth = max(1, n // 6)
     ranges = {"first": (0, sixth), "last": (n - sixth + 1, n + 1), "any": (0, n + 1)}
