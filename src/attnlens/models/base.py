@@ -103,7 +103,7 @@ class Architecture(ABC):
         """``model`` ready for attnlens (fast attention paths patched in where ``fast``); returns it."""
 
     def head_class(self, head: str) -> str:
-        """The Hugging Face class of a task's ``head`` (:attr:`attnlens.tasks.Task.head`): a sequence classifier
+        """The Hugging Face class of a kind of head: a sequence classifier
         (``sequence_classification``: classes, labels, a value) or a question-answering head
         (``question_answering``: a span of the input)."""
         heads = {"sequence_classification": self.classifier_class, "question_answering": self.qa_class}

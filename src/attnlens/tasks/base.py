@@ -36,8 +36,6 @@ class Task(ABC):
     name: ClassVar[str]  # as the config (``task``) and the artifacts name it
     label: ClassVar[str]  # as a page names it
     problem_type: ClassVar[str]  # Hugging Face's ``config.problem_type``: the head's loss
-    #: the kind of head (:meth:`attnlens.models.base.Architecture.head_class`): a sequence classifier's
-    head: ClassVar[str] = "sequence_classification"
     explains: ClassVar[str]  # what the readout F is, as the docs and the report say it
     readout_label: ClassVar[str]  # F on a figure's axis
     #: the predictions table's columns beyond ``example_id``, ``label``, ``pred`` and ``logits``: the readout's

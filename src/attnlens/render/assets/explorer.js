@@ -40,7 +40,7 @@
   let data, spans, colours = [], l2 = null;
   // the explained outputs (a multi-label document's labels): the headline's arrays are "attribution" and "evidence",
   // the k-th other one's "attribution_t<k>" and "evidence_t<k>"
-  const targets = meta.targets || [{ name: meta.info.explained, ig_steps: meta.info.ig_steps, ig_delta: meta.info.ig_delta }];
+  const targets = meta.targets;
   // the leaderboard's methods explain the headline output alone (docs/tasks.md)
   function headlineOnly() { return targets.length > 1 ? " (the headline output, whichever is chosen)" : ""; }
   function attribution() { return state.target ? data["attribution_t" + state.target] : data.attribution; }
