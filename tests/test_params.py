@@ -37,6 +37,7 @@ CONDITIONAL = {
     "build_base_model": {"model.block_size", "model.num_random_blocks"},  # a BigBird's (model.architecture)
     "prepare_dataset": {  # the file, folder and hub sources
         "data.classes", "data.id_column", "data.label_column", "data.label_columns", "data.path", "data.text_column",
+        "data.question_column",  # a question-answering file's or hub dataset's
         "data.hub.config", "data.hub.name", "data.hub.revision", "data.hub.test_split", "data.hub.train_split",
     },
     "target_agreement": {  # the agreement between targets: a run with several targets a document (.test has one)

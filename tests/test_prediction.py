@@ -10,7 +10,7 @@ from attnlens.models.loading import packaged_model_dir
 from attnlens.models.longformer import LONGFORMER
 from attnlens.prediction import Encoded, _length_sorted_batches, encode_examples, encode_texts, predict_logits
 from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
-from attnlens.tasks import CLASSIFICATION, classification_metrics, softmax
+from attnlens.tasks import CLASSIFICATION, QA, classification_metrics, softmax
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -139,30 +139,25 @@ def test_metrics_count_every_class_and_say_when_f1_is_undefined():
     }  # fmt: skip
 
 
-class _PairTask(type(CLASSIFICATION)):
-    """A task whose examples are pairs, a question and its context, the question's tokens global (not registered:
-    the shape of the question-answering task's inputs, tasks/qa.py)."""
-
-    name = "pairs"
-
-    def texts(self, examples):
-        return list(examples["question"]), list(examples["text"])
-
-    def global_tokens(self, input_ids, tokenizer):
-        return list(range(list(input_ids).index(tokenizer.sep_token_id)))  # CLS and the question, up to its SEP
-
-
 def test_examples_are_encoded_as_their_task_reads_them_with_its_global_tokens():
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     examples = pd.DataFrame({"question": ["who designed falcon?", "when?"],
                              "text": ["falcon was designed by ada byrne. " * 20, "in 1971."]})  # fmt: skip
     single = encode_examples(tokenizer, examples, CLASSIFICATION, max_length=32)
-    assert single == encode_texts(tokenizer, examples["text"], max_length=32) and single.global_tokens is None
-    pairs = encode_examples(tokenizer, examples, _PairTask(), max_length=32)
+    assert single.input_ids == encode_texts(tokenizer, examples["text"], max_length=32).input_ids
+    assert single.global_tokens is None and single.texts == list(examples["text"])
+    pairs = encode_examples(tokenizer, examples, QA, max_length=32)
     first = tokenizer.convert_ids_to_tokens(pairs.input_ids[0])
     assert len(first) == 32 and first[:7] == ["[CLS]", "who", "designed", "falcon", "?", "[SEP]", "falcon"]
     assert first[-1] == "[SEP]"  # the context is what truncation cut, the question is whole
     assert pairs.global_tokens == [[0, 1, 2, 3, 4], [0, 1, 2]]  # "when ?" is two tokens
+    # each token's characters are in the example's text, the context: a question's tokens have none
+    for encoded in (single, pairs):
+        for ids, offsets, inside, text in zip(encoded.input_ids, encoded.offsets, encoded.in_text, encoded.texts,
+                                              strict=True):  # fmt: skip
+            for token, (a, b), mine in zip(tokenizer.convert_ids_to_tokens(ids), offsets, inside, strict=True):
+                assert mine == (b > a) and (not mine or text[a:b].lower() == token.removeprefix("##"))
+    assert pairs.in_text[0][:6].tolist() == [False] * 6 and pairs.in_text[0][6]
     batch = pairs.batch([1, 0], arch=LONGFORMER)  # a global-attention mask over the padded batch, in batch order
     expected = torch.zeros(2, 32, dtype=torch.long)
     expected[0, :3] = expected[1, :5] = 1

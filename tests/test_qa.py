@@ -10,6 +10,7 @@ import string
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import transformers
@@ -21,15 +22,20 @@ from transformers import AutoTokenizer
 
 from attnlens.attention.band import attention_from
 from attnlens.attribution.ig import integrate
-from attnlens.config import SyntheticConfig
+from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
+from attnlens.data import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.models import architecture, forward_bands
-from attnlens.models.loading import packaged_model_dir
+from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
+from attnlens.prediction import encode_examples
+from attnlens.tasks import QA, task_of
 from attnlens.tasks.qa import (
+    MAX_ANSWER_TOKENS,
     best_span,
     check_answers,
     exact_match,
+    gold_spans,
     normalize_answer,
     qa_metrics,
     span_index,
@@ -160,14 +166,14 @@ def test_the_generated_questions_need_a_sentence_far_from_their_answer():
     again = generate_qa_corpus(cfg, seed=3)
     assert corpus.documents.equals(again.documents) and corpus.rationales.equals(again.rationales)
     docs, spans = corpus.documents, corpus.rationales
-    assert list(docs.columns) == ["example_id", "question", "text", "answers"] and len(docs) == 30
-    check_answers(docs["question"], docs["text"], docs["answers"], docs["example_id"], "generated")  # no error
+    assert list(docs.columns) == ["example_id", "question", "text", "label"] and len(docs) == 30
+    check_answers(docs["question"], docs["text"], docs["label"], docs["example_id"], "generated")  # no error
     for row in docs.itertuples():
         mine = spans[spans["example_id"] == row.example_id]
         assert (mine.apply(lambda r, t=row.text: t[r.char_start : r.char_end] == r.phrase, axis=1)).all()
         (support,) = mine[mine["phrase_label"] == QA_SUPPORTING].itertuples()
         (fact,) = mine[mine["phrase_label"] == QA_ANSWER].itertuples()
-        answer = row.answers[0]
+        answer = row.label[0]
         assert fact.char_start <= answer["answer_start"] < fact.char_end  # the answer inside its fact
         entity = support.phrase.rsplit(" ", 1)[-1].rstrip(".")
         assert fact.phrase.startswith(entity) and entity not in row.question  # the link is in the text only
@@ -318,3 +324,160 @@ def test_ig_of_a_span_score_is_exact_on_a_linear_reader_and_complete_on_a_longfo
     # Legendre converges fast on a smooth two-layer model
     assert res.converged and abs(res.delta) <= 1e-3 * abs(res.gap)
     assert math.isfinite(res.gap) and res.gap != 0
+
+
+# --- the task: labels, head, readout, predictions, removal ----------------------------------------------------
+
+
+def _qa_examples():
+    """Two questions on one short context each, the second's answer placed past the 40 tokens a cut keeps."""
+    first = "The compiler used at the Lund lab is known as Falcon. Falcon was designed by Ada Byrne in 1999."
+    second = "Heron is a type checker. " + "It checks types of programs in many ways. " * 6 + "Heron was made by Bo Li."
+    frame = pd.DataFrame({"example_id": ["a", "b"], "question": ["Who designed the compiler?", "Who made Heron?"],
+                          "text": [first, second]})  # fmt: skip
+    frame["label"] = [[{"text": "Ada Byrne", "answer_start": first.index("Ada Byrne")}],
+                      [{"text": "Bo Li", "answer_start": second.index("Bo Li")}]]  # fmt: skip
+    return frame
+
+
+def test_the_span_readout_is_a_distribution_over_spans_in_torch_and_numpy():
+    """``F`` is the softmax over every span of at most L tokens of start + end logits: the torch readout (what IG
+    explains) and the NumPy outputs (what predict writes) agree within float32 rounding of a softmax (≈ 1e-7
+    relative; 1e-6 absolute), sum to 1, and AttnLRP's explained score is the span score itself."""
+    logits = torch.randn(2, 2, 12, generator=torch.Generator().manual_seed(0)) * 3
+    got = QA.readout(logits)
+    assert got.shape == (2, 12 * MAX_ANSWER_TOKENS) and got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), QA.outputs(logits.numpy()), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(QA.outputs(logits.numpy()).sum(1), 1, rtol=0, atol=1e-12)
+    s, e = 3, 5
+    assert QA.explained_logits(logits)[1, span_index(s, e)] == logits[1, 0, s] + logits[1, 1, e]
+    valid = [(a, b) for a in range(12) for b in range(a, min(12, a + MAX_ANSWER_TOKENS))]
+    x = logits.double()
+    scores = np.array([float(x[1, 0, a] + x[1, 1, b]) for a, b in valid])
+    by_hand = np.exp(scores[valid.index((s, e))]) / np.exp(scores).sum()
+    assert QA.outputs(logits.numpy())[1, span_index(s, e)] == pytest.approx(by_hand, rel=1e-12)
+    assert QA.readout(logits.half()).dtype == torch.float32
+
+
+def test_gold_spans_head_labels_and_predictions_come_from_the_tokens():
+    tokenizer = AutoTokenizer.from_pretrained(packaged_model_dir())
+    examples = _qa_examples()
+    full = encode_examples(tokenizer, examples, QA, max_length=128)
+    cut = encode_examples(tokenizer, examples, QA, max_length=40)
+    gold = gold_spans(examples["label"], full)
+    for i, (s, e) in enumerate(gold):  # the gold span's tokens are the answer's words
+        assert tokenizer.decode(full.input_ids[i][s : e + 1]) == examples["label"][i][0]["text"].lower()
+        assert full.in_text[i][s : e + 1].all()
+    assert gold_spans(examples["label"], cut)[1].tolist() == [-1, -1]  # cut away
+    heads = QA.head_labels(examples["label"], cut)  # a cut answer trains toward [CLS], as Hugging Face's scripts
+    assert heads["start_positions"][1] == heads["end_positions"][1] == 0
+    assert QA.global_tokens(full.input_ids[0], tokenizer) == list(range(full.input_ids[0].index(102)))
+    # logits that pick each gold span, and a question token scored higher still: the decoder answers from the context
+    width = max(len(r) for r in full.input_ids)
+    logits = np.full((2, 2, width), -5.0, dtype=np.float32)
+    for i, (s, e) in enumerate(gold):
+        logits[i, 0, s], logits[i, 1, e] = 4.0, 4.0
+        logits[i, :, 1] = 9.0  # the first question token
+    frame = QA.predictions(examples, logits, full)
+    assert frame["pred"].tolist() == ["Ada Byrne", "Bo Li"] and frame["exact_match"].tolist() == [1.0, 1.0]
+    assert frame["span"].tolist() == [span_index(int(s), int(e)) for s, e in gold] == frame["gold_span"].tolist()
+    for i, row in frame.iterrows():  # the stored distribution is F restricted to the context's spans
+        probs = np.asarray(row["span_probs"], dtype=np.float64)
+        assert QA.targets("predicted", row["label"], probs) == (row["span"],)
+        assert probs[span_index(1, 1)] == 0.0 and len(probs) == len(full.input_ids[i]) * MAX_ANSWER_TOKENS
+    metrics = QA.metrics(examples["label"].to_numpy(), logits, full)
+    assert metrics == {"exact_match": 1.0, "f1": 1.0, "n_scored": 2, "n_truncated": 0}
+    cut_logits = np.full((2, 2, 40), -5.0, dtype=np.float32)
+    cut_logits[:, :, 12] = 1.0
+    assert QA.metrics(examples["label"].to_numpy(), cut_logits, cut)["n_truncated"] == 1  # never scored as a miss
+    loss = QA.eval_loss(logits, examples["label"].to_numpy(), full)
+    start = torch.nn.functional.cross_entropy(torch.from_numpy(logits[:, 0]), torch.from_numpy(gold[:, 0]))
+    end = torch.nn.functional.cross_entropy(torch.from_numpy(logits[:, 1]), torch.from_numpy(gold[:, 1]))
+    assert loss == pytest.approx(float((start + end) / 2), rel=1e-6)  # Hugging Face's QA loss, float32
+
+
+def test_a_removed_token_moves_the_answer_span_and_a_removed_span_is_gone():
+    keep = np.ones(12, dtype=bool)
+    keep[[2, 6]] = False  # one token before the span (5, 7), one inside it
+    assert span_of(QA.kept_target(span_index(5, 7), keep)) == (4, 5)
+    keep[[5, 7]] = False
+    assert QA.kept_target(span_index(5, 7), keep) is None  # probability 0: the answer is gone
+    assert QA.kept_target(span_index(0, 0), np.ones(3, dtype=bool)) == span_index(0, 0)
+
+
+def test_the_qa_roles_name_a_wrong_span_and_right_ones():
+    frame = pd.DataFrame({"example_id": list("abcde"), "span_prob": [0.9, 0.2, 0.6, 0.8, 0.99],
+                          "exact_match": [0.0, 1.0, 1.0, 0.0, 0.0],
+                          "truncated": [False, False, False, False, True]})  # fmt: skip
+    roles = {role: i for role, i, _ in QA.roles(frame, seed=0)}
+    assert roles["wrong_span"] == 0  # the cut one (0.99) is never scored
+    assert roles["most_confident_right"] == 2 and roles["least_confident_right"] == 1
+    assert roles["random_right"] in (1, 2)
+    none = {role: i for role, i, _ in QA.roles(frame.assign(exact_match=0.0), seed=0)}
+    assert none["most_confident_right"] is None and none["random_right"] is None
+
+
+def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path):
+    examples = _qa_examples()
+    answers = [{"text": [a[0]["text"]], "answer_start": [a[0]["answer_start"]]} for a in examples["label"]]  # HF's
+    rows = [{"id": f"q{i}", "context": examples["text"][i % 2], "question": examples["question"][i % 2],
+             "answers": answers[i % 2]} for i in range(10)]  # fmt: skip
+    path = tmp_path / "squad.jsonl"
+    pd.DataFrame(rows).to_json(path, orient="records", lines=True)
+    cfg = DataConfig(task="qa", source="file", path=str(path), text_column="context", label_column="answers",
+                     id_column="id", test_fraction=0.2)  # fmt: skip
+    frames, _, manifest = prepare_dataset(cfg)
+    assert manifest["task"] == "qa" and manifest["classes"] == [] and len(frames["test"]) == 2
+    assert list(frames["train"].columns) == ["example_id", "text", "label", "question"]
+    assert {e["example_id"]: e["label"] for e in manifest["examples"]}["q0"] == list(examples["label"][0])
+    bad = [dict(rows[0]), {**rows[1], "question": "  "}]
+    bad[0]["answers"] = {"text": ["Ada Byrne"], "answer_start": [3]}
+    no_question = [{k: v for k, v in rows[0].items() if k != "question"}]
+    for broken, match in ((bad[:1], r"squad\.jsonl: answers: expected each answer's text in the context at its "
+                                    r"answer_start, row 1 \(example 'q0'\): 'Ada Byrne' at 3"),
+                          (bad[1:], r"squad\.jsonl: question: expected a question in every row, row 1"),
+                          (no_question, r"squad\.jsonl: question: expected a question column 'question' for "
+                                        r"data\.task 'qa'")):  # fmt: skip
+        pd.DataFrame(broken).to_json(path, orient="records", lines=True)
+        with pytest.raises(InputError, match=match):
+            prepare_dataset(cfg)
+    frames, rationales, manifest = prepare_dataset(DataConfig(task="qa", synthetic=SyntheticConfig(n_documents=10)))
+    assert manifest["task"] == "qa" and set(rationales["phrase_label"]) >= {QA_ANSWER, QA_SUPPORTING}
+    assert all(len(cell) == 1 for cell in frames["test"]["label"])
+
+
+@pytest.mark.parametrize("name", ["longformer", "bigbird", "modernbert"])
+def test_a_question_answering_model_is_built_loaded_and_read_as_qa(name, tmp_path):
+    """``with_head`` puts a question-answering head on a classifier's encoder without changing a weight of it (a
+    pooler the head does not read is left behind); the saved model loads as a question-answering model and is read
+    as the qa task."""
+    model = {"longformer": lambda: tiny_longformer(window=4, num_labels=2), "bigbird": tiny_bigbird,
+             "modernbert": tiny_modernbert}[name]()  # fmt: skip
+    model.config.num_labels = 2
+    qa = with_head(model, "question_answering", seed=0)
+    assert type(qa).__name__ == architecture(model.config).qa_class
+    prefix = model.base_model_prefix
+    encoder = getattr(qa, prefix).state_dict()
+    for key, value in getattr(model, prefix).state_dict().items():
+        assert key.startswith("pooler.") or torch.equal(encoder[key], value)
+    assert with_head(qa, "question_answering", seed=0) is qa
+    qa.config.problem_type = QA.problem_type
+    assert task_of(qa.config) is QA
+    assert task_of({"problem_type": None, "architectures": [type(qa).__name__]}) is QA  # a hub reader's config
+    qa.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(packaged_model_dir()).save_pretrained(tmp_path)
+    loaded, _ = load_classifier(tmp_path)
+    assert type(loaded).__name__ == type(qa).__name__ and task_of(loaded.config) is QA
+
+
+def test_a_fine_tuned_reader_is_imported_as_it_is(tmp_path):
+    """``model.source: classifier`` takes a question-answering checkpoint (a SQuAD reader from the hub, say) with its
+    weights unchanged."""
+    qa = with_head(tiny_longformer(window=4, num_labels=2), "question_answering", seed=0)
+    qa.save_pretrained(tmp_path)  # no problem_type: read by its class, as a hub reader is
+    AutoTokenizer.from_pretrained(packaged_model_dir()).save_pretrained(tmp_path)
+    cfg = ModelConfig(source="classifier", name_or_path=str(tmp_path))
+    model, _, _ = import_classifier(cfg, list(QA.output_names(())))
+    assert type(model).__name__ == "LongformerForQuestionAnswering" and task_of(model.config) is QA
+    for key, value in qa.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value)

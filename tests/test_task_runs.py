@@ -1,9 +1,9 @@
 """Each task other than the paper's classification, end to end: the `.test` run of the task through every rule of
 the classification study (docs/tasks.md), and what its artifacts must say of the task's target.
 
-One session run per task (``regression_run``, ``multilabel_run``): the `.test` configuration with ``data.task``
-set and the smallest corpus that still trains, splits and showcases (12 documents, one shard per sharded rule),
-so that a task adds about a minute of CI (tests/README.md).
+One session run per task (``regression_run``, ``multilabel_run``, ``qa_run``): the `.test` configuration with
+``data.task`` set and the smallest corpus that still trains, splits and showcases (12 documents, one shard per
+sharded rule), so that a task adds about a minute of CI (tests/README.md).
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from helpers import GUARD, ROOT, merged, run_snakemake, tiny_config, write_confi
 from session_runs import session_run
 
 import attnlens
+from attnlens.attention.summaries import load_bands
 from attnlens.corpus import TOPIC_NAMES
 from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
 from attnlens.tasks import MULTILABEL
+from attnlens.tasks.qa import span_of
 
 pytestmark = pytest.mark.workflow
 
@@ -82,6 +84,34 @@ def _multilabel(work: Path) -> Path:
 @pytest.fixture(scope="session")
 def multilabel_run(session_runs) -> Path:
     return session_runs.get("multilabel_run")
+
+
+#: The `.test` configuration as extractive question answering: short contexts (about 70 tokens with the question,
+#: so that no answer is cut at 128), every rule of the study up to its pages, AttnLRP beside IG in the leaderboard.
+QA_RUN = {
+    **REGRESSION,
+    "data": {"task": "qa", "synthetic": {"n_documents": 12, "min_words": 30, "max_words": 50}},
+    "explanations": {"n_shards": 1, "methods": ["grad_input", "attnlrp"], "baseline": "ig"},
+    "faithfulness": {"fractions": [0.5], "rankings": ["ig", "attnlrp", "random"]},
+    "figures": {"topk_role": "wrong_span"},
+}
+#: What the QA tests read (the single-target rules after them are the regression run's to cover)
+QA_TARGETS = ("results/paper/tables/target_agreement.csv", "results/explorer", "results/faithfulness/curves.parquet")
+
+
+@session_run("qa_run", seconds=60)
+def _qa(work: Path) -> Path:
+    """The `.test` configuration as a question-answering run, up to what its tests read, one thread a job."""
+    write_config(work, merged(tiny_config(ROOT), QA_RUN))
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *QA_TARGETS,
+                        timeout=GUARD["run"])  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="session")
+def qa_run(session_runs) -> Path:
+    return session_runs.get("qa_run")
 
 
 def _json(path: Path) -> dict:
@@ -221,3 +251,56 @@ def test_the_api_explains_any_label_it_is_asked_for(multilabel_run):
         attnlens.explain("some words", classifier, target=4)
     with pytest.raises(InputError, match=r"has the unknown label 'tax'"):
         attnlens.explain("some words", classifier, label=["tax"])
+
+
+def test_a_qa_run_answers_from_the_context_and_explains_the_answer_span(qa_run):
+    res = qa_run / "results"
+    assert _json(res / "data/split_manifest.json")["task"] == "qa"
+    config = _json(res / "models/finetuned/config.json")
+    assert config["problem_type"] == "question_answering" and config["architectures"] == [
+        "LongformerForQuestionAnswering"]  # fmt: skip
+    test = pd.read_parquet(res / "data/test.parquet").set_index("example_id")
+    preds = pd.read_parquet(res / "predictions/test.parquet").set_index("example_id")
+    metrics = _json(res / "predictions/metrics.json")
+    assert metrics["task"] == "qa" and metrics["n_scored"] + metrics["n_truncated"] == len(preds)
+    scored = preds[~preds["truncated"]]
+    assert metrics["exact_match"] == pytest.approx(scored["exact_match"].mean(), rel=1e-12)
+    assert all(p in test.loc[e, "text"] for e, p in preds["pred"].items())  # an answer is a span of its context
+    probs = preds["span_probs"].map(lambda v: np.asarray(v, dtype=np.float64))
+    assert (probs.map(np.argmax) == preds["span"]).all()  # the most probable span of the context
+    selection = _json(res / "predictions/selection.json")
+    assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
+        "wrong_span", "most_confident_right", "least_confident_right", "random_right"}  # fmt: skip
+
+    # IG explains the predicted span's probability: its end point is predict's (one example alone against a padded
+    # batch of float32 forwards: a few float32 roundings of probabilities ≤ 1, 1e-6), its gap F(x) − F(x′)
+    ig = pd.read_parquet(res / "attributions/shard0.parquet").set_index("example_id")
+    assert (ig["target"] == preds.loc[ig.index, "span"]).all()
+    f_x = ig.apply(lambda r: r["probs"][r["target"]], axis=1)
+    expected = [probs.loc[e][t] for e, t in ig["target"].items()]
+    np.testing.assert_allclose(f_x.to_numpy(), expected, rtol=0, atol=1e-6)
+    gap = ig.apply(lambda r: r["probs"][r["target"]] - r["probs_baseline"][r["target"]], axis=1)
+    np.testing.assert_allclose(ig["gap"], gap, rtol=0, atol=1e-12)
+    # the removal curves measure the same F at the same span: nothing deleted is the full document's (same forward)
+    curves = pd.read_parquet(res / "faithfulness/curves.parquet")
+    start = curves[(curves["curve"] == "deletion") & (curves["fraction"] == 0)].groupby("example_id")["prob"].first()
+    np.testing.assert_allclose(start.to_numpy(), f_x.loc[start.index].to_numpy(), rtol=0, atol=1e-6)
+    # AttnLRP explains the span's score, start + end logit (predict's float32 logits: 1e-5 of scores ≲ 10)
+    explained = pd.read_parquet(res / "explanations/shard0.parquet")
+    lrp = explained[explained["method"] == "attnlrp"].set_index("example_id")
+    for eid, row in lrp.iterrows():
+        logits = np.asarray(preds.loc[eid, "logits"], dtype=np.float64).reshape(2, -1)
+        s, e = span_of(int(row["target"]))
+        assert row["explained"] == pytest.approx(logits[0, s] + logits[1, e], abs=1e-5)
+
+    # every question token attends globally, and the band holds them so; the page names the answer span
+    page = next((res / "explorer").glob("*.html"))
+    meta, _ = read_explorer(page)
+    eid = meta["example_id"]
+    bands, ids = load_bands(sorted((res / "attention/bands").glob("*.safetensors")), eid)
+    question = ids.tolist().index(102)  # [SEP] after the question
+    assert bands[0].global_positions.tolist() == list(range(question))
+    s, e = span_of(int(ig.loc[eid, "target"]))
+    assert meta["info"]["explained"] == f"the answer span, tokens {s}–{e}"
+    table = pd.read_csv(res / "paper/tables/target_agreement.csv")
+    assert set(table["name"]) == {"answer span", "all"}  # every document's span, reported as one target

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (t
 
 
 def test_the_registry_names_each_task_once_and_the_schema_lists_them():
-    assert task_names() == ["classification", "regression", "multilabel"]
+    assert task_names() == ["classification", "regression", "multilabel", "qa"]
     assert load_schema()["properties"]["data"]["properties"]["task"]["enum"] == task_names()
     assert get_task(None) is CLASSIFICATION and get_task("regression") is REGRESSION
     with pytest.raises(InputError, match="expected one of"):

@@ -435,8 +435,8 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
     supporting sentence. ``label_noise`` does not apply (an answer is a span of the text, not a label to flip).
 
     Returns:
-        ``documents`` with ``question`` and ``answers`` (``[{"text", "answer_start"}]``, one answer) beside
-        ``example_id`` and ``text`` (the context), and the rationales: every planted sentence, ``phrase_label``
+        ``documents`` with ``question`` and ``label``, the answers (``[{"text", "answer_start"}]``, one answer),
+        beside ``example_id`` and ``text`` (the context), and the rationales: every planted sentence, ``phrase_label``
         :data:`QA_ANSWER`, :data:`QA_SUPPORTING` or :data:`QA_DISTRACTOR`, ``evidence`` for the first two.
     """
     rng = np.random.default_rng(seed)
@@ -466,7 +466,7 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
                      [{"text": answer, "answer_start": start}]))  # fmt: skip
         spans += [(example_id, sentence, a, b, kind, kind != QA_DISTRACTOR) for kind, (sentence, a, b) in
                   zip([k for k, _, _ in planted], placed, strict=True)]  # fmt: skip
-    documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "answers"])
+    documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "label"])
     rationales = pd.DataFrame(
         spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
     ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
@@ -505,6 +505,7 @@ GENERATORS: dict[str, Callable[[SyntheticConfig, int], SyntheticCorpus]] = {
     "classification": generate_corpus,
     "regression": generate_regression_corpus,
     "multilabel": generate_multilabel_corpus,
+    "qa": generate_qa_corpus,
 }
 
 

@@ -116,6 +116,19 @@ def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
     return pd.Series([[n for n, on in zip(names, row, strict=True) if on] for row in hot], index=df.index, dtype=object)
 
 
+def extra_columns(df: pd.DataFrame, cfg: DataConfig, where: str) -> dict[str, pd.Series]:
+    """The columns the task reads beyond text and label (:attr:`attnlens.tasks.Task.extra_columns`: a question),
+    each from the column ``data.<name>_column`` names; a missing one names the column."""
+    out = {}
+    for name in get_task(cfg.task).extra_columns:
+        column = getattr(cfg, f"{name}_column")
+        if column not in df.columns:
+            raise InputError(where, column, f"expected a {name} column {column!r} for data.task {cfg.task!r}; found "
+                             f"{list(map(str, df.columns))}")  # fmt: skip
+        out[name] = df[column].to_numpy()
+    return out
+
+
 def label_names(cfg: DataConfig) -> list[str] | None:
     """The labels' names a file or hub source declares: ``data.classes``, else its label columns (one column per
     label), else none (the labels name themselves)."""
@@ -149,7 +162,8 @@ def _load_file(cfg: DataConfig) -> Source:
     if cfg.id_column is not None and cfg.id_column not in df.columns:
         raise InputError(str(path), cfg.id_column, f"expected an id column {cfg.id_column!r}")
     ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"row{i:06d}" for i in range(len(df))]
-    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels})
+    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels,
+                        **extra_columns(df, cfg, str(path))})  # fmt: skip
     if "split" in df.columns:
         bad = sorted(set(df["split"].astype(str)) - set(SPLITS))
         if bad:
@@ -233,7 +247,8 @@ def _load_hub(cfg: DataConfig) -> Source:
         df = ds.to_pandas()
         labels = label_cells(df, cfg, f"{where}[{split}]")
         ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"{split}-{i:06d}" for i in range(len(df))]
-        part = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels})
+        part = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels,
+                             **extra_columns(df, cfg, f"{where}[{split}]")})  # fmt: skip
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
@@ -250,7 +265,11 @@ LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_fo
 
 
 def check_examples(
-    source: Source, label_field: str = "label", text_field: str = "text", task: Task = CLASSIFICATION
+    source: Source,
+    label_field: str = "label",
+    text_field: str = "text",
+    task: Task = CLASSIFICATION,
+    fields: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Check ids, texts and labels; return the examples with the task's labels (int64 classes; float64 values).
 
@@ -284,6 +303,7 @@ def check_examples(
             where, text_field, f"expected non-empty text, example {df['example_id'].iloc[i]!r} is empty or whitespace"
         )
     df["label"] = task.check_labels(df["label"], source.classes, where, label_field)
+    task.check_rows(df, where, {"label": label_field, "text": text_field, **(fields or {})})
     return df
 
 
@@ -330,12 +350,15 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     task = get_task(cfg.task)
     label_name = label_field(cfg) if cfg.source in ("file", "hub") else "label"
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
-    df = _assign_splits(check_examples(source, label_name, text_field, task), cfg, source.where, label_name, task)
+    fields = {n: getattr(cfg, f"{n}_column") if cfg.source in ("file", "hub") else n for n in task.extra_columns}
+    df = _assign_splits(check_examples(source, label_name, text_field, task, fields), cfg, source.where, label_name,
+                        task)  # fmt: skip
     task.check_splits(df["label"].to_numpy(), (df["split"] == "train").to_numpy(), source.classes, source.where,
                       label_name)  # fmt: skip
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
-    frames = {s: df[df["split"] == s][["example_id", "text", "label"]].reset_index(drop=True) for s in SPLITS}
+    columns = ["example_id", "text", "label", *task.extra_columns]
+    frames = {s: df[df["split"] == s][columns].reset_index(drop=True) for s in SPLITS}
     rationales = source.rationales
     if rationales is None:
         rationales = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RATIONALE_COLUMNS.items()})
@@ -355,12 +378,17 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     return frames, rationales, manifest
 
 
-def encode_splits(tokenizer, frames: dict[str, pd.DataFrame]) -> dict[str, list[list[int]]]:
-    """Ids of every document (special tokens included, nothing cut), per split, in frame order."""
-    return {
-        split: tokenizer(list(df["text"]), truncation=False, verbose=False)["input_ids"] if len(df) else []
-        for split, df in frames.items()
-    }
+def encode_splits(
+    tokenizer, frames: dict[str, pd.DataFrame], task: Task = CLASSIFICATION
+) -> dict[str, list[list[int]]]:
+    """Ids of every example as its task reads it (:meth:`~attnlens.tasks.Task.texts`: a document; a question and its
+    context), special tokens included, nothing cut; per split, in frame order."""
+    out = {}
+    for split, df in frames.items():
+        first, second = task.texts(df) if len(df) else ([], None)
+        pair = () if second is None else (second,)
+        out[split] = tokenizer(first, *pair, truncation=False, verbose=False)["input_ids"] if len(df) else []
+    return out
 
 
 def token_counts(ids: dict[str, list[list[int]]]) -> dict[str, np.ndarray]:

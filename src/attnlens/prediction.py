@@ -3,6 +3,7 @@ examples: :mod:`attnlens.selection`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ import pandas as pd
 import torch
 
 from attnlens.models import Architecture, architecture
-from attnlens.tasks import Task
+from attnlens.tasks import Task, task_of
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,12 @@ class Encoded:
     #: per example, the positions that attend globally (:meth:`attnlens.tasks.Task.global_tokens`: a question's
     #: tokens); ``None``: the architecture's own choice for every example
     global_tokens: list[list[int]] | None = None
+    #: per example, each token's character span in the example's ``text`` (a document; a question's context) and
+    #: which tokens are that text's (``(0, 0)`` and ``False`` for special tokens and a question's), and the texts;
+    #: ``None`` where the ids were given without their text
+    offsets: list[list[tuple[int, int]]] | None = None
+    in_text: list[np.ndarray] | None = None
+    texts: list[str] | None = None
 
     def batch(
         self, index: Sequence[int], device: torch.device | str = "cpu", arch: Architecture | None = None
@@ -56,20 +63,26 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int | None = None)
 def encode_examples(tokenizer, examples: pd.DataFrame, task: Task, max_length: int | None = None) -> Encoded:
     """Tokenise a split frame's examples as their task reads them (:meth:`~attnlens.tasks.Task.texts`): one text
     each, cut to ``max_length`` (default: the tokenizer's ``model_max_length``), or pairs of which the second is
-    cut; with the positions that attend globally (:meth:`~attnlens.tasks.Task.global_tokens`)."""
+    cut; with the positions that attend globally (:meth:`~attnlens.tasks.Task.global_tokens`) and each token's
+    characters in the example's ``text`` (a fast tokenizer's offsets)."""
     first, second = task.texts(examples)
+    max_length = max_length or tokenizer.model_max_length
     if second is None:
-        encoded = encode_texts(tokenizer, first, max_length)
+        enc = tokenizer(first, truncation=True, max_length=max_length, padding=False, return_offsets_mapping=True)
     else:
-        max_length = max_length or tokenizer.model_max_length
-        enc = tokenizer(first, second, truncation="only_second", max_length=max_length, padding=False)
-        encoded = Encoded(enc["input_ids"], tokenizer.pad_token_id)
+        enc = tokenizer(first, second, truncation="only_second", max_length=max_length, padding=False,
+                        return_offsets_mapping=True)  # fmt: skip
+    texts, segment = (first, 0) if second is None else (second, 1)
+    in_text = [np.array([s == segment for s in enc.sequence_ids(i)], dtype=bool) for i in range(len(first))]
+    offsets = [[(int(a), int(b)) if k else (0, 0) for (a, b), k in zip(row, mask, strict=True)]
+               for row, mask in zip(enc["offset_mapping"], in_text, strict=True)]  # fmt: skip
+    encoded = Encoded(enc["input_ids"], tokenizer.pad_token_id, None, offsets, in_text, list(texts))
     chosen = [task.global_tokens(ids, tokenizer) for ids in encoded.input_ids]
     if all(c is None for c in chosen):
         return encoded
     if any(c is None for c in chosen):
         raise ValueError(f"task {task.name!r} chose global tokens for some examples only")
-    return Encoded(encoded.input_ids, encoded.pad_token_id, chosen)
+    return dataclasses.replace(encoded, global_tokens=chosen)
 
 
 def _length_sorted_batches(encoded: Encoded, batch_size: int) -> list[list[int]]:
@@ -79,12 +92,24 @@ def _length_sorted_batches(encoded: Encoded, batch_size: int) -> list[list[int]]
 
 @torch.no_grad()
 def predict_logits(model, encoded: Encoded, batch_size: int) -> np.ndarray:
-    """Logits ``(n_examples, n_labels)`` in input order; batches of similar length to limit padding."""
+    """The logits of the model's task (:meth:`attnlens.tasks.Task.logits`) in input order, float32: ``(n_examples,
+    n_labels)``; with a token axis (:attr:`~attnlens.tasks.Task.token_logits`), ``(n_examples, k, n_max)``, each
+    example's padding ``-inf``. Batches of similar length limit padding."""
     model.eval()
     device = next(model.parameters()).device
+    task = task_of(model.config)
     n = len(encoded.input_ids)
-    out = np.zeros((n, model.config.num_labels), dtype=np.float32)
+    if task.token_logits:
+        width = max((len(r) for r in encoded.input_ids), default=0)
+        out = np.full((n, model.config.num_labels, width), -np.inf, dtype=np.float32)
+    else:
+        out = np.zeros((n, model.config.num_labels), dtype=np.float32)
     for index in _length_sorted_batches(encoded, batch_size):
-        logits = model(**encoded.batch(index, device, architecture(model))).logits
-        out[index] = logits.float().cpu().numpy()
+        logits = task.logits(model(**encoded.batch(index, device, architecture(model)))).float().cpu().numpy()
+        if task.token_logits:
+            for j, i in enumerate(index):
+                m = len(encoded.input_ids[i])
+                out[i, :, :m] = logits[j, :, :m]
+        else:
+            out[index] = logits
     return out

@@ -126,9 +126,10 @@ def train_classifier(
     task = task_of(model.config)
     train_enc = encode_examples(tokenizer, train_df, task)
     eval_enc = encode_examples(tokenizer, eval_df, task)
-    train_labels = torch.from_numpy(task.training_labels(train_df["label"].to_numpy()).copy())
+    train_labels = {k: torch.from_numpy(np.ascontiguousarray(v))
+                    for k, v in task.head_labels(train_df["label"].to_numpy(), train_enc).items()}  # fmt: skip
     eval_labels = eval_df["label"].to_numpy().copy()
-    n = len(train_labels)
+    n = len(train_df)
     # one process per GPU under `accelerate launch`: each step, process k takes the k-th of P consecutive
     # batches of the shuffled order; at the epoch's end a process with nothing left repeats one example,
     # so all processes step together (P = 1 is the single-device loop, number for number)
@@ -154,7 +155,7 @@ def train_classifier(
             index = [order[i % n] for i in range(start_at, min(start_at + cfg.batch_size, n))] or [order[start_at % n]]
             batch = train_enc.batch(index, accelerator.device, arch)
             with accelerator.accumulate(model):
-                out = model(**batch, labels=train_labels[index].to(accelerator.device))
+                out = model(**batch, **{k: v[index].to(accelerator.device) for k, v in train_labels.items()})
                 accelerator.backward(out.loss)
                 if accelerator.sync_gradients:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -167,8 +168,8 @@ def train_classifier(
         row = {
             "epoch": epoch + 1,
             "train_loss": float(np.mean(losses)),
-            "eval_loss": task.eval_loss(logits, eval_labels),
-            **task.metrics(eval_labels, logits),
+            "eval_loss": task.eval_loss(logits, eval_labels, eval_enc),
+            **task.metrics(eval_labels, logits, eval_enc),
             "seconds": round(time.perf_counter() - t0, 2),
         }
         history.append(row)

@@ -171,7 +171,8 @@ def logit_gradient(model, inputs: Inputs, target: int) -> tuple[torch.Tensor, to
     try:
         with torch.enable_grad():
             out = model(input_ids=inputs.input_ids, **inputs.forward_kwargs())
-            explained = task_of(model.config).logits(out)[0, target]
+            task = task_of(model.config)
+            explained = task.explained_logits(task.logits(out))[0, target]
             explained.backward()
     finally:
         handle.remove()

@@ -24,11 +24,15 @@ curves are read and scored with, and loads no model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from attnlens.data import example_rng
+
+if TYPE_CHECKING:  # light: the curves' rules import this module without torch
+    from attnlens.prediction import Encoded
 
 FAITHFULNESS_SCHEMA = "faithfulness/v1"
 PLAUSIBILITY_SCHEMA = "plausibility/v1"
@@ -45,11 +49,17 @@ def random_ranking(eligible: np.ndarray, seed: int, example_id: str) -> np.ndarr
     return example_rng(seed, example_id).permutation(np.flatnonzero(eligible))
 
 
+def kept(order: np.ndarray, special: np.ndarray, count: int, kind: str) -> np.ndarray:
+    """``(n,)`` bool, the tokens a copy keeps: ``deletion``, all but the first ``count`` of ``order``;
+    ``insertion``, the specials and those only."""
+    chosen = np.zeros(len(special), dtype=bool)
+    chosen[order[:count]] = True
+    return ~chosen if kind == "deletion" else (chosen | special)
+
+
 def perturb(ids: Sequence[int], order: np.ndarray, special: np.ndarray, count: int, kind: str) -> list[int]:
     """``deletion``: ids without the first ``count`` of ``order``; ``insertion``: specials + those only."""
-    chosen = np.zeros(len(ids), dtype=bool)
-    chosen[order[:count]] = True
-    keep = ~chosen if kind == "deletion" else (chosen | special)
+    keep = kept(order, np.asarray(special, dtype=bool), count, kind)
     return [int(i) for i, k in zip(ids, keep, strict=True) if k]
 
 
@@ -74,12 +84,12 @@ def evidence_labels(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[in
     return out
 
 
-def example_evidence(tokenizer, text: str, input_ids: Sequence[int], spans, example_id: str = "") -> np.ndarray:
-    """``(n,)`` bool: the example's tokens that overlap a planted evidence span (character offsets of ``text``)."""
-    enc = tokenizer(text, truncation=True, max_length=tokenizer.model_max_length, return_offsets_mapping=True)
-    if enc["input_ids"] != [int(i) for i in input_ids]:
+def example_evidence(encoded: Encoded, index: int, input_ids: Sequence[int], spans, example_id: str = "") -> np.ndarray:
+    """``(n,)`` bool: the tokens of example ``index`` of ``encoded`` (:func:`attnlens.prediction.encode_examples`) that
+    overlap a planted evidence span (character offsets of its ``text``), checked to be the ``input_ids`` explained."""
+    if encoded.input_ids[index] != [int(i) for i in input_ids]:
         raise ValueError(f"{example_id}: re-encoding the text for character offsets gave different token ids")
-    return evidence_labels(enc["offset_mapping"], spans)
+    return evidence_labels(encoded.offsets[index], spans)
 
 
 def plausibility(scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, k: int) -> dict[str, float]:

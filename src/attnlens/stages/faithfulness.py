@@ -32,6 +32,7 @@ from attnlens.io import (
 )
 from attnlens.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.models.loading import load_classifier
+from attnlens.prediction import encode_examples
 from attnlens.tasks import task_of
 from attnlens.tokens import structural_mask
 
@@ -58,9 +59,10 @@ def run_evaluate_faithfulness(
     model, tokenizer = load_classifier(model_dir)
     place(model, device)
     examples, _ = load_examples(test_path)
-    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
     task = task_of(model.config)
+    encoded = encode_examples(tokenizer, examples, task)  # each token's characters, for the planted evidence
+    row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
@@ -89,14 +91,15 @@ def run_evaluate_faithfulness(
             name: random_ranking(eligible, cfg.seed, eid) if name == CONTROL else ranking(scores[name], eligible)
             for name in cfg.rankings
         }
-        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size)
+        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size,
+                                 tokenizer)  # fmt: skip
         frame.insert(0, "example_id", eid)
         curves.append(frame)
         ev = task.evidence(rationales, int(row.target))
         ev = ev[ev["example_id"] == eid] if len(ev) else ev
         if len(ev):
             spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
-            labels = example_evidence(tokenizer, text_of[eid], ids, spans, eid)
+            labels = example_evidence(encoded, row_of[eid], ids, spans, eid)
             if CONTROL in orders:  # scores that reproduce the random order
                 scores[CONTROL] = np.zeros(len(ids))
                 scores[CONTROL][orders[CONTROL]] = np.arange(len(orders[CONTROL]), 0, -1)

@@ -32,6 +32,7 @@ from attnlens.io import (
     save_tensors,
 )
 from attnlens.models.loading import load_tokenizer
+from attnlens.prediction import encode_examples
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 from attnlens.render.figures import (
     plot_attention_grid,
@@ -239,15 +240,15 @@ def run_render_overlays(
     return [Path(out_dir) / p.name for p in written]
 
 
-def _target_evidence(task, rationales: pd.DataFrame, tokenizer, text: str, ids: list[int], eid: str,
+def _target_evidence(task, rationales: pd.DataFrame, encoded, index: int, ids: list[int], eid: str,
                      target: int) -> np.ndarray | None:  # fmt: skip
     """The tokens of a document's planted evidence for its explained output ``target`` (:meth:`Task.evidence`), or
-    ``None`` where the corpus plants none."""
+    ``None`` where the corpus plants none (``encoded``: the test examples', ``index``: this one's)."""
     if not len(rationales):
         return None
     rows = task.evidence(rationales, target)
     spans = rows.loc[rows["example_id"] == eid, ["char_start", "char_end"]]
-    return example_evidence(tokenizer, text, ids, [tuple(s) for s in spans.to_numpy()], eid)
+    return example_evidence(encoded, index, ids, [tuple(s) for s in spans.to_numpy()], eid)
 
 
 def run_build_explorers(
@@ -266,17 +267,19 @@ def run_build_explorers(
     """Rule ``build_explorers``: ``<role>_<example>.html`` for every showcased example (one page per example),
     with one overlay per explanation method when the ``explain`` shards are given."""
     tokenizer = load_tokenizer(model_dir)
+    selection = load_selection(selection_path)
     importance = load_importance(importance_path, cfg.importance)
     every = load_attributions(attribution_paths, every_target=True)  # headline first, then the other targets
     targets_of = {str(e): [row for _, row in rows.iterrows()] for e, rows in every.groupby("example_id", sort=False)}
     examples, _ = load_examples(test_path)
-    text_of = dict(zip(examples["example_id"].astype(str), examples["text"], strict=True))
     rationales = pd.read_parquet(rationales_path)
     manifest = load_json(manifest_path)
     task = get_task(manifest.get("task"))
+    shown = examples[examples["example_id"].astype(str).isin({e["example_id"] for e in selection})]
+    encoded = encode_examples(tokenizer, shown, task)  # the showcased examples' offsets, for their evidence
+    shown_row = {str(e): i for i, e in enumerate(shown["example_id"])}
     class_names = list(task.output_names(manifest["classes"]))
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
-    selection = load_selection(selection_path)
     roles: dict[str, list[str]] = {}
     first: dict[str, dict] = {}
     for e in selection:
@@ -290,7 +293,7 @@ def run_build_explorers(
             bands, ids = load_bands(bands_paths, eid)
             ids = [int(i) for i in ids]
             rows = targets_of[eid]
-            evidence = [_target_evidence(task, rationales, tokenizer, text_of[eid], ids, eid, int(row["target"]))
+            evidence = [_target_evidence(task, rationales, encoded, shown_row[eid], ids, eid, int(row["target"]))
                         for row in rows]  # fmt: skip
             others = list(zip(rows[1:], evidence[1:], strict=True))
             doc = document_for(

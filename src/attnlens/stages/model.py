@@ -33,7 +33,7 @@ def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrP
     manifest = load_json(manifest_path, MANIFEST_SCHEMA)
     task = get_task(manifest.get("task"))
     names = task.output_names(manifest["classes"])
-    model, tokenizer = build_base_model(cfg, task.n_outputs(len(names)))
+    model, tokenizer = build_base_model(cfg, task.n_outputs(len(names)), task.head)
     model.config.problem_type = task.problem_type
     model.config.id2label = dict(enumerate(names))
     model.config.label2id = {c: i for i, c in enumerate(names)}
@@ -50,8 +50,9 @@ def run_import_classifier(cfg: ModelConfig, manifest_path: StrPath, out_dir: Str
     The log and the model's provenance say where its length and window came from (config or checkpoint);
     a config value that replaces a different checkpoint value is also a run note.
     """
-    classes = load_json(manifest_path, MANIFEST_SCHEMA)["classes"]
-    model, tokenizer, shape = import_classifier(cfg, classes)
+    manifest = load_json(manifest_path, MANIFEST_SCHEMA)
+    names = list(get_task(manifest.get("task")).output_names(manifest["classes"]))
+    model, tokenizer, shape = import_classifier(cfg, names)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("existing classifier %s: %d parameters, labels %s", cfg.name_or_path, n_params,
              list(model.config.id2label.values()))  # fmt: skip
@@ -137,18 +138,22 @@ def run_predict(
     place(model, device)
     examples, _ = load_examples(test_path)
     task = task_of(model.config)
-    logits = predict_logits(model, encode_examples(tokenizer, examples, task), cfg.batch_size)
-    frame = task.predictions(examples, logits)
-    metrics = {"task": task.name, **task.metrics(frame["label"].to_numpy(), logits), "n_examples": len(frame)}
+    encoded = encode_examples(tokenizer, examples, task)
+    logits = predict_logits(model, encoded, cfg.batch_size)
+    frame = task.predictions(examples, logits, encoded)
+    metrics = {"task": task.name, **task.metrics(examples["label"].to_numpy(), logits, encoded),
+               "n_examples": len(frame)}  # fmt: skip
     log.info("test: %s", metrics)
     selection = select_examples(frame, cfg.seed, cfg.extra_ids, task)
     left_out = roles_left_out(frame, cfg.seed, task)
     notes = [f"showcase role {r['role']} left out: {r['why']}" for r in left_out]
-    for note in notes:
+    metric_notes = task.metric_notes(metrics)
+    for note in notes + metric_notes:
         log.warning("%s", note)
     prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
     save_parquet(frame, predictions_path, prov)
-    save_json(metrics, metrics_path, prov)
+    save_json(metrics, metrics_path, provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir),
+                                                notes=metric_notes))  # fmt: skip
     save_json({"task": task.name, "examples": selection, "left_out": left_out}, selection_path,
               provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed, notes=notes))  # fmt: skip
     return metrics

@@ -186,8 +186,10 @@ def run_target_agreement(
     of the same documents (:mod:`attnlens.similarity.per_target`)."""
     tokenizer = load_tokenizer(model_dir)
     manifest = load_json(manifest_path, SPLIT_MANIFEST_SCHEMA)
-    names = get_task(manifest.get("task")).output_names(manifest["classes"])
+    task = get_task(manifest.get("task"))
+    names = task.target_names(manifest["classes"])
     similarity = load_similarity(similarity_paths, every_target=True)
+    similarity["target"] = similarity["target"].map(task.target_group)  # a QA run's spans: one answer span
     attributions = load_attributions(attribution_paths, every_target=True)
     pairs = []
     for eid, rows in attributions.groupby("example_id", sort=True):
@@ -198,6 +200,8 @@ def run_target_agreement(
         scores = {int(t): np.asarray(s, dtype=np.float64) for t, s in zip(rows["target"], rows["scores"], strict=True)}
         pairs.append(pair_agreement(str(eid), scores, keep["fixed"] & ~special, cfg.rbo_p, cfg.top_fraction))
     pair_frame = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=list(PAIR_COLUMNS))
+    for column in ("target", "other"):
+        pair_frame[column] = pair_frame[column].map(task.target_group)
     table = target_agreement(similarity, pair_frame, names, cfg.seed, cfg.n_boot)
     n_docs = int(attributions["example_id"].nunique()) if len(attributions) else 0
     caption = (

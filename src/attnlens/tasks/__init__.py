@@ -20,7 +20,8 @@ model that carries its own). Plain NumPy and pandas, so the light rules read it 
 computed with the tensor's own methods.
 
 One module a task (:mod:`~attnlens.tasks.classification`, :mod:`~attnlens.tasks.regression`,
-:mod:`~attnlens.tasks.multilabel`) beside the seam (:mod:`~attnlens.tasks.base`). Adding a task: a module with a
+:mod:`~attnlens.tasks.multilabel`, :mod:`~attnlens.tasks.qa`) beside the seam (:mod:`~attnlens.tasks.base`).
+Adding a task: a module with a
 :class:`Task` subclass, registered below with :func:`register`, and its tests (``tests/test_tasks.py`` checks every
 registered task's readout, metrics and roles against independent references).
 """
@@ -38,21 +39,25 @@ from attnlens.tasks.base import (
 )
 from attnlens.tasks.classification import Classification, classification_metrics, softmax
 from attnlens.tasks.multilabel import MultiLabel, auroc, multilabel_metrics, sigmoid
+from attnlens.tasks.qa import QuestionAnswering
 from attnlens.tasks.regression import Regression, regression_metrics
 
 CLASSIFICATION = register(Classification())
 REGRESSION = register(Regression())
 MULTILABEL = register(MultiLabel())
+QA = register(QuestionAnswering())
 
 __all__ = [
     "CLASSIFICATION",
     "DEFAULT",
     "MULTILABEL",
+    "QA",
     "REGISTRY",
     "REGRESSION",
     "Classification",
     "MultiLabel",
     "Outcome",
+    "QuestionAnswering",
     "Regression",
     "Task",
     "auroc",

@@ -36,6 +36,14 @@ class Task(ABC):
     name: ClassVar[str]  # as the config (``task``) and the artifacts name it
     label: ClassVar[str]  # as a page names it
     problem_type: ClassVar[str]  # Hugging Face's ``config.problem_type``: the head's loss
+    #: the kind of head (:meth:`attnlens.models.base.Architecture.head_class`): a sequence classifier's, or a
+    #: question-answering head's (a start and an end logit per token)
+    head: ClassVar[str] = "sequence_classification"
+    #: the columns a split frame keeps beyond ``example_id``, ``text`` and ``label`` (a question)
+    extra_columns: ClassVar[tuple[str, ...]] = ()
+    #: whether :meth:`logits` has a token axis last (``(batch, k, n)``: a start and an end logit per token), which
+    #: batched inference pads with ``-inf`` (:func:`attnlens.prediction.predict_logits`)
+    token_logits: ClassVar[bool] = False
     explains: ClassVar[str]  # what the readout F is, as the docs and the report say it
     readout_label: ClassVar[str]  # F on a figure's axis
     #: the predictions table's columns beyond ``example_id``, ``label``, ``pred`` and ``logits``: the readout's
@@ -91,6 +99,12 @@ class Task(ABC):
     def check_labels(self, labels: pd.Series, classes: Sequence[str], where: str, field: str) -> np.ndarray:
         """Every source's labels, checked, as the split files keep them (:meth:`label_type`)."""
 
+    def check_rows(self, examples: pd.DataFrame, where: str, fields: dict[str, str]) -> None:
+        """What a label needs of the rest of its row (an answer's text in its context), checked after
+        :meth:`check_labels`; ``fields`` names each frame column as the source does. Nothing, for a label that
+        stands alone."""
+        return None
+
     @abstractmethod
     def strata(self, labels: np.ndarray, where: str, field: str) -> np.ndarray:
         """Integer strata of a stratified train/test split (each is split as a class would be); an
@@ -122,13 +136,21 @@ class Task(ABC):
     def n_outputs(self, n_classes: int) -> int:
         """How many logits the head has."""
 
-    @abstractmethod
     def training_labels(self, labels: np.ndarray) -> np.ndarray:
-        """The labels as the head's loss takes them (class indices; float32 values)."""
+        """The labels as one array the head's loss takes (class indices; float32 values), for
+        :meth:`head_labels`; a task whose head takes labels of another form overrides :meth:`head_labels`."""
+        raise NotImplementedError(f"task {self.name!r} gives its head labels through head_labels")
+
+    def head_labels(self, labels: np.ndarray, encoded) -> dict[str, np.ndarray]:
+        """The labels as the model's forward takes them, by keyword, one row per example (``labels``; a QA head's
+        ``start_positions`` and ``end_positions``): ``encoded`` is the examples' tokenisation
+        (:class:`attnlens.prediction.Encoded`), for labels that are token positions."""
+        return {"labels": self.training_labels(labels)}
 
     @abstractmethod
-    def eval_loss(self, logits: np.ndarray, labels: np.ndarray) -> float:
-        """The head's loss on held-out ``(n, n_outputs)`` float32 logits, as torch computes it in training."""
+    def eval_loss(self, logits: np.ndarray, labels: np.ndarray, encoded=None) -> float:
+        """The head's loss on held-out float32 logits (:meth:`logits`, batched), as torch computes it in training
+        (``encoded``: as :meth:`head_labels`)."""
 
     # --- the inputs --------------------------------------------------------------------------------------
     def texts(self, examples: pd.DataFrame) -> tuple[list[str], list[str] | None]:
@@ -145,9 +167,15 @@ class Task(ABC):
 
     # --- the readout -------------------------------------------------------------------------------------
     def logits(self, output):
-        """The logits ``(batch, n_outputs)`` the readout reads, from a Hugging Face model's ``output`` (a sequence
-        classifier's ``logits``); what AttnLRP explains (:mod:`attnlens.attribution.attnlrp`)."""
+        """The logits the readout reads, from a Hugging Face model's ``output``: a sequence classifier's ``logits``
+        ``(batch, n_outputs)``; with :attr:`token_logits`, ``(batch, k, n)``. :meth:`explained_logits` of them is
+        what AttnLRP explains (:mod:`attnlens.attribution.attnlrp`)."""
         return output.logits
+
+    def explained_logits(self, logits):
+        """The pre-readout scores, one column per column of ``F`` (:meth:`readout`), of which AttnLRP explains the
+        target's: the logits themselves, for a head whose outputs are ``F``'s columns."""
+        return logits
 
     @abstractmethod
     def readout(self, logits):
@@ -163,14 +191,34 @@ class Task(ABC):
         target first: one for a classification or a regression, each explained label of a multi-label document.
         Every stage keys a document's explanations by ``(example_id, target)``."""
 
+    def target_names(self, classes: Sequence[str]) -> tuple[str, ...]:
+        """The names the per-target results give the explained outputs, by :meth:`target_group`: the outputs'
+        own names."""
+        return self.output_names(classes)
+
+    def target_group(self, target: int) -> int:
+        """Which of :meth:`target_names` the explained output ``target`` is reported under: itself."""
+        return int(target)
+
+    def kept_target(self, target: int, keep: np.ndarray) -> int | None:
+        """The explained output ``target`` of a copy of the document that keeps the tokens ``keep`` (``(n,)`` bool:
+        the removal curves' copies); ``None`` where the copy has none. A document's outputs do not move with its
+        tokens: ``target`` itself."""
+        return target
+
     # --- predictions, metrics, showcase ------------------------------------------------------------------
     @abstractmethod
-    def predictions(self, examples: pd.DataFrame, logits: np.ndarray) -> pd.DataFrame:
-        """The predictions table: ``example_id, label, pred, logits`` and :attr:`outputs_column`."""
+    def predictions(self, examples: pd.DataFrame, logits: np.ndarray, encoded=None) -> pd.DataFrame:
+        """The predictions table: ``example_id, label, pred, logits`` and :attr:`outputs_column` (``encoded``: as
+        :meth:`head_labels`, for predictions read from the tokens)."""
 
     @abstractmethod
-    def metrics(self, labels: np.ndarray, logits: np.ndarray) -> dict:
-        """The test metrics of ``(n, n_outputs)`` logits against the labels."""
+    def metrics(self, labels: np.ndarray, logits: np.ndarray, encoded=None) -> dict:
+        """The test metrics of batched logits against the labels (``encoded``: as :meth:`predictions`)."""
+
+    def metric_notes(self, metrics: dict) -> list[str]:
+        """Run notes on what the test metrics (:meth:`metrics`) leave out: none, where they score every example."""
+        return []
 
     @abstractmethod
     def roles(self, predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
@@ -227,13 +275,24 @@ def get_task(name: str | None) -> Task:
     return REGISTRY[name]
 
 
+#: How Hugging Face names a question-answering model's class (``LongformerForQuestionAnswering``).
+QA_CLASS_SUFFIX = "ForQuestionAnswering"
+
+
 def task_of(config) -> Task:
     """The task a model's configuration (a ``transformers`` config, or its dict) was trained for, from its
-    ``problem_type``: a classifier saved without one is a single-label classifier, as Hugging Face reads it."""
-    problem = config.get("problem_type") if isinstance(config, dict) else getattr(config, "problem_type", None)
+    ``problem_type``: a model saved as a question-answering model (its ``architectures``) without one is read
+    by the task of that head, a classifier saved without one is a single-label classifier, as Hugging Face
+    reads it."""
+    get = config.get if isinstance(config, dict) else lambda key: getattr(config, key, None)
+    problem = get("problem_type")
     for task in REGISTRY.values():
         if task.problem_type == problem:
             return task
+    if problem is None and any(str(a).endswith(QA_CLASS_SUFFIX) for a in get("architectures") or ()):
+        for task in REGISTRY.values():
+            if task.head == "question_answering":
+                return task
     if problem in (None, "single_label_classification"):
         return REGISTRY[DEFAULT]
     raise InputError("model", "problem_type", f"expected one of {[t.problem_type for t in REGISTRY.values()]}, "

@@ -140,7 +140,7 @@ class Classification(Task):
     def training_labels(self, labels):
         return np.asarray(labels, dtype=np.int64)
 
-    def eval_loss(self, logits, labels):
+    def eval_loss(self, logits, labels, encoded=None):
         import torch  # noqa: PLC0415 (the loss of the training rule, which has loaded torch; light rules never call it)
 
         labels = torch.from_numpy(self.training_labels(labels))
@@ -163,7 +163,7 @@ class Classification(Task):
             return tuple(int(k) for k in np.argsort(-np.asarray(outputs, dtype=np.float64), kind="stable"))
         raise ValueError(f"unknown IG target {kind!r}; expected one of {self.target_kinds}")
 
-    def predictions(self, examples, logits):
+    def predictions(self, examples, logits, encoded=None):
         probs = self.outputs(logits)
         return pd.DataFrame(
             {
@@ -175,7 +175,7 @@ class Classification(Task):
             }
         )
 
-    def metrics(self, labels, logits):
+    def metrics(self, labels, logits, encoded=None):
         return classification_metrics(labels, self.outputs(logits).argmax(axis=1), np.asarray(logits).shape[1])
 
     def roles(self, predictions, seed):

@@ -219,7 +219,7 @@ class MultiLabel(Task):
     def training_labels(self, labels):
         return self.hot(labels).astype(np.float32)
 
-    def eval_loss(self, logits, labels):
+    def eval_loss(self, logits, labels, encoded=None):
         import torch  # noqa: PLC0415 (as Classification.eval_loss)
 
         target = torch.from_numpy(self.training_labels(labels))
@@ -247,7 +247,7 @@ class MultiLabel(Task):
         return tuple(chosen) or (order[0],)
 
     # --- predictions, metrics, showcase
-    def predictions(self, examples, logits):
+    def predictions(self, examples, logits, encoded=None):
         probs = self.outputs(logits)
         return pd.DataFrame(
             {
@@ -259,7 +259,7 @@ class MultiLabel(Task):
             }
         )
 
-    def metrics(self, labels, logits):
+    def metrics(self, labels, logits, encoded=None):
         return multilabel_metrics(self.hot(labels), self.outputs(logits), self.THRESHOLD)
 
     def roles(self, predictions, seed):

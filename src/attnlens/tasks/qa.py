@@ -14,6 +14,10 @@ away by truncation has no token span (:func:`token_span` gives ``None``): it is 
 metrics, never scored as a miss.
 
 Plain NumPy; :func:`span_scores` works on a torch tensor with the tensor's own methods.
+
+:class:`QuestionAnswering` is the task: ``F`` is the **span distribution**, a softmax over every span's score
+(:func:`span_probabilities`), so a span is explained as a class is, by its probability, and AttnLRP explains its
+score.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ import re
 import string
 from collections import Counter
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from attnlens.errors import InputError
+from attnlens.tasks.base import Outcome, Task, at_least_float32
 
 #: The longest answer a span may be, in tokens (the SQuAD baselines' and Hugging Face's pipeline's default).
 MAX_ANSWER_TOKENS = 30
@@ -107,6 +115,16 @@ def span_scores(start_logits, end_logits, max_len: int = MAX_ANSWER_TOKENS):
     return (start_logits.unsqueeze(-1) + ends).reshape(*start_logits.shape[:-1], n * max_len)
 
 
+def spans_within(allowed: np.ndarray, max_len: int = MAX_ANSWER_TOKENS) -> np.ndarray:
+    """``(n, max_len)`` bool: span ``(s, s + l)`` has every token ``allowed`` (a run of allowed tokens at least
+    ``l + 1`` long starts at ``s``); laid out as :func:`span_index` lays out the spans."""
+    allowed = np.asarray(allowed, dtype=bool)
+    run = np.zeros(len(allowed) + 1, dtype=np.int64)
+    for k in range(len(allowed) - 1, -1, -1):
+        run[k] = run[k + 1] + 1 if allowed[k] else 0
+    return np.arange(max_len)[None, :] < run[:-1, None]
+
+
 def best_span(start_logits: np.ndarray, end_logits: np.ndarray, allowed: np.ndarray,
               max_len: int = MAX_ANSWER_TOKENS) -> tuple[int, int, float]:  # fmt: skip
     """The best-scoring span ``(s, e, score)`` whose tokens are all ``allowed`` (the context's), ``s ≤ e < s +
@@ -117,12 +135,7 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray, allowed: np.ndar
     if not allowed.any():
         raise ValueError("no token of the context to answer from")
     scores = span_scores(start[None], end[None], max_len)[0].reshape(len(start), max_len)
-    # span (s, s + l) is allowed when every one of its tokens is: a run of allowed tokens at least l + 1 long
-    run = np.zeros(len(allowed) + 1, dtype=np.int64)
-    for k in range(len(allowed) - 1, -1, -1):
-        run[k] = run[k + 1] + 1 if allowed[k] else 0
-    ok = np.arange(max_len)[None, :] < run[:-1, None]
-    scores = np.where(ok, scores, -np.inf)
+    scores = np.where(spans_within(allowed, max_len), scores, -np.inf)
     s, length = np.unravel_index(int(np.argmax(scores)), scores.shape)
     return int(s), int(s + length), float(scores[s, length])
 
@@ -145,7 +158,10 @@ def _answer_list(cell, row: int, example: str, where: str, field: str) -> list[t
     or SQuAD's list of ``{"text": ..., "answer_start": ...}``."""
     at = f"row {row + 1} (example {example!r})"
     if isinstance(cell, dict) and set(cell) >= {"text", "answer_start"}:
-        texts, starts = list(np.atleast_1d(cell["text"])), list(np.atleast_1d(cell["answer_start"]))
+        texts, starts = (
+            [v.item() if isinstance(v, np.generic) else v for v in np.atleast_1d(cell[key])]
+            for key in ("text", "answer_start")
+        )
         if len(texts) != len(starts):
             raise InputError(where, field, f"expected as many answer_start as text values, {at} has {len(starts)} "
                              f"and {len(texts)}")  # fmt: skip
@@ -190,3 +206,268 @@ def check_answers(questions: Sequence, contexts: Sequence[str], answers: Sequenc
                                  f"{found!r} there")  # fmt: skip
         out.append(pairs)
     return out
+
+
+def span_probabilities(scores):
+    """The softmax over the last axis of span scores (:func:`span_scores`; ``-inf`` spans get 0): ``F`` of a
+    question-answering model. A torch tensor in its own dtype, float32 at least; NumPy in float64."""
+    if isinstance(scores, np.ndarray):
+        x = np.asarray(scores, dtype=np.float64)
+        top = np.max(x, axis=-1, keepdims=True)
+        e = np.exp(x - top)
+        return e / e.sum(axis=-1, keepdims=True)
+    return at_least_float32(scores).softmax(-1)
+
+
+def gold_spans(answers: Sequence, encoded) -> np.ndarray:
+    """``(n, 2)`` int64 token spans ``(start, end)`` of each example's first gold answer that truncation left
+    whole (:func:`token_span` over ``encoded``'s offsets in the context); ``(-1, -1)`` where none is left."""
+    out = np.full((len(answers), 2), -1, dtype=np.int64)
+    for i, cell in enumerate(answers):
+        for answer in cell:
+            start = int(answer["answer_start"])
+            span = token_span(encoded.offsets[i], encoded.in_text[i], start, start + len(answer["text"]))
+            if span is not None:
+                out[i] = span
+                break
+    return out
+
+
+class QuestionAnswering(Task):
+    """Extractive question answering: the answer is a span of the context, a token's start logit plus another's
+    end logit. ``F`` is the distribution over spans (:func:`span_probabilities`); a document is explained for its
+    predicted answer span (:meth:`targets`), with global attention on every question token
+    (:meth:`global_tokens`, Hugging Face's convention for Longformer)."""
+
+    name = "qa"
+    label = "extractive question answering"
+    problem_type = "question_answering"
+    head = "question_answering"
+    explains = (f"the probability of the explained answer span: a softmax, over every span of at most "
+                f"{MAX_ANSWER_TOKENS} tokens, of its start logit plus its end logit")  # fmt: skip
+    readout_label = "probability of the answer span"
+    outputs_column = "span_probs"
+    target_kinds = ("predicted",)
+    role_pattern = re.compile(r"wrong_span|most_confident_right|least_confident_right|random_right")
+    headline_metrics = (("exact match", "exact_match", True), ("token F1", "f1", True))
+    extra_columns = ("question",)
+    token_logits = True
+    folders_refused = "a folder per class holds no question"
+    topology_refused = "it compares the attention of two classes; a question has an answer, not a class"
+    #: a document without a known answer (the one-document API without ``label``)
+    NO_LABEL: ClassVar[list] = []
+
+    def check_config(self, config, where):
+        super().check_config(config, where)
+        if config.get("data", {}).get("classes"):
+            raise InputError(where, "data.classes", "expected none for data.task 'qa' (an answer is a span of the "
+                             "context, not a class)")  # fmt: skip
+
+    # --- labels
+    def resolve_labels(self, labels, ids, classes, where, field):
+        cells = [_answer_list(cell, i, str(ids.iloc[i]), where, field) for i, cell in enumerate(labels)]
+        rows = [[{"text": text, "answer_start": start} for text, start in cell] for cell in cells]
+        return pd.Series(rows, index=labels.index, dtype=object), ()
+
+    def parse_label(self, value, names):
+        if value is None:
+            return []
+        cell = value if isinstance(value, list | tuple) else [value]
+        return self.resolve_labels(pd.Series([list(cell)], dtype=object), pd.Series(["document"]), (), "label",
+                                   "answers")[0].iloc[0]  # fmt: skip
+
+    def check_labels(self, labels, classes, where, field):
+        out = np.empty(len(labels), dtype=object)
+        ids = pd.Series([f"row{i}" for i in range(len(labels))])
+        out[:] = list(self.resolve_labels(labels.reset_index(drop=True), ids, classes, where, field)[0])
+        return out
+
+    def check_rows(self, examples, where, fields):
+        answers = [[(a["text"], a["answer_start"]) for a in cell] for cell in examples["label"]]
+        if "question" not in examples.columns:
+            raise InputError(where, fields.get("question", "question"), "expected a question column for data.task "
+                             "'qa'")  # fmt: skip
+        try:
+            check_answers(list(examples["question"]), list(examples["text"]),
+                          [[{"text": t, "answer_start": s} for t, s in cell] for cell in answers],
+                          list(examples["example_id"]), where, fields.get("label", "answers"))  # fmt: skip
+        except InputError as err:
+            if err.field == "question":
+                raise InputError(where, fields.get("question", "question"), err.expected) from None
+            raise
+
+    def strata(self, labels, where, field):
+        return np.zeros(len(labels), dtype=np.int64)  # one stratum: a seeded random split
+
+    def check_splits(self, labels, is_train, classes, where, field):
+        return None
+
+    def summary(self, labels, classes):
+        return {"n": len(labels), "answers": int(sum(len(cell) for cell in labels))}
+
+    def label_type(self):
+        return pa.list_(pa.struct([("text", pa.string()), ("answer_start", pa.int64())]))
+
+    def label_value(self, cell):
+        return [{"text": str(a["text"]), "answer_start": int(a["answer_start"])} for a in cell]
+
+    def output_names(self, classes):
+        return ("start", "end")
+
+    # --- the inputs
+    def texts(self, examples):
+        return [str(q) for q in examples["question"]], [str(t) for t in examples["text"]]
+
+    def global_tokens(self, input_ids, tokenizer):
+        """Every token before the first separator (``[CLS]`` and the question's tokens), as Hugging Face's
+        Longformer question answering puts them global."""
+        sep = tokenizer.sep_token_id
+        ids = list(input_ids)
+        return list(range(ids.index(sep) if sep in ids else 1))
+
+    # --- the head
+    def n_outputs(self, n_classes):
+        return 2
+
+    def head_labels(self, labels, encoded):
+        """``start_positions`` and ``end_positions`` of each example's gold span; an answer truncation cut away
+        points at ``[CLS]`` (position 0), as Hugging Face's question-answering scripts train on it."""
+        spans = np.maximum(gold_spans(labels, encoded), 0)
+        return {"start_positions": spans[:, 0].copy(), "end_positions": spans[:, 1].copy()}
+
+    def eval_loss(self, logits, labels, encoded=None):
+        import torch  # noqa: PLC0415 (as Classification.eval_loss)
+
+        heads = self.head_labels(labels, encoded)
+        x = torch.from_numpy(np.asarray(logits, dtype=np.float32))
+        start = torch.nn.functional.cross_entropy(x[:, 0], torch.from_numpy(heads["start_positions"]))
+        end = torch.nn.functional.cross_entropy(x[:, 1], torch.from_numpy(heads["end_positions"]))
+        return float(((start + end) / 2).item())
+
+    # --- the readout
+    def logits(self, output):
+        import torch  # noqa: PLC0415 (a light module: only a model's output, so torch is loaded)
+
+        return torch.stack([output.start_logits, output.end_logits], dim=1)
+
+    def explained_logits(self, logits):
+        return span_scores(logits[:, 0], logits[:, 1])
+
+    def readout(self, logits):
+        return span_probabilities(span_scores(at_least_float32(logits[:, 0]), at_least_float32(logits[:, 1])))
+
+    def outputs(self, logits):
+        x = np.asarray(logits, dtype=np.float64)
+        return span_probabilities(span_scores(x[:, 0], x[:, 1]))
+
+    def targets(self, kind, label, outputs):
+        """The predicted answer span: the most probable span of the context (the predictions table keeps the
+        span distribution restricted to the context)."""
+        if kind not in self.target_kinds:
+            raise InputError("config", "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
+                             f"'qa', got {kind!r}")  # fmt: skip
+        return (int(np.argmax(np.asarray(outputs, dtype=np.float64))),)
+
+    def target_names(self, classes):
+        return ("answer span",)
+
+    def target_group(self, target):
+        """Every answer span is reported as one: the answer span (its index says where it is, not what it is)."""
+        return 0
+
+    def kept_target(self, target, keep):
+        """The answer span as a copy keeps it: from its first kept token to its last, at their positions in the
+        copy; ``None`` (probability 0) where the copy keeps none of its tokens."""
+        s, e = span_of(target)
+        keep = np.asarray(keep, dtype=bool)
+        inside = np.flatnonzero(keep[s : e + 1])
+        if not len(inside):
+            return None
+        position = np.cumsum(keep) - 1  # a kept token's position in the copy
+        return span_index(int(position[s + inside[0]]), int(position[s + inside[-1]]))
+
+    # --- predictions, metrics, showcase
+    def _decoded(self, logits, encoded):
+        """Per example: its length, best context span ``(s, e)``, the answer text and the span distribution over the
+        context's spans (0 elsewhere)."""
+        out = []
+        for i, ids in enumerate(encoded.input_ids):
+            n = len(ids)
+            start, end = np.asarray(logits[i, 0, :n], np.float64), np.asarray(logits[i, 1, :n], np.float64)
+            s, e, _ = best_span(start, end, encoded.in_text[i])
+            probs = span_probabilities(span_scores(start[None], end[None]))[0]
+            allowed = spans_within(encoded.in_text[i])
+            text = encoded.texts[i][encoded.offsets[i][s][0] : encoded.offsets[i][e][1]]
+            out.append((n, s, e, text, np.where(allowed.reshape(-1), probs, 0.0)))
+        return out
+
+    @staticmethod
+    def _index(start: int, end: int) -> int:
+        """A gold span's index, or -1 where it is cut away or longer than any span the readout scores."""
+        return span_index(int(start), int(end)) if start >= 0 and end - start < MAX_ANSWER_TOKENS else -1
+
+    def predictions(self, examples, logits, encoded=None):
+        decoded = self._decoded(logits, encoded)
+        gold = gold_spans(examples["label"], encoded)
+        answers = [[a["text"] for a in cell] for cell in examples["label"]]
+        return pd.DataFrame(
+            {
+                "example_id": examples["example_id"].to_numpy(),
+                "label": list(examples["label"]),
+                "pred": [d[3] for d in decoded],
+                "logits": [np.asarray(logits[i, :, : d[0]], np.float32).reshape(-1) for i, d in enumerate(decoded)],
+                "span_probs": [d[4].astype(np.float32) for d in decoded],
+                "span": [span_index(d[1], d[2]) for d in decoded],
+                "span_prob": [float(d[4][span_index(d[1], d[2])]) for d in decoded],
+                "gold_span": [self._index(a, b) for a, b in gold],
+                "truncated": gold[:, 0] < 0,
+                "exact_match": [exact_match(d[3], a) for d, a in zip(decoded, answers, strict=True)],
+                "f1": [token_f1(d[3], a) for d, a in zip(decoded, answers, strict=True)],
+            }
+        )
+
+    def metrics(self, labels, logits, encoded=None):
+        decoded = self._decoded(logits, encoded)
+        truncated = gold_spans(labels, encoded)[:, 0] < 0
+        return qa_metrics([d[3] for d in decoded], [[a["text"] for a in cell] for cell in labels], truncated)
+
+    def metric_notes(self, metrics):
+        cut = metrics.get("n_truncated", 0)
+        if not cut:
+            return []
+        return [f"{cut} of {cut + metrics['n_scored']} test answers were cut away by truncation at model.max_length: "
+                "left out of exact match and F1 (raise max_length, or shorten the contexts)"]  # fmt: skip
+
+    def roles(self, predictions, seed):
+        scored = ~predictions["truncated"].to_numpy(dtype=bool)
+        right = scored & (predictions["exact_match"].to_numpy() == 1.0)
+        wrong = scored & ~right
+        p = predictions["span_prob"].to_numpy(dtype=np.float64)
+        out: list[tuple[str, int | None, str]] = []
+        for role, mask, pick, rule, none in (
+            ("wrong_span", wrong, np.argmax, "a wrong answer span, the most probable",
+             "no test question whose answer the model could read is answered wrong"),
+            ("most_confident_right", right, np.argmax, "a right answer (exact match), the most probable",
+             "no test question is answered right"),
+            ("least_confident_right", right, np.argmin, "a right answer (exact match), the least probable",
+             "no test question is answered right"),
+        ):  # fmt: skip
+            idx = np.flatnonzero(mask)
+            out.append((role, int(idx[pick(p[idx])]), rule) if len(idx) else (role, None, none))
+        idx = np.flatnonzero(right)
+        rng = np.random.default_rng(seed)
+        out.append(("random_right", int(rng.choice(idx)), f"seeded draw (seed {seed}) of the test questions answered "
+                    "right") if len(idx) else ("random_right", None, "no test question is answered right"))  # fmt: skip
+        return out
+
+    def showcase_entry(self, predictions, row):
+        r = predictions.iloc[row]
+        return {"example_id": str(r["example_id"]), "label": self.label_value(r["label"]), "pred": str(r["pred"]),
+                "span": list(span_of(int(r["span"]))), "span_prob": round(float(r["span_prob"]), 6)}  # fmt: skip
+
+    def outcome(self, label, outputs, target, names):
+        s, e = span_of(int(target))
+        p = float(np.asarray(outputs, dtype=np.float64)[int(target)])
+        truth = None if label is None or not len(label) else " | ".join(str(a["text"]) for a in label)
+        return Outcome(label=truth, prediction=f"tokens {s}–{e}", confidence=p, outputs={"answer span": p},
+                       explained=f"the answer span, tokens {s}–{e}")  # fmt: skip

@@ -112,7 +112,7 @@ class Regression(Task):
     def training_labels(self, labels):
         return np.asarray(labels, dtype=np.float32)
 
-    def eval_loss(self, logits, labels):
+    def eval_loss(self, logits, labels, encoded=None):
         import torch  # noqa: PLC0415 (as Classification.eval_loss)
 
         labels = torch.from_numpy(self.training_labels(labels))
@@ -130,7 +130,7 @@ class Regression(Task):
                              f"{list(self.target_kinds)}; {kind!r} names a class")  # fmt: skip
         return (0,)
 
-    def predictions(self, examples, logits):
+    def predictions(self, examples, logits, encoded=None):
         values = self.outputs(logits)
         return pd.DataFrame(
             {
@@ -142,7 +142,7 @@ class Regression(Task):
             }
         )
 
-    def metrics(self, labels, logits):
+    def metrics(self, labels, logits, encoded=None):
         return regression_metrics(labels, self.outputs(logits)[:, 0])
 
     def outcome(self, label, outputs, target, names):
