@@ -132,6 +132,8 @@ def test_bad_arguments_are_one_clear_line(explained, tmp_path):
         attnlens.explain("  \n", classifier)
     with pytest.raises(InputError, match=r"label: 7: expected a class index below 2"):
         attnlens.explain("some words", classifier, label=7)
+    with pytest.raises(InputError, match=r"document: question: expected none: the model reads no question"):
+        attnlens.explain("some words", classifier, question="Who?")
     with pytest.raises(InputError, match=r"expected an existing model folder"):
         attnlens.load(tmp_path / "nothing-here")
     with pytest.raises(InputError, match=r"importance: legacy: expected a \(6, 12\) head-importance matrix"):

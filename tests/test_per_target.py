@@ -1,6 +1,6 @@
 """Per-target agreement (attnlens.similarity.per_target): the agreement between two explained targets'
 attributions against scipy's Kendall τ_b and a brute-force top-k Jaccard, and the table's means, intervals and
-pair counts against hand-built rows."""
+pair counts against hand-built rows; where attention goes (attnlens.similarity.regions) against shares by hand."""
 
 from __future__ import annotations
 
@@ -10,6 +10,16 @@ import pytest
 from scipy import stats
 
 from attnlens.similarity.per_target import METRICS, VIEW, pair_agreement, target_agreement
+from attnlens.similarity.regions import (
+    COLUMNS,
+    OTHER,
+    ROW_COLUMNS,
+    SPECIAL,
+    query_attention_table,
+    query_rows,
+    region_masks,
+    shares,
+)
 from attnlens.stats import n_top
 
 pytestmark = pytest.mark.numerics
@@ -75,3 +85,40 @@ def test_the_table_averages_documents_and_counts_each_pair_once_overall():
     assert single.loc[single["configuration"] == "all", "note"].str.contains("no other target").all()
     assert single["difference"].isna().all()  # nothing to pair with
     assert single.loc[single["configuration"] == "last", "note"].str.startswith("not computable (n = 0)").all()
+
+
+# --- where attention goes (attnlens.similarity.regions) -----------------------------------------------------
+
+
+def test_regions_are_disjoint_first_named_first_and_cover_every_token():
+    named = {"answer": np.array([0, 0, 1, 1, 0, 0], bool), "sentence": np.array([0, 1, 1, 1, 1, 0], bool)}
+    special = np.array([1, 0, 0, 0, 0, 1], bool)
+    masks = region_masks(named, special)
+    assert list(masks) == ["answer", "sentence", SPECIAL, OTHER]
+    assert masks["answer"].tolist() == [0, 0, 1, 1, 0, 0] and masks["sentence"].tolist() == [0, 1, 0, 0, 1, 0]
+    assert (np.sum(list(masks.values()), axis=0) == 1).all()  # each token in exactly one region
+    got = shares(np.array([0.0, 1.0, 2.0, 3.0, 4.0, 0.0]), masks)
+    assert got == {"answer": 0.5, "sentence": 0.5, SPECIAL: 0.0, OTHER: 0.0}
+    assert np.isnan(shares(np.zeros(6), masks)["answer"])
+
+
+def test_query_rows_and_the_table_are_the_shares_by_hand():
+    """The last layer's and every layer's head-mean attention, the attribution's absolute mass and the tokens, each
+    shared out by region; the table's means are the plain means over documents (exact: the bootstrap's mean is the
+    sample mean, float64 sums of ≤ 3 terms: 1e-12) and its difference the paired one."""
+    masks = region_masks({"evidence": np.array([0, 1, 1, 0], bool)}, np.array([1, 0, 0, 1], bool))
+    attention = np.array([[[1.0, 1, 1, 1], [1, 1, 1, 1]], [[0.0, 3, 1, 0], [0, 1, 3, 0]]])  # (L=2, H=2, n=4)
+    rows = pd.DataFrame(query_rows("d", "[CLS]", attention, np.array([0.0, -3, 1, 0]), masks), columns=ROW_COLUMNS)
+    last = rows[rows["configuration"] == "last"].set_index("region")
+    assert last.loc["evidence", "attention"] == 1.0 and last.loc[SPECIAL, "attention"] == 0.0
+    every = rows[rows["configuration"] == "all"].set_index("region")
+    assert every.loc["evidence", "attention"] == pytest.approx(12 / 16)  # (4 + 8) of (8 + 8)
+    assert every.loc["evidence", "attribution"] == 1.0 and every.loc["evidence", "tokens"] == 0.5
+    other = rows.assign(example_id="e", attention=rows["attention"] / 2)
+    table = query_attention_table(pd.concat([rows, other]), seed=0, n_boot=200).set_index(["configuration", "region"])
+    cell = table.loc[("all", "evidence")]
+    assert cell["n_documents"] == 2 and cell["attention"] == pytest.approx(0.75 * 0.75, abs=1e-12)
+    assert cell["difference"] == pytest.approx(0.75 * 0.75 - 1.0, abs=1e-12)
+    assert ["group", *table.columns[1:]] == [c for c in COLUMNS if c not in ("configuration", "region")]
+    assert set(table.index.get_level_values(1)) == {
+        "evidence", SPECIAL, OTHER}  # fmt: skip

@@ -21,6 +21,7 @@ from test_modernbert import tiny_modernbert
 from transformers import AutoTokenizer
 
 from attnlens.attention.band import attention_from
+from attnlens.attention.summaries import query_attention
 from attnlens.attribution.ig import integrate
 from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
@@ -233,7 +234,10 @@ def test_the_attention_a_question_and_an_answer_pay_matches_the_dense_matrix(win
         with torch.no_grad():
             out = model(**args, output_hidden_states=True)
         dense_hf = _independent_attention(model.longformer, out.hidden_states, mask, args["global_attention_mask"])
-    for layer, band in enumerate(forward_bands(model, args)):
+    bands = forward_bands(model, args)
+    stored = query_attention(bands, question[0])  # what extract_attention keeps: the same sums, float32
+    for layer, band in enumerate(bands):
+        assert torch.equal(stored[layer], attention_from(band, question[0]).float())
         dense = dense_reference(band)  # a loop over the band's slots, float64
         for rows in (question[0], answer):
             got = attention_from(band, rows)  # (heads, band.n): Longformer pads to a multiple of its window
@@ -372,6 +376,10 @@ def test_gold_spans_head_labels_and_predictions_come_from_the_tokens():
     heads = QA.head_labels(examples["label"], cut)  # a cut answer trains toward [CLS], as Hugging Face's scripts
     assert heads["start_positions"][1] == heads["end_positions"][1] == 0
     assert QA.global_tokens(full.input_ids[0], tokenizer) == list(range(full.input_ids[0].index(102)))
+    groups = QA.query_groups(examples["label"][0], full, 0)  # the question's tokens and the gold answer's
+    assert np.flatnonzero(groups["question"]).tolist() == list(range(1, full.input_ids[0].index(102)))
+    assert np.flatnonzero(groups["answer"]).tolist() == list(range(gold[0][0], gold[0][1] + 1))
+    assert not QA.query_groups(examples["label"][1], cut, 1)["answer"].any()  # cut away: no answer tokens
     # logits that pick each gold span, and a question token scored higher still: the decoder answers from the context
     width = max(len(r) for r in full.input_ids)
     logits = np.full((2, 2, width), -5.0, dtype=np.float32)

@@ -23,7 +23,7 @@ CLASSIFICATION = {
     "attribution_tables": 1, "attribution_overlays": 1, "evaluate_faithfulness": 1, "plot_faithfulness": 1,
     "plot_head_importance": 1, "plot_attention": 1, "count_topk": 1, "render_overlays": 1, "compare": 2,
     "aggregate_similarity": 1, "similarity_examples": 1, "plot_similarity": 1, "target_agreement": 1,
-    "build_explorers": 1,
+    "query_attention": 1, "build_explorers": 1,
     "explain": 2, "explanation_leaderboard": 1,
 }  # fmt: skip
 TOPOLOGY = {**CLASSIFIER, "topology": 2, "bottleneck_distances": 1, "plot_topology": 1}

@@ -96,7 +96,8 @@ QA_RUN = {
     "figures": {"topk_role": "wrong_span"},
 }
 #: What the QA tests read (the single-target rules after them are the regression run's to cover)
-QA_TARGETS = ("results/paper/tables/target_agreement.csv", "results/explorer", "results/faithfulness/curves.parquet")
+QA_TARGETS = ("results/paper/tables/target_agreement.csv", "results/paper/tables/query_attention.csv",
+              "results/explorer", "results/faithfulness/curves.parquet")  # fmt: skip
 
 
 @session_run("qa_run", seconds=60)
@@ -159,6 +160,11 @@ def test_a_regression_run_explains_the_predicted_value(regression_run):
     overlay = next((res / "paper/attribution_overlays").glob("*.html")).read_text(encoding="utf-8")
     assert "<td><b>value</b></td>" in overlay  # the attribution label
     assert (res / "paper/figures/faithfulness_curves.png").is_file() and (res / "manifest.json").is_file()
+    # where [CLS]'s attention goes: the counted phrases, the distractors, the rest; each configuration's shares sum to 1
+    where = pd.read_csv(res / "paper/tables/query_attention.csv")
+    assert set(where["group"]) == {"[CLS]"} and {"evidence", "special tokens", "other"} <= set(where["region"])
+    for _, cell in where.groupby("configuration"):  # means of shares over the same documents: float64, 1e-9
+        assert cell["attention"].sum() == pytest.approx(1, abs=1e-9) and cell["tokens"].sum() == pytest.approx(1)
 
     # the one-document API reads a regression's true value as a number
     doc = attnlens.explain("We rely on neural network throughout.", attnlens.load(res), label="2.5")
@@ -304,3 +310,35 @@ def test_a_qa_run_answers_from_the_context_and_explains_the_answer_span(qa_run):
     assert meta["info"]["explained"] == f"the answer span, tokens {s}–{e}"
     table = pd.read_csv(res / "paper/tables/target_agreement.csv")
     assert set(table["name"]) == {"answer span", "all"}  # every document's span, reported as one target
+
+    # where the question's and the answer's attention goes: every region of every document, shares summing to 1
+    where = pd.read_csv(res / "paper/tables/query_attention.csv")
+    regions = {"supporting sentence", "answer sentence", "question", "special tokens", "other"}
+    assert set(where["group"]) == {"question", "answer"} and regions <= set(where["region"])
+    for _, cell in where.groupby(["group", "configuration"]):  # means over the same documents: float64, 1e-9
+        assert cell["attention"].sum() == pytest.approx(1, abs=1e-9) and cell["tokens"].sum() == pytest.approx(1)
+        assert cell["attribution"].sum() == pytest.approx(1, abs=1e-9)
+    assert (where["n_documents"] == len(ig)).all()
+
+
+def test_the_api_answers_a_question_and_explains_the_span(qa_run):
+    """``attnlens.explain(context, question=...)`` of a showcased question equals the run's IG row bit for bit (the
+    same seam functions on one thread), as does a span given by its tokens; a question-answering model without a
+    question, and an answer not in its context, are one clear line each."""
+    res = qa_run / "results"
+    eid = load_selection(res / "predictions/selection.json")[0]["example_id"]
+    test = pd.read_parquet(res / "data/test.parquet").set_index("example_id")
+    stored = pd.read_parquet(res / "attributions/shard0.parquet").set_index("example_id")
+    reader = attnlens.load(res)
+    answers = [dict(a) for a in test.loc[eid, "label"]]
+    doc = attnlens.explain(test.loc[eid, "text"], reader, config=qa_run / "config/config.yaml", example_id=eid,
+                           question=test.loc[eid, "question"], label=answers)  # fmt: skip
+    np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[eid, "scores"]))
+    assert doc.attribution["target"] == stored.loc[eid, "target"] and doc.outcome.label == answers[0]["text"]
+    s, e = span_of(int(stored.loc[eid, "target"]))
+    given = attnlens.explain(test.loc[eid, "text"], reader, question="Who?", target=(s, e), showcased=False)
+    assert given.attribution["target"] == stored.loc[eid, "target"] and given.attribution["target_kind"] == "given"
+    with pytest.raises(InputError, match=r"question: expected a question: the model answers questions"):
+        attnlens.explain("some words", reader)
+    with pytest.raises(InputError, match=r"label: expected each answer's text in the context"):
+        attnlens.explain("some words", reader, question="Who?", label=[{"text": "Ada", "answer_start": 0}])

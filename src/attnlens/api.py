@@ -68,7 +68,7 @@ from attnlens.io import file_stem, provenance, save_json, save_parquet, save_ten
 from attnlens.methods import get_method
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
-from attnlens.prediction import encode_texts, predict_logits
+from attnlens.prediction import encode_examples, predict_logits
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, document_for, payload, render_explorer
 from attnlens.similarity.metrics import (
     MODES,
@@ -78,7 +78,7 @@ from attnlens.similarity.metrics import (
     compare_example,
     token_masks,
 )
-from attnlens.tasks import Outcome, get_task, output_index, task_of
+from attnlens.tasks import Outcome, get_task, task_of
 
 try:  # optional: only show() needs it, inside Jupyter
     from IPython.display import HTML
@@ -382,6 +382,7 @@ def explain(
     config: str | Path | Mapping[str, Any] | None = None,
     label: Any = None,
     target: int | str | None = None,
+    question: str | None = None,
     importance: str | Path | Mapping[str, np.ndarray] | None = None,
     example_id: str = "document",
     showcased: bool = True,
@@ -396,9 +397,11 @@ def explain(
         label: the true label, when known, as the model's task reads it (:meth:`attnlens.tasks.Task.parse_label`):
             a class index or name; a regression's value; a multi-label document's labels (a list of names or
             indices, or ``"a|b"``). Shown, and explained when ``attribution.target`` is ``true``.
-        target: the output to explain (an index or an output's name: a class, a label), in place of the one
-            ``attribution.target`` picks (the headline target: the likeliest predicted label of a multi-label
-            document).
+        target: the output to explain (an index or an output's name: a class, a label; a question-answering
+            model's answer span, ``(start, end)`` token positions), in place of the one ``attribution.target`` picks
+            (the headline target: the likeliest predicted label of a multi-label document, the predicted span).
+        question: the question a question-answering model answers from ``text`` (its context); none for the
+            other tasks. A QA document's ``label`` is its answers, SQuAD's ``[{"text", "answer_start"}]``.
         importance: a ``head_importance.safetensors`` of a run, or ``{"legacy": (L, H), "fixed": (L, H)}``;
             default: the importance of the run :func:`load` read, else uniform weights.
         example_id: the document's name in the artifacts and on the page.
@@ -410,14 +413,23 @@ def explain(
     s = Settings.of(config)
     model, tokenizer, on = clf.model, clf.tokenizer, clf.device
     task = task_of(model.config)
+    asks = "question" in task.extra_columns
+    if asks and (not isinstance(question, str) or not question.strip()):
+        raise InputError(example_id, "question", f"expected a question: the model answers questions ({task.label})")
+    if not asks and question is not None:
+        raise InputError(example_id, "question", f"expected none: the model reads no question ({task.label})")
     true_label = None if label is None else task.parse_label(label, clf.class_names)
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    encoded = encode_texts(tokenizer, [text])
+    frame = pd.DataFrame({"example_id": [example_id], "text": [text], **({"question": [question]} if asks else {})})
+    frame["label"] = [task.NO_LABEL if true_label is None else true_label]
+    if asks and true_label is not None:
+        task.check_rows(frame, example_id, {"label": "label"})  # an answer's text in the context at its start
+    encoded = encode_examples(tokenizer, frame, task)
     ids = [int(i) for i in encoded.input_ids[0]]
-    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id)
-    probs = task.outputs(predict_logits(model, encoded, 1))[0]
+    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id, task, question)
+    probs = task.example_outputs(predict_logits(model, encoded, 1), encoded)[0]
     seconds["predict"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -428,7 +440,7 @@ def explain(
 
     kind = s.attribution.target if target is None else "given"  # the row's target_kind: why this output
     if target is not None:
-        target = output_index(target, clf.class_names, "target", "an output index")
+        target = task.parse_target(target, clf.class_names)
     elif s.attribution.target == "true" and true_label is None:
         raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
     else:

@@ -1,4 +1,4 @@
-"""``python -m attnlens explain FILE --model DIR [--out DIR]``: one document, without the pipeline.
+"""``python -m attnlens explain FILE --model DIR [--out DIR] [--question Q]``: one document, without the pipeline.
 
 Writes the explorer page, ``scores.json`` (prediction, IG with δ and convergence, every token's scores, the
 fixed-mode agreement of attention and IG with chance levels) and the document's artifacts in the pipeline's
@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
                      "regression's value, or a multi-label document's labels as a|b")  # fmt: skip
     cmd.add_argument("--target", default=None, help="the output to explain, index or name (default: the one "
                      "attribution.target picks)")  # fmt: skip
+    cmd.add_argument("--question", default=None, help="the question a question-answering model answers from the "
+                     "file (its context)")  # fmt: skip
     cmd.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return top
 
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out or f"explained-{name}")
         check_out_folder(out)  # before the model loads, as the empty text
         doc = explain(text, load(args.model, args.device), config=args.config, label=label, target=target,
-                      example_id=name)  # fmt: skip
+                      question=args.question, example_id=name)  # fmt: skip
         paths = doc.save(out)
     except InputError as err:
         print(f"attnlens: error: {err}", file=sys.stderr)

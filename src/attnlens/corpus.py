@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.config import SyntheticConfig
+from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
 
 #: Label → field name (label 1 = A.I., label 0 = Programming Languages, as in the paper).
 CLASS_NAMES = ("programming_languages", "artificial_intelligence")
@@ -417,9 +418,6 @@ QA_RELATIONS = {
 }  # fmt: skip
 #: The supporting sentence that says which entity a description names.
 QA_SUPPORT = "The {d} is known as {e}."
-#: ``phrase_label`` of a QA corpus's planted sentences: the answer's fact, the supporting sentence, a distractor
-#: (a fact about another entity, or another description's supporting sentence).
-QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR = 0, 1, 2
 
 
 def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:

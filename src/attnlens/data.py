@@ -464,13 +464,16 @@ def truncation_note(split: str, summary: dict, max_length: int) -> str | None:
     )
 
 
-def document_reading(tokenizer, text: str, max_length: int, name: str = "document") -> tuple[dict, list[str]]:
+def document_reading(tokenizer, text: str, max_length: int, name: str = "document", task: Task = CLASSIFICATION,
+                     question: str | None = None) -> tuple[dict, list[str]]:  # fmt: skip
     """What the model reads of one document, as the pipeline reports it for a split (:func:`truncation`,
     :func:`unknown_tokens`): its ``tokens``, the tokens ``kept`` at ``max_length``, whether it was ``truncated``,
     its ``unknown`` tokens among ``content`` ones and their ``unknown_share``; and the run notes' lines that a
     reader must see — the cut (:func:`truncation_note`), and the unknown tokens' warning above
-    :data:`UNKNOWN_WARN_SHARE` (:func:`unknown_note`)."""
-    ids = encode_splits(tokenizer, {name: pd.DataFrame({"text": [text]})})
+    :data:`UNKNOWN_WARN_SHARE` (:func:`unknown_note`). A question-answering document is read with its ``question``
+    (``task``'s texts)."""
+    extra = {"question": [question]} if question is not None else {}
+    ids = encode_splits(tokenizer, {name: pd.DataFrame({"text": [text], **extra})}, task)
     manifest: dict[str, Any] = {"examples": [{"split": name}]}
     cut = truncation(manifest, token_counts(ids), max_length)[name]
     unknown = unknown_tokens(tokenizer, ids, max_length)[name]

@@ -83,6 +83,7 @@ def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
             "results/paper/figures/head_agreement.png",
             "results/paper/tables/target_agreement.csv",
             "results/paper/figures/target_agreement.png",
+            "results/paper/tables/query_attention.csv",
             *(LEADERBOARD if explains(cfg) else []),
             "results/explorer",
         ]

@@ -57,6 +57,32 @@ rule target_agreement:
         "../scripts/target_agreement.py"
 
 
+rule query_attention:
+    input:
+        summaries=shards("attention", "results/attention/shard{shard}.safetensors"),
+        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        test=shared("results/data/test.parquet"),
+        rationales=shared("results/data/rationales.parquet"),
+        manifest=shared("results/data/split_manifest.json"),
+        model=at("results/models/finetuned"),
+    output:
+        table=report_table(
+            "results/paper/tables/query_attention",
+            "query_attention",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+    log:
+        at("results/logs/query_attention/query_attention.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(similarity=["n_boot", "seed"]),
+    script:
+        "../scripts/query_attention.py"
+
+
 rule similarity_examples:
     input:
         summaries=shards("attention", "results/attention/shard{shard}.safetensors"),

@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 
 from attnlens.attention import full
-from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
+from attnlens.attention.band import Band, attention_from, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
 from attnlens.errors import InputError
 from attnlens.io import load_tensors, unpack_strings
@@ -55,6 +55,13 @@ def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str,
     return out
 
 
+def query_attention(bands: Sequence, rows: torch.Tensor) -> torch.Tensor:
+    """``(L, H, n)`` float32: per layer and head, the attention the queries ``rows`` (``(n,)`` bool) pay each key,
+    summed over the queries (:func:`~attnlens.attention.band.attention_from`: a band's slots and global rows, a
+    full layer's query blocks; never a dense row)."""
+    return torch.stack([attention_from(band, rows).float() for band in bands])
+
+
 def position_counts(lengths: Sequence[int]) -> torch.Tensor:
     """``(max length,)`` number of examples with a real token at each position."""
     lengths = torch.as_tensor(list(lengths), dtype=torch.long)
@@ -70,6 +77,9 @@ class ExampleAttention:
     input_ids: torch.Tensor  # (n,)
     received: torch.Tensor  # (L, H, n)
     topk: dict[str, torch.Tensor] | None  # attended_idx/val, attending_idx/val: (L, H, n, k)
+    #: per query group of the task (``[CLS]``; a question's and its answer's tokens): the attention its tokens pay
+    #: each key ``(L, H, n)``, for the groups the example has tokens of
+    queries: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,8 +109,13 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
             if eid in topk_pos:
                 a, b = toff[topk_pos[eid]], toff[topk_pos[eid] + 1]
                 topk = {k: t[k][:, :, a:b] for k in ("attended_idx", "attended_val", "attending_idx", "attending_val")}
+            queries = {
+                name: t[f"query|{name}"][:, :, off[j] : off[j + 1]]
+                for name in prov.get("query_groups", [])
+                if int(t[f"query|{name}|rows"][j])
+            }  # fmt: skip
             examples[eid] = ExampleAttention(
-                eid, t["input_ids"][off[j] : off[j + 1]], t["received"][:, :, off[j] : off[j + 1]], topk
+                eid, t["input_ids"][off[j] : off[j + 1]], t["received"][:, :, off[j] : off[j + 1]], topk, queries
             )
         aggregate = t["aggregate"] if aggregate is None else aggregate + t["aggregate"]
         count = t["position_count"]

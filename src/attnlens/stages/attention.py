@@ -15,6 +15,7 @@ from attnlens.attention.summaries import (
     band_tensors,
     compute_example_summaries,
     position_counts,
+    query_attention,
 )
 from attnlens.config import AttentionConfig, ImportanceConfig
 from attnlens.data import load_examples, shard_of
@@ -107,7 +108,10 @@ def run_extract_attention(
     ``summary_path`` (safetensors) holds, concatenated over the shard's examples along the token axis,
     ``received`` ``(L, H, Σn)`` float32 and ``input_ids``, with per-example ``offsets``; top-k tables
     (``attended_idx/val``, ``attending_idx/val``, ``(L, H, Σn, k)``) for the examples of
-    ``cfg.topk_for``; and ``aggregate`` ``(L, H, bins, bins)``: the shard's part of the dataset mean
+    ``cfg.topk_for``; per query group of the task (:meth:`attnlens.tasks.Task.query_groups`: ``[CLS]``; a
+    question's and its answer's tokens), ``query|<group>`` ``(L, H, Σn)``, the attention its tokens pay each key,
+    and ``query|<group>|rows`` (its tokens per example, 0: none); and ``aggregate`` ``(L, H, bins, bins)``: the
+    shard's part of the dataset mean
     attention per cell (each cell divided by the number of test examples in which both positions are
     real), binned over the longest test example. ``bands_path`` holds the local and global attention of
     every showcased example of the shard.
@@ -116,7 +120,8 @@ def run_extract_attention(
     on, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
-    encoded = encode_examples(tokenizer, examples, task_of(model.config))
+    task = task_of(model.config)
+    encoded = encode_examples(tokenizer, examples, task)
     lengths = [len(ids) for ids in encoded.input_ids]
     count = position_counts(lengths)
     n_max = len(count)
@@ -125,6 +130,8 @@ def run_extract_attention(
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
     received, input_ids, offsets = [], [], [0]
+    queries: dict[str, list[torch.Tensor]] = {}  # per query group of the task: its attention, example by example
+    query_rows: dict[str, list[int]] = {}
     topk_parts: dict[str, list[torch.Tensor]] = {}
     topk_ids, topk_offsets = [], [0]
     bands_out: dict[str, torch.Tensor] = {}
@@ -135,6 +142,9 @@ def run_extract_attention(
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))
+        for name, rows in task.query_groups(examples["label"].iloc[i], encoded, i).items():
+            query_rows.setdefault(name, []).append(int(rows.sum()))
+            queries.setdefault(name, []).append(query_attention(bands, torch.from_numpy(rows)))
         input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))
         offsets.append(offsets[-1] + lengths[i])
         if want_topk:
@@ -158,6 +168,9 @@ def run_extract_attention(
         "aggregate": aggregate,
         "position_count": count,
     }
+    for name, parts in queries.items():  # every example has every group (an empty one is zeros, 0 rows)
+        tensors[f"query|{name}"] = torch.cat(parts, -1)
+        tensors[f"query|{name}|rows"] = torch.tensor(query_rows[name], dtype=torch.int64)
     for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
         parts = topk_parts.get(key)
         dtype = torch.int32 if key.endswith("idx") else torch.float32
@@ -169,6 +182,7 @@ def run_extract_attention(
         None,
         example_ids=[ids[i] for i in mine],
         topk_ids=topk_ids,
+        query_groups=list(queries),
         n_test_examples=len(ids),
         n_max=n_max,
         seconds=round(seconds, 2),

@@ -13,8 +13,10 @@ import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions
+from attnlens.attribution.faithfulness import evidence_labels
 from attnlens.config import FiguresConfig, SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
+from attnlens.data import load_examples
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import (
@@ -29,6 +31,7 @@ from attnlens.io import (
     write_sidecar,
 )
 from attnlens.models.loading import load_tokenizer
+from attnlens.prediction import encode_examples
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_target_agreement
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
@@ -54,8 +57,10 @@ from attnlens.similarity.paper import (
     value_counts,
 )
 from attnlens.similarity.per_target import PAIR_COLUMNS, pair_agreement, target_agreement
+from attnlens.similarity.regions import ROW_COLUMNS as REGION_ROWS
+from attnlens.similarity.regions import query_attention_table, query_rows, region_masks
 from attnlens.tasks import get_task
-from attnlens.tokens import display_tokens
+from attnlens.tokens import display_tokens, structural_mask
 
 logger = logging.getLogger(__name__)
 
@@ -215,3 +220,53 @@ def run_target_agreement(
     logger.info("per-target agreement: %d targets, %d documents, %d pairs", table["target"].nunique() - 1, n_docs,
                 len(pair_frame))  # fmt: skip
     return {"n_documents": n_docs, "n_pairs": len(pair_frame)}
+
+
+def run_query_attention(
+    cfg: SimilarityConfig,
+    summary_paths: Sequence[StrPath],
+    attribution_paths: Sequence[StrPath],
+    test_path: StrPath,
+    rationales_path: StrPath,
+    manifest_path: StrPath,
+    model_dir: StrPath,
+    table_stem: StrPath,
+) -> dict:
+    """Rule ``query_attention``: where each query group's attention goes (:meth:`attnlens.tasks.Task.query_groups`:
+    ``[CLS]``; a question's and its answer's tokens), region by region of each test document
+    (:meth:`~attnlens.tasks.Task.regions` of its planted phrases, the query groups' own tokens, special tokens, the
+    rest), beside the share of its headline IG attribution's mass (:mod:`attnlens.similarity.regions`)."""
+    tokenizer = load_tokenizer(model_dir)
+    task = get_task(load_json(manifest_path, SPLIT_MANIFEST_SCHEMA).get("task"))
+    examples, _ = load_examples(test_path)
+    encoded = encode_examples(tokenizer, examples, task)  # each token's characters, for the planted phrases
+    row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
+    rationales = pd.read_parquet(rationales_path)
+    summaries = load_summaries(summary_paths).examples
+    rows = []
+    for r in load_attributions(attribution_paths).itertuples(index=False):
+        eid, i = str(r.example_id), row_of[str(r.example_id)]
+        ids = encoded.input_ids[i]
+        if [int(t) for t in r.input_ids] != ids or summaries[eid].input_ids.tolist() != ids:
+            raise ValueError(f"{eid}: attention, attribution and the test split saw different token ids")
+        groups = task.query_groups(examples["label"].iloc[i], encoded, i)
+        named = {name: rows_ for name, rows_ in groups.items() if rows_.any()}
+        for name, spans in task.regions(rationales[rationales["example_id"] == eid]).items():
+            named[name] = evidence_labels(encoded.offsets[i], list(zip(spans["char_start"], spans["char_end"],
+                                                                       strict=True)))  # fmt: skip
+        masks = region_masks(named, structural_mask(tokenizer, ids))
+        for group, attention in summaries[eid].queries.items():
+            rows += query_rows(eid, group, attention.numpy(), np.asarray(r.scores), masks)
+    frame = pd.DataFrame(rows, columns=list(REGION_ROWS))
+    table = query_attention_table(frame, cfg.seed, cfg.n_boot)
+    n_docs = int(frame["example_id"].nunique()) if len(frame) else 0
+    caption = (
+        f"Where attention goes, over {n_docs} test documents: per query group (the tokens the head reads) and layer "
+        "configuration (heads averaged), each region's share of the group's attention and of the IG attribution's "
+        "mass (mean [95 % CI over documents]), the region's share of the tokens, and attention minus attribution, "
+        "paired by document"
+    )
+    write_table(table, table_stem, caption)
+    logger.info("query attention: %d documents, %d groups, %d regions", n_docs, frame["group"].nunique(),
+                frame["region"].nunique())  # fmt: skip
+    return {"n_documents": n_docs}

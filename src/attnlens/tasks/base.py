@@ -165,6 +165,22 @@ class Task(ABC):
         own choice (CLS), a classifier's."""
         return None
 
+    def query_groups(self, label, encoded, index: int) -> dict[str, np.ndarray]:
+        """Named sets of query tokens of example ``index`` of ``encoded`` whose attention is summarised apart
+        (``(n,)`` bool each; an empty set where the example has none): what the head reads, ``[CLS]`` for a
+        sequence classifier (the first token)."""
+        rows = np.zeros(len(encoded.input_ids[index]), dtype=bool)
+        rows[0] = True
+        return {"[CLS]": rows}
+
+    def regions(self, rationales: pd.DataFrame) -> dict[str, pd.DataFrame]:
+        """Named kinds of one document's planted phrases (``rationales.parquet`` rows), where the query groups'
+        attention and the attribution are measured: the evidence of the document's own class or counted field,
+        and the distractors."""
+        if not len(rationales):
+            return {}
+        return {"evidence": rationales[rationales["evidence"]], "distractors": rationales[~rationales["evidence"]]}
+
     # --- the readout -------------------------------------------------------------------------------------
     def logits(self, output):
         """The logits the readout reads, from a Hugging Face model's ``output``: a sequence classifier's ``logits``
@@ -184,6 +200,15 @@ class Task(ABC):
     @abstractmethod
     def outputs(self, logits: np.ndarray) -> np.ndarray:
         """``F`` in float64 NumPy, from ``(n, n_outputs)`` logits."""
+
+    def example_outputs(self, logits: np.ndarray, encoded=None) -> list[np.ndarray]:
+        """Each example's ``F`` as the predictions table keeps it (:attr:`outputs_column`), from which its targets are
+        chosen (:meth:`targets`): :meth:`outputs` of the batched logits, row by row."""
+        return list(self.outputs(logits))
+
+    def parse_target(self, value, names: Sequence[str]) -> int:
+        """An output the API is asked to explain (``explain(..., target=...)``): its index or its name."""
+        return output_index(value, names, "target", "an output index")
 
     @abstractmethod
     def targets(self, kind: str, label, outputs: np.ndarray) -> tuple[int, ...]:

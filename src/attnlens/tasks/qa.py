@@ -35,6 +35,10 @@ import pyarrow as pa
 from attnlens.errors import InputError
 from attnlens.tasks.base import Outcome, Task, at_least_float32
 
+#: ``phrase_label`` of a question-answering document's planted sentences (``rationales.parquet``): the answer's fact,
+#: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence).
+QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR = 0, 1, 2
+
 #: The longest answer a span may be, in tokens (the SQuAD baselines' and Hugging Face's pipeline's default).
 MAX_ANSWER_TOKENS = 30
 
@@ -325,6 +329,29 @@ class QuestionAnswering(Task):
         ids = list(input_ids)
         return list(range(ids.index(sep) if sep in ids else 1))
 
+    def query_groups(self, label, encoded, index):
+        """The question's tokens and the gold answer's (none where truncation cut the answer away)."""
+        n = len(encoded.input_ids[index])
+        question = np.zeros(n, dtype=bool)
+        first_sep = next((k for k in range(1, n) if encoded.in_text[index][k]), n) - 1  # the [SEP] before the context
+        question[1:first_sep] = True
+        answer = np.zeros(n, dtype=bool)
+        single = type(encoded)(encoded.input_ids[index : index + 1], encoded.pad_token_id, None,
+                               encoded.offsets[index : index + 1], encoded.in_text[index : index + 1],
+                               encoded.texts[index : index + 1])  # fmt: skip
+        s, e = gold_spans([label], single)[0]
+        if s >= 0:
+            answer[s : e + 1] = True
+        return {"question": question, "answer": answer}
+
+    def regions(self, rationales):
+        """The supporting sentence, the answer's sentence and the distractor facts."""
+        if not len(rationales):
+            return {}
+        kind = rationales["phrase_label"]
+        names = {"supporting sentence": QA_SUPPORTING, "answer sentence": QA_ANSWER, "distractors": QA_DISTRACTOR}
+        return {name: rationales[kind == value] for name, value in names.items()}
+
     # --- the head
     def n_outputs(self, n_classes):
         return 2
@@ -405,6 +432,22 @@ class QuestionAnswering(Task):
     def _index(start: int, end: int) -> int:
         """A gold span's index, or -1 where it is cut away or longer than any span the readout scores."""
         return span_index(int(start), int(end)) if start >= 0 and end - start < MAX_ANSWER_TOKENS else -1
+
+    def example_outputs(self, logits, encoded=None):
+        """The span distribution over the context's spans (0 elsewhere), of each example's own length."""
+        return [d[4] for d in self._decoded(logits, encoded)]
+
+    def parse_target(self, value, names):
+        """A span: ``(start, end)`` token positions, or its index (:func:`span_index`)."""
+        try:
+            if isinstance(value, list | tuple) and len(value) == 2:
+                return span_index(int(value[0]), int(value[1]))
+            if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0:
+                return int(value)
+        except ValueError:
+            pass
+        raise InputError("target", str(value), f"expected an answer span: (start, end) token positions, at most "
+                         f"{MAX_ANSWER_TOKENS} tokens, or its index")  # fmt: skip
 
     def predictions(self, examples, logits, encoded=None):
         decoded = self._decoded(logits, encoded)
