@@ -168,6 +168,7 @@ def test_the_generated_questions_need_a_sentence_far_from_their_answer():
     assert corpus.documents.equals(again.documents) and corpus.rationales.equals(again.rationales)
     docs, spans = corpus.documents, corpus.rationales
     assert list(docs.columns) == ["example_id", "question", "text", "label"] and len(docs) == 30
+    before = []
     check_answers(docs["question"], docs["text"], docs["label"], docs["example_id"], "generated")  # no error
     for row in docs.itertuples():
         mine = spans[spans["example_id"] == row.example_id]
@@ -178,11 +179,17 @@ def test_the_generated_questions_need_a_sentence_far_from_their_answer():
         assert fact.char_start <= answer["answer_start"] < fact.char_end  # the answer inside its fact
         entity = support.phrase.rsplit(" ", 1)[-1].rstrip(".")
         assert fact.phrase.startswith(entity) and entity not in row.question  # the link is in the text only
-        # the supporting sentence in the first sixth, the answer's in the last: most of the document apart
-        words_between = len(row.text[support.char_end : fact.char_start].split())
+        # the supporting sentence in one end sixth, the answer's in the other: most of the document apart
+        first, second = sorted([support, fact], key=lambda r: r.char_start)
+        words_between = len(row.text[first.char_end : second.char_start].split())
         assert words_between >= len(row.text.split()) // 2
         assert (mine["evidence"] == (mine["phrase_label"] != QA_DISTRACTOR)).all()
         assert 1 <= (mine["phrase_label"] == QA_DISTRACTOR).sum() <= 2 * cfg.n_distractors
+        # a fact of the question's relation about another system shares the answer's end: position does not tell
+        others = mine[(mine["phrase_label"] == QA_DISTRACTOR) & ~mine["phrase"].str.contains(" is known as ")]
+        assert (abs(others["char_start"] - fact.char_start) < len(row.text) // 3).any()
+        before.append(support.char_start < fact.char_start)
+    assert 0 < sum(before) < len(before)  # which end holds the answer is drawn per document
 
 
 # --- the heads through the model seam --------------------------------------------------------------------

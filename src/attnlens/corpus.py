@@ -424,13 +424,15 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
     """Question-answering documents whose answer needs a sentence far from it.
 
     Each document is filler (as the classification corpus's) with planted sentences. The question asks about a
-    system by a description (*"Who designed the compiler used at the Lund lab?"*); a **supporting** sentence in the
-    document's first sixth says which system that is (*"The compiler used at the Lund lab is known as Falcon."*),
-    and the **answer's** sentence in its last sixth states the fact (*"Falcon was designed by Ada Byrne."*): the
-    two are most of the document apart, further than a sliding window reaches, so only a path through the global
-    question tokens (or the layers' stacking) joins them. ``m`` **distractors** (``m`` drawn from ``[1,
-    max(1, n_distractors)]``) sit anywhere: the same relation's fact about another system, or another description's
-    supporting sentence. ``label_noise`` does not apply (an answer is a span of the text, not a label to flip).
+    system by a description (*"Who designed the compiler used at the Lund lab?"*); a **supporting** sentence in one
+    end sixth of the document says which system that is (*"The compiler used at the Lund lab is known as Falcon."*),
+    and the **answer's** sentence in the other end sixth states the fact (*"Falcon was designed by Ada Byrne."*),
+    which end each is drawn per document: the two are most of the document apart, further than a sliding window
+    reaches, so only a path through the global question tokens (or the layers' stacking) joins them. ``m``
+    **distractors** (``m`` drawn from ``[1, max(1, n_distractors)]``): the same relation's fact about another system
+    and another description's supporting sentence, the first of each in the sixth of the answer's fact and of the
+    supporting sentence, so that neither position nor relation tells the answer; the rest anywhere. ``label_noise``
+    does not apply (an answer is a span of the text, not a label to flip).
 
     Returns:
         ``documents`` with ``question`` and ``label``, the answers (``[{"text", "answer_start"}]``, one answer),
@@ -449,15 +451,18 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
         described = [f"{things[k]} used at the {places[k]} lab" for k in range(3)]
         values = rng.permutation(answers)
         target, answer = str(entities[0]), str(values[0])
+        near, far = ("first", "last") if rng.random() < 0.5 else ("last", "first")
         planted = [
-            (QA_SUPPORTING, QA_SUPPORT.format(d=described[0], e=target), "first"),
-            (QA_ANSWER, fact.format(e=target, a=answer), "last"),
+            (QA_SUPPORTING, QA_SUPPORT.format(d=described[0], e=target), near),
+            (QA_ANSWER, fact.format(e=target, a=answer), far),
         ]
         for k in range(int(rng.integers(1, max(1, cfg.n_distractors) + 1))):
             other = str(entities[1 + k])
-            planted.append((QA_DISTRACTOR, fact.format(e=other, a=str(values[1 + k])), "any"))
+            # the first distractors sit where the answer's fact and the supporting sentence do: no position tells
+            planted.append((QA_DISTRACTOR, fact.format(e=other, a=str(values[1 + k])), far if k == 0 else "any"))
             if k < 2:
-                planted.append((QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), "any"))
+                planted.append((QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), near if k == 0
+                                else "any"))  # fmt: skip
         text, placed = _qa_document(rng, planted, cfg)
         start = text.index(answer, placed[1][1])  # the answer inside its fact sentence
         rows.append((example_id, question.format(d=f"the {described[0]}"), text,
@@ -481,7 +486,8 @@ def _qa_document(rng: np.random.Generator, planted: list[tuple[int, str, str]],
     sixth = max(1, n // 6)
     ranges = {"first": (0, sixth), "last": (n - sixth + 1, n + 1), "any": (0, n + 1)}
     slots = [int(rng.integers(*ranges[where])) for _, _, where in planted]
-    order = sorted(range(len(planted)), key=lambda k: (slots[k], k))
+    ties = rng.permutation(len(planted))  # sentences of one slot in a drawn order: no place in it tells the answer
+    order = sorted(range(len(planted)), key=lambda k: (slots[k], ties[k]))
     parts, placed, pos, k = [], [None] * len(planted), 0, 0
     for j in range(n + 1):
         while k < len(order) and slots[order[k]] == j:
