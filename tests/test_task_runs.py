@@ -41,13 +41,20 @@ REGRESSION = {
 }
 
 
-@session_run("regression_run", seconds=60)
-def _regression(work: Path) -> Path:
-    """The `.test` configuration as a regression, to the end of its study, one thread a job as ``tiny_run``."""
-    write_config(work, merged(tiny_config(ROOT), REGRESSION))
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
+def _task_run(work: Path, overlay: dict, targets: tuple[str, ...] = ()) -> Path:
+    """The `.test` configuration with ``overlay`` in ``work``, built up to ``targets`` (every study output when
+    none), one thread a job as ``tiny_run``."""
+    write_config(work, merged(tiny_config(ROOT), overlay))
+    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *targets,
+                        timeout=GUARD["run"])  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work
+
+
+@session_run("regression_run", seconds=60)
+def _regression(work: Path) -> Path:
+    """The `.test` configuration as a regression, to the end of its study."""
+    return _task_run(work, REGRESSION)
 
 
 @pytest.fixture(scope="session")
@@ -73,12 +80,8 @@ MULTILABEL_TARGETS = ("results/paper/tables/target_agreement.csv", "results/expl
 
 @session_run("multilabel_run", seconds=60)
 def _multilabel(work: Path) -> Path:
-    """The `.test` configuration as a multi-label run, up to what its tests read, one thread a job."""
-    write_config(work, merged(tiny_config(ROOT), MULTILABEL_RUN))
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *MULTILABEL_TARGETS,
-                        timeout=GUARD["run"])  # fmt: skip
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return work
+    """The `.test` configuration as a multi-label run, up to what its tests read."""
+    return _task_run(work, MULTILABEL_RUN, MULTILABEL_TARGETS)
 
 
 @pytest.fixture(scope="session")
@@ -102,12 +105,8 @@ QA_TARGETS = ("results/paper/tables/target_agreement.csv", "results/paper/tables
 
 @session_run("qa_run", seconds=60)
 def _qa(work: Path) -> Path:
-    """The `.test` configuration as a question-answering run, up to what its tests read, one thread a job."""
-    write_config(work, merged(tiny_config(ROOT), QA_RUN))
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *QA_TARGETS,
-                        timeout=GUARD["run"])  # fmt: skip
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return work
+    """The `.test` configuration as a question-answering run, up to what its tests read."""
+    return _task_run(work, QA_RUN, QA_TARGETS)
 
 
 @pytest.fixture(scope="session")
