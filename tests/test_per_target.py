@@ -18,6 +18,7 @@ from attnlens.similarity.regions import (
     query_attention_table,
     query_rows,
     region_masks,
+    region_tau,
     shares,
 )
 from attnlens.stats import n_top
@@ -122,3 +123,23 @@ def test_query_rows_and_the_table_are_the_shares_by_hand():
     assert ["group", *table.columns[1:]] == [c for c in COLUMNS if c not in ("configuration", "region")]
     assert set(table.index.get_level_values(1)) == {
         "evidence", SPECIAL, OTHER}  # fmt: skip
+
+
+def test_the_rank_agreement_inside_a_region_is_scipys_kendall_tau_b():
+    """Agreement restricted to a region (a supporting sentence): τ_b of the attention and the attribution's magnitude
+    over the region's tokens, as scipy computes it (the same call on the same float64 values: equal); undefined
+    (NaN) under three tokens or on a constant side."""
+    rng = np.random.default_rng(4)
+    attention, magnitude = rng.random(20), np.round(rng.random(20), 1)  # ties in one
+    mask = np.zeros(20, dtype=bool)
+    mask[5:15] = True
+    assert region_tau(attention, magnitude, mask) == stats.kendalltau(attention[5:15], magnitude[5:15]).statistic
+    assert np.isnan(region_tau(attention, magnitude, np.arange(20) < 2))
+    assert np.isnan(region_tau(np.ones(20), magnitude, mask))
+    masks = region_masks({"sentence": mask}, np.arange(20) == 0)
+    rows = pd.DataFrame(query_rows("d", "answer", np.tile(attention, (2, 3, 1)), magnitude, masks),
+                        columns=ROW_COLUMNS)  # fmt: skip
+    last = rows[rows["configuration"] == "last"].set_index("region")["kendall_tau_b"]
+    assert last["sentence"] == pytest.approx(region_tau(attention, magnitude, mask), abs=1e-12)  # the head mean
+    table = query_attention_table(rows, seed=0, n_boot=200).set_index(["configuration", "region"])
+    assert table.loc[("last", "sentence"), "n_tau"] == 1 and table.loc[("last", SPECIAL), "n_tau"] == 0

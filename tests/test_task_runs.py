@@ -318,6 +318,9 @@ def test_a_qa_run_answers_from_the_context_and_explains_the_answer_span(qa_run):
         assert cell["attention"].sum() == pytest.approx(1, abs=1e-9) and cell["tokens"].sum() == pytest.approx(1)
         assert cell["attribution"].sum() == pytest.approx(1, abs=1e-9)
     assert (where["n_documents"] == len(ig)).all()
+    # the question's tokens are global: their attention reaches the supporting sentence, and is ranked inside it
+    supporting = where[(where["region"] == "supporting sentence") & (where["group"] == "question")]
+    assert (supporting["n_tau"] == len(ig)).all() and supporting["kendall_tau_b"].between(-1, 1).all()
 
 
 def test_the_api_answers_a_question_and_explains_the_span(qa_run):
