@@ -143,3 +143,4 @@ def test_the_rank_agreement_inside_a_region_is_scipys_kendall_tau_b():
     assert last["sentence"] == pytest.approx(region_tau(attention, magnitude, mask), abs=1e-12)  # the head mean
     table = query_attention_table(rows, seed=0, n_boot=200).set_index(["configuration", "region"])
     assert table.loc[("last", "sentence"), "n_tau"] == 1 and table.loc[("last", SPECIAL), "n_tau"] == 0
+    assert "not computable (n = 0): τ_b needs 3 tokens" in table.loc[("last", SPECIAL), "note"]  # a reason, not NaN

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlens.stats import bootstrap_means
+from attnlens.stats import bootstrap_means, not_computable
 
 #: The layer configurations of a query group's attention: the last layer, and the mean over every layer (heads
 #: averaged in both).
@@ -29,7 +29,7 @@ ROW_COLUMNS = ("example_id", "group", "configuration", "region", "attention", "a
 #: The table (:func:`query_attention_table`).
 COLUMNS = ("group", "configuration", "region", "n_documents", "attention", "attention_lo", "attention_hi",
            "attribution", "attribution_lo", "attribution_hi", "tokens", "difference", "difference_lo",
-           "difference_hi", "n_tau", "kendall_tau_b", "tau_lo", "tau_hi")  # fmt: skip
+           "difference_hi", "n_tau", "kendall_tau_b", "tau_lo", "tau_hi", "note")  # fmt: skip
 
 
 def region_masks(named: dict[str, np.ndarray], special: np.ndarray) -> dict[str, np.ndarray]:
@@ -90,7 +90,17 @@ def query_attention_table(rows: pd.DataFrame, seed: int, n_boot: int) -> pd.Data
         values = cell[["attention", "attribution", "kendall_tau_b"]].to_numpy(dtype=np.float64)
         values = np.column_stack([values[:, :2], values[:, 0] - values[:, 1], values[:, 2]])
         mean, lo, hi = bootstrap_means(values, seed, n_boot)
+        n_tau = int(cell["kendall_tau_b"].notna().sum())
+        notes = []
+        if np.isnan(lo[:3]).any():
+            notes.append(not_computable(len(cell), "an interval needs two documents or more"))
+        if np.isnan(mean[3]):
+            why = (f"τ_b needs {MIN_TOKENS} tokens of the region or more, neither side constant over them (attention "
+                   "beyond a local token's window is 0)")  # fmt: skip
+            notes.append(not_computable(n_tau, why))
+        elif np.isnan(lo[3]):
+            notes.append(not_computable(n_tau, "τ_b's interval needs two documents with it or more"))
         out.append((group, configuration, region, len(cell), mean[0], lo[0], hi[0], mean[1], lo[1], hi[1],
-                    float(cell["tokens"].mean()), mean[2], lo[2], hi[2], int(cell["kendall_tau_b"].notna().sum()),
-                    mean[3], lo[3], hi[3]))  # fmt: skip
+                    float(cell["tokens"].mean()), mean[2], lo[2], hi[2], n_tau, mean[3], lo[3], hi[3],
+                    "; ".join(notes)))  # fmt: skip
     return pd.DataFrame(out, columns=list(COLUMNS))
