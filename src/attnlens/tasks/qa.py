@@ -226,15 +226,18 @@ def span_probabilities(scores):
 def gold_spans(answers: Sequence, encoded) -> np.ndarray:
     """``(n, 2)`` int64 token spans ``(start, end)`` of each example's first gold answer that truncation left
     whole (:func:`token_span` over ``encoded``'s offsets in the context); ``(-1, -1)`` where none is left."""
-    out = np.full((len(answers), 2), -1, dtype=np.int64)
-    for i, cell in enumerate(answers):
-        for answer in cell:
-            start = int(answer["answer_start"])
-            span = token_span(encoded.offsets[i], encoded.in_text[i], start, start + len(answer["text"]))
-            if span is not None:
-                out[i] = span
-                break
-    return out
+    return np.array([_gold_span(cell, encoded.offsets[i], encoded.in_text[i]) for i, cell in enumerate(answers)],
+                    dtype=np.int64).reshape(len(answers), 2)  # fmt: skip
+
+
+def _gold_span(answers, offsets, in_text) -> tuple[int, int]:
+    """The token span of the first of one example's ``answers`` that truncation left whole; ``(-1, -1)`` else."""
+    for answer in answers:
+        start = int(answer["answer_start"])
+        span = token_span(offsets, in_text, start, start + len(answer["text"]))
+        if span is not None:
+            return span
+    return -1, -1
 
 
 class QuestionAnswering(Task):
@@ -336,10 +339,7 @@ class QuestionAnswering(Task):
         first_sep = next((k for k in range(1, n) if encoded.in_text[index][k]), n) - 1  # the [SEP] before the context
         question[1:first_sep] = True
         answer = np.zeros(n, dtype=bool)
-        single = type(encoded)(encoded.input_ids[index : index + 1], encoded.pad_token_id, None,
-                               encoded.offsets[index : index + 1], encoded.in_text[index : index + 1],
-                               encoded.texts[index : index + 1])  # fmt: skip
-        s, e = gold_spans([label], single)[0]
+        s, e = _gold_span(label, encoded.offsets[index], encoded.in_text[index])
         if s >= 0:
             answer[s : e + 1] = True
         return {"question": question, "answer": answer}
