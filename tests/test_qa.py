@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 from attnlens.attention.band import attention_from
 from attnlens.attention.summaries import query_attention
 from attnlens.attribution.ig import integrate
-from attnlens.config import DataConfig, ModelConfig, SyntheticConfig
+from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
 from attnlens.data import prepare_dataset
 from attnlens.errors import InputError
@@ -496,3 +496,15 @@ def test_a_fine_tuned_reader_is_imported_as_it_is(tmp_path):
     assert type(model).__name__ == "LongformerForQuestionAnswering" and task_of(model.config) is QA
     for key, value in qa.state_dict().items():
         assert torch.equal(model.state_dict()[key], value)
+
+
+def test_the_config_refuses_what_a_question_answering_run_cannot_mean():
+    cases = (
+        ({"classes": ["a", "b"]}, ["classification"], r"data\.classes: expected none for data\.task 'qa' \(an answer "
+                                                      r"is a span of the context, not a class\)"),
+        ({}, ["classification", "topology"], r"studies: expected no topology study"),
+        ({"source": "folders", "path": "x", "classes": ["a", "b"]}, ["classification"], r"data\.source: expected a"),
+    )  # fmt: skip
+    for data, studies, match in cases:
+        with pytest.raises(InputError, match=match):
+            validate_config({"data": {"task": "qa", **data}, "studies": studies})

@@ -60,6 +60,8 @@ class Task(ABC):
     folders_refused: ClassVar[str | None] = None
     #: why the topology study cannot run for the task; ``None``: it can
     topology_refused: ClassVar[str | None] = None
+    #: why ``data.classes`` means nothing for the task (its outputs are not classes); ``None``: it names them
+    classes_refused: ClassVar[str | None] = None
 
     def check_config(self, config: dict, where: str) -> None:
         """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass
@@ -71,6 +73,9 @@ class Task(ABC):
         if data.get("source") == "folders" and self.folders_refused:
             raise InputError(where, "data.source", f"expected a file, hub or synthetic source for data.task "
                              f"{self.name!r} ({self.folders_refused})")  # fmt: skip
+        if data.get("classes") and self.classes_refused:
+            raise InputError(where, "data.classes", f"expected none for data.task {self.name!r} "
+                             f"({self.classes_refused})")  # fmt: skip
         if "topology" in config.get("studies", ()) and self.topology_refused:
             raise InputError(where, "studies", f"expected no topology study for data.task {self.name!r} "
                              f"({self.topology_refused})")  # fmt: skip

@@ -260,15 +260,10 @@ class QuestionAnswering(Task):
     extra_columns = ("question",)
     token_logits = True
     folders_refused = "a folder per class holds no question"
+    classes_refused = "an answer is a span of the context, not a class"
     topology_refused = "it compares the attention of two classes; a question has an answer, not a class"
     #: a document without a known answer (the one-document API without ``label``)
     NO_LABEL: ClassVar[list] = []
-
-    def check_config(self, config, where):
-        super().check_config(config, where)
-        if config.get("data", {}).get("classes"):
-            raise InputError(where, "data.classes", "expected none for data.task 'qa' (an answer is a span of the "
-                             "context, not a class)")  # fmt: skip
 
     # --- labels
     def resolve_labels(self, labels, ids, classes, where, field):

@@ -46,13 +46,8 @@ class Regression(Task):
     #: quantile strata of the split: each quarter of the target's range is split as a class would be
     STRATA = 4
     folders_refused = "class folders hold classes, not values"
+    classes_refused = "its one output is the value"
     topology_refused = "it compares the attention of the classes"
-
-    def check_config(self, config, where):
-        super().check_config(config, where)
-        if config.get("data", {}).get("classes"):
-            raise InputError(where, "data.classes", "expected none for data.task 'regression' (its one output is "
-                             "the value)")  # fmt: skip
 
     def resolve_labels(self, labels, ids, classes, where, field):
         no_empty_cell(labels, ids, where, field, "a target value")
