@@ -22,7 +22,8 @@ from transformers import AutoTokenizer
 
 from attnlens.attention.band import attention_from
 from attnlens.attention.summaries import query_attention
-from attnlens.attribution.ig import integrate
+from attnlens.attribution.attnlrp import attnlrp
+from attnlens.attribution.ig import attribute_example, integrate, prepare_inputs
 from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
 from attnlens.data import prepare_dataset
@@ -508,3 +509,34 @@ def test_the_config_refuses_what_a_question_answering_run_cannot_mean():
     for data, studies, match in cases:
         with pytest.raises(InputError, match=match):
             validate_config({"data": {"task": "qa", **data}, "studies": studies})
+
+
+class _Vocab:
+    """What prepare_inputs and the QA task read of a tokenizer: the structural ids (CLS 0, PAD 1, SEP 2)."""
+
+    pad_token_id, cls_token_id, sep_token_id = 1, 0, 2
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [0, 2]}
+
+
+def test_ig_and_attnlrp_explain_a_span_through_the_task():
+    """Through the seam a reader's span is explained as a class is: IG adds up to F_t(x) − F_t(x′), F the span
+    distribution (completeness, float64, 64 Gauss–Legendre steps: ≲ 1e-4 of the gap), with the question's tokens
+    global; AttnLRP explains the span's score start[s] + end[e] (the same float64 forward: 1e-12)."""
+    model = (
+        with_head(tiny_longformer(window=4, num_labels=2, double=True), "question_answering", seed=0).double().eval()
+    )
+    model.config.problem_type = QA.problem_type
+    ids = [0, 7, 12, 2, 9, 30, 11, 14, 2]
+    inputs = prepare_inputs(model, _Vocab(), ids)
+    assert inputs.model_args["global_attention_mask"][0].tolist() == [1, 1, 1, 0, 0, 0, 0, 0, 0]
+    with torch.no_grad():
+        out = model(input_ids=inputs.input_ids, **inputs.forward_kwargs())
+    target = span_index(5, 6)
+    res = attribute_example(model, inputs, target, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=64)
+    expected = QA.outputs(QA.logits(out).numpy())[0, target]
+    assert res.probs[target] == pytest.approx(expected, rel=1e-12)
+    assert abs(res.scores.sum() - res.gap) <= 1e-4 * abs(res.gap)
+    relevance = attnlrp(model, inputs, target)
+    assert relevance.explained == pytest.approx(float(out.start_logits[0, 5] + out.end_logits[0, 6]), rel=1e-12)
