@@ -51,7 +51,10 @@ CONDITIONAL = {
 }  # fmt: skip
 
 #: Keys whose changed value (:data:`OVERRIDES`) leaves a study out: its rules are planned no more.
-WITHOUT = {key: {"topology", "bottleneck_distances", "plot_topology"} for key in ("data.task", "data.label_columns")}
+WITHOUT = {
+    key: {"topology", "bottleneck_distances", "plot_topology"}
+    for key in ("data.task", "data.label_columns", "data.layout")
+}
 
 #: Values for keys whose generic change would be rejected by a cross-field check of the config.
 OVERRIDES = {
@@ -63,6 +66,10 @@ OVERRIDES = {
             "data": {"task": "multilabel", "source": "file", "path": "elsewhere.csv"},
             "studies": ["classification", "pairs"],
         },
+    ),
+    "data.layout": (
+        "hotpot_qa",
+        {"data": {"task": "qa", "source": "file", "path": "elsewhere.json"}, "studies": ["classification", "pairs"]},
     ),
     "pairs.data.source": ("file", {"pairs": {"data": {"path": "elsewhere.csv"}}}),
     "model.attention_window": (16, {}),

@@ -28,6 +28,8 @@ import jsonschema
 import yaml
 
 from attnlens.errors import InputError
+from attnlens.layouts import DEFAULT as DEFAULT_LAYOUT
+from attnlens.layouts import get_layout, layout_names
 from attnlens.methods import REFERENCE, ranking_source, schema_lists
 from attnlens.tasks import DEFAULT as DEFAULT_TASK
 from attnlens.tasks import get_task, task_names
@@ -132,10 +134,11 @@ def _field_names(cls: type) -> frozenset[str]:
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
     """The schema, with the keys marked ``x-registry`` given their enum and default from the registry they name
     (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings; ``tasks``: the registered
-    :mod:`attnlens.tasks`)."""
+    :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.layouts`)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    _fill_registries(schema, {**schema_lists(), "tasks": (task_names(), DEFAULT_TASK)})
+    registries = {"tasks": (task_names(), DEFAULT_TASK), "layouts": (layout_names(), DEFAULT_LAYOUT)}
+    _fill_registries(schema, {**schema_lists(), **registries})
     return schema
 
 
@@ -370,6 +373,13 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     if source == "hub" and not data.get("hub", {}).get("name"):
         raise InputError(where, "data.hub.name", "expected a dataset id for data.source 'hub'")
     get_task(data.get("task")).check_config(config, where)
+    layout = get_layout(data.get("layout", DEFAULT_LAYOUT))
+    if layout.name != DEFAULT_LAYOUT and source not in ("file", "hub"):
+        raise InputError(where, "data.layout", f"expected {DEFAULT_LAYOUT!r} for data.source {source!r} (a layout "
+                         f"reads a file's or hub dataset's rows), got {layout.name!r}")  # fmt: skip
+    if layout.tasks and data.get("task") not in layout.tasks:
+        raise InputError(where, "data.layout", f"expected data.task one of {list(layout.tasks)} for data.layout "
+                         f"{layout.name!r}, got {data.get('task')!r}")  # fmt: skip
     syn = data.get("synthetic", {})
     if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
         raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
 from attnlens.corpus import GENERATORS
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
+from attnlens.layouts import Columns, get_layout
 from attnlens.tasks import CLASSIFICATION, Task, get_task
 from attnlens.tokens import structural_ids, unknown_count
 
@@ -54,12 +56,14 @@ _RATIONALE_COLUMNS = {
 
 @dataclass(frozen=True)
 class Source:
-    """What a loader returns: examples (``example_id, text, label[, split]``), class names, rationales."""
+    """What a loader returns: examples (``example_id, text, label[, split]``), class names, rationales, and the
+    rows its layout left out (:mod:`attnlens.layouts`)."""
 
     examples: pd.DataFrame
     classes: tuple[str, ...]
     where: str
     rationales: pd.DataFrame | None = None
+    left_out: dict[str, int] = field(default_factory=dict)  # rows a layout left out, by reason
 
 
 # --------------------------------------------------------------------------------------------- loaders
@@ -77,7 +81,7 @@ def read_table(path: Path) -> pd.DataFrame:
         if suffix == ".csv":
             return pd.read_csv(path, encoding="utf-8-sig", keep_default_na=False, na_values=[""])
         if suffix in (".jsonl", ".json"):
-            return pd.read_json(path, lines=True, encoding="utf-8-sig", dtype=False)
+            return pd.read_json(path, lines=not _json_array(path), encoding="utf-8-sig", dtype=False)
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
     except UnicodeDecodeError as err:
@@ -88,7 +92,16 @@ def read_table(path: Path) -> pd.DataFrame:
         ) from None
     except ValueError as err:
         raise InputError(str(path), "(format)", f"expected valid {suffix[1:]}: {str(err).splitlines()[0]}") from None
-    raise InputError(str(path), "(suffix)", f"expected .csv, .jsonl or .parquet, got {suffix or 'none'!r}")
+    raise InputError(str(path), "(suffix)", f"expected .csv, .json, .jsonl or .parquet, got {suffix or 'none'!r}")
+
+
+def _json_array(path: Path) -> bool:
+    """Whether a JSON file is one array of records (HotpotQA's, SQuAD-like dumps) rather than one record a line."""
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        while chunk := fh.read(4096):
+            if stripped := chunk.lstrip():
+                return stripped.startswith("[")
+    return False
 
 
 def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
@@ -153,25 +166,46 @@ def paragraphs_joined(texts: pd.Series) -> pd.Series:
     return texts.map(join)
 
 
+def _table_examples(df: pd.DataFrame, cfg: DataConfig, where: str, id_of) -> tuple[pd.DataFrame, list[dict], dict]:
+    """A file's or a hub split's rows as examples (``example_id, text, label`` and the task's extra columns), laid
+    out by ``data.layout`` (:mod:`attnlens.layouts`): with the rationales it annotates and the rows it left out, by
+    reason. The result's index is the source's rows kept (their positions); ``id_of(i)`` names the source's row ``i``
+    without ``data.id_column``."""
+    laid = get_layout(cfg.layout).lay_out(df, Columns(cfg.text_column, cfg.label_column, cfg.question_column), where)
+    df = laid.frame
+    labels = label_cells(df, cfg, where)
+    if cfg.id_column is not None and cfg.id_column not in df.columns:
+        raise InputError(where, cfg.id_column, f"expected an id column {cfg.id_column!r}")
+    ids = df[cfg.id_column].astype(str).tolist() if cfg.id_column else [id_of(i) for i in df.index]
+    extra = {name: np.asarray(values) for name, values in extra_columns(df, cfg, where).items()}
+    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]).to_numpy(),
+                        "label": labels.to_numpy(), **extra}, index=df.index)  # fmt: skip
+    rationales = [{**{k: v for k, v in r.items() if k != "row"}, "example_id": ids[r["row"]]} for r in laid.rationales]
+    return out, rationales, laid.left_out
+
+
+def _rationale_frame(rows: list[dict] | None) -> pd.DataFrame | None:
+    if not rows:
+        return None
+    return pd.DataFrame(rows)[list(_RATIONALE_COLUMNS)].astype(_RATIONALE_COLUMNS)
+
+
 def _load_file(cfg: DataConfig) -> Source:
     path = Path(cfg.path)
     if not path.is_file():
-        raise InputError(str(path), "data.path", "expected an existing CSV, JSONL or parquet file")
+        raise InputError(str(path), "data.path", "expected an existing CSV, JSON(L) or parquet file")
     df = read_table(path)
-    labels = label_cells(df, cfg, str(path))
-    if cfg.id_column is not None and cfg.id_column not in df.columns:
-        raise InputError(str(path), cfg.id_column, f"expected an id column {cfg.id_column!r}")
-    ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"row{i:06d}" for i in range(len(df))]
-    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels,
-                        **extra_columns(df, cfg, str(path))})  # fmt: skip
+    out, rationales, left_out = _table_examples(df, cfg, str(path), lambda i: f"row{i:06d}")
     if "split" in df.columns:
-        bad = sorted(set(df["split"].astype(str)) - set(SPLITS))
+        split = df["split"].astype(str).to_numpy()[out.index]  # the kept rows' own split
+        bad = sorted(set(split) - set(SPLITS))
         if bad:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
-        out["split"] = df["split"].astype(str).to_numpy()
+        out["split"] = split
+    out = out.reset_index(drop=True)
     out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
                                                                str(path), label_field(cfg))  # fmt: skip
-    return Source(out, classes, str(path))
+    return Source(out, classes, str(path), _rationale_frame(rationales), left_out)
 
 
 def _read_text(file: Path) -> str:
@@ -233,7 +267,7 @@ def _load_hub(cfg: DataConfig) -> Source:
     hub = cfg.hub
     where = f"hub:{hub.name}"
     splits = [hub.train_split] + ([hub.test_split] if hub.test_split else [])
-    frames = []
+    frames, rationales, left_out = [], [], Counter()
     for split in splits:
         try:
             ds = datasets.load_dataset(hub.name, hub.config, split=split, revision=hub.revision)
@@ -244,18 +278,17 @@ def _load_hub(cfg: DataConfig) -> Source:
                 f"could not load {hub.name!r} split {split!r} from the Hugging Face Hub "
                 f"({type(err).__name__}; offline or unknown id); use data.source 'file' or 'folders' offline",
             ) from None
-        df = ds.to_pandas()
-        labels = label_cells(df, cfg, f"{where}[{split}]")
-        ids = df[cfg.id_column].astype(str) if cfg.id_column else [f"{split}-{i:06d}" for i in range(len(df))]
-        part = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]), "label": labels,
-                             **extra_columns(df, cfg, f"{where}[{split}]")})  # fmt: skip
+        part, found, dropped = _table_examples(ds.to_pandas(), cfg, f"{where}[{split}]",
+                                               lambda i, split=split: f"{split}-{i:06d}")  # fmt: skip
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
+        rationales += found
+        left_out.update(dropped)
     out = pd.concat(frames, ignore_index=True)
     out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
                                                                where, label_field(cfg))  # fmt: skip
-    return Source(out, classes, where)
+    return Source(out, classes, where, _rationale_frame(rationales), dict(left_out))
 
 
 LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}
@@ -368,6 +401,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         "seed": cfg.seed,
         "task": task.name,
         "classes": list(source.classes),
+        "left_out": dict(source.left_out),
         "counts": {s: task.summary(frames[s]["label"].to_numpy(), source.classes) for s in SPLITS},
         "examples": [
             {"example_id": r.example_id, "split": s, "label": task.label_value(r.label), "sha256": sha256_text(r.text)}

@@ -37,7 +37,7 @@ AXES = ("datasets", "models", "seeds")
 #: workflow): runs that give a rule the same values share its job.
 PREPARE_DATASET_KEYS = {
     "data": ["task", "source", "seed", "test_fraction", "text_column", "label_column", "label_columns", "id_column",
-             "path", "classes", "hub", "synthetic"],
+             "question_column", "layout", "path", "classes", "hub", "synthetic"],
     "model": ["source", "name_or_path", "max_length"],
 }  # fmt: skip
 BUILD_BASE_MODEL_KEYS = {

@@ -19,6 +19,7 @@ from attnlens.data import (
 )
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
+from attnlens.layouts import left_out_note
 from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
 from attnlens.tasks import get_task, task_of
 
@@ -38,9 +39,9 @@ def run_prepare_dataset(
     The manifest also says how many tokens of every document the model will see: documents longer than
     ``model.max_length`` (the checkpoint's own length when it is null) are cut there by every later stage, and
     the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
-    ``results/run_notes.csv``) count what was cut. They also state the share of ``[UNK]`` among each split's
-    content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`. An existing classifier
-    (``model.source: classifier``) must predict the dataset's classes.
+    ``results/run_notes.csv``) count what was cut, and the rows ``data.layout`` left out. They also state the share
+    of ``[UNK]`` among each split's content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`.
+    An existing classifier (``model.source: classifier``) must predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
     # a wrong checkpoint, or a classifier of other classes, fails before any file is written
@@ -56,7 +57,8 @@ def run_prepare_dataset(
     tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
     ids = encode_splits(tokenizer, frames, get_task(manifest["task"]))
     cut = truncation(manifest, token_counts(ids), max_length)
-    notes = [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
+    notes = [n for n in [left_out_note(manifest["source"], manifest["left_out"], cfg.layout)] if n]
+    notes += [n for split in cut if (n := truncation_note(split, cut[split], max_length))]
     manifest["unknown_tokens"] = unknown_tokens(tokenizer, ids, max_length)
     notes += [
         unknown_note(split, summary, tokenizer.unk_token) for split, summary in manifest["unknown_tokens"].items()
