@@ -25,6 +25,7 @@ pytestmark = pytest.mark.workflow
 DAG_KEYS = {
     "pairs.exact.enabled": {"attribute_pairs", "pair_convergence", "pair_tables"},
     "studies": {"manifest"},  # a study fewer: the manifest lists fewer targets, every kept artifact stands
+    "explanations.targets": {"target_agreement"},  # every target explained: it reads the explain shards too
 }
 
 #: Keys that turn one run into a grid of runs, each under results/runs/{run}/: a change re-lays the whole

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnlens.similarity.per_target import METRICS, VIEW, pair_agreement, target_agreement
+from attnlens.similarity.per_target import METRICS, VIEW, pair_agreement, target_agreement, target_sensitivity
 from attnlens.similarity.regions import (
     COLUMNS,
     OTHER,
@@ -86,6 +86,32 @@ def test_the_table_averages_documents_and_counts_each_pair_once_overall():
     assert single.loc[single["configuration"] == "all", "note"].str.contains("no other target").all()
     assert single["difference"].isna().all()  # nothing to pair with
     assert single.loc[single["configuration"] == "last", "note"].str.startswith("not computable (n = 0)").all()
+
+
+def test_target_sensitivity_is_one_for_a_method_blind_to_the_target_and_averages_documents_first():
+    """A method that gives one map whatever the target agrees perfectly with itself (τ_b 1, Jaccard 1); a method
+    whose explanation of each target is independent noise agrees about as chance does (|τ_b| within 4/√n of 0,
+    Kendall's τ's null standard deviation being √(2(2n+5)/(9n(n−1))) ≈ 2/(3√n)); a document's pairs are averaged
+    before the documents are, and a method with no pair says why."""
+    rng = np.random.default_rng(1)
+    n = 400
+    valid = np.ones(n, dtype=bool)
+    one_map = rng.random(n)
+    blind = pd.concat([pair_agreement(d, {t: one_map for t in range(3)}, valid, (0.9,), 0.05) for d in "ab"])
+    noisy = pd.concat([pair_agreement(d, {t: rng.normal(size=n) for t in range(k)}, valid, (0.9,), 0.05)
+                       for d, k in (("a", 3), ("b", 2))])  # fmt: skip
+    table = target_sensitivity({"ig": noisy, "attention_last": blind, "rollout": noisy.iloc[:0]}, 0, 200)
+    assert table["method"].tolist() == ["ig"] * 2 + ["attention_last"] * 2 + ["rollout"] * 2
+    row = table.set_index(["method", "metric"])
+    assert row.loc[("attention_last", "kendall_tau_b"), "between_targets"] == 1.0
+    assert row.loc[("attention_last", "jaccard_top5"), "between_targets"] == 1.0
+    assert abs(row.loc[("ig", "kendall_tau_b"), "between_targets"]) < 4 / np.sqrt(n)
+    assert row.loc[("ig", "kendall_tau_b"), "n_pairs"] == 3 + 1 and row.loc[("ig", "kendall_tau_b"), "n_documents"] == 2
+    once = noisy[(noisy["target"] < noisy["other"]) & (noisy["metric"] == "kendall_tau_b")]
+    by_doc = once.groupby("example_id")["value"].mean()
+    assert row.loc[("ig", "kendall_tau_b"), "between_targets"] == pytest.approx(by_doc.mean(), rel=1e-12)
+    assert row.loc[("rollout", "kendall_tau_b"), "note"].startswith("no document with two targets")
+    assert np.isnan(row.loc[("rollout", "kendall_tau_b"), "between_targets"])
 
 
 # --- where attention goes (attnlens.similarity.regions) -----------------------------------------------------

@@ -19,6 +19,7 @@ from session_runs import session_run
 
 import attnlens
 from attnlens.attention.summaries import load_bands
+from attnlens.attribution.artifacts import load_explanations
 from attnlens.corpus import TOPIC_NAMES
 from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
@@ -63,12 +64,18 @@ def regression_run(session_runs) -> Path:
 
 
 #: The `.test` configuration as a multi-label run, every label of every test document explained (``all``), so that
-#: every document has label pairs to compare; two leaderboard methods (a gradient and AttnLRP) for the headline.
+#: every document has label pairs to compare; three leaderboard methods (raw attention, a gradient, AttnLRP), each
+#: explaining every label (``explanations.targets: every``).
 MULTILABEL_RUN = {
     **REGRESSION,
     "data": {"task": "multilabel", "synthetic": {"n_documents": 12, "label_noise": 0.0}},
     "attribution": {"n_shards": 1, "target": "all"},
-    "explanations": {"n_shards": 1, "methods": ["grad_input", "attnlrp"], "baseline": "ig"},
+    "explanations": {
+        "n_shards": 1,
+        "methods": ["attention_last", "grad_input", "attnlrp"],
+        "baseline": "ig",
+        "targets": "every",
+    },
     "faithfulness": {"fractions": [0.5], "rankings": ["ig", "grad_input", "attnlrp", "random"]},
     "figures": {"topk_role": "most_confident_0"},
 }
@@ -210,8 +217,22 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     assert table["between_targets"].notna().all() and (res / "paper/figures/target_agreement.png").is_file()
     assert table["difference"].notna().all()  # every document has labels to pair with: all explained
 
+    # every method explains every label IG explains (explanations.targets: every), on IG's tokens
+    every = pd.read_parquet(res / "explanations/shard0.parquet")
+    for method, rows in every.groupby("method"):
+        assert sorted(map(tuple, rows[["example_id", "target", "target_rank"]].to_numpy())) == sorted(
+            map(tuple, ig[["example_id", "target", "target_rank"]].to_numpy())), method  # fmt: skip
+    # raw attention reads no output: one map whatever the label, so its target sensitivity is exactly 1; the
+    # gradient and AttnLRP explain each label's own sigmoid and differ between labels, as IG does
+    sensitivity = pd.read_csv(res / "paper/tables/target_sensitivity.csv").set_index(["method", "metric"])
+    assert list(dict.fromkeys(m for m, _ in sensitivity.index)) == ["ig", "attention_last", "grad_input", "attnlrp"]
+    assert (sensitivity.loc["attention_last", "between_targets"] == 1.0).all()
+    for method in ("ig", "grad_input", "attnlrp"):
+        assert sensitivity.loc[(method, "kendall_tau_b"), "between_targets"] < 0.99, method
+        assert sensitivity.loc[(method, "kendall_tau_b"), "n_pairs"] == n_docs * 6  # C(4, 2) a document
+
     # the headline explanation (the likeliest label) goes on through the single-target stages
-    explained = pd.read_parquet(res / "explanations/shard0.parquet")
+    explained = load_explanations([res / "explanations/shard0.parquet"])
     headline = ig[ig["target_rank"] == 0].set_index("example_id")["target"]
     assert (explained.set_index("example_id")["target"] == headline.loc[explained["example_id"]].to_numpy()).all()
     page = next((res / "explorer").glob("*.html"))

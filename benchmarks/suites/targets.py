@@ -5,6 +5,11 @@ with a four-label multi-label head, at the default length and at 4 096 tokens: t
 of one document (one call per label, as rule ``attribute`` and the API make them) against one label, so
 ``ratio_k_over_one`` says how close a label's cost is to a whole document's (``K`` = no sharing at all).
 
+A question's answer span is one target, but a reader's question tokens are all global (Longformer's QA
+convention), and its explained scalar is the span distribution's: ``qa`` times IG and AttnLRP of one span of a
+reader with a :data:`QUESTION_TOKENS`-token question, beside the same document as a classifier with ``[CLS]`` alone
+global (``ratio_over_classification``), so a QA explanation's cost is stated against a class's.
+
 IG runs fixed Gauss–Legendre steps (no adaptive rounds, so every label does the same work; :data:`LENGTHS`); the
 times are medians of ``repeats`` calls after one warm-up call of one label.
 """
@@ -22,10 +27,13 @@ from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, prepare_inputs
 from attnlens.config import ModelConfig, load_config
 from attnlens.models.loading import build_base_model
-from attnlens.tasks import MULTILABEL
+from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
+from attnlens.tasks.qa import span_index
 
 #: the multi-label default's labels (attnlens.corpus.TOPIC_NAMES)
 N_LABELS = 4
+#: a question's tokens, [CLS] and [SEP] included (the generated questions run to 12-16 tokens, HotpotQA's to ~20)
+QUESTION_TOKENS = 20
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -65,6 +73,33 @@ def bench_length(cfg: ModelConfig, length: int, n_steps: int = 32, internal_batc
         many = _median_seconds(lambda fn=fn: fn(N_LABELS), repeats)
         out[name] = {"one_label_s": round(one, 3), f"{N_LABELS}_labels_s": round(many, 3),
                      "ratio_k_over_one": round(many / one, 3)}  # fmt: skip
+    out["qa"] = bench_span(cfg, ids, n_steps, internal_batch_size, repeats)
+    return out
+
+
+def bench_span(cfg: ModelConfig, ids: list[int], n_steps: int, internal_batch_size: int, repeats: int) -> dict:
+    """IG and AttnLRP of one answer span of a reader whose first :data:`QUESTION_TOKENS` tokens are a question
+    (global), against one class of the same document read by a classifier (``[CLS]`` global)."""
+    question = list(ids)
+    model, tokenizer = build_base_model(cfg, CLASSIFICATION.n_outputs(2))
+    question[QUESTION_TOKENS - 1] = tokenizer.sep_token_id  # [CLS] question [SEP] context [SEP]
+    reader = build_base_model(cfg, QA.n_outputs(0), head=QA.head)[0]
+    reader.config.problem_type = QA.problem_type  # as rule train_model saves a reader
+    readers = {"classification": (model.eval(), 1), "qa": (reader.eval(), span_index(40, 42))}
+    out = {"question_tokens": QUESTION_TOKENS}
+    for task, (reader, target) in readers.items():
+        inputs = prepare_inputs(reader, tokenizer, question)
+        calls = {
+            "ig": lambda reader=reader, inputs=inputs, target=target: attribute_example(
+                reader, inputs, target, min_steps=n_steps, max_steps=n_steps, tolerance=None,
+                internal_batch_size=internal_batch_size),
+            "attnlrp": lambda reader=reader, inputs=inputs, target=target: attnlrp(reader, inputs, target),
+        }  # fmt: skip
+        for name, fn in calls.items():
+            fn()  # warm-up
+            out.setdefault(name, {})[f"{task}_s"] = round(_median_seconds(fn, repeats), 3)
+    for name in ("ig", "attnlrp"):
+        out[name]["ratio_over_classification"] = round(out[name]["qa_s"] / out[name]["classification_s"], 3)
     return out
 
 

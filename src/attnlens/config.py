@@ -27,9 +27,9 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from attnlens.data_layouts import DEFAULT as DEFAULT_LAYOUT
+from attnlens.data_layouts import get_layout, layout_names
 from attnlens.errors import InputError
-from attnlens.layouts import DEFAULT as DEFAULT_LAYOUT
-from attnlens.layouts import get_layout, layout_names
 from attnlens.methods import REFERENCE, ranking_source, schema_lists
 from attnlens.tasks import DEFAULT as DEFAULT_TASK
 from attnlens.tasks import get_task, task_names
@@ -134,7 +134,7 @@ def _field_names(cls: type) -> frozenset[str]:
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
     """The schema, with the keys marked ``x-registry`` given their enum and default from the registry they name
     (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings; ``tasks``: the registered
-    :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.layouts`)."""
+    :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.data_layouts`)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     registries = {"tasks": (task_names(), DEFAULT_TASK), "layouts": (layout_names(), DEFAULT_LAYOUT)}

@@ -32,9 +32,9 @@ import pandas as pd
 
 from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
 from attnlens.corpus import GENERATORS
+from attnlens.data_layouts import Columns, get_layout
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
-from attnlens.layouts import Columns, get_layout
 from attnlens.tasks import CLASSIFICATION, Task, get_task
 from attnlens.tokens import structural_ids, unknown_count
 
@@ -57,7 +57,7 @@ _RATIONALE_COLUMNS = {
 @dataclass(frozen=True)
 class Source:
     """What a loader returns: examples (``example_id, text, label[, split]``), class names, rationales, and the
-    rows its layout left out (:mod:`attnlens.layouts`)."""
+    rows its layout left out (:mod:`attnlens.data_layouts`)."""
 
     examples: pd.DataFrame
     classes: tuple[str, ...]
@@ -168,7 +168,7 @@ def paragraphs_joined(texts: pd.Series) -> pd.Series:
 
 def _table_examples(df: pd.DataFrame, cfg: DataConfig, where: str, id_of) -> tuple[pd.DataFrame, list[dict], dict]:
     """A file's or a hub split's rows as examples (``example_id, text, label`` and the task's extra columns), laid
-    out by ``data.layout`` (:mod:`attnlens.layouts`): with the rationales it annotates and the rows it left out, by
+    out by ``data.layout`` (:mod:`attnlens.data_layouts`): with the rationales it annotates and the rows it left out, by
     reason. The result's index is the source's rows kept (their positions); ``id_of(i)`` names the source's row ``i``
     without ``data.id_column``."""
     laid = get_layout(cfg.layout).lay_out(df, Columns(cfg.text_column, cfg.label_column, cfg.question_column), where)

@@ -42,6 +42,12 @@ def explains(cfg: Mapping[str, Any]) -> bool:
     return bool(cfg["explanations"]["methods"])
 
 
+def explains_every_target(cfg: Mapping[str, Any]) -> bool:
+    """Whether the methods explain every explained output of a document (``explanations.targets: every``), so that
+    rule ``target_agreement`` compares each method's explanations of one document's targets."""
+    return explains(cfg) and cfg["explanations"]["targets"] == "every"
+
+
 def ranks_explanations(cfg: Mapping[str, Any]) -> bool:
     """Whether faithfulness reads the explain shards: ``faithfulness.rankings`` names a ranking read from them."""
     return explains(cfg) and any(ranking_source(r) == "explain" for r in cfg["faithfulness"]["rankings"])
@@ -82,6 +88,7 @@ def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
             "results/paper/figures/similarity_distributions.png",
             "results/paper/figures/head_agreement.png",
             "results/paper/tables/target_agreement.csv",
+            "results/paper/tables/target_sensitivity.csv",
             "results/paper/figures/target_agreement.png",
             "results/paper/tables/query_attention.csv",
             *(LEADERBOARD if explains(cfg) else []),

@@ -177,6 +177,11 @@ def explanation_shards(wildcards):
     return {}
 
 
+def every_target_explanations(wildcards):
+    """The explain shards, when the methods explain every target (explanations.targets every)."""
+    return explanation_shards(wildcards) if targets.explains_every_target(config) else {}
+
+
 def explained_rankings(wildcards):
     """The explain shards, when faithfulness.rankings names a ranking read from them."""
     return explanation_shards(wildcards) if targets.ranks_explanations(config) else {}

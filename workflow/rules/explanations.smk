@@ -17,7 +17,10 @@ rule explain:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(model=["device"], explanations=["methods", "layers", "n_shards", "occlusion_max_tokens", "batch_size"]),
+        cfg=keys(
+            model=["device"],
+            explanations=["methods", "layers", "n_shards", "occlusion_max_tokens", "batch_size", "targets"],
+        ),
     script:
         "../scripts/explain.py"
 

@@ -26,6 +26,7 @@ rule compare:
 
 rule target_agreement:
     input:
+        unpack(every_target_explanations),
         similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
         attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
         manifest=shared("results/data/split_manifest.json"),
@@ -34,6 +35,12 @@ rule target_agreement:
         table=report_table(
             "results/paper/tables/target_agreement",
             "target_agreement",
+            CLASSIFICATION,
+            "Attention vs attribution",
+        ),
+        sensitivity=report_table(
+            "results/paper/tables/target_sensitivity",
+            "target_sensitivity",
             CLASSIFICATION,
             "Attention vs attribution",
         ),

@@ -16,8 +16,10 @@ with rule_job(snakemake):
         rule_section(snakemake.params.cfg, "figures"),
         similarity_paths=snakemake.input.similarity,
         attribution_paths=snakemake.input.attributions,
+        explanation_paths=snakemake.input.get("explanations", []),
         manifest_path=snakemake.input.manifest,
         model_dir=snakemake.input.model,
         table_stem=Path(snakemake.output.table[0]).with_suffix(""),
         figure_stem=Path(snakemake.output.figure[0]).with_suffix(""),
+        sensitivity_stem=Path(snakemake.output.sensitivity[0]).with_suffix(""),
     )

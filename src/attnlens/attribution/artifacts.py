@@ -95,22 +95,27 @@ def load_embedding_attributions(path) -> dict[str, dict]:
 
 # --- the explanation methods (explain) ---------------------------------------------------------------
 
-EXPLANATIONS_SCHEMA = "explanations/v2"
+EXPLANATIONS_SCHEMA = "explanations/v3"
 
 
-#: Columns of an ``explain`` shard, one row per example and method (an empty shard has them too).
+#: Columns of an ``explain`` shard, one row per example, explained target and method (an empty shard has them too):
+#: ``target_rank`` as in :data:`ATTRIBUTION_TYPES` (0: the headline target, the only one unless
+#: ``explanations.targets`` is ``every``).
 EXPLANATION_TYPES = pa.schema([
     ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
-    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("seconds", pa.float64()),
+    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("target_rank", pa.int64()), ("seconds", pa.float64()),
     ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()), ("explained", pa.float64()),
     ("delta", pa.float64()),
 ])  # fmt: skip
 
 
-def load_explanations(paths: Sequence) -> pd.DataFrame:
-    """Every shard of ``explain``, concatenated (one row per example and method)."""
+def load_explanations(paths: Sequence, every_target: bool = False) -> pd.DataFrame:
+    """Every shard of ``explain``, concatenated: one row per example and method, its headline target's
+    (``target_rank`` 0); with ``every_target``, one row per example, explained target and method."""
     frame = load_shards(paths, EXPLANATIONS_SCHEMA, EXPLANATION_TYPES)
-    return frame.sort_values(["example_id", "method"], kind="stable").reset_index(drop=True)
+    if not every_target:
+        frame = frame[frame["target_rank"] == 0]
+    return frame.sort_values(["example_id", "target_rank", "method"], kind="stable").reset_index(drop=True)
 
 
 def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:

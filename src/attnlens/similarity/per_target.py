@@ -20,6 +20,12 @@ Means and bootstrap 95 % intervals are over documents (a document's values avera
 
 A classification or a regression explains one output per document: its table has one row per output explained
 and no pair (``between_targets`` is empty and says why).
+
+The second table (:func:`target_sensitivity`) asks the same of every explanation method: how much each method's
+explanations of one document's targets agree with each other (IG's always; the other methods' with
+``explanations.targets: every``). A method whose explanation is the same whatever target it is asked about (raw
+attention, attention rollout: they read no output) agrees perfectly with itself across targets and cannot tell
+labels apart; the lower a method's agreement, the more its explanation depends on the target.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ METRICS = ("kendall_tau_b", "jaccard_top5")
 CONFIGURATIONS = ("last", "all")
 
 PAIR_COLUMNS = ("example_id", "target", "other", "metric", "value", "n")
+SENSITIVITY_COLUMNS = ("method", "metric", "n_documents", "n_pairs", "between_targets", "between_lo", "between_hi",
+                       "note")  # fmt: skip
 COLUMNS = (
     "target", "name", "configuration", "metric", "n_explanations", "attention", "attention_lo", "attention_hi",
     "chance", "n_pairs", "between_targets", "between_lo", "between_hi", "difference", "difference_lo",
@@ -128,3 +136,21 @@ def target_agreement(
                              float(cell["chance"].mean()) if len(cell) else float("nan"), n_pairs, btw, btw_lo,
                              btw_hi, diff, diff_lo, diff_hi, note))  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def target_sensitivity(pairs: Mapping[str, pd.DataFrame], seed: int, n_boot: int) -> pd.DataFrame:
+    """How much each method's explanations of one document's targets agree with each other: one row per method
+    (``pairs``: method → its :func:`pair_agreement` rows, in the order to report) × :data:`METRICS`, the mean over
+    documents of each document's mean over its unordered pairs of targets, with its bootstrap 95 % interval. A
+    method with no document of two explained targets has an empty row that says why."""
+    rows = []
+    for method, frame in pairs.items():
+        once = frame[frame["target"] < frame["other"]] if len(frame) else frame
+        for metric in METRICS:
+            cell = once[once["metric"] == metric] if len(once) else once
+            mean, lo, hi = _mean_ci(cell, seed, n_boot) if len(cell) else (float("nan"),) * 3
+            n_pairs = int(cell["value"].notna().sum()) if len(cell) else 0
+            n_docs = int(cell.dropna(subset=["value"])["example_id"].nunique()) if len(cell) else 0
+            note = "" if n_pairs else "no document with two targets explained by this method (explanations.targets)"
+            rows.append((method, metric, n_docs, n_pairs, mean, lo, hi, note))
+    return pd.DataFrame(rows, columns=list(SENSITIVITY_COLUMNS))

@@ -17,9 +17,9 @@ from attnlens.data import (
     unknown_note,
     unknown_tokens,
 )
+from attnlens.data_layouts import left_out_note
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.layouts import left_out_note
 from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
 from attnlens.tasks import get_task, task_of
 

@@ -40,12 +40,13 @@ def run_explain(
 ) -> dict:
     """Rule ``explain``: every method of ``explanations.methods`` for the test examples of one shard.
 
-    Each example is explained for IG's target class on IG's token ids (read from the ``attribute``
-    shards), so every method answers the same question as the reference it is compared with.
+    Each example is explained for IG's target on IG's token ids (read from the ``attribute`` shards), so every
+    method answers the same question as the reference it is compared with: the headline target, or, with
+    ``explanations.targets: every``, each target IG explains.
     """
     model, tokenizer = load_classifier(model_dir)
     on = place(freeze(model), device)
-    attributions = load_attributions(attribution_paths)
+    attributions = load_attributions(attribution_paths, every_target=cfg.targets == "every")
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
     rows = []
     t0 = time.perf_counter()
@@ -65,7 +66,7 @@ def run_explain(
             occlusion_max_tokens=cfg.occlusion_max_tokens,
             batch_size=cfg.batch_size,
         )
-        rows.extend(explanation_rows(row.example_id, ids, int(row.target), res, cfg.methods))
+        rows.extend(explanation_rows(row.example_id, ids, int(row.target), res, cfg.methods, int(row.target_rank)))
         logger.info(
             "%s: %d tokens, forward %.3f s; %s",
             row.example_id,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
-from attnlens.attribution.artifacts import load_attributions
+from attnlens.attribution.artifacts import load_attributions, load_explanations
 from attnlens.attribution.faithfulness import evidence_labels
 from attnlens.config import FiguresConfig, SimilarityConfig
 from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
@@ -30,6 +30,7 @@ from attnlens.io import (
     save_parquet,
     write_sidecar,
 )
+from attnlens.methods import REFERENCE, method_names
 from attnlens.models.loading import load_tokenizer
 from attnlens.prediction import encode_examples
 from attnlens.render.escape import markdown_cell
@@ -56,7 +57,7 @@ from attnlens.similarity.paper import (
     top_set_table,
     value_counts,
 )
-from attnlens.similarity.per_target import PAIR_COLUMNS, pair_agreement, target_agreement
+from attnlens.similarity.per_target import PAIR_COLUMNS, pair_agreement, target_agreement, target_sensitivity
 from attnlens.similarity.regions import ROW_COLUMNS as REGION_ROWS
 from attnlens.similarity.regions import query_attention_table, query_rows, region_masks
 from attnlens.tasks import get_task
@@ -176,6 +177,24 @@ def run_similarity_examples(
     return written
 
 
+def _pairs_of(frame: pd.DataFrame, tokenizer, cfg: SimilarityConfig, task) -> pd.DataFrame:
+    """:func:`~attnlens.similarity.per_target.pair_agreement` rows of every document of ``frame`` (attribution or
+    explanation rows of every target: ``example_id``, ``input_ids``, ``target``, ``scores``) with two targets or
+    more, over the tokens the fixed mask keeps; targets as the task groups them."""
+    pairs = []
+    for eid, rows in frame.groupby("example_id", sort=True):
+        if len(rows) < 2:
+            continue
+        ids = [int(i) for i in rows["input_ids"].iloc[0]]
+        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
+        scores = {int(t): np.asarray(s, dtype=np.float64) for t, s in zip(rows["target"], rows["scores"], strict=True)}
+        pairs.append(pair_agreement(str(eid), scores, keep["fixed"] & ~special, cfg.rbo_p, cfg.top_fraction))
+    out = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=list(PAIR_COLUMNS))
+    for column in ("target", "other"):
+        out[column] = out[column].map(task.target_group)
+    return out
+
+
 def run_target_agreement(
     cfg: SimilarityConfig,
     figures_cfg: FiguresConfig,
@@ -185,10 +204,14 @@ def run_target_agreement(
     model_dir: StrPath,
     table_stem: StrPath,
     figure_stem: StrPath,
+    sensitivity_stem: StrPath,
+    explanation_paths: Sequence[StrPath] = (),
 ) -> dict:
     """Rule ``target_agreement``: per explained output, how well the one attention map agrees with its attribution
     (the ``compare`` rows of every target), against chance and against the other explained outputs' attributions
-    of the same documents (:mod:`attnlens.similarity.per_target`)."""
+    of the same documents (:mod:`attnlens.similarity.per_target`); and per method, how much its explanations of one
+    document's targets agree with each other (IG's; every method's where ``explanation_paths`` hold every
+    target's explanations, ``explanations.targets: every``)."""
     tokenizer = load_tokenizer(model_dir)
     manifest = load_json(manifest_path, SPLIT_MANIFEST_SCHEMA)
     task = get_task(manifest.get("task"))
@@ -196,17 +219,7 @@ def run_target_agreement(
     similarity = load_similarity(similarity_paths, every_target=True)
     similarity["target"] = similarity["target"].map(task.target_group)  # a QA run's spans: one answer span
     attributions = load_attributions(attribution_paths, every_target=True)
-    pairs = []
-    for eid, rows in attributions.groupby("example_id", sort=True):
-        if len(rows) < 2:
-            continue
-        ids = [int(i) for i in rows["input_ids"].iloc[0]]
-        keep, special = token_masks(tokenizer, ids, cfg.legacy_mask)
-        scores = {int(t): np.asarray(s, dtype=np.float64) for t, s in zip(rows["target"], rows["scores"], strict=True)}
-        pairs.append(pair_agreement(str(eid), scores, keep["fixed"] & ~special, cfg.rbo_p, cfg.top_fraction))
-    pair_frame = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(columns=list(PAIR_COLUMNS))
-    for column in ("target", "other"):
-        pair_frame[column] = pair_frame[column].map(task.target_group)
+    pair_frame = _pairs_of(attributions, tokenizer, cfg, task)
     table = target_agreement(similarity, pair_frame, names, cfg.seed, cfg.n_boot)
     n_docs = int(attributions["example_id"].nunique()) if len(attributions) else 0
     caption = (
@@ -217,8 +230,17 @@ def run_target_agreement(
     )
     write_table(table, table_stem, caption)
     plot_target_agreement(table, figure_stem, figures_cfg.dpi)
-    logger.info("per-target agreement: %d targets, %d documents, %d pairs", table["target"].nunique() - 1, n_docs,
-                len(pair_frame))  # fmt: skip
+    by_method = {REFERENCE: pair_frame}
+    if explanation_paths:
+        explained = load_explanations(explanation_paths, every_target=True)
+        for method in sorted(explained["method"].unique(), key=method_names().index):
+            by_method[str(method)] = _pairs_of(explained[explained["method"] == method], tokenizer, cfg, task)
+    sensitivity = target_sensitivity(by_method, cfg.seed, cfg.n_boot)
+    write_table(sensitivity, sensitivity_stem, "Target sensitivity: how much each method's explanations of one "
+                "document's explained outputs agree with each other (fixed recipe's metrics over the kept tokens), "
+                "mean [95 % CI over documents]; 1 = one explanation whatever the output")  # fmt: skip
+    logger.info("per-target agreement: %d targets, %d documents, %d pairs; %d methods' target sensitivity",
+                table["target"].nunique() - 1, n_docs, len(pair_frame), len(by_method))  # fmt: skip
     return {"n_documents": n_docs, "n_pairs": len(pair_frame)}
 
 

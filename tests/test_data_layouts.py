@@ -1,4 +1,4 @@
-"""Dataset layouts (attnlens.layouts): HotpotQA's rows as question-answering examples with their supporting facts
+"""Dataset layouts (attnlens.data_layouts): HotpotQA's rows as question-answering examples with their supporting facts
 as rationales, from a file in the original JSON form and from a hub dataset of Hugging Face's form."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from helpers import merged
 
 from attnlens.config import DataConfig, ModelConfig, load_schema, read_config_file, rule_section, validate_config
 from attnlens.data import prepare_dataset
+from attnlens.data_layouts import REGISTRY, Columns, get_layout, left_out_note
 from attnlens.errors import InputError
 from attnlens.grid import PREPARE_DATASET_KEYS
 from attnlens.io import load_json, load_parquet
-from attnlens.layouts import REGISTRY, Columns, get_layout, left_out_note
 from attnlens.stages.data import run_prepare_dataset
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, check_answers
 
