@@ -127,7 +127,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(f"waited for {name}: from {began:.0f} s to {ended:.0f} s")
 
 
-@session_run("architecture_grid", seconds=400)
+@session_run("architecture_grid", seconds=560)
 def _architecture_grid(work: Path) -> Path:
     cfg = tiny_config(ROOT, studies=["classification", "topology"], findings={"sanity_examples": 1}, **ONE_SHARD)
     cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
@@ -256,13 +256,15 @@ def tiny_classifier():
 #: Each architecture run's sharded rules run one shard: sharding is the tiny and notes runs' to test.
 ONE_SHARD = {section: {"n_shards": 1} for section in ("attention", "attribution", "explanations", "topology")}
 #: The architecture grid's models: the packaged MiniLM converted to a BigBird (blocks of 8, one random block:
-#: block-sparse above 56 tokens), and a ModernBERT of its sizes drawn at random and trained from scratch
-#: (``model.source: from_config``, window 32, every third layer full).
+#: block-sparse above 56 tokens), a ModernBERT of its sizes drawn at random and trained from scratch
+#: (``model.source: from_config``, window 32, every third layer full), and a Mistral decoder drawn the same way
+#: (causal, a sliding window reaching 16 keys back, 4 key/value heads for 12 query heads, read at its last token).
 ARCHITECTURES = {
     "bigbird": {
         "model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}
     },
     "modernbert": {"model": {"source": "from_config", "architecture": "modernbert"}},
+    "mistral": {"model": {"source": "from_config", "architecture": "mistral"}},
 }
 #: Its seeds: the first run of each model is built to the end, the second up to what rule findings reads.
 ARCHITECTURE_SEEDS = (7, 8)
@@ -281,6 +283,12 @@ def architecture_grid(session_runs) -> Path:
 def bigbird_run(architecture_grid) -> Path:
     """The results of the first BigBird run of :func:`architecture_grid` (the one-run layout of ``results/``)."""
     return architecture_grid / f"results/runs/default__bigbird__s{ARCHITECTURE_SEEDS[0]}"
+
+
+@pytest.fixture(scope="session")
+def mistral_run(architecture_grid) -> Path:
+    """The results of the first Mistral run of :func:`architecture_grid` (the one-run layout of ``results/``)."""
+    return architecture_grid / f"results/runs/default__mistral__s{ARCHITECTURE_SEEDS[0]}"
 
 
 @pytest.fixture(scope="session")

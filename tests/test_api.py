@@ -232,10 +232,11 @@ def _write(path: Path, content: str | bytes) -> Path:
 # --- every architecture behind the seam ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("run", ["bigbird_run", "modernbert_run"])
+@pytest.mark.parametrize("run", ["bigbird_run", "modernbert_run", "mistral_run"])
 @pytest.mark.usefixtures("architecture_grid")  # the session run the two fixtures read (conftest)
 def test_every_architecture_explains_as_its_run_did(run, request):
-    """The architecture grid's BigBird (block-sparse) and ModernBERT (windowed and full layers) runs: IG and the
+    """The architecture grid's BigBird (block-sparse), ModernBERT (windowed and full layers) and Mistral (causal
+    sliding windows, shared key/value heads) runs: IG and the
     received attention of a showcased example through the API equal the run's (the same seam functions)."""
     results = request.getfixturevalue(run)
     eid = load_selection(results / "predictions/selection.json")[0]["example_id"]

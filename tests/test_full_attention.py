@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 import torch
 from test_attention import CASES, _reference_topk, dense_reference, random_band
+from transformers.masking_utils import causal_mask_function, sliding_window_causal_mask_function
+from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from attnlens.attention import full
 from attnlens.attention.band import binned_image, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import Combination, FullLayer
 from attnlens.attention.kernels import full_block_kernel
+from attnlens.attention.summaries import BANDS_SCHEMA, band_tensors, load_bands
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received
+from attnlens.io import provenance, save_tensors
 from attnlens.topology.pooling import pooled_from_bands
 
 
@@ -104,6 +108,98 @@ def test_weighted_summaries_equal_the_dense_matrix():
     value = torch.randn(3, 16, 4, generator=g, dtype=torch.float64)
     expected = (dense * (grad @ value.transpose(1, 2))).sum(1)
     torch.testing.assert_close(grad_attention_received(layer, grad, value, value), expected)
+
+
+# --- a decoder's layers: causal, sliding windows, grouped-query keys -------------------------------------------
+
+#: (query heads, key heads, n, length, window): grouped and not, padded and not, windows shorter and longer than n
+CAUSAL = [(4, 2, 19, 19, None), (4, 1, 17, 12, 5), (3, 3, 16, 16, 1), (2, 1, 9, 9, 40), (6, 2, 21, 14, 8)]
+
+
+def random_causal(heads, key_heads, n, length, window, seed, d: int = 4) -> FullLayer:
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(heads, n, d, generator=g, dtype=torch.float64)
+    k = torch.randn(key_heads, n, d, generator=g, dtype=torch.float64)
+    return FullLayer(q, k, length, causal=True, window=window)
+
+
+def dense_causal(layer: FullLayer) -> torch.Tensor:
+    """``(H, n, n)`` written out query by query: head ``h`` reads key head ``h // (H / KV)``, query ``i`` the real
+    keys ``max(0, i − window + 1) … i``, a softmax over them in float64."""
+    out = torch.zeros(layer.heads, layer.n, layer.n, dtype=torch.float64)
+    group = layer.heads // layer.key_heads
+    for h in range(layer.heads):
+        for i in range(layer.length):
+            lo = 0 if layer.window is None else max(0, i - layer.window + 1)
+            scores = [float(layer.query[h, i] @ layer.key[h // group, j]) for j in range(lo, i + 1)]
+            top = max(scores)
+            weights = [np.exp(v - top) for v in scores]
+            for j, w in zip(range(lo, i + 1), weights, strict=True):
+                out[h, i, j] = w / sum(weights)
+    return out
+
+
+def hugging_face_eager(layer: FullLayer) -> torch.Tensor:
+    """The same layer through Hugging Face's eager attention (Llama's ``eager_attention_forward``: ``repeat_kv``,
+    an additive mask, softmax), with the causal and sliding-window mask Mistral's masking functions define."""
+    n = layer.length
+    allowed = sliding_window_causal_mask_function(layer.window) if layer.window else causal_mask_function
+    zero = torch.tensor(0)
+    mask = allowed(zero, zero, torch.arange(n)[:, None], torch.arange(n)[None, :]).expand(n, n)
+    additive = torch.zeros(1, 1, n, n, dtype=torch.float64).masked_fill(~mask, torch.finfo(torch.float64).min)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.training = layer.heads // layer.key_heads, False
+    q, k = layer.query[None, :, :n], layer.key[None, :, :n]
+    _, weights = eager_attention_forward(module, q, k, k, additive, scaling=1.0, dropout=0.0)
+    out = torch.zeros(layer.heads, layer.n, layer.n, dtype=torch.float64)
+    out[:, :n, :n] = weights[0]
+    return out
+
+
+@pytest.mark.parametrize(("heads", "key_heads", "n", "length", "window"), CAUSAL)
+def test_a_causal_layer_is_its_dense_matrix_and_hugging_faces_eager_attention(heads, key_heads, n, length, window):
+    """Every summary of a decoder's layer (grouped-query keys never repeated, only reachable keys scored) against
+    the matrix written out query by query (1e-12: float64 softmaxes of the same scores, summed in another order),
+    and that matrix against Hugging Face's eager attention, whose softmax runs in float32 whatever the inputs'
+    precision (``softmax(…, dtype=torch.float32)``: a few float32 roundings, 1e-6 relative)."""
+    layer = random_causal(heads, key_heads, n, length, window, seed=n + heads)
+    dense = dense_causal(layer)
+    torch.testing.assert_close(hugging_face_eager(layer), dense, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(layer.dense(), dense, rtol=1e-12, atol=1e-12)
+    assert not dense.triu(1).any()  # no query attends to a later key
+    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
+    for k in (1, 3, 30):
+        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
+            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
+            idx, val = fn(layer, k)
+            assert torch.equal(idx.long(), ref_idx), (k, axis)
+            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+    g = torch.Generator().manual_seed(2)
+    norms = torch.rand(heads, n, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(value_norm_received(layer, norms, None), (dense * norms[:, None, :]).sum(1))
+    grad = torch.randn(heads, n, 3, generator=g, dtype=torch.float64)
+    value = torch.randn(heads, n, 3, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(grad_attention_received(layer, grad, value, value),
+                               (dense * (grad @ value.transpose(1, 2))).sum(1))  # fmt: skip
+
+
+def test_a_causal_layer_is_stored_and_read_back_with_its_window(tmp_path):
+    layers = [random_causal(4, 2, 9, 9, None, seed=1), random_causal(4, 2, 9, 9, 3, seed=2), random_full(4, 9, 9, 3)]
+    ids = torch.arange(9)
+    save_tensors(band_tensors("doc", ids, layers), tmp_path / "b.safetensors",
+                 provenance(BANDS_SCHEMA, example_ids=["doc"]))  # fmt: skip
+    back, _ = load_bands([tmp_path / "b.safetensors"], "doc")
+    assert [(b.causal, b.window, b.key_heads) for b in back] == [(True, None, 2), (True, 3, 2), (False, None, 4)]
+    for a, b in zip(layers, back, strict=True):
+        torch.testing.assert_close(b.dense(), a.dense().float(), rtol=1e-6, atol=1e-7)  # stored as float32
+
+
+def test_a_layer_that_cannot_be_is_refused():
+    q, k = torch.zeros(4, 5, 2), torch.zeros(3, 5, 2)
+    with pytest.raises(ValueError, match="3 key heads do not divide 4 query heads"):
+        FullLayer(q, k, 5, causal=True)
+    with pytest.raises(ValueError, match="a causal layer's"):
+        FullLayer(q, q, 5, window=3)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -19,7 +19,7 @@ from session_runs import session_run
 from attnlens.config import validate_config
 from attnlens.errors import InputError
 from attnlens.findings.statements import ALL_MODELS
-from attnlens.findings.stats import TOO_FEW
+from attnlens.findings.stats import HOLDS, NOT_STABLE, TOO_FEW
 from attnlens.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -136,19 +136,28 @@ def test_the_grid_dag_shares_jobs_that_do_not_depend_on_an_axis(tmp_path):
     assert sum(grid.values()) == 4 * (sum(one.values()) - pair_jobs - 1 + 1) - 3 - 2 + pair_jobs + 2
 
 
-# --- the architecture grid (conftest.architecture_grid): 2 models × 2 seeds, end to end --------------------
+# --- the architecture grid (conftest.architecture_grid): 3 models × 2 seeds, end to end --------------------
+
+
+#: The architecture grid's models, in its order (conftest.ARCHITECTURES)
+MODELS = ("bigbird", "modernbert", "mistral")
 
 
 @pytest.mark.workflow
 def test_the_findings_of_a_grid_are_complete(architecture_grid):
     out = architecture_grid / "results/findings"
     statements = pd.read_csv(out / "statements.csv")
-    assert set(statements["model"]) == {"bigbird", "modernbert", ALL_MODELS}
+    assert set(statements["model"]) == {"bigbird", "modernbert", "mistral", ALL_MODELS}  # encoders and a decoder
     assert {"method ordering", "above chance", "masked vs unmasked", "topology claim"} <= set(statements["kind"])
-    # every statement is counted and judged: 2 seeds of a model, 4 runs in all, are too few for the sign test
+    # every statement is counted and judged: 2 seeds of a model are too few for the sign test; the 6 runs of the
+    # three models together are enough (one-sided sign test, 6 of 6: p = 1/32 < 0.05)
     assert statements["p_value"].between(0, 1).all() and statements["runs_holding"].le(statements["n_runs"]).all()
-    assert set(statements["verdict"]) == {TOO_FEW}
-    assert statements["note"].str.contains("needs at least 6").all()
+    per_model = statements[statements["model"] != ALL_MODELS]
+    assert set(per_model["verdict"]) == {TOO_FEW} and per_model["note"].str.contains("needs at least 6").all()
+    pooled = statements[(statements["model"] == ALL_MODELS) & (statements["n_runs"] == 6)]
+    assert {HOLDS, NOT_STABLE} <= set(pooled["verdict"])
+    holding = pooled[pooled["verdict"] == HOLDS]
+    assert holding["runs_holding"].ge(0.8 * 6).all() and holding["p_value"].lt(0.05).all()
     # every quantity is a number, or says why not
     quantities = pd.read_csv(out / "quantities.csv", keep_default_na=False, na_values=[""])
     assert {"classification", "similarity", "masking increase (legacy)", "leaderboard", "topology"} <= set(
@@ -156,12 +165,12 @@ def test_the_findings_of_a_grid_are_complete(architecture_grid):
     )
     numbers = quantities[["mean", "std", "min", "max"]].notna().all(axis=1)
     assert (numbers | quantities["note"].fillna("").ne("")).all()
-    assert quantities.loc[quantities["model"] == ALL_MODELS, "n_runs"].max() == 4
+    assert quantities.loc[quantities["model"] == ALL_MODELS, "n_runs"].max() == 6
     concordance = pd.read_csv(out / "concordance.csv")
-    assert concordance["kendall_w"].between(0, 1).all() and set(concordance["n_runs"]) == {2, 4}
+    assert concordance["kendall_w"].between(0, 1).all() and set(concordance["n_runs"]) == {2, 6}
     runs = pd.read_csv(out / "runs.csv")
-    assert runs["run"].tolist() == [f"default__{m}__s{s}" for m in ("bigbird", "modernbert") for s in (7, 8)]
-    assert runs["base_group"].tolist() == ["bigbird", "bigbird", "modernbert", "modernbert"]
+    assert runs["run"].tolist() == [f"default__{m}__s{s}" for m in sorted(MODELS) for s in (7, 8)]  # by name
+    assert runs["base_group"].tolist() == [m for m in sorted(MODELS) for _ in (7, 8)]
     shown = pd.read_csv(out / "findings.csv")
     assert len(shown) and set(shown["statement"]) <= set(statements["statement"])
     assert "# Findings across the runs of the grid" in (out / "findings.md").read_text(encoding="utf-8")
@@ -173,21 +182,25 @@ def test_the_findings_of_a_grid_are_complete(architecture_grid):
     sanity = pd.read_csv(out / "sanity.csv", keep_default_na=False, na_values=[""])
     assert set(sanity["level"]) == {"head", *(f"top{k}" for k in range(1, 7))}
     final = sanity[sanity["verdict"].fillna("") != ""]
-    assert len(final) == 3 * sanity["method"].nunique() and final["mean_rho"].between(-1, 1).all()
+    scopes = len(MODELS) + 1  # each model and all of them
+    assert len(final) == scopes * sanity["method"].nunique() and final["mean_rho"].between(-1, 1).all()
     assert "Sanity check" in (out / "findings.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.workflow
 def test_runs_of_a_grid_share_the_jobs_that_do_not_depend_on_an_axis(architecture_grid):
     results = architecture_grid / "results"
-    # prepare_dataset reads model.source, and the two models' differ: a prepared dataset per model
-    assert sorted(p.name for p in (results / "datasets").iterdir()) == ["default__bigbird", "default__modernbert"]
-    assert sorted(p.name for p in (results / "base_models").iterdir()) == ["bigbird", "modernbert"]
+    # prepare_dataset reads model.source: BigBird's (convert_bert) differs from the two models drawn from their
+    # configuration (from_config), which share one prepared dataset
+    groups = pd.read_csv(results / "findings/runs.csv").set_index("run")["dataset_group"]
+    assert groups["default__mistral__s7"] == groups["default__modernbert__s8"] != groups["default__bigbird__s7"]
+    assert sorted(p.name for p in (results / "datasets").iterdir()) == sorted(set(groups))
+    assert sorted(p.name for p in (results / "base_models").iterdir()) == sorted(MODELS)
     runs = sorted(p.name for p in (results / "runs").iterdir())
-    assert runs == [f"default__{m}__s{s}" for m in ("bigbird", "modernbert") for s in (7, 8)]
+    assert runs == sorted(f"default__{m}__s{s}" for m in MODELS for s in (7, 8))
     seeds = [json.loads((results / "runs" / r / "models/train_metrics.json").read_text())["provenance"]["seed"]
              for r in runs]  # fmt: skip
-    assert seeds == [7, 8, 7, 8]
+    assert seeds == [7, 8] * len(MODELS)
 
 
 #: The run of the `.test` configuration as a grid of one (:func:`_grid_of_one`).

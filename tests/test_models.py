@@ -31,10 +31,11 @@ def test_unsupported_model_type_is_one_line_naming_the_supported_ones(tmp_path):
         architecture(config, where="some/folder")
     message = str(err.value)
     assert "\n" not in message and "some/folder" in message and "model_type" in message
-    assert "expected one of ['big_bird', 'longformer', 'modernbert'], got 'bert'" in message
+    assert "expected one of ['big_bird', 'llama', 'longformer', 'mistral', 'modernbert'], got 'bert'" in message
     # a saved classifier of an unsupported architecture is refused the same way, before any weight is read
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "bert-clf")
-    with pytest.raises(InputError, match=r"expected one of \['big_bird', 'longformer', 'modernbert'\], got 'bert'"):
+    supported = r"\['big_bird', 'llama', 'longformer', 'mistral', 'modernbert'\]"
+    with pytest.raises(InputError, match=rf"expected one of {supported}, got 'bert'"):
         load_classifier(tmp_path / "bert-clf")
 
 

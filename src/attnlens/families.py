@@ -31,6 +31,8 @@ FAMILIES: dict[str, Family] = {
         Family("longformer", "longformer", "Longformer"),
         Family("bigbird", "big_bird", "BigBird"),
         Family("modernbert", "modernbert", "ModernBERT"),
+        Family("llama", "llama", "Llama"),
+        Family("mistral", "mistral", "Mistral"),
     )
 }
 
@@ -52,6 +54,8 @@ def classifier_label(model: Mapping[str, Any]) -> str:
     a model type attnlens does not know as itself."""
     source = model["source"]
     kind = (model.get("architecture") or "longformer") if source == "convert_bert" else _BUILT_BY.get(source)
+    if source == "from_config" and model.get("architecture"):
+        kind = model["architecture"]
     saved = Path(model["name_or_path"]) / "config.json"
     if kind is None and saved.is_file():
         kind = json.loads(saved.read_text(encoding="utf-8")).get("model_type")

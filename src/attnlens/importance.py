@@ -48,6 +48,10 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
     Without autograd: ``g · θ`` with ``θ`` a parameter would otherwise record a graph, and the running
     sums over examples would keep every example's graph (its gradients and float64 products, ~90 MB
     each at the default model size) alive until the end of the pass.
+
+    A group whose rows split into fewer heads than the query heads (grouped-query attention's keys and values:
+    :meth:`~attnlens.models.base.Architecture.group_heads`) gives each query head an equal share of its key/value
+    head's terms, so a layer's total is that of its parameters.
     """
     arch = architecture(model)
     params = arch.head_groups(model)
@@ -61,14 +65,16 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
             if weight.grad is None:
                 continue
             prod = (weight.grad[rows] * weight[rows]).double()
+            heads = arch.group_heads(model.config, name)
             if name == "output":  # columns R_h: (out, H, d)
-                prod = prod.reshape(prod.shape[0], n_heads, -1).transpose(0, 1).reshape(n_heads, -1)
+                prod = prod.reshape(prod.shape[0], heads, -1).transpose(0, 1).reshape(heads, -1)
             else:  # rows R_h: (H, d, in)
-                prod = prod.reshape(n_heads, -1)
+                prod = prod.reshape(heads, -1)
             if bias is not None and bias.grad is not None:
-                prod = torch.cat([prod, (bias.grad[rows] * bias[rows]).double().reshape(n_heads, -1)], 1)
-            sq[layer] = (prod**2).sum(1)
-            lin[layer] = prod.sum(1)
+                prod = torch.cat([prod, (bias.grad[rows] * bias[rows]).double().reshape(heads, -1)], 1)
+            share = n_heads // heads  # query heads a key/value head serves (1 but for grouped-query attention)
+            sq[layer] = (prod**2).sum(1).repeat_interleave(share) / share
+            lin[layer] = prod.sum(1).repeat_interleave(share) / share
         result[name] = (sq, lin)
     return result
 

@@ -1,7 +1,8 @@
 """Full attention kept as its queries and keys, reduced by query blocks: never the ``heads × n × n`` tensor.
 
-A layer of full attention (ModernBERT's global layers) is stored as :class:`FullLayer`: the layer's scaled
-(and rotated) queries and its keys, ``O(heads · n · d)``. Every summary the band gives
+A layer of full attention (ModernBERT's global layers; a decoder's causal layers, with or without a sliding window,
+their keys shared by groups of query heads) is stored as :class:`FullLayer`: the layer's scaled (and rotated)
+queries and its keys, ``O(heads · n · d)``. Every summary the band gives
 (:mod:`attnlens.attention.band`) — received attention, top-k partners both ways, binned maps, and the weighted
 ones of :mod:`attnlens.attention.weighted` — is computed here by blocks of queries: a block's
 ``(heads, block, n)`` probabilities are formed, reduced and dropped, the block sized so that they stay under
@@ -32,25 +33,40 @@ class FullLayer:
     """One example's full attention at one layer, as its queries and keys.
 
     Attributes:
-        query: ``(heads, n, d)`` queries as the layer scores them (scaled by ``1/√d``, rotated where the model
-            rotates them); ``n`` = tensor length, padding included.
-        key: ``(heads, n, d)`` keys.
+        query: ``(heads, n, d)`` queries as the layer scores them (scaled, rotated where the model rotates them);
+            ``n`` = tensor length, padding included.
+        key: ``(key_heads, n, d)`` keys. Grouped-query attention shares one key head among ``heads / key_heads``
+            consecutive query heads (query head ``h`` reads key head ``h // (heads / key_heads)``, Hugging Face's
+            ``repeat_kv``); the keys are never repeated in memory.
         length: real tokens, the first ``length`` positions.
+        causal: a decoder's attention: query ``i`` attends to the keys ``j ≤ i`` only.
+        window: with ``causal``, a sliding window of ``window`` keys, ``i − window < j ≤ i`` (Mistral's, Gemma 3's
+            local layers); ``None``: every earlier key. A block of queries scores only the keys it can reach.
     """
 
     query: torch.Tensor
     key: torch.Tensor
     length: int
+    causal: bool = False
+    window: int | None = None
 
     def __post_init__(self) -> None:
-        if self.query.dim() != 3 or self.query.shape != self.key.shape:
+        if self.query.dim() != 3 or self.key.dim() != 3 or self.query.shape[1:] != self.key.shape[1:]:
             raise ValueError(f"queries {tuple(self.query.shape)} and keys {tuple(self.key.shape)} must be (H, n, d)")
+        if self.key.shape[0] == 0 or self.query.shape[0] % self.key.shape[0]:
+            raise ValueError(f"{self.key.shape[0]} key heads do not divide {self.query.shape[0]} query heads")
         if not 0 <= self.length <= self.n:
             raise ValueError(f"length {self.length} outside [0, {self.n}]")
+        if self.window is not None and (not self.causal or self.window < 1):
+            raise ValueError(f"a window ({self.window}) is a causal layer's, of at least one key")
 
     @property
     def heads(self) -> int:
         return self.query.shape[0]
+
+    @property
+    def key_heads(self) -> int:
+        return self.key.shape[0]
 
     @property
     def n(self) -> int:
@@ -67,37 +83,66 @@ class FullLayer:
     #: A full layer has no global tokens of a band (every token attends to every other).
     n_global = 0
 
+    def _with(self, query: torch.Tensor, key: torch.Tensor) -> FullLayer:
+        return FullLayer(query, key, self.length, self.causal, self.window)
+
     def detach(self) -> FullLayer:
-        return FullLayer(self.query.detach(), self.key.detach(), self.length)
+        return self._with(self.query.detach(), self.key.detach())
 
     def cpu(self) -> FullLayer:
-        return FullLayer(self.query.cpu(), self.key.cpu(), self.length)
+        return self._with(self.query.cpu(), self.key.cpu())
 
     def block_rows(self) -> int:
         """Queries per block: a block's ``(heads, rows, n)`` probabilities (and a copy) fit :data:`BLOCK_BYTES`."""
         per_row = 2 * self.heads * max(self.n, 1) * self.query.element_size()
         return max(1, min(self.length or 1, BLOCK_BYTES // per_row))
 
+    def key_range(self, start: int, stop: int) -> tuple[int, int]:
+        """The keys ``[lo, hi)`` queries ``start … stop − 1`` can reach: the real ones, the earlier ones of a causal
+        layer, those in its window."""
+        if not self.causal:
+            return 0, self.length
+        lo = 0 if self.window is None else max(0, start - self.window + 1)
+        return lo, min(stop, self.length)
+
+    def scores(self, start: int, stop: int) -> tuple[torch.Tensor, int]:
+        """``(heads, stop − start, hi − lo)`` scores of queries ``start … stop − 1`` over the keys they can reach
+        (:meth:`key_range`; the causal and window limits inside it at −∞), and ``lo``."""
+        lo, hi = self.key_range(start, stop)
+        rows, group = stop - start, self.heads // self.key_heads
+        query = self.query[:, start:stop]
+        if group > 1:  # query heads h = k·group + g read key head k: one product per key head
+            query = query.reshape(self.key_heads, group * rows, -1)
+        out = (query @ self.key[:, lo:hi].transpose(1, 2)).reshape(self.heads, rows, hi - lo)
+        if self.causal:
+            i = torch.arange(start, stop, device=out.device)[:, None]
+            j = torch.arange(lo, hi, device=out.device)[None, :]
+            out = out.masked_fill((j > i) | ((j <= i - self.window) if self.window is not None else False),
+                                  float("-inf"))  # fmt: skip
+        return out, lo
+
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """``(heads, stop − start, n)`` attention of queries ``start … stop − 1`` (real ones) over every key; pad
-        keys get 0."""
-        scores = self.query[:, start:stop] @ self.key[:, : self.length].transpose(1, 2)
+        keys, and the keys a causal layer's query cannot reach, get 0."""
+        scores, lo = self.scores(start, stop)
         probs = torch.softmax(scores, -1)
-        if self.length < self.n:
-            probs = torch.nn.functional.pad(probs, (0, self.n - self.length))
+        if probs.shape[-1] < self.n:
+            probs = torch.nn.functional.pad(probs, (lo, self.n - lo - probs.shape[-1]))
         return probs
 
     def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
         """``(start, stop, probabilities)`` for consecutive blocks of the real queries.
 
-        Without padding (and outside autograd) the blocks are formed in one buffer, scores then softmax in place:
-        each block's tensor is overwritten by the next one, so a caller reduces it before it asks for the next.
+        Without padding, causality or grouped keys (and outside autograd) the blocks are formed in one buffer,
+        scores then softmax in place: each block's tensor is overwritten by the next one, so a caller reduces it
+        before it asks for the next.
         """
         step = self.block_rows()
         buffer = None
+        plain = not (self.causal or self.key_heads != self.heads or self.length < self.n)
         for start in range(0, self.length, step):
             stop = min(start + step, self.length)
-            if self.length < self.n or self.query.requires_grad or self.key.requires_grad:
+            if not plain or self.query.requires_grad or self.key.requires_grad:
                 yield start, stop, self.probabilities(start, stop)
                 continue
             if buffer is None or buffer.shape[1] != stop - start:

@@ -126,9 +126,13 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
 
 def stored_layer(layer, prefix: str) -> dict[str, torch.Tensor]:
     """The tensors that store one layer's attention (float32) under ``prefix``: a band's ``local`` (and
-    ``global``) attention, or a full layer's ``query`` and ``key`` (``O(n · d)``, never ``n × n``)."""
+    ``global``) attention, or a full layer's ``query`` and ``key`` (``O(n · d)``, never ``n × n``; a causal layer's
+    window beside them, 0 for none)."""
     if isinstance(layer, FullLayer):
-        return {f"{prefix}|query": layer.query.float(), f"{prefix}|key": layer.key.float()}
+        out = {f"{prefix}|query": layer.query.float(), f"{prefix}|key": layer.key.float()}
+        if layer.causal:  # a decoder's: the window, 0 for every earlier key
+            out[f"{prefix}|causal_window"] = torch.tensor([layer.window or 0], dtype=torch.int64)
+        return out
     out = {f"{prefix}|local": layer.local.float()}
     if layer.global_ is not None:
         out[f"{prefix}|global"] = layer.global_[:, : layer.n].float()
@@ -168,7 +172,9 @@ def load_bands(paths: Sequence, example_id: str) -> tuple[list, torch.Tensor]:
         while f"{key}|{layer}|local" in t or f"{key}|{layer}|query" in t:
             prefix = f"{key}|{layer}"
             if f"{prefix}|query" in t:
-                layers.append(FullLayer(t[f"{prefix}|query"], t[f"{prefix}|key"], len(ids)))
+                causal = f"{prefix}|causal_window" in t
+                window = int(t[f"{prefix}|causal_window"][0]) if causal else 0
+                layers.append(FullLayer(t[f"{prefix}|query"], t[f"{prefix}|key"], len(ids), causal, window or None))
             else:
                 glob = t.get(f"{prefix}|global")
                 layers.append(Band(t[f"{prefix}|local"], glob, len(ids), gpos if glob is not None else gpos[:0]))

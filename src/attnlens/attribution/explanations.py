@@ -166,15 +166,15 @@ class _Capture:
         arch = architecture(model)
         self.handles = [arch.embeddings(model).register_forward_hook(self._embed)]
         for layer in arch.layers(model):
-            self.handles.append(arch.self_attention(layer).register_forward_pre_hook(self._hidden))
+            self.handles.append(arch.self_attention(layer).register_forward_pre_hook(self._hidden, with_kwargs=True))
             self.handles.append(arch.output_projection(layer).register_forward_pre_hook(self._attn))
 
     def _embed(self, module, args, output):
         if self.grad and not output.requires_grad:  # frozen parameters: the gradient starts at the embedding output
             output.requires_grad_(True)
 
-    def _hidden(self, module, args):
-        self.hidden.append(args[0].detach())
+    def _hidden(self, module, args, kwargs):  # a decoder's attention takes its hidden state by keyword
+        self.hidden.append((args[0] if args else kwargs["hidden_states"]).detach())
 
     def _attn(self, module, args):  # the output projection's input: o, the heads concatenated
         if self.grad:
@@ -388,7 +388,8 @@ def _attention_all(x: Example, shared) -> Scored:
 @scorer("rollout")
 @torch.no_grad()
 def _rollout(x: Example, shared) -> Scored:
-    return Scored(_numpy(rollout(shared[0], start=0), x.n))
+    start = architecture(x.model).readout(x.n)[1]  # the token the head reads: [CLS], a decoder's last token
+    return Scored(_numpy(rollout(shared[0], start=start), x.n))
 
 
 @scorer("value_norm")

@@ -14,11 +14,14 @@ from attnlens.attention.band import Band
 from attnlens.errors import InputError
 from attnlens.models.base import Architecture
 from attnlens.models.bigbird import BIGBIRD
+from attnlens.models.llama import LLAMA, MISTRAL
 from attnlens.models.longformer import LONGFORMER
 from attnlens.models.modernbert import MODERNBERT
 
 #: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
-ARCHITECTURES: dict[str, Architecture] = {arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT)}
+ARCHITECTURES: dict[str, Architecture] = {
+    arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT, LLAMA, MISTRAL)
+}
 
 
 def architecture(model_or_config, where: str = "model") -> Architecture:

@@ -160,6 +160,17 @@ class Architecture(ABC):
     def output_projection(self, layer: nn.Module) -> nn.Linear:
         """``W_O``: the projection of the concatenated heads."""
 
+    def readout(self, length: int) -> tuple[str, int]:
+        """The token a sequence classifier's head reads in an example of ``length`` real tokens, as the reports name
+        it, and its position: ``[CLS]``, the first (a decoder's classifier reads its last real token)."""
+        return "[CLS]", 0
+
+    def group_heads(self, config, group: str) -> int:
+        """How many heads the rows (``output``: the columns) of a head group's projection split into: the query heads
+        (``num_attention_heads``), except where several query heads share a key/value head (grouped-query attention:
+        the decoders' ``key`` and ``value``)."""
+        return int(config.num_attention_heads)
+
     def head_groups(self, model: nn.Module) -> list[dict[str, tuple[nn.Parameter, nn.Parameter | None, slice]]]:
         """Per layer, ``{group: (weight, bias, rows)}`` for :attr:`head_group_names`: the group is ``rows`` of the
         parameters (bias ``None`` for ``output``, whose columns split by head)."""

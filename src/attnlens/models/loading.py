@@ -25,7 +25,10 @@ from safetensors import SafetensorError
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
+from attnlens.models.base import Architecture
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
+from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
+from attnlens.models.llama.scratch import decoder_from_config
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
 from attnlens.tasks import task_of
@@ -109,6 +112,11 @@ def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
         return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
 
 
+def model_architecture(model_dir: str | Path) -> Architecture:
+    """The architecture of a saved model, from its ``config.json`` alone (no weights loaded)."""
+    return architecture(transformers.AutoConfig.from_pretrained(str(model_dir)))
+
+
 def build_base_model(
     cfg: ModelConfig, num_labels: int, head: str = "sequence_classification"
 ) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
@@ -116,7 +124,8 @@ def build_base_model(
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
     or, with ``cfg.architecture == "bigbird"``, a BigBird; ``cfg.source == "from_config"`` draws a ModernBERT of
-    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`);
+    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`), or a Llama or a Mistral
+    with ``cfg.architecture`` (:mod:`attnlens.models.llama.scratch`);
     ``cfg.source == "pretrained"`` loads a pretrained encoder of any architecture behind the seam (hub id or
     folder: a Longformer, BigBird or ModernBERT checkpoint) and gives it a fresh ``num_labels`` head —
     ``"longformer"`` does the same for a Longformer checkpoint only —, a Longformer with the configured window.
@@ -135,6 +144,9 @@ def build_base_model(
                                             cfg.num_random_blocks, num_labels, cfg.seed)  # fmt: skip
         else:
             model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
+    elif cfg.source == "from_config" and cfg.architecture in SCRATCH_DECODERS:
+        model = decoder_from_config(cfg.architecture, src_config, tokenizer, shape.max_length, shape.windows[0],
+                                    num_labels, cfg.seed)  # fmt: skip
     elif cfg.source == "from_config":
         model = modernbert_from_config(src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed)
     else:
@@ -234,12 +246,10 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     max_length = resolve_max_length(cfg, src_config)
     builds = BUILDS.get(cfg.source) or (architecture(src_config).name,)  # the others: a checkpoint's own
     if cfg.architecture is not None and cfg.architecture not in builds:
-        raise InputError(
-            "config", "model.architecture",
-            f"expected one of {list(builds)} with model.source {cfg.source!r}"
-            f"{' (a ModernBERT is built with model.source from_config)' if cfg.source == 'convert_bert' else ''}"
-            f"{' (the checkpoint is one)' if cfg.source in CHECKPOINT_ARCHITECTURE else ''}, got {cfg.architecture!r}",
-        )  # fmt: skip
+        hint = {"convert_bert": " (a ModernBERT, a Llama or a Mistral is built with model.source from_config)",
+                **dict.fromkeys(CHECKPOINT_ARCHITECTURE, " (the checkpoint is one)")}.get(cfg.source, "")  # fmt: skip
+        raise InputError("config", "model.architecture", f"expected one of {list(builds)} with model.source "
+                         f"{cfg.source!r}{hint}, got {cfg.architecture!r}")  # fmt: skip
     if cfg.source in CHECKPOINT_ARCHITECTURE and own_window is None:  # no window setting (BigBird, ModernBERT)
         if cfg.attention_window is not None:
             raise InputError(
@@ -273,7 +283,8 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     if cfg.source == "from_config" and not isinstance(window, int) and len(set(window)) > 1:
         raise InputError(
             "config", "model.attention_window",
-            f"expected one window for ModernBERT (its local_attention), got {list(window)}",
+            f"expected one window for a model drawn from its configuration (ModernBERT's local_attention, "
+            f"Mistral's sliding_window), got {list(window)}",
         )  # fmt: skip
     try:
         windows = validate_window(max_length, window, src_config.num_hidden_layers)
@@ -357,12 +368,16 @@ def import_classifier(
 SOURCE_ARCHITECTURES = {
     "convert_bert": ("bert", "a BERT checkpoint to convert"),
     "longformer": ("longformer", "a Longformer checkpoint"),
-    "from_config": ("bert", "a BERT checkpoint whose sizes and tokenizer a ModernBERT trained from scratch takes"),
+    "from_config": (
+        "bert",
+        "a BERT checkpoint whose sizes and tokenizer a ModernBERT, a Llama or a Mistral trained from scratch takes",
+    ),
 }
 #: Sources whose length is the model's to choose (the BERT checkpoint's positions are tiled or unused).
 NEW_POSITIONS = ("convert_bert", "from_config")
 #: The architectures each source that builds a base model can build (the others: the checkpoint's own).
-BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",), "from_config": ("modernbert",)}
+BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",),
+          "from_config": ("modernbert", *SCRATCH_DECODERS)}  # fmt: skip
 #: Sources that keep the checkpoint's own architecture, whichever of :data:`attnlens.models.ARCHITECTURES` it is.
 CHECKPOINT_ARCHITECTURE = ("classifier", "pretrained")
 

@@ -142,7 +142,7 @@ def run_extract_attention(
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))
-        for name, rows in task.query_groups(examples["label"].iloc[i], encoded, i).items():
+        for name, rows in task.query_groups(examples["label"].iloc[i], encoded, i, arch.readout(lengths[i])).items():
             query_rows.setdefault(name, []).append(int(rows.sum()))
             queries.setdefault(name, []).append(query_attention(bands, torch.from_numpy(rows)))
         input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))

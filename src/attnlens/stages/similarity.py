@@ -31,7 +31,7 @@ from attnlens.io import (
     write_sidecar,
 )
 from attnlens.methods import REFERENCE, method_names
-from attnlens.models.loading import load_tokenizer
+from attnlens.models.loading import load_tokenizer, model_architecture
 from attnlens.prediction import encode_examples
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_target_agreement
@@ -260,6 +260,7 @@ def run_query_attention(
     rest), beside the share of its headline IG attribution's mass (:mod:`attnlens.similarity.regions`)."""
     tokenizer = load_tokenizer(model_dir)
     task = get_task(load_json(manifest_path, SPLIT_MANIFEST_SCHEMA).get("task"))
+    arch = model_architecture(model_dir)
     examples, _ = load_examples(test_path)
     encoded = encode_examples(tokenizer, examples, task)  # each token's characters, for the planted phrases
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
@@ -271,7 +272,7 @@ def run_query_attention(
         ids = encoded.input_ids[i]
         if [int(t) for t in r.input_ids] != ids or summaries[eid].input_ids.tolist() != ids:
             raise ValueError(f"{eid}: attention, attribution and the test split saw different token ids")
-        groups = task.query_groups(examples["label"].iloc[i], encoded, i)
+        groups = task.query_groups(examples["label"].iloc[i], encoded, i, arch.readout(len(ids)))
         named = {name: rows_ for name, rows_ in groups.items() if rows_.any()}
         for name, spans in task.regions(rationales[rationales["example_id"] == eid]).items():
             named[name] = evidence_labels(encoded.offsets[i], list(zip(spans["char_start"], spans["char_end"],

@@ -170,13 +170,16 @@ class Task(ABC):
         own choice (CLS), a classifier's."""
         return None
 
-    def query_groups(self, label, encoded, index: int) -> dict[str, np.ndarray]:
+    def query_groups(self, label, encoded, index: int, readout: tuple[str, int] = ("[CLS]", 0)
+                     ) -> dict[str, np.ndarray]:  # fmt: skip
         """Named sets of query tokens of example ``index`` of ``encoded`` whose attention is summarised apart
-        (``(n,)`` bool each; an empty set where the example has none): what the head reads, ``[CLS]`` for a
-        sequence classifier (the first token)."""
+        (``(n,)`` bool each; an empty set where the example has none): what the head reads, the token ``readout``
+        names and places (:meth:`attnlens.models.base.Architecture.readout`: ``[CLS]`` for an encoder's sequence
+        classifier, the last real token for a decoder's)."""
+        name, position = readout
         rows = np.zeros(len(encoded.input_ids[index]), dtype=bool)
-        rows[0] = True
-        return {"[CLS]": rows}
+        rows[position] = True
+        return {name: rows}
 
     def regions(self, rationales: pd.DataFrame) -> dict[str, pd.DataFrame]:
         """Named kinds of one document's planted phrases (``rationales.parquet`` rows), where the query groups'

@@ -327,8 +327,9 @@ class QuestionAnswering(Task):
         ids = list(input_ids)
         return list(range(ids.index(sep) if sep in ids else 1))
 
-    def query_groups(self, label, encoded, index):
-        """The question's tokens and the gold answer's (none where truncation cut the answer away)."""
+    def query_groups(self, label, encoded, index, readout=("[CLS]", 0)):
+        """The question's tokens and the gold answer's (none where truncation cut the answer away), whatever token
+        a sequence classifier would read."""
         n = len(encoded.input_ids[index])
         question = np.zeros(n, dtype=bool)
         first_sep = next((k for k in range(1, n) if encoded.in_text[index][k]), n) - 1  # the [SEP] before the context

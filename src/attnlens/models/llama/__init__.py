@@ -1,0 +1,197 @@
+"""Llama and Mistral behind the model seam: decoders read as causal layers of queries and keys, never ``n × n``.
+
+A decoder classifier (``LlamaForSequenceClassification``, ``MistralForSequenceClassification``) reads the last real
+token: its attention is causal (query ``i`` attends to the keys ``j ≤ i``), full in every Llama layer and within a
+sliding window of ``config.sliding_window`` keys in every Mistral layer (``i − window < j ≤ i``, Hugging Face's
+``sliding_window_causal_mask_function``). Queries and keys are rotated (RoPE); there are no position embeddings,
+no global tokens and no ``[CLS]``. Grouped-query attention shares each key/value head among
+``num_attention_heads / num_key_value_heads`` consecutive query heads.
+
+Whatever ``attn_implementation`` the checkpoint runs with (eager, sdpa, flex), attnlens reads the attention from the
+layer's own inputs: a forward hook takes the hidden state and the rotary angles entering each attention module,
+projects them with the layer's ``q_proj`` and ``k_proj`` (and its ``q_norm`` / ``k_norm`` where the family has
+them), rotates them with the model's own function and scales the queries by the module's ``scaling``. Each layer
+becomes a causal :class:`~attnlens.attention.full.FullLayer` (with its window, and its keys kept per key/value
+head), which every summary reduces by query blocks, scoring only the keys a block can reach.
+
+**What a head is here.** A *query head*: the attention summaries, head importance and value norms are per query
+head (``num_attention_heads`` of them). Head importance splits ``q_proj``'s rows and ``o_proj``'s columns by query
+head and ``k_proj``'s and ``v_proj``'s rows by key/value head; a key/value head's Taylor terms are shared equally
+among the query heads that read it (:meth:`Llama.group_heads`), so a layer's total is unchanged. Value norms and
+gradient-weighted attention read each query head's value vectors from its shared value head.
+
+**AttnLRP.** RMSNorm gets the identity rule on its scale (``y = x · w / rms(x)`` with ``rms`` held, as the method
+prescribes for normalisations); the gated MLP's ``act(gate) · up`` is a product (the uniform rule at ``down_proj``'s
+input), SiLU gets the identity rule; the rotation is linear and needs no rule.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from attnlens.attention.full import FullLayer
+from attnlens.models.base import Architecture, RelevanceWiring
+
+#: The head groups' modules in a decoder layer's attention, by attnlens's group names.
+PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
+
+
+class SharedValues(nn.Module):
+    """A layer's ``v_proj`` read per query head: each key/value head's values repeated for the ``group`` query heads
+    that share it (Hugging Face's ``repeat_kv``), so value norms and gradient-weighted attention see one value vector
+    per query head."""
+
+    def __init__(self, linear: nn.Linear, key_heads: int, group: int):
+        super().__init__()
+        self.linear, self.key_heads, self.group = linear, key_heads, group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values = self.linear(x)
+        if self.group == 1:
+            return values
+        shape = values.shape[:-1]
+        per_head = values.reshape(*shape, self.key_heads, -1)
+        return per_head.repeat_interleave(self.group, dim=-2).reshape(*shape, -1)
+
+
+class Llama(Architecture, family="llama"):
+    """Llama: causal full attention in every layer, grouped-query heads, RMSNorm, a gated SiLU MLP."""
+
+    classifier_class = "LlamaForSequenceClassification"
+    qa_class = "LlamaForQuestionAnswering"
+    local_groups = ("query", "key", "value", "output")
+
+    def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
+        """Eager attention becomes sdpa where a layer has a sliding window: Hugging Face's eager path gives NaN logits
+        on a right-padded batch once a padding query's window holds no real key (its all-masked softmax, then its
+        value reaching the real tokens' next layers), where sdpa gives the eager numbers on unpadded inputs and
+        finite ones on padded batches. The attention is read from the layers' queries and keys either way."""
+        windowed = any(self.window(model.config, self.self_attention(layer)) for layer in self.layers(model))
+        if windowed and getattr(model.config, "_attn_implementation", None) == "eager":
+            model.set_attn_implementation("sdpa")
+        return model
+
+    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+                     ) -> dict[str, torch.Tensor]:  # fmt: skip
+        return {}
+
+    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
+        return torch.arange(n).expand(batch, n)
+
+    def encoder(self, model: nn.Module) -> nn.Module:
+        return model.model if hasattr(model, "model") else model
+
+    def embeddings(self, model: nn.Module) -> nn.Module:
+        return self.encoder(model).embed_tokens
+
+    def embedding_layers(self, model: nn.Module) -> dict[str, nn.Module]:
+        return {"word": self.embeddings(model)}  # rotary positions: no position embedding
+
+    def layers(self, model: nn.Module) -> Sequence[nn.Module]:
+        return list(self.encoder(model).layers)
+
+    def self_attention(self, layer: nn.Module) -> nn.Module:
+        return layer.self_attn
+
+    def projection(self, layer: nn.Module, group: str) -> tuple[nn.Linear, slice]:
+        return getattr(layer.self_attn, PROJECTIONS[group]), slice(None)
+
+    def group_heads(self, config, group: str) -> int:
+        """Heads the rows of a group's projection split into: key/value heads for ``key`` and ``value``."""
+        if group in ("key", "value"):
+            return int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+        return int(config.num_attention_heads)
+
+    def value_projections(self, layer: nn.Module) -> dict[str, nn.Module]:
+        attn = layer.self_attn
+        key_heads = attn.v_proj.out_features // attn.head_dim
+        return {"local": SharedValues(attn.v_proj, key_heads, attn.num_key_value_groups)}
+
+    def output_projection(self, layer: nn.Module) -> nn.Linear:
+        return layer.self_attn.o_proj
+
+    def relevance_wiring(self, model: nn.Module) -> RelevanceWiring:
+        """SiLU in every MLP and every RMSNorm (the queries' and keys' too, where the family has them) take the
+        identity rule; the MLP's ``act(gate) · up`` is a product, so ``down_proj`` gets the uniform rule."""
+        layers = self.layers(model)
+        norms = [self.encoder(model).norm]
+        for layer in layers:
+            norms += [layer.input_layernorm, layer.post_attention_layernorm]
+            norms += [m for m in (getattr(layer.self_attn, "q_norm", None), getattr(layer.self_attn, "k_norm", None))
+                      if m is not None]  # fmt: skip
+        return RelevanceWiring(activations=[layer.mlp.act_fn for layer in layers] + norms,
+                               products=[layer.mlp.down_proj for layer in layers])  # fmt: skip
+
+    def readout(self, length: int) -> tuple[str, int]:
+        """The classifier reads the last real token (``…ForSequenceClassification``: the last before the padding)."""
+        return "last token", length - 1
+
+    def window(self, config, attn: nn.Module) -> int | None:
+        """A layer's sliding window (keys ``i − window < j ≤ i``), or ``None`` for full causal attention."""
+        return None
+
+    def describe(self, config) -> str:
+        heads, kv = config.num_attention_heads, self.group_heads(config, "key")
+        sharing = f", {heads} query heads sharing {kv} key/value heads" if kv != heads else ""
+        window = getattr(config, "sliding_window", None) if self.name == "mistral" else None
+        kind = f"a causal sliding window of {window} keys" if window else "full causal attention"
+        return f"{self.family.label}, {kind} in {config.num_hidden_layers} layers{sharing}"
+
+    def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
+        """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
+        if not attentions:
+            return model(**args), None
+        captured: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = []
+
+        def hook(module, hook_args, kwargs):
+            captured.append((hook_args[0] if hook_args else kwargs["hidden_states"], kwargs["position_embeddings"]))
+
+        layers = self.layers(model)
+        handles = [self.self_attention(layer).register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
+        try:
+            outputs = model(**args)
+        finally:
+            for handle in handles:
+                handle.remove()
+        mask = args.get("attention_mask")
+        batch, n = args["input_ids"].shape
+        lengths = [n] * batch if mask is None else mask.long().sum(1).tolist()
+        bands: list[list] = [[] for _ in range(batch)]
+        with torch.no_grad():
+            for layer, (hidden, (cos, sin)) in zip(layers, captured, strict=True):
+                attn = self.self_attention(layer)
+                q, k = queries_and_keys(attn, hidden.detach(), cos, sin)
+                window = self.window(model.config, attn)
+                for b in range(batch):
+                    bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(lengths[b]), True, window))
+        return outputs, bands
+
+
+def queries_and_keys(attn: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """A decoder attention module's scaled, rotated queries ``(B, H, n, d)`` and rotated keys ``(B, KV, n, d)``, as
+    its forward computes them (its ``q_norm`` / ``k_norm`` where it has them, its module's own rotation)."""
+    shape = (*hidden.shape[:-1], -1, attn.head_dim)
+    q, k = attn.q_proj(hidden).view(shape), attn.k_proj(hidden).view(shape)
+    if getattr(attn, "q_norm", None) is not None:
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    rotate = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+    q, k = rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    return q * attn.scaling, k
+
+
+class Mistral(Llama, family="mistral"):
+    """Mistral: Llama with a causal sliding window of ``config.sliding_window`` keys in every layer (none: full)."""
+
+    classifier_class = "MistralForSequenceClassification"
+    qa_class = "MistralForQuestionAnswering"
+
+    def window(self, config, attn: nn.Module) -> int | None:
+        return getattr(config, "sliding_window", None)
+
+
+LLAMA = Llama()
+MISTRAL = Mistral()
