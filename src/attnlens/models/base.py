@@ -11,7 +11,8 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 * ``classifier_class`` and ``qa_class`` (the Hugging Face sequence classifier and question-answering model,
   :meth:`~Architecture.head_class`; ``model_type`` and ``name`` come from the family);
   :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
-* **Forward arguments.** :meth:`~Architecture.forward_args`: what the forward needs beside ``input_ids``
+* **Forward arguments** (defaults: none, and positions ``0, 1, …``). :meth:`~Architecture.forward_args`: what the
+  forward needs beside ``input_ids``
   and ``attention_mask`` (Longformer: the global-attention mask, CLS global, or a question's tokens);
   :meth:`~Architecture.position_ids`:
   the explicit position ids of ``n`` real tokens, passed for input and IG baseline alike (``None`` where the
@@ -111,18 +112,19 @@ class Architecture(ABC):
             raise ValueError(f"unknown head {head!r}; expected one of {sorted(heads)}")
         return heads[head]
 
-    @abstractmethod
     def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
                      ) -> dict[str, torch.Tensor]:  # fmt: skip
         """Arguments of the forward beside ``input_ids``, ``attention_mask`` and ``position_ids``. ``global_tokens``
         (``(batch, n)``, nonzero where a token should attend to and be attended by every token: a question's
         tokens) is read where the architecture lets a token be chosen global (Longformer); ``None``: CLS alone, the
         classifier's convention. An architecture whose global attention is fixed by its layout (BigBird's first and
-        last blocks, ModernBERT's global layers) ignores it."""
+        last blocks, ModernBERT's global layers, a decoder's causal ones) ignores it: none, the default."""
+        return {}
 
-    @abstractmethod
     def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor | None:
-        """``(batch, n)`` explicit position ids of ``n`` real tokens (``None``: the model has none)."""
+        """``(batch, n)`` explicit position ids of ``n`` real tokens (``None``: the model has none); ``0, 1, …``, the
+        default (BigBird's learned positions, the rotary models' angles)."""
+        return torch.arange(n).expand(batch, n)
 
     @abstractmethod
     def encoder(self, model: nn.Module) -> nn.Module:

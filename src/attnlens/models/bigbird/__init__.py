@@ -31,13 +31,6 @@ class BigBird(Architecture, family="bigbird"):
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         return use_block_sparse_attention(model) if fast else model
 
-    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
-                     ) -> dict[str, torch.Tensor]:  # fmt: skip
-        return {}
-
-    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
-        return torch.arange(n).expand(batch, n)
-
     def encoder(self, model: nn.Module) -> nn.Module:
         return model.bert if hasattr(model, "bert") else model
 

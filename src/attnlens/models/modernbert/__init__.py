@@ -60,13 +60,6 @@ class ModernBert(Architecture, family="modernbert"):
             model.set_attn_implementation("sdpa")
         return model
 
-    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
-                     ) -> dict[str, torch.Tensor]:  # fmt: skip
-        return {}
-
-    def position_ids(self, config, n: int, batch: int = 1) -> torch.Tensor:
-        return torch.arange(n).expand(batch, n)
-
     def encoder(self, model: nn.Module) -> nn.Module:
         return model.model if hasattr(model, "model") else model
 
