@@ -65,6 +65,7 @@ from attnlens.attribution.ig import Inputs
 from attnlens.device import synchronize
 from attnlens.methods import PASSES, REGISTRY, get_method
 from attnlens.models import architecture
+from attnlens.models.base import hidden_state
 from attnlens.tasks import task_of
 
 #: Sentence ends for occlusion spans (the token's text without word-start markers).
@@ -174,7 +175,7 @@ class _Capture:
             output.requires_grad_(True)
 
     def _hidden(self, module, args, kwargs):  # a decoder's attention takes its hidden state by keyword
-        self.hidden.append((args[0] if args else kwargs["hidden_states"]).detach())
+        self.hidden.append(hidden_state(args, kwargs).detach())
 
     def _attn(self, module, args):  # the output projection's input: o, the heads concatenated
         if self.grad:

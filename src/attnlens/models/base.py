@@ -232,3 +232,28 @@ class ProjectionRows(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(x, self.weight, self.bias)
+
+
+def hidden_state(args: tuple, kwargs: dict) -> torch.Tensor:
+    """The hidden state an attention module is called with, positionally or as ``hidden_states`` (a decoder's)."""
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def forward_capturing_inputs(model: nn.Module, modules: Sequence[nn.Module], args: dict[str, torch.Tensor]) -> tuple:
+    """``(outputs, captured, lengths)``: the forward on ``args``, each of ``modules``' (the layers' attention, in
+    order) hidden state and rotary ``(cos, sin)`` as it was called with them, and each example's real tokens — what
+    a rotary architecture reads its queries and keys from (ModernBERT, the decoders)."""
+    captured: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = []
+
+    def hook(module, hook_args, kwargs):
+        captured.append((hidden_state(hook_args, kwargs), kwargs["position_embeddings"]))
+
+    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module in modules]
+    try:
+        outputs = model(**args)
+    finally:
+        for handle in handles:
+            handle.remove()
+    mask = args.get("attention_mask")
+    batch, n = args["input_ids"].shape
+    return outputs, captured, [n] * batch if mask is None else mask.long().sum(1).tolist()

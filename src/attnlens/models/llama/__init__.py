@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from attnlens.attention.full import FullLayer
-from attnlens.models.base import Architecture, RelevanceWiring
+from attnlens.models.base import Architecture, RelevanceWiring, forward_capturing_inputs
 
 #: The head groups' modules in a decoder layer's attention, by attnlens's group names.
 PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
@@ -130,7 +130,7 @@ class Llama(Architecture, family="llama"):
     def describe(self, config) -> str:
         heads, kv = config.num_attention_heads, self.group_heads(config, "key")
         sharing = f", {heads} query heads sharing {kv} key/value heads" if kv != heads else ""
-        window = getattr(config, "sliding_window", None) if self.name == "mistral" else None
+        window = self.window(config, None)  # the same in every layer of these families
         kind = f"a causal sliding window of {window} keys" if window else "full causal attention"
         return f"{self.family.label}, {kind} in {config.num_hidden_layers} layers{sharing}"
 
@@ -138,29 +138,16 @@ class Llama(Architecture, family="llama"):
         """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
         if not attentions:
             return model(**args), None
-        captured: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = []
-
-        def hook(module, hook_args, kwargs):
-            captured.append((hook_args[0] if hook_args else kwargs["hidden_states"], kwargs["position_embeddings"]))
-
         layers = self.layers(model)
-        handles = [self.self_attention(layer).register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
-        try:
-            outputs = model(**args)
-        finally:
-            for handle in handles:
-                handle.remove()
-        mask = args.get("attention_mask")
-        batch, n = args["input_ids"].shape
-        lengths = [n] * batch if mask is None else mask.long().sum(1).tolist()
-        bands: list[list] = [[] for _ in range(batch)]
+        outputs, captured, lengths = forward_capturing_inputs(model, [self.self_attention(x) for x in layers], args)
+        bands: list[list] = [[] for _ in lengths]
         with torch.no_grad():
             for layer, (hidden, (cos, sin)) in zip(layers, captured, strict=True):
                 attn = self.self_attention(layer)
                 q, k = queries_and_keys(attn, hidden.detach(), cos, sin)
                 window = self.window(model.config, attn)
-                for b in range(batch):
-                    bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(lengths[b]), True, window))
+                for b, length in enumerate(lengths):
+                    bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(length), True, window))
         return outputs, bands
 
 

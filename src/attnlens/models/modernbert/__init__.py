@@ -30,7 +30,7 @@ from torch import nn
 from attnlens.attention.band import Band
 from attnlens.attention.full import FullLayer
 from attnlens.attention.weighted import band_products
-from attnlens.models.base import Architecture, ProjectionRows, RelevanceWiring
+from attnlens.models.base import Architecture, ProjectionRows, RelevanceWiring, forward_capturing_inputs
 
 
 def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) -> Band:
@@ -103,20 +103,8 @@ class ModernBert(Architecture, family="modernbert"):
         """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
         if not attentions:
             return model(**args), None
-        captured: list[tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = []
-
-        def hook(module, hook_args, kwargs):
-            captured.append((hook_args[0] if hook_args else kwargs["hidden_states"], kwargs["position_embeddings"]))
-
-        handles = [layer.attn.register_forward_pre_hook(hook, with_kwargs=True) for layer in self.layers(model)]
-        try:
-            outputs = model(**args)
-        finally:
-            for handle in handles:
-                handle.remove()
-        mask = args.get("attention_mask")
+        outputs, captured, lengths = forward_capturing_inputs(model, [layer.attn for layer in self.layers(model)], args)
         batch, n = args["input_ids"].shape
-        lengths = [n] * batch if mask is None else mask.long().sum(1).tolist()
         config = model.config
         bands: list[list] = [[] for _ in range(batch)]
         with torch.no_grad():
