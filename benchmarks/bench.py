@@ -7,7 +7,7 @@ provenance. Two suites run scripts of their own in a fresh interpreter: ``attnlr
 ``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
 
 Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
-[--only foundation|attention|architectures|explanations|attribution|targets|similarity|topology|pairs|explorer|
+[--only foundation|attention|architectures|decoders|explanations|attribution|targets|similarity|topology|pairs|explorer|
 attnlrp|startup|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
@@ -30,6 +30,7 @@ from suites import (
     architectures,
     attention,
     attribution,
+    decoders,
     explanations,
     explorer,
     foundation,
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         "targets": lambda: targets.run(args.config),
         "attention": lambda: {"lengths": attention.bench_attention()},
         "architectures": lambda: {"lengths": architectures.bench_architectures(args.lengths, args.architectures)},
+        "decoders": lambda: {"rows": decoders.bench_decoders()},
         "explanations": lambda: explanations.bench_explanations(),
         "pairs": lambda: {"pairs": pairs.bench_pairs()},
         "explorer": lambda: explorer.bench_explorer(),

@@ -16,6 +16,11 @@ CUDA GPU it
    seconds per document against the paper's 43.5 s on a T4 (docs/recipes.md §9) and against the
    compute bound ``2 · parameters · tokens · 3 · steps`` FLOP at the card's peak dense fp16 rate.
 
+``--architecture mistral`` (or ``llama``) does the same for a decoder classifier instead, read as a causal
+model behind the seam (last-token readout, grouped-query heads, Mistral's sliding window): a shape of Qwen2.5-0.5B's
+sizes (24 layers, hidden 896, 14 query and 2 key/value heads, feed-forward 4 864; about 0.4 B parameters with the
+packaged vocabulary), a sliding window of 1 024 keys, 2 048 tokens; it writes ``gpu_<architecture>.json``.
+
 ``--device cpu --tiny`` runs the same code path on a tiny model (2 layers, hidden 64, 160 tokens) in
 about a minute: the test suite runs it so the script cannot rot on machines without a GPU.
 """
@@ -51,6 +56,7 @@ from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
 from attnlens.device import resolve_device, synchronize
 from attnlens.io import atomic_path, git_commit
+from attnlens.models import DECODERS, draw_decoder
 from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.prediction import encode_texts
 from attnlens.stages.attention import run_estimate_head_importance, run_extract_attention
@@ -70,27 +76,55 @@ PEAK_FP16 = {
     "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12, "V100": 125e12, "T4": 65e12,
 }  # fmt: skip
 
-#: Model and corpus shapes: the paper's, and the tiny one the CPU test runs.
+#: Model and corpus shapes by architecture: the paper's (a decoder's: Qwen2.5-0.5B's sizes), and the tiny one the
+#: CPU test runs. A Longformer's ``window`` is two-sided; a decoder's is its causal sliding window (Mistral).
 SHAPES = {
-    "paper": {"layers": 12, "heads": 12, "hidden": 768, "ffn": 3072, "window": 512, "max_length": 2048,
-              "min_words": 2000, "max_words": 2400},
-    "tiny": {"layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "window": 16, "max_length": 160,
-             "min_words": 100, "max_words": 140},
+    "longformer": {
+        "paper": {"name": "longformer-base", "layers": 12, "heads": 12, "hidden": 768, "ffn": 3072, "window": 512,
+                  "max_length": 2048, "min_words": 2000, "max_words": 2400},
+        "tiny": {"name": "tiny", "layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "window": 16, "max_length": 160,
+                 "min_words": 100, "max_words": 140},
+    },
+    "decoder": {
+        "paper": {"name": "qwen2.5-0.5b-shaped", "layers": 24, "heads": 14, "key_heads": 2, "hidden": 896,
+                  "ffn": 4864, "window": 1024, "max_length": 2048, "min_words": 2000, "max_words": 2400},
+        "tiny": {"name": "tiny", "layers": 2, "heads": 6, "key_heads": 2, "hidden": 96, "ffn": 192, "window": 48,
+                 "max_length": 160, "min_words": 100, "max_words": 140},
+    },
 }  # fmt: skip
 
 
-def save_classifier(folder: Path, shape: dict, seed: int = 0) -> int:
-    """A Longformer classifier of ``shape`` with seeded random weights, saved with the packaged tokenizer in
-    ``folder``; returns its parameter count (fine-tuning changes the weights, not the count)."""
+def shape_of(architecture: str, tiny: bool) -> dict:
+    """The model and corpus shape the proof runs for ``architecture`` (longformer, llama or mistral)."""
+    return SHAPES["longformer" if architecture == "longformer" else "decoder"]["tiny" if tiny else "paper"]
+
+
+def save_classifier(folder: Path, shape: dict, architecture: str = "longformer", seed: int = 0) -> int:
+    """A classifier of ``architecture`` and ``shape`` with seeded random weights, saved with the packaged tokenizer
+    in ``folder``; returns its parameter count (fine-tuning changes the weights, not the count)."""
     tokenizer = load_tokenizer(packaged_model_dir())
     tokenizer.model_max_length = shape["max_length"]
+    labels = {"id2label": dict(enumerate(CLASS_NAMES)), "label2id": {c: i for i, c in enumerate(CLASS_NAMES)}}
+    if architecture != "longformer":
+        window = {"sliding_window": shape["window"]} if architecture in ("mistral", "gemma3") else {}
+        model = draw_decoder(
+            architecture, seed, vocab_size=tokenizer.vocab_size, hidden_size=shape["hidden"],
+            num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+            num_key_value_heads=shape["key_heads"], head_dim=shape["hidden"] // shape["heads"],
+            intermediate_size=shape["ffn"], max_position_embeddings=shape["max_length"],
+            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id, tie_word_embeddings=False, attn_implementation="sdpa", **window,
+            **labels,
+        )  # fmt: skip
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return sum(p.numel() for p in model.parameters())
     config = LongformerConfig(
         vocab_size=tokenizer.vocab_size, hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
         num_attention_heads=shape["heads"], intermediate_size=shape["ffn"],
         max_position_embeddings=shape["max_length"] + tokenizer.pad_token_id + 2, attention_window=shape["window"],
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-        sep_token_id=tokenizer.sep_token_id, type_vocab_size=1,
-        id2label=dict(enumerate(CLASS_NAMES)), label2id={c: i for i, c in enumerate(CLASS_NAMES)},
+        sep_token_id=tokenizer.sep_token_id, type_vocab_size=1, **labels,
     )  # fmt: skip
     torch.manual_seed(seed)
     model = LongformerForSequenceClassification(config)
@@ -167,15 +201,17 @@ class Stage:
         print(f"gpu-proof: {self.name}: {row}", file=sys.stderr, flush=True)
 
 
-def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Path) -> dict:
+def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Path,
+          architecture: str = "longformer") -> dict:  # fmt: skip
     """Run every classification stage at the chosen shape in ``work``; the record of ``gpu.json``."""
-    shape = SHAPES["tiny" if tiny else "paper"]
+    shape = shape_of(architecture, tiny)
     device = resolve_device(device_name)
     card, peak = peak_fp16(device)
     classifier = work / "classifier"
-    params = save_classifier(classifier, shape)
+    params = save_classifier(classifier, shape, architecture)
+    window = shape["window"] if architecture == "longformer" else None  # a decoder's is its checkpoint's
     model_cfg = ModelConfig(source="classifier", name_or_path=str(classifier), max_length=shape["max_length"],
-                            attention_window=shape["window"], device=device_name)  # fmt: skip
+                            attention_window=window, device=device_name)  # fmt: skip
     data_cfg = DataConfig(source="synthetic", seed=42, test_fraction=0.5, synthetic=SyntheticConfig(
         n_documents=2 * documents, min_words=shape["min_words"], max_words=shape["max_words"]))  # fmt: skip
     d = work / "results"
@@ -226,7 +262,8 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
         "torch": torch.__version__,
         "device": str(device),
         "card": card,
-        "shape": {"name": "tiny" if tiny else "longformer-base", **shape, "parameters": params},
+        "architecture": architecture,
+        "shape": {**shape, "parameters": params},
         "documents": {"train": n_train, "test": n_test},
         "precision": "fp16 mixed precision (training) and autocast (IG) on CUDA; float32 on a CPU",
         "gradient_checkpointing": True,
@@ -251,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--device", default="cuda", help="cuda (default), cuda:N, cpu or auto: model.device of every stage"
     )
+    parser.add_argument("--architecture", default="longformer", choices=["longformer", *DECODERS],
+                        help="longformer (default: gpu.json) or a decoder (gpu_<architecture>.json)")  # fmt: skip
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model at 160 tokens (the CPU test)")
     parser.add_argument("--documents", type=int, default=16, help="test documents, and as many training ones (16)")
     parser.add_argument("--ig-steps", type=int, default=PAPER_IG_STEPS, help="IG steps per document (the paper's 50)")
@@ -260,11 +299,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("gpu-proof: error: --device: no CUDA device is visible here (--device cpu --tiny checks the script)")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        record = proof(args.device, args.tiny, args.documents, args.ig_steps, args.keep)
+        record = proof(args.device, args.tiny, args.documents, args.ig_steps, args.keep, args.architecture)
     else:
         with tempfile.TemporaryDirectory(prefix="attnlens-gpu-") as tmp:
-            record = proof(args.device, args.tiny, args.documents, args.ig_steps, Path(tmp))
-    out = Path(args.out) / "gpu.json"
+            record = proof(args.device, args.tiny, args.documents, args.ig_steps, Path(tmp), args.architecture)
+    name = "gpu.json" if args.architecture == "longformer" else f"gpu_{args.architecture}.json"
+    out = Path(args.out) / name
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -96,15 +96,17 @@ def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run, bigbird_ru
             assert "model.device" in json.dumps(given), f"{rule}: {record.name} was not given model.device"
 
 
-def _gpu_proof(device: str, out_dir: Path) -> dict:
-    """``benchmarks/gpu.py --tiny`` on ``device``; its ``gpu.json``."""
+def _gpu_proof(device: str, out_dir: Path, architecture: str = "longformer") -> dict:
+    """``benchmarks/gpu.py --tiny`` on ``device``; its ``gpu.json`` (``gpu_<architecture>.json`` for a decoder)."""
     out = subprocess.run(
-        [sys.executable, "benchmarks/gpu.py", "--device", device, "--tiny", "--out", str(out_dir)],
+        [sys.executable, "benchmarks/gpu.py", "--device", device, "--tiny", "--out", str(out_dir),
+         "--architecture", architecture],
         cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
         env={**os.environ, **(ONE_THREAD if device == "cpu" else {})},  # the session runs hold the other cores
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads((out_dir / "gpu.json").read_text(encoding="utf-8"))
+    name = "gpu.json" if architecture == "longformer" else f"gpu_{architecture}.json"
+    return json.loads((out_dir / name).read_text(encoding="utf-8"))
 
 
 def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
@@ -121,6 +123,15 @@ def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
     assert ig["flop_per_document"] == 2 * record["shape"]["parameters"] * 160 * 3 * 50
     assert ig["peak_fp16_flops"] is None and ig["compute_bound_seconds_per_document"] is None
     assert ig["speedup_vs_paper_t4"] == pytest.approx(43.5 / ig["seconds_per_document"], rel=0.01)
+
+
+def test_gpu_proof_runs_a_decoder_on_cpu_with_a_tiny_model(tmp_path):
+    """``--architecture mistral``: the same stages on a decoder classifier (sliding window, grouped-query heads,
+    last-token readout), the record naming it."""
+    record = _gpu_proof("cpu", tmp_path, "mistral")
+    assert record["architecture"] == "mistral" and record["shape"]["key_heads"] == 2
+    assert list(record["stages"]) == ["train_classifier", "predict", "estimate_head_importance", "extract_attention",
+                                      "attribute", "explain", "evaluate_faithfulness"]  # fmt: skip
 
 
 @pytest.mark.gpu

@@ -33,6 +33,9 @@ FAMILIES: dict[str, Family] = {
         Family("modernbert", "modernbert", "ModernBERT"),
         Family("llama", "llama", "Llama"),
         Family("mistral", "mistral", "Mistral"),
+        Family("qwen2", "qwen2", "Qwen 2"),
+        Family("qwen3", "qwen3", "Qwen 3"),
+        Family("gemma3", "gemma3_text", "Gemma 3"),
     )
 }
 

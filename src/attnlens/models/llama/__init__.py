@@ -70,8 +70,7 @@ class Llama(Architecture, family="llama"):
         on a right-padded batch once a padding query's window holds no real key (its all-masked softmax, then its
         value reaching the real tokens' next layers), where sdpa gives the eager numbers on unpadded inputs and
         finite ones on padded batches. The attention is read from the layers' queries and keys either way."""
-        windowed = any(self.window(model.config, self.self_attention(layer)) for layer in self.layers(model))
-        if windowed and getattr(model.config, "_attn_implementation", None) == "eager":
+        if any(self.windows(model.config)) and getattr(model.config, "_attn_implementation", None) == "eager":
             model.set_attn_implementation("sdpa")
         return model
 
@@ -108,14 +107,13 @@ class Llama(Architecture, family="llama"):
         return layer.self_attn.o_proj
 
     def relevance_wiring(self, model: nn.Module) -> RelevanceWiring:
-        """SiLU in every MLP and every RMSNorm (the queries' and keys' too, where the family has them) take the
-        identity rule; the MLP's ``act(gate) · up`` is a product, so ``down_proj`` gets the uniform rule."""
+        """The MLP's activation (SiLU; Gemma's tanh GELU) and every RMSNorm (the queries' and keys' too, where the
+        family has them) take the identity rule; the MLP's ``act(gate) · up`` is a product, so ``down_proj`` gets the
+        uniform rule."""
         layers = self.layers(model)
-        norms = [self.encoder(model).norm]
-        for layer in layers:
-            norms += [layer.input_layernorm, layer.post_attention_layernorm]
-            norms += [m for m in (getattr(layer.self_attn, "q_norm", None), getattr(layer.self_attn, "k_norm", None))
-                      if m is not None]  # fmt: skip
+        # every family names its RMSNorm class so (LlamaRMSNorm, Qwen3RMSNorm, Gemma3RMSNorm): the layers' two to
+        # four norms, the final one and the per-head query/key norms, whatever their attribute names
+        norms = [m for m in self.encoder(model).modules() if type(m).__name__.endswith("RMSNorm")]
         return RelevanceWiring(activations=[layer.mlp.act_fn for layer in layers] + norms,
                                products=[layer.mlp.down_proj for layer in layers])  # fmt: skip
 
@@ -123,16 +121,37 @@ class Llama(Architecture, family="llama"):
         """The classifier reads the last real token (``…ForSequenceClassification``: the last before the padding)."""
         return "last token", length - 1
 
-    def window(self, config, attn: nn.Module) -> int | None:
-        """A layer's sliding window (keys ``i − window < j ≤ i``), or ``None`` for full causal attention."""
-        return None
+    def windows(self, config) -> list[int | None]:
+        """Each layer's sliding window (keys ``i − window < j ≤ i``), ``None`` for full causal attention: from
+        ``config.layer_types`` where the family has it (a ``sliding_attention`` layer has ``config.sliding_window``,
+        as Hugging Face's attention modules set it), else full in every layer."""
+        types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+        window = getattr(config, "sliding_window", None)
+        return [window if kind == "sliding_attention" else None for kind in types]
 
     def describe(self, config) -> str:
         heads, kv = config.num_attention_heads, self.group_heads(config, "key")
         sharing = f", {heads} query heads sharing {kv} key/value heads" if kv != heads else ""
-        window = self.window(config, None)  # the same in every layer of these families
-        kind = f"a causal sliding window of {window} keys" if window else "full causal attention"
-        return f"{self.family.label}, {kind} in {config.num_hidden_layers} layers{sharing}"
+        windows = self.windows(config)
+        windowed = [w for w in windows if w]
+        if not windowed:
+            kind = f"full causal attention in {len(windows)} layers"
+        elif len(windowed) == len(windows):
+            kind = f"a causal sliding window of {windowed[0]} keys in {len(windows)} layers"
+        else:
+            kind = (f"a causal sliding window of {windowed[0]} keys in {len(windowed)} of {len(windows)} layers, "
+                    "full causal attention in the others")  # fmt: skip
+        return f"{self.family.label}, {kind}{sharing}"
+
+    def reading_notes(self, config, lengths: Sequence[int]) -> list[str]:
+        """A note when no input is longer than the sliding window: those layers then attend as full ones do."""
+        window = max((w for w in self.windows(config) if w), default=None)
+        if window is None or not lengths or max(lengths) > window:
+            return []
+        return [
+            f"{self.family.label}'s sliding window ({window} keys) reaches back past the first token of every "
+            f"input (at most {max(lengths)} tokens): its windowed layers attend as its full causal ones do"
+        ]
 
     def run(self, model: nn.Module, args: dict[str, torch.Tensor], attentions: bool = False) -> tuple:
         """The forward; with ``attentions``, every layer read from its own queries and keys (module docstring)."""
@@ -142,10 +161,8 @@ class Llama(Architecture, family="llama"):
         outputs, captured, lengths = forward_capturing_inputs(model, [self.self_attention(x) for x in layers], args)
         bands: list[list] = [[] for _ in lengths]
         with torch.no_grad():
-            for layer, (hidden, (cos, sin)) in zip(layers, captured, strict=True):
-                attn = self.self_attention(layer)
-                q, k = queries_and_keys(attn, hidden.detach(), cos, sin)
-                window = self.window(model.config, attn)
+            for layer, window, (hidden, (cos, sin)) in zip(layers, self.windows(model.config), captured, strict=True):
+                q, k = queries_and_keys(self.self_attention(layer), hidden.detach(), cos, sin)
                 for b, length in enumerate(lengths):
                     bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(length), True, window))
         return outputs, bands
@@ -169,8 +186,8 @@ class Mistral(Llama, family="mistral"):
     classifier_class = "MistralForSequenceClassification"
     qa_class = "MistralForQuestionAnswering"
 
-    def window(self, config, attn: nn.Module) -> int | None:
-        return getattr(config, "sliding_window", None)
+    def windows(self, config) -> list[int | None]:
+        return [getattr(config, "sliding_window", None)] * config.num_hidden_layers
 
 
 LLAMA = Llama()
