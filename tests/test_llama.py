@@ -160,6 +160,20 @@ def test_eager_and_sdpa_give_the_same_numbers(kind):
         torch.testing.assert_close(x.dense(), y.dense(), rtol=1e-6, atol=1e-8)
 
 
+def test_flex_attention_gives_the_same_numbers():
+    """A checkpoint run with FlexAttention (compiled; float32, the precision it is used in) is read as under sdpa: the
+    sliding window is a block mask there, and attnlens reads the layers from their queries and keys either way
+    (float32 roundings of the hidden states between the two kernels: 1e-5)."""
+    batch = {k: v[:1] for k, v in _batch().items()}
+    with torch.no_grad():
+        a_out, a = MISTRAL.run(tiny_decoder("mistral", "flex_attention").float(), batch, attentions=True)
+        b_out, b = MISTRAL.run(tiny_decoder("mistral", "sdpa").float(), batch, attentions=True)
+    torch.testing.assert_close(a_out.logits, b_out.logits, rtol=1e-5, atol=1e-6)
+    for x, y in zip(a[0], b[0], strict=True):
+        assert x.window == y.window == WINDOW
+        torch.testing.assert_close(x.dense(), y.dense(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["mistral", "qwen3", "gemma3"])
 def test_summaries_and_value_vectors_equal_the_dense_computation(kind):
     """Received attention, top-k, value norms (each query head's value vector its key/value head's), rollout and

@@ -1,0 +1,121 @@
+"""AttnLRP relevances from the method's authors' code, for the parity test (tests/test_lxt_parity.py).
+
+Runs in the reference environment that ``tests/reference/build_lxt_env.sh`` builds: lxt 2.1 (PyPI ``lxt``, its
+``lxt.efficient`` rules, Clear BSD licence) with the transformers it was tested with (4.52), beside the project's
+CPU torch. It is not part of the suite; its output is committed:
+
+    tests/reference/build_lxt_env.sh /tmp/lxt-env
+    /tmp/lxt-env/bin/python tests/reference/lxt_reference.py tests/reference/lxt
+
+For each decoder family lxt covers (Llama, Qwen 3, Gemma 3) it draws a small seeded random-weight classifier —
+the family's base model and a ``score`` head reading the last token, which is what Hugging Face's
+``…ForSequenceClassification`` is (transformers 4.52 has no Gemma 3 text classifier, so the head is built here
+for every family alike) — patches the family's modelling module with lxt's AttnLRP rules
+(``lxt.efficient.monkey_patch``) and writes, per family, ``<family>.safetensors`` (the weights, under the
+classifier's names), and ``<family>.json``: the configuration, the token ids, the explained logit, and each
+token's relevance ``Σ_d e · ∂f/∂e`` at the embedding output ``e`` (lxt's own recipe: ``inputs_embeds`` with a
+gradient, times that gradient).
+
+lxt imports torchvision for its ViT support when it is imported; PyPI's torchvision does not match the CPU torch
+build, and the decoders need none of it, so this script stands in an empty ``torchvision.models.vision_transformer``
+before importing lxt. Nothing else of lxt is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+
+class _Empty(types.ModuleType):
+    """A module whose every attribute is another such module (lxt's ViT patch map only uses them as keys)."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Empty(f"{self.__name__}.{name}")
+
+
+for _name in ("torchvision", "torchvision.models", "torchvision.models.vision_transformer"):
+    sys.modules[_name] = _Empty(_name)
+sys.modules["torchvision"].models = sys.modules["torchvision.models"]
+sys.modules["torchvision.models"].vision_transformer = sys.modules["torchvision.models.vision_transformer"]
+
+from lxt.efficient import monkey_patch  # noqa: E402  (after the stand-in)
+
+#: The shared sizes: 2 layers, 4 query heads sharing 2 key/value heads of 6 dimensions, a window of 5 keys.
+SIZES = dict(
+    vocab_size=60,
+    hidden_size=24,
+    intermediate_size=40,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=6,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    attention_dropout=0.0,
+)
+#: Per family: its base model's module and classes, and what its configuration sets beyond the sizes.
+FAMILIES = {
+    "llama": ("llama", "LlamaConfig", "LlamaModel", {}),
+    "qwen3": ("qwen3", "Qwen3Config", "Qwen3Model", {}),
+    "gemma3": (
+        "gemma3",
+        "Gemma3TextConfig",
+        "Gemma3TextModel",
+        {"sliding_window": 5, "query_pre_attn_scalar": 5, "sliding_window_pattern": 2},
+    ),
+}
+IDS = [[2, 17, 23, 9, 41, 5, 33, 12, 8, 27, 50, 3]]
+LABELS, TARGET, SEED = 3, 1, 0
+
+
+def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    module_name, config_name, model_name, extra = FAMILIES[family]
+    module = getattr(transformers.models, module_name)
+    modeling = getattr(module, f"modeling_{module_name}")
+    monkey_patch(modeling, verbose=False)
+    settings = {**SIZES, **extra}
+    config = getattr(transformers, config_name)(**settings, attn_implementation="eager")
+    torch.manual_seed(SEED)
+    base = getattr(transformers, model_name)(config).eval()
+    with torch.no_grad():  # a drawn pad row, as attnlens's models drawn from a configuration have it
+        base.get_input_embeddings().weight[0].normal_(0.0, config.initializer_range)
+    score = torch.nn.Linear(config.hidden_size, LABELS, bias=False)
+    torch.nn.init.normal_(score.weight, 0.0, 0.5)
+    for p in [*base.parameters(), *score.parameters()]:
+        p.requires_grad_(False)
+    ids = torch.tensor(IDS)
+    embeds = base.get_input_embeddings()(ids).detach().requires_grad_(True)
+    hidden = base(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).last_hidden_state
+    logit = score(hidden[0, -1])[TARGET]
+    logit.backward()
+    relevances = (embeds * embeds.grad)[0].sum(-1)
+    weights = {f"model.{k}": v.contiguous() for k, v in base.state_dict().items()}
+    weights["score.weight"] = score.weight.detach().contiguous()
+    record = {
+        "family": family, "lxt": "2.1", "transformers": transformers.__version__, "torch": torch.__version__,
+        "settings": settings, "num_labels": LABELS, "input_ids": IDS, "target": TARGET,
+        "logit": float(logit.detach()), "relevance": [float(r) for r in relevances],
+    }  # fmt: skip
+    return record, weights
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for family in FAMILIES:
+        record, weights = relevance(family)
+        save_file(weights, str(out / f"{family}.safetensors"))
+        (out / f"{family}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"{family}: logit {record['logit']:.6f}, Σ relevance {sum(record['relevance']):.6f}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "tests/reference/lxt"))
