@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import transformers
 from helpers import GUARD, OWN_LENGTH, OWN_WINDOW, build_classifier, run_snakemake
 from safetensors.torch import load_file
 from transformers import (
@@ -35,7 +36,7 @@ from transformers import (
 from attnlens.config import ModelConfig, TrainConfig
 from attnlens.corpus import CLASS_NAMES
 from attnlens.errors import InputError
-from attnlens.models import ARCHITECTURES
+from attnlens.models import ARCHITECTURES, DECODERS, architecture, draw_decoder
 from attnlens.models.loading import (
     build_base_model,
     check_labels,
@@ -194,14 +195,20 @@ def test_a_rerun_of_the_existing_classifier_has_nothing_to_do(root, notes_run):
     assert out.returncode == 0 and "Nothing to be done" in out.stdout + out.stderr, out.stdout[-2000:]
 
 
-@pytest.mark.parametrize(("arch_name", "build"), [("bigbird", "big_bird"), ("modernbert", "modernbert")])
-def test_a_bigbird_or_modernbert_classifier_imports_as_it_is(tmp_path, arch_name, build):
-    """A saved BigBird or ModernBERT sequence classifier: weights bit for bit, no window to set (one line if set)."""
+@pytest.mark.parametrize(
+    ("arch_name", "build"),
+    [("bigbird", "big_bird"), ("modernbert", "modernbert"), ("qwen3", "qwen3"), ("gemma3", "gemma3_text")],
+)
+def test_a_bigbird_modernbert_or_decoder_classifier_imports_as_it_is(tmp_path, arch_name, build):
+    """A saved BigBird, ModernBERT or decoder sequence classifier: weights bit for bit, no window to set (one line if
+    set: a decoder's window is its checkpoint's)."""
     tokenizer = load_tokenizer(packaged_model_dir())
     common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 64, "max_position_embeddings": OWN_LENGTH, "pad_token_id": tokenizer.pad_token_id,
               "num_labels": len(CLASS_NAMES)}  # fmt: skip
-    if build == "big_bird":
+    if arch_name in DECODERS:
+        model = draw_decoder(arch_name, 0, **common, num_key_value_heads=1, head_dim=16)
+    elif build == "big_bird":
         model = BigBirdForSequenceClassification(BigBirdConfig(**common, block_size=8, num_random_blocks=1))
     else:
         model = ModernBertForSequenceClassification(ModernBertConfig(**common, local_attention=16,
@@ -226,7 +233,13 @@ def _pretrained_encoder(folder: Path, build: str) -> dict[str, torch.Tensor]:
     tokenizer = load_tokenizer(packaged_model_dir())
     common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 64, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
-    if build == "longformer":
+    if build in DECODERS:  # a decoder's base model, its family's classes by name
+        config_class, model_class = DECODERS[build]
+        config = getattr(transformers, config_class)(
+            **common, max_position_embeddings=OWN_LENGTH, head_dim=16, num_key_value_heads=1
+        )
+        model = getattr(transformers, model_class.replace("ForSequenceClassification", "Model"))(config)
+    elif build == "longformer":
         model = LongformerModel(LongformerConfig(**common, max_position_embeddings=OWN_LENGTH + 2,
                                                  attention_window=OWN_WINDOW))  # fmt: skip
     elif build == "big_bird":
@@ -241,16 +254,17 @@ def _pretrained_encoder(folder: Path, build: str) -> dict[str, torch.Tensor]:
     return model.state_dict()
 
 
-@pytest.mark.parametrize("build", ["longformer", "big_bird", "modernbert"])
+@pytest.mark.parametrize("build", ["longformer", "big_bird", "modernbert", "llama", "qwen3", "gemma3"])
 def test_a_pretrained_checkpoint_of_every_architecture_is_fine_tuned_with_a_new_head(tmp_path, build):
     """``model.source: pretrained``: the encoder's weights as saved, a new head of the dataset's classes, and
     fine-tuning (one epoch of a few documents, gradient checkpointing on) changes them."""
     weights = _pretrained_encoder(tmp_path / build, build)
     cfg = ModelConfig(source="pretrained", name_or_path=str(tmp_path / build), max_length=64)
     model, tokenizer = build_base_model(cfg, num_labels=3)
-    assert model.config.model_type == build and model.config.num_labels == 3 and tokenizer.model_max_length == 64
+    assert architecture(model).name == {"big_bird": "bigbird"}.get(build, build) and model.config.num_labels == 3
+    assert tokenizer.model_max_length == 64
     state = {key: value.clone() for key, value in model.state_dict().items()}
-    prefix = {"longformer": "longformer.", "big_bird": "bert.", "modernbert": "model."}[build]
+    prefix = {"longformer": "longformer.", "big_bird": "bert."}.get(build, "model.")
     encoder = {key: value for key, value in weights.items() if not key.startswith("pooler.")}  # no pooler in the head
     for key, value in encoder.items():
         assert torch.equal(state[prefix + key], value), key

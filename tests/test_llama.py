@@ -12,6 +12,7 @@ import json
 import pandas as pd
 import pytest
 import torch
+import transformers
 from helpers import EPS32
 
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
@@ -351,6 +352,23 @@ def test_gemma3_settings_that_change_what_attention_is_are_refused_before_anythi
                                          r"Gemma 3 question-answering model"):  # fmt: skip
         GEMMA3.head_class("question_answering")
     assert QWEN3.head_class("question_answering") == "Qwen3ForQuestionAnswering"
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_a_question_answering_head_reads_the_same_decoder_stack(kind):
+    """Hugging Face's decoder question answerers keep the stack under ``transformer``, its classifiers under
+    ``model``: the seam finds it under either (``base_model``), and the layers read the same."""
+    classifier = tiny_decoder(kind)
+    qa_class = getattr(transformers, FAMILIES[kind][0].head_class("question_answering"))
+    qa = qa_class(classifier.config).eval().double()
+    qa.base_model.load_state_dict(classifier.base_model.state_dict())
+    arch = architecture(qa)
+    assert arch.encoder(qa) is qa.transformer and len(arch.head_groups(qa)) == 2
+    with torch.no_grad():
+        _, a = arch.run(qa, _batch(), attentions=True)
+        _, b = arch.run(classifier, _batch(), attentions=True)
+    for x, y in zip(a[1], b[1], strict=True):
+        torch.testing.assert_close(x.dense(), y.dense(), rtol=0, atol=0)
 
 
 def test_a_window_that_reaches_past_every_input_is_said_in_the_run_notes():

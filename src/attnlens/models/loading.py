@@ -288,8 +288,8 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
         if cfg.attention_window is not None:
             raise InputError(
                 "config", "model.attention_window",
-                f"expected null for a {src_config.model_type!r} checkpoint (it has no sliding-window setting), "
-                f"got {cfg.attention_window}",
+                f"expected null for a {src_config.model_type!r} checkpoint (the config sets a Longformer's window "
+                f"only: another's is its own), got {cfg.attention_window}",
             )  # fmt: skip
         origin = {
             "max_length": "config" if cfg.max_length is not None else "checkpoint",

@@ -75,7 +75,8 @@ class Llama(Architecture, family="llama"):
         return model
 
     def encoder(self, model: nn.Module) -> nn.Module:
-        return model.model if hasattr(model, "model") else model
+        """The decoder stack under any head (``model`` in a classifier, ``transformer`` in a question answerer)."""
+        return model.base_model
 
     def embeddings(self, model: nn.Module) -> nn.Module:
         return self.encoder(model).embed_tokens
