@@ -183,6 +183,28 @@ def test_a_causal_layer_is_its_dense_matrix_and_hugging_faces_eager_attention(he
                                (dense * (grad @ value.transpose(1, 2))).sum(1))  # fmt: skip
 
 
+@pytest.mark.parametrize(("key_heads", "length", "window"), [(2, 40, 5), (1, 33, None), (2, 40, 1)])
+def test_a_causal_layer_reduced_in_small_blocks_reads_each_block_from_its_first_reachable_key(
+    monkeypatch, key_heads, length, window
+):
+    """Blocks of 3 queries: each block's probabilities span only the keys it can reach (from ``i − window + 1``, up
+    to its last query), handed to the compiled summaries with their first key; received attention and both top-k
+    tables equal the dense matrix's (float64: 1e-12; indices exactly, ties to the smaller position)."""
+    layer = random_causal(4, key_heads, 40, length, window, seed=length)
+    monkeypatch.setattr(full, "BLOCK_BYTES", 2 * 4 * 40 * 8 * 3)  # 3 rows of 4 heads × 40 keys, float64, and a copy
+    assert layer.block_rows() == 3
+    widths = [(lo, probs.shape[-1]) for _, _, lo, probs in layer.reachable_blocks()]
+    assert widths[4] == ((max(0, 12 - window + 1), 15 - max(0, 12 - window + 1)) if window else (0, 15))
+    dense = dense_causal(layer)
+    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
+    for k in (1, 3):
+        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
+            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
+            idx, val = fn(layer, k)
+            assert torch.equal(idx.long(), ref_idx), (k, axis)
+            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+
+
 def test_a_causal_layer_is_stored_and_read_back_with_its_window(tmp_path):
     layers = [random_causal(4, 2, 9, 9, None, seed=1), random_causal(4, 2, 9, 9, 3, seed=2), random_full(4, 9, 9, 3)]
     ids = torch.arange(9)

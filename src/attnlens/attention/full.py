@@ -130,8 +130,10 @@ class FullLayer:
             probs = torch.nn.functional.pad(probs, (lo, self.n - lo - probs.shape[-1]))
         return probs
 
-    def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """``(start, stop, probabilities)`` for consecutive blocks of the real queries.
+    def reachable_blocks(self) -> Iterator[tuple[int, int, int, torch.Tensor]]:
+        """``(start, stop, lo, probabilities)`` for consecutive blocks of the real queries: ``(heads, stop − start,
+        width)`` over the keys ``lo … lo + width − 1`` the block can reach (:meth:`key_range`), unpadded — a causal
+        block no wider than its last query, a windowed one no wider than its window plus its rows.
 
         Without padding, causality or grouped keys (and outside autograd) the blocks are formed in one buffer,
         scores then softmax in place: each block's tensor is overwritten by the next one, so a caller reduces it
@@ -143,12 +145,21 @@ class FullLayer:
         for start in range(0, self.length, step):
             stop = min(start + step, self.length)
             if not plain or self.query.requires_grad or self.key.requires_grad:
-                yield start, stop, self.probabilities(start, stop)
+                scores, lo = self.scores(start, stop)
+                yield start, stop, lo, torch.softmax(scores, -1)
                 continue
             if buffer is None or buffer.shape[1] != stop - start:
                 buffer = self.query.new_empty(self.heads, stop - start, self.n)
             torch.bmm(self.query[:, start:stop], self.key.transpose(1, 2), out=buffer)
-            yield start, stop, torch.softmax(buffer, -1, out=buffer)
+            yield start, stop, 0, torch.softmax(buffer, -1, out=buffer)
+
+    def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """``(start, stop, probabilities)`` for consecutive blocks of the real queries, over every key
+        (:meth:`reachable_blocks` padded with the 0 of the keys a block cannot reach)."""
+        for start, stop, lo, probs in self.reachable_blocks():
+            if probs.shape[-1] < self.n:
+                probs = torch.nn.functional.pad(probs, (lo, self.n - lo - probs.shape[-1]))
+            yield start, stop, probs
 
     def dense(self) -> torch.Tensor:
         """``(heads, n, n)`` — for tests and short inputs only."""
@@ -192,6 +203,11 @@ class Combination:
             if bool(w.any()):
                 out[0] += torch.einsum("h,hbn->bn", w.float(), layer.probabilities(start, stop).float())
         return out
+
+    def reachable_blocks(self) -> Iterator[tuple[int, int, int, torch.Tensor]]:
+        """:meth:`blocks` with every key (``lo`` = 0): the layers' reaches differ."""
+        for start, stop, probs in self.blocks():
+            yield start, stop, 0, probs
 
     def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
         heads = max(layer.heads for layer in self.layers)
@@ -246,10 +262,10 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
 
     rows, cols = (topk_state(), topk_state()) if k is not None else (None, None)
     with torch.no_grad():
-        for start, _, probs in layer.blocks():
+        for start, _, lo, probs in layer.reachable_blocks():
             probs = probs.to(work).contiguous().cpu().numpy()
             share_torch_threads()
-            full_block_kernel(probs, start, length, received64, *((rows, cols) if k else ()))
+            full_block_kernel(probs, start, length, received64, *((rows, cols) if k else (None, None)), first_key=lo)
     out = {"received": torch.from_numpy(received64).to(layer.device, layer.dtype)}
     for name, state in (("attended", rows), ("attending", cols)) if k is not None else ():
         out[f"{name}_idx"], out[f"{name}_val"] = torch.from_numpy(state[0]), torch.from_numpy(state[1]).to(layer.dtype)

@@ -167,23 +167,26 @@ def _chunk_maxima(bits, length, out):
 
 
 @numba.njit(cache=True, parallel=True)
-def _full_block(probs, bits, inf_bits, start, length, received, row_state, col_state, topk):
+def _full_block(probs, bits, inf_bits, start, lo, width, received, row_state, col_state, topk):
+    """Columns ``0 … width − 1`` of ``probs`` are keys ``lo … lo + width − 1`` (see :func:`full_block_kernel`)."""
     heads, rows = probs.shape[0], probs.shape[1]
     k = row_state[0].shape[2]
-    n_chunks = (length + ROW_CHUNK - 1) // ROW_CHUNK
-    n_words = (length + 7) // 8
+    n_chunks = (width + ROW_CHUNK - 1) // ROW_CHUNK
+    n_words = (width + 7) // 8
     for h in numba.prange(heads):
-        rec = received[h]
+        rec = received[h, lo : lo + width]
         if not topk:
             for r in range(rows):
                 p_row = probs[h, r]
-                for j in range(length):
+                for j in range(width):
                     rec[j] += p_row[j]
             continue
         r_idx, r_val, r_count, r_thr_v, r_thr_p = (row_state[0][h], row_state[1][h], row_state[2][h],
                                                    row_state[3][h], row_state[4][h])  # fmt: skip
-        c_idx, c_val, c_count, c_thr_v, c_thr_p = (col_state[0][h], col_state[1][h], col_state[2][h],
-                                                   col_state[3][h], col_state[4][h])  # fmt: skip
+        hi = lo + width  # the keys' states from key lo on: index j is key lo + j
+        c_idx, c_val, c_count, c_thr_v, c_thr_p = (col_state[0][h, lo:hi], col_state[1][h, lo:hi],
+                                                   col_state[2][h, lo:hi], col_state[3][h, lo:hi],
+                                                   col_state[4][h, lo:hi])  # fmt: skip
         chunk_max = np.empty(n_chunks, dtype=bits.dtype)
         best = np.empty(k, dtype=bits.dtype)
         reaches = np.zeros(n_words * 8, dtype=np.uint8)
@@ -192,13 +195,13 @@ def _full_block(probs, bits, inf_bits, start, length, received, row_state, col_s
             i = start + r
             p_row = probs[h, r]
             # received attention, and which keys' attending buffers this query's score reaches (one vector pass)
-            for j in range(length):
+            for j in range(width):
                 rec[j] += p_row[j]
                 reaches[j] = p_row[j] >= c_thr_v[j]
             # attended. The k largest chunk maxima are k scores of the row, so its k-th score is at least the
             # k-th largest chunk maximum (``bound``): only chunks that reach it are offered. A chunk holding a NaN
             # (its maximum above infinity's bits) is offered and bounds nothing: NaN is never reported.
-            _chunk_maxima(bits[h, r], length, chunk_max)
+            _chunk_maxima(bits[h, r], width, chunk_max)
             bound = chunk_max.min()
             best[:] = bound
             counted = 0
@@ -217,14 +220,15 @@ def _full_block(probs, bits, inf_bits, start, length, received, row_state, col_s
                 bound = best[k - 1]
             for c in range(n_chunks):
                 if chunk_max[c] >= bound:
-                    for j in range(c * ROW_CHUNK, min((c + 1) * ROW_CHUNK, length)):
+                    for j in range(c * ROW_CHUNK, min((c + 1) * ROW_CHUNK, width)):
                         s = p_row[j]
-                        if s > r_thr_v[i] or (s == r_thr_v[i] and j < r_thr_p[i]):
-                            _push(r_idx, r_val, r_count, r_thr_v, r_thr_p, i, j, s)
-            # attending: only the keys (eight at a time) whose threshold the score reaches
+                        if s > r_thr_v[i] or (s == r_thr_v[i] and lo + j < r_thr_p[i]):
+                            _push(r_idx, r_val, r_count, r_thr_v, r_thr_p, i, lo + j, s)
+            # attending: only the keys (eight at a time) whose threshold the score reaches (the state's views start
+            # at key ``lo``: index j is key lo + j)
             for w in range(n_words):
                 if words[w]:
-                    for j in range(w * 8, min(w * 8 + 8, length)):
+                    for j in range(w * 8, min(w * 8 + 8, width)):
                         s = p_row[j]
                         if s > c_thr_v[j] or (s == c_thr_v[j] and i < c_thr_p[j]):
                             _push(c_idx, c_val, c_count, c_thr_v, c_thr_p, j, i, s)
@@ -233,14 +237,15 @@ def _full_block(probs, bits, inf_bits, start, length, received, row_state, col_s
 _BITS = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
 
-def full_block_kernel(probs, start, length, received, row_state=None, col_state=None) -> None:
+def full_block_kernel(probs, start, length, received, row_state=None, col_state=None, first_key: int = 0) -> None:
     """Reduce one block of full attention rows in one pass: received attention and, with the states, the top-k
     keys of every query and the top-k queries of every key (both ordered by ``(−score, position)``; only scores
     ``> 0`` are reported).
 
     Args:
-        probs: ``(H, B, ≥ length)`` C-contiguous probabilities of queries ``start … start + B − 1``; keys from
-            ``length`` on are not read.
+        probs: ``(H, B, W)`` C-contiguous probabilities of queries ``start … start + B − 1`` over the keys
+            ``first_key … first_key + W − 1`` (the keys a causal or windowed block can reach; every other key's
+            probability is 0 and is not read); keys from ``length`` on are not read.
         start: position of the block's first query.
         length: real keys.
         received: ``(H, ≥ length)`` float64, accumulated in place.
@@ -248,15 +253,20 @@ def full_block_kernel(probs, start, length, received, row_state=None, col_state=
             buffers ``(H, n, k)`` (pre-filled −1 / 0) of the queries (attended) and of the keys (attending), and
             their counts and thresholds ``(H, n)`` (0, 0, −1 at the start), carried from block to block. The
             blocks must come in ascending query order, so that ties keep going to the smaller query.
+        first_key: the key of ``probs``'s first column.
     """
     bits = _BITS[probs.dtype]  # the integers a score's bits are viewed as (:func:`_chunk_maxima`)
     inf_bits = np.array(np.inf, dtype=probs.dtype).view(bits)[()]
+    width = min(probs.shape[2], length - first_key)
+    if width <= 0:
+        return
     if row_state is None:
         idx, val = np.full((1, 1, 1), -1, np.int32), np.zeros((1, 1, 1), probs.dtype)
         state = (idx, val, np.zeros((1, 1), np.int64), np.zeros((1, 1), probs.dtype), np.zeros((1, 1), np.int32))
-        _full_block(probs, probs[:1, :1, :1].view(bits), inf_bits, start, length, received, state, state, False)
+        _full_block(probs, probs[:1, :1, :1].view(bits), inf_bits, start, first_key, width, received, state, state,
+                    False)  # fmt: skip
         return
-    _full_block(probs, probs.view(bits), inf_bits, start, length, received, row_state, col_state, True)
+    _full_block(probs, probs.view(bits), inf_bits, start, first_key, width, received, row_state, col_state, True)
 
 
 # --- Kendall's τ-b for many rankings against one (Knight's counting with a Fenwick tree) --------
