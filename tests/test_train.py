@@ -12,7 +12,7 @@ from attnlens.config import TrainConfig
 from attnlens.data import EXAMPLES_SCHEMA
 from attnlens.io import load_json, provenance, save_parquet, save_pretrained
 from attnlens.models.loading import load_classifier
-from attnlens.train import _param_groups, no_decay_names, train_classifier
+from attnlens.train import _param_groups, mixed_precision, no_decay_names, train_classifier
 
 
 def _data(n):
@@ -124,3 +124,13 @@ def test_weight_decay_leaves_out_every_bias_and_normalisation_weight(kind):
     assert sum(len(g["params"]) for g in groups) == len(names)  # every parameter in one group
     decayed = {id(p) for p in groups[0]["params"]}
     assert all(p.dim() >= 2 for p in model.parameters() if id(p) in decayed)  # matrices and embeddings only
+
+
+def test_mixed_precision_is_bf16_or_fp16_on_cuda_only():
+    """``train.bf16`` (what decoders train in) before ``train.fp16``, on a CUDA device only; a CPU trains in float32
+    whatever is asked (the device is named, not used: no card is needed to decide)."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert mixed_precision(cuda, TrainConfig(fp16=True, bf16=True)) == "bf16"
+    assert mixed_precision(cuda, TrainConfig(fp16=True, bf16=False)) == "fp16"
+    assert mixed_precision(cuda, TrainConfig(fp16=False, bf16=False)) == "no"
+    assert mixed_precision(cpu, TrainConfig(fp16=True, bf16=True)) == "no"

@@ -97,14 +97,23 @@ def _checkpointing(model, on: bool) -> None:
         disable()
 
 
+def mixed_precision(device: torch.device, cfg: TrainConfig) -> str:
+    """accelerate's ``mixed_precision`` for training on ``device``: ``bf16`` where ``train.bf16`` asks for it and
+    ``fp16`` where ``train.fp16`` does, on CUDA only (bf16 first); else ``no`` (float32)."""
+    if cfg.bf16 and torch.device(device).type == "cuda":
+        return "bf16"
+    return "fp16" if autocast_dtype(device, cfg.fp16) is not None else "no"
+
+
 def train_classifier(
     model, tokenizer, train_df, eval_df, cfg: TrainConfig, device: str = "auto"
 ) -> tuple[object, dict]:
     """Fine-tune ``model`` on ``train_df`` (``text, label``); evaluate on ``eval_df`` after each epoch.
 
     ``device`` (``model.device``) goes through the one device policy (:func:`attnlens.device.resolve_device`);
-    accelerate then places the model (one process per GPU under ``accelerate launch``), in fp16 mixed
-    precision where ``cfg.fp16`` asks for it and the device is CUDA.
+    accelerate then places the model (one process per GPU under ``accelerate launch``), in mixed precision where
+    the device is CUDA and ``cfg.bf16`` (bfloat16) or ``cfg.fp16`` (float16, with loss scaling) asks for it
+    (:func:`mixed_precision`).
 
     Returns:
         The trained (unwrapped) model and the metrics: per epoch ``train_loss``, ``eval_loss`` (the head's loss:
@@ -113,11 +122,11 @@ def train_classifier(
     """
     seed_everything(cfg.seed)
     on = resolve_device(device)
-    use_fp16 = autocast_dtype(on, cfg.fp16) is not None
+    precision = mixed_precision(on, cfg)
     if on.type == "cuda" and on.index is not None:
         torch.cuda.set_device(on)  # accelerate's single process takes the current device
     accelerator = Accelerator(
-        mixed_precision="fp16" if use_fp16 else "no",
+        mixed_precision=precision,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         cpu=on.type == "cpu",  # several CPU processes (torchrun) then train as one, over gloo
     )
@@ -185,7 +194,7 @@ def train_classifier(
         "n_eval": len(eval_labels),
         "device": str(accelerator.device),
         "processes": n_proc,
-        "mixed_precision": "fp16" if use_fp16 else "fp32",
+        "mixed_precision": "fp32" if precision == "no" else precision,
         "torch_threads": torch.get_num_threads(),
     }
     return model.eval(), metrics

@@ -80,6 +80,7 @@ if GRID or trains_classifier():
                         "gradient_accumulation_steps",
                         "max_grad_norm",
                         "fp16",
+                        "bf16",
                         "gradient_checkpointing",
                         "eval_batch_size",
                         "seed",
