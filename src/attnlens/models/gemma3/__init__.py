@@ -4,9 +4,9 @@ A ``Gemma3TextForSequenceClassification`` (``model_type`` ``gemma3_text``) is re
 (:mod:`attnlens.models.llama`), with what Gemma 3 does differently taken from the checkpoint:
 
 * **Local and global layers.** ``config.layer_types``: by default five ``sliding_attention`` layers (a causal
-  window of ``config.sliding_window`` keys, 1 024 in the released models) to every ``full_attention`` one. The two
-  kinds rotate with different bases (``rope_local_base_freq`` and ``rope_theta``); attnlens takes each layer's
-  rotary angles from the layer's own inputs, so each kind is rotated as the model rotates it.
+  window of ``config.sliding_window`` keys, 1 024 in the Gemma 3 report's models) to every ``full_attention`` one.
+  The two kinds rotate with different bases (``rope_local_base_freq`` and ``rope_theta``); attnlens takes each
+  layer's rotary angles from the layer's own inputs, so each kind is rotated as the model rotates it.
 * **Scaled queries and normalised heads.** Scores are scaled by ``query_pre_attn_scalar ** -0.5`` (the module's
   ``scaling``), after each head's queries and keys are RMS-normalised (``q_norm``, ``k_norm``).
 * **Gemma's RMSNorm** multiplies by ``1 + w``, and every layer has four (before and after its attention and its
