@@ -28,7 +28,7 @@ from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, validate_c
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
 from attnlens.data import prepare_dataset
 from attnlens.errors import InputError
-from attnlens.models import architecture, forward_bands
+from attnlens.models import architecture, draw_decoder, forward_bands
 from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
 from attnlens.prediction import encode_examples
 from attnlens.tasks import QA, task_of
@@ -462,19 +462,24 @@ def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path)
     assert all(len(cell) == 1 for cell in frames["test"]["label"])
 
 
-@pytest.mark.parametrize("name", ["longformer", "bigbird", "modernbert"])
+def _tiny_qwen3():
+    return draw_decoder("qwen3", 0, vocab_size=30522, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=6, pad_token_id=0,
+                        num_labels=2)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["longformer", "bigbird", "modernbert", "qwen3"])
 def test_a_question_answering_model_is_built_loaded_and_read_as_qa(name, tmp_path):
     """``with_head`` puts a question-answering head on a classifier's encoder without changing a weight of it (a
-    pooler the head does not read is left behind); the saved model loads as a question-answering model and is read
-    as the qa task."""
+    pooler the head does not read is left behind; a decoder's classifier keeps its stack as ``model``, its question
+    answerer as ``transformer``); the saved model loads as a question-answering model and is read as the qa task."""
     model = {"longformer": lambda: tiny_longformer(window=4, num_labels=2), "bigbird": tiny_bigbird,
-             "modernbert": tiny_modernbert}[name]()  # fmt: skip
+             "modernbert": tiny_modernbert, "qwen3": _tiny_qwen3}[name]()  # fmt: skip
     model.config.num_labels = 2
     qa = with_head(model, "question_answering", seed=0)
     assert type(qa).__name__ == architecture(model.config).qa_class
-    prefix = model.base_model_prefix
-    encoder = getattr(qa, prefix).state_dict()
-    for key, value in getattr(model, prefix).state_dict().items():
+    encoder = qa.base_model.state_dict()
+    for key, value in model.base_model.state_dict().items():
         assert key.startswith("pooler.") or torch.equal(encoder[key], value)
     assert with_head(qa, "question_answering", seed=0) is qa
     qa.config.problem_type = QA.problem_type

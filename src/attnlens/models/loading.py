@@ -201,9 +201,9 @@ def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> tran
         return model
     torch.manual_seed(seed)
     new = getattr(transformers, wanted)(model.config)
-    prefix = model.base_model_prefix
-    source = {k: v for k, v in getattr(model, prefix).state_dict().items() if not k.startswith("pooler.")}
-    missing, unexpected = getattr(new, prefix).load_state_dict(source, strict=False)
+    # the encoder under each head's own name (a decoder's classifier keeps it as ``model``, its QA head ``transformer``)
+    source = {k: v for k, v in model.base_model.state_dict().items() if not k.startswith("pooler.")}
+    missing, unexpected = new.base_model.load_state_dict(source, strict=False)
     if missing or unexpected:
         raise ValueError(f"{wanted}'s encoder does not take {type(model).__name__}'s: missing {missing[:3]}, "
                          f"unexpected {unexpected[:3]}")  # fmt: skip
