@@ -42,6 +42,18 @@ def dense_full(layer: FullLayer) -> torch.Tensor:
     return out
 
 
+def assert_summaries_equal_the_dense(layer, dense: torch.Tensor, ks) -> None:
+    """Received attention and both top-k tables of ``layer`` equal ``dense``'s (float64 softmaxes of the same scores
+    summed in another order: 1e-12; indices exactly, ties to the smaller position)."""
+    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
+    for k in ks:
+        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
+            ref_idx, ref_val = _reference_topk(dense, k, layer.length, axis)
+            idx, val = fn(layer, k)
+            assert torch.equal(idx.long(), ref_idx), (k, axis)
+            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+
+
 SHAPES = [(2, 17, 17), (3, 20, 13), (1, 6, 1), (2, 9, 4)]
 
 
@@ -49,13 +61,7 @@ SHAPES = [(2, 17, 17), (3, 20, 13), (1, 6, 1), (2, 9, 4)]
 def test_received_and_topk_equal_the_dense_matrix(heads, n, length):
     layer = random_full(heads, n, length, seed=n)
     dense = dense_full(layer)
-    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
-    for k in (1, 3, 30):
-        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
-            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
-            idx, val = fn(layer, k)
-            assert torch.equal(idx.long(), ref_idx), (k, axis)
-            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+    assert_summaries_equal_the_dense(layer, dense, (1, 3, 30))
 
 
 @pytest.mark.parametrize(("heads", "n", "length"), SHAPES)
@@ -167,13 +173,7 @@ def test_a_causal_layer_is_its_dense_matrix_and_hugging_faces_eager_attention(he
     torch.testing.assert_close(hugging_face_eager(layer), dense, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(layer.dense(), dense, rtol=1e-12, atol=1e-12)
     assert not dense.triu(1).any()  # no query attends to a later key
-    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
-    for k in (1, 3, 30):
-        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
-            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
-            idx, val = fn(layer, k)
-            assert torch.equal(idx.long(), ref_idx), (k, axis)
-            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+    assert_summaries_equal_the_dense(layer, dense, (1, 3, 30))
     g = torch.Generator().manual_seed(2)
     norms = torch.rand(heads, n, generator=g, dtype=torch.float64)
     torch.testing.assert_close(value_norm_received(layer, norms, None), (dense * norms[:, None, :]).sum(1))
@@ -196,13 +196,7 @@ def test_a_causal_layer_reduced_in_small_blocks_reads_each_block_from_its_first_
     widths = [(lo, probs.shape[-1]) for _, _, lo, probs in layer.reachable_blocks()]
     assert widths[4] == ((max(0, 12 - window + 1), 15 - max(0, 12 - window + 1)) if window else (0, 15))
     dense = dense_causal(layer)
-    torch.testing.assert_close(received_attention(layer), dense.sum(1), rtol=1e-12, atol=1e-12)
-    for k in (1, 3):
-        for fn, axis in ((topk_attended, "row"), (topk_attending, "column")):
-            ref_idx, ref_val = _reference_topk(dense, k, length, axis)
-            idx, val = fn(layer, k)
-            assert torch.equal(idx.long(), ref_idx), (k, axis)
-            torch.testing.assert_close(val, ref_val, rtol=1e-12, atol=1e-12)
+    assert_summaries_equal_the_dense(layer, dense, (1, 3))
 
 
 def test_a_causal_layer_is_stored_and_read_back_with_its_window(tmp_path):
