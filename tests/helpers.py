@@ -349,3 +349,14 @@ def write_config(work: Path, cfg: dict) -> Path:
     (work / "config").mkdir(parents=True, exist_ok=True)
     (work / "config/config.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
     return work
+
+
+def dense_rollout(dense, start: int):
+    """Attention rollout written out on dense ``(heads, n, n)`` matrices, the first layer's last: the one-hot row of
+    ``start`` carried down through ``½ · r + ½ · r · mean_h A`` layer by layer (Abnar & Zuidema with the residual
+    half), float64."""
+    r = torch.zeros(dense[0].shape[-1], dtype=torch.float64)
+    r[start] = 1
+    for a in reversed(dense):
+        r = 0.5 * r + 0.5 * (r @ a.mean(0))
+    return r

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from helpers import EPS32
+from helpers import EPS32, dense_rollout
 from test_attention import dense_reference
 
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
@@ -183,11 +183,7 @@ def test_summaries_equal_the_dense_computation():
         got = value_norm_received(band, norms, norms)
         torch.testing.assert_close(got.double(), (a * norms[:, None, :]).sum(1), rtol=1e-6, atol=1e-12)
     # rollout of the CLS row
-    r = torch.zeros(150, dtype=torch.float64)
-    r[0] = 1
-    for a in reversed(dense):
-        r = 0.5 * r + 0.5 * (r @ a.mean(0))
-    torch.testing.assert_close(rollout(bands, 0), r, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(rollout(bands, 0), dense_rollout(dense, 0), rtol=1e-6, atol=1e-12)
     # gradient-weighted attention: Σ_i A_ij ⟨∂F/∂o_i, v_j⟩
     grads = gradient_pass(model, one, target=1, attentions=True)
     for layer, band, h, g, a in zip(model.bert.encoder.layer, grads.bands, grads.hidden, grads.output_grads, dense,

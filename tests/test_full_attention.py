@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import dense_rollout
 from test_attention import CASES, _reference_topk, dense_reference, random_band
 from transformers.masking_utils import causal_mask_function, sliding_window_causal_mask_function
 from transformers.models.llama.modeling_llama import eager_attention_forward
@@ -236,11 +237,7 @@ def test_rollout_and_combinations_mix_bands_and_full_layers():
     layers = [random_full(2, n, n, seed=1), random_band(2, n, n, 4, [], 0, seed=2, dtype=torch.float64),
               random_full(2, n, n, seed=3)]  # fmt: skip
     dense = [dense_full(layers[0]), dense_reference(layers[1]), dense_full(layers[2])]
-    r = torch.zeros(n, dtype=torch.float64)
-    r[0] = 1
-    for a in reversed(dense):
-        r = 0.5 * r + 0.5 * (r @ a.mean(0))
-    torch.testing.assert_close(rollout(layers, 0), r)
+    torch.testing.assert_close(rollout(layers, 0), dense_rollout(dense, 0))
     weights = torch.tensor([[1.0, 0.5], [0.0, 2.0], [0.25, 0.0]])
     combined = Combination(tuple(layers), weights)
     expected = sum(torch.einsum("h,hij->ij", w.double(), a) for w, a in zip(weights, dense, strict=True))

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from helpers import EPS32
+from helpers import EPS32, dense_rollout
 
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
@@ -203,11 +203,8 @@ def test_summaries_and_value_vectors_equal_the_dense_computation(kind):
         norms = value_norms(h, value, block.self_attn.o_proj, HEADS)
         torch.testing.assert_close(value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1),
                                    rtol=1e-6, atol=1e-7)  # fmt: skip
-    r = torch.zeros(N, dtype=torch.float64)
-    r[length - 1] = 1  # the classifier reads the last real token
-    for a in reversed(dense):
-        r = 0.5 * r + 0.5 * (r @ a.mean(0))
-    torch.testing.assert_close(rollout(layers, length - 1), r, rtol=1e-6, atol=1e-7)
+    # the classifier reads the last real token
+    torch.testing.assert_close(rollout(layers, length - 1), dense_rollout(dense, length - 1), rtol=1e-6, atol=1e-7)
     grads = gradient_pass(model, batch, target=2, attentions=True)
     for block, layer, h, g, a in zip(model.model.layers, grads.bands, grads.hidden, grads.output_grads, dense,
                                      strict=True):  # fmt: skip

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from helpers import EPS32
+from helpers import EPS32, dense_rollout
 from test_attention import dense_reference
 
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
@@ -134,11 +134,7 @@ def test_summaries_equal_the_dense_computation():
         norms = value_norms(h, value, block.attn.Wo, HEADS)
         torch.testing.assert_close(value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1),
                                    rtol=1e-6, atol=1e-12)  # fmt: skip
-    r = torch.zeros(n, dtype=torch.float64)
-    r[0] = 1
-    for a in reversed(dense):
-        r = 0.5 * r + 0.5 * (r @ a.mean(0))
-    torch.testing.assert_close(rollout(layers, 0), r, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(rollout(layers, 0), dense_rollout(dense, 0), rtol=1e-6, atol=1e-12)
     grads = gradient_pass(model, batch, target=2, attentions=True)
     for block, layer, h, g, a in zip(model.model.layers, grads.bands, grads.hidden, grads.output_grads, dense,
                                      strict=True):  # fmt: skip
