@@ -360,3 +360,22 @@ def dense_rollout(dense, start: int):
     for a in reversed(dense):
         r = 0.5 * r + 0.5 * (r @ a.mean(0))
     return r
+
+
+def assert_grad_attention_is_dense(model, batch, dense, target: int, atol: float) -> None:
+    """Gradient-weighted attention ``Σ_i A_ij ⟨∂F/∂o_i, v_j⟩`` of every layer, read through the model seam (its value
+    projections, one value vector per query head), against the dense ``(heads, n, n)`` matrices ``dense`` (1e-6
+    relative: float32 softmaxes in the references; ``atol`` the caller's)."""
+    from attnlens.attention.weighted import grad_attention_received  # noqa: PLC0415 (Captum, through these: only two tests need them)
+    from attnlens.attribution.explanations import gradient_pass  # noqa: PLC0415
+    from attnlens.models import architecture  # noqa: PLC0415
+
+    arch, heads = architecture(model), model.config.num_attention_heads
+    grads = gradient_pass(model, batch, target=target, attentions=True)
+    for block, layer, h, g, a in zip(arch.layers(model), grads.bands, grads.hidden, grads.output_grads, dense,
+                                     strict=True):  # fmt: skip
+        n = h.shape[0]
+        v = arch.value_projections(block)["local"](h).view(n, heads, -1).transpose(0, 1)
+        gh = g.view(n, heads, -1).transpose(0, 1)
+        expected = (a * (gh @ v.transpose(1, 2))).sum(1)
+        torch.testing.assert_close(grad_attention_received(layer, gh, v, v), expected, rtol=1e-6, atol=atol)

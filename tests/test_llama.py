@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from helpers import EPS32, dense_rollout
+from helpers import EPS32, assert_grad_attention_is_dense, dense_rollout
 
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
 from attnlens.attention.summaries import load_summaries
-from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
+from attnlens.attention.weighted import rollout, value_norm_received, value_norms
 from attnlens.attribution.attnlrp import attnlrp, attnlrp_rules
-from attnlens.attribution.explanations import attention_pass, gradient_pass
+from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
 from attnlens.config import ModelConfig
 from attnlens.errors import InputError
@@ -205,13 +205,7 @@ def test_summaries_and_value_vectors_equal_the_dense_computation(kind):
                                    rtol=1e-6, atol=1e-7)  # fmt: skip
     # the classifier reads the last real token
     torch.testing.assert_close(rollout(layers, length - 1), dense_rollout(dense, length - 1), rtol=1e-6, atol=1e-7)
-    grads = gradient_pass(model, batch, target=2, attentions=True)
-    for block, layer, h, g, a in zip(model.model.layers, grads.bands, grads.hidden, grads.output_grads, dense,
-                                     strict=True):  # fmt: skip
-        v = arch.value_projections(block)["local"](h).view(N, HEADS, -1).transpose(0, 1)
-        gh = g.view(N, HEADS, -1).transpose(0, 1)
-        expected = (a * (gh @ v.transpose(1, 2))).sum(1)
-        torch.testing.assert_close(grad_attention_received(layer, gh, v, v), expected, rtol=1e-6, atol=1e-7)
+    assert_grad_attention_is_dense(model, batch, dense, target=2, atol=1e-7)
 
 
 def test_head_importance_shares_a_key_value_head_among_its_query_heads():

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from helpers import EPS32, dense_rollout
+from helpers import EPS32, assert_grad_attention_is_dense, dense_rollout
 from test_attention import dense_reference
 
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
 from attnlens.attention.summaries import load_summaries
-from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
-from attnlens.attribution.explanations import attention_pass, gradient_pass
+from attnlens.attention.weighted import rollout, value_norm_received, value_norms
+from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
 from attnlens.importance import IMPORTANCE_SCHEMA, estimate_head_importance
 from attnlens.io import load_tensors
@@ -135,13 +135,7 @@ def test_summaries_equal_the_dense_computation():
         torch.testing.assert_close(value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1),
                                    rtol=1e-6, atol=1e-12)  # fmt: skip
     torch.testing.assert_close(rollout(layers, 0), dense_rollout(dense, 0), rtol=1e-6, atol=1e-12)
-    grads = gradient_pass(model, batch, target=2, attentions=True)
-    for block, layer, h, g, a in zip(model.model.layers, grads.bands, grads.hidden, grads.output_grads, dense,
-                                     strict=True):  # fmt: skip
-        v = MODERNBERT.value_projections(block)["local"](h).view(n, HEADS, -1).transpose(0, 1)
-        gh = g.view(n, HEADS, -1).transpose(0, 1)
-        expected = (a * (gh @ v.transpose(1, 2))).sum(1)
-        torch.testing.assert_close(grad_attention_received(layer, gh, v, v), expected, rtol=1e-6, atol=1e-12)
+    assert_grad_attention_is_dense(model, batch, dense, target=2, atol=1e-12)
 
 
 def test_head_importance_differentiates_the_fused_projection():
