@@ -192,7 +192,8 @@ def test_a_causal_layer_reduced_in_small_blocks_reads_each_block_from_its_first_
     to its last query), handed to the compiled summaries with their first key; received attention and both top-k
     tables equal the dense matrix's (float64: 1e-12; indices exactly, ties to the smaller position)."""
     layer = random_causal(4, key_heads, 40, length, window, seed=length)
-    monkeypatch.setattr(full, "BLOCK_BYTES", 2 * 4 * 40 * 8 * 3)  # 3 rows of 4 heads × 40 keys, float64, and a copy
+    # 3 rows of 4 heads × 40 keys (a window's block: 3 + window keys), float64, and a copy
+    monkeypatch.setattr(full, "BLOCK_BYTES", 2 * 4 * 8 * 3 * (40 if window is None else 3 + window))
     assert layer.block_rows() == 3
     widths = [(lo, probs.shape[-1]) for _, _, lo, probs in layer.reachable_blocks()]
     assert widths[4] == ((max(0, 12 - window + 1), 15 - max(0, 12 - window + 1)) if window else (0, 15))

@@ -16,6 +16,7 @@ come here. The functions below take anything with ``heads``, ``n``, ``length``, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -93,9 +94,14 @@ class FullLayer:
         return self._with(self.query.cpu(), self.key.cpu())
 
     def block_rows(self) -> int:
-        """Queries per block: a block's ``(heads, rows, n)`` probabilities (and a copy) fit :data:`BLOCK_BYTES`."""
-        per_row = 2 * self.heads * max(self.n, 1) * self.query.element_size()
-        return max(1, min(self.length or 1, BLOCK_BYTES // per_row))
+        """Queries per block: a block's ``(heads, rows, width)`` probabilities (and a copy) fit :data:`BLOCK_BYTES`,
+        ``width`` the most keys a block reaches: every key, or a window plus the block's own rows."""
+        cap = BLOCK_BYTES // (2 * self.heads * self.query.element_size())  # elements of one head's block
+        if self.window is None or self.window >= self.n:
+            rows = cap // max(self.n, 1)
+        else:  # the largest rows with rows · (window + rows) ≤ cap
+            rows = (math.isqrt(self.window**2 + 4 * cap) - self.window) // 2
+        return max(1, min(self.length or 1, rows))
 
     def key_range(self, start: int, stop: int) -> tuple[int, int]:
         """The keys ``[lo, hi)`` queries ``start … stop − 1`` can reach: the real ones, the earlier ones of a causal
@@ -105,21 +111,25 @@ class FullLayer:
         lo = 0 if self.window is None else max(0, start - self.window + 1)
         return lo, min(stop, self.length)
 
-    def scores(self, start: int, stop: int) -> tuple[torch.Tensor, int]:
+    def scores(self, start: int, stop: int, out: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
         """``(heads, stop − start, hi − lo)`` scores of queries ``start … stop − 1`` over the keys they can reach
-        (:meth:`key_range`; the causal and window limits inside it at −∞), and ``lo``."""
+        (:meth:`key_range`; the causal and window limits inside it at −∞), and ``lo``. ``out``: a flat buffer of
+        at least as many elements to write them into (outside autograd)."""
         lo, hi = self.key_range(start, stop)
         rows, group = stop - start, self.heads // self.key_heads
         query = self.query[:, start:stop]
         if group > 1:  # query heads h = k·group + g read key head k: one product per key head
             query = query.reshape(self.key_heads, group * rows, -1)
-        out = (query @ self.key[:, lo:hi].transpose(1, 2)).reshape(self.heads, rows, hi - lo)
+        keys = self.key[:, lo:hi].transpose(1, 2)
+        if out is None:
+            scores = query @ keys
+        else:
+            scores = torch.bmm(query, keys, out=out[: query.shape[0] * query.shape[1] * (hi - lo)].view(
+                query.shape[0], query.shape[1], hi - lo))  # fmt: skip
+        scores = scores.view(self.heads, rows, hi - lo)
         if self.causal:
-            i = torch.arange(start, stop, device=out.device)[:, None]
-            j = torch.arange(lo, hi, device=out.device)[None, :]
-            out = out.masked_fill((j > i) | ((j <= i - self.window) if self.window is not None else False),
-                                  float("-inf"))  # fmt: skip
-        return out, lo
+            _mask_unreachable(scores, start, lo, self.window)
+        return scores, lo
 
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """``(heads, stop − start, n)`` attention of queries ``start … stop − 1`` (real ones) over every key; pad
@@ -135,23 +145,23 @@ class FullLayer:
         width)`` over the keys ``lo … lo + width − 1`` the block can reach (:meth:`key_range`), unpadded — a causal
         block no wider than its last query, a windowed one no wider than its window plus its rows.
 
-        Without padding, causality or grouped keys (and outside autograd) the blocks are formed in one buffer,
-        scores then softmax in place: each block's tensor is overwritten by the next one, so a caller reduces it
-        before it asks for the next.
+        Outside autograd every block is formed in one buffer, scores then softmax in place: each block's tensor is
+        overwritten by the next one, so a caller reduces it before it asks for the next.
         """
         step = self.block_rows()
+        grad = self.query.requires_grad or self.key.requires_grad
         buffer = None
-        plain = not (self.causal or self.key_heads != self.heads or self.length < self.n)
         for start in range(0, self.length, step):
             stop = min(start + step, self.length)
-            if not plain or self.query.requires_grad or self.key.requires_grad:
+            if grad:
                 scores, lo = self.scores(start, stop)
                 yield start, stop, lo, torch.softmax(scores, -1)
                 continue
-            if buffer is None or buffer.shape[1] != stop - start:
-                buffer = self.query.new_empty(self.heads, stop - start, self.n)
-            torch.bmm(self.query[:, start:stop], self.key.transpose(1, 2), out=buffer)
-            yield start, stop, 0, torch.softmax(buffer, -1, out=buffer)
+            if buffer is None:
+                width = self.n if self.window is None else min(self.n, self.window + step)  # the widest block
+                buffer = self.query.new_empty(self.heads * step * width)
+            scores, lo = self.scores(start, stop, buffer)
+            yield start, stop, lo, torch.softmax(scores, -1, out=scores)
 
     def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
         """``(start, stop, probabilities)`` for consecutive blocks of the real queries, over every key
@@ -167,6 +177,24 @@ class FullLayer:
         for start, stop, probs in self.blocks():
             out[:, start:stop] = probs
         return out
+
+
+def _mask_unreachable(scores: torch.Tensor, start: int, lo: int, window: int | None) -> None:
+    """Set to −∞, in place, the scores of a causal block (queries ``start …``, keys ``lo …``) a query cannot reach:
+    the later keys (inside the block's own square of keys ``start …``) and, with a window, the keys ``≤ i − window``
+    (inside the first columns): only those few columns are compared, never the block's full width."""
+    rows, width = scores.shape[1], scores.shape[2]
+    device = scores.device
+    i = torch.arange(start, start + rows, device=device)[:, None]
+    first = start - lo  # the later keys: columns from key ``start`` on
+    if first < width:
+        j = torch.arange(start, lo + width, device=device)[None, :]
+        scores[..., first:].masked_fill_(j > i, float("-inf"))
+    if window is not None:
+        end = min(width, start + rows - window - lo)  # keys ≤ (last query) − window
+        if end > 0:
+            j = torch.arange(lo, lo + end, device=device)[None, :]
+            scores[..., :end].masked_fill_(j <= i - window, float("-inf"))
 
 
 @dataclass(frozen=True)
