@@ -96,7 +96,8 @@ def query_attention_table(rows: pd.DataFrame, seed: int, n_boot: int) -> pd.Data
             notes.append(not_computable(len(cell), "an interval needs two documents or more"))
         if np.isnan(mean[3]):
             why = (f"τ_b needs {MIN_TOKENS} tokens of the region or more, neither side constant over them (attention "
-                   "beyond a local token's window is 0)")  # fmt: skip
+                   "a query cannot reach is 0: keys outside a local token's window, or after it in a causal "
+                   "model)")  # fmt: skip
             notes.append(not_computable(n_tau, why))
         elif np.isnan(lo[3]):
             notes.append(not_computable(n_tau, "τ_b's interval needs two documents with it or more"))
