@@ -434,7 +434,8 @@ def explain(
 
     t0 = time.perf_counter()
     layers = forward_bands(model, encoded.batch([0], on, architecture(model)))
-    summary = compute_example_summaries(layers, s.attention.top_k)
+    summary = compute_example_summaries(layers, s.attention.top_k)  # where the attention is
+    layers = [layer.cpu() for layer in layers]  # the page's views and the stored bands
     received = summary.pop("received").numpy()
     seconds["attention"] = time.perf_counter() - t0
 

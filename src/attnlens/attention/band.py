@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlens.attention import full
+from attnlens.attention import full, topk
 from attnlens.attention.kernels import share_torch_threads, topk_attended_kernel, topk_attending_kernel
 from attnlens.attention.layers import layer_slice
 
@@ -277,6 +277,8 @@ def topk_attended(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """
     if not isinstance(band, Band):
         return full.topk_attended(band, k)
+    if topk.on_device(band):
+        return topk.band_topk_attended(band, k)
     return _run_topk(topk_attended_kernel, band, k, band.query_ok, band.is_global)
 
 
@@ -291,6 +293,8 @@ def topk_attending(band: Band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """
     if not isinstance(band, Band):
         return full.topk_attending(band, k)
+    if topk.on_device(band):
+        return topk.band_topk_attending(band, k)
     return _run_topk(topk_attending_kernel, band, k, band.query_ok, band.is_global)
 
 

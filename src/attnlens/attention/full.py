@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attnlens.attention import topk
 from attnlens.attention.kernels import full_block_kernel, share_torch_threads
 
 #: Working memory of one block of probabilities, in bytes.
@@ -277,7 +278,10 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     every query the ``k`` keys it attends to most — and ``attending_idx/val`` — for every key the ``k`` queries
     attending to it most — each ``(heads, n, k)``, ordered by ``(−score, position)``, −1 / 0 where fewer than ``k``
     partners have a score above 0. Received attention is summed in float64; half-precision layers are reduced in
-    float32 (the kernel's types) and their outputs given back in their dtype."""
+    float32 (the kernel's types) and their outputs given back in their dtype. A layer on a card is summarised there
+    (:func:`attnlens.attention.topk.full_summaries`: the same numbers)."""
+    if topk.on_device(layer):
+        return topk.full_summaries(layer, k)
     heads, n, length = layer.heads, layer.n, layer.length
     work = torch.float64 if layer.dtype == torch.float64 else torch.float32
     value_dtype = np.float64 if work == torch.float64 else np.float32

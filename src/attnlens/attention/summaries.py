@@ -32,7 +32,8 @@ BANDS_SCHEMA = "attention_bands/v1"
 def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str, torch.Tensor]:
     """``received`` ``(L, H, n)`` and, when ``k`` is given, top-k attended / attending ``(L, H, n, k)``.
 
-    Outputs are allocated once and filled layer by layer (indices int32, scores float32).
+    Outputs are allocated once on the CPU and filled layer by layer (indices int32, scores float32), each layer
+    summarised on its own device (:mod:`attnlens.attention.topk` off the CPU).
     """
     n_layers, heads, n = len(bands), bands[0].heads, bands[0].n
     out = {"received": torch.zeros(n_layers, heads, n)}
@@ -58,8 +59,8 @@ def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str,
 def query_attention(bands: Sequence, rows: torch.Tensor) -> torch.Tensor:
     """``(L, H, n)`` float32: per layer and head, the attention the queries ``rows`` (``(n,)`` bool) pay each key,
     summed over the queries (:func:`~attnlens.attention.band.attention_from`: a band's slots and global rows, a
-    full layer's query blocks; never a dense row)."""
-    return torch.stack([attention_from(band, rows).float() for band in bands])
+    full layer's query blocks; never a dense row), on the CPU."""
+    return torch.stack([attention_from(band, rows).float() for band in bands]).cpu()
 
 
 def position_counts(lengths: Sequence[int]) -> torch.Tensor:
@@ -127,7 +128,8 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
 def stored_layer(layer, prefix: str) -> dict[str, torch.Tensor]:
     """The tensors that store one layer's attention (float32) under ``prefix``: a band's ``local`` (and
     ``global``) attention, or a full layer's ``query`` and ``key`` (``O(n · d)``, never ``n × n``; a causal layer's
-    window beside them, 0 for none)."""
+    window beside them, 0 for none), on the CPU."""
+    layer = layer.cpu()
     if isinstance(layer, FullLayer):
         out = {f"{prefix}|query": layer.query.float(), f"{prefix}|key": layer.key.float()}
         if layer.causal:  # a decoder's: the window, 0 for every earlier key

@@ -45,13 +45,13 @@ def architecture(model_or_config, where: str = "model") -> Architecture:
 
 @torch.no_grad()
 def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
-    """One example's forward pass with attention outputs, as one :class:`Band` per layer (on the CPU).
+    """One example's forward pass with attention outputs, as one :class:`Band` (or full layer) per layer, on the
+    model's device: the summaries run where the attention is (the compiled kernels on a CPU, tensor operations on a
+    card: :mod:`attnlens.attention.topk`).
 
     ``batch`` holds the architecture's forward arguments (:meth:`~attnlens.models.base.Architecture.forward_args`).
     """
-    bands = architecture(model).run(model, batch, attentions=True)[1][0]
-    # the summaries (compiled kernels) run on the CPU: a model on a GPU hands its attention over once
-    return [band.cpu() for band in bands]
+    return list(architecture(model).run(model, batch, attentions=True)[1][0])
 
 
 __all__ = ["ARCHITECTURES", "DECODERS", "Architecture", "architecture", "draw_decoder", "forward_bands"]

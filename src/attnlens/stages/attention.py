@@ -153,7 +153,7 @@ def run_extract_attention(
             for key, value in summary.items():
                 topk_parts.setdefault(key, []).append(value)
         for layer, band in enumerate(bands):
-            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double()
+            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double().cpu()
         if eid in showcased:
             bands_out.update(band_tensors(eid, input_ids[-1], bands))
     seconds = time.perf_counter() - t0

@@ -69,7 +69,7 @@ def run_topology(
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
             continue
-        bands = forward_bands(model, encoded.batch([i], on, arch))
+        bands = [band.cpu() for band in forward_bands(model, encoded.batch([i], on, arch))]  # pooled on the CPU
         pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
         freqs = unit_frequencies(input_ids, unit_of)
         for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():
