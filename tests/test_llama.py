@@ -8,6 +8,9 @@ RMSNorm and the gated MLP."""
 from __future__ import annotations
 
 import json
+import math
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -38,6 +41,9 @@ from attnlens.models.loading import (
     source_config,
 )
 from attnlens.models.qwen import QWEN2, QWEN3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from suites.decoders import bench_decoder_length
 
 HEADS, KV_HEADS, WINDOW, N = 4, 2, 5, 17
 #: Every decoder family, its architecture and its two layers' windows in :func:`tiny_decoder`.
@@ -390,6 +396,20 @@ def test_forward_bands_reads_every_layer_as_a_causal_layer():
 
 
 # --- the .test run with a Mistral drawn from its configuration (conftest.architecture_grid) ---------------------
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma3"])
+def test_the_decoders_benchmark_measures_a_family_on_its_tiny_shape(family):
+    """``make bench``'s decoder rows (``benchmarks/suites/decoders.py``) on the suite's ``tiny`` shape at 64 tokens,
+    in this process: every time and ratio is written, the probabilities' floor beside the summaries, and Hugging
+    Face's eager attention ran (its outputs fit)."""
+    row = bench_decoder_length(family, "tiny", 64)
+    for field in ("forward_s", "probabilities_s", "summaries_s", "forward_backward_s", "attnlrp_s",
+                  "huggingface_attentions_s", "probabilities_over_forward", "summaries_over_forward",
+                  "attnlrp_over_forward_backward"):  # fmt: skip
+        assert isinstance(row[field], float) and row[field] >= 0, field
+    assert row["tokens"] == 64 and "causal" in row["describe"]
+    assert math.isfinite(row["attnlrp_conservation_delta"])
 
 
 def test_mistral_run_trains_from_config_and_reads_every_stage(mistral_run):

@@ -13,6 +13,9 @@ every six (the released models'), Llama and Qwen 3 attend to every earlier token
 * ``forward_with_bands_s``: attnlens's forward returning every layer's queries and keys (:func:`forward_bands`);
 * ``summaries_s`` and ``summaries_over_forward`` (target ≤ 0.5): received attention and the top-k both ways, every
   layer reduced by query blocks over only the keys a block can reach;
+* ``probabilities_s`` and ``probabilities_over_forward``: forming every block's probabilities alone (scores over
+  the reachable keys, mask, softmax; :meth:`~attnlens.attention.full.FullLayer.reachable_blocks`), no reduction:
+  the least any exact reading of the layers costs, the floor under ``summaries_s``;
 * ``peak_extra_over_dense`` (target ≤ 2 %): the summaries' peak extra memory (every layer's queries and keys already
   held) over the dense ``layers · heads · n² · 4`` bytes that ``output_attentions`` would return;
 * ``attnlrp_s``, ``forward_backward_s`` and ``attnlrp_over_forward_backward`` (target ≤ 2): AttnLRP's relevance of
@@ -21,8 +24,9 @@ every six (the released models'), Llama and Qwen 3 attend to every earlier token
   CPU, half the free memory on a card), else why it was not run.
 
 On a CUDA device (``--device cuda``) every time is synchronised and memory is the card's peak allocated bytes;
-the summaries run where :func:`forward_bands` puts them (the host). On the CPU each family, shape and length runs in
-an interpreter of its own under the strict allocator (:data:`measuring.STRICT_MALLOC`), as ``architectures.json``.
+the summaries run where :func:`forward_bands` leaves the layers, on the card (:mod:`attnlens.attention.topk`). On
+the CPU each family, shape and length runs in an interpreter of its own under the strict allocator
+(:data:`measuring.STRICT_MALLOC`), as ``architectures.json``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import time
 from functools import partial
 
 import torch
-from measuring import STRICT_MALLOC, bench_child, measure, measured, over
+from measuring import STRICT_MALLOC, bench_child, measured, over
 
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.attribution.attnlrp import attnlrp
@@ -97,6 +101,13 @@ class _Clock:
         return result, seconds, torch.cuda.max_memory_allocated(self.device) - before
 
 
+def probabilities_only(bands) -> None:
+    """Form every block of every layer's probabilities and drop it (the summaries' work before any reduction)."""
+    for band in bands:
+        for _ in band.reachable_blocks():
+            pass
+
+
 def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cpu", k: int = 10) -> dict:
     """One family, shape and length, in this process (see the module docstring)."""
     device = torch.device(device_name)
@@ -121,12 +132,16 @@ def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cp
         bands, seconds, _ = clock(lambda: forward_bands(model, batch))
         row["forward_with_bands_s"] = round(seconds, 3)
         compute_example_summaries(bands[:1], k)  # the kernels' first call
-        seconds, peak = measure(partial(compute_example_summaries, bands, k))  # on the host, where the bands are
+        summary, seconds, peak = clock(partial(compute_example_summaries, bands, k))  # where the bands are
+        del summary
         row["summaries_s"] = round(seconds, 3)
         row["summaries_peak_extra_over_dense"] = over(peak, dense)
+        _, seconds, _ = clock(partial(probabilities_only, bands))
+        row["probabilities_s"] = round(seconds, 3)
         del bands
     row["summaries_over_forward"] = round(row["summaries_s"] / row["forward_s"], 3)
     row["summaries_over_forward_target"] = 0.5
+    row["probabilities_over_forward"] = round(row["probabilities_s"] / row["forward_s"], 3)
     row["peak_extra_over_dense"] = row["summaries_peak_extra_over_dense"]
     row["peak_extra_over_dense_target"] = 0.02
     _, seconds, peak = clock(lambda: gradient_pass(model, batch, target=1, attentions=False))
@@ -151,7 +166,7 @@ def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cp
                                            f"{limit / 2**30:.0f} GiB")  # fmt: skip
     row["memory_method"] = (
         "peak extra over the memory before the step: RSS (VmHWM reset) on a CPU, the card's peak allocated bytes on "
-        "CUDA; the summaries' with every layer's queries and keys already held, on the host"
+        "CUDA; the summaries' with every layer's queries and keys already held, where the forward left them"
     )
     return row
 
