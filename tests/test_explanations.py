@@ -35,7 +35,7 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 from attnlens.attention.band import Band, received_attention
 from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
 from attnlens.attribution.attnlrp import attnlrp
-from attnlens.attribution.explanations import explain_example, occlusion_scores, sentence_spans
+from attnlens.attribution.explanations import EmbeddingForward, explain_example, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.methods import method_names
 
@@ -179,10 +179,17 @@ def test_attention_methods_match_dense_references(toy_model, monkeypatch):
     np.testing.assert_allclose(got.scores["grad_attention"], expected_ga.numpy(), rtol=1e-7, atol=1e-12)
 
 
-def test_gradient_methods_match_captum(toy_model):
+def test_gradient_methods_match_captum(toy_model, monkeypatch):
+    """Saliency and gradient × input, read from one gradient of the shared pass (one forward of ``F(e)``, so one
+    backward), equal Captum's ``Saliency`` and ``InputXGradient``, each run on its own."""
     inputs = toy_inputs(toy_model, n=24, seed=4)  # a multiple of the window: the model adds no padding
     n, target = inputs.input_ids.shape[1], 1
+    calls = []
+    forward_of_e = EmbeddingForward.forward
+    monkeypatch.setattr(EmbeddingForward, "forward", lambda self, e: calls.append(e.shape) or forward_of_e(self, e))
     got = explain_example(toy_model, inputs, target, ["saliency", "grad_input"])
+    assert len(calls) == 1
+    monkeypatch.undo()
     emb = toy_model.longformer.embeddings
     with torch.no_grad():
         e0 = emb(input_ids=inputs.input_ids, position_ids=inputs.position_ids)

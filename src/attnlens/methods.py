@@ -39,7 +39,7 @@ PASSES = {
     p.name: p
     for p in (
         Pass("attention", "one forward without gradient, every layer's attention band and the hidden states"),
-        Pass("embedding_gradient", "the embedding output, a leaf for Captum's gradient of F"),
+        Pass("embedding_gradient", "the embedding output and Captum's gradient of F at it, one backward"),
         Pass("gradient", "one forward + backward of F with every layer's band, hidden states and ∂F/∂o"),
         Pass("own", "nothing shared: the method runs its own forwards and backwards"),
     )

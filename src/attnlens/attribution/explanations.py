@@ -26,7 +26,9 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   gradients with the value vectors (global rows with their own value projection's), computed block by
   block like the attention scores themselves (:func:`band_products`).
 * ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed): Captum's ``Saliency``
-  and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output.
+  and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output, both read
+  from one gradient (Captum's ``Saliency`` without the absolute value, taken once by the shared pass: the two
+  classes each ran their own backward of the same function).
 * ``attnlrp`` — AttnLRP (Achtibat et al., ICML 2024): the relevance of the target class's *logit* (not its
   probability) from one forward and one backward pass with AttnLRP's modified gradients
   (:mod:`attnlens.attribution.attnlrp`), ``Σ_d e_jd · ∂̃f/∂e_jd`` (signed); the row keeps the explained logit and
@@ -56,7 +58,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from captum.attr import FeatureAblation, InputXGradient, LayerActivation, Saliency
+from captum.attr import FeatureAblation, LayerActivation, Saliency
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
@@ -353,11 +355,23 @@ def _attention(x: Example) -> tuple[list[Band], list[torch.Tensor]]:
     return attention_pass(x.model, x.args)
 
 
+@dataclass
+class EmbeddingGradient:
+    """What the ``embedding_gradient`` pass leaves: ``F`` of the embedding output, that output ``e``
+    ``(1, n_pad, d)`` and ``∂F_target/∂e`` (Captum's ``Saliency`` without its absolute value: one backward, read by
+    every method of the pass)."""
+
+    forward: EmbeddingForward
+    embeddings: torch.Tensor
+    gradient: torch.Tensor
+
+
 @runs_pass("embedding_gradient")
-def _embedding_gradient(x: Example) -> tuple[EmbeddingForward, torch.Tensor]:
+def _embedding_gradient(x: Example) -> EmbeddingGradient:
     forward = EmbeddingForward(x.model, architecture(x.model).embeddings(x.model), x.args)
     embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(x.inputs.input_ids).requires_grad_()
-    return forward, embeddings
+    gradient = Saliency(forward).attribute(embeddings, target=x.target, abs=False).detach()
+    return EmbeddingGradient(forward, embeddings.detach(), gradient)
 
 
 @runs_pass("gradient")
@@ -409,17 +423,13 @@ def _value_norm(x: Example, shared) -> Scored:
 
 
 @scorer("saliency")
-def _saliency(x: Example, shared) -> Scored:
-    forward, embeddings = shared
-    grad = Saliency(forward).attribute(embeddings, target=x.target, abs=True)
-    return Scored(_numpy(grad[0].detach().sum(-1), x.n))
+def _saliency(x: Example, shared: EmbeddingGradient) -> Scored:
+    return Scored(_numpy(shared.gradient[0].abs().sum(-1), x.n))  # Captum's Saliency(abs=True)
 
 
 @scorer("grad_input")
-def _grad_input(x: Example, shared) -> Scored:
-    forward, embeddings = shared
-    grad = InputXGradient(forward).attribute(embeddings, target=x.target)
-    return Scored(_numpy(grad[0].detach().sum(-1), x.n))
+def _grad_input(x: Example, shared: EmbeddingGradient) -> Scored:
+    return Scored(_numpy((shared.gradient[0] * shared.embeddings[0]).sum(-1), x.n))  # Captum's InputXGradient
 
 
 @scorer("grad_attention")
