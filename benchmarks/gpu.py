@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
-from attnlens.attribution.ig import attribute_example, prepare_inputs
+from attnlens.attribution.ig import prepare_inputs, steps_probe
 from attnlens.config import (
     AttentionConfig,
     AttributionConfig,
@@ -54,7 +54,7 @@ from attnlens.config import (
 )
 from attnlens.corpus import CLASS_NAMES
 from attnlens.data import load_examples
-from attnlens.device import resolve_device, synchronize
+from attnlens.device import batch_size, resolve_device, synchronize
 from attnlens.io import atomic_path, git_commit
 from attnlens.models import DECODERS, draw_decoder
 from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
@@ -146,34 +146,17 @@ def peak_fp16(device: torch.device) -> tuple[str, float | None]:
 
 
 def ig_batch_from_memory(model_dir: Path, example_ids: list[int], device: torch.device, steps: int) -> dict:
-    """IG's internal batch: the most steps per pass the free device memory holds, measured, not guessed.
-
-    One pass of 1 and one of 2 steps on the longest document give the memory a step costs on top of the
-    model (their difference); the batch is 80 % of the free memory over that, at most ``steps``. On a
-    CPU the batch is 8 (host memory is not the limit there; larger batches are not faster per step).
-    """
-    if device.type != "cuda":
-        return {"internal_batch_size": 8, "how": "CPU: fixed at 8"}
+    """IG's internal batch as ``attribution.internal_batch_size: auto`` sizes it (:func:`attnlens.device.batch_size`:
+    one pass of 1 and one of 2 steps on the longest document, 80 % of the free memory over what a step adds, at
+    most ``steps``; 8 on a CPU)."""
     model, tokenizer = load_classifier(model_dir)
     model.to(device)
-    inputs = prepare_inputs(model, tokenizer, example_ids, device)
-    peaks = {}
-    for k in (1, 2):
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        attribute_example(model, inputs, 0, min_steps=k, max_steps=k, tolerance=None, internal_batch_size=k,
-                          autocast=True)  # fmt: skip
-        synchronize(device)
-        peaks[k] = torch.cuda.max_memory_allocated(device) - base
-    per_step = max(peaks[2] - peaks[1], 1)
-    free, total = torch.cuda.mem_get_info(device)
-    batch = int(max(1, min(steps, (0.8 * free - peaks[1]) // per_step + 1)))
+    probe = steps_probe(model, prepare_inputs(model, tokenizer, example_ids, device), 0, autocast=True)
+    batch, how = batch_size("auto", device, probe, steps, "IG's internal batch")
     del model
-    torch.cuda.empty_cache()
-    return {"internal_batch_size": batch, "bytes_per_step": int(per_step), "bytes_first_step": int(peaks[1]),
-            "free_bytes": int(free), "total_bytes": int(total),
-            "how": "80 % of the free memory / (peak of 2 steps − peak of 1 step)"}  # fmt: skip
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"internal_batch_size": batch, **how}
 
 
 class Stage:

@@ -13,8 +13,9 @@ import pytest
 import torch
 from helpers import ONE_THREAD
 
+from attnlens import device as device_policy
 from attnlens.config import load_schema
-from attnlens.device import autocast_dtype, place, resolve_device
+from attnlens.device import CPU_BATCH, autocast_dtype, batch_fitting, batch_size, place, resolve_device
 from attnlens.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,3 +143,54 @@ def test_gpu_proof_runs_on_cuda_with_a_tiny_model(tmp_path):
     record = _gpu_proof("cuda", tmp_path)
     assert record["device"].startswith("cuda") and record["ig"]["bytes_per_step"] > 0
     assert all(row["peak_gpu_memory_mb"] > 0 for row in record["stages"].values())
+
+
+# --- batches sized from a card's free memory (``auto``) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("free", "first", "per_item", "most", "expected"),
+    [
+        (1000, 100, 50, 64, 15),  # 0.8 · 1000 = 800: 100 + 14 · 50 = 800 fits, 100 + 15 · 50 would not
+        (1000, 100, 50, 5, 5),  # capped at the most a job can use
+        (1000, 900, 50, 64, 1),  # even one is over the share: one, never zero
+        (1000, 100, 0, 64, 64),  # items that add nothing measurable: the cap
+    ],
+)
+def test_an_auto_batch_is_the_most_items_whose_memory_fits_the_share_of_free_memory(free, first, per_item, most,
+                                                                                      expected):  # fmt: skip
+    assert batch_fitting(free, first, per_item, most) == expected
+    b = batch_fitting(free, first, per_item, most)
+    assert b == most or first + b * max(per_item, 1) > 0.8 * free or per_item == 0  # one more would not fit
+
+
+def test_a_configured_batch_is_kept_and_auto_off_a_card_is_the_cpu_batch():
+    def never(items):
+        raise AssertionError("nothing is probed off a card or for a configured batch")
+
+    assert batch_size(5, "cpu", never, 64, "x") == (5, {"batch": 5, "how": "as configured"})
+    assert batch_size("auto", "cpu", never, 64, "x")[0] == CPU_BATCH
+    assert batch_size("auto", "cpu", never, 3, "x")[0] == 3
+
+
+def test_auto_on_a_card_probes_one_and_two_items_and_reads_their_peaks(monkeypatch):
+    """The card's allocator simulated: each probed item holds 30 MiB on top of 100 MiB for the first, 1 GiB free:
+    the batch is ⌊(0.8 GiB − 130 MiB) / 30 MiB⌋ + 1 (the difference of the two probes is the per-item memory)."""
+    mib, state = 2**20, {"allocated": 0, "peak": 0}
+
+    def probe(items):
+        state["peak"] = max(state["peak"], state["allocated"] + 100 * mib + 30 * mib * items)
+
+    fake = {
+        "empty_cache": lambda: None,
+        "reset_peak_memory_stats": lambda device=None: state.update(peak=state["allocated"]),
+        "memory_allocated": lambda device=None: state["allocated"],
+        "max_memory_allocated": lambda device=None: state["peak"],
+        "mem_get_info": lambda device=None: (1024 * mib, 4096 * mib),
+    }
+    for name, fn in fake.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(device_policy, "synchronize", lambda device: None)
+    batch, how = batch_size("auto", "cuda", probe, 1000, "test batch")
+    assert batch == int((0.8 * 1024 - 130) // 30) + 1 == 23
+    assert how["bytes_first"] == 130 * mib and how["bytes_per_item"] == 30 * mib and how["free_bytes"] == 1024 * mib

@@ -43,13 +43,14 @@ from attnlens.attribution.artifacts import (
     EXPLANATIONS_SCHEMA,
     attribution_types,
 )
-from attnlens.attribution.explanations import explain_example, explanation_rows
+from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
 from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
     freeze,
     prepare_inputs,
     step_range,
+    steps_probe,
 )
 from attnlens.config import (
     AttentionConfig,
@@ -61,7 +62,7 @@ from attnlens.config import (
     validate_config,
 )
 from attnlens.data import UNKNOWN_WARN_SHARE, document_reading
-from attnlens.device import place, synchronize
+from attnlens.device import batch_size, place, synchronize
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
@@ -452,8 +453,10 @@ def explain(
     a = s.attribution
     lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                         max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
+    internal, _ = batch_size(a.internal_batch_size, on, steps_probe(model, inputs, target, a.autocast), hi,
+                             "IG's internal batch")  # fmt: skip
     res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
-                            internal_batch_size=a.internal_batch_size, autocast=a.autocast)  # fmt: skip
+                            internal_batch_size=internal, autocast=a.autocast)  # fmt: skip
     synchronize(on)
     seconds["ig"] = time.perf_counter() - t0
     row = attribution_row(example_id, ids, res, task.NO_LABEL if true_label is None else true_label,
@@ -465,7 +468,7 @@ def explain(
     explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
                                 tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                 pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
-                                batch_size=e.batch_size)  # fmt: skip
+                                batch_size=occlusion_batch(e, model, on, [ids])[0])  # fmt: skip
     seconds["explanations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

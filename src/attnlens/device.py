@@ -10,12 +10,17 @@ encoder on the CPU.
 
 Precision follows the device: ``fp16`` autocast (``train.fp16``, ``attribution.autocast``) applies on
 CUDA only (:func:`autocast_dtype`); on a CPU every stage computes in float32.
+
+Batches follow it too: a batch size set to ``auto`` (IG's steps, occlusion's and the removal curves' copies) is
+the most a card's free memory holds, measured once per job on its longest item (:func:`batch_size`), and
+:data:`CPU_BATCH` on a CPU.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 import torch
 
@@ -72,3 +77,50 @@ def synchronize(device: torch.device | str) -> None:
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+#: Items per batch of an ``auto`` batch size off a card: host memory is not what limits a CPU's batch, and larger
+#: batches are not faster per item there (``docs/benchmarks.md``, IG's internal batch).
+CPU_BATCH = 8
+#: The share of a card's free memory an ``auto`` batch may fill (the rest: the allocator's fragmentation, and the
+#: activations of an item longer than the one measured within the job's length limit).
+MEMORY_SHARE = 0.8
+
+
+def batch_fitting(free: int, first: int, per_item: int, most: int, share: float = MEMORY_SHARE) -> int:
+    """The largest batch ``b`` (``1 ≤ b ≤ most``) whose memory ``first + (b − 1) · per_item`` fits ``share · free``:
+    ``first`` the bytes a batch of one takes, ``per_item`` what each further item adds."""
+    room = share * free - first
+    extra = int(room // max(per_item, 1)) if room > 0 else 0
+    return max(1, min(most, 1 + extra))
+
+
+def batch_size(requested: int | str, device: torch.device | str, probe: Callable[[int], object], most: int,
+               what: str) -> tuple[int, dict]:  # fmt: skip
+    """A stage's batch: an integer as configured; ``auto`` → :data:`CPU_BATCH` off a card, and on a card the most
+    items its free memory holds, measured, not guessed: ``probe(1)`` and ``probe(2)`` (a batch of one and of two of
+    the job's longest item) give the memory of the first item and of each further one
+    (:func:`batch_fitting`). At most ``most``. Returns the batch and what decided it (for the artifact's provenance
+    and the job's log)."""
+    if requested != "auto":
+        return int(requested), {"batch": int(requested), "how": "as configured"}
+    device = torch.device(device)
+    if device.type != "cuda":
+        batch = max(1, min(most, CPU_BATCH))
+        return batch, {"batch": batch, "how": f"auto off a card: {CPU_BATCH} (at most {most})"}
+    peaks = {}
+    for items in (1, 2):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        probe(items)
+        synchronize(device)
+        peaks[items] = torch.cuda.max_memory_allocated(device) - before
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(device)
+    per_item = max(peaks[2] - peaks[1], 1)
+    batch = batch_fitting(free, peaks[1], per_item, most)
+    log.info("%s: %d per batch (%.0f MiB the first, %.0f MiB each further; %.0f of %.0f MiB free)", what, batch,
+             peaks[1] / 2**20, per_item / 2**20, free / 2**20, total / 2**20)  # fmt: skip
+    return batch, {"batch": batch, "how": f"auto: {MEMORY_SHARE:.0%} of the card's free memory",
+                   "bytes_first": int(peaks[1]), "bytes_per_item": int(per_item), "free_bytes": int(free)}  # fmt: skip

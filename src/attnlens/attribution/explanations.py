@@ -64,7 +64,8 @@ from attnlens.attention.band import Band, layer_configuration, received_attentio
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import Inputs
-from attnlens.device import synchronize
+from attnlens.attribution.removal import copies_probe
+from attnlens.device import batch_size, synchronize
 from attnlens.methods import PASSES, REGISTRY, get_method
 from attnlens.models import architecture
 from attnlens.models.base import hidden_state
@@ -153,6 +154,17 @@ def occlusion_scores(
         )  # fmt: skip
     scores[where.cpu().numpy()] = attr[0].cpu().numpy()
     return scores
+
+
+def occlusion_batch(requested: int | str, methods: Sequence[str], model, on,
+                    documents: Sequence[Sequence[int]]) -> tuple[int, dict]:  # fmt: skip
+    """Occluded copies per forward for a job (:func:`attnlens.device.batch_size`): ``requested``
+    (``explanations.batch_size``), or with ``auto`` the most copies of the job's longest document the card holds;
+    probed only where ``methods`` ask for occlusion."""
+    longest = max(documents, key=len, default=None)
+    if longest is None or "occlusion" not in methods:
+        return (1 if requested == "auto" else int(requested)), {"how": "no occlusion in the job"}
+    return batch_size(requested, on, copies_probe(model, longest), len(longest), "occlusion's batch")
 
 
 # --- one example --------------------------------------------------------------------------------------

@@ -255,6 +255,17 @@ def attribute_example(
     return dataclasses.replace(res, scores=res.scores[:n])
 
 
+def steps_probe(model, inputs: Inputs, target: int, autocast: bool):
+    """``probe(k)``: one pass of ``k`` interpolation steps of IG on ``inputs`` — what an ``auto`` internal batch is
+    measured with (:func:`attnlens.device.batch_size`)."""
+
+    def probe(steps: int) -> None:
+        attribute_example(model, inputs, target, min_steps=steps, max_steps=steps, tolerance=None,
+                          internal_batch_size=steps, autocast=autocast)  # fmt: skip
+
+    return probe
+
+
 def predicted_outputs(predictions_path, task: Task) -> dict[str, np.ndarray]:
     """``{example_id: F(x)}`` from the ``predict`` rule's parquet: the task's outputs column (the softmax
     probabilities of a classifier, the value of a regression)."""

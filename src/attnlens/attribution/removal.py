@@ -41,6 +41,16 @@ def readouts(model, sequences: list[list[int]], pad_id: int, batch_size: int, ta
     return out
 
 
+def copies_probe(model, ids: Sequence[int]):
+    """``probe(k)``: ``k`` copies of a document through the classifier in one batch — what an ``auto`` batch of
+    removal or occlusion copies is measured with (:func:`attnlens.device.batch_size`)."""
+
+    def probe(copies: int) -> None:
+        readouts(model, [list(ids)] * copies, model.config.pad_token_id, copies, [None] * copies)
+
+    return probe
+
+
 def evaluate_example(
     model,
     ids: Sequence[int],

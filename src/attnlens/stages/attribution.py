@@ -28,10 +28,11 @@ from attnlens.attribution.ig import (
     predicted_outputs,
     prepare_inputs,
     step_range,
+    steps_probe,
 )
 from attnlens.config import AttributionConfig
 from attnlens.data import load_examples, shard_of
-from attnlens.device import place, synchronize
+from attnlens.device import batch_size, place, synchronize
 from attnlens.io import (
     StrPath,
     atomic_path,
@@ -56,6 +57,16 @@ def _fingerprint(section: dict, inputs: Sequence) -> str:
                 st = f.stat()
                 stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
     return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def ig_batch(requested: int | str, on, probe_on, longest: tuple | None, most: int) -> tuple[int, dict]:
+    """IG's internal batch for a job (:func:`attnlens.device.batch_size`): ``attribution.internal_batch_size``, or
+    with ``auto`` the most steps per pass the card holds, measured by ``probe_on(token ids, target)`` (a function
+    returning the probe) on ``longest`` — the job's longest example as ``(token ids, target)``; ``None`` for a job
+    without one."""
+    if longest is None:
+        return 1, {"how": "no example in the job"}
+    return batch_size(requested, on, probe_on(*longest), most, "IG's internal batch")
 
 
 def _checkpoint_dir(out_path) -> Path:
@@ -94,6 +105,14 @@ def run_attribute(
     partial = _checkpoint_dir(out_path)
     partial.mkdir(parents=True, exist_ok=True)
     rows, resumed = [], 0
+    steps = [step_range(showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
+                        max_steps=cfg.max_steps, n_steps=cfg.n_steps)[1] for showcase in (False, True)]  # fmt: skip
+    longest = max(mine, key=lambda i: len(encoded.input_ids[i]), default=None)
+    if longest is not None:
+        label, outputs = examples["label"].iloc[longest], outputs_by_id[ids[longest]]
+        longest = (encoded.input_ids[longest], next(iter(task.targets(cfg.target, label, outputs)), 0))
+    internal = ig_batch(cfg.internal_batch_size, on, lambda ids, target: steps_probe(
+        model, prepare_inputs(model, tokenizer, ids, on), target, cfg.autocast), longest, max(steps))  # fmt: skip
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
@@ -119,7 +138,7 @@ def run_attribute(
                 min_steps=lo,
                 max_steps=hi,
                 tolerance=cfg.tolerance,
-                internal_batch_size=cfg.internal_batch_size,
+                internal_batch_size=internal[0],
                 autocast=cfg.autocast,
             )
             synchronize(on)
@@ -155,6 +174,7 @@ def run_attribute(
         seconds=round(seconds, 2),
         resumed_examples=resumed,
         not_converged=n_bad,
+        internal_batch=internal[1],
         notes=notes,
     )
     save_parquet(frame, out_path, prov, attribution_types(task))
@@ -190,15 +210,24 @@ def run_attribute_embeddings(
     task = task_of(model.config)
     outputs_by_id = predicted_outputs(predictions_path, task)
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
+    showcased = list(dict.fromkeys(e["example_id"] for e in load_selection(selection_path)))
+    encoded = {eid: encode_examples(tokenizer, examples.iloc[[row_of[eid]]], task).input_ids[0] for eid in showcased}
+    longest = max(showcased, key=lambda eid: len(encoded[eid]), default=None)
+    if longest is not None:
+        label, outputs = examples["label"].iloc[row_of[longest]], outputs_by_id[longest]
+        longest = (encoded[longest], next(iter(task.targets(cfg.target, label, outputs)), 0))
+    internal = ig_batch(cfg.internal_batch_size, on, lambda ids, target: lambda steps: embedding_ig(
+        model, prepare_inputs(model, tokenizer, ids, on), target, steps, steps, cfg.embeddings_mode),
+        longest, cfg.embeddings_steps)  # fmt: skip
     rows = []
     t0 = time.perf_counter()
-    for eid in dict.fromkeys(e["example_id"] for e in load_selection(selection_path)):
+    for eid in showcased:
         i = row_of[eid]
-        ids = encode_examples(tokenizer, examples.iloc[[i]], task).input_ids[0]
+        ids = encoded[eid]
         label = examples["label"].iloc[i]
         target = task.targets(cfg.target, label, outputs_by_id[eid])[0]  # the headline target's
         inputs = prepare_inputs(model, tokenizer, ids, on)
-        res = embedding_ig(model, inputs, target, cfg.embeddings_steps, cfg.internal_batch_size, cfg.embeddings_mode)
+        res = embedding_ig(model, inputs, target, cfg.embeddings_steps, internal[0], cfg.embeddings_mode)
         relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
         converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])
         rows.append(
@@ -237,6 +266,6 @@ def run_attribute_embeddings(
                      f"it attributes to the ones it has")  # fmt: skip
     deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
     prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations,
-                      not_converged=len(missed), notes=notes)  # fmt: skip
+                      not_converged=len(missed), internal_batch=internal[1], notes=notes)  # fmt: skip
     save_parquet(frame, out_path, prov, EMBEDDING_TYPES)
     return {"n_examples": len(frame), "seconds": seconds}

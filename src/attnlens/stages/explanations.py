@@ -15,7 +15,7 @@ from attnlens.attribution.artifacts import (
     EXPLANATIONS_SCHEMA,
     load_attributions,
 )
-from attnlens.attribution.explanations import explain_example, explanation_rows
+from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.sanity import SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.config import ExplanationsConfig, FindingsConfig
@@ -48,6 +48,7 @@ def run_explain(
     on = place(freeze(model), device)
     attributions = load_attributions(attribution_paths, every_target=cfg.targets == "every")
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
+    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
     rows = []
     t0 = time.perf_counter()
     for row in mine.itertuples(index=False):
@@ -64,7 +65,7 @@ def run_explain(
             special=special,
             pad_id=tokenizer.pad_token_id,
             occlusion_max_tokens=cfg.occlusion_max_tokens,
-            batch_size=cfg.batch_size,
+            batch_size=occlusion[0],
         )
         rows.extend(explanation_rows(row.example_id, ids, int(row.target), res, cfg.methods, int(row.target_rank)))
         logger.info(
@@ -77,7 +78,8 @@ def run_explain(
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(EXPLANATION_TYPES.names))
     prov = provenance(EXPLANATIONS_SCHEMA, cfg.to_dict(), None, shard=shard, n_shards=cfg.n_shards,
-                      model=str(model_dir), device=str(on), seconds=round(seconds, 2))  # fmt: skip
+                      model=str(model_dir), device=str(on), seconds=round(seconds, 2),
+                      occlusion_batch=occlusion[1])  # fmt: skip
     save_parquet(frame, out_path, prov, EXPLANATION_TYPES)
     n_examples = frame["example_id"].nunique() if len(frame) else 0
     logger.info("shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples,
@@ -105,6 +107,7 @@ def run_sanity_check(
     for row in chosen.itertuples(index=False):
         ids = [int(i) for i in row.input_ids]
         examples.append((str(row.example_id), ids, int(row.target), structural_mask(tokenizer, ids)))
+    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _, _ in examples])
 
     def explain_all(net) -> dict[str, dict[str, np.ndarray]]:
         out = {}
@@ -112,7 +115,7 @@ def run_sanity_check(
             res = explain_example(net, prepare_inputs(net, tokenizer, ids, on), target, cfg.methods, layers=cfg.layers,
                                   tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                   pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
-                                  batch_size=cfg.batch_size)  # fmt: skip
+                                  batch_size=occlusion[0])  # fmt: skip
             out[example_id] = res.scores
         return out
 

@@ -21,10 +21,10 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
-from attnlens.attribution.removal import evaluate_example
+from attnlens.attribution.removal import copies_probe, evaluate_example
 from attnlens.config import FaithfulnessConfig
 from attnlens.data import load_examples
-from attnlens.device import place
+from attnlens.device import batch_size, place
 from attnlens.io import (
     StrPath,
     provenance,
@@ -57,7 +57,7 @@ def run_evaluate_faithfulness(
     the explanation methods of ``explain`` (from its shards) and the seeded random control.
     """
     model, tokenizer = load_classifier(model_dir)
-    place(model, device)
+    on = place(model, device)
     examples, _ = load_examples(test_path)
     rationales = pd.read_parquet(rationales_path)
     task = task_of(model.config)
@@ -67,6 +67,10 @@ def run_evaluate_faithfulness(
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
     curves, plaus = [], []
+    longest = max(attributions["input_ids"], key=len, default=None)
+    copies = (1, {"how": "no example"}) if longest is None else batch_size(
+        cfg.batch_size, on, copies_probe(model, [int(i) for i in longest]),
+        2 * len(cfg.rankings) * (len(cfg.fractions) + 2), "the removal curves' batch")  # fmt: skip
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):
         eid = row.example_id
@@ -91,7 +95,7 @@ def run_evaluate_faithfulness(
             name: random_ranking(eligible, cfg.seed, eid) if name == CONTROL else ranking(scores[name], eligible)
             for name in cfg.rankings
         }
-        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, cfg.batch_size,
+        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, copies[0],
                                  tokenizer)  # fmt: skip
         frame.insert(0, "example_id", eid)
         curves.append(frame)
@@ -117,6 +121,7 @@ def run_evaluate_faithfulness(
         seconds=round(seconds, 2),
         model=str(model_dir),
         task=task.name,
+        batch=copies[1],
     )  # what the curves' F is (attnlens.tasks)
     save_parquet(curves_frame, curves_path, prov)
     plaus_frame = pd.DataFrame(
