@@ -20,16 +20,17 @@ GPU_SLOTS := $(if $(filter-out 0,$(GPUS)),$(GPUS),$(CORES))
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run grid test lint bench paper-shape gpu-proof lock clean help
+.PHONY: install run grid test lint bench paper-shape gpu-proof gpu-run lock clean help
 
 help:
 	@echo "make run    install, then run the pipeline on config/config.yaml (embedded default, offline)"
-	@echo "make grid   install, then run config/grid.yaml (2 models x 3 seeds) and its findings -> results/findings/"
+	@echo "make grid   install, then run config/grid.yaml (3 models x 2 seeds) and its findings -> results/findings/"
 	@echo "make test   install with test tools, then run every test (unit + tiny end-to-end workflow)"
 	@echo "make lint   ruff check and format, snakemake --lint, snakefmt --check, import contracts (lint-imports)"
 	@echo "make bench  benchmarks -> results/bench/*.json (paper-shape included)"
 	@echo "make paper-shape  the classification study at the paper's model shape -> results/bench/paper_shape.json"
 	@echo "make gpu-proof    on one CUDA GPU: the paper's shape through every classification stage -> results/bench/gpu.json"
+	@echo "make gpu-run      on one CUDA GPU: config/gpu.yaml through Snakemake, every study, timed -> results/bench/gpu_run.json"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,9 @@ paper-shape: $(STAMP)
 
 gpu-proof: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu.py --out results/bench $(GPU_PROOF_ARGS)
+
+gpu-run: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu_run.py --out results/bench --cores $(CORES) $(GPU_RUN_ARGS)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^uv==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import GUARD, merged, run_guarded
 
-from attnlens.config import validate_config
+from attnlens.config import read_config_file, validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import gpu_run  # noqa: E402
 import paper_shape  # noqa: E402
 import rule_times  # noqa: E402
 
@@ -120,3 +122,42 @@ def test_rule_times_table_sums_each_rules_jobs(tmp_path):
     (empty / ".snakemake" / "log").mkdir(parents=True)
     with pytest.raises(SystemExit, match="no Snakemake log with finished jobs"):
         rule_times.table([empty])
+
+
+# --- make gpu-run (benchmarks/gpu_run.py) --------------------------------------------------------------------
+
+
+def test_the_card_overlay_is_valid_and_plans_every_rule_of_every_study(tmp_path):
+    """``config/gpu.yaml`` over ``config/config.yaml`` validates, and Snakemake plans the whole DAG from it (a dry
+    run: every rule of the three studies, each per-document rule with its shards), with the batches ``auto``."""
+    config = merged(read_config_file(ROOT / "config/config.yaml"), read_config_file(ROOT / "config/gpu.yaml"))
+    validate_config(config, where="config/gpu.yaml")
+    assert config["model"]["max_length"] == 2048 and config["model"]["attention_window"] == 256
+    assert config["data"]["synthetic"]["n_documents"] * 0.2 >= 256  # the issue's steady per-document figures
+    assert {config["attribution"]["internal_batch_size"], config["explanations"]["batch_size"],
+            config["faithfulness"]["batch_size"]} == {"auto"}  # fmt: skip
+    out = run_guarded([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                       str(tmp_path), "--configfile", str(ROOT / "config/config.yaml"), str(ROOT / "config/gpu.yaml"),
+                       "-n", "--quiet", "rules"], timeout=GUARD["plan"], cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    planned = out.stdout + out.stderr
+    for rule in ("train_classifier", "extract_attention", "attribute", "explain", "evaluate_faithfulness",
+                 "topology", "attribute_pairs", "build_explorers"):  # fmt: skip
+        assert rule in planned, rule
+
+
+def test_the_card_runs_bookkeeping_reads_a_finished_run(tiny_run):
+    """``gpu_run.summarise`` on the tiny run: every job's rule and stamps, the card's rules flagged from their
+    ``gpu=1`` resource, seconds per document over the run's test split, and the paper's study extrapolated by the
+    stated formula (training × documents × epochs, per-document rules × 1 070, the rest as they ran)."""
+    out = gpu_run.summarise(tiny_run)
+    rules = out["rules"]
+    assert rules["attribute"]["gpu"] and rules["train_classifier"]["gpu"] and not rules["aggregate_similarity"]["gpu"]
+    assert out["test_documents"] == 6 and out["gpu_jobs"] == sum(r["jobs"] for r in rules.values() if r["gpu"])
+    assert rules["attribute"]["per_document_s"] == pytest.approx(rules["attribute"]["wall_s"] / 6, abs=1e-4)
+    paper = sum(
+        r["per_document_epoch_s"] * 4280 * 2 if name == "train_classifier"
+        else r["per_document_s"] * 1070 if name in gpu_run.PER_TEST_DOCUMENT else r["wall_s"]
+        for name, r in rules.items() if r["gpu"]
+    )  # fmt: skip
+    assert out["paper_study"]["gpu_hours"] == pytest.approx(paper / 3600, abs=1e-3)
