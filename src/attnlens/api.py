@@ -48,6 +48,7 @@ from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
     freeze,
+    most_steps,
     prepare_inputs,
     step_range,
     steps_probe,
@@ -453,7 +454,9 @@ def explain(
     a = s.attribution
     lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                         max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    internal, _ = batch_size(a.internal_batch_size, on, steps_probe(model, inputs, target, a.autocast), hi,
+    most = most_steps(showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
+                      max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
+    internal, _ = batch_size(a.internal_batch_size, on, steps_probe(model, inputs, target, a.autocast), most,
                              "IG's internal batch")  # fmt: skip
     res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
                             internal_batch_size=internal, autocast=a.autocast)  # fmt: skip

@@ -353,6 +353,12 @@ def step_range(
     return n_steps, n_steps
 
 
+def most_steps(**steps) -> int:
+    """The most steps any example takes under ``steps`` (:func:`step_range`'s keywords): the cap of an ``auto``
+    internal batch, the same for a rule's job and for the one-document API (so both pick one batch on a CPU)."""
+    return max(step_range(showcased, **steps)[1] for showcased in (False, True))
+
+
 def attribution_row(
     eid: str,
     ids: Sequence[int],

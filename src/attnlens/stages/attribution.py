@@ -25,6 +25,7 @@ from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
     embedding_ig,
+    most_steps,
     predicted_outputs,
     prepare_inputs,
     step_range,
@@ -105,14 +106,14 @@ def run_attribute(
     partial = _checkpoint_dir(out_path)
     partial.mkdir(parents=True, exist_ok=True)
     rows, resumed = [], 0
-    steps = [step_range(showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
-                        max_steps=cfg.max_steps, n_steps=cfg.n_steps)[1] for showcase in (False, True)]  # fmt: skip
+    most = most_steps(showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
+                      max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
     longest = max(mine, key=lambda i: len(encoded.input_ids[i]), default=None)
     if longest is not None:
         label, outputs = examples["label"].iloc[longest], outputs_by_id[ids[longest]]
         longest = (encoded.input_ids[longest], next(iter(task.targets(cfg.target, label, outputs)), 0))
     internal = ig_batch(cfg.internal_batch_size, on, lambda ids, target: steps_probe(
-        model, prepare_inputs(model, tokenizer, ids, on), target, cfg.autocast), longest, max(steps))  # fmt: skip
+        model, prepare_inputs(model, tokenizer, ids, on), target, cfg.autocast), longest, most)  # fmt: skip
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
