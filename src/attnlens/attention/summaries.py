@@ -44,14 +44,14 @@ def compute_example_summaries(bands: Sequence[Band], k: int | None) -> dict[str,
     for layer, band in enumerate(bands):
         if not isinstance(band, Band):  # a full layer: one pass over its query blocks for all three
             for key, value in full.summaries(band, k).items():
-                out[key][layer] = value
+                out[key][layer] = value.cpu()
             continue
-        out["received"][layer] = received_attention(band)
+        out["received"][layer] = received_attention(band).cpu()
         if k is not None:
             for name, fn in (("attended", topk_attended), ("attending", topk_attending)):
                 idx, val = fn(band, k)
-                out[f"{name}_idx"][layer] = idx
-                out[f"{name}_val"][layer] = val
+                out[f"{name}_idx"][layer] = idx.cpu()
+                out[f"{name}_val"][layer] = val.cpu()
                 del idx, val
     return out
 
