@@ -112,7 +112,10 @@ def _nested(dotted: str, value) -> dict:
 
 def _changed(prop: dict, current):
     """A valid value different from ``current`` for a schema property."""
-    prop = prop["oneOf"][0] if "oneOf" in prop else prop  # n_shards: an integer, or auto
+    if "oneOf" in prop:  # n_shards, the batch sizes: an integer, or auto
+        if isinstance(current, str):  # auto: an integer instead
+            return prop["oneOf"][0].get("minimum", 1) + 1
+        prop = prop["oneOf"][0]
     types = prop.get("type", "integer")
     types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
     if "enum" in prop:

@@ -471,7 +471,7 @@ def explain(
     explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
                                 tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                 pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
-                                batch_size=occlusion_batch(e, model, on, [ids])[0])  # fmt: skip
+                                batch_size=occlusion_batch(e.batch_size, e.methods, model, on, [ids])[0])  # fmt: skip
     seconds["explanations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
