@@ -65,10 +65,15 @@ def select_topk(scores: torch.Tensor, positions: torch.Tensor, k: int) -> tuple[
     return idx, val
 
 
+def _unfilled(band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(heads, n, k)`` tables with no partner yet: −1 and 0, on the band's device."""
+    idx = torch.full((band.heads, band.n, k), -1, dtype=torch.int32, device=band.device)
+    return idx, band.local.new_zeros(band.heads, band.n, k)
+
+
 def band_topk_attended(band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attnlens.attention.band.topk_attended` on ``band``'s device: ``(heads, n, k)`` keys and scores."""
-    idx = torch.full((band.heads, band.n, k), -1, dtype=torch.int32, device=band.device)
-    val = band.local.new_zeros(band.heads, band.n, k)
+    idx, val = _unfilled(band, k)
     if k == 0 or band.length == 0:
         return idx, val
     keys = band.slot_keys.long()  # (n, slots): −1 for every slot of an unused row
@@ -84,8 +89,7 @@ def band_topk_attended(band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def band_topk_attending(band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`attnlens.attention.band.topk_attending` on ``band``'s device: ``(heads, n, k)`` queries and scores."""
-    idx = torch.full((band.heads, band.n, k), -1, dtype=torch.int32, device=band.device)
-    val = band.local.new_zeros(band.heads, band.n, k)
+    idx, val = _unfilled(band, k)
     if k == 0 or band.length == 0:
         return idx, val
     n, half, length, nb = band.n, band.half, band.length, band.n_global
