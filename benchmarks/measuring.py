@@ -34,7 +34,8 @@ def bench_child(suite: str, function: str, n: int, env: dict, *first) -> dict:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
-        raise RuntimeError(f"{function} at {n} tokens failed:\n{run.stderr[-2000:]}")
+        killed = " (killed: SIGKILL, the kernel's out-of-memory killer)" if run.returncode == -9 else ""
+        raise RuntimeError(f"{function} at {n} tokens failed, exit {run.returncode}{killed}:\n{run.stderr[-2000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 

@@ -60,14 +60,8 @@ def _fingerprint(section: dict, inputs: Sequence) -> str:
     return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def ig_batch(requested: int | str, on, probe_on, longest: tuple | None, most: int) -> tuple[int, dict]:
-    """IG's internal batch for a job (:func:`attnlens.device.batch_size`): ``attribution.internal_batch_size``, or
-    with ``auto`` the most steps per pass the card holds, measured by ``probe_on(token ids, target)`` (a function
-    returning the probe) on ``longest`` — the job's longest example as ``(token ids, target)``; ``None`` for a job
-    without one."""
-    if longest is None:
-        return 1, {"how": "no example in the job"}
-    return batch_size(requested, on, probe_on(*longest), most, "IG's internal batch")
+#: IG's internal batch of a job without examples (nothing runs with it).
+NO_EXAMPLE = (1, {"how": "no example in the job"})
 
 
 def _checkpoint_dir(out_path) -> Path:
@@ -108,12 +102,12 @@ def run_attribute(
     rows, resumed = [], 0
     most = most_steps(showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
                       max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
-    longest = max(mine, key=lambda i: len(encoded.input_ids[i]), default=None)
-    if longest is not None:
-        label, outputs = examples["label"].iloc[longest], outputs_by_id[ids[longest]]
-        longest = (encoded.input_ids[longest], next(iter(task.targets(cfg.target, label, outputs)), 0))
-    internal = ig_batch(cfg.internal_batch_size, on, lambda ids, target: steps_probe(
-        model, prepare_inputs(model, tokenizer, ids, on), target, cfg.autocast), longest, most)  # fmt: skip
+    internal = NO_EXAMPLE  # IG's batch, measured on the job's longest example where it is auto on a card
+    if mine:
+        i = max(mine, key=lambda i: len(encoded.input_ids[i]))
+        target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
+        probe = steps_probe(model, prepare_inputs(model, tokenizer, encoded.input_ids[i], on), target, cfg.autocast)
+        internal = batch_size(cfg.internal_batch_size, on, probe, most, "IG's internal batch")
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
@@ -213,13 +207,14 @@ def run_attribute_embeddings(
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
     showcased = list(dict.fromkeys(e["example_id"] for e in load_selection(selection_path)))
     encoded = {eid: encode_examples(tokenizer, examples.iloc[[row_of[eid]]], task).input_ids[0] for eid in showcased}
-    longest = max(showcased, key=lambda eid: len(encoded[eid]), default=None)
-    if longest is not None:
-        label, outputs = examples["label"].iloc[row_of[longest]], outputs_by_id[longest]
-        longest = (encoded[longest], next(iter(task.targets(cfg.target, label, outputs)), 0))
-    internal = ig_batch(cfg.internal_batch_size, on, lambda ids, target: lambda steps: embedding_ig(
-        model, prepare_inputs(model, tokenizer, ids, on), target, steps, steps, cfg.embeddings_mode),
-        longest, cfg.embeddings_steps)  # fmt: skip
+    internal = NO_EXAMPLE
+    if showcased:
+        eid = max(showcased, key=lambda eid: len(encoded[eid]))
+        target = next(iter(task.targets(cfg.target, examples["label"].iloc[row_of[eid]], outputs_by_id[eid])), 0)
+        inputs = prepare_inputs(model, tokenizer, encoded[eid], on)
+        internal = batch_size(cfg.internal_batch_size, on,
+                              lambda steps: embedding_ig(model, inputs, target, steps, steps, cfg.embeddings_mode),
+                              cfg.embeddings_steps, "IG's internal batch")  # fmt: skip
     rows = []
     t0 = time.perf_counter()
     for eid in showcased:
