@@ -15,6 +15,9 @@ import pytest
 import torch
 import transformers
 from scipy.stats import spearmanr
+from helpers import tiny_longformer
+from test_bigbird import tiny_bigbird
+from test_llama import tiny_decoder
 from test_modernbert import tiny_modernbert
 from torch import nn
 
@@ -25,7 +28,8 @@ from attnlens.attribution.attnlrp import (
     layer_norm_rule,
     scale_gradient,
 )
-from attnlens.attribution.ig import Inputs, freeze, prepare_inputs
+from attnlens.attribution.explanations import Example, document_groups, explain_example, explain_examples
+from attnlens.attribution.ig import Inputs, freeze, prepare_inputs, stack_inputs
 from attnlens.models import architecture
 from attnlens.models.bigbird import BIGBIRD
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird
@@ -346,3 +350,74 @@ def test_under_mixed_precision_on_the_cpu(minilm):
         half = attnlrp(model, inputs, 1)
     assert np.isfinite(half.scores).all() and np.isfinite(half.delta)
     assert spearmanr(full.scores, half.scores).statistic > 0.9
+
+
+# --- several documents per pass ----------------------------------------------------------------------------------
+
+#: Per architecture, a float64 tiny classifier and the lengths of the documents explained together: bands with a
+#: global token (Longformer), windowed and global layers (ModernBERT), causal layers with and without a window
+#: (Llama, Gemma 3), blocks (BigBird: two documents of one length share a pass, the shorter one goes alone).
+BATCHED = {
+    "longformer": (lambda: tiny_longformer(hidden=16, heads=2, window=4, num_labels=3, double=True), [23, 9, 17]),
+    "modernbert": (lambda: tiny_modernbert("sdpa"), [23, 9, 17]),
+    "llama": (lambda: tiny_decoder("llama", "sdpa"), [17, 6, 11]),
+    "gemma3": (lambda: tiny_decoder("gemma3", "sdpa"), [17, 6, 11]),
+    "bigbird": (lambda: tiny_bigbird(), [150, 100, 150]),
+}
+
+
+def _document(model, n: int, seed: int, target: int) -> Example:
+    """A document of ``n`` random tokens prepared as :func:`~attnlens.attribution.ig.prepare_inputs` prepares one."""
+    arch = architecture(model)
+    ids = torch.randint(5, 50, (1, n), generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones_like(ids)
+    inputs = Inputs(input_ids=ids, baseline=torch.full_like(ids, model.config.pad_token_id), attention_mask=mask,
+                    position_ids=arch.position_ids(model.config, n), model_args=arch.forward_args(mask))  # fmt: skip
+    return Example(model, inputs, target)
+
+
+@pytest.mark.parametrize("name", list(BATCHED))
+def test_a_pass_over_several_documents_gives_each_what_it_gets_alone(name):
+    """AttnLRP of documents of different lengths explained together (right-padded, one forward and one backward of
+    the sum of their explained logits) equals each document explained alone: the same relevance, logit and δ. The
+    models are float64 and a padded batch differs from a document alone only in its kernels' shapes, so the bound is
+    float64 rounding over a few layers (1e-10 of the largest relevance; measured ≤ 5e-14), except Longformer's, which
+    rounds its attention scores to float32 for the softmax (measured 2e-10; a last-bit flip there moves a relevance by
+    about 1e-7 of the largest). The encoders' pad keys left unmasked move them by 5e-4 to 6e-4 of it (measured)."""
+    build, lengths = BATCHED[name]
+    model = build()
+    model = freeze(architecture(model).prepare(model))
+    examples = [_document(model, n, seed, target=seed % 3) for seed, n in enumerate(lengths)]
+    groups = document_groups(examples, documents=3)
+    if architecture(model).pads_freely:
+        assert groups == [[0, 2, 1]]  # longest first: the padding of a group stays small
+    else:
+        assert groups == [[0, 2], [1]]  # only documents of one length share a pass
+    together = explain_examples(examples, ["attnlrp", "saliency"], documents=3)
+    bound = 1e-6 if name == "longformer" else 1e-10
+    for x, got in zip(examples, together, strict=True):
+        alone = attnlrp(model, x.inputs, x.target)
+        scale = np.abs(alone.scores).max()
+        assert got.scores["attnlrp"].shape == (x.n,)
+        assert np.abs(got.scores["attnlrp"] - alone.scores).max() <= bound * scale
+        assert got.explained["attnlrp"] == pytest.approx(alone.explained, rel=bound, abs=bound)
+        assert got.delta["attnlrp"] == pytest.approx(got.explained["attnlrp"] - got.scores["attnlrp"].sum(), abs=1e-9)
+        # the methods without a batched pass are run alone, as explain_example runs them
+        np.testing.assert_array_equal(got.scores["saliency"], explain_example(model, x.inputs, x.target,
+                                                                              ["saliency"]).scores["saliency"])
+
+
+def test_stacked_inputs_pad_every_per_token_argument():
+    """A batch of a 5-token and a 3-token Longformer document: ids and baselines padded with the pad id, the mask and
+    the global-attention mask with 0, the longest document's position ids for both; a forward argument that is not
+    one value per token refuses to be padded."""
+    model = tiny_longformer(num_labels=2)
+    a, b = (_document(model, n, seed=n, target=0).inputs for n in (5, 3))
+    stacked = stack_inputs([a, b], pad_id=1)
+    assert stacked.input_ids.shape == (2, 5) and stacked.input_ids[1, 3:].tolist() == [1, 1]
+    assert stacked.attention_mask.tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
+    assert stacked.model_args["global_attention_mask"].tolist() == [[1, 0, 0, 0, 0], [1, 0, 0, 0, 0]]
+    assert torch.equal(stacked.position_ids[1], a.position_ids[0])
+    odd = Inputs(a.input_ids, a.baseline, a.attention_mask, a.position_ids, {"bias": torch.zeros(1, 2, 5, 5)})
+    with pytest.raises(ValueError, match="not one value per token"):
+        stack_inputs([odd, odd], pad_id=1)

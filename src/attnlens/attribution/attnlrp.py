@@ -31,7 +31,7 @@ by its licence; attnlens implements the published rules from the paper and does 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -154,9 +154,10 @@ class Relevance:
     target: int
 
 
-def logit_gradient(model, inputs: Inputs, target: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """``(e, ∂f/∂e, f)`` for the logit ``f`` of class ``target``: one forward and one backward to the embedding
-    output ``e`` (``(n, d)``, the first example), under whatever gradient rules are in force (:func:`attnlrp_rules`).
+def logit_gradients(model, inputs: Inputs, targets: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """``(e, ∂f/∂e, f)`` for the logit ``f_b`` of class ``targets[b]`` of every example of a batch: one forward and one
+    backward (of ``Σ_b f_b``: no example's logit depends on another's tokens) to the embedding output ``e``
+    (``(b, n_pad, d)``; a model may pad inside), under whatever gradient rules are in force (:func:`attnlrp_rules`).
     The model's parameters should be frozen (:func:`attnlens.attribution.ig.freeze`): the gradient starts at ``e``."""
     kept: list[torch.Tensor] = []
 
@@ -166,24 +167,38 @@ def logit_gradient(model, inputs: Inputs, target: int) -> tuple[torch.Tensor, to
         output.retain_grad()
         kept.append(output)
 
-    n = inputs.input_ids.shape[1]
     handle = architecture(model).embeddings(model).register_forward_hook(keep)
     try:
         with torch.enable_grad():
             out = model(input_ids=inputs.input_ids, **inputs.forward_kwargs())
             task = task_of(model.config)
-            explained = task.explained_logits(task.logits(out))[0, target]
-            explained.backward()
+            logits = task.explained_logits(task.logits(out))
+            rows = torch.arange(len(targets), device=logits.device)
+            explained = logits[rows, torch.as_tensor(list(targets), device=logits.device)]
+            explained.sum().backward()
     finally:
         handle.remove()
     (embedding,) = kept
-    return embedding[0, :n].detach(), embedding.grad[0, :n], float(explained.detach().double())
+    return embedding.detach(), embedding.grad, explained.detach().double().cpu().numpy()
+
+
+def attnlrp_batch(model, inputs: Inputs, targets: Sequence[int], lengths: Sequence[int]) -> list[Relevance]:
+    """AttnLRP relevance of the logit of class ``targets[b]`` for every example of a right-padded batch (``inputs``:
+    :func:`attnlens.attribution.ig.stack_inputs`; ``lengths[b]`` the real tokens of example ``b``), from one forward
+    and one backward pass (:func:`logit_gradients` under :func:`attnlrp_rules`). The rules act per token and the
+    attention never crosses examples, so each example's relevance is what it gets alone, to rounding
+    (``tests/test_attnlrp.py``)."""
+    with attnlrp_rules(model):
+        embedding, grad, values = logit_gradients(model, inputs, targets)
+    out = []
+    for b, (target, n) in enumerate(zip(targets, lengths, strict=True)):
+        scores = (embedding[b, :n].double() * grad[b, :n].double()).sum(-1).cpu().numpy()
+        value = float(values[b])
+        out.append(Relevance(scores=scores, explained=value, delta=value - float(scores.sum()), target=int(target)))
+    return out
 
 
 def attnlrp(model, inputs: Inputs, target: int) -> Relevance:
-    """AttnLRP relevance of the logit of class ``target`` for one example (``inputs`` as IG prepares them), from one
-    forward and one backward pass (:func:`logit_gradient` under :func:`attnlrp_rules`)."""
-    with attnlrp_rules(model):
-        embedding, grad, value = logit_gradient(model, inputs, target)
-    scores = (embedding.double() * grad.double()).sum(-1).cpu().numpy()
-    return Relevance(scores=scores, explained=value, delta=value - float(scores.sum()), target=int(target))
+    """AttnLRP relevance of the logit of class ``target`` for one example (``inputs`` as IG prepares them): a batch
+    of one (:func:`attnlrp_batch`)."""
+    return attnlrp_batch(model, inputs, [target], [inputs.input_ids.shape[1]])[0]

@@ -62,8 +62,8 @@ from captum.attr import FeatureAblation, LayerActivation, Saliency
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
-from attnlens.attribution.attnlrp import attnlrp
-from attnlens.attribution.ig import Inputs
+from attnlens.attribution.attnlrp import attnlrp_batch
+from attnlens.attribution.ig import Inputs, stack_inputs
 from attnlens.attribution.removal import copies_probe
 from attnlens.device import batch_size, synchronize
 from attnlens.methods import PASSES, REGISTRY, get_method
@@ -332,6 +332,9 @@ class Scored:
 PASS_RUNNERS: dict[str, Callable[[Example], Any]] = {}
 #: ``{method name: scores(example, shared) -> Scored}``, one per registered method.
 SCORERS: dict[str, Callable[[Example, Any], Scored]] = {}
+#: ``{method name: scores(examples) -> [Scored]}``: methods whose one pass explains several documents together (its
+#: rules act per example); each also has its :data:`SCORERS` entry, the batch of one.
+BATCH_SCORERS: dict[str, Callable[[Sequence[Example]], list[Scored]]] = {}
 
 
 def runs_pass(name: str):
@@ -353,6 +356,19 @@ def scorer(name: str):
 
     def add(fn):
         SCORERS[name] = fn
+        return fn
+
+    return add
+
+
+def batch_scorer(name: str):
+    """Register the computation of the method ``name`` over several documents in one pass:
+    ``scores(examples) -> [Scored]``, one per example, each what the method's :func:`scorer` gives it alone (to
+    rounding). :func:`explain_examples` runs it on documents grouped by length."""
+    get_method(name)
+
+    def add(fn):
+        BATCH_SCORERS[name] = fn
         return fn
 
     return add
@@ -449,10 +465,17 @@ def _grad_attention(x: Example, shared: Gradients) -> Scored:
     return Scored(_numpy(grad_attention_score(x.model, shared, x.layers), x.n))
 
 
+@batch_scorer("attnlrp")
+def _attnlrp_documents(xs: Sequence[Example]) -> list[Scored]:
+    model = xs[0].model
+    inputs = stack_inputs([x.inputs for x in xs], model.config.pad_token_id)
+    relevance = attnlrp_batch(model, inputs, [x.target for x in xs], [x.n for x in xs])
+    return [Scored(r.scores, n_forwards=1, explained=r.explained, delta=r.delta) for r in relevance]
+
+
 @scorer("attnlrp")
 def _attnlrp(x: Example, shared) -> Scored:
-    relevance = attnlrp(x.model, x.inputs, x.target)
-    return Scored(relevance.scores, explained=relevance.explained, delta=relevance.delta)
+    return _attnlrp_documents([x])[0]
 
 
 @scorer("occlusion")
@@ -503,18 +526,34 @@ def explain_example(
     cost of a method is the wall time of its pass plus its own computation (a shared pass is counted for every
     method that uses it). ``forward_seconds`` is one plain forward, the unit of the leaderboard's cost ratio.
     """
+    x = Example(model, inputs, target, layers, tokens, special, pad_id, occlusion_max_tokens, batch_size)
+    return _explain(x, _checked(methods))
+
+
+def _checked(methods: Sequence[str]) -> list[str]:
     cards = [get_method(m) for m in methods]
     missing = [c.name for c in cards if c.name not in SCORERS]
     if missing:
         raise ValueError(f"explanation methods {missing} are registered without a scorer (@scorer in this module)")
-    x = Example(model, inputs, target, layers, tokens, special, pad_id, occlusion_max_tokens, batch_size)
-    device = inputs.input_ids.device
+    return list(methods)
+
+
+def _record(out: Explanation, method: str, res: Scored, seconds: float) -> None:
+    out.scores[method] = res.scores
+    out.seconds[method] = seconds
+    out.n_forwards[method] = res.n_forwards
+    if res.explained is not None:
+        out.explained[method], out.delta[method] = res.explained, res.delta
+
+
+def _explain(x: Example, methods: Sequence[str]) -> Explanation:
+    device = x.inputs.input_ids.device
     args = x.args
     out = Explanation()
     with torch.no_grad():
-        model(**args)  # warm-up: the first call of a shape pays for allocations
+        x.model(**args)  # warm-up: the first call of a shape pays for allocations
         t0 = _sync(device)
-        model(**args)
+        x.model(**args)
         out.forward_seconds = _sync(device) - t0
 
     for needs in PASSES:
@@ -527,13 +566,59 @@ def explain_example(
         for method in wanted:
             t0 = _sync(device)
             res = SCORERS[method](x, shared)
-            out.scores[method] = res.scores
-            out.seconds[method] = shared_seconds + _sync(device) - t0
-            out.n_forwards[method] = res.n_forwards
-            if res.explained is not None:
-                out.explained[method], out.delta[method] = res.explained, res.delta
+            _record(out, method, res, shared_seconds + _sync(device) - t0)
         del shared
     return out
+
+
+def document_groups(examples: Sequence[Example], documents: int) -> list[list[int]]:
+    """Indices of ``examples`` in groups of at most ``documents`` that one pass of a batched method explains together:
+    longest first, so that a group's documents are of about one length and its padding is small; only documents of
+    one length share a group where the architecture's padded batch is not each document alone
+    (:attr:`attnlens.models.base.Architecture.pads_freely`)."""
+    order = sorted(range(len(examples)), key=lambda i: -examples[i].n)
+    if not examples or architecture(examples[0].model).pads_freely:
+        runs = [order]
+    else:
+        runs = [[i for i in order if examples[i].n == n] for n in dict.fromkeys(examples[i].n for i in order)]
+    size = max(1, documents)
+    return [run[a : a + size] for run in runs for a in range(0, len(run), size)]
+
+
+def explain_examples(examples: Sequence[Example], methods: Sequence[str], documents: int = 1) -> list[Explanation]:
+    """:func:`explain_example` for each of ``examples`` (one model), with every method that has a
+    :func:`batch_scorer` run on groups of up to ``documents`` documents per pass (:func:`document_groups`). A batched
+    method's cost on a document is its group's wall time shared equally among the group's documents."""
+    methods = _checked(methods)
+    together = [m for m in methods if m in BATCH_SCORERS] if documents > 1 else []
+    outs = [_explain(x, [m for m in methods if m not in together]) for x in examples]
+    if not together:
+        return outs
+    device = examples[0].inputs.input_ids.device
+    for group in document_groups(examples, documents):
+        for method in together:
+            t0 = _sync(device)
+            results = BATCH_SCORERS[method]([examples[i] for i in group])
+            seconds = (_sync(device) - t0) / len(group)
+            for i, res in zip(group, results, strict=True):
+                _record(outs[i], method, res, seconds)
+    return outs
+
+
+def documents_batch(requested: int | str, methods: Sequence[str], examples: Sequence[Example]) -> tuple[int, dict]:
+    """Documents per pass of the batched methods (:data:`BATCH_SCORERS`) for a job (:func:`attnlens.device.batch_size`):
+    ``requested`` (``explanations.batch_size``), or with ``auto`` the most copies of the job's longest document that
+    one pass of each batched method in ``methods`` fits on the card."""
+    together = [m for m in methods if m in BATCH_SCORERS]
+    if not together or not examples:
+        return (1 if requested == "auto" else int(requested)), {"how": "no method that batches documents in the job"}
+    longest = max(examples, key=lambda x: x.n)
+
+    def probe(copies: int) -> None:
+        for method in together:
+            BATCH_SCORERS[method]([longest] * copies)
+
+    return batch_size(requested, longest.inputs.input_ids.device, probe, len(examples), "documents per pass")
 
 
 # --- artifacts ----------------------------------------------------------------------------------------

@@ -93,9 +93,12 @@ class Inputs:
         """``(attention_mask, position_ids, *model_args)``: :class:`ReadoutForward`'s arguments after the ids."""
         return (self.attention_mask, self.position_ids, *self.model_args.values())
 
-    def forward_kwargs(self, batch: int = 1) -> dict[str, torch.Tensor]:
-        """Every forward argument but ``input_ids``, by name, repeated over a batch of ``batch``."""
+    def forward_kwargs(self, batch: int | None = None) -> dict[str, torch.Tensor]:
+        """Every forward argument but ``input_ids``, by name: one example's repeated over a batch of ``batch``, or
+        (``None``) as they are."""
         named = {"attention_mask": self.attention_mask, "position_ids": self.position_ids, **self.model_args}
+        if batch is None:
+            return named
         return {k: v if v is None else v.expand(batch, *v.shape[1:]) for k, v in named.items()}
 
     def readout_forward(self, model) -> ReadoutForward:
@@ -120,6 +123,39 @@ def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs
         attention_mask=mask,
         position_ids=None if positions is None else positions.to(device),
         model_args=arch.forward_args(mask, chosen),
+    )
+
+
+def stack_inputs(inputs: Sequence[Inputs], pad_id: int) -> Inputs:
+    """Several examples' :class:`Inputs` as one right-padded batch ``(b, n_max)``, as the predictions are batched
+    (:meth:`attnlens.prediction.Encoded.batch`): ids and baselines padded with ``pad_id``, the attention mask with 0,
+    the architecture's per-token arguments (a global-attention mask) with 0, and the position ids of the longest
+    example for every row (each example's are a prefix of them: positions count from the first token)."""
+    width = max(x.input_ids.shape[1] for x in inputs)
+    longest = max(inputs, key=lambda x: x.input_ids.shape[1])
+
+    def padded(rows: Sequence[torch.Tensor], fill: int = 0) -> torch.Tensor:
+        return torch.cat([torch.nn.functional.pad(r, (0, width - r.shape[1]), value=fill) for r in rows])
+
+    positions = None
+    if longest.position_ids is not None:
+        for x in inputs:
+            n = x.input_ids.shape[1]
+            if not torch.equal(x.position_ids, longest.position_ids[:, :n]):
+                raise ValueError("examples whose position ids are not a prefix of the longest's cannot share a batch")
+        positions = longest.position_ids.expand(len(inputs), width)
+    model_args = {}
+    for name in longest.model_args:
+        rows = [x.model_args[name] for x in inputs]
+        if any(r.dim() != 2 for r in rows):
+            raise ValueError(f"forward argument {name!r} is not one value per token: examples cannot share a batch")
+        model_args[name] = padded(rows)
+    return Inputs(
+        input_ids=padded([x.input_ids for x in inputs], pad_id),
+        baseline=padded([x.baseline for x in inputs], pad_id),
+        attention_mask=padded([x.attention_mask for x in inputs]),
+        position_ids=positions,
+        model_args=model_args,
     )
 
 

@@ -89,6 +89,10 @@ class Architecture(ABC):
     local_groups: ClassVar[tuple[str, ...]]
     #: Head groups of the global rows, where they have projections of their own (empty where they do not).
     global_groups: ClassVar[tuple[str, ...]] = ()
+    #: Whether a right-padded batch computes each example as that example alone (to rounding): its pad keys are
+    #: masked and nothing in the layout runs to the padded end. Where not (BigBird: its last global block and its
+    #: switch to full attention follow the padded length), documents go through one pass only with their own length.
+    pads_freely: ClassVar[bool] = True
 
     def __init_subclass__(cls, family: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -15,7 +15,13 @@ from attnlens.attribution.artifacts import (
     EXPLANATIONS_SCHEMA,
     load_attributions,
 )
-from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
+from attnlens.attribution.explanations import (
+    Example,
+    documents_batch,
+    explain_examples,
+    explanation_rows,
+    occlusion_batch,
+)
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.sanity import SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.config import ExplanationsConfig, FindingsConfig
@@ -28,6 +34,14 @@ from attnlens.models.randomisation import randomise_top
 from attnlens.tokens import structural_mask
 
 logger = logging.getLogger(__name__)
+
+
+def _example(model, tokenizer, on, ids: list[int], target: int, cfg: ExplanationsConfig, copies: int) -> Example:
+    """One document as the explanation methods see it: IG's token ids and target, the run's options."""
+    return Example(model, prepare_inputs(model, tokenizer, ids, on), target, cfg.layers,
+                   tokens=tokenizer.convert_ids_to_tokens(ids), special=structural_mask(tokenizer, ids),
+                   pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
+                   batch_size=copies)  # fmt: skip
 
 
 def run_explain(
@@ -49,25 +63,15 @@ def run_explain(
     attributions = load_attributions(attribution_paths, every_target=cfg.targets == "every")
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
     occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
-    rows = []
+    examples = [_example(model, tokenizer, on, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
+                for row in mine.itertuples(index=False)]  # fmt: skip
+    documents = documents_batch(cfg.batch_size, cfg.methods, examples)
     t0 = time.perf_counter()
-    for row in mine.itertuples(index=False):
+    results = explain_examples(examples, cfg.methods, documents[0])
+    rows = []
+    for row, x, res in zip(mine.itertuples(index=False), examples, results, strict=True):
         ids = [int(i) for i in row.input_ids]
-        inputs = prepare_inputs(model, tokenizer, ids, on)
-        special = structural_mask(tokenizer, ids)
-        res = explain_example(
-            model,
-            inputs,
-            int(row.target),
-            cfg.methods,
-            layers=cfg.layers,
-            tokens=tokenizer.convert_ids_to_tokens(ids),
-            special=special,
-            pad_id=tokenizer.pad_token_id,
-            occlusion_max_tokens=cfg.occlusion_max_tokens,
-            batch_size=occlusion[0],
-        )
-        rows.extend(explanation_rows(row.example_id, ids, int(row.target), res, cfg.methods, int(row.target_rank)))
+        rows.extend(explanation_rows(row.example_id, ids, x.target, res, cfg.methods, int(row.target_rank)))
         logger.info(
             "%s: %d tokens, forward %.3f s; %s",
             row.example_id,
@@ -79,7 +83,7 @@ def run_explain(
     frame = pd.DataFrame(rows, columns=list(EXPLANATION_TYPES.names))
     prov = provenance(EXPLANATIONS_SCHEMA, cfg.to_dict(), None, shard=shard, n_shards=cfg.n_shards,
                       model=str(model_dir), device=str(on), seconds=round(seconds, 2),
-                      occlusion_batch=occlusion[1])  # fmt: skip
+                      occlusion_batch=occlusion[1], documents_batch=documents[1])  # fmt: skip
     save_parquet(frame, out_path, prov, EXPLANATION_TYPES)
     n_examples = frame["example_id"].nunique() if len(frame) else 0
     logger.info("shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples,
@@ -103,21 +107,19 @@ def run_sanity_check(
     attributions = load_attributions(attribution_paths).sort_values("example_id", kind="stable")
     chosen = attributions.head(findings.sanity_examples)
     cascade = levels(len(architecture(model).layers(model)))
-    examples = []
-    for row in chosen.itertuples(index=False):
-        ids = [int(i) for i in row.input_ids]
-        examples.append((str(row.example_id), ids, int(row.target), structural_mask(tokenizer, ids)))
-    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _, _ in examples])
+    chosen_ids = [(str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
+                  for row in chosen.itertuples(index=False)]  # fmt: skip
+    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
+    documents = documents_batch(
+        cfg.batch_size,
+        cfg.methods,
+        [_example(model, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids],
+    )
 
     def explain_all(net) -> dict[str, dict[str, np.ndarray]]:
-        out = {}
-        for example_id, ids, target, special in examples:
-            res = explain_example(net, prepare_inputs(net, tokenizer, ids, on), target, cfg.methods, layers=cfg.layers,
-                                  tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
-                                  pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
-                                  batch_size=occlusion[0])  # fmt: skip
-            out[example_id] = res.scores
-        return out
+        examples = [_example(net, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
+        results = explain_examples(examples, cfg.methods, documents[0])
+        return {example_id: res.scores for (example_id, _, _), res in zip(chosen_ids, results, strict=True)}
 
     t0 = time.perf_counter()
     trained = explain_all(model)
@@ -128,17 +130,17 @@ def run_sanity_check(
         place(fresh, device)
         by_level[level] = explain_all(fresh)
         del fresh
-        logger.info("%s: %d examples explained again", level, len(examples))
+        logger.info("%s: %d examples explained again", level, len(chosen_ids))
     rows = []
-    for example_id, _ids, _target, special in examples:
-        rows += sanity_rows(example_id, trained[example_id], {lv: by_level[lv][example_id] for lv in cascade}, ~special,
-                            cfg.methods)  # fmt: skip
+    for example_id, ids, _target in chosen_ids:
+        rows += sanity_rows(example_id, trained[example_id], {lv: by_level[lv][example_id] for lv in cascade},
+                            ~structural_mask(tokenizer, ids), cfg.methods)  # fmt: skip
     frame = pd.DataFrame(rows, columns=["example_id", "method", "level", "layers", "spearman"])
     seconds = time.perf_counter() - t0
     prov = provenance(SANITY_SCHEMA, {**cfg.to_dict(), **findings.to_dict()}, findings.seed, levels=cascade,
                       model=str(model_dir), seconds=round(seconds, 2))  # fmt: skip
     save_parquet(frame, out_path, prov)
     logger.info(
-        "%d examples x %d methods x %d levels in %.1f s", len(examples), len(cfg.methods), len(cascade), seconds
+        "%d examples x %d methods x %d levels in %.1f s", len(chosen_ids), len(cfg.methods), len(cascade), seconds
     )
     return frame

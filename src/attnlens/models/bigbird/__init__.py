@@ -27,6 +27,7 @@ class BigBird(Architecture, family="bigbird"):
     classifier_class = "BigBirdForSequenceClassification"
     qa_class = "BigBirdForQuestionAnswering"
     local_groups = ("query", "key", "value", "output")
+    pads_freely = False  # the last block attends globally and the full-attention switch reads the padded length
 
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         return use_block_sparse_attention(model) if fast else model
