@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from scipy.stats import spearmanr
 from helpers import tiny_longformer
+from scipy.stats import spearmanr
 from test_bigbird import tiny_bigbird
 from test_llama import tiny_decoder
 from test_modernbert import tiny_modernbert
 from torch import nn
 
+from attnlens.attribution import explanations
 from attnlens.attribution.attnlrp import (
     attnlrp,
     attnlrp_rules,
@@ -28,7 +29,13 @@ from attnlens.attribution.attnlrp import (
     layer_norm_rule,
     scale_gradient,
 )
-from attnlens.attribution.explanations import Example, document_groups, explain_example, explain_examples
+from attnlens.attribution.explanations import (
+    Example,
+    document_groups,
+    documents_batch,
+    explain_example,
+    explain_examples,
+)
 from attnlens.attribution.ig import Inputs, freeze, prepare_inputs, stack_inputs
 from attnlens.models import architecture
 from attnlens.models.bigbird import BIGBIRD
@@ -403,8 +410,9 @@ def test_a_pass_over_several_documents_gives_each_what_it_gets_alone(name):
         assert got.explained["attnlrp"] == pytest.approx(alone.explained, rel=bound, abs=bound)
         assert got.delta["attnlrp"] == pytest.approx(got.explained["attnlrp"] - got.scores["attnlrp"].sum(), abs=1e-9)
         # the methods without a batched pass are run alone, as explain_example runs them
-        np.testing.assert_array_equal(got.scores["saliency"], explain_example(model, x.inputs, x.target,
-                                                                              ["saliency"]).scores["saliency"])
+        np.testing.assert_array_equal(
+            got.scores["saliency"], explain_example(model, x.inputs, x.target, ["saliency"]).scores["saliency"]
+        )
 
 
 def test_stacked_inputs_pad_every_per_token_argument():
@@ -421,3 +429,24 @@ def test_stacked_inputs_pad_every_per_token_argument():
     odd = Inputs(a.input_ids, a.baseline, a.attention_mask, a.position_ids, {"bias": torch.zeros(1, 2, 5, 5)})
     with pytest.raises(ValueError, match="not one value per token"):
         stack_inputs([odd, odd], pad_id=1)
+
+
+def test_documents_per_pass_are_as_configured_or_probed_with_copies_of_the_longest_document(monkeypatch):
+    """``explanations.batch_size`` as configured; ``auto`` off a card: the CPU batch, at most the job's documents; on a
+    card the probe runs each batched method on copies of the job's longest document; a job without a batched method
+    explains its documents one by one."""
+    model = freeze(architecture(m := tiny_longformer(num_labels=2)).prepare(m))
+    examples = [_document(model, n, seed=n, target=0) for n in (5, 9, 7)]
+    assert documents_batch(4, ["attnlrp"], examples)[0] == 4
+    assert documents_batch("auto", ["attnlrp", "saliency"], examples)[0] == 3
+    assert documents_batch("auto", ["saliency"], examples)[0] == 1
+    probed = []
+    monkeypatch.setitem(explanations.BATCH_SCORERS, "attnlrp", lambda xs: probed.append([x.n for x in xs]))
+
+    def on_a_card(requested, device, probe, most, what):
+        probe(1), probe(2)
+        return 2, {"most": most}
+
+    monkeypatch.setattr(explanations, "batch_size", on_a_card)
+    assert documents_batch("auto", ["attnlrp"], examples) == (2, {"most": 3})
+    assert probed == [[9], [9, 9]]
