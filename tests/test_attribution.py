@@ -10,6 +10,7 @@ import pytest
 import torch
 from captum.attr import LayerIntegratedGradients
 
+from attnlens.attribution import ig
 from attnlens.attribution.artifacts import l2_normalise
 from attnlens.attribution.ig import (
     ReadoutForward,
@@ -210,3 +211,31 @@ def test_step_range_is_the_step_policy():
     assert step_range(False, **policy) == (16, 32)
     assert step_range(True, **{**policy, "showcase_steps": None}) == (16, 32)
     assert step_range(False, **{**policy, "adaptive": False}) == (50, 50)
+
+
+def test_steps_in_bfloat16_keep_float32_end_points_and_the_same_delta_check(tiny_classifier, monkeypatch):
+    """IG's steps under bfloat16 autocast (``attribution.autocast: bf16`` or ``auto`` on a card that has it; forced
+    here on the CPU, whose autocast has bfloat16): the end points ``F(x)``, ``F(x′)`` are float32's, bit for bit; the
+    scores are a bfloat16 rounding of float32's (8 significant bits: 2⁻⁸ per rounding, a few in series through two
+    layers, so within 2⁻⁵ of the largest score; measured 1e-2) and not float32's themselves; δ is
+    ``Σ scores − gap`` and the tolerance decides ``converged`` as it does in float32, doubling the steps until then."""
+    model, tokenizer = tiny_classifier
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        model.classifier.out_proj.weight.mul_(100)  # a random classifier's readout, sharpened: a gap of 2e-4
+    inputs = prepare_inputs(model, tokenizer, tokenizer("integrated gradients on a tiny longformer")["input_ids"])
+    float32 = attribute_example(model, inputs, 0, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16)
+    monkeypatch.setattr(ig, "autocast_dtype", lambda device, precision: torch.bfloat16)
+    half = attribute_example(model, inputs, 0, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16,
+                             autocast="bf16")  # fmt: skip
+    np.testing.assert_array_equal(half.probs, float32.probs)
+    np.testing.assert_array_equal(half.probs_baseline, float32.probs_baseline)
+    scale = np.abs(float32.scores).max()
+    assert 0 < np.abs(half.scores - float32.scores).max() <= 2**-5 * scale
+    assert half.delta == pytest.approx(half.scores.sum() - half.gap, abs=1e-12)
+    tolerance = 0.5 * abs(half.delta) / abs(half.gap)  # a tolerance the bfloat16 steps miss at 64 steps
+    checked = attribute_example(model, inputs, 0, min_steps=16, max_steps=64, tolerance=tolerance,
+                                internal_batch_size=16, autocast="bf16")  # fmt: skip
+    assert [s for s, _ in checked.rounds] == [16, 32, 64] and not checked.converged  # δ stays at bfloat16's floor
+    for steps, delta in checked.rounds:
+        assert (abs(delta) <= tolerance * abs(checked.gap)) == (steps == checked.n_steps and checked.converged)

@@ -15,7 +15,7 @@ from helpers import ONE_THREAD
 
 from attnlens import device as device_policy
 from attnlens.config import load_schema
-from attnlens.device import CPU_BATCH, autocast_dtype, batch_fitting, batch_size, place, resolve_device
+from attnlens.device import CPU_BATCH, autocast_dtype, batch_fitting, batch_size, place, precision_name, resolve_device
 from attnlens.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,3 +194,20 @@ def test_auto_on_a_card_probes_one_and_two_items_and_reads_their_peaks(monkeypat
     batch, how = batch_size("auto", "cuda", probe, 1000, "test batch")
     assert batch == int((0.8 * 1024 - 130) // 30) + 1 == 23
     assert how["bytes_first"] == 130 * mib and how["bytes_per_item"] == 30 * mib and how["free_bytes"] == 1024 * mib
+
+
+def test_the_steps_precision_names_float16_or_bfloat16_on_a_card_and_float32_off_it(monkeypatch):
+    """``attribution.autocast``: ``true``/``fp16`` float16, ``bf16`` bfloat16, ``auto`` bfloat16 where the card has
+    it and float16 where not; nothing off a card; ``bf16`` on a card without it is one config line."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100")
+    for has_bf16, auto in ((True, torch.bfloat16), (False, torch.float16)):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda has=has_bf16: has)
+        assert autocast_dtype("cuda", "auto") is auto
+        assert autocast_dtype("cuda", "fp16") is autocast_dtype("cuda", True) is torch.float16
+        assert autocast_dtype("cpu", "auto") is autocast_dtype("cpu", "bf16") is None
+        assert precision_name("cuda", "auto") == str(auto).removeprefix("torch.")
+        assert precision_name("cuda", False) == precision_name("cpu", "fp16") == "float32"
+    with pytest.raises(InputError, match=r"attribution\.autocast.*bfloat16.*Tesla V100"):
+        autocast_dtype("cuda", "bf16")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert autocast_dtype("cuda", "bf16") is torch.bfloat16

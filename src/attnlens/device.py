@@ -8,8 +8,9 @@ that asks the cluster for a GPU uses it, and one config key moves the whole stud
 ``device:`` line to the job's log. The pair-encoder rules ask for no GPU and keep their small sentence
 encoder on the CPU.
 
-Precision follows the device: ``fp16`` autocast (``train.fp16``, ``attribution.autocast``) applies on
-CUDA only (:func:`autocast_dtype`); on a CPU every stage computes in float32.
+Precision follows the device: ``fp16`` autocast (``train.fp16``), and IG's steps under float16 or bfloat16
+autocast (``attribution.autocast``), apply on CUDA only (:func:`autocast_dtype`); on a CPU every stage computes in
+float32.
 
 Batches follow it too: a batch size set to ``auto`` (IG's steps, occlusion's and the removal curves' copies) is
 the most a card's free memory holds, measured once per job on its longest item (:func:`batch_size`), and
@@ -67,9 +68,33 @@ def place(model: torch.nn.Module, requested: str = "auto") -> torch.device:
     return device
 
 
-def autocast_dtype(device: torch.device | str, fp16: bool) -> torch.dtype | None:
-    """``torch.float16`` where fp16 autocast applies (``fp16`` asked and the device is CUDA), else ``None``."""
-    return torch.float16 if fp16 and torch.device(device).type == "cuda" else None
+#: Half precisions an autocast setting names (``true`` is ``fp16``, the paper's).
+HALF_PRECISIONS = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def autocast_dtype(device: torch.device | str, precision: bool | str, where: str = "attribution.autocast"
+                   ) -> torch.dtype | None:  # fmt: skip
+    """The autocast dtype a setting asks for on ``device``, ``None`` for float32: ``false`` → ``None``; ``true`` or
+    ``fp16`` → ``torch.float16``; ``bf16`` → ``torch.bfloat16`` (a card without it is a config error naming
+    ``where``); ``auto`` → bfloat16 where the card has it (its exponent range: no overflow of a float16), else
+    float16. Off a card always ``None``: a CPU computes in float32."""
+    device = torch.device(device)
+    if precision is False or device.type != "cuda":
+        return None
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision is True:
+        return torch.float16
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        card = torch.cuda.get_device_name(device)
+        raise InputError("config", where, f"expected a card with bfloat16 for bf16, got {card} (set fp16 or auto)")
+    return HALF_PRECISIONS[precision]
+
+
+def precision_name(device: torch.device | str, precision: bool | str, where: str = "attribution.autocast") -> str:
+    """What :func:`autocast_dtype` computes in, by name (``float16``, ``bfloat16``, ``float32``): for a log or an
+    artifact's provenance."""
+    return str(autocast_dtype(device, precision, where) or torch.float32).removeprefix("torch.")
 
 
 def synchronize(device: torch.device | str) -> None:

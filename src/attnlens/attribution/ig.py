@@ -233,18 +233,20 @@ def integrate(
     max_steps: int,
     tolerance: float | None,
     internal_batch_size: int,
-    autocast: bool = False,
+    autocast: bool | str = False,
 ) -> Attribution:
     """Layer IG with steps doubled from ``min_steps`` until ``|δ| ≤ tolerance · |F_t(x) − F_t(x′)|``.
 
     ``layer``'s output is ``(1, tokens, hidden)``; a token's score is its sum over ``hidden``. With
     ``min_steps == max_steps`` it is one fixed-step run whose tolerance only flags; with
     ``tolerance=None`` it is one run counted as converged. When the last round (the largest
-    doubling ``≤ max_steps``) still misses the tolerance, the result has ``converged=False``.
+    doubling ``≤ max_steps``) still misses the tolerance, the result has ``converged=False``. ``autocast``: the steps'
+    precision on a card (:func:`attnlens.device.autocast_dtype`: ``true``/``fp16``, ``bf16``, ``auto``); the end
+    points ``F(x)``, ``F(x′)`` are float32 whatever it is, so the δ check weighs the steps' rounding too.
     """
     probs, probs_base = endpoint_probs(forward, inputs, baselines, forward_args)
     gap = float(probs[target] - probs_base[target])
-    half = autocast_dtype(inputs.device, autocast)  # fp16 on CUDA only (attnlens.device)
+    half = autocast_dtype(inputs.device, autocast)  # float16 or bfloat16 on CUDA only (attnlens.device)
     rounds: list[tuple[int, float]] = []
     steps = min_steps
     while True:
@@ -269,7 +271,7 @@ def attribute_example(
     max_steps: int,
     tolerance: float | None,
     internal_batch_size: int,
-    autocast: bool = False,
+    autocast: bool | str = False,
 ) -> Attribution:
     """:func:`integrate` on the output of the model's embedding module (recipes §9.1); the arguments are
     :func:`integrate`'s (:func:`step_range` gives the steps of one example)."""
@@ -291,7 +293,7 @@ def attribute_example(
     return dataclasses.replace(res, scores=res.scores[:n])
 
 
-def steps_probe(model, inputs: Inputs, target: int, autocast: bool):
+def steps_probe(model, inputs: Inputs, target: int, autocast: bool | str):
     """``probe(k)``: one pass of ``k`` interpolation steps of IG on ``inputs`` — what an ``auto`` internal batch is
     measured with (:func:`attnlens.device.batch_size`)."""
 

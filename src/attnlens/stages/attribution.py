@@ -33,7 +33,7 @@ from attnlens.attribution.ig import (
 )
 from attnlens.config import AttributionConfig
 from attnlens.data import load_examples, shard_of
-from attnlens.device import batch_size, place, synchronize
+from attnlens.device import batch_size, place, precision_name, synchronize
 from attnlens.io import (
     StrPath,
     atomic_path,
@@ -170,6 +170,7 @@ def run_attribute(
         resumed_examples=resumed,
         not_converged=n_bad,
         internal_batch=internal[1],
+        precision=precision_name(on, cfg.autocast),
         notes=notes,
     )
     save_parquet(frame, out_path, prov, attribution_types(task))
