@@ -7,7 +7,9 @@ and, per architecture and length (``--lengths``, default 2 048 and 4 096 tokens)
 
 * one forward pass without gradient, and one forward + backward of the explained logit to the embedding output
   (parameters frozen, as IG and AttnLRP run): the unit of the target "AttnLRP ≤ 2 × one forward + backward";
-* AttnLRP (:func:`attnlens.attribution.attnlrp.attnlrp`, the ``explain`` rule's call);
+* AttnLRP (:func:`attnlens.attribution.attnlrp.attnlrp`, the one-document API's call), and over ``--documents``
+  copies of the document in one pass (:func:`~attnlens.attribution.attnlrp.attnlrp_batch`, the ``explain`` rule's
+  call with ``explanations.batch_size``): seconds per document;
 * IG as the ``attribute`` rule runs it (:func:`attnlens.attribution.ig.attribute_example`, fixed steps, internal
   batch ``--ig-batch``) at ``--ig-steps`` steps. IG's cost is its endpoint forward (a batch of two, counted as two
   forwards) plus one batched forward + backward per ``--ig-batch`` steps, so the 50-step figure ``ig50_s`` is the
@@ -37,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from attnlens.attribution.attnlrp import attnlrp, logit_gradient
-from attnlens.attribution.ig import Inputs, attribute_example, freeze
+from attnlens.attribution.attnlrp import attnlrp, attnlrp_batch, logit_gradients
+from attnlens.attribution.ig import Inputs, attribute_example, freeze, stack_inputs
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models import architecture
@@ -99,7 +101,7 @@ def measure(fn, device: torch.device) -> tuple[float, int | None]:
     return seconds, peak
 
 
-def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batch: int) -> dict:
+def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batch: int, documents: int = 2) -> dict:
     """One architecture at one length (see the module docstring)."""
     model = BUILDERS[name](n)
     model = freeze(architecture(model).prepare(model).to(device))
@@ -108,8 +110,8 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
     with torch.no_grad():
         model(input_ids=inputs.input_ids, **inputs.forward_kwargs())  # warm-up
         forward_s, _ = measure(lambda: model(input_ids=inputs.input_ids, **inputs.forward_kwargs()), device)
-    logit_gradient(model, inputs, 1)  # warm-up of the backward kernels
-    fb_s, fb_peak = measure(lambda: logit_gradient(model, inputs, 1), device)
+    logit_gradients(model, inputs, [1])  # warm-up of the backward kernels
+    fb_s, fb_peak = measure(lambda: logit_gradients(model, inputs, [1]), device)
     lrp_s, lrp_peak = measure(lambda: attnlrp(model, inputs, 1), device)
     row = {
         "architecture": name,
@@ -121,6 +123,14 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
         "attnlrp_peak_bytes": lrp_peak,
         "attnlrp_over_forward_backward": round(lrp_s / fb_s, 3),
     }
+    if documents > 1:  # the explain rule's pass over several documents (explanations.batch_size)
+        together = stack_inputs([inputs] * documents, model.config.pad_token_id)
+        attnlrp_batch(model, together, [1] * documents, [n] * documents)  # warm-up of the batch's shapes
+        s, peak = measure(lambda: attnlrp_batch(model, together, [1] * documents, [n] * documents), device)
+        per_document = s / documents
+        row |= {"attnlrp_documents": documents, "attnlrp_per_document_s": round(per_document, 3),
+                "attnlrp_documents_peak_bytes": peak,
+                "attnlrp_per_document_over_alone": round(per_document / lrp_s, 3)}  # fmt: skip
     if half:
         with torch.autocast("cuda", dtype=torch.float16):
             attnlrp(model, inputs, 1)
@@ -148,11 +158,12 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
     return row
 
 
-def _memory_child(name: str, n: int, ig_batch: int) -> dict:
+def _memory_child(name: str, n: int, ig_batch: int, documents: int) -> dict:
     """:func:`bench_length` on the CPU in a fresh interpreter whose allocator returns large blocks when freed."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
     code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch; from attnlrp import bench_length; "
-            f"print(json.dumps(bench_length({name!r}, {n}, torch.device('cpu'), {ig_batch}, {ig_batch})))")  # fmt: skip
+            f"print(json.dumps(bench_length({name!r}, {n}, torch.device('cpu'), {ig_batch}, {ig_batch}, "
+            f"{documents})))")  # fmt: skip
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
         raise RuntimeError(f"{name} at {n} tokens failed:\n{run.stderr[-2000:]}")
@@ -168,14 +179,14 @@ def cpu_name() -> str:
 
 
 def bench_attnlrp(lengths=(2048, 4096), names=("longformer",), device: str = "cpu", ig_steps: int = 4,
-                  ig_batch: int = 2) -> dict:  # fmt: skip
+                  ig_batch: int = 2, documents: int = 2) -> dict:  # fmt: skip
     on = torch.device(device)
     rows = []
     for name in names:
         for n in lengths:
-            row = bench_length(name, n, on, ig_steps, ig_batch)
+            row = bench_length(name, n, on, ig_steps, ig_batch, documents)
             if on.type == "cpu":
-                memory = _memory_child(name, n, ig_batch)
+                memory = _memory_child(name, n, ig_batch, documents)
                 row |= {k: v for k, v in memory.items() if k.endswith("_peak_bytes")}
             rows.append(row)
     return {
@@ -195,10 +206,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--architectures", nargs="+", choices=list(BUILDERS), default=["longformer"])
     parser.add_argument("--ig-steps", type=int, default=None, help="default: 4 on the CPU, 50 on a GPU")
     parser.add_argument("--ig-batch", type=int, default=None, help="default: 2 on the CPU, 8 on a GPU")
+    parser.add_argument(
+        "--documents", type=int, default=None, help="AttnLRP's documents per pass: 2 on the CPU, 8 on a GPU"
+    )
     args = parser.parse_args(argv)
     gpu = args.device.startswith("cuda")
     steps, batch = args.ig_steps or (50 if gpu else 4), args.ig_batch or (8 if gpu else 2)
-    result = bench_attnlrp(args.lengths, args.architectures, args.device, steps, batch)
+    result = bench_attnlrp(
+        args.lengths, args.architectures, args.device, steps, batch, args.documents or (8 if gpu else 2)
+    )
     name = "attnlrp" if args.device == "cpu" else f"attnlrp_{torch.device(args.device).type}"
     path = Path(args.out) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
