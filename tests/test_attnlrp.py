@@ -432,21 +432,21 @@ def test_stacked_inputs_pad_every_per_token_argument():
 
 
 def test_documents_per_pass_are_as_configured_or_probed_with_copies_of_the_longest_document(monkeypatch):
-    """``explanations.batch_size`` as configured; ``auto`` off a card: the CPU batch, at most the job's documents; on a
-    card the probe runs each batched method on copies of the job's longest document; a job without a batched method
-    explains its documents one by one."""
+    """``explanations.documents_per_pass`` as configured; ``auto`` off a card: one (a CPU is slower per document in a
+    pass over several); on a card the probe runs each batched method on copies of the job's longest document; a job
+    without a batched method explains its documents one by one."""
     model = freeze(architecture(m := tiny_longformer(num_labels=2)).prepare(m))
     examples = [_document(model, n, seed=n, target=0) for n in (5, 9, 7)]
     assert documents_batch(4, ["attnlrp"], examples)[0] == 4
-    assert documents_batch("auto", ["attnlrp", "saliency"], examples)[0] == 3
+    assert documents_batch("auto", ["attnlrp", "saliency"], examples)[0] == 1
     assert documents_batch("auto", ["saliency"], examples)[0] == 1
     probed = []
     monkeypatch.setitem(explanations.BATCH_SCORERS, "attnlrp", lambda xs: probed.append([x.n for x in xs]))
 
-    def on_a_card(requested, device, probe, most, what):
+    def on_a_card(requested, device, probe, most, what, cpu):
         probe(1), probe(2)
-        return 2, {"most": most}
+        return 2, {"most": most, "cpu": cpu}
 
     monkeypatch.setattr(explanations, "batch_size", on_a_card)
-    assert documents_batch("auto", ["attnlrp"], examples) == (2, {"most": 3})
+    assert documents_batch("auto", ["attnlrp"], examples) == (2, {"most": 3, "cpu": 1})
     assert probed == [[9], [9, 9]]

@@ -121,18 +121,18 @@ def batch_fitting(free: int, first: int, per_item: int, most: int, share: float 
 
 
 def batch_size(requested: int | str, device: torch.device | str, probe: Callable[[int], object], most: int,
-               what: str) -> tuple[int, dict]:  # fmt: skip
-    """A stage's batch: an integer as configured; ``auto`` → :data:`CPU_BATCH` off a card, and on a card the most
-    items its free memory holds, measured, not guessed: ``probe(1)`` and ``probe(2)`` (a batch of one and of two of
-    the job's longest item) give the memory of the first item and of each further one
+               what: str, cpu: int = CPU_BATCH) -> tuple[int, dict]:  # fmt: skip
+    """A stage's batch: an integer as configured; ``auto`` → ``cpu`` items off a card (:data:`CPU_BATCH`), and on a
+    card the most items its free memory holds, measured, not guessed: ``probe(1)`` and ``probe(2)`` (a batch of one
+    and of two of the job's longest item) give the memory of the first item and of each further one
     (:func:`batch_fitting`). At most ``most``. Returns the batch and what decided it (for the artifact's provenance
     and the job's log)."""
     if requested != "auto":
         return int(requested), {"batch": int(requested), "how": "as configured"}
     device = torch.device(device)
     if device.type != "cuda":
-        batch = max(1, min(most, CPU_BATCH))
-        return batch, {"batch": batch, "how": f"auto off a card: {CPU_BATCH} (at most {most})"}
+        batch = max(1, min(most, cpu))
+        return batch, {"batch": batch, "how": f"auto off a card: {cpu} (at most {most})"}
     peaks = {}
     for items in (1, 2):
         torch.cuda.empty_cache()

@@ -19,7 +19,15 @@ rule explain:
     params:
         cfg=keys(
             model=["device"],
-            explanations=["methods", "layers", "n_shards", "occlusion_max_tokens", "batch_size", "targets"],
+            explanations=[
+                "methods",
+                "layers",
+                "n_shards",
+                "occlusion_max_tokens",
+                "batch_size",
+                "documents_per_pass",
+                "targets",
+            ],
         ),
     script:
         "../scripts/explain.py"
@@ -46,7 +54,7 @@ rule sanity_check:
     params:
         cfg=keys(
             model=["device"],
-            explanations=["methods", "layers", "occlusion_max_tokens", "batch_size"],
+            explanations=["methods", "layers", "occlusion_max_tokens", "batch_size", "documents_per_pass"],
             findings=["sanity_examples", "seed"],
         ),
     script:

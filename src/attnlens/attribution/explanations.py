@@ -607,8 +607,9 @@ def explain_examples(examples: Sequence[Example], methods: Sequence[str], docume
 
 def documents_batch(requested: int | str, methods: Sequence[str], examples: Sequence[Example]) -> tuple[int, dict]:
     """Documents per pass of the batched methods (:data:`BATCH_SCORERS`) for a job (:func:`attnlens.device.batch_size`):
-    ``requested`` (``explanations.batch_size``), or with ``auto`` the most copies of the job's longest document that
-    one pass of each batched method in ``methods`` fits on the card."""
+    ``requested`` (``explanations.documents_per_pass``), or with ``auto`` one off a card (a CPU is slower per document
+    in a pass over several, docs/benchmarks.md) and on a card the most copies of the job's longest document that one
+    pass of each batched method in ``methods`` fits."""
     together = [m for m in methods if m in BATCH_SCORERS]
     if not together or not examples:
         return (1 if requested == "auto" else int(requested)), {"how": "no method that batches documents in the job"}
@@ -618,7 +619,7 @@ def documents_batch(requested: int | str, methods: Sequence[str], examples: Sequ
         for method in together:
             BATCH_SCORERS[method]([longest] * copies)
 
-    return batch_size(requested, longest.inputs.input_ids.device, probe, len(examples), "documents per pass")
+    return batch_size(requested, longest.inputs.input_ids.device, probe, len(examples), "documents per pass", cpu=1)
 
 
 # --- artifacts ----------------------------------------------------------------------------------------

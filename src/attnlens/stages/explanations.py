@@ -65,7 +65,7 @@ def run_explain(
     occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
     examples = [_example(model, tokenizer, on, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
                 for row in mine.itertuples(index=False)]  # fmt: skip
-    documents = documents_batch(cfg.batch_size, cfg.methods, examples)
+    documents = documents_batch(cfg.documents_per_pass, cfg.methods, examples)
     t0 = time.perf_counter()
     results = explain_examples(examples, cfg.methods, documents[0])
     rows = []
@@ -111,7 +111,7 @@ def run_sanity_check(
                   for row in chosen.itertuples(index=False)]  # fmt: skip
     occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
     documents = documents_batch(
-        cfg.batch_size,
+        cfg.documents_per_pass,
         cfg.methods,
         [_example(model, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids],
     )
