@@ -91,7 +91,8 @@ class Architecture(ABC):
     global_groups: ClassVar[tuple[str, ...]] = ()
     #: Whether a right-padded batch computes each example as that example alone (to rounding): its pad keys are
     #: masked and nothing in the layout runs to the padded end. Where not (BigBird: its last global block and its
-    #: switch to full attention follow the padded length), documents go through one pass only with their own length.
+    #: switch to full attention follow the padded length: a float64 tiny BigBird's AttnLRP moves by 1e-6 to 8e-6 of the
+    #: largest relevance, against 1e-16 for the others), documents go through one pass only with their own length.
     pads_freely: ClassVar[bool] = True
 
     def __init_subclass__(cls, family: str | None = None, **kwargs):
