@@ -12,9 +12,9 @@ Precision follows the device: ``fp16`` autocast (``train.fp16``), and IG's steps
 autocast (``attribution.autocast``), apply on CUDA only (:func:`autocast_dtype`); on a CPU every stage computes in
 float32.
 
-Batches follow it too: a batch size set to ``auto`` (IG's steps, occlusion's and the removal curves' copies) is
-the most a card's free memory holds, measured once per job on its longest item (:func:`batch_size`), and
-:data:`CPU_BATCH` on a CPU.
+Batches follow it too: a batch size set to ``auto`` (IG's steps, occlusion's and the removal curves' copies,
+AttnLRP's documents per pass) is the most a card's free memory holds, measured once per job on its longest item
+(:func:`batch_size`), and :data:`CPU_BATCH` on a CPU (one document per AttnLRP pass).
 """
 
 from __future__ import annotations
