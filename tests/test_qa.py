@@ -23,6 +23,7 @@ from transformers import AutoTokenizer
 from attnlens.attention.band import attention_from
 from attnlens.attention.summaries import query_attention
 from attnlens.attribution.attnlrp import attnlrp
+from attnlens.attribution.explanations import Example, explain_examples
 from attnlens.attribution.ig import attribute_example, integrate, prepare_inputs
 from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
@@ -545,3 +546,28 @@ def test_ig_and_attnlrp_explain_a_span_through_the_task():
     assert abs(res.scores.sum() - res.gap) <= 1e-4 * abs(res.gap)
     relevance = attnlrp(model, inputs, target)
     assert relevance.explained == pytest.approx(float(out.start_logits[0, 5] + out.end_logits[0, 6]), rel=1e-12)
+
+
+def test_readers_explained_together_get_their_own_spans():
+    """AttnLRP over two readers' inputs in one pass (the ``explain`` rule's ``documents_per_pass``): questions of
+    different lengths (so different global tokens) and contexts of different lengths, right-padded; each span's score
+    and relevance are what the input gets alone. A span's index does not depend on the input's length
+    (:func:`span_index`) and its score reads only its two tokens' logits; the bound is the classifiers' (Longformer's
+    float32 softmax: 1e-6 of the largest relevance, tests/test_attnlrp.py). Through attnlens's Longformer path, as
+    the rules load it: Hugging Face's own, in float64, gives the absent global row of the reader with fewer global
+    tokens −inf scores in its float32 softmax, and a NaN gradient to every token of that reader."""
+    model = (
+        with_head(tiny_longformer(window=4, num_labels=2, double=True), "question_answering", seed=0).double().eval()
+    )
+    model.config.problem_type = QA.problem_type
+    architecture(model).prepare(model)
+    readers = [([0, 7, 12, 2, 9, 30, 11, 14, 2], span_index(5, 6)),
+               ([0, 7, 2, 9, 30, 11, 14, 21, 33, 17, 40, 2], span_index(8, 10))]  # fmt: skip
+    examples = [Example(model, prepare_inputs(model, _Vocab(), ids), target) for ids, target in readers]
+    assert [int(x.inputs.model_args["global_attention_mask"].sum()) for x in examples] == [3, 2]
+    together = explain_examples(examples, ["attnlrp"], documents=2)
+    for x, got in zip(examples, together, strict=True):
+        alone = attnlrp(model, x.inputs, x.target)
+        scale = np.abs(alone.scores).max()
+        assert np.abs(got.scores["attnlrp"] - alone.scores).max() <= 1e-6 * scale
+        assert got.explained["attnlrp"] == pytest.approx(alone.explained, rel=1e-6)

@@ -98,7 +98,7 @@ def blocked_self_attention(
     # keys a query may see in its window: real tokens without global attention, inside the sequence
     local_key = nn.functional.pad(attention_mask == 0, (w, w), value=False).unfold(1, 3 * w, w)  # (B, nb, 3w)
     allowed = band_mask(w, hidden_states.device.type)[None, None] & local_key[:, :, None, :]  # (B, nb, w, 3w)
-    floor = torch.finfo(scores.dtype).min
+    floor = masked_score(scores.dtype)
     scores = scores.masked_fill(~allowed[:, None], floor)
     if is_global_attn:
         n_global, global_index, local_global_index, local_no_global_index = module._get_global_attn_indices(
@@ -188,7 +188,7 @@ def global_rows(
     else:
         keys = module.key_global(hidden_states).view(batch, n, heads, dh)
         scores = torch.einsum("bghd,bnhd->bhgn", query, keys)
-    floor = torch.finfo(scores.dtype).min
+    floor = masked_score(scores.dtype)
     scores[local_no_global_index[0], :, local_no_global_index[1], :] = floor  # slots of rows with fewer globals
     scores = scores.masked_fill(is_index_masked[:, None, None, :], floor)
     probs = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
@@ -205,6 +205,14 @@ def global_rows(
         # Face's value_global adds it inside the half-precision linear layer)
         out = out + (probs.sum(-1, keepdim=True) * module.value_global.bias.view(1, heads, 1, dh)).to(out.dtype)
     return out
+
+
+def masked_score(dtype: torch.dtype) -> float:
+    """The score of a masked key: Hugging Face's, its scores' dtype's least value, except for float64, whose least
+    value is −inf in the float32 softmax: a row with every key masked (the row of an absent global token, in a batch
+    whose sequences have different numbers of them) would be NaN, and its backward NaN in every token's gradient.
+    float32's least value instead: the same probabilities, finite everywhere."""
+    return max(torch.finfo(dtype).min, torch.finfo(torch.float32).min)
 
 
 def _hooked(module: nn.Module) -> bool:
