@@ -20,7 +20,10 @@ The result is the same function of the inputs; only the order of floating-point 
 with Hugging Face's path). Both paths round the scores to float32 for the softmax, as Hugging Face does, so
 even a float64 model agrees with Hugging Face's to float32 rounding, not float64's: where two scores an ulp
 apart straddle a float32 rounding boundary they round to neighbouring values (~1e-9 in the hidden states of
-a float64 model; which scores do depends on the CPU's vector kernels).
+a float64 model; which scores do depends on the CPU's vector kernels). One difference, for a float64 model only:
+a masked score is float32's least value (:func:`masked_score`), where Hugging Face's is −inf after the float32
+rounding, which makes the all-masked row of an absent global token NaN and its backward NaN for every token of a
+sequence batched with one that has more global tokens (question answering's questions of different lengths).
 
 In training, the attention dropout is drawn exactly as Hugging Face draws it
 (:func:`dropout_keep`), so a seeded training run drops the same weights on either path. It applies
