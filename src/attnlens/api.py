@@ -48,10 +48,9 @@ from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
     freeze,
-    most_steps,
+    internal_batch,
     prepare_inputs,
     step_range,
-    steps_probe,
 )
 from attnlens.config import (
     AttentionConfig,
@@ -63,7 +62,7 @@ from attnlens.config import (
     validate_config,
 )
 from attnlens.data import UNKNOWN_WARN_SHARE, document_reading
-from attnlens.device import batch_size, place, synchronize
+from attnlens.device import place, synchronize
 from attnlens.errors import InputError
 from attnlens.importance import load_importance_modes
 from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
@@ -454,10 +453,9 @@ def explain(
     a = s.attribution
     lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                         max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    most = most_steps(showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
-                      max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    internal, _ = batch_size(a.internal_batch_size, on, steps_probe(model, inputs, target, a.autocast), most,
-                             "IG's internal batch")  # fmt: skip
+    internal, _ = internal_batch(a.internal_batch_size, model, inputs, target, a.autocast,
+                                 showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
+                                 max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
     res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
                             internal_batch_size=internal, autocast=a.autocast)  # fmt: skip
     synchronize(on)

@@ -32,7 +32,7 @@ import torch
 from captum.attr import LayerIntegratedGradients
 
 from attnlens.attribution.artifacts import EMBEDDING_LAYERS
-from attnlens.device import autocast_dtype
+from attnlens.device import autocast_dtype, batch_size
 from attnlens.io import load_parquet
 from attnlens.models import architecture
 from attnlens.selection import PREDICTIONS_SCHEMA
@@ -395,6 +395,15 @@ def most_steps(**steps) -> int:
     """The most steps any example takes under ``steps`` (:func:`step_range`'s keywords): the cap of an ``auto``
     internal batch, the same for a rule's job and for the one-document API (so both pick one batch on a CPU)."""
     return max(step_range(showcased, **steps)[1] for showcased in (False, True))
+
+
+def internal_batch(requested: int | str, model, inputs: Inputs, target: int, autocast: bool | str,
+                   **steps) -> tuple[int, dict]:  # fmt: skip
+    """IG's internal batch for a job (:func:`attnlens.device.batch_size`): ``requested``
+    (``attribution.internal_batch_size``), or with ``auto`` the most steps of ``inputs`` (the job's longest example)
+    the card holds, at most :func:`most_steps` of ``steps`` (:func:`step_range`'s keywords)."""
+    probe = steps_probe(model, inputs, target, autocast)
+    return batch_size(requested, inputs.input_ids.device, probe, most_steps(**steps), "IG's internal batch")
 
 
 def attribution_row(

@@ -25,11 +25,10 @@ from attnlens.attribution.ig import (
     attribute_example,
     attribution_row,
     embedding_ig,
-    most_steps,
+    internal_batch,
     predicted_outputs,
     prepare_inputs,
     step_range,
-    steps_probe,
 )
 from attnlens.config import AttributionConfig
 from attnlens.data import load_examples, shard_of
@@ -100,14 +99,14 @@ def run_attribute(
     partial = _checkpoint_dir(out_path)
     partial.mkdir(parents=True, exist_ok=True)
     rows, resumed = [], 0
-    most = most_steps(showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
-                      max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
     internal = NO_EXAMPLE  # IG's batch, measured on the job's longest example where it is auto on a card
     if mine:
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
-        probe = steps_probe(model, prepare_inputs(model, tokenizer, encoded.input_ids[i], on), target, cfg.autocast)
-        internal = batch_size(cfg.internal_batch_size, on, probe, most, "IG's internal batch")
+        longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
+        internal = internal_batch(cfg.internal_batch_size, model, longest, target, cfg.autocast,
+                                  showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
+                                  max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]

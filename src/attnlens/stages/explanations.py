@@ -110,25 +110,24 @@ def run_sanity_check(
     chosen_ids = [(str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
                   for row in chosen.itertuples(index=False)]  # fmt: skip
     occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
-    documents = documents_batch(
-        cfg.documents_per_pass,
-        cfg.methods,
-        [_example(model, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids],
-    )
 
-    def explain_all(net) -> dict[str, dict[str, np.ndarray]]:
-        examples = [_example(net, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
+    def examples_of(net) -> list[Example]:
+        return [_example(net, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
+
+    def explain_all(examples: list[Example]) -> dict[str, dict[str, np.ndarray]]:
         results = explain_examples(examples, cfg.methods, documents[0])
         return {example_id: res.scores for (example_id, _, _), res in zip(chosen_ids, results, strict=True)}
 
+    on_trained = examples_of(model)
+    documents = documents_batch(cfg.documents_per_pass, cfg.methods, on_trained)
     t0 = time.perf_counter()
-    trained = explain_all(model)
+    trained = explain_all(on_trained)
     by_level = {}
     for level in cascade:
         fresh, _ = load_classifier(model_dir)
         freeze(randomise_top(fresh, layers_of(level), findings.seed))
         place(fresh, device)
-        by_level[level] = explain_all(fresh)
+        by_level[level] = explain_all(examples_of(fresh))
         del fresh
         logger.info("%s: %d examples explained again", level, len(chosen_ids))
     rows = []
