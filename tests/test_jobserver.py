@@ -11,9 +11,12 @@ proof is end to end: ``test_module``'s fresh jobs against ``tiny_run``'s warm on
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -187,6 +190,91 @@ def test_a_run_leaves_its_jobs_to_a_server_that_already_answers(server, tmp_path
     monkeypatch.setenv(jobserver.SOCKET_ENV, server.path)
     jobserver.start(_workflow())
     assert jobserver._SERVER is None and os.environ[jobserver.SOCKET_ENV] == server.path
+
+
+#: A client that hands the server a request built by hand: ``argv[1]`` the socket, ``argv[2]`` the body's file; it
+#: prints the status the server answers, or ``none`` where the server closed the connection unanswered.
+_RAW_CLIENT = """
+import array, socket, struct, sys
+body = open(sys.argv[2], "rb").read()
+client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+client.connect(sys.argv[1])
+streams = array.array("i", [0, 1, 2]).tobytes()
+try:
+    client.sendmsg([struct.pack("!I", len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams)])
+    client.sendall(body)
+    answer = client.recv(4)
+except (ConnectionResetError, BrokenPipeError):  # closed unread
+    answer = b""
+print(struct.unpack("!I", answer)[0] if len(answer) == 4 else "none")
+"""
+
+
+def _raw_request(server, body: bytes, folder: Path, python: str = sys.executable, **popen) -> str:
+    (folder / "body").write_bytes(body)
+    os.chmod(folder / "body", 0o644)
+    done = subprocess.run([python, "-c", _RAW_CLIENT, server.path, str(folder / "body")], cwd=folder, env=_env(),
+                          capture_output=True, text=True, timeout=GUARD["plan"], **popen)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class _Planted:
+    """A pickle that, loaded, writes the file ``path``: what a pickled request could make the server run."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+def test_a_request_is_plain_data_and_nothing_else_is_read_as_one(server, tmp_path):
+    """A request the server would once have unpickled runs nothing: it is closed unanswered and the server goes on
+    serving; what :func:`encode_request` writes is read back field for field, and a field of another type is not."""
+    planted = tmp_path / "planted"
+    assert _raw_request(server, pickle.dumps({"script": _Planted(planted)}), tmp_path) == "none"
+    assert not planted.exists()
+    script = tmp_path / "ok.py"
+    script.write_text("import sys\nsys.exit(5)\n")
+    good = jobserver.encode_request(str(script), ["ok.py"], str(tmp_path), {"PYTHONPATH": SRC}, 1.5)
+    assert _raw_request(server, good, tmp_path) == "5"
+    assert jobserver.decode_request(good) == {"script": str(script), "argv": ["ok.py"], "cwd": str(tmp_path),
+                                              "env": {"PYTHONPATH": SRC}, "started": 1.5}  # fmt: skip
+    for bad in (b"[]", b"\xff", good.replace(b'"ok.py"', b"1"), good.replace(b'"started": 1.5', b'"started": "1"'),
+                good.replace(b'"cwd"', b'"extra": 0, "cwd"')):  # fmt: skip
+        assert jobserver.decode_request(bad) is None, bad
+
+
+#: A Python another user may run (the project's virtual environment may sit under root's home).
+_SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not os.path.exists(_SYSTEM_PYTHON),
+    reason="another user's process needs root to start it and a Python outside root's home",
+)
+def test_a_request_from_another_user_is_refused():
+    """A server on a socket in a folder everyone reaches (and a socket whose mode lets them connect, as where a
+    file system ignores it): a job handed over by another user is closed unanswered and its script never runs;
+    the server's own user is still served."""
+    shared = Path(tempfile.mkdtemp(prefix="attnlens-shared-"))
+    os.chmod(shared, 0o777)
+    server = Server(shared, ("json",))
+    try:
+        os.chmod(server.path, 0o666)
+        ran = shared / "ran"
+        script = shared / "job.py"
+        script.write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+        os.chmod(script, 0o644)
+        request = jobserver.encode_request(str(script), ["job.py"], str(shared), {"PYTHONPATH": SRC}, 0.0)
+        nobody = {"user": 65534, "group": 65534, "extra_groups": []}
+        assert _raw_request(server, request, shared, python=_SYSTEM_PYTHON, **nobody) == "none"
+        assert not ran.exists()
+        assert _raw_request(server, request, shared) == "0" and ran.read_text() == "ran"
+    finally:
+        server.close()
+        shutil.rmtree(shared)
 
 
 def test_a_forks_thread_pools_follow_the_jobs_environment(tmp_path):

@@ -22,6 +22,11 @@ in its own process as before. ``ATTNLENS_WARM_JOBS=0`` switches the server off. 
 (``python -m attnlens.jobserver SOCKET``, ended by closing its standard input; the test suite keeps one for its
 session) serves every local run whose environment names its socket: those runs start none of their own.
 
+Who may hand a job over: the request is plain data (JSON: the script's path, its arguments, working directory and
+environment; :func:`decode_request` refuses anything else), and the server serves only its own user: it reads the
+connecting process's credentials from the socket (``SO_PEERCRED``) and closes a connection from any other user
+unanswered (:func:`peer_uid`). A socket in a folder others can reach, named by the user, gives them nothing to run.
+
 Stdlib only: a script's own process imports nothing heavy before it knows where its job runs.
 """
 
@@ -32,8 +37,8 @@ import atexit
 import contextlib
 import ctypes
 import importlib
+import json
 import os
-import pickle
 import pkgutil
 import runpy
 import select
@@ -173,8 +178,7 @@ def forward() -> None:
         return
     main = sys.modules["__main__"]
     script = getattr(main, "__real_file__", None) or sys.argv[0]  # Snakemake's copy of the script, with its preamble
-    request = pickle.dumps({"script": os.path.abspath(script), "argv": list(sys.argv), "cwd": os.getcwd(),
-                            "env": dict(os.environ), "started": _started()})  # fmt: skip
+    request = encode_request(os.path.abspath(script), sys.argv, os.getcwd(), os.environ, _started())
     sys.stdout.flush()
     sys.stderr.flush()
     streams = array.array("i", [0, 1, 2])
@@ -203,6 +207,44 @@ def _receive(conn: socket.socket, n: int) -> bytes:
     return data
 
 
+def encode_request(script: str, argv: Sequence[str], cwd: str, env, started: float) -> bytes:
+    """A job request as plain data: what :func:`decode_request` reads back."""
+    fields = {"script": script, "argv": list(argv), "cwd": cwd, "env": dict(env), "started": started}
+    return json.dumps(fields).encode()
+
+
+def decode_request(body: bytes) -> dict | None:
+    """The job request in ``body``, or None where it is not one: JSON with exactly the fields
+    :func:`encode_request` writes, each of its type. Nothing in a request is code the server runs to read it."""
+    try:
+        request = json.loads(body.decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    strings = lambda value: isinstance(value, list) and all(isinstance(v, str) for v in value)  # noqa: E731
+    valid = (
+        isinstance(request, dict)
+        and set(request) == {"script", "argv", "cwd", "env", "started"}
+        and isinstance(request["script"], str)
+        and isinstance(request["cwd"], str)
+        and strings(request["argv"])
+        and isinstance(request["env"], dict)
+        and strings(list(request["env"]) + list(request["env"].values()))
+        and isinstance(request["started"], int | float)
+    )
+    return request if valid else None
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process at the other end of the Unix socket ``conn`` (``SO_PEERCRED``), or None where
+    the platform does not say."""
+    creds = struct.Struct("3i")
+    try:
+        data = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, creds.size)
+    except (AttributeError, OSError):
+        return None
+    return creds.unpack(data)[1]
+
+
 def stage_modules() -> list[str]:
     """Every module of :data:`STAGES` (one per rule file): what a job's script imports."""
     package = importlib.import_module(STAGES)
@@ -219,6 +261,7 @@ def serve(path: str, modules: Sequence[str] | None = None) -> None:
         importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
+    os.chmod(path, 0o600)  # only its user may connect (the peer check below holds where the mode does not)
     listener.listen(64)
     jobs: dict[int, socket.socket] = {}  # a fork's pid → its script's connection
     try:
@@ -265,19 +308,23 @@ def _reap(jobs: dict[int, socket.socket]) -> None:
 
 
 def _start_job(conn: socket.socket, listener: socket.socket) -> int | None:
-    """Read one job request from ``conn`` and fork its job; the fork's pid, or None for a request cut short."""
+    """Read one job request from ``conn`` and fork its job; the fork's pid, or None for a request cut short, one
+    that is not plain data (:func:`decode_request`), or one from another user than the server's (closed unread)."""
+    if peer_uid(conn) != os.getuid():
+        conn.close()
+        return None
     fds = array.array("i")
     msg, ancillary, _, _ = conn.recvmsg(_HEADER.size, socket.CMSG_LEN(3 * fds.itemsize))
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     body = _receive(conn, _HEADER.unpack(msg)[0]) if len(msg) == _HEADER.size else b""
-    if not body or len(fds) != 3:
+    request = decode_request(body) if body else None
+    if request is None or len(fds) != 3:
         for fd in fds:
             os.close(fd)
         conn.close()
         return None
-    request = pickle.loads(body)
     pid = os.fork()
     if pid == 0:
         _run_job(conn, list(fds), request, listener)
