@@ -28,7 +28,10 @@ import attnlens
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations
 from attnlens.cli import main as cli_main
+from attnlens.config import ModelConfig
 from attnlens.errors import InputError
+from attnlens.models import draw_decoder
+from attnlens.models.loading import import_classifier, load_tokenizer, packaged_model_dir
 from attnlens.render.explorer import read_explorer
 from attnlens.selection import load_selection
 from attnlens.similarity.metrics import load_similarity
@@ -256,3 +259,23 @@ def _test_split(run_results: Path) -> pd.DataFrame:
     grid = run_results.parents[1]
     runs = pd.read_csv(grid / "findings/runs.csv").set_index("run")
     return pd.read_parquet(grid / "datasets" / runs.loc[run_results.name, "dataset_group"] / "data/test.parquet")
+
+
+def test_a_decoder_classifier_saved_without_a_pad_token_id_explains_as_the_pipeline_reads_it(tmp_path, capsys):
+    """A Qwen 3 sequence classifier whose config.json has no ``pad_token_id`` (its tokenizer has one): the command
+    line explains a document (IG's steps go through the model in batches, which a decoder classifier can read only
+    with a pad token), and its pad token is the one the pipeline's import of the same folder takes."""
+    tokenizer = load_tokenizer(packaged_model_dir())
+    model = draw_decoder("qwen3", 0, vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
+                         max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id, num_labels=2)  # fmt: skip
+    model.config.pad_token_id = None
+    folder = tmp_path / "qwen3-clf"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    assert json.loads((folder / "config.json").read_text()).get("pad_token_id") is None
+    (tmp_path / "doc.txt").write_text("the compiler was designed at the lab by a small team", encoding="utf-8")
+    assert cli_main(["explain", str(tmp_path / "doc.txt"), "--model", str(folder), "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o/scores.json").read_text())["ig"]["delta"] is not None
+    imported, _, _ = import_classifier(ModelConfig(source="classifier", name_or_path=str(folder)), ["0", "1"])
+    assert attnlens.load(folder).model.config.pad_token_id == imported.config.pad_token_id == tokenizer.pad_token_id

@@ -17,6 +17,7 @@ from test_attention import _reference_topk, dense_reference, random_band
 
 from attnlens.attention.band import layer_configuration, received_attention
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
+from attnlens.config import ExplorerConfig
 from attnlens.render.explorer import (
     NO_PARTNER,
     ExplorerDocument,
@@ -32,6 +33,7 @@ from attnlens.render.explorer import (
     render_explorer,
     unpack_arrays,
 )
+from attnlens.stages.figures import run_build_explorers
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -231,3 +233,20 @@ def test_a_page_carries_every_explained_output_for_its_target_selector(tmp_path)
     assert np.array_equal(arrays["attribution_t1"], other.attribution)
     assert np.array_equal(arrays["evidence_t1"], other.evidence.astype(np.uint8))
     assert np.array_equal(arrays["attribution_t2"], -np.arange(5, dtype=np.float32)) and "evidence_t2" not in arrays
+
+
+def test_a_run_that_showcases_no_example_builds_an_empty_explorer(tiny_run, tmp_path):
+    """A run whose showcase roles no document meets (every test answer cut away, say): ``selection.json`` lists no
+    example, and ``build_explorers`` writes an explorer of no pages instead of asking the tokenizer for none."""
+    res = tiny_run / "results"
+    selection = json.loads((res / "predictions/selection.json").read_text(encoding="utf-8"))
+    selection["examples"] = []
+    (tmp_path / "selection.json").write_text(json.dumps(selection), encoding="utf-8")
+    shards = sorted((res / "attention/bands").glob("shard*.safetensors"))
+    written = run_build_explorers(
+        ExplorerConfig.from_dict({"top_k": 3, "importance": "fixed"}), shards,
+        sorted((res / "attributions").glob("shard*.parquet")), res / "importance/head_importance.safetensors",
+        tmp_path / "selection.json", res / "data/test.parquet", res / "data/rationales.parquet",
+        res / "data/split_manifest.json", res / "models/finetuned", tmp_path / "explorer",
+    )  # fmt: skip
+    assert written == [] and (tmp_path / "explorer").is_dir() and not list((tmp_path / "explorer").iterdir())

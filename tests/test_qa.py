@@ -5,6 +5,7 @@ and Integrated Gradients of a span score."""
 
 from __future__ import annotations
 
+import json
 import math
 import string
 from collections import Counter
@@ -151,7 +152,11 @@ def test_answers_are_checked_against_their_context_in_one_line():
             questions, ctx, [[{"text": "Ada Byrne", "answer_start": "23"}], squad[1]]),
         "answers: expected an answer text that is not empty": (
             questions, ctx, [[{"text": "", "answer_start": 0}], squad[1]]),
-        "answers: expected {'text': [...], 'answer_start': [...]}": (questions, ctx, ["Ada Byrne", squad[1]]),
+        'answers: expected the answers as JSON text in a CSV cell ({"text": ["..."], "answer_start": [0]} or '
+        '[{"text": "...", "answer_start": 0}]), row 1 (example \'a\') has \'Ada Byrne\'': (
+            questions, ctx, ["Ada Byrne", squad[1]]),
+        'answers: expected {"text": ["..."], "answer_start": [0]} or [{"text": "...", "answer_start": 0}] (as JSON '
+        "text in a CSV cell), row 1 (example 'a') has 23": (questions, ctx, ["23", squad[1]]),
     }  # fmt: skip
     for expected, (q, c, a) in bad.items():
         with pytest.raises(InputError) as err:
@@ -432,6 +437,43 @@ def test_the_qa_roles_name_a_wrong_span_and_right_ones():
     assert roles["random_right"] in (1, 2)
     none = {role: i for role, i, _ in QA.roles(frame.assign(exact_match=0.0), seed=0)}
     assert none["most_confident_right"] is None and none["random_right"] is None
+
+
+def test_every_role_left_out_says_so_when_no_answer_could_be_read():
+    """Every test answer cut away by truncation: no role names an example, and each says why in the same words."""
+    frame = pd.DataFrame({"example_id": list("ab"), "span_prob": [0.9, 0.2], "exact_match": [0.0, 0.0],
+                          "truncated": [True, True]})  # fmt: skip
+    roles = QA.roles(frame, seed=0)
+    assert [i for _, i, _ in roles] == [None] * 4
+    assert {why for _, _, why in roles} == {
+        "every test answer was cut away by truncation at model.max_length: no question is right or wrong"
+    }
+
+
+def test_a_csv_with_squads_answers_column_written_as_json_is_read_as_the_jsonl_is(tmp_path):
+    """SQuAD's column name (``answers``, no ``label`` column, ``data.label_column`` left at its default) and its
+    answers as JSON text in a CSV cell, in either form, give the splits the same JSONL file gives."""
+    examples = _qa_examples()
+    hf = [{"text": [a[0]["text"]], "answer_start": [a[0]["answer_start"]]} for a in examples["label"]]
+    squad = [[{"text": a[0]["text"], "answer_start": a[0]["answer_start"]}] for a in examples["label"]]
+    rows = [{"id": f"q{i}", "context": examples["text"][i % 2], "question": examples["question"][i % 2],
+             "answers": (hf if i % 3 else squad)[i % 2]} for i in range(10)]  # fmt: skip
+    pd.DataFrame(rows).to_json(tmp_path / "squad.jsonl", orient="records", lines=True)
+    pd.DataFrame([{**r, "answers": json.dumps(r["answers"])} for r in rows]).to_csv(tmp_path / "squad.csv",
+                                                                                  index=False)  # fmt: skip
+    read = {}
+    for name in ("squad.jsonl", "squad.csv"):
+        cfg = DataConfig(task="qa", source="file", path=str(tmp_path / name), text_column="context", id_column="id",
+                         test_fraction=0.2)  # fmt: skip
+        assert cfg.label_column == "label"
+        read[name] = prepare_dataset(cfg)
+    (jsonl, _, jsonl_manifest), (csv, _, csv_manifest) = read.values()
+    for split in ("train", "test"):
+        pd.testing.assert_frame_equal(jsonl[split], csv[split])
+    assert jsonl_manifest["examples"] == csv_manifest["examples"]
+    pd.DataFrame([{**rows[0], "answers": "Ada Byrne"}, rows[1]]).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(InputError, match=r"bad\.csv: answers: expected the answers as JSON text in a CSV cell"):
+        prepare_dataset(DataConfig(task="qa", source="file", path=str(tmp_path / "bad.csv"), text_column="context"))
 
 
 def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path):

@@ -186,6 +186,7 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     assert _json(res / "models/finetuned/config.json")["problem_type"] == "multi_label_classification"
     metrics = _json(res / "predictions/metrics.json")
     assert metrics["task"] == "multilabel" and {"micro_f1", "macro_f1", "macro_auroc", "per_label"} <= set(metrics)
+    assert list(metrics["per_label"]) == list(TOPIC_NAMES)  # by the names the manifest has, not by index
     preds = pd.read_parquet(res / "predictions/test.parquet").set_index("example_id")
     probs = preds["probs"].map(lambda v: np.asarray(v, dtype=np.float64))
     assert (preds["pred"].map(list) == probs.map(lambda p: (p >= 0.5).astype(int).tolist())).all()

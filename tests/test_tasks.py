@@ -341,6 +341,15 @@ def test_multilabel_roles_name_a_missed_and_a_false_label():
     assert outcome_text(chosen["missed_label"]) == "label {0, 1}, predicted {0}"
     outcome = MULTILABEL.outcome([1, 1, 0], MULTILABEL.outputs(logits[1:2])[0], 0, ("a", "b", "c"))
     assert (outcome.label, outcome.prediction, outcome.explained) == ("a, b", "a", "a")
+    # the labels' names, where the classifier has them: in the rules, the notes and the metrics, never an index
+    names = ("common", "medium", "rare")
+    rules = {role: rule for role, _, rule in MULTILABEL.roles(frame, 0, names)}
+    assert rules["missed_label"].endswith("(label medium)") and rules["most_confident_2"].startswith("label rare ")
+    none = roles_left_out(frame.assign(probs=[np.array([0.9, 0.1, 0.1])] * 4), 0, MULTILABEL, names)
+    assert {"role": "most_confident_2", "why": "no test example is predicted to have label rare"} in none
+    per_label = MULTILABEL.metrics(examples["label"].to_numpy(), logits, names=names)["per_label"]
+    assert list(per_label) == list(names)
+    assert list(MULTILABEL.metrics(examples["label"].to_numpy(), logits)["per_label"]) == ["0", "1", "2"]
 
 
 def test_the_multilabel_corpus_plants_evidence_for_each_label_at_set_rates():

@@ -20,6 +20,7 @@ Without a split of its own, a source is split by a seeded stratified draw of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections import Counter
@@ -64,6 +65,8 @@ class Source:
     where: str
     rationales: pd.DataFrame | None = None
     left_out: dict[str, int] = field(default_factory=dict)  # rows a layout left out, by reason
+    #: how an error names the label field (a file's or hub dataset's column: :func:`label_column`)
+    label_field: str = "label"
 
 
 # --------------------------------------------------------------------------------------------- loaders
@@ -102,6 +105,17 @@ def _json_array(path: Path) -> bool:
             if stripped := chunk.lstrip():
                 return stripped.startswith("[")
     return False
+
+
+def label_column(df: pd.DataFrame, cfg: DataConfig) -> DataConfig:
+    """``cfg`` reading the labels from the column the dataset has: where ``data.label_column`` is not a column of
+    ``df`` and the task's own name for its labels is (:attr:`~attnlens.tasks.Task.dataset_label_column`: SQuAD's
+    ``answers`` for question answering), that column."""
+    own = get_task(cfg.task).dataset_label_column
+    if cfg.label_columns or cfg.label_column in df.columns or own is None or own not in df.columns:
+        return cfg
+    log.info("data.label_column %r is not a column: the labels are read from %r", cfg.label_column, own)
+    return dataclasses.replace(cfg, label_column=own)
 
 
 def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
@@ -195,6 +209,7 @@ def _load_file(cfg: DataConfig) -> Source:
     if not path.is_file():
         raise InputError(str(path), "data.path", "expected an existing CSV, JSON(L) or parquet file")
     df = read_table(path)
+    cfg = label_column(df, cfg)
     out, rationales, left_out = _table_examples(df, cfg, str(path), lambda i: f"row{i:06d}")
     if "split" in df.columns:
         split = df["split"].astype(str).to_numpy()[out.index]  # the kept rows' own split
@@ -205,7 +220,7 @@ def _load_file(cfg: DataConfig) -> Source:
     out = out.reset_index(drop=True)
     out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
                                                                str(path), label_field(cfg))  # fmt: skip
-    return Source(out, classes, str(path), _rationale_frame(rationales), left_out)
+    return Source(out, classes, str(path), _rationale_frame(rationales), left_out, label_field(cfg))
 
 
 def _read_text(file: Path) -> str:
@@ -278,7 +293,9 @@ def _load_hub(cfg: DataConfig) -> Source:
                 f"could not load {hub.name!r} split {split!r} from the Hugging Face Hub "
                 f"({type(err).__name__}; offline or unknown id); use data.source 'file' or 'folders' offline",
             ) from None
-        part, found, dropped = _table_examples(ds.to_pandas(), cfg, f"{where}[{split}]",
+        frame = ds.to_pandas()
+        cfg = label_column(frame, cfg)
+        part, found, dropped = _table_examples(frame, cfg, f"{where}[{split}]",
                                                lambda i, split=split: f"{split}-{i:06d}")  # fmt: skip
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
@@ -288,7 +305,7 @@ def _load_hub(cfg: DataConfig) -> Source:
     out = pd.concat(frames, ignore_index=True)
     out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
                                                                where, label_field(cfg))  # fmt: skip
-    return Source(out, classes, where, _rationale_frame(rationales), dict(left_out))
+    return Source(out, classes, where, _rationale_frame(rationales), dict(left_out), label_field(cfg))
 
 
 LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}
@@ -381,7 +398,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     """
     source = LOADERS[cfg.source](cfg)
     task = get_task(cfg.task)
-    label_name = label_field(cfg) if cfg.source in ("file", "hub") else "label"
+    label_name = source.label_field
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
     fields = {n: getattr(cfg, f"{n}_column") if cfg.source in ("file", "hub") else n for n in task.extra_columns}
     df = _assign_splits(check_examples(source, label_name, text_field, task, fields), cfg, source.where, label_name,

@@ -66,6 +66,8 @@ def encode_examples(tokenizer, examples: pd.DataFrame, task: Task, max_length: i
     cut; with the positions that attend globally (:meth:`~attnlens.tasks.Task.global_tokens`) and each token's
     characters in the example's ``text`` (a fast tokenizer's offsets)."""
     first, second = task.texts(examples)
+    if not len(first):  # no example (a run whose showcase roles no document meets): a tokenizer refuses none
+        return Encoded([], tokenizer.pad_token_id, None, [], [], [])
     max_length = max_length or tokenizer.model_max_length
     if second is None:
         enc = tokenizer(first, truncation=True, max_length=max_length, padding=False, return_offsets_mapping=True)

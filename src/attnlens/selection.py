@@ -19,7 +19,11 @@ SELECTION_SCHEMA = "selection/v1"
 
 
 def select_examples(
-    predictions: pd.DataFrame, seed: int, extra_ids: Sequence[str] = (), task: Task = CLASSIFICATION
+    predictions: pd.DataFrame,
+    seed: int,
+    extra_ids: Sequence[str] = (),
+    task: Task = CLASSIFICATION,
+    names: Sequence[str] = (),
 ) -> list[dict]:
     """The showcased examples of the test split: the task's roles (:meth:`~attnlens.tasks.Task.roles`), then
     ``fixed``: every id of ``extra_ids`` (e.g. the paper's legacy ids), in the given order.
@@ -36,8 +40,9 @@ def select_examples(
         seed: seed of the random draws.
         extra_ids: ids to include as they are.
         task: the run's task.
+        names: the outputs' names (the classifier's labels), as a rule names them.
     """
-    chosen = [(role, i, rule) for role, i, rule in task.roles(predictions, seed) if i is not None]
+    chosen = [(role, i, rule) for role, i, rule in task.roles(predictions, seed, names) if i is not None]
     position = {eid: i for i, eid in enumerate(predictions["example_id"])}
     for eid in extra_ids:
         if eid not in position:
@@ -46,9 +51,11 @@ def select_examples(
     return [{"role": role, **task.showcase_entry(predictions, i), "rule": rule} for role, i, rule in chosen]
 
 
-def roles_left_out(predictions: pd.DataFrame, seed: int, task: Task = CLASSIFICATION) -> list[dict]:
+def roles_left_out(
+    predictions: pd.DataFrame, seed: int, task: Task = CLASSIFICATION, names: Sequence[str] = ()
+) -> list[dict]:
     """The showcase roles :func:`select_examples` leaves out: ``{"role", "why"}`` each."""
-    return [{"role": role, "why": why} for role, i, why in task.roles(predictions, seed) if i is None]
+    return [{"role": role, "why": why} for role, i, why in task.roles(predictions, seed, names) if i is None]
 
 
 def role_left_out(selection: dict, role: str) -> str | None:

@@ -26,7 +26,7 @@ from attnlens.config import TrainConfig
 from attnlens.device import autocast_dtype, resolve_device
 from attnlens.models import architecture
 from attnlens.prediction import encode_examples, predict_logits
-from attnlens.tasks import task_of
+from attnlens.tasks import output_labels, task_of
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def train_classifier(
             "epoch": epoch + 1,
             "train_loss": float(np.mean(losses)),
             "eval_loss": task.eval_loss(logits, eval_labels, eval_enc),
-            **task.metrics(eval_labels, logits, eval_enc),
+            **task.metrics(eval_labels, logits, eval_enc, output_labels(model.config)),
             "seconds": round(time.perf_counter() - t0, 2),
         }
         history.append(row)

@@ -478,8 +478,13 @@ def load_classifier(
     The architecture comes from the folder's ``config.json`` (:func:`attnlens.models.architecture`). With
     ``blocked`` (the default) its fast attention path is patched in
     (:meth:`~attnlens.models.base.Architecture.prepare`; Longformer: :mod:`attnlens.models.longformer.blocked`,
-    on every pass without attention outputs). The model is on the CPU; a stage moves it with
-    :func:`attnlens.device.place` (the one device policy).
+    on every pass without attention outputs). The model and the tokenizer pad with one token
+    (:func:`agree_on_padding`: a decoder classifier saved without ``pad_token_id`` pads with its tokenizer's), so
+    every door that loads a classifier folder pads as the pipeline does. The model is on the CPU; a stage moves it
+    with :func:`attnlens.device.place` (the one device policy).
+
+    Raises:
+        InputError: weights missing or left over, or no pad token in the folder's config or tokenizer.
     """
     with readable_checkpoint(model_dir):
         config = transformers.AutoConfig.from_pretrained(str(model_dir))
@@ -489,4 +494,6 @@ def load_classifier(
     bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if bad:
         raise InputError(str(model_dir), "weights", f"expected a complete {model_class}, got {bad}")
-    return arch.prepare(model, fast=blocked).eval(), load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    agree_on_padding(model, tokenizer, str(model_dir), "classifier")
+    return arch.prepare(model, fast=blocked).eval(), tokenizer

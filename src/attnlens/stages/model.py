@@ -18,7 +18,7 @@ from attnlens.models.loading import build_base_model, import_classifier, load_cl
 from attnlens.prediction import encode_examples, predict_logits
 from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
-from attnlens.tasks import get_task, task_of
+from attnlens.tasks import get_task, output_labels, task_of
 from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)
@@ -141,11 +141,12 @@ def run_predict(
     encoded = encode_examples(tokenizer, examples, task)
     logits = predict_logits(model, encoded, cfg.batch_size)
     frame = task.predictions(examples, logits, encoded)
-    metrics = {"task": task.name, **task.metrics(examples["label"].to_numpy(), logits, encoded),
+    names = output_labels(model.config)
+    metrics = {"task": task.name, **task.metrics(examples["label"].to_numpy(), logits, encoded, names),
                "n_examples": len(frame)}  # fmt: skip
     log.info("test: %s", metrics)
-    selection = select_examples(frame, cfg.seed, cfg.extra_ids, task)
-    left_out = roles_left_out(frame, cfg.seed, task)
+    selection = select_examples(frame, cfg.seed, cfg.extra_ids, task, names)
+    left_out = roles_left_out(frame, cfg.seed, task, names)
     notes = [f"showcase role {r['role']} left out: {r['why']}" for r in left_out]
     metric_notes = task.metric_notes(metrics)
     for note in notes + metric_notes:

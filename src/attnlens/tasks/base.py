@@ -54,6 +54,9 @@ class Task(ABC):
     role_pattern: ClassVar[re.Pattern]
     #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
+    #: the column the task's own datasets keep their labels in (SQuAD's ``answers``), read where the column
+    #: ``data.label_column`` names is not in the file (:func:`attnlens.data.label_column`); ``None``: no such name
+    dataset_label_column: ClassVar[str | None] = None
     #: whether a dataset may give one 0/1 column per label (``data.label_columns``)
     label_per_column: ClassVar[bool] = False
     #: why a folder per class cannot hold the task's labels (``data.source: folders``); ``None``: it can
@@ -246,16 +249,20 @@ class Task(ABC):
         :meth:`head_labels`, for predictions read from the tokens)."""
 
     @abstractmethod
-    def metrics(self, labels: np.ndarray, logits: np.ndarray, encoded=None) -> dict:
-        """The test metrics of batched logits against the labels (``encoded``: as :meth:`predictions`)."""
+    def metrics(self, labels: np.ndarray, logits: np.ndarray, encoded=None, names: Sequence[str] = ()) -> dict:
+        """The test metrics of batched logits against the labels (``encoded``: as :meth:`predictions`); a metric
+        per output is keyed by its name in ``names`` (the classifier's ``id2label``), by its index without."""
 
     def metric_notes(self, metrics: dict) -> list[str]:
         """Run notes on what the test metrics (:meth:`metrics`) leave out: none, where they score every example."""
         return []
 
     @abstractmethod
-    def roles(self, predictions: pd.DataFrame, seed: int) -> list[tuple[str, int | None, str]]:
-        """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order."""
+    def roles(
+        self, predictions: pd.DataFrame, seed: int, names: Sequence[str] = ()
+    ) -> list[tuple[str, int | None, str]]:
+        """``(role, row or None, rule or why no example meets it)`` for every showcase role, in order; a rule names an
+        output by its name in ``names`` (the classifier's ``id2label``), by its index without."""
 
     def showcase_entry(self, predictions: pd.DataFrame, row: int) -> dict:
         """What ``selection.json`` keeps of a showcased example: its id, label, prediction and outputs."""
@@ -306,6 +313,12 @@ def get_task(name: str | None) -> Task:
     if name not in REGISTRY:
         raise InputError("config", "task", f"expected one of {task_names()}, got {name!r}")
     return REGISTRY[name]
+
+
+def output_labels(config) -> list[str]:
+    """The names of a model's outputs, in order, as its configuration's ``id2label`` keeps them (what metrics and
+    notes call a class or a label)."""
+    return [str(config.id2label[i]) for i in range(config.num_labels)]
 
 
 #: How Hugging Face names a question-answering model's class (``LongformerForQuestionAnswering``).

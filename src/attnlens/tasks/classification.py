@@ -175,10 +175,10 @@ class Classification(Task):
             }
         )
 
-    def metrics(self, labels, logits, encoded=None):
+    def metrics(self, labels, logits, encoded=None, names=()):
         return classification_metrics(labels, self.outputs(logits).argmax(axis=1), np.asarray(logits).shape[1])
 
-    def roles(self, predictions, seed):
+    def roles(self, predictions, seed, names=()):
         probs = np.stack(predictions["probs"].to_numpy())
         labels = predictions["label"].to_numpy()
         preds = predictions["pred"].to_numpy()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,11 +34,14 @@ def auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def multilabel_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
+def multilabel_metrics(
+    labels: np.ndarray, probs: np.ndarray, threshold: float = 0.5, names: Sequence[str] = ()
+) -> dict:
     """Micro and macro F1, subset accuracy (every label right), Hamming loss and per-label AUROC of ``(n, K)``
     label probabilities against ``(n, K)`` 0/1 labels; a label is predicted at ``probs ≥ threshold``.
 
-    ``per_label[k]`` holds ``n_true``, ``n_predicted``, ``f1``, ``auroc`` (``None`` when the test split has no
+    ``per_label[name]`` (a label's name in ``names``; its index without) holds ``n_true``, ``n_predicted``,
+    ``f1``, ``auroc`` (``None`` when the test split has no
     positive or no negative example of the label) and a ``note`` then; ``macro_auroc`` is the mean over the labels
     whose AUROC is defined."""
     y = np.asarray(labels, dtype=bool)
@@ -52,8 +56,8 @@ def multilabel_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float =
                                             else "every test example has this label")  # fmt: skip
         if area is not None:
             aurocs.append(area)
-        per_label[str(k)] = {"n_true": int(y[:, k].sum()), "n_predicted": int(pred[:, k].sum()), "f1": float(f1[k]),
-                             "auroc": area, "note": note}  # fmt: skip
+        per_label[_label_name(k, names)] = {"n_true": int(y[:, k].sum()), "n_predicted": int(pred[:, k].sum()),
+                                            "f1": float(f1[k]), "auroc": area, "note": note}  # fmt: skip
     micro = 0.0 if tp.sum() == 0 else float(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()))
     return {
         "subset_accuracy": float(np.mean((pred == y).all(axis=1))),
@@ -63,6 +67,11 @@ def multilabel_metrics(labels: np.ndarray, probs: np.ndarray, threshold: float =
         "macro_auroc": float(np.mean(aurocs)) if aurocs else None,
         "per_label": per_label,
     }
+
+
+def _label_name(k: int, names: Sequence[str]) -> str:
+    """Label ``k`` as metrics and notes name it: its name, or its index where the labels have none."""
+    return str(names[k]) if len(names) > k else str(k)
 
 
 class MultiLabel(Task):
@@ -259,10 +268,10 @@ class MultiLabel(Task):
             }
         )
 
-    def metrics(self, labels, logits, encoded=None):
-        return multilabel_metrics(self.hot(labels), self.outputs(logits), self.THRESHOLD)
+    def metrics(self, labels, logits, encoded=None, names=()):
+        return multilabel_metrics(self.hot(labels), self.outputs(logits), self.THRESHOLD, names)
 
-    def roles(self, predictions, seed):
+    def roles(self, predictions, seed, names=()):
         probs = np.stack(predictions["probs"].to_numpy()).astype(np.float64)
         y = self.hot(predictions["label"]).astype(bool)
         pred = probs >= self.THRESHOLD
@@ -270,23 +279,25 @@ class MultiLabel(Task):
         missed = np.where(y & ~pred, probs, np.inf)
         if np.isfinite(missed).any():
             i, k = np.unravel_index(np.argmin(missed), missed.shape)
-            out.append(("missed_label", int(i), f"a true label predicted absent, the lowest probability (label {k})"))
+            out.append(("missed_label", int(i), f"a true label predicted absent, the lowest probability (label "
+                        f"{_label_name(k, names)})"))  # fmt: skip
         else:
             out.append(("missed_label", None, "no true label of a test example is predicted absent"))
         false = np.where(~y & pred, probs, -np.inf)
         if np.isfinite(false).any():
             i, k = np.unravel_index(np.argmax(false), false.shape)
             out.append(("false_label", int(i), f"an absent label predicted present, the highest probability "
-                        f"(label {k})"))  # fmt: skip
+                        f"(label {_label_name(k, names)})"))  # fmt: skip
         else:
             out.append(("false_label", None, "no absent label of a test example is predicted present"))
         for c in range(probs.shape[1]):
             idx = np.flatnonzero(pred[:, c])
             if len(idx):
                 out.append((f"most_confident_{c}", int(idx[np.argmax(probs[idx, c])]),
-                            f"label {c} predicted, its highest probability"))  # fmt: skip
+                            f"label {_label_name(c, names)} predicted, its highest probability"))  # fmt: skip
             else:
-                out.append((f"most_confident_{c}", None, f"no test example is predicted to have label {c}"))
+                out.append((f"most_confident_{c}", None,
+                            f"no test example is predicted to have label {_label_name(c, names)}"))  # fmt: skip
         exact = np.flatnonzero((pred == y).all(axis=1))
         rng = np.random.default_rng(seed)
         if len(exact):

@@ -22,6 +22,7 @@ score.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
@@ -157,10 +158,20 @@ def token_span(offsets: Sequence[tuple[int, int]], context: np.ndarray, char_sta
     return (inside[0], inside[-1]) if inside else None
 
 
+#: An ``answers`` cell as a CSV holds it: JSON text, in either of the forms :func:`_answer_list` reads.
+ANSWERS_AS_JSON = '{"text": ["..."], "answer_start": [0]} or [{"text": "...", "answer_start": 0}]'
+
+
 def _answer_list(cell, row: int, example: str, where: str, field: str) -> list[tuple[str, int]]:
     """One ``answers`` cell as ``[(text, answer_start), …]``: Hugging Face's ``{"text": [...], "answer_start": [...]}``
-    or SQuAD's list of ``{"text": ..., "answer_start": ...}``."""
+    or SQuAD's list of ``{"text": ..., "answer_start": ...}``, or either written as JSON text (a CSV's cell)."""
     at = f"row {row + 1} (example {example!r})"
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            raise InputError(where, field, f"expected the answers as JSON text in a CSV cell ({ANSWERS_AS_JSON}), "
+                             f"{at} has {cell!r}"[:400]) from None  # fmt: skip
     if isinstance(cell, dict) and set(cell) >= {"text", "answer_start"}:
         texts, starts = (
             [v.item() if isinstance(v, np.generic) else v for v in np.atleast_1d(cell[key])]
@@ -176,8 +187,8 @@ def _answer_list(cell, row: int, example: str, where: str, field: str) -> list[t
                              f"{[sorted(a) for a in cell]}")  # fmt: skip
         pairs = [(a["text"], a["answer_start"]) for a in cell]
     else:
-        raise InputError(where, field, f"expected {{'text': [...], 'answer_start': [...]}} or a list of "
-                         f"{{'text', 'answer_start'}} answers, {at} has {cell!r}"[:400])  # fmt: skip
+        raise InputError(where, field, f"expected {ANSWERS_AS_JSON} (as JSON text in a CSV cell), {at} has "
+                         f"{cell!r}"[:400])  # fmt: skip
     if not pairs:
         raise InputError(where, field, f"expected at least one answer, {at} has none")
     out = []
@@ -258,6 +269,7 @@ class QuestionAnswering(Task):
     role_pattern = re.compile(r"wrong_span|most_confident_right|least_confident_right|random_right")
     headline_metrics = (("exact match", "exact_match", True), ("token F1", "f1", True))
     extra_columns = ("question",)
+    dataset_label_column = "answers"
     token_logits = True
     folders_refused = "a folder per class holds no question"
     classes_refused = "an answer is a span of the context, not a class"
@@ -465,7 +477,7 @@ class QuestionAnswering(Task):
             }
         )
 
-    def metrics(self, labels, logits, encoded=None):
+    def metrics(self, labels, logits, encoded=None, names=()):
         decoded = self._decoded(logits, encoded)
         truncated = gold_spans(labels, encoded)[:, 0] < 0
         return qa_metrics([d[3] for d in decoded], [[a["text"] for a in cell] for cell in labels], truncated)
@@ -477,7 +489,7 @@ class QuestionAnswering(Task):
         return [f"{cut} of {cut + metrics['n_scored']} test answers were cut away by truncation at model.max_length: "
                 "left out of exact match and F1 (raise max_length, or shorten the contexts)"]  # fmt: skip
 
-    def roles(self, predictions, seed):
+    def roles(self, predictions, seed, names=()):
         scored = ~predictions["truncated"].to_numpy(dtype=bool)
         right = scored & (predictions["exact_match"].to_numpy() == 1.0)
         wrong = scored & ~right
@@ -497,6 +509,9 @@ class QuestionAnswering(Task):
         rng = np.random.default_rng(seed)
         out.append(("random_right", int(rng.choice(idx)), f"seeded draw (seed {seed}) of the test questions answered "
                     "right") if len(idx) else ("random_right", None, "no test question is answered right"))  # fmt: skip
+        if not scored.any():  # every role is left out for one reason: no answer was read
+            why = "every test answer was cut away by truncation at model.max_length: no question is right or wrong"
+            out = [(role, None, why) for role, _, _ in out]
         return out
 
     def showcase_entry(self, predictions, row):

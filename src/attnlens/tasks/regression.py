@@ -137,7 +137,7 @@ class Regression(Task):
             }
         )
 
-    def metrics(self, labels, logits, encoded=None):
+    def metrics(self, labels, logits, encoded=None, names=()):
         return regression_metrics(labels, self.outputs(logits)[:, 0])
 
     def outcome(self, label, outputs, target, names):
@@ -145,7 +145,7 @@ class Regression(Task):
         return Outcome(label=None if label is None else f"{float(label):.4g}", prediction=f"{value:.4g}",
                        confidence=None, outputs={names[0]: value}, explained=names[0])  # fmt: skip
 
-    def roles(self, predictions, seed):
+    def roles(self, predictions, seed, names=()):
         labels = predictions["label"].to_numpy(dtype=np.float64)
         preds = predictions["pred"].to_numpy(dtype=np.float64)
         err = preds - labels
