@@ -445,7 +445,8 @@ def test_documents_per_pass_are_as_configured_or_probed_with_copies_of_the_longe
     assert documents_batch("auto", ["attnlrp", "saliency"], examples)[0] == 1
     assert documents_batch("auto", ["saliency"], examples)[0] == 1
     probed = []
-    monkeypatch.setitem(explanations.BATCH_SCORERS, "attnlrp", lambda xs: probed.append([x.n for x in xs]))
+    probing = {**dict(explanations.BATCH_SCORERS.items()), "attnlrp": lambda xs: probed.append([x.n for x in xs])}
+    monkeypatch.setattr(explanations, "BATCH_SCORERS", probing)
 
     def on_a_card(requested, device, probe, most, what, cpu):
         probe(1), probe(2)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.config import SyntheticConfig
+from attnlens.registry import Registry
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
 
 #: Label → field name (label 1 = A.I., label 0 = Programming Languages, as in the paper).
@@ -505,12 +506,11 @@ def _qa_document(rng: np.random.Generator, planted: list[tuple[int, str, str]],
 
 
 #: The generator of each task's synthetic corpus (its name is the task's, :mod:`attnlens.tasks`).
-GENERATORS: dict[str, Callable[[SyntheticConfig, int], SyntheticCorpus]] = {
-    "classification": generate_corpus,
-    "regression": generate_regression_corpus,
-    "multilabel": generate_multilabel_corpus,
-    "qa": generate_qa_corpus,
-}
+GENERATORS: Registry[Callable[[SyntheticConfig, int], SyntheticCorpus]] = Registry("corpus generators", "data.task")
+GENERATORS.register(generate_corpus, "classification")
+GENERATORS.register(generate_regression_corpus, "regression")
+GENERATORS.register(generate_multilabel_corpus, "multilabel")
+GENERATORS.register(generate_qa_corpus, "qa")
 
 
 #: Graded similarity of generated pairs: 2 = same field sharing an evidence phrase, 1 = same field

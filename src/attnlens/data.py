@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from attnlens.corpus import GENERATORS
 from attnlens.data_layouts import Columns, get_layout
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
+from attnlens.registry import Registry
 from attnlens.tasks import CLASSIFICATION, Task, get_task
 from attnlens.tokens import structural_ids, unknown_count
 
@@ -73,7 +75,7 @@ class Source:
 
 
 def _load_synthetic(cfg: DataConfig) -> Source:
-    corpus = GENERATORS[cfg.task](cfg.synthetic, cfg.seed)
+    corpus = GENERATORS.get(cfg.task)(cfg.synthetic, cfg.seed)
     log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
     return Source(corpus.documents, corpus.classes, "synthetic corpus", corpus.rationales)
 
@@ -308,7 +310,12 @@ def _load_hub(cfg: DataConfig) -> Source:
     return Source(out, classes, where, _rationale_frame(rationales), dict(left_out), label_field(cfg))
 
 
-LOADERS = {"synthetic": _load_synthetic, "file": _load_file, "folders": _load_folders, "hub": _load_hub}
+#: The loader of each ``data.source``.
+LOADERS: Registry[Callable[[DataConfig], Source]] = Registry("data sources", "data.source")
+LOADERS.register(_load_synthetic, "synthetic")
+LOADERS.register(_load_file, "file")
+LOADERS.register(_load_folders, "folders")
+LOADERS.register(_load_hub, "hub")
 
 
 # --------------------------------------------------------------------------------------------- checks
@@ -396,7 +403,7 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
         labels of ``data.task``: :mod:`attnlens.tasks`); rationales (empty unless the source plants them); the split
         manifest dictionary, which names the task.
     """
-    source = LOADERS[cfg.source](cfg)
+    source = LOADERS.get(cfg.source)(cfg)
     task = get_task(cfg.task)
     label_name = source.label_field
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.errors import InputError
+from attnlens.registry import Registry
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING
 
 
@@ -63,9 +64,27 @@ class Layout:
         return Laid(df)
 
 
+#: Every layout by name, in registration order (each registered below its class).
+REGISTRY: Registry[Layout] = Registry("data layouts", "data.layout")
+DEFAULT = "columns"
+register = REGISTRY.register
+
+
+def get_layout(name: str) -> Layout:
+    """The layout ``name``; an unknown name is one line naming the registered ones."""
+    return REGISTRY.get(name)
+
+
+def layout_names() -> list[str]:
+    return REGISTRY.names()
+
+
 class RowsAreExamples(Layout):
     name = "columns"
     description = "one example a row, in the configured columns"
+
+
+register(RowsAreExamples())
 
 
 def _as_list(value) -> list:
@@ -175,23 +194,7 @@ class HotpotQA(Layout):
                 "evidence": kind != QA_DISTRACTOR}  # fmt: skip
 
 
-REGISTRY: dict[str, Layout] = {}
-DEFAULT = "columns"
-
-
-def register(layout: Layout) -> Layout:
-    if layout.name in REGISTRY:
-        raise ValueError(f"layout {layout.name!r} is registered twice")
-    REGISTRY[layout.name] = layout
-    return layout
-
-
-def get_layout(name: str) -> Layout:
-    return REGISTRY[name]
-
-
-def layout_names() -> list[str]:
-    return list(REGISTRY)
+register(HotpotQA())
 
 
 def left_out_note(where: str, left_out: dict[str, int], layout: str) -> str | None:
@@ -201,8 +204,5 @@ def left_out_note(where: str, left_out: dict[str, int], layout: str) -> str | No
     parts = "; ".join(f"{n} {reason}" for reason, n in sorted(left_out.items()))
     return f"{where} (data.layout {layout}): {parts}"
 
-
-register(RowsAreExamples())
-register(HotpotQA())
 
 __all__: Sequence[str] = ["Columns", "Laid", "Layout", "get_layout", "layout_names", "left_out_note", "register"]

@@ -1,5 +1,5 @@
-"""The encoder families attnlens reads, as plain data: each family's name (as ``model.architecture`` spells it), its
-Hugging Face ``model_type`` and its display name, declared once.
+"""The model families attnlens reads (encoders and decoders), as plain data: each family's name (as
+``model.architecture`` spells it), its Hugging Face ``model_type`` and its display name, declared once.
 
 The model seam (:mod:`attnlens.models`) registers one architecture per family (``class Longformer(Architecture,
 family="longformer")`` takes all three from here); the planner, the report and the config read this module without
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnlens.registry import Registry
+
 
 @dataclass(frozen=True)
 class Family:
@@ -25,19 +27,15 @@ class Family:
 
 
 #: Every family, by name.
-FAMILIES: dict[str, Family] = {
-    f.name: f
-    for f in (
-        Family("longformer", "longformer", "Longformer"),
-        Family("bigbird", "big_bird", "BigBird"),
-        Family("modernbert", "modernbert", "ModernBERT"),
-        Family("llama", "llama", "Llama"),
-        Family("mistral", "mistral", "Mistral"),
-        Family("qwen2", "qwen2", "Qwen 2"),
-        Family("qwen3", "qwen3", "Qwen 3"),
-        Family("gemma3", "gemma3_text", "Gemma 3"),
-    )
-}
+FAMILIES: Registry[Family] = Registry("model families", "model.architecture")
+FAMILIES.register(Family("longformer", "longformer", "Longformer"))
+FAMILIES.register(Family("bigbird", "big_bird", "BigBird"))
+FAMILIES.register(Family("modernbert", "modernbert", "ModernBERT"))
+FAMILIES.register(Family("llama", "llama", "Llama"))
+FAMILIES.register(Family("mistral", "mistral", "Mistral"))
+FAMILIES.register(Family("qwen2", "qwen2", "Qwen 2"))
+FAMILIES.register(Family("qwen3", "qwen3", "Qwen 3"))
+FAMILIES.register(Family("gemma3", "gemma3_text", "Gemma 3"))
 
 #: The family each ``model.source`` builds, where the source says (``convert_bert``: ``model.architecture``).
 _BUILT_BY = {"convert_bert": None, "from_config": "modernbert", "longformer": "longformer"}

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
+from attnlens.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -69,20 +70,15 @@ class Method:
 
 
 #: Every registered method by name, in leaderboard order (the order of registration).
-REGISTRY: dict[str, Method] = {}
+REGISTRY: Registry[Method] = Registry("explanation methods", "explanations.methods")
 
 
 def register(method: Method) -> Method:
-    """Add a method's card to :data:`REGISTRY` (a name registered twice is an error)."""
-    if method.name in REGISTRY or method.name in (REFERENCE, CONTROL):
-        raise ValueError(f"an explanation method named {method.name!r} is already registered")
-    REGISTRY[method.name] = method
-    return method
-
-
-def unregister(name: str) -> None:
-    """Remove a card (a test's own method, after the test)."""
-    REGISTRY.pop(name)
+    """Add a method's card to :data:`REGISTRY` (a name registered twice, or the reference's or the control's
+    name, is an error)."""
+    if method.name in (REFERENCE, CONTROL):
+        raise ValueError(f"{method.name!r} names the reference or the control, not an explanation method")
+    return REGISTRY.register(method)
 
 
 def method_names() -> tuple[str, ...]:
@@ -91,10 +87,9 @@ def method_names() -> tuple[str, ...]:
 
 
 def get_method(name: str) -> Method:
-    """The card of ``name``; an unknown name is a ``ValueError`` naming the registered ones."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown explanation method {name!r}; expected one of {list(REGISTRY)}")
-    return REGISTRY[name]
+    """The card of ``name``; an unknown name is one :class:`~attnlens.registry.UnknownName` line naming the
+    registered ones."""
+    return REGISTRY.get(name)
 
 
 # --- the reference and the control, beside the methods ------------------------------------------------

@@ -69,6 +69,7 @@ from attnlens.device import batch_size, synchronize
 from attnlens.methods import PASSES, REGISTRY, get_method
 from attnlens.models import architecture
 from attnlens.models.base import hidden_state
+from attnlens.registry import Registry
 from attnlens.tasks import task_of
 
 #: Sentence ends for occlusion spans (the token's text without word-start markers).
@@ -329,36 +330,28 @@ class Scored:
 
 
 #: ``{pass name: run(example) -> shared}`` for every pass of :data:`attnlens.methods.PASSES`.
-PASS_RUNNERS: dict[str, Callable[[Example], Any]] = {}
+PASS_RUNNERS: Registry[Callable[[Example], Any]] = Registry("shared passes", "methods.PASSES")
 #: ``{method name: scores(example, shared) -> Scored}``, one per registered method.
-SCORERS: dict[str, Callable[[Example, Any], Scored]] = {}
+SCORERS: Registry[Callable[[Example, Any], Scored]] = Registry("methods' scorers", "explanations.methods")
 #: ``{method name: scores(examples) -> [Scored]}``: methods whose one pass explains several documents together (its
 #: rules act per example); each also has its :data:`SCORERS` entry, the batch of one.
-BATCH_SCORERS: dict[str, Callable[[Sequence[Example]], list[Scored]]] = {}
+BATCH_SCORERS: Registry[Callable[[Sequence[Example]], list[Scored]]] = Registry(
+    "methods' batch scorers", "explanations.methods"
+)
 
 
 def runs_pass(name: str):
     """Register the function that runs the shared pass ``name`` for one example."""
     if name not in PASSES:
         raise ValueError(f"no pass {name!r} in attnlens.methods.PASSES")
-
-    def add(fn):
-        PASS_RUNNERS[name] = fn
-        return fn
-
-    return add
+    return PASS_RUNNERS.register(name)
 
 
 def scorer(name: str):
     """Register the computation of the method ``name`` (its card registered in :mod:`attnlens.methods`):
     ``scores(example, shared) -> Scored``, ``shared`` the output of the pass the card needs."""
     get_method(name)
-
-    def add(fn):
-        SCORERS[name] = fn
-        return fn
-
-    return add
+    return SCORERS.register(name)
 
 
 def batch_scorer(name: str):
@@ -366,12 +359,7 @@ def batch_scorer(name: str):
     ``scores(examples) -> [Scored]``, one per example, each what the method's :func:`scorer` gives it alone (to
     rounding). :func:`explain_examples` runs it on documents grouped by length."""
     get_method(name)
-
-    def add(fn):
-        BATCH_SCORERS[name] = fn
-        return fn
-
-    return add
+    return BATCH_SCORERS.register(name)
 
 
 def _numpy(scores: torch.Tensor, n: int) -> np.ndarray:

@@ -11,21 +11,30 @@ from __future__ import annotations
 import torch
 
 from attnlens.attention.band import Band
-from attnlens.errors import InputError
-from attnlens.models.base import Architecture
-from attnlens.models.bigbird import BIGBIRD
-from attnlens.models.gemma3 import GEMMA3
-from attnlens.models.llama import LLAMA, MISTRAL
-from attnlens.models.llama.scratch import CLASSES as DECODERS
-from attnlens.models.llama.scratch import draw_decoder
+from attnlens.models.base import ARCHITECTURES, Architecture
+
+# isort: split
+# each architecture's package registers it in ARCHITECTURES as it is imported, in this order
 from attnlens.models.longformer import LONGFORMER
+
+# isort: split
+from attnlens.models.bigbird import BIGBIRD
+
+# isort: split
 from attnlens.models.modernbert import MODERNBERT
+
+# isort: split
+from attnlens.models.llama import LLAMA, MISTRAL
+
+# isort: split
 from attnlens.models.qwen import QWEN2, QWEN3
 
-#: Every architecture attnlens reads, by ``config.json``'s ``model_type``.
-ARCHITECTURES: dict[str, Architecture] = {
-    arch.model_type: arch for arch in (LONGFORMER, BIGBIRD, MODERNBERT, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA3)
-}
+# isort: split
+from attnlens.models.gemma3 import GEMMA3
+
+# isort: split
+from attnlens.models.llama.scratch import CLASSES as DECODERS
+from attnlens.models.llama.scratch import draw_decoder
 
 
 def architecture(model_or_config, where: str = "model") -> Architecture:
@@ -35,12 +44,7 @@ def architecture(model_or_config, where: str = "model") -> Architecture:
         InputError: one line naming the supported ``model_type`` values.
     """
     config = getattr(model_or_config, "config", model_or_config)
-    model_type = getattr(config, "model_type", None)
-    if model_type not in ARCHITECTURES:
-        raise InputError(
-            where, "config.json model_type", f"expected one of {sorted(ARCHITECTURES)}, got {model_type!r}"
-        )
-    return ARCHITECTURES[model_type]
+    return ARCHITECTURES.get(getattr(config, "model_type", None), where)
 
 
 @torch.no_grad()
@@ -54,4 +58,19 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
     return list(architecture(model).run(model, batch, attentions=True)[1][0])
 
 
-__all__ = ["ARCHITECTURES", "DECODERS", "Architecture", "architecture", "draw_decoder", "forward_bands"]
+__all__ = [
+    "ARCHITECTURES",
+    "BIGBIRD",
+    "DECODERS",
+    "GEMMA3",
+    "LLAMA",
+    "LONGFORMER",
+    "MISTRAL",
+    "MODERNBERT",
+    "QWEN2",
+    "QWEN3",
+    "Architecture",
+    "architecture",
+    "draw_decoder",
+    "forward_bands",
+]

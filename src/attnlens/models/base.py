@@ -6,7 +6,8 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 
 **Adding an architecture.** Declare its family (name, ``model_type``, display name) in
 :data:`attnlens.families.FAMILIES`, write ``attnlens/models/<name>/__init__.py`` with a subclass
-``class X(Architecture, family="<name>")``, add its instance to :data:`attnlens.models.ARCHITECTURES`, and provide:
+``class X(Architecture, family="<name>")``, register its instance there (``ARCHITECTURES.register(X())``), import
+the package in :mod:`attnlens.models`, and provide:
 
 * ``classifier_class`` and ``qa_class`` (the Hugging Face sequence classifier and question-answering model,
   :meth:`~Architecture.head_class`; ``None`` where Hugging Face has no such head; ``model_type`` and ``name`` come
@@ -55,6 +56,7 @@ from torch import nn
 
 from attnlens.errors import InputError
 from attnlens.families import FAMILIES, Family
+from attnlens.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,12 @@ class Architecture(ABC):
 
         The gradient is not switched off here: a caller that needs none runs it under ``torch.no_grad()``.
         """
+
+
+#: Every architecture attnlens reads, by ``config.json``'s ``model_type`` (each package registers its own).
+ARCHITECTURES: Registry[Architecture] = Registry(
+    "architectures attnlens reads", "config.json model_type", name_of=lambda arch: arch.model_type
+)
 
 
 class ProjectionRows(nn.Module):

@@ -21,9 +21,9 @@ computed with the tensor's own methods.
 
 One module a task (:mod:`~attnlens.tasks.classification`, :mod:`~attnlens.tasks.regression`,
 :mod:`~attnlens.tasks.multilabel`, :mod:`~attnlens.tasks.qa`) beside the seam (:mod:`~attnlens.tasks.base`).
-Adding a task: a module with a
-:class:`Task` subclass, registered below with :func:`register`, and its tests (``tests/test_tasks.py`` checks every
-registered task's readout, metrics and roles against independent references).
+Adding a task: a module with a :class:`Task` subclass that registers itself (``REGISTRY.register(MyTask())``),
+its import below, and its tests (``tests/test_tasks.py`` checks every registered task's readout, metrics and
+roles against independent references).
 """
 
 from attnlens.tasks.base import (
@@ -38,15 +38,19 @@ from attnlens.tasks.base import (
     task_names,
     task_of,
 )
-from attnlens.tasks.classification import Classification, classification_metrics, softmax
-from attnlens.tasks.multilabel import MultiLabel, auroc, multilabel_metrics, sigmoid
-from attnlens.tasks.qa import QuestionAnswering
-from attnlens.tasks.regression import Regression, regression_metrics
 
-CLASSIFICATION = register(Classification())
-REGRESSION = register(Regression())
-MULTILABEL = register(MultiLabel())
-QA = register(QuestionAnswering())
+# isort: split
+# registration order (the schema's order): each module registers its task as it is imported
+from attnlens.tasks.classification import CLASSIFICATION, Classification, classification_metrics, softmax
+
+# isort: split
+from attnlens.tasks.regression import REGRESSION, Regression, regression_metrics
+
+# isort: split
+from attnlens.tasks.multilabel import MULTILABEL, MultiLabel, auroc, multilabel_metrics, sigmoid
+
+# isort: split
+from attnlens.tasks.qa import QA, QuestionAnswering
 
 __all__ = [
     "CLASSIFICATION",

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
+from attnlens.registry import Registry
 
 #: The task of a configuration that names none: the paper's.
 DEFAULT = "classification"
@@ -290,16 +291,9 @@ class Task(ABC):
         return None
 
 
-#: Every registered task by name, in registration order.
-REGISTRY: dict[str, Task] = {}
-
-
-def register(task: Task) -> Task:
-    """Add a task to :data:`REGISTRY` (a name registered twice is an error)."""
-    if task.name in REGISTRY:
-        raise ValueError(f"a task named {task.name!r} is already registered")
-    REGISTRY[task.name] = task
-    return task
+#: Every registered task by name, in registration order (each task's module registers it).
+REGISTRY: Registry[Task] = Registry("tasks", "data.task")
+register = REGISTRY.register
 
 
 def task_names() -> list[str]:
@@ -309,10 +303,7 @@ def task_names() -> list[str]:
 
 def get_task(name: str | None) -> Task:
     """The task named ``name`` (:data:`DEFAULT` for ``None``)."""
-    name = DEFAULT if name is None else name
-    if name not in REGISTRY:
-        raise InputError("config", "task", f"expected one of {task_names()}, got {name!r}")
-    return REGISTRY[name]
+    return REGISTRY.get(DEFAULT if name is None else name)
 
 
 def output_labels(config) -> list[str]:

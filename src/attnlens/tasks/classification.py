@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from attnlens.errors import InputError
 from attnlens.tasks.base import (
+    REGISTRY,
     Outcome,
     Task,
     at_least_float32,
@@ -222,3 +223,6 @@ class Classification(Task):
         if number is not None:
             return f"the classifier has {k} classes, none numbered {number}" if int(number) >= k else None
         return f"{role} is a role of two-class tasks, this classifier has {k} classes" if k != 2 else None
+
+
+CLASSIFICATION = REGISTRY.register(Classification())

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import Outcome, Task, at_least_float32
+from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:
@@ -328,3 +328,6 @@ class MultiLabel(Task):
         if number is not None and k is not None and int(number) >= k:
             return f"the classifier has {k} labels, none numbered {number}"
         return None
+
+
+MULTILABEL = REGISTRY.register(MultiLabel())

@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import Outcome, Task, at_least_float32
+from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32
 
 #: ``phrase_label`` of a question-answering document's planted sentences (``rationales.parquet``): the answer's fact,
 #: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence).
@@ -525,3 +525,6 @@ class QuestionAnswering(Task):
         truth = None if label is None or not len(label) else " | ".join(str(a["text"]) for a in label)
         return Outcome(label=truth, prediction=f"tokens {s}–{e}", confidence=p, outputs={"answer span": p},
                        explained=f"the answer span, tokens {s}–{e}")  # fmt: skip
+
+
+QA = REGISTRY.register(QuestionAnswering())

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import Outcome, Task, at_least_float32, first_bad_row, no_empty_cell
+from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32, first_bad_row, no_empty_cell
 
 
 def regression_metrics(labels: np.ndarray, values: np.ndarray) -> dict:
@@ -161,3 +161,6 @@ class Regression(Task):
         rng = np.random.default_rng(seed)
         out.append(("random", int(rng.integers(len(err))), f"seeded draw (seed {seed}) of a test example"))
         return out
+
+
+REGRESSION = REGISTRY.register(Regression())

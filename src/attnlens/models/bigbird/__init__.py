@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from attnlens.models.base import Architecture
+from attnlens.models.base import ARCHITECTURES, Architecture
 from attnlens.models.bigbird.blocked import full_threshold, recording, use_block_sparse_attention
 
 
@@ -85,4 +85,4 @@ class BigBird(Architecture, family="bigbird"):
         return outputs, [list(item) for item in zip(*record, strict=True)]
 
 
-BIGBIRD = BigBird()
+BIGBIRD = ARCHITECTURES.register(BigBird())

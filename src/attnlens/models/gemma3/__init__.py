@@ -23,6 +23,7 @@ question-answering head, so Gemma 3 runs the classification tasks only.
 from __future__ import annotations
 
 from attnlens.errors import InputError
+from attnlens.models.base import ARCHITECTURES
 from attnlens.models.llama import Llama
 
 
@@ -43,4 +44,4 @@ class Gemma3(Llama, family="gemma3"):
                              "expected false (attnlens reads Gemma 3 as a causal decoder), got true")  # fmt: skip
 
 
-GEMMA3 = Gemma3()
+GEMMA3 = ARCHITECTURES.register(Gemma3())

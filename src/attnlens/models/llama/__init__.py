@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from attnlens.attention.full import FullLayer
-from attnlens.models.base import Architecture, RelevanceWiring, forward_capturing_inputs
+from attnlens.models.base import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs
 
 #: The head groups' modules in a decoder layer's attention, by attnlens's group names.
 PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
@@ -191,5 +191,5 @@ class Mistral(Llama, family="mistral"):
         return [getattr(config, "sliding_window", None)] * config.num_hidden_layers
 
 
-LLAMA = Llama()
-MISTRAL = Mistral()
+LLAMA = ARCHITECTURES.register(Llama())
+MISTRAL = ARCHITECTURES.register(Mistral())

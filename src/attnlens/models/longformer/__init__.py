@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from attnlens.attention.band import Band
-from attnlens.models.base import Architecture
+from attnlens.models.base import ARCHITECTURES, Architecture
 from attnlens.models.longformer.blocked import use_blocked_attention
 
 
@@ -118,4 +118,4 @@ class Longformer(Architecture, family="longformer"):
         return outputs, [[band.detach() for band in item] for item in bands]
 
 
-LONGFORMER = Longformer()
+LONGFORMER = ARCHITECTURES.register(Longformer())

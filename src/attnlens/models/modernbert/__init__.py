@@ -30,7 +30,7 @@ from torch import nn
 from attnlens.attention.band import Band
 from attnlens.attention.full import FullLayer
 from attnlens.attention.weighted import band_products
-from attnlens.models.base import Architecture, ProjectionRows, RelevanceWiring, forward_capturing_inputs
+from attnlens.models.base import ARCHITECTURES, Architecture, ProjectionRows, RelevanceWiring, forward_capturing_inputs
 
 
 def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) -> Band:
@@ -128,4 +128,4 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     return transformers.models.modernbert.modeling_modernbert.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
 
 
-MODERNBERT = ModernBert()
+MODERNBERT = ARCHITECTURES.register(ModernBert())

@@ -14,6 +14,7 @@ SiLU MLP, the last real token read out. Two things differ, and both are read fro
 
 from __future__ import annotations
 
+from attnlens.models.base import ARCHITECTURES
 from attnlens.models.llama import Llama
 
 
@@ -31,5 +32,5 @@ class Qwen3(Llama, family="qwen3"):
     qa_class = "Qwen3ForQuestionAnswering"
 
 
-QWEN2 = Qwen2()
-QWEN3 = Qwen3()
+QWEN2 = ARCHITECTURES.register(Qwen2())
+QWEN3 = ARCHITECTURES.register(Qwen3())
