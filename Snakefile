@@ -5,8 +5,8 @@ import sys
 
 from snakemake.utils import min_version
 
-from attnlens import jobserver
-from attnlens.config import read_config_file
+from attnlens.pipeline import jobserver
+from attnlens.pipeline.config import read_config_file
 from attnlens.errors import InputError
 
 min_version("9.0")
@@ -41,7 +41,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 
 
-# A local run's jobs start in forks of one process that has imported the stages (attnlens.jobserver; README,
+# A local run's jobs start in forks of one process that has imported the stages (attnlens.pipeline.jobserver; README,
 # "Warm job starts"): a job's start-up goes from seconds to half a second. ATTNLENS_WARM_JOBS=0 starts every job
 # fresh; a cluster's jobs always start fresh.
 onstart:

@@ -40,7 +40,14 @@ import torch
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
 from attnlens.attribution.ig import prepare_inputs, steps_probe
-from attnlens.config import (
+from attnlens.classifier.prediction import encode_texts
+from attnlens.data.corpus import CLASS_NAMES
+from attnlens.data.sources import load_examples
+from attnlens.device import batch_size, resolve_device, synchronize
+from attnlens.io import atomic_path, git_commit
+from attnlens.models import DECODERS, draw_decoder
+from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.pipeline.config import (
     AttentionConfig,
     AttributionConfig,
     DataConfig,
@@ -52,13 +59,6 @@ from attnlens.config import (
     SyntheticConfig,
     TrainConfig,
 )
-from attnlens.corpus import CLASS_NAMES
-from attnlens.data import load_examples
-from attnlens.device import batch_size, resolve_device, synchronize
-from attnlens.io import atomic_path, git_commit
-from attnlens.models import DECODERS, draw_decoder
-from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
-from attnlens.prediction import encode_texts
 from attnlens.stages.attention import run_estimate_head_importance, run_extract_attention
 from attnlens.stages.attribution import run_attribute
 from attnlens.stages.data import run_prepare_dataset

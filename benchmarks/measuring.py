@@ -12,9 +12,9 @@ from pathlib import Path
 
 from shapes import reset_peak_rss, rss_kib
 
-from attnlens.config import ModelConfig
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import model_shape, source_config
+from attnlens.pipeline.config import ModelConfig
 
 #: The benchmarks folder (on ``sys.path`` of every suite and of their fresh interpreters) and the checkout.
 HERE = Path(__file__).resolve().parent

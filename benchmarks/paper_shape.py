@@ -44,11 +44,11 @@ import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification
 
 from attnlens.attribution.artifacts import load_attributions
-from attnlens.corpus import CLASS_NAMES
-from attnlens.data import load_examples
+from attnlens.classifier.selection import load_selection
+from attnlens.data.corpus import CLASS_NAMES
+from attnlens.data.sources import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import load_tokenizer, packaged_model_dir
-from attnlens.selection import load_selection
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"

@@ -21,10 +21,10 @@ import torch
 import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
-from attnlens import jobserver
-from attnlens.config import SyntheticConfig
-from attnlens.corpus import CLASS_NAMES, generate_corpus
+from attnlens.data.corpus import CLASS_NAMES, generate_corpus
 from attnlens.models.loading import load_tokenizer, packaged_model_dir
+from attnlens.pipeline import jobserver
+from attnlens.pipeline.config import SyntheticConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 #: float32's machine epsilon (2⁻²³ ≈ 1.2e-7): the relative size of one float32 rounding, the unit of the bounds
@@ -206,14 +206,15 @@ _JOB_SERVER: list[subprocess.Popen] = []
 
 
 def job_server(env: dict[str, str]) -> str:
-    """Start one warm job server for the whole session (``python -m attnlens.jobserver``) and return its socket:
+    """Start one warm job server for the whole session (``python -m attnlens.pipeline.jobserver``) and return its
+    socket:
     every local run the tests start (:func:`local_env`) hands its jobs to it instead of starting a server of its
-    own (``attnlens.jobserver.start``), so that no run pays the stages' imports again, nor fresh starts for its
+    own (``attnlens.pipeline.jobserver.start``), so that no run pays the stages' imports again, nor fresh starts for its
     first jobs while its own server imports. It ends with the session (its standard input closes); until it has
     imported, jobs start fresh, as they would."""
     path = Path(tempfile.mkdtemp(prefix="attnlens-jobs-")) / "socket"
     with open(path.parent / "server.log", "wb") as log:
-        _JOB_SERVER.append(subprocess.Popen([sys.executable, "-m", "attnlens.jobserver", str(path)], env=env,
+        _JOB_SERVER.append(subprocess.Popen([sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)], env=env,
                                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log))  # fmt: skip
     atexit.register(_stop_job_server, _JOB_SERVER[-1], path.parent)
     return str(path)

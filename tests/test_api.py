@@ -27,13 +27,13 @@ from helpers import GUARD, local_env, run_guarded
 import attnlens
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations
+from attnlens.classifier.selection import load_selection
 from attnlens.cli import main as cli_main
-from attnlens.config import ModelConfig
 from attnlens.errors import InputError
 from attnlens.models import draw_decoder
 from attnlens.models.loading import import_classifier, load_tokenizer, packaged_model_dir
+from attnlens.pipeline.config import ModelConfig
 from attnlens.render.explorer import read_explorer
-from attnlens.selection import load_selection
 from attnlens.similarity.metrics import load_similarity
 
 pytestmark = pytest.mark.workflow
@@ -193,7 +193,7 @@ def test_bad_command_line_input_is_one_line(tiny_run, tmp_path, capsys, make, sa
 
 def test_the_document_says_what_the_model_read_as_the_pipeline_does(explained):
     """Tokens, tokens kept and unknown tokens of the explained document: the numbers the pipeline's split manifest
-    holds for the same example (both from attnlens.data's truncation and unknown_tokens)."""
+    holds for the same example (both from attnlens.data.sources's truncation and unknown_tokens)."""
     results, eid, doc = explained
     manifest = json.loads((results / "data/split_manifest.json").read_text(encoding="utf-8"))
     entry = next(e for e in manifest["examples"] if e["example_id"] == eid)

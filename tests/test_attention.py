@@ -31,10 +31,10 @@ from attnlens.attention.summaries import (
     intersect_counts,
     position_counts,
 )
-from attnlens.data import shard_of
+from attnlens.classifier.prediction import encode_texts
 from attnlens.models import architecture, forward_bands
 from attnlens.models.longformer import bands_from_outputs
-from attnlens.prediction import encode_texts
+from attnlens.sharding import shard_of
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

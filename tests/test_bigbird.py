@@ -20,7 +20,7 @@ from attnlens.attention.summaries import load_summaries
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
 from attnlens.attribution.explanations import attention_pass, gradient_pass
 from attnlens.attribution.ig import freeze
-from attnlens.importance import IMPORTANCE_SCHEMA
+from attnlens.classifier.importance import IMPORTANCE_SCHEMA
 from attnlens.io import load_tensors
 from attnlens.models import ARCHITECTURES, architecture, forward_bands
 from attnlens.models.bigbird import BIGBIRD

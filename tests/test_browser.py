@@ -24,7 +24,7 @@ from test_task_runs import multilabel_run  # noqa: F401 (the fixture, read here 
 from attnlens.attention.band import layer_configuration
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
-from attnlens.methods import method_names, signed
+from attnlens.attribution.methods import method_names, signed
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
 
 pytestmark = [pytest.mark.browser, pytest.mark.workflow]

@@ -5,10 +5,9 @@ import pytest
 import yaml
 from helpers import ROOT
 
-from attnlens.config import (
-    PLANNED_CPUS_ENV,
+from attnlens.errors import InputError
+from attnlens.pipeline.config import (
     SECTIONS,
-    SHARDED_SECTIONS,
     STUDIES,
     TOP_LEVEL_VALUES,
     AttributionConfig,
@@ -21,15 +20,18 @@ from attnlens.config import (
     _section_classes,
     load_config,
     load_schema,
-    machine_cpus,
-    planned_cpus,
     read_config_file,
-    resolve_shards,
     schema_markdown,
-    shard_count,
     validate_config,
 )
-from attnlens.errors import InputError
+from attnlens.sharding import (
+    PLANNED_CPUS_ENV,
+    SHARDED_SECTIONS,
+    machine_cpus,
+    planned_cpus,
+    resolve_shards,
+    shard_count,
+)
 
 
 def _walk(schema_section: dict, cls: type, path: str):
@@ -176,7 +178,7 @@ def test_config_readme_documents_every_key(root):
 
     missing = [k for k in keys(load_schema(), "") if f"`{k}`" not in text]
     assert not missing, f"config/README.md lacks {missing}"
-    assert text == schema_markdown(), "config/README.md is stale: python -m attnlens.config > config/README.md"
+    assert text == schema_markdown(), "config/README.md is stale: python -m attnlens.pipeline.config > config/README.md"
 
 
 def test_schema_enums_hold_values_of_their_type():

@@ -1,7 +1,7 @@
 import pandas as pd
 
-from attnlens.config import SyntheticConfig
-from attnlens.corpus import _EVIDENCE, CLASS_NAMES, generate_corpus, generate_pairs
+from attnlens.data.corpus import _EVIDENCE, CLASS_NAMES, generate_corpus, generate_pairs
+from attnlens.pipeline.config import SyntheticConfig
 
 
 def test_deterministic_and_seed_sensitive():

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 from helpers import merged
 
-from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, read_config_file, validate_config
-from attnlens.data import compute_split, document_reading, load_examples, prepare_dataset, sha256_text
+from attnlens.data.sources import compute_split, document_reading, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
+from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, read_config_file, validate_config
 from attnlens.stages.data import run_prepare_dataset
 
 TEXTS = [f"document number {i} about things" for i in range(12)]

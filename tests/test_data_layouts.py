@@ -1,4 +1,4 @@
-"""Dataset layouts (attnlens.data_layouts): HotpotQA's rows as question-answering examples with their supporting facts
+"""Dataset layouts (attnlens.data.layouts): HotpotQA's rows as question-answering examples with their supporting facts
 as rationales, from a file in the original JSON form and from a hub dataset of Hugging Face's form."""
 
 from __future__ import annotations
@@ -9,12 +9,19 @@ import pandas as pd
 import pytest
 from helpers import merged
 
-from attnlens.config import DataConfig, ModelConfig, load_schema, read_config_file, rule_section, validate_config
-from attnlens.data import prepare_dataset
-from attnlens.data_layouts import REGISTRY, Columns, get_layout, left_out_note
+from attnlens.data.layouts import REGISTRY, Columns, get_layout, left_out_note
+from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
-from attnlens.grid import PREPARE_DATASET_KEYS
 from attnlens.io import load_json, load_parquet
+from attnlens.pipeline.config import (
+    DataConfig,
+    ModelConfig,
+    load_schema,
+    read_config_file,
+    rule_section,
+    validate_config,
+)
+from attnlens.pipeline.grid import PREPARE_DATASET_KEYS
 from attnlens.stages.data import run_prepare_dataset
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, check_answers
 

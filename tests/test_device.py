@@ -14,9 +14,9 @@ import torch
 from helpers import ONE_THREAD
 
 from attnlens import device as device_policy
-from attnlens.config import load_schema
 from attnlens.device import CPU_BATCH, autocast_dtype, batch_fitting, batch_size, place, precision_name, resolve_device
 from attnlens.errors import InputError
+from attnlens.pipeline.config import load_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 

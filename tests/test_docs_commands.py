@@ -54,7 +54,7 @@ PY_SCRIPTS = _named(_PY_SCRIPT, 1)
 def test_the_docs_name_commands():
     """The extraction itself works: the README's two commands and the benchmarks' scripts are found."""
     assert {"run", "test", "lint", "bench", "gpu-proof"} <= set(MAKE_TARGETS)
-    assert "benchmarks/rule_times.py" in PY_SCRIPTS and "attnlens.config" in PY_MODULES
+    assert "benchmarks/rule_times.py" in PY_SCRIPTS and "attnlens.pipeline.config" in PY_MODULES
 
 
 @pytest.mark.parametrize("target", sorted(MAKE_TARGETS))
@@ -78,7 +78,7 @@ def test_benchmark_script_runs(script):
     assert "usage:" in out.stdout
 
 
-#: A dotted name in the package: ``attnlens.render.explorer``, ``attnlens.runtime.rule_job``.
+#: A dotted name in the package: ``attnlens.render.explorer``, ``attnlens.pipeline.runtime.rule_job``.
 _DOTTED = re.compile(r"(?<![\w/.])attnlens(?:\.[A-Za-z_]\w*)+")
 
 

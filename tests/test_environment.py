@@ -78,7 +78,7 @@ def test_conda_post_deploy_yields_a_working_package(root, tmp_path):
         "import attnlens, rbo\n"
         "from attnlens.render.explorer import _asset\n"
         "from attnlens.stats import rank_correlation\n"
-        "from attnlens.config import rule_section\n"
+        "from attnlens.pipeline.config import rule_section\n"
         "assert 'DecompressionStream' in _asset('explorer.js')\n"
         "assert abs(rank_correlation([1, 2, 3, 4], [1, 2, 4, 3], 10, 0)['spearman'] - 0.8) < 1e-12\n"
         "assert rule_section({'attribution': {'n_steps': 8}}, 'attribution').n_steps == 8\n"

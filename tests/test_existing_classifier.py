@@ -33,8 +33,8 @@ from transformers import (
     ModernBertModel,
 )
 
-from attnlens.config import ModelConfig, TrainConfig
-from attnlens.corpus import CLASS_NAMES
+from attnlens.classifier.training import train_classifier
+from attnlens.data.corpus import CLASS_NAMES
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, DECODERS, architecture, draw_decoder
 from attnlens.models.loading import (
@@ -47,7 +47,7 @@ from attnlens.models.loading import (
     packaged_model_dir,
     source_config,
 )
-from attnlens.train import train_classifier
+from attnlens.pipeline.config import ModelConfig, TrainConfig
 
 
 @pytest.fixture(scope="module")

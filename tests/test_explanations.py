@@ -37,7 +37,7 @@ from attnlens.attention.weighted import band_products, grad_attention_received, 
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import EmbeddingForward, explain_example, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
-from attnlens.methods import method_names
+from attnlens.attribution.methods import method_names
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

@@ -17,7 +17,7 @@ from test_attention import _reference_topk, dense_reference, random_band
 
 from attnlens.attention.band import layer_configuration, received_attention
 from attnlens.attention.layers import LAYER_CONFIGURATIONS
-from attnlens.config import ExplorerConfig
+from attnlens.pipeline.config import ExplorerConfig
 from attnlens.render.explorer import (
     NO_PARTNER,
     ExplorerDocument,

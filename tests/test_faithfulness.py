@@ -21,8 +21,8 @@ from attnlens.attribution.faithfulness import (
     ranking,
 )
 from attnlens.attribution.removal import evaluate_example
+from attnlens.classifier.prediction import Encoded
 from attnlens.models import architecture
-from attnlens.prediction import Encoded
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

@@ -123,7 +123,7 @@ def test_a_full_disk_says_one_line_and_leaves_nothing(tmp_path, kind):
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_faults import WRITERS
-        from attnlens.runtime import log_to
+        from attnlens.pipeline.runtime import log_to
         final = Path({str(disk)!r}) / {name!r}
         try:
             with log_to(None, [str(final)]):
@@ -187,7 +187,7 @@ def test_sigterm_stops_cleanly_in_one_line(tmp_path):
         import time
         from pathlib import Path
         from attnlens.io import atomic_path
-        from attnlens.runtime import log_to
+        from attnlens.pipeline.runtime import log_to
         with log_to(None, [{str(final)!r}]):
             with atomic_path(Path({str(final)!r})) as tmp:
                 tmp.write_bytes(b"half")

@@ -22,7 +22,7 @@ from attnlens.findings.statements import (
     sanity_verdicts,
     statements,
 )
-from attnlens.findings.stats import HOLDS, NOT_STABLE, TOO_FEW, kendall_w, runs_needed, sign_test, verdict
+from attnlens.findings.verdicts import HOLDS, NOT_STABLE, TOO_FEW, kendall_w, runs_needed, sign_test, verdict
 
 pytestmark = pytest.mark.numerics
 

@@ -9,7 +9,7 @@ The candidates for a drift between two processes, each ruled in or out here or w
 * **the process** (hash seed, environment size, so the stack's alignment, heap layout): ruled out,
   :func:`test_fresh_processes_give_a_padded_batch_the_same_bits`;
 * **the thread count**: ruled in (the sums are partitioned by thread); every model job pins it from its rule's
-  ``threads`` (``attnlens.runtime.use_threads``), and numba's OpenMP start-up leaves it so
+  ``threads`` (``attnlens.pipeline.runtime.use_threads``), and numba's OpenMP start-up leaves it so
   (``test_runtime.test_kernels_leave_torch_on_the_threads_it_was_given``);
 * **padded-batch composition**: ruled in (a document's padded length shapes its kernels), and a function of the
   data: predict batches by a stable length sort (``test_prediction``), evaluate_faithfulness one document's
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from helpers import ROOT, tiny_longformer
 
-from attnlens.prediction import Encoded, predict_logits
+from attnlens.classifier.prediction import Encoded, predict_logits
 
 #: Offsets, in float32 elements, of a buffer's first element from a 64-byte boundary: 0 … 60 bytes.
 OFFSETS = range(16)

@@ -16,11 +16,11 @@ import yaml
 from helpers import GUARD, ROOT, SNAKEMAKE, local_env, run_guarded, run_snakemake, tiny_config, write_config
 from session_runs import session_run
 
-from attnlens.config import validate_config
 from attnlens.errors import InputError
 from attnlens.findings.statements import ALL_MODELS
-from attnlens.findings.stats import HOLDS, NOT_STABLE, TOO_FEW
-from attnlens.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
+from attnlens.findings.verdicts import HOLDS, NOT_STABLE, TOO_FEW
+from attnlens.pipeline.config import validate_config
+from attnlens.pipeline.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from compare_runs import differences

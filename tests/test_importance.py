@@ -19,7 +19,7 @@ import pytest
 import torch
 from helpers import tiny_longformer
 
-from attnlens.importance import (
+from attnlens.classifier.importance import (
     estimate_head_importance,
     head_labels,
     importance_matrices,

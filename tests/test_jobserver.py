@@ -1,7 +1,7 @@
-"""The warm job server (attnlens.jobserver): a rule script handed to it runs as it would in its own process.
+"""The warm job server (attnlens.pipeline.jobserver): a rule script handed to it runs as it would in its own process.
 
 Each test starts a server that imports a few light modules (the stages' imports are what it saves, not what it
-is tested by) and runs small scripts through :func:`attnlens.jobserver.forward`, as the rule scripts do: their
+is tested by) and runs small scripts through :func:`attnlens.pipeline.jobserver.forward`, as the rule scripts do: their
 streams, status, working directory, arguments and environment are the script's own; SIGTERM reaches the job; a
 script killed, or a server gone, takes its job with it; thread pools follow the job's environment; and a torch
 computation forked from a server that imported torch gives the bytes a fresh process gives. The pipeline's own
@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import GUARD, ROOT
 
-from attnlens import jobserver
+from attnlens.pipeline import jobserver
 
 SRC = str(ROOT / "src")
 
@@ -47,7 +47,7 @@ class Server:
     def run(self, folder: Path, body: str, *args: str, env=None, wait=True):
         """``body`` as a script that forwards its job first, started as Snakemake starts a rule script."""
         script = folder / "job.py"
-        script.write_text("from attnlens.jobserver import forward\nforward()\n" + textwrap.dedent(body))
+        script.write_text("from attnlens.pipeline.jobserver import forward\nforward()\n" + textwrap.dedent(body))
         env = {**_env(), jobserver.SOCKET_ENV: self.path, **(env or {})}
         proc = subprocess.Popen([sys.executable, str(script), *args], cwd=folder, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -96,7 +96,7 @@ def _wait_for(path: Path, limit: float = GUARD["plan"]) -> str:
 def test_a_forwarded_script_runs_in_a_fork_with_the_scripts_streams_status_and_surroundings(server, tmp_path):
     out = server.run(tmp_path, """
         import os, sys
-        from attnlens import jobserver
+        from attnlens.pipeline import jobserver
         print("out", os.getcwd(), sys.argv[1:], os.environ["MY_SETTING"], os.environ.get(jobserver.SOCKET_ENV))
         print("err line", file=sys.stderr)
         print("parent", os.getppid())
@@ -119,7 +119,8 @@ def test_an_exception_or_a_message_exits_as_a_fresh_process_would(server, tmp_pa
 
 
 def test_sigterm_to_the_script_reaches_its_job(server, tmp_path):
-    """What Snakemake and SLURM send to stop a job: the job's own handler runs (attnlens.runtime's clean stop)."""
+    """What Snakemake and SLURM send to stop a job: the job's own handler runs (attnlens.pipeline.runtime's clean
+    stop)."""
     proc = server.run(tmp_path, """
         import os, signal, sys, time
         def stop(signum, frame):
@@ -167,7 +168,7 @@ def test_the_server_ends_when_its_starter_goes_and_takes_its_jobs(server, tmp_pa
 
 def test_without_a_server_the_script_runs_in_its_own_process(tmp_path):
     script = tmp_path / "job.py"
-    script.write_text("from attnlens.jobserver import forward\nforward()\nimport os\nprint(os.getpid())\n")
+    script.write_text("from attnlens.pipeline.jobserver import forward\nforward()\nimport os\nprint(os.getpid())\n")
     for env in ({}, {jobserver.SOCKET_ENV: str(tmp_path / "nobody-listens")}):
         proc = subprocess.Popen([sys.executable, str(script)], env={**_env(), **env}, stdout=subprocess.PIPE,
                                 text=True)  # fmt: skip

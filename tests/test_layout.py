@@ -44,6 +44,18 @@ def test_every_numeric_module_is_under_contract(root):
     assert {"attnlens.stages", "attnlens.render"} <= set(api["source_modules"])
 
 
+def test_the_seam_contract_names_every_architecture_package(root):
+    """Every package under ``attnlens/models/`` (one per architecture) is forbidden outside the seam, and nothing
+    else is: the list is read from the folders, so a new architecture package joins the contract or fails here."""
+    contracts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    seam = next(c for c in contracts["contracts"] if c["name"].startswith("an architecture is reached"))
+    folders = {f"attnlens.models.{p.parent.name}" for p in (root / "src/attnlens/models").glob("*/__init__.py")}
+    assert set(seam["forbidden_modules"]) == folders
+    numeric = next(c for c in contracts["contracts"] if c["name"].startswith("numerics"))["source_modules"]
+    outside = {m for m in numeric if m != "attnlens.models"} | {"attnlens.stages", "attnlens.render"}
+    assert set(seam["source_modules"]) == outside, sorted(set(seam["source_modules"]) ^ outside)
+
+
 def test_render_never_reads_artifacts(root):
     """Rendering gets data, never paths to read: no artifact reader (``load_*``) is imported in attnlens.render."""
     for name, path in _modules(root).items():

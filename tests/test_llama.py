@@ -25,9 +25,8 @@ from attnlens.attention.weighted import rollout, value_norm_received, value_norm
 from attnlens.attribution.attnlrp import attnlrp, attnlrp_rules
 from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
-from attnlens.config import ModelConfig
+from attnlens.classifier.importance import IMPORTANCE_SCHEMA, estimate_head_importance, taylor_terms
 from attnlens.errors import InputError
-from attnlens.importance import IMPORTANCE_SCHEMA, estimate_head_importance, taylor_terms
 from attnlens.io import load_tensors
 from attnlens.models import DECODERS as CLASSES
 from attnlens.models import architecture, draw_decoder, forward_bands
@@ -41,6 +40,7 @@ from attnlens.models.loading import (
     source_config,
 )
 from attnlens.models.qwen import QWEN2, QWEN3
+from attnlens.pipeline.config import ModelConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from suites.decoders import bench_decoder_length

@@ -11,10 +11,10 @@ import pandas as pd
 import torch
 
 from attnlens.io import Job, config_sha256, provenance, save_csv, save_json, save_parquet, save_tensors, set_job
-from attnlens.manifest import build_manifest, read_provenance, sha256_tree
+from attnlens.pipeline.manifest import build_manifest, read_provenance, sha256_tree
+from attnlens.pipeline.runtime import job_record_path, write_job_record
 from attnlens.render.figures import save_figure
 from attnlens.render.tables import write_table
-from attnlens.runtime import job_record_path, write_job_record
 
 
 def _sha(data: bytes) -> str:

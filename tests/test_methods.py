@@ -1,4 +1,4 @@
-"""The explanation-method registry (:mod:`attnlens.methods`): every card has its computation, the
+"""The explanation-method registry (:mod:`attnlens.attribution.methods`): every card has its computation, the
 config, the docs and the readers list what is registered, a shared pass runs once per example, and a new method
 is one card and one scorer — a method registered here, in the test, is computed, validated, labelled and ranked
 without a line changed anywhere else.
@@ -19,9 +19,7 @@ from helpers import tiny_longformer
 from attnlens.attribution import explanations
 from attnlens.attribution.explanations import PASS_RUNNERS, SCORERS, Scored, explain_example, scorer
 from attnlens.attribution.ig import freeze, prepare_inputs
-from attnlens.config import load_schema, validate_config
-from attnlens.errors import InputError
-from attnlens.methods import (
+from attnlens.attribution.methods import (
     ATTENTION_RANKINGS,
     COST_CLASSES,
     PASSES,
@@ -34,6 +32,8 @@ from attnlens.methods import (
     register,
     signed,
 )
+from attnlens.errors import InputError
+from attnlens.pipeline.config import load_schema, validate_config
 from attnlens.registry import UnknownName
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from attnlens.attention.summaries import load_summaries
 from attnlens.attention.weighted import rollout, value_norm_received, value_norms
 from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
-from attnlens.importance import IMPORTANCE_SCHEMA, estimate_head_importance
+from attnlens.classifier.importance import IMPORTANCE_SCHEMA, estimate_head_importance
 from attnlens.io import load_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.modernbert import MODERNBERT

@@ -6,7 +6,7 @@ attnlens`` — what ``snakedeploy deploy-workflow`` writes, with a local path wh
 checkout's own Snakefile plans, and its jobs must compute what the session run (``tiny_run``) computed: the
 prepared data, the fine-tuned model and the predictions, compared byte for byte (``compare_runs``). Its jobs run
 in fresh processes (``ATTNLENS_WARM_JOBS=0``) and the session run's in forks of the warm job server
-(``attnlens.jobserver``): the equality is also the proof that a warm job computes what a fresh one does.
+(``attnlens.pipeline.jobserver``): the equality is also the proof that a warm job computes what a fresh one does.
 """
 
 from __future__ import annotations

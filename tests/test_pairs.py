@@ -17,11 +17,11 @@ from scipy.stats import spearmanr
 from sentence_transformers import SentenceTransformer
 from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
 
-from attnlens.config import PairDataConfig, PairsConfig
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import packaged_model_dir
 from attnlens.pairs import artifacts, encoder, jacobians
+from attnlens.pipeline.config import PairDataConfig, PairsConfig
 from attnlens.stages import pairs as pair_stages
 from attnlens.topology.persistence import bottleneck
 from attnlens.topology.pooling import text_topology

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers import GUARD, merged, run_guarded
 
-from attnlens.config import read_config_file, validate_config
+from attnlens.pipeline.config import read_config_file, validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -17,7 +17,8 @@ import pytest
 import yaml
 from helpers import ForkedSnakemake, merged, run_snakemake
 
-from attnlens.config import load_schema, planned_cpus, resolve_shards, validate_config
+from attnlens.pipeline.config import load_schema, validate_config
+from attnlens.sharding import planned_cpus, resolve_shards
 
 pytestmark = pytest.mark.workflow
 

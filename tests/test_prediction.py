@@ -5,11 +5,17 @@ import torch
 from sklearn.metrics import accuracy_score, f1_score
 from transformers import AutoTokenizer
 
+from attnlens.classifier.prediction import (
+    Encoded,
+    _length_sorted_batches,
+    encode_examples,
+    encode_texts,
+    predict_logits,
+)
+from attnlens.classifier.selection import role_left_out, roles_left_out, select_examples, showcased_once
 from attnlens.errors import InputError
 from attnlens.models.loading import packaged_model_dir
 from attnlens.models.longformer import LONGFORMER
-from attnlens.prediction import Encoded, _length_sorted_batches, encode_examples, encode_texts, predict_logits
-from attnlens.selection import role_left_out, roles_left_out, select_examples, showcased_once
 from attnlens.tasks import CLASSIFICATION, QA, classification_metrics, softmax
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)

@@ -26,13 +26,13 @@ from attnlens.attention.summaries import query_attention
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import Example, explain_examples
 from attnlens.attribution.ig import attribute_example, integrate, prepare_inputs
-from attnlens.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
-from attnlens.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
-from attnlens.data import prepare_dataset
+from attnlens.classifier.prediction import encode_examples
+from attnlens.data.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
+from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.models import architecture, draw_decoder, forward_bands
 from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
-from attnlens.prediction import encode_examples
+from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.tasks import QA, task_of
 from attnlens.tasks.qa import (
     MAX_ANSWER_TOKENS,

@@ -32,11 +32,11 @@ from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, PORTAL, SER
 from test_hostile import _parse
 
 from attnlens.attention.summaries import TOPK_COLUMNS, load_summaries
+from attnlens.classifier.prediction import encode_texts
+from attnlens.data.tokens import structural_ids
 from attnlens.io import load_json, load_tensors
 from attnlens.models.loading import load_tokenizer
-from attnlens.prediction import encode_texts
 from attnlens.render.explorer import read_explorer
-from attnlens.tokens import structural_ids
 
 pytestmark = pytest.mark.workflow
 

@@ -9,7 +9,7 @@ def _run_in_log_to(tmp_path, body: str):
     log = tmp_path / "rule.log"
     script = textwrap.dedent(f"""
         from attnlens.errors import InputError
-        from attnlens.runtime import log_to
+        from attnlens.pipeline.runtime import log_to
         with log_to({str(log)!r}):
     """) + textwrap.indent(textwrap.dedent(body), "    ")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -18,13 +18,13 @@ import pytest
 import rbo
 from scipy import stats
 
-from attnlens import data as data_mod
 from attnlens import stats as stats_mod
-from attnlens.config import SimilarityConfig
-from attnlens.data import MANIFEST_SCHEMA
+from attnlens.data.sources import MANIFEST_SCHEMA
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, provenance, save_json, save_parquet
+from attnlens.pipeline.config import SimilarityConfig
 from attnlens.render.tables import number, paper_table
+from attnlens.sharding import example_rng
 from attnlens.similarity import aggregate as agg
 from attnlens.similarity import metrics as sim
 from attnlens.similarity import paper as paper_layout
@@ -244,7 +244,7 @@ def test_chance_baseline_is_the_metric_on_permuted_attributions():
     frame = sim.compare_example("ex-1", a, received, importance, keep, special, n_permutations=25, seed=9)
     att = received.astype(np.float64).sum((0, 1))
     # legacy: permutations of the whole sequence (stream 0)
-    perms = sim.permutations(data_mod.example_rng(9, "ex-1", 0), len(a), 25)
+    perms = sim.permutations(example_rng(9, "ex-1", 0), len(a), 25)
     legacy = [_cos(a[p], att) for p in perms[1:]]
     row = _rows(frame, mode="legacy", configuration="all", scaled=False, mask="none").loc["cosine_raw"]
     assert row["chance"] == pytest.approx(np.mean(legacy)) and row["chance_sd"] == pytest.approx(np.std(legacy, ddof=1))
@@ -253,7 +253,7 @@ def test_chance_baseline_is_the_metric_on_permuted_attributions():
     # fixed, mask "fixed" (stream 3): permutations within the kept positions only
     valid = keep["fixed"] & ~special
     idx = np.flatnonzero(valid)
-    perms = sim.permutations(data_mod.example_rng(9, "ex-1", 3), len(idx), 25)
+    perms = sim.permutations(example_rng(9, "ex-1", 3), len(idx), 25)
     fixed = [stats.spearmanr(np.abs(a[idx][p]), att[idx]).statistic for p in perms[1:]]
     row = _rows(frame, mode="fixed", configuration="all", scaled=False, mask="fixed").loc["spearman"]
     assert row["chance"] == pytest.approx(np.mean(fixed), abs=1e-12)

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from helpers import run_snakemake
 
-from attnlens.config import SyntheticConfig, load_config
-from attnlens.corpus import generate_corpus
+from attnlens.data.corpus import generate_corpus
 from attnlens.models.loading import source_tokenizer
+from attnlens.pipeline.config import SyntheticConfig, load_config
 
 pytestmark = pytest.mark.workflow
 

@@ -1,4 +1,5 @@
-"""What the workflow builds and reads, decided in the package (:mod:`attnlens.targets`, :mod:`attnlens.families`)
+"""What the workflow builds and reads, decided in the package (:mod:`attnlens.pipeline.outputs`,
+:mod:`attnlens.families`)
 and only called by ``workflow/rules/common.smk``; the DAG these targets give is planned in ``tests/test_grid.py``
 and ``tests/test_workflow.py``."""
 
@@ -12,13 +13,14 @@ import shlex
 import pytest
 from helpers import ROOT, tiny_config
 
-from attnlens import targets
 from attnlens.attention.summaries import TOPK_COLUMNS
-from attnlens.config import resolve_shards, validate_config
 from attnlens.errors import InputError
 from attnlens.families import FAMILIES, classifier_label, family_of
-from attnlens.grid import expand_grid
 from attnlens.models import ARCHITECTURES
+from attnlens.pipeline import outputs as targets
+from attnlens.pipeline.config import validate_config
+from attnlens.pipeline.grid import expand_grid
+from attnlens.sharding import resolve_shards
 
 GRID = {"models": {"minilm_w32": {}, "other": {"model": {"max_length": 64}}}, "seeds": [7, 8]}
 

@@ -20,10 +20,10 @@ from session_runs import session_run
 import attnlens
 from attnlens.attention.summaries import load_bands
 from attnlens.attribution.artifacts import load_explanations
-from attnlens.corpus import TOPIC_NAMES
+from attnlens.classifier.selection import load_selection
+from attnlens.data.corpus import TOPIC_NAMES
 from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
-from attnlens.selection import load_selection
 from attnlens.tasks import MULTILABEL
 from attnlens.tasks.qa import span_of
 

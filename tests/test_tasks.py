@@ -13,17 +13,17 @@ from sklearn.metrics import f1_score, hamming_loss, mean_absolute_error, mean_sq
 
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, baseline_ids, prepare_inputs
-from attnlens.config import DataConfig, SyntheticConfig, load_schema, read_config_file, validate_config
-from attnlens.corpus import (
+from attnlens.classifier.selection import outcome_text, role_left_out, roles_left_out, select_examples
+from attnlens.data.corpus import (
     CO_OCCURRENCE,
     COUNTED_FIELD,
     TOPIC_NAMES,
     generate_multilabel_corpus,
     generate_regression_corpus,
 )
-from attnlens.data import compute_split, prepare_dataset
+from attnlens.data.sources import compute_split, prepare_dataset
 from attnlens.errors import InputError
-from attnlens.selection import outcome_text, role_left_out, roles_left_out, select_examples
+from attnlens.pipeline.config import DataConfig, SyntheticConfig, load_schema, read_config_file, validate_config
 from attnlens.tasks import (
     CLASSIFICATION,
     MULTILABEL,

@@ -17,12 +17,9 @@ from tokenizers.processors import RobertaProcessing
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from attnlens.attribution.ig import baseline_ids
-from attnlens.data import encode_splits, unknown_note, unknown_tokens
-from attnlens.errors import InputError
-from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
-from attnlens.pairs.encoder import SiameseEncoder, reference_ids
-from attnlens.prediction import encode_texts
-from attnlens.tokens import (
+from attnlens.classifier.prediction import encode_texts
+from attnlens.data.sources import encode_splits, unknown_note, unknown_tokens
+from attnlens.data.tokens import (
     MASKS,
     display_tokens,
     load_vocabulary,
@@ -35,6 +32,9 @@ from attnlens.tokens import (
     tokenizer_family,
     unknown_count,
 )
+from attnlens.errors import InputError
+from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
+from attnlens.pairs.encoder import SiameseEncoder, reference_ids
 
 CORPUS = ["The model attends to the training data — naïve “quotes”\n\tand tabs, 42 times. We learn."] * 30
 
@@ -151,7 +151,7 @@ def test_stopword_source_is_recorded():
 def test_stopwords_are_scikit_learns_list_without_importing_it():
     """The list read from the installed file is the one scikit-learn exports, and reading it imports no sklearn."""
     code = (
-        "import sys; from attnlens.tokens import stopwords, stopword_source; "
+        "import sys; from attnlens.data.tokens import stopwords, stopword_source; "
         "words = stopwords(); stopword_source(); assert 'sklearn' not in sys.modules, 'sklearn imported'; "
         "from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS; "
         "assert words == ENGLISH_STOP_WORDS, words ^ ENGLISH_STOP_WORDS; print(len(words))"

@@ -17,10 +17,10 @@ from ripser import ripser
 from scipy import stats
 from test_attention import CASES, dense_reference, random_band
 
-from attnlens.config import TopologyConfig
-from attnlens.corpus import generate_pairs
+from attnlens.classifier.prediction import encode_texts
+from attnlens.data.corpus import generate_pairs
 from attnlens.models import architecture, forward_bands
-from attnlens.prediction import encode_texts
+from attnlens.pipeline.config import TopologyConfig
 from attnlens.stats import rank_correlation
 from attnlens.topology import persistence as tp
 from attnlens.topology import pooling as tpool

@@ -18,15 +18,15 @@ from pandas.compat._optional import VERSIONS
 from attnlens.attention.band import received_attention
 from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_embedding_attributions, load_explanations
-from attnlens.config import AttributionConfig, load_config
-from attnlens.data import load_examples
+from attnlens.attribution.methods import method_names
+from attnlens.classifier.selection import load_selection
+from attnlens.data.sources import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
-from attnlens.manifest import read_provenance, sha256_file, sha256_tree
-from attnlens.methods import method_names
 from attnlens.models.loading import load_classifier
 from attnlens.pairs.artifacts import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
+from attnlens.pipeline.config import AttributionConfig, load_config
+from attnlens.pipeline.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.render.explorer import read_explorer
-from attnlens.selection import load_selection
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA
 from attnlens.similarity.metrics import COLUMNS, LEGACY_METRICS, fixed_metrics, load_similarity
 from attnlens.stages import attribution as attribution_stage

@@ -20,10 +20,10 @@ from attnlens.attribution.ig import (
     endpoint_probs,
     prepare_inputs,
 )
-from attnlens.config import ModelConfig, load_config
-from attnlens.data import load_examples
+from attnlens.classifier.prediction import encode_texts
+from attnlens.data.sources import load_examples
 from attnlens.models.loading import build_base_model, load_classifier
-from attnlens.prediction import encode_texts
+from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION
 
 

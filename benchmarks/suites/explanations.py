@@ -32,9 +32,9 @@ from attnlens.attribution.ig import (
     Inputs,
     freeze,
 )
-from attnlens.config import load_config
-from attnlens.methods import ranking_source
+from attnlens.attribution.methods import ranking_source
 from attnlens.models import architecture
+from attnlens.pipeline.config import load_config
 
 
 def rollout_nonzeros(n: int, window: int, depth: int) -> list[int]:

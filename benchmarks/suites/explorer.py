@@ -16,10 +16,10 @@ from transformers import (
     BertModel,
 )
 
-from attnlens.config import ModelConfig, SyntheticConfig
-from attnlens.corpus import generate_corpus
+from attnlens.data.corpus import generate_corpus
 from attnlens.models import forward_bands
 from attnlens.models.loading import build_base_model, packaged_model_dir
+from attnlens.pipeline.config import ModelConfig, SyntheticConfig
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from measuring import ROOT, resolved_model
 
-from attnlens.config import ModelConfig, load_config
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model
+from attnlens.pipeline.config import ModelConfig, load_config
 
 
 def bench_model(cfg: ModelConfig, batch_size: int = 1, repeats: int = 5) -> dict:

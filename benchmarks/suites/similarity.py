@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.config import SimilarityConfig
-from attnlens.data import MANIFEST_SCHEMA
+from attnlens.data.sources import MANIFEST_SCHEMA
 from attnlens.io import provenance, save_json, save_parquet
+from attnlens.pipeline.config import SimilarityConfig
 from attnlens.similarity.metrics import SIMILARITY_SCHEMA, compare_example, head_agreement
 from attnlens.stages.report import run_aggregate_similarity
 

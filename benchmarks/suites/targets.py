@@ -25,12 +25,12 @@ from measuring import resolved_model
 
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, prepare_inputs
-from attnlens.config import ModelConfig, load_config
 from attnlens.models.loading import build_base_model
+from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
 from attnlens.tasks.qa import span_index
 
-#: the multi-label default's labels (attnlens.corpus.TOPIC_NAMES)
+#: the multi-label default's labels (attnlens.data.corpus.TOPIC_NAMES)
 N_LABELS = 4
 #: a question's tokens, [CLS] and [SEP] included (the generated questions run to 12-16 tokens, HotpotQA's to ~20)
 QUESTION_TOKENS = 20

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from shapes import base_longformer, reset_peak_rss, rss_kib
 
-from attnlens.config import TopologyConfig
 from attnlens.models import architecture, forward_bands
+from attnlens.pipeline.config import TopologyConfig
 from attnlens.topology.persistence import bottleneck_matrix, example_topology
 from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
 

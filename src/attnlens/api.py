@@ -52,7 +52,16 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
-from attnlens.config import (
+from attnlens.attribution.methods import get_method
+from attnlens.classifier.importance import load_importance_modes
+from attnlens.classifier.prediction import encode_examples, predict_logits
+from attnlens.data.sources import UNKNOWN_WARN_SHARE, document_reading
+from attnlens.device import place, synchronize
+from attnlens.errors import InputError
+from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
+from attnlens.models import architecture, forward_bands
+from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
+from attnlens.pipeline.config import (
     AttentionConfig,
     AttributionConfig,
     ExplanationsConfig,
@@ -61,15 +70,6 @@ from attnlens.config import (
     read_config_file,
     validate_config,
 )
-from attnlens.data import UNKNOWN_WARN_SHARE, document_reading
-from attnlens.device import place, synchronize
-from attnlens.errors import InputError
-from attnlens.importance import load_importance_modes
-from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
-from attnlens.methods import get_method
-from attnlens.models import architecture, forward_bands
-from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
-from attnlens.prediction import encode_examples, predict_logits
 from attnlens.render.explorer import EXPLORER_SCHEMA, ExplorerDocument, document_for, payload, render_explorer
 from attnlens.similarity.metrics import (
     MODES,

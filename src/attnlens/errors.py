@@ -2,7 +2,7 @@
 
 Every check on user-supplied data or configuration raises :class:`InputError` naming the
 file (or config file), the field and what was expected. Rule adapters catch it and print
-exactly one line (see :func:`attnlens.runtime.log_to`), so bad input never ends in a traceback.
+exactly one line (see :func:`attnlens.pipeline.runtime.log_to`), so bad input never ends in a traceback.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from attnlens.registry import Registry
 
 @dataclass(frozen=True)
 class Family:
-    """One encoder family."""
+    """One model family (an encoder or a decoder)."""
 
     name: str  # as model.architecture and the grid's model names spell it
     model_type: str  # config.json's model_type

@@ -131,7 +131,7 @@ def config_sha256(config: Mapping[str, Any] | None) -> str | None:
 
 @dataclass(frozen=True)
 class Job:
-    """The Snakemake job a process runs for (set by :func:`attnlens.runtime.rule_job`)."""
+    """The Snakemake job a process runs for (set by :func:`attnlens.pipeline.runtime.rule_job`)."""
 
     rule: str
     config: Mapping[str, Any] | None  # the rule's ``params.cfg``, or all its params by name

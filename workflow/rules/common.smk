@@ -1,16 +1,24 @@
 # Validation, thin wrappers and wildcard constraints: the only Python of the workflow. What it builds and reads is
-# decided in the package (attnlens.targets, attnlens.grid, attnlens.families); here are the calls that need
-# Snakemake's own objects (config, workflow, report(), directory(), expand(), wildcards).
+# decided in the package (attnlens.pipeline.outputs, attnlens.pipeline.grid, attnlens.families); here are the calls
+# that need Snakemake's own objects (config, workflow, report(), directory(), expand(), wildcards).
 import os
 import sys
 from pathlib import Path
 
-from attnlens import targets
-from attnlens.config import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards, validate_config
+from attnlens.pipeline import outputs
+from attnlens.pipeline.config import validate_config
+from attnlens.sharding import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards
 from attnlens.errors import InputError
 from attnlens.families import classifier_label
-from attnlens.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, expand_grid, grid_path, has_grid, resolve_path
-from attnlens.targets import FINDINGS, RUN_NOTES, TOPK_TABLES, group_pattern
+from attnlens.pipeline.grid import (
+    BUILD_BASE_MODEL_KEYS,
+    PREPARE_DATASET_KEYS,
+    expand_grid,
+    grid_path,
+    has_grid,
+    resolve_path,
+)
+from attnlens.pipeline.outputs import FINDINGS, RUN_NOTES, TOPK_TABLES, group_pattern
 
 #: The checkout this workflow comes from: workflow/rules/ is where this file is parsed (also when a user's own
 #: Snakefile takes the workflow as a module, where workflow.basedir is the user's directory).
@@ -40,7 +48,8 @@ try:
 except InputError as err:
     sys.exit(f"attnlens: error: {err}")
 
-#: The grid's runs (attnlens.grid.Grid), or None: a config without a grid is one run with its files under results/.
+#: The grid's runs (attnlens.pipeline.grid.Grid), or None: a config without a grid is one run with its files under
+#: results/.
 GRID = None
 if has_grid(config):
     try:
@@ -53,7 +62,7 @@ if has_grid(config):
 
 def at(path):
     """A one-run path (``results/…``) as this config lays it out: the path itself; in a grid, the pattern of its
-    scope (``results/runs/{run}/…``, ``results/datasets/{dataset_group}/…``, …; attnlens.grid.grid_path)."""
+    scope (``results/runs/{run}/…``, ``results/datasets/{dataset_group}/…``, …; attnlens.pipeline.grid.grid_path)."""
     return grid_path(path) if GRID else path
 
 
@@ -73,12 +82,12 @@ def run_config(wildcards=None):
 
 def job_keys(wildcards, **sections):
     """The config values of ``sections`` (as :func:`keys` names them) for the run of a job's wildcards."""
-    return targets.select_keys(run_config(wildcards), sections)
+    return outputs.select_keys(run_config(wildcards), sections)
 
 
 if not workflow.dryrun:
     try:
-        targets.check_writable("results")
+        outputs.check_writable("results")
     except InputError as err:
         sys.exit(f"attnlens: error: {err}")
 
@@ -93,7 +102,7 @@ def keys(**sections):
     ``keys(attribution=["n_steps", "target"], figures=["dpi"])``; a dotted name reaches into a nested
     section (``keys(pairs=["attribution.layer"])``). Snakemake re-runs a job when its params change, so
     changing a key re-runs exactly the rules that list it (and what depends on their outputs); a rule
-    that reads a key it does not list fails (``attnlens.config.ConfigKeyNotGiven``). In a grid, a function of
+    that reads a key it does not list fails (``attnlens.pipeline.config.ConfigKeyNotGiven``). In a grid, a function of
     the job's wildcards: the values of its run."""
     if GRID is None:
         return job_keys(None, **sections)
@@ -106,7 +115,7 @@ def shards(section, pattern):
     value = config
     for part in section.split("."):
         value = value[part]
-    return targets.shard_paths(at(pattern), value["n_shards"])
+    return outputs.shard_paths(at(pattern), value["n_shards"])
 
 
 def report_figure(stem, caption, category, subcategory, **labels):
@@ -145,7 +154,7 @@ def train_launcher(wildcards, resources):
     methods = getattr(workflow.deployment_settings, "deployment_method", ()) or ()
     python = "python" if DeploymentMethod.CONDA in methods else sys.executable
     script = CHECKOUT / "workflow" / "scripts" / "train_classifier.py"
-    return targets.launch_command(python, script, int(resources.get("gpu", 0) or 0))
+    return outputs.launch_command(python, script, int(resources.get("gpu", 0) or 0))
 
 
 def exact_model(wildcards):
@@ -172,49 +181,49 @@ def for_run(paths, wildcards):
 
 def explanation_shards(wildcards):
     """The explain shards, when explanations.methods is not empty (the explorer's overlays)."""
-    if targets.explains(config):
+    if outputs.explains(config):
         return {"explanations": for_run(shards("explanations", "results/explanations/shard{shard}.parquet"), wildcards)}
     return {}
 
 
 def every_target_explanations(wildcards):
     """The explain shards, when the methods explain every target (explanations.targets every)."""
-    return explanation_shards(wildcards) if targets.explains_every_target(config) else {}
+    return explanation_shards(wildcards) if outputs.explains_every_target(config) else {}
 
 
 def explained_rankings(wildcards):
     """The explain shards, when faithfulness.rankings names a ranking read from them."""
-    return explanation_shards(wildcards) if targets.ranks_explanations(config) else {}
+    return explanation_shards(wildcards) if outputs.ranks_explanations(config) else {}
 
 
 def trains_classifier():
     """Whether the run fine-tunes its classifier (every model.source but an existing classifier)."""
-    return targets.trains_classifier(config["model"])
+    return outputs.trains_classifier(config["model"])
 
 
 def get_final_outputs():
-    """Everything the `all` rule builds (attnlens.targets.final_outputs)."""
-    return targets.final_outputs(config, GRID)
+    """Everything the `all` rule builds (attnlens.pipeline.outputs.final_outputs)."""
+    return outputs.final_outputs(config, GRID)
 
 
 def manifests():
     """The run's manifest (each run's, in a grid)."""
-    return targets.manifests(GRID)
+    return outputs.manifests(GRID)
 
 
 def manifest_targets(wildcards):
     """What the manifest of a run records, the run's outputs (every output of `rule all` without a grid)."""
-    return get_final_outputs() if GRID is None else targets.outputs_of_run(config, GRID.representative(wildcards))
+    return get_final_outputs() if GRID is None else outputs.outputs_of_run(config, GRID.representative(wildcards))
 
 
 def findings_inputs(wildcards):
     """What rule findings reads of each run (one list per artifact, in the order of the grid's runs)."""
-    return targets.findings_inputs(config, GRID)
+    return outputs.findings_inputs(config, GRID)
 
 
 def grid_runs():
     """The grid's runs as the findings list them in runs.csv."""
-    return targets.grid_runs(GRID)
+    return outputs.grid_runs(GRID)
 
 
 wildcard_constraints:

@@ -3,14 +3,14 @@
 Not named bottleneck.py: Snakemake puts this folder on sys.path, and pandas imports `bottleneck`.
 """
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
 from pathlib import Path
 
-from attnlens.config import rule_section
-from attnlens.runtime import rule_job
+from attnlens.pipeline.config import rule_section
+from attnlens.pipeline.runtime import rule_job
 from attnlens.stages.topology import run_bottleneck_distances
 
 with rule_job(snakemake):

@@ -1,11 +1,11 @@
 """Snakemake adapter for rule extract_attention (one shard)."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
-from attnlens.config import rule_section
-from attnlens.runtime import rule_job, use_threads
+from attnlens.pipeline.config import rule_section
+from attnlens.pipeline.runtime import rule_job, use_threads
 from attnlens.stages.attention import run_extract_attention
 
 with rule_job(snakemake):

@@ -1,11 +1,11 @@
 """Snakemake adapter for rule manifest."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
-from attnlens.grid import job_config
-from attnlens.runtime import rule_job
+from attnlens.pipeline.grid import job_config
+from attnlens.pipeline.runtime import rule_job
 from attnlens.stages.report import run_manifest
 
 with rule_job(snakemake):

@@ -1,10 +1,10 @@
 """Snakemake adapter for rule pair_tables."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
-from attnlens.runtime import rule_job
+from attnlens.pipeline.runtime import rule_job
 from attnlens.stages.report import run_pair_tables
 
 with rule_job(snakemake):

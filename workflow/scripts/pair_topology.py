@@ -1,13 +1,13 @@
 """Snakemake adapter for rule pair_topology."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
 from pathlib import Path
 
-from attnlens.config import rule_section
-from attnlens.runtime import rule_job, use_threads
+from attnlens.pipeline.config import rule_section
+from attnlens.pipeline.runtime import rule_job, use_threads
 from attnlens.stages.pairs import run_pair_topology
 
 with rule_job(snakemake):

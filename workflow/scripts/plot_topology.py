@@ -1,11 +1,11 @@
 """Snakemake adapter for rule plot_topology."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
-from attnlens.config import rule_section
-from attnlens.runtime import rule_job
+from attnlens.pipeline.config import rule_section
+from attnlens.pipeline.runtime import rule_job
 from attnlens.stages.report import run_plot_topology
 
 with rule_job(snakemake):

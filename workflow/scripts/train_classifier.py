@@ -1,8 +1,8 @@
 """Adapter for rule train_classifier: a command (not a `script:`), so `accelerate launch` can start one per GPU."""
 
-from attnlens.jobserver import forward
+from attnlens.pipeline.jobserver import forward
 
-forward()  # a warm job server, where one is up, runs this job (attnlens.jobserver)
+forward()  # a warm job server, where one is up, runs this job (attnlens.pipeline.jobserver)
 
 import sys
 

@@ -1,6 +1,6 @@
 """What the attribution rules write and read back: the shards of ``attribute``, ``attribute_embeddings`` and
 ``explain`` — their schemas and columns, and the readers (the methods' names, labels and signs:
-:mod:`attnlens.methods`).
+:mod:`attnlens.attribution.methods`).
 
 Plain pandas and pyarrow: the rules that tabulate and draw attributions read them without loading a model
 (the computations: :mod:`attnlens.attribution.ig`, :mod:`attnlens.attribution.explanations`).
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from attnlens.attribution.methods import method_names
 from attnlens.io import load_parquet, load_shards
-from attnlens.methods import method_names
 from attnlens.tasks import Task
 
 # --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------

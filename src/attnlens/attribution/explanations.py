@@ -64,9 +64,9 @@ from attnlens.attention.band import Band, layer_configuration, received_attentio
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
 from attnlens.attribution.attnlrp import attnlrp_batch
 from attnlens.attribution.ig import Inputs, stack_inputs
+from attnlens.attribution.methods import PASSES, REGISTRY, get_method
 from attnlens.attribution.removal import copies_probe
 from attnlens.device import batch_size, synchronize
-from attnlens.methods import PASSES, REGISTRY, get_method
 from attnlens.models import architecture
 from attnlens.models.base import hidden_state
 from attnlens.registry import Registry
@@ -329,7 +329,7 @@ class Scored:
     delta: float | None = None
 
 
-#: ``{pass name: run(example) -> shared}`` for every pass of :data:`attnlens.methods.PASSES`.
+#: ``{pass name: run(example) -> shared}`` for every pass of :data:`attnlens.attribution.methods.PASSES`.
 PASS_RUNNERS: Registry[Callable[[Example], Any]] = Registry("shared passes", "methods.PASSES")
 #: ``{method name: scores(example, shared) -> Scored}``, one per registered method.
 SCORERS: Registry[Callable[[Example, Any], Scored]] = Registry("methods' scorers", "explanations.methods")
@@ -343,12 +343,12 @@ BATCH_SCORERS: Registry[Callable[[Sequence[Example]], list[Scored]]] = Registry(
 def runs_pass(name: str):
     """Register the function that runs the shared pass ``name`` for one example."""
     if name not in PASSES:
-        raise ValueError(f"no pass {name!r} in attnlens.methods.PASSES")
+        raise ValueError(f"no pass {name!r} in attnlens.attribution.methods.PASSES")
     return PASS_RUNNERS.register(name)
 
 
 def scorer(name: str):
-    """Register the computation of the method ``name`` (its card registered in :mod:`attnlens.methods`):
+    """Register the computation of the method ``name`` (its card registered in :mod:`attnlens.attribution.methods`):
     ``scores(example, shared) -> Scored``, ``shared`` the output of the pass the card needs."""
     get_method(name)
     return SCORERS.register(name)
@@ -506,11 +506,11 @@ def explain_example(
     occlusion_max_tokens: int = 48,
     batch_size: int = 8,
 ) -> Explanation:
-    """Scores of every method in ``methods`` (names of :data:`attnlens.methods.REGISTRY`) for one
+    """Scores of every method in ``methods`` (names of :data:`attnlens.attribution.methods.REGISTRY`) for one
     example (``inputs`` as IG prepares them).
 
     Each shared pass a requested method needs runs once, in the order of
-    :data:`~attnlens.methods.PASSES`, and its methods are scored from it in registry order. The
+    :data:`~attnlens.attribution.methods.PASSES`, and its methods are scored from it in registry order. The
     cost of a method is the wall time of its pass plus its own computation (a shared pass is counted for every
     method that uses it). ``forward_seconds`` is one plain forward, the unit of the leaderboard's cost ratio.
     """

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from attnlens.data import example_rng
+from attnlens.sharding import example_rng
 
 if TYPE_CHECKING:  # light: the curves' rules import this module without torch
-    from attnlens.prediction import Encoded
+    from attnlens.classifier.prediction import Encoded
 
 FAITHFULNESS_SCHEMA = "faithfulness/v1"
 PLAUSIBILITY_SCHEMA = "plausibility/v1"
@@ -85,7 +85,8 @@ def evidence_labels(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[in
 
 
 def example_evidence(encoded: Encoded, index: int, input_ids: Sequence[int], spans, example_id: str = "") -> np.ndarray:
-    """``(n,)`` bool: the tokens of example ``index`` of ``encoded`` (:func:`attnlens.prediction.encode_examples`) that
+    """``(n,)`` bool: the tokens of example ``index`` of ``encoded``
+    (:func:`attnlens.classifier.prediction.encode_examples`) that
     overlap a planted evidence span (character offsets of its ``text``), checked to be the ``input_ids`` explained."""
     if encoded.input_ids[index] != [int(i) for i in input_ids]:
         raise ValueError(f"{example_id}: re-encoding the text for character offsets gave different token ids")

@@ -32,12 +32,12 @@ import torch
 from captum.attr import LayerIntegratedGradients
 
 from attnlens.attribution.artifacts import EMBEDDING_LAYERS
+from attnlens.classifier.selection import PREDICTIONS_SCHEMA
+from attnlens.data.tokens import structural_ids
 from attnlens.device import autocast_dtype, batch_size
 from attnlens.io import load_parquet
 from attnlens.models import architecture
-from attnlens.selection import PREDICTIONS_SCHEMA
 from attnlens.tasks import Task, task_of
-from attnlens.tokens import structural_ids
 
 
 class ReadoutForward(torch.nn.Module):
@@ -128,7 +128,8 @@ def prepare_inputs(model, tokenizer, ids: Sequence[int], device="cpu") -> Inputs
 
 def stack_inputs(inputs: Sequence[Inputs], pad_id: int) -> Inputs:
     """Several examples' :class:`Inputs` as one right-padded batch ``(b, n_max)``, as the predictions are batched
-    (:meth:`attnlens.prediction.Encoded.batch`): ids and baselines padded with ``pad_id``, the attention mask with 0,
+    (:meth:`attnlens.classifier.prediction.Encoded.batch`): ids and baselines padded with ``pad_id``, the attention
+    mask with 0,
     the architecture's per-token arguments (a global-attention mask) with 0, and the position ids of the longest
     example for every row (each example's are a prefix of them: positions count from the first token)."""
     width = max(x.input_ids.shape[1] for x in inputs)

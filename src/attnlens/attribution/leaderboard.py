@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlens.data import example_rng
+from attnlens.sharding import example_rng
 from attnlens.similarity.metrics import chance_stats, fixed_agreement, permutations, rbo_name
 from attnlens.stats import bootstrap_means, not_computable, paired_wilcoxon
 

@@ -11,8 +11,8 @@ import pandas as pd
 import torch
 
 from attnlens.attribution.faithfulness import kept
+from attnlens.classifier.prediction import Encoded
 from attnlens.models import architecture
-from attnlens.prediction import Encoded
 from attnlens.stats import n_top
 from attnlens.tasks import task_of
 

@@ -10,7 +10,7 @@ Over the runs of a grid:
 * :func:`rankings` and :func:`concordance` — each run's ranking of the explanation methods by each leaderboard
   column, and Kendall's W of those rankings across runs;
 * :func:`statements` — every ordinal statement a single run's tables make, counted over the runs and judged
-  by :func:`attnlens.findings.stats.verdict`: one method above another on a leaderboard column, masked
+  by :func:`attnlens.findings.verdicts.verdict`: one method above another on a leaderboard column, masked
   agreement above unmasked, a metric above its chance level, the topology gap above 0 and 1-NN accuracy above the
   majority rate. A statement is stated the way most runs go, so "A above B" and "B above A" are one statement.
 """
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attribution.leaderboard import higher_is_better
-from attnlens.findings.stats import kendall_w, verdict
+from attnlens.findings.verdicts import kendall_w, verdict
 from attnlens.tasks import get_task
 
 #: One row per headline quantity of one run.

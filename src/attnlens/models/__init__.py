@@ -1,4 +1,4 @@
-"""The model seam: one :class:`~attnlens.models.base.Architecture` per encoder family, found by ``model_type``.
+"""The model seam: one :class:`~attnlens.models.base.Architecture` per model family, found by ``model_type``.
 
 :func:`architecture` is how every stage and numerics module reaches what differs between architectures
 (forward arguments, embedding layers, head groups, attention in its native sparse form); the loaders in

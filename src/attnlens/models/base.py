@@ -1,6 +1,6 @@
 """What attnlens needs to know about one architecture: the model seam.
 
-The stages and the numerics never name an architecture. Everything that differs between encoder
+The stages and the numerics never name an architecture. Everything that differs between model
 families goes through one :class:`Architecture` object, chosen by ``config.json``'s ``model_type``
 (:func:`attnlens.models.architecture`). Longformer (:mod:`attnlens.models.longformer`) is the first.
 
@@ -75,7 +75,7 @@ class RelevanceWiring:
 
 
 class Architecture(ABC):
-    """One encoder family behind the seam (see the module docstring for what a new one provides)."""
+    """One model family behind the seam, an encoder or a decoder (the module docstring: what a new one provides)."""
 
     #: Its family (:data:`attnlens.families.FAMILIES`), given as ``class X(Architecture, family="<name>")``.
     family: ClassVar[Family]

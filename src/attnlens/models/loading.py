@@ -23,7 +23,7 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from attnlens.config import ModelConfig
+from attnlens.data.tokens import TEXT_AS_TEXT
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
 from attnlens.models.base import Architecture
@@ -32,8 +32,8 @@ from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
 from attnlens.models.llama.scratch import decoder_from_config
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
+from attnlens.pipeline.config import ModelConfig
 from attnlens.tasks import task_of
-from attnlens.tokens import TEXT_AS_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,8 @@ def readable_checkpoint(folder: str | Path) -> Iterator[None]:
 
 
 def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
-    """Load a saved tokenizer (fast when available) that reads text as text (:data:`attnlens.tokens.TEXT_AS_TEXT`)."""
+    """Load a saved tokenizer (fast when available) that reads text as text
+    (:data:`attnlens.data.tokens.TEXT_AS_TEXT`)."""
     with readable_checkpoint(path):
         return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
 

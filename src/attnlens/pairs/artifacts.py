@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from attnlens.corpus import generate_pairs
-from attnlens.data import compute_split, read_table
+from attnlens.data.corpus import generate_pairs
+from attnlens.data.sources import compute_split, read_table
 from attnlens.errors import InputError
 from attnlens.io import load_parquet, load_shards
 
@@ -77,7 +77,7 @@ def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
 
 
 def load_pair_source(cfg) -> tuple[pd.DataFrame, str]:
-    """The pairs of ``pairs.data`` (a :class:`~attnlens.config.PairDataConfig`) and where they came from."""
+    """The pairs of ``pairs.data`` (a :class:`~attnlens.pipeline.config.PairDataConfig`) and where they came from."""
     if cfg.source == "synthetic":
         syn = cfg.synthetic
         df = generate_pairs(syn.n_pairs, cfg.seed, syn.n_filler, syn.n_phrases)

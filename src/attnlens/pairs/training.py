@@ -10,8 +10,8 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
+from attnlens.classifier.training import seed_everything
 from attnlens.pairs.encoder import SiameseEncoder, pooled_embeddings
-from attnlens.train import seed_everything
 
 logger = logging.getLogger(__name__)
 

@@ -39,10 +39,10 @@ import torch
 from attnlens.attention.band import Band, received_attention, topk_attended, topk_attending
 from attnlens.attention.full import Combination
 from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
-from attnlens.methods import label, signed
+from attnlens.attribution.methods import label, signed
+from attnlens.data.tokens import structural_ids, surface_pieces
 from attnlens.render.escape import csp_meta, html_text, script_json
 from attnlens.tasks import CLASSIFICATION, Task
-from attnlens.tokens import structural_ids, surface_pieces
 
 EXPLORER_SCHEMA = "explorer/v2"  # v2: a target selector (meta "targets", arrays attribution_t<k>, evidence_t<k>)
 #: int16 offset meaning "no partner" (fewer than k partners with non-zero attention).
@@ -156,7 +156,7 @@ def document_for(
     """Assemble one example's page from the pipeline's artifacts; ``class_names``: the names of the model's
     outputs (:meth:`attnlens.tasks.Task.output_names`), read as ``task`` says (:meth:`~attnlens.tasks.Task.outcome`);
     ``notes``: lines the page's header shows (what was cut, a high share of unknown tokens:
-    attnlens.data.document_reading). ``attribution_row`` and ``evidence`` are the headline target's;
+    attnlens.data.sources.document_reading). ``attribution_row`` and ``evidence`` are the headline target's;
     ``other_targets``: ``(attribution row, evidence)`` of each other explained output, in rank order, which the
     page's target selector shows."""
     eid = example["example_id"]

@@ -26,10 +26,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from attnlens.data.tokens import structural_mask, surface_pieces
 from attnlens.io import atomic_path, write_csv, write_sidecar
 from attnlens.render.escape import csp_meta, html_text, latex_escape
 from attnlens.render.figures import figure_metadata
-from attnlens.tokens import structural_mask, surface_pieces
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from attnlens.data.tokens import display_tokens
 from attnlens.io import atomic_path, write_csv, write_sidecar
 from attnlens.render.escape import latex_escape, markdown_cell
 from attnlens.similarity.aggregate import GROUP
 from attnlens.similarity.metrics import MODES
 from attnlens.similarity.paper import LAYER_LABELS, MASKED_WITH, PaperMetric
 from attnlens.stats import MIN_BOOTSTRAP, bootstrap_means, not_computable
-from attnlens.tokens import display_tokens
 
 #: Tokens seen fewer times than this are left out of the mean-per-occurrence ranking (too noisy).
 MIN_OCCURRENCES = 3

@@ -40,16 +40,16 @@ import pyarrow as pa
 
 from attnlens.attention.kernels import concordance_kernel
 from attnlens.attention.layers import LAYER_CONFIGURATIONS, layer_slice
-from attnlens.data import example_rng
+from attnlens.data.tokens import structural_mask, token_mask
 from attnlens.errors import InputError
 from attnlens.io import load_shards
+from attnlens.sharding import example_rng
 from attnlens.stats import (
     cosine,
     n_top,
     pearson,
     permutation_p_value,
 )
-from attnlens.tokens import structural_mask, token_mask
 
 MASKS = ("none", "legacy", "fixed")
 MODES = ("legacy", "fixed")

@@ -17,10 +17,7 @@ from attnlens.attention.summaries import (
     position_counts,
     query_attention,
 )
-from attnlens.config import AttentionConfig, ImportanceConfig
-from attnlens.data import load_examples, shard_of
-from attnlens.device import place
-from attnlens.importance import (
+from attnlens.classifier.importance import (
     FIXED_DEVIATIONS,
     IMPORTANCE_SCHEMA,
     estimate_head_importance,
@@ -28,11 +25,15 @@ from attnlens.importance import (
     importance_matrices,
     zero_heads,
 )
+from attnlens.classifier.prediction import encode_examples
+from attnlens.classifier.selection import load_selection
+from attnlens.data.sources import load_examples
+from attnlens.device import place
 from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_examples
-from attnlens.selection import load_selection
+from attnlens.pipeline.config import AttentionConfig, ImportanceConfig
+from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,9 @@ from attnlens.attribution.ig import (
     prepare_inputs,
     step_range,
 )
-from attnlens.config import AttributionConfig
-from attnlens.data import load_examples, shard_of
+from attnlens.classifier.prediction import encode_examples
+from attnlens.classifier.selection import load_selection
+from attnlens.data.sources import load_examples
 from attnlens.device import batch_size, place, precision_name, synchronize
 from attnlens.io import (
     StrPath,
@@ -41,8 +42,8 @@ from attnlens.io import (
 )
 from attnlens.models import architecture
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_examples
-from attnlens.selection import load_selection
+from attnlens.pipeline.config import AttributionConfig
+from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
 
 logger = logging.getLogger(__name__)

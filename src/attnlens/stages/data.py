@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from attnlens.config import DataConfig, ModelConfig
-from attnlens.data import (
+from attnlens.data.layouts import left_out_note
+from attnlens.data.sources import (
     EXAMPLES_SCHEMA,
     MANIFEST_SCHEMA,
     RATIONALES_SCHEMA,
@@ -17,10 +17,10 @@ from attnlens.data import (
     unknown_note,
     unknown_tokens,
 )
-from attnlens.data_layouts import left_out_note
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
 from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
+from attnlens.pipeline.config import DataConfig, ModelConfig
 from attnlens.tasks import get_task, task_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,8 @@ def run_prepare_dataset(
     ``model.max_length`` (the checkpoint's own length when it is null) are cut there by every later stage, and
     the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
     ``results/run_notes.csv``) count what was cut, and the rows ``data.layout`` left out. They also state the share
-    of ``[UNK]`` among each split's content tokens, with a warning above :data:`attnlens.data.UNKNOWN_WARN_SHARE`.
+    of ``[UNK]`` among each split's content tokens, with a warning above
+    :data:`attnlens.data.sources.UNKNOWN_WARN_SHARE`.
     An existing classifier (``model.source: classifier``) must predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)

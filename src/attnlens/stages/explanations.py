@@ -24,14 +24,14 @@ from attnlens.attribution.explanations import (
 )
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.sanity import SANITY_SCHEMA, layers_of, levels, sanity_rows
-from attnlens.config import ExplanationsConfig, FindingsConfig
-from attnlens.data import shard_of
+from attnlens.data.tokens import structural_mask
 from attnlens.device import place
 from attnlens.io import StrPath, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_classifier
 from attnlens.models.randomisation import randomise_top
-from attnlens.tokens import structural_mask
+from attnlens.pipeline.config import ExplanationsConfig, FindingsConfig
+from attnlens.sharding import shard_of
 
 logger = logging.getLogger(__name__)
 

@@ -21,20 +21,20 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
+from attnlens.attribution.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.attribution.removal import copies_probe, evaluate_example
-from attnlens.config import FaithfulnessConfig
-from attnlens.data import load_examples
+from attnlens.classifier.prediction import encode_examples
+from attnlens.data.sources import load_examples
+from attnlens.data.tokens import structural_mask
 from attnlens.device import batch_size, place
 from attnlens.io import (
     StrPath,
     provenance,
     save_parquet,
 )
-from attnlens.methods import CONTROL, REFERENCE, ranking_source
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_examples
+from attnlens.pipeline.config import FaithfulnessConfig
 from attnlens.tasks import task_of
-from attnlens.tokens import structural_mask
 
 logger = logging.getLogger(__name__)
 

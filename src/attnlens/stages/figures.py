@@ -15,10 +15,12 @@ from attnlens.attention.band import bin_cells, binned_image, layer_configuration
 from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import example_evidence
-from attnlens.config import ExplorerConfig, FiguresConfig
-from attnlens.data import load_examples
+from attnlens.classifier.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
+from attnlens.classifier.prediction import encode_examples
+from attnlens.classifier.selection import SELECTION_SCHEMA, load_selection, outcome_text, role_left_out
+from attnlens.data.sources import load_examples
+from attnlens.data.tokens import display_tokens, stopword_source, token_mask
 from attnlens.errors import InputError
-from attnlens.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
 from attnlens.io import (
     StrPath,
     artifact_provenance,
@@ -32,7 +34,7 @@ from attnlens.io import (
     save_tensors,
 )
 from attnlens.models.loading import load_tokenizer
-from attnlens.prediction import encode_examples
+from attnlens.pipeline.config import ExplorerConfig, FiguresConfig
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 from attnlens.render.figures import (
     plot_attention_grid,
@@ -43,9 +45,7 @@ from attnlens.render.figures import (
     plot_topk_counts,
 )
 from attnlens.render.overlays import build_overlay, write_overlay
-from attnlens.selection import SELECTION_SCHEMA, load_selection, outcome_text, role_left_out
 from attnlens.tasks import get_task
-from attnlens.tokens import display_tokens, stopword_source, token_mask
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from attnlens.attribution.leaderboard import LEADERBOARD_SCHEMA
 from attnlens.attribution.sanity import SANITY_SCHEMA
-from attnlens.config import FiguresConfig, FindingsConfig
+from attnlens.classifier.selection import PREDICTIONS_SCHEMA
 from attnlens.findings.statements import (
     RUN_COLUMNS,
     concordance,
@@ -23,8 +23,8 @@ from attnlens.findings.statements import (
     statements,
 )
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
+from attnlens.pipeline.config import FiguresConfig, FindingsConfig
 from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
-from attnlens.selection import PREDICTIONS_SCHEMA
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA
 
 logger = logging.getLogger(__name__)

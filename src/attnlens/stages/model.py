@@ -9,17 +9,17 @@ import os
 
 from accelerate import PartialState
 
-from attnlens.config import ModelConfig, PredictConfig, TrainConfig, rule_section
-from attnlens.data import MANIFEST_SCHEMA, load_examples
+from attnlens.classifier.prediction import encode_examples, predict_logits
+from attnlens.classifier.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
+from attnlens.classifier.training import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
+from attnlens.data.sources import MANIFEST_SCHEMA, load_examples
 from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model, import_classifier, load_classifier
-from attnlens.prediction import encode_examples, predict_logits
-from attnlens.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
-from attnlens.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
+from attnlens.pipeline.config import ModelConfig, PredictConfig, TrainConfig, rule_section
+from attnlens.pipeline.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.tasks import get_task, output_labels, task_of
-from attnlens.train import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.config import PairDataConfig, PairsConfig
-from attnlens.data import shard_of
+from attnlens.data.tokens import display_tokens
 from attnlens.errors import InputError
 from attnlens.io import (
     StrPath,
@@ -40,9 +39,10 @@ from attnlens.pairs.artifacts import (
 from attnlens.pairs.encoder import PAIR_MODEL_FILE, SiameseEncoder, pair_inputs
 from attnlens.pairs.jacobians import QUADRATURES, attribute_pair
 from attnlens.pairs.training import train_pair_encoder
+from attnlens.pipeline.config import PairDataConfig, PairsConfig
 from attnlens.render.tables import write_table
+from attnlens.sharding import shard_of
 from attnlens.stats import rank_correlation
-from attnlens.tokens import display_tokens
 from attnlens.topology.persistence import bottleneck
 from attnlens.topology.pooling import text_topology
 

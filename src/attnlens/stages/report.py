@@ -4,7 +4,7 @@ similarity Tables 1–4 and figures, the persistence diagrams' figures, the pair
 ``results/manifest.json``.
 
 Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
-:class:`~attnlens.tokens.Vocabulary` (``tests/test_startup.py``).
+:class:`~attnlens.data.tokens.Vocabulary` (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -34,16 +34,11 @@ from attnlens.attribution.leaderboard import (
     metrics,
 )
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
-from attnlens.config import (
-    ExplanationsConfig,
-    FaithfulnessConfig,
-    FiguresConfig,
-    PairsConfig,
-    SimilarityConfig,
-    TopologyConfig,
-)
-from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
-from attnlens.data import load_examples
+from attnlens.attribution.methods import CONTROL, REFERENCE
+from attnlens.classifier.selection import load_selection, outcome_text, showcased_once
+from attnlens.data.sources import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
+from attnlens.data.sources import load_examples
+from attnlens.data.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
 from attnlens.errors import InputError
 from attnlens.io import (
     StrPath,
@@ -62,8 +57,6 @@ from attnlens.io import (
     write_csv,
     write_sidecar,
 )
-from attnlens.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
-from attnlens.methods import CONTROL, REFERENCE
 from attnlens.pairs.artifacts import (
     PAIR_CONVERGENCE_SCHEMA,
     PAIR_MATRICES_SCHEMA,
@@ -73,6 +66,15 @@ from attnlens.pairs.artifacts import (
     matrix_key,
     showcased_pairs,
 )
+from attnlens.pipeline.config import (
+    ExplanationsConfig,
+    FaithfulnessConfig,
+    FiguresConfig,
+    PairsConfig,
+    SimilarityConfig,
+    TopologyConfig,
+)
+from attnlens.pipeline.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 from attnlens.render.figures import (
     plot_distance_matrix,
     plot_faithfulness_curves,
@@ -109,12 +111,10 @@ from attnlens.render.tables import (
     top_tokens,
     write_table,
 )
-from attnlens.selection import load_selection, outcome_text, showcased_once
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA, paired_tests, summarise
 from attnlens.similarity.metrics import DEVIATIONS, HEADS_SCHEMA, HEADS_TYPES, load_similarity
 from attnlens.similarity.paper import MASKED_WITH, legacy_means_layout, masking_increase, paper_metrics
 from attnlens.tasks import get_task
-from attnlens.tokens import load_vocabulary, stopword_source, structural_ids, surface_pieces, token_mask
 from attnlens.topology.persistence import BOTTLENECK_SCHEMA, TWO_LN2, load_diagrams
 
 logger = logging.getLogger(__name__)

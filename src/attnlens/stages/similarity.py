@@ -14,11 +14,14 @@ import pandas as pd
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations
 from attnlens.attribution.faithfulness import evidence_labels
-from attnlens.config import FiguresConfig, SimilarityConfig
-from attnlens.data import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
-from attnlens.data import load_examples
+from attnlens.attribution.methods import REFERENCE, method_names
+from attnlens.classifier.importance import load_importance_modes
+from attnlens.classifier.prediction import encode_examples
+from attnlens.classifier.selection import load_selection, outcome_text, showcased_once
+from attnlens.data.sources import MANIFEST_SCHEMA as SPLIT_MANIFEST_SCHEMA
+from attnlens.data.sources import load_examples
+from attnlens.data.tokens import display_tokens, structural_mask
 from attnlens.errors import InputError
-from attnlens.importance import load_importance_modes
 from attnlens.io import (
     StrPath,
     atomic_dir,
@@ -30,13 +33,11 @@ from attnlens.io import (
     save_parquet,
     write_sidecar,
 )
-from attnlens.methods import REFERENCE, method_names
 from attnlens.models.loading import load_tokenizer, model_architecture
-from attnlens.prediction import encode_examples
+from attnlens.pipeline.config import FiguresConfig, SimilarityConfig
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_target_agreement
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
-from attnlens.selection import load_selection, outcome_text, showcased_once
 from attnlens.similarity.metrics import (
     COLUMNS,
     DEVIATIONS,
@@ -61,7 +62,6 @@ from attnlens.similarity.per_target import PAIR_COLUMNS, pair_agreement, target_
 from attnlens.similarity.regions import ROW_COLUMNS as REGION_ROWS
 from attnlens.similarity.regions import query_attention_table, query_rows, region_masks
 from attnlens.tasks import get_task
-from attnlens.tokens import display_tokens, structural_mask
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ import pandas as pd
 import torch
 
 from attnlens.attention.layers import layer_slice
-from attnlens.config import TopologyConfig
-from attnlens.data import load_examples, shard_of
+from attnlens.classifier.prediction import encode_examples
+from attnlens.data.sources import load_examples
+from attnlens.data.tokens import display_tokens, structural_mask
 from attnlens.device import place
 from attnlens.io import (
     StrPath,
@@ -24,10 +25,10 @@ from attnlens.io import (
 )
 from attnlens.models import architecture, forward_bands
 from attnlens.models.loading import load_classifier
-from attnlens.prediction import encode_examples
+from attnlens.pipeline.config import TopologyConfig
 from attnlens.render.tables import write_table
+from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
-from attnlens.tokens import display_tokens, structural_mask
 from attnlens.topology.persistence import (
     BOTTLENECK_SCHEMA,
     DIAGRAMS_SCHEMA,

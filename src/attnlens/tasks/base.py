@@ -43,7 +43,7 @@ class Task(ABC):
     #: the columns a split frame keeps beyond ``example_id``, ``text`` and ``label`` (a question)
     extra_columns: ClassVar[tuple[str, ...]] = ()
     #: whether :meth:`logits` has a token axis last (``(batch, k, n)``: a start and an end logit per token), which
-    #: batched inference pads with ``-inf`` (:func:`attnlens.prediction.predict_logits`)
+    #: batched inference pads with ``-inf`` (:func:`attnlens.classifier.prediction.predict_logits`)
     token_logits: ClassVar[bool] = False
     explains: ClassVar[str]  # what the readout F is, as the docs and the report say it
     readout_label: ClassVar[str]  # F on a figure's axis
@@ -56,7 +56,8 @@ class Task(ABC):
     #: the test metrics the findings compare across runs: ``(name, key in metrics.json, higher is better)``
     headline_metrics: ClassVar[tuple[tuple[str, str, bool], ...]]
     #: the column the task's own datasets keep their labels in (SQuAD's ``answers``), read where the column
-    #: ``data.label_column`` names is not in the file (:func:`attnlens.data.label_column`); ``None``: no such name
+    #: ``data.label_column`` names is not in the file (:func:`attnlens.data.sources.label_column`); ``None``: no such
+    #: name
     dataset_label_column: ClassVar[str | None] = None
     #: whether a dataset may give one 0/1 column per label (``data.label_columns``)
     label_per_column: ClassVar[bool] = False
@@ -153,7 +154,7 @@ class Task(ABC):
     def head_labels(self, labels: np.ndarray, encoded) -> dict[str, np.ndarray]:
         """The labels as the model's forward takes them, by keyword, one row per example (``labels``; a QA head's
         ``start_positions`` and ``end_positions``): ``encoded`` is the examples' tokenisation
-        (:class:`attnlens.prediction.Encoded`), for labels that are token positions."""
+        (:class:`attnlens.classifier.prediction.Encoded`), for labels that are token positions."""
         return {"labels": self.training_labels(labels)}
 
     @abstractmethod

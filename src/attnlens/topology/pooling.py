@@ -11,7 +11,7 @@ from scipy import sparse
 
 from attnlens.attention.band import Band
 from attnlens.attention.layers import layer_slice
-from attnlens.tokens import display_tokens, structural_mask
+from attnlens.data.tokens import display_tokens, structural_mask
 from attnlens.topology.persistence import example_topology
 
 POOLINGS = ("chunks", "sentences", "none")

@@ -17,9 +17,9 @@ import torch
 # only by the jobs that build or run a model, not by those that need just the tokenizer.
 import transformers
 
-from attnlens.config import check_window_fits
 from attnlens.errors import InputError
 from attnlens.models.conversion import bert_shape, classifier_from_pooler, encoder_weights, load_converted
+from attnlens.pipeline.config import check_window_fits
 
 
 def validate_window(max_length: int, attention_window: int | list[int], n_layers: int | None = None) -> list[int]:

@@ -1,6 +1,6 @@
 // attnlens explorer: decodes the data embedded in this page and draws it. No network, no server.
-// Every number shown was computed by attnlens (src/attnlens/explorer.py); this script only decodes,
-// colours and navigates. Layout of the data: see encode_partners / payload in explorer.py.
+// Every number shown was computed by attnlens (src/attnlens/render/explorer.py); this script only decodes,
+// colours and navigates. Layout of the data: see encode_partners / payload in render/explorer.py.
 "use strict";
 (function () {
   const meta = JSON.parse(document.getElementById("attnlens-meta").textContent);

@@ -1,6 +1,6 @@
 """``results/manifest.json``: every artifact of a run, the rule that made it and the hashes of its inputs.
 
-Each rule job leaves a record next to its log (:func:`attnlens.runtime.write_job_record`: rule,
+Each rule job leaves a record next to its log (:func:`attnlens.pipeline.runtime.write_job_record`: rule,
 wildcards, input and output paths). The manifest starts from the run's final targets and follows
 the records back through every input, so it lists exactly the artifacts the current run depends
 on — stale records of files no longer produced are never reached. For every artifact it gives the

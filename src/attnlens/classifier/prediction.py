@@ -1,5 +1,5 @@
 """Tokenising and batched inference (what the outputs mean and their metrics: :mod:`attnlens.tasks`; the showcased
-examples: :mod:`attnlens.selection`)."""
+examples: :mod:`attnlens.classifier.selection`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ and a whole grid's targets, what the findings read of every run, and which optio
 
 ``workflow/rules/common.smk`` calls these with its ``config`` and ``GRID`` (and keeps only what needs Snakemake's
 own objects: ``report()``, ``directory()``, wildcards); they return one-run paths (``results/…``) or, for a grid,
-each run's own (:func:`attnlens.grid.resolve_path`). Plain Python: the planner loads no model library.
+each run's own (:func:`attnlens.pipeline.grid.resolve_path`). Plain Python: the planner loads no model library.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnlens.attribution.methods import ranking_source
 from attnlens.errors import InputError
-from attnlens.grid import Grid, Run, resolve_path, trains_classifier
-from attnlens.methods import ranking_source
+from attnlens.pipeline.grid import Grid, Run, resolve_path, trains_classifier
 
 #: The top-k tables of ``attention_figures`` (``results/paper/tables/topk_<name>.csv``): the keys of
 #: :data:`attnlens.attention.summaries.TOPK_COLUMNS`, a module the planner does not load (tests/test_targets.py).

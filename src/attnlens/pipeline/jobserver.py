@@ -19,7 +19,7 @@ Snakemake ended) takes its fork with it, and so does the server when it goes (ea
 the server goes when the Snakemake that started it does. Where no server answers (none started, a SLURM job, a
 socket not bound yet because the server is still importing) :func:`forward` returns at once and the script runs
 in its own process as before. ``ATTNLENS_WARM_JOBS=0`` switches the server off. A server that outlives one run
-(``python -m attnlens.jobserver SOCKET``, ended by closing its standard input; the test suite keeps one for its
+(``python -m attnlens.pipeline.jobserver SOCKET``, ended by closing its standard input; the test suite keeps one for its
 session) serves every local run whose environment names its socket: those runs start none of their own.
 
 Who may hand a job over: the request is plain data (JSON: the script's path, its arguments, working directory and
@@ -117,7 +117,7 @@ def start(workflow, log: str | os.PathLike = ".snakemake/log/attnlens-jobserver.
     path = folder / "socket"
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "attnlens.jobserver", str(path)], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     _SERVER = (proc, folder)
     os.environ[SOCKET_ENV] = str(path)
@@ -137,7 +137,8 @@ def stop() -> None:
 
 
 def end_server(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """End a server process (``python -m attnlens.jobserver``): close its standard input, which it takes as the end
+    """End a server process (``python -m attnlens.pipeline.jobserver``): close its standard input, which it takes as
+    the end
     (it kills any fork still running), and wait; kill it if it has not gone within ``timeout`` seconds."""
     with contextlib.suppress(OSError):
         proc.stdin.close()
@@ -386,9 +387,10 @@ def _limit_threads(env) -> None:
 
 
 def _main() -> None:
-    """``python -m attnlens.jobserver SOCKET``: serve from the module the scripts import (not ``__main__``, whose
+    """``python -m attnlens.pipeline.jobserver SOCKET``: serve from the module the scripts import (not ``__main__``,
+    whose
     ``_IN_FORK`` they would not see)."""
-    importlib.import_module("attnlens.jobserver").serve(sys.argv[1])
+    importlib.import_module("attnlens.pipeline.jobserver").serve(sys.argv[1])
 
 
 if __name__ == "__main__":

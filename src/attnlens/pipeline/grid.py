@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlens.config import validate_config
 from attnlens.errors import InputError
+from attnlens.pipeline.config import validate_config
 
 #: Between the parts of a run's name (a dataset or model name may not hold it).
 SEP = "__"

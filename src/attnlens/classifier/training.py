@@ -22,10 +22,10 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from attnlens.config import TrainConfig
+from attnlens.classifier.prediction import encode_examples, predict_logits
 from attnlens.device import autocast_dtype, resolve_device
 from attnlens.models import architecture
-from attnlens.prediction import encode_examples, predict_logits
+from attnlens.pipeline.config import TrainConfig
 from attnlens.tasks import output_labels, task_of
 
 log = logging.getLogger(__name__)

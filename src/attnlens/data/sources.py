@@ -2,7 +2,7 @@
 
 Sources (``data.source``):
 
-* ``synthetic`` — the generated long-document corpus of :mod:`attnlens.corpus` (default);
+* ``synthetic`` — the generated long-document corpus of :mod:`attnlens.data.corpus` (default);
 * ``hub`` — a Hugging Face dataset (``data.hub.name``/``config``/``revision``), using its own
   ``train_split`` / ``test_split`` when ``test_split`` is set;
 * ``file`` — one CSV, JSONL or parquet file with text and label columns (and optionally a
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlens.config import DataConfig, planned_cpus, shard_count, source_name
-from attnlens.corpus import GENERATORS
-from attnlens.data_layouts import Columns, get_layout
+from attnlens.data.corpus import GENERATORS
+from attnlens.data.layouts import Columns, get_layout
+from attnlens.data.tokens import structural_ids, unknown_count
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
+from attnlens.pipeline.config import DataConfig, source_name
 from attnlens.registry import Registry
 from attnlens.tasks import CLASSIFICATION, Task, get_task
-from attnlens.tokens import structural_ids, unknown_count
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ _RATIONALE_COLUMNS = {
 @dataclass(frozen=True)
 class Source:
     """What a loader returns: examples (``example_id, text, label[, split]``), class names, rationales, and the
-    rows its layout left out (:mod:`attnlens.data_layouts`)."""
+    rows its layout left out (:mod:`attnlens.data.layouts`)."""
 
     examples: pd.DataFrame
     classes: tuple[str, ...]
@@ -184,7 +184,7 @@ def paragraphs_joined(texts: pd.Series) -> pd.Series:
 
 def _table_examples(df: pd.DataFrame, cfg: DataConfig, where: str, id_of) -> tuple[pd.DataFrame, list[dict], dict]:
     """A file's or a hub split's rows as examples (``example_id, text, label`` and the task's extra columns), laid
-    out by ``data.layout`` (:mod:`attnlens.data_layouts`): with the rationales it annotates and the rows it left out, by
+    out by ``data.layout`` (:mod:`attnlens.data.layouts`): with the rationales it annotates and the rows it left out, by
     reason. The result's index is the source's rows kept (their positions); ``id_of(i)`` names the source's row ``i``
     without ``data.id_column``."""
     laid = get_layout(cfg.layout).lay_out(df, Columns(cfg.text_column, cfg.label_column, cfg.question_column), where)
@@ -548,23 +548,3 @@ def document_reading(tokenizer, text: str, max_length: int, name: str = "documen
 def load_examples(path) -> tuple[pd.DataFrame, dict]:
     """Read a split written by :func:`run_prepare_dataset` (``example_id, text, label``) and its provenance."""
     return load_parquet(path, EXAMPLES_SCHEMA)
-
-
-def shard_of(example_id: str, n_shards: int | str) -> int:
-    """Stable shard of an example: the first 8 bytes of sha256(id) modulo ``n_shards``.
-
-    ``n_shards`` is a count, or ``auto`` (this machine's count, :func:`attnlens.config.shard_count`) for a
-    section built in Python without resolving it; the Snakefile always passes a count.
-
-    Independent of the order, number and content of the other examples, of the Python process
-    (unlike ``hash``) and of the platform, so a shard's output changes only when its examples do.
-    """
-    count = n_shards if isinstance(n_shards, int) else shard_count(n_shards, planned_cpus())
-    digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count
-
-
-def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:
-    """A generator that depends only on (seed, example id, streams): same draws in any shard or order."""
-    sub = int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:4], "little")
-    return np.random.default_rng([seed, sub, *streams])

@@ -16,7 +16,7 @@ more distractors than evidence, so the task is learnable but not trivial. With
 ``label_noise > 0`` that fraction of labels is flipped after generation (the spans keep the
 field they were planted for, so a flipped document's evidence points to the other class).
 
-Everything is a pure function of ``seed`` and the :class:`~attnlens.config.SyntheticConfig`.
+Everything is a pure function of ``seed`` and the :class:`~attnlens.pipeline.config.SyntheticConfig`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlens.config import SyntheticConfig
+from attnlens.pipeline.config import SyntheticConfig
 from attnlens.registry import Registry
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
 

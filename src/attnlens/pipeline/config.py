@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import json
 import operator
-import os
 import typing
 from dataclasses import field
 from pathlib import Path
@@ -27,10 +26,11 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
-from attnlens.data_layouts import DEFAULT as DEFAULT_LAYOUT
-from attnlens.data_layouts import get_layout, layout_names
+from attnlens.attribution.methods import REFERENCE, ranking_source, schema_lists
+from attnlens.data.layouts import DEFAULT as DEFAULT_LAYOUT
+from attnlens.data.layouts import get_layout, layout_names
 from attnlens.errors import InputError
-from attnlens.methods import REFERENCE, ranking_source, schema_lists
+from attnlens.sharding import planned_cpus, resolve_shards
 from attnlens.tasks import DEFAULT as DEFAULT_TASK
 from attnlens.tasks import get_task, task_names
 
@@ -43,14 +43,6 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 #: :meth:`_Section.from_dict` sections. A rule's job record lists both (``results/logs/…/*.job.json``).
 KEYS_GIVEN: set[str] = set()
 KEYS_READ: set[str] = set()
-
-#: Threads of every sharded rule's job: ``n_shards: auto`` gives one shard per this many CPUs.
-SHARD_THREADS = 2
-#: The CPU count ``n_shards: auto`` follows: set by the Snakemake process that plans a run (to its machine's
-#: count, unless already set) and inherited by every job it starts, on this machine or a cluster node.
-PLANNED_CPUS_ENV = "ATTNLENS_PLANNED_CPUS"
-#: Sections with an ``n_shards`` key (dotted: nested).
-SHARDED_SECTIONS = ("attention", "attribution", "explanations", "topology", "pairs.attribution")
 
 
 class ConfigKeyNotGiven(AttributeError):
@@ -133,8 +125,9 @@ def _field_names(cls: type) -> frozenset[str]:
 
 def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
     """The schema, with the keys marked ``x-registry`` given their enum and default from the registry they name
-    (:func:`attnlens.methods.schema_lists`: the explanation methods and the rankings; ``tasks``: the registered
-    :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.data_layouts`)."""
+    (:func:`attnlens.attribution.methods.schema_lists`: the explanation methods and the rankings; ``tasks``: the
+    registered
+    :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.data.layouts`)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     registries = {"tasks": (task_names(), DEFAULT_TASK), "layouts": (layout_names(), DEFAULT_LAYOUT)}
@@ -218,7 +211,9 @@ def _section_class(path: str, schema: dict[str, Any], made: dict[str, type]) -> 
         else:
             fields.append((name, _python_type(prop), field(default=_frozen(prop.get("default")))))
     if path not in SECTION_CLASSES:
-        raise KeyError(f"config schema section {path!r} has no class name: add it to attnlens.config.SECTION_CLASSES")
+        raise KeyError(
+            f"config schema section {path!r} has no class name: add it to attnlens.pipeline.config.SECTION_CLASSES"
+        )
     cls = dataclasses.make_dataclass(
         SECTION_CLASSES[path], fields, bases=(_BASES.get(path, _Section),), frozen=True, repr=False,
         namespace={"__doc__": schema.get("description", ""), "__module__": __name__},
@@ -468,50 +463,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return resolve_shards(validate_config(read_config_file(path), str(path)), planned_cpus())
 
 
-def machine_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def planned_cpus() -> int:
-    """The CPUs ``n_shards: auto`` follows: :data:`PLANNED_CPUS_ENV` when set, else this machine's."""
-    value = os.environ.get(PLANNED_CPUS_ENV, "")
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise InputError("environment", PLANNED_CPUS_ENV, f"expected a positive integer, found {value!r}")
-        return int(value)
-    return machine_cpus()
-
-
-def shard_count(value: int | str, cpus: int) -> int:
-    """``n_shards`` as a number: an integer as it is; ``auto`` = one shard per :data:`SHARD_THREADS` of ``cpus``
-    (at least one)."""
-    if value != "auto":
-        return int(value)
-    return max(1, cpus // SHARD_THREADS)
-
-
-def resolve_shards(config: dict[str, Any], cpus: int) -> dict[str, Any]:
-    """Every ``n_shards: auto`` of a validated config replaced by :func:`shard_count` (in place; returned).
-
-    The Snakefile calls it before any rule reads the config, with the CPUs of the machine that plans the
-    run; the jobs that run elsewhere (a cluster node) parse the Snakefile again and, through the inherited
-    :data:`PLANNED_CPUS_ENV`, reach the same counts, so shard files, jobs and their ``params`` agree. A
-    run planned on a machine with another CPU count re-shards (and so re-runs) the sharded rules; an
-    integer pins the count.
-    """
-    for section in SHARDED_SECTIONS:
-        node = config
-        for part in section.split("."):
-            node = node.get(part, {})
-        if "n_shards" in node:
-            node["n_shards"] = shard_count(node["n_shards"], cpus)
-    return config
-
-
 def _type_text(prop: dict[str, Any]) -> str:
     if "oneOf" in prop:
         return " or ".join(_type_text(p) for p in prop["oneOf"])
@@ -542,7 +493,7 @@ def _cell(text: str) -> str:
 
 
 def schema_markdown(schema: dict[str, Any] | None = None) -> str:
-    """``config/README.md``: one table row per key of the schema (``python -m attnlens.config``)."""
+    """``config/README.md``: one table row per key of the schema (``python -m attnlens.pipeline.config``)."""
     schema = schema or load_schema()
     lines = [
         "# Configuration keys",
@@ -551,7 +502,7 @@ def schema_markdown(schema: dict[str, Any] | None = None) -> str:
         "replication), as checked by `workflow/schemas/config.schema.yaml`. A key left out takes its default; an",
         "unknown key, a wrong type or an out-of-range value stops the pipeline with one line naming the key.",
         "Each section is read only by its own rule, so changing a key re-runs that rule and what follows.",
-        "This file is generated from the schema: `python -m attnlens.config > config/README.md`.",
+        "This file is generated from the schema: `python -m attnlens.pipeline.config > config/README.md`.",
     ]
 
     def rows(section: dict[str, Any], prefix: str):
@@ -575,6 +526,6 @@ def schema_markdown(schema: dict[str, Any] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    doc = "Print config/README.md, every config key from the schema: python -m attnlens.config > config/README.md"
-    argparse.ArgumentParser(prog="python -m attnlens.config", description=doc).parse_args()
+    doc = "Print config/README.md, every config key (python -m attnlens.pipeline.config > config/README.md)"
+    argparse.ArgumentParser(prog="python -m attnlens.pipeline.config", description=doc).parse_args()
     print(schema_markdown(), end="")

@@ -31,11 +31,11 @@ from typing import Any
 
 import psutil
 
-from attnlens import jobserver
-from attnlens.config import KEYS_GIVEN, KEYS_READ
 from attnlens.errors import InputError
-from attnlens.grid import job_config
 from attnlens.io import Job, atomic_path, config_sha256, git_commit, set_job
+from attnlens.pipeline import jobserver
+from attnlens.pipeline.config import KEYS_GIVEN, KEYS_READ
+from attnlens.pipeline.grid import job_config
 from attnlens.version import __version__
 
 
