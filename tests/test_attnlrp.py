@@ -33,6 +33,7 @@ from attnlens.attribution.explanations import (
     Example,
     document_groups,
     documents_batch,
+    driver,
     explain_example,
     explain_examples,
 )
@@ -446,12 +447,12 @@ def test_documents_per_pass_are_as_configured_or_probed_with_copies_of_the_longe
     assert documents_batch("auto", ["saliency"], examples)[0] == 1
     probed = []
     probing = {**dict(explanations.BATCH_SCORERS.items()), "attnlrp": lambda xs: probed.append([x.n for x in xs])}
-    monkeypatch.setattr(explanations, "BATCH_SCORERS", probing)
+    monkeypatch.setattr(driver, "BATCH_SCORERS", probing)
 
     def on_a_card(requested, device, probe, most, what, cpu):
         probe(1), probe(2)
         return 2, {"most": most, "cpu": cpu}
 
-    monkeypatch.setattr(explanations, "batch_size", on_a_card)
+    monkeypatch.setattr(driver, "batch_size", on_a_card)
     assert documents_batch("auto", ["attnlrp"], examples) == (2, {"most": 3, "cpu": 1})
     assert probed == [[9], [9, 9]]

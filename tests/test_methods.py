@@ -17,7 +17,7 @@ import torch
 from helpers import tiny_longformer
 
 from attnlens.attribution import explanations
-from attnlens.attribution.explanations import PASS_RUNNERS, SCORERS, Scored, explain_example, scorer
+from attnlens.attribution.explanations import PASS_RUNNERS, SCORERS, Scored, driver, explain_example, scorer
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.methods import (
     ATTENTION_RANKINGS,
@@ -129,7 +129,7 @@ def test_a_shared_pass_runs_once_for_all_its_methods(toy, monkeypatch):
     model, inputs, _ = toy
     calls = []
     counted = {name: lambda x, run=run, name=name: calls.append(name) or run(x) for name, run in PASS_RUNNERS.items()}
-    monkeypatch.setattr(explanations, "PASS_RUNNERS", counted)
+    monkeypatch.setattr(driver, "PASS_RUNNERS", counted)
     got = explain_example(model, inputs, 1, ["rollout", "saliency", "attention_all", "grad_input", "value_norm"])
     assert calls == ["attention", "embedding_gradient"]  # in PASSES order, each once
     assert list(got.scores) == ["attention_all", "value_norm", "rollout", "saliency", "grad_input"]

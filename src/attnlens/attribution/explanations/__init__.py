@@ -1,0 +1,116 @@
+"""Per-token explanations of a classifier beyond raw attention, computed on the band.
+
+One module a concern: :mod:`~.base` (what a method sees and gives, the registries), :mod:`~.passes` (the shared
+passes over the model), :mod:`~.scorers` and :mod:`~.occlusion` (the methods' computations), :mod:`~.driver` (one
+example, several documents per pass, the ``explain`` rows).
+
+Every method gives one score per token of one example, for the output IG explains (its ``target``).
+``F`` is the task's readout of that output (:mod:`attnlens.tasks`: the class's softmax probability for a
+classifier, the value for a regression), ``e`` the output of the embedding module (IG's layer), ``A``
+a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its output at query ``i``
+(before the output projection ``W_O``):
+
+* ``attention_last`` / ``attention_all`` — raw received attention ``Σ_h Σ_i A_ij`` over the heads of
+  the last layer / of every layer (the attention vector of the similarity tables, unscaled).
+* ``value_norm`` — Kobayashi et al. (EMNLP 2020), "Attention is not only a weight": ``Σ_h Σ_i
+  ‖A_ij f_h(x_j)‖`` with ``f_h(x) = (x W_V^h + b_V^h) W_O^h`` the value vector transformed by the
+  head's slice of the output projection. The norm only depends on the key, so it multiplies the
+  attention a key receives; global rows with a value projection of their own (the architecture's
+  ``value_projections()["global"]``) are weighted with its norm. Summed over the heads of
+  ``explanations.layers`` (the per-head norms, the upper bound of the norm of their sum).
+* ``rollout`` — Abnar & Zuidema (ACL 2020): the CLS row of ``Ã_L ⋯ Ã_1`` with ``Ã = ½ mean_h A + ½ I``.
+  The full product widens the band by the window at every layer (``min(n, 1 + l·w)`` keys per row
+  after ``l`` layers) and, through the global token's row and column, is dense from the second layer
+  on, so it is never formed: the CLS row is
+  carried down as a vector, ``r ← ½ r + ½ rᵀ Ā_l``, and ``rᵀ Ā_l`` is the attention each key receives
+  from queries weighted by ``r`` — :func:`attnlens.attention.band.received_attention` of a weighted band.
+  Time ``O(L · n · w)``, memory ``O(n)`` beyond one head-averaged band, whatever the depth.
+* ``grad_attention`` — ``Σ_h Σ_i A_ij · ∂F/∂A_ij`` (signed). ``A`` enters the network only through
+  ``o_i``, so ``∂F/∂A_ij = ⟨∂F/∂o_i, v_j⟩``: the gradient band is the band of products of the output
+  gradients with the value vectors (global rows with their own value projection's), computed block by
+  block like the attention scores themselves (:func:`band_products`).
+* ``saliency`` — ``Σ_d |∂F/∂e_jd|``; ``grad_input`` — ``Σ_d e_jd · ∂F/∂e_jd`` (signed): Captum's ``Saliency``
+  and ``InputXGradient`` of :class:`EmbeddingForward`, ``F`` as a function of the embedding output, both read
+  from one gradient (Captum's ``Saliency`` without the absolute value, taken once by the shared pass: the two
+  classes each ran their own backward of the same function).
+* ``attnlrp`` — AttnLRP (Achtibat et al., ICML 2024): the relevance of the target class's *logit* (not its
+  probability) from one forward and one backward pass with AttnLRP's modified gradients
+  (:mod:`attnlens.attribution.attnlrp`), ``Σ_d e_jd · ∂̃f/∂e_jd`` (signed); the row keeps the explained logit and
+  ``δ = f − Σ_j R_j``, what the biases and the softmax absorbed.
+* ``occlusion`` — sentence groups (whole sentences, each ending with a ``.``, ``!`` or ``?`` token,
+  packed into spans of at most ``occlusion_max_tokens``; a longer sentence is cut) replaced on the token
+  ids by the pad token, IG's baseline token, with positions and masks kept: every token of a span
+  scores ``F(x) − F(x with the span occluded)``: Captum's ``FeatureAblation`` with one feature group per
+  span. Special tokens are never occluded and score 0.
+
+Signed methods (``grad_attention``, ``grad_input``, ``attnlrp``, ``occlusion`` and IG) rank by signed score for
+faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
+
+Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
+re-implementation of the model's self-attention whose ``n × n`` matrices are leaves of the graph, the
+gradient methods against plain Captum calls set up by the test itself and a finite difference, occlusion
+against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in
+closed form.
+"""
+
+from attnlens.attribution.explanations.base import (
+    BATCH_SCORERS,
+    PASS_RUNNERS,
+    SCORERS,
+    Example,
+    Scored,
+    batch_scorer,
+    runs_pass,
+    scorer,
+    token_scores,
+)
+from attnlens.attribution.explanations.driver import (
+    Explanation,
+    document_groups,
+    documents_batch,
+    explain_example,
+    explain_examples,
+    explanation_rows,
+)
+from attnlens.attribution.explanations.occlusion import (
+    SENTENCE_ENDS,
+    occlusion_batch,
+    occlusion_scores,
+    sentence_spans,
+)
+from attnlens.attribution.explanations.passes import (
+    EmbeddingForward,
+    EmbeddingGradient,
+    Gradients,
+    attention_pass,
+    grad_attention_score,
+    gradient_pass,
+)
+
+__all__ = [
+    "BATCH_SCORERS",
+    "PASS_RUNNERS",
+    "SCORERS",
+    "SENTENCE_ENDS",
+    "EmbeddingForward",
+    "EmbeddingGradient",
+    "Example",
+    "Explanation",
+    "Gradients",
+    "Scored",
+    "attention_pass",
+    "batch_scorer",
+    "document_groups",
+    "documents_batch",
+    "explain_example",
+    "explain_examples",
+    "explanation_rows",
+    "grad_attention_score",
+    "gradient_pass",
+    "occlusion_batch",
+    "occlusion_scores",
+    "runs_pass",
+    "scorer",
+    "sentence_spans",
+    "token_scores",
+]
