@@ -16,14 +16,13 @@ from attnlens.pipeline.config import (
     PairTopologyConfig,
     PersistenceConfig,
     TopologyConfig,
-    _Section,
-    _section_classes,
     load_config,
     load_schema,
     read_config_file,
     schema_markdown,
     validate_config,
 )
+from attnlens.pipeline.config.sections import _Section, _section_classes
 from attnlens.sharding import (
     PLANNED_CPUS_ENV,
     SHARDED_SECTIONS,

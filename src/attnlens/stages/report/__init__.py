@@ -1,0 +1,31 @@
+"""Rules of ``workflow/rules/report.smk``, one module a study: the run's result tables and figures drawn from the
+analyses' tables, and ``results/manifest.json``. :mod:`~.attributions` (IG's tables and overlays),
+:mod:`~.explanations` (the leaderboard, the faithfulness figure and AOPC tables), :mod:`~.similarity` (Tables 1–4
+and their figures), :mod:`~.topology` (the persistence diagrams' figures), :mod:`~.pairs` (the pair attributions'
+tables and figures) and :mod:`~.manifest`.
+
+Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
+:class:`~attnlens.data.tokens.Vocabulary` (``tests/test_startup.py``).
+"""
+
+from __future__ import annotations
+
+from attnlens.stages.report.attributions import run_attribution_overlays, run_attribution_tables
+from attnlens.stages.report.explanations import run_explanation_leaderboard, run_plot_faithfulness
+from attnlens.stages.report.manifest import run_manifest
+from attnlens.stages.report.pairs import run_pair_tables, run_plot_pairs
+from attnlens.stages.report.similarity import run_aggregate_similarity, run_plot_similarity
+from attnlens.stages.report.topology import run_plot_topology
+
+__all__ = [
+    "run_aggregate_similarity",
+    "run_attribution_overlays",
+    "run_attribution_tables",
+    "run_explanation_leaderboard",
+    "run_manifest",
+    "run_pair_tables",
+    "run_plot_faithfulness",
+    "run_plot_pairs",
+    "run_plot_similarity",
+    "run_plot_topology",
+]
