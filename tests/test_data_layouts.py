@@ -23,7 +23,8 @@ from attnlens.pipeline.config import (
 )
 from attnlens.pipeline.grid import PREPARE_DATASET_KEYS
 from attnlens.stages.data import run_prepare_dataset
-from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, check_answers
+from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING
+from attnlens.tasks.squad import check_answers
 
 HOTPOT = get_layout("hotpot_qa")
 COLUMNS = Columns(text="context", label="answers", question="question")

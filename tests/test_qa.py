@@ -34,20 +34,8 @@ from attnlens.models import architecture, draw_decoder, forward_bands
 from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
 from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.tasks import QA, task_of
-from attnlens.tasks.qa import (
-    MAX_ANSWER_TOKENS,
-    best_span,
-    check_answers,
-    exact_match,
-    gold_spans,
-    normalize_answer,
-    qa_metrics,
-    span_index,
-    span_of,
-    span_scores,
-    token_f1,
-    token_span,
-)
+from attnlens.tasks.spans import MAX_ANSWER_TOKENS, best_span, gold_spans, span_index, span_of, span_scores, token_span
+from attnlens.tasks.squad import check_answers, exact_match, normalize_answer, qa_metrics, token_f1
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

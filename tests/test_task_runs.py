@@ -25,7 +25,7 @@ from attnlens.data.corpus import TOPIC_NAMES
 from attnlens.errors import InputError
 from attnlens.render.explorer import read_explorer
 from attnlens.tasks import MULTILABEL
-from attnlens.tasks.qa import span_of
+from attnlens.tasks.spans import span_of
 
 pytestmark = pytest.mark.workflow
 

@@ -28,7 +28,7 @@ from attnlens.attribution.ig import attribute_example, prepare_inputs
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
-from attnlens.tasks.qa import span_index
+from attnlens.tasks.spans import span_index
 
 #: the multi-label default's labels (attnlens.data.corpus.TOPIC_NAMES)
 N_LABELS = 4
