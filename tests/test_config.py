@@ -23,6 +23,7 @@ from attnlens.pipeline.config import (
     validate_config,
 )
 from attnlens.pipeline.config.sections import _Section, _section_classes
+from attnlens.pipeline.startup import start_workflow
 from attnlens.sharding import (
     PLANNED_CPUS_ENV,
     SHARDED_SECTIONS,
@@ -222,3 +223,15 @@ def test_auto_shards_follow_the_planned_cpus(monkeypatch):
     monkeypatch.setenv(PLANNED_CPUS_ENV, "many")
     with pytest.raises(InputError, match=PLANNED_CPUS_ENV):
         planned_cpus()
+
+
+def test_the_workflow_starts_with_one_call(tmp_path, monkeypatch):
+    """``start_workflow`` (workflow/rules/common.smk's start-up): the config validated in place with its defaults,
+    ``n_shards: auto`` a count of the planned CPUs, no grid for one run; a bad key is one InputError line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(PLANNED_CPUS_ENV, "4")
+    config = {"attribution": {"n_shards": "auto"}}
+    assert start_workflow(config, ["config/config.yaml"], tmp_path, dry_run=False) is None
+    assert config["attribution"]["n_shards"] == 2 and config["attribution"]["n_steps"] == 50
+    with pytest.raises(InputError, match=r"^a\.yaml \+ b\.yaml: attribution\.n_stepz: unknown key"):
+        start_workflow({"attribution": {"n_stepz": 3}}, ["a.yaml", "b.yaml"], tmp_path, dry_run=True)

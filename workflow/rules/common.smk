@@ -1,63 +1,26 @@
 # Validation, thin wrappers and wildcard constraints: the only Python of the workflow. What it builds and reads is
 # decided in the package (attnlens.pipeline.outputs, attnlens.pipeline.grid, attnlens.families); here are the calls
 # that need Snakemake's own objects (config, workflow, report(), directory(), expand(), wildcards).
-import os
 import sys
 from pathlib import Path
 
-from attnlens.pipeline import outputs
-from attnlens.pipeline.config import validate_config
-from attnlens.sharding import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards
 from attnlens.errors import InputError
 from attnlens.families import classifier_label
-from attnlens.pipeline.grid import (
-    BUILD_BASE_MODEL_KEYS,
-    PREPARE_DATASET_KEYS,
-    expand_grid,
-    grid_path,
-    has_grid,
-    resolve_path,
-)
+from attnlens.pipeline import outputs
+from attnlens.pipeline.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, grid_path, resolve_path
 from attnlens.pipeline.outputs import FINDINGS, RUN_NOTES, TOPK_TABLES, group_pattern
+from attnlens.pipeline.startup import start_workflow
 
 #: The checkout this workflow comes from: workflow/rules/ is where this file is parsed (also when a user's own
 #: Snakefile takes the workflow as a module, where workflow.basedir is the user's directory).
 CHECKOUT = Path(workflow.current_basedir).resolve().parents[1]
 
-# the checkout that `--sdm conda` installs into each rule's environment (workflow/envs/pipeline.post-deploy.sh)
-os.environ.setdefault("ATTNLENS_SOURCE", str(CHECKOUT))
-
-try:
-    validate_config(config, where=" + ".join(map(str, workflow.configfiles)) or "config")
-except InputError as err:
-    sys.exit(f"attnlens: error: {err}")
-
-# glibc malloc keeps freed activation buffers (up to 32 MB each) in the heap instead of returning them to the
-# OS, so the next forward or backward does not page-fault them in again; the jobs inherit it at their start
-# (docs/benchmarks.md, "glibc malloc"); a GLIBC_TUNABLES of your own is kept; other C libraries ignore it
-os.environ.setdefault(
-    "GLIBC_TUNABLES",
-    "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=100000000000:glibc.malloc.top_pad=268435456",
-)
-
-# n_shards: auto -> one shard per 2 CPUs of the machine that plans the run; the jobs it starts (a cluster
-# job parses this file again on its node) inherit that count through the environment and agree on it
-os.environ.setdefault(PLANNED_CPUS_ENV, str(machine_cpus()))
-try:
-    resolve_shards(config, planned_cpus())
-except InputError as err:
-    sys.exit(f"attnlens: error: {err}")
-
 #: The grid's runs (attnlens.pipeline.grid.Grid), or None: a config without a grid is one run with its files under
-#: results/.
-GRID = None
-if has_grid(config):
-    try:
-        GRID = expand_grid(
-            config, PREPARE_DATASET_KEYS, BUILD_BASE_MODEL_KEYS, where=" + ".join(map(str, workflow.configfiles))
-        )
-    except InputError as err:
-        sys.exit(f"attnlens: error: {err}")
+#: results/. The config is validated (defaults filled in) and its n_shards resolved before any rule reads it.
+try:
+    GRID = start_workflow(config, workflow.configfiles, CHECKOUT, dry_run=workflow.dryrun)
+except InputError as err:
+    sys.exit(f"attnlens: error: {err}")
 
 
 def at(path):
@@ -83,13 +46,6 @@ def run_config(wildcards=None):
 def job_keys(wildcards, **sections):
     """The config values of ``sections`` (as :func:`keys` names them) for the run of a job's wildcards."""
     return outputs.select_keys(run_config(wildcards), sections)
-
-
-if not workflow.dryrun:
-    try:
-        outputs.check_writable("results")
-    except InputError as err:
-        sys.exit(f"attnlens: error: {err}")
 
 
 # Rules that run a model (and the comparison and topology shards) say `priority: 1`: on a workstation they go
