@@ -37,7 +37,7 @@ def test_every_numeric_module_is_under_contract(root):
     modules = _modules(root)
     packages = {m.split(".")[0] for m in modules if m.endswith(".__init__") and m.count(".") == 1}
     top = {f"attnlens.{m}" for m in modules if "." not in m and m not in ("__init__", *DOORS)}
-    top |= {f"attnlens.{p}" for p in packages - {"stages", "render"}}
+    top |= {f"attnlens.{p}" for p in packages - {"stages", "render", *DOORS}}
     assert numeric == top, f"add to or remove from the numerics contract: {sorted(numeric ^ top)}"
     # the one-document doors sit above everything: their own contract keeps the rest from importing them
     api = next(c for c in contracts["contracts"] if "attnlens.api" in c.get("forbidden_modules", []))

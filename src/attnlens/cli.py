@@ -17,7 +17,8 @@ from pathlib import Path
 
 import transformers
 
-from attnlens.api import check_out_folder, explain, load
+from attnlens.api import explain, load
+from attnlens.api.document import check_out_folder
 from attnlens.errors import InputError
 
 

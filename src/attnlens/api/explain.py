@@ -1,0 +1,236 @@
+"""The one-document door: a classifier loaded from a folder, a run or the hub (:func:`load`), and one document
+explained with the pipeline's per-example steps and settings (:func:`explain`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import transformers
+
+from attnlens.attention.summaries import compute_example_summaries
+from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
+from attnlens.attribution.ig import (
+    attribute_example,
+    attribution_row,
+    freeze,
+    internal_batch,
+    prepare_inputs,
+    step_range,
+)
+from attnlens.classifier.importance import load_importance_modes
+from attnlens.classifier.prediction import encode_examples, predict_logits
+from attnlens.data.sources import document_reading
+from attnlens.device import place, synchronize
+from attnlens.errors import InputError
+from attnlens.io import provenance
+from attnlens.models import architecture, forward_bands
+from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
+from attnlens.render.explorer import EXPLORER_SCHEMA, document_for
+from attnlens.similarity.metrics import (
+    MODES,
+    compare_example,
+    token_masks,
+)
+from attnlens.tasks import task_of
+
+try:  # optional: only show() needs it, inside Jupyter
+    from IPython.display import HTML
+except ImportError:  # pragma: no cover - IPython is a test requirement
+    HTML = None
+from attnlens.api.document import DocumentExplanation, Settings
+
+#: Where a run's ``results/`` keeps what :func:`load` picks up from it.
+RUN_MODEL = "models/finetuned"
+RUN_IMPORTANCE = "importance/head_importance.safetensors"
+
+
+@dataclass
+class Classifier:
+    """A sequence classifier behind the model seam, its tokenizer and where it runs (:func:`load`)."""
+
+    model: transformers.PreTrainedModel
+    tokenizer: transformers.PreTrainedTokenizerBase
+    device: torch.device
+    source: str
+    #: the head importance found beside it (a run's ``results/``), or None
+    importance_path: Path | None = None
+
+    @property
+    def class_names(self) -> list[str]:
+        labels = self.model.config.id2label
+        return [str(labels[i]) for i in range(self.model.config.num_labels)]
+
+    @property
+    def architecture(self) -> str:
+        return architecture(self.model).name
+
+
+def load(name_or_path: str | Path, device: str = "auto") -> Classifier:
+    """A fine-tuned classifier of any architecture behind the seam (Longformer, BigBird, ModernBERT).
+
+    Args:
+        name_or_path: a classifier folder (``results/models/finetuned``, or one saved by ``save_pretrained``),
+            a run's ``results/`` folder (its fine-tuned model and head importance), or a Hugging Face Hub id
+            (needs the network).
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (the pipeline's ``model.device``).
+
+    Raises:
+        InputError: no such folder, an incomplete checkpoint, an architecture the seam does not know, or a
+            hub id while offline — one line naming what was expected.
+    """
+    path = Path(name_or_path).expanduser()
+    importance = None
+    if (path / RUN_MODEL).is_dir():
+        importance = path / RUN_IMPORTANCE if (path / RUN_IMPORTANCE).exists() else None
+        path = path / RUN_MODEL
+    name = resolve_pretrained(str(path), field="model")
+    model, tokenizer = from_hub(load_classifier, name, "model")
+    on = place(freeze(model), device)
+    return Classifier(model, tokenizer, on, str(name_or_path), importance)
+
+
+def uniform_importance(n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
+    """Head weights of 1 for every mode: the scaled configurations then equal the unscaled ones."""
+    return {mode: np.ones((n_layers, n_heads)) for mode in MODES}
+
+
+def explain(
+    text: str,
+    classifier: Classifier | str | Path,
+    *,
+    config: str | Path | Mapping[str, Any] | None = None,
+    label: Any = None,
+    target: int | str | None = None,
+    question: str | None = None,
+    importance: str | Path | Mapping[str, np.ndarray] | None = None,
+    example_id: str = "document",
+    showcased: bool = True,
+) -> DocumentExplanation:
+    """Explain one document the way the pipeline explains each test example.
+
+    Args:
+        text: the document; cut to the model's length as the pipeline cuts it.
+        classifier: from :func:`load`, or what :func:`load` takes.
+        config: the pipeline config whose ``attention``, ``attribution``, ``explanations``, ``similarity`` and
+            ``report.explorer`` sections apply (default: their defaults).
+        label: the true label, when known, as the model's task reads it (:meth:`attnlens.tasks.Task.parse_label`):
+            a class index or name; a regression's value; a multi-label document's labels (a list of names or
+            indices, or ``"a|b"``). Shown, and explained when ``attribution.target`` is ``true``.
+        target: the output to explain (an index or an output's name: a class, a label; a question-answering
+            model's answer span, ``(start, end)`` token positions), in place of the one ``attribution.target`` picks
+            (the headline target: the likeliest predicted label of a multi-label document, the predicted span).
+        question: the question a question-answering model answers from ``text`` (its context); none for the
+            other tasks. A QA document's ``label`` is its answers, SQuAD's ``[{"text", "answer_start"}]``.
+        importance: a ``head_importance.safetensors`` of a run, or ``{"legacy": (L, H), "fixed": (L, H)}``;
+            default: the importance of the run :func:`load` read, else uniform weights.
+        example_id: the document's name in the artifacts and on the page.
+        showcased: IG at ``attribution.showcase_steps`` (when set), as the pipeline treats showcased examples.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(example_id, "text", "expected a document with some text, found an empty one")
+    clf = classifier if isinstance(classifier, Classifier) else load(classifier)
+    s = Settings.of(config)
+    model, tokenizer, on = clf.model, clf.tokenizer, clf.device
+    task = task_of(model.config)
+    asks = "question" in task.extra_columns
+    if asks and (not isinstance(question, str) or not question.strip()):
+        raise InputError(example_id, "question", f"expected a question: the model answers questions ({task.label})")
+    if not asks and question is not None:
+        raise InputError(example_id, "question", f"expected none: the model reads no question ({task.label})")
+    true_label = None if label is None else task.parse_label(label, clf.class_names)
+    seconds: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    frame = pd.DataFrame({"example_id": [example_id], "text": [text], **({"question": [question]} if asks else {})})
+    frame["label"] = [task.NO_LABEL if true_label is None else true_label]
+    if asks and true_label is not None:
+        task.check_rows(frame, example_id, {"label": "label"})  # an answer's text in the context at its start
+    encoded = encode_examples(tokenizer, frame, task)
+    ids = [int(i) for i in encoded.input_ids[0]]
+    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id, task, question)
+    probs = task.example_outputs(predict_logits(model, encoded, 1), encoded)[0]
+    seconds["predict"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    layers = forward_bands(model, encoded.batch([0], on, architecture(model)))
+    summary = compute_example_summaries(layers, s.attention.top_k)  # where the attention is
+    layers = [layer.cpu() for layer in layers]  # the page's views and the stored bands
+    received = summary.pop("received").numpy()
+    seconds["attention"] = time.perf_counter() - t0
+
+    kind = s.attribution.target if target is None else "given"  # the row's target_kind: why this output
+    if target is not None:
+        target = task.parse_target(target, clf.class_names)
+    elif s.attribution.target == "true" and true_label is None:
+        raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
+    else:
+        target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL,
+                              probs)[0]  # the headline target  # fmt: skip
+    t0 = time.perf_counter()
+    inputs = prepare_inputs(model, tokenizer, ids, on)
+    a = s.attribution
+    lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
+                        max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
+    internal, _ = internal_batch(a.internal_batch_size, model, inputs, target, a.autocast,
+                                 showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
+                                 max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
+    res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
+                            internal_batch_size=internal, autocast=a.autocast)  # fmt: skip
+    synchronize(on)
+    seconds["ig"] = time.perf_counter() - t0
+    row = attribution_row(example_id, ids, res, task.NO_LABEL if true_label is None else true_label,
+                          kind, showcased, seconds["ig"])  # fmt: skip
+
+    t0 = time.perf_counter()
+    e = s.explanations
+    keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
+    explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
+                                tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
+                                pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
+                                batch_size=occlusion_batch(e.batch_size, e.methods, model, on, [ids])[0])  # fmt: skip
+    seconds["explanations"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n_layers, n_heads = received.shape[:2]
+    weights = _importance(importance if importance is not None else clf.importance_path, n_layers, n_heads)
+    sim = s.similarity
+    similarity = compare_example(example_id, row["scores"], received, weights, keep, special,
+                                 n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,
+                                 seed=sim.seed, legacy_sort=sim.legacy_sort, target=target)  # fmt: skip
+    seconds["similarity"] = time.perf_counter() - t0
+
+    prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)
+    prov.pop("created")
+    example = {"example_id": example_id, "label": true_label}
+    page = document_for(example, ["document"], layers, ids, row, torch.from_numpy(weights[s.explorer.importance]),
+                        tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores,
+                        notes=notes, task=task)  # fmt: skip
+    return DocumentExplanation(
+        example_id=example_id, text=text, input_ids=ids, tokens=page.tokens, special=special,
+        class_names=clf.class_names, label=true_label, attribution=row, received=received,
+        partners={k: v.numpy() for k, v in summary.items()}, methods=dict(explained.scores),
+        explanation=explanation_rows(example_id, ids, res.target, explained, e.methods), similarity=similarity,
+        importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, reading=reading, notes=notes,
+        task=task.name,
+        _layers=layers,
+    )  # fmt: skip
+
+
+def _importance(source, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
+    if source is None:
+        return uniform_importance(n_layers, n_heads)
+    weights = dict(source) if isinstance(source, Mapping) else load_importance_modes(source, MODES)
+    for mode in MODES:
+        if mode not in weights or np.shape(weights[mode]) != (n_layers, n_heads):
+            raise InputError(str(source) if not isinstance(source, Mapping) else "importance", mode,
+                             f"expected a ({n_layers}, {n_heads}) head-importance matrix")  # fmt: skip
+        weights[mode] = np.asarray(weights[mode], dtype=np.float64)
+    return weights
