@@ -146,7 +146,7 @@ def peak_fp16(device: torch.device) -> tuple[str, float | None]:
 
 
 def ig_batch_from_memory(model_dir: Path, example_ids: list[int], device: torch.device, steps: int) -> dict:
-    """IG's internal batch as ``attribution.internal_batch_size: auto`` sizes it (:func:`attnlens.device.batch_size`:
+    """IG's internal batch as ``attribution.steps_per_pass: auto`` sizes it (:func:`attnlens.device.batch_size`:
     one pass of 1 and one of 2 steps on the longest document, 80 % of the free memory over what a step adds, at
     most ``steps``; 8 on a CPU)."""
     model, tokenizer = load_classifier(model_dir)

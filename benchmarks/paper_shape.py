@@ -91,9 +91,9 @@ def rehearsal_config(classifier: Path, n_test: int, ig_steps: int, cores: int) -
         "importance": {**paper["importance"], "max_examples": n_train},
         "attention": {**paper["attention"], "n_shards": cores},
         "attribution": {**paper["attribution"], "n_shards": cores, "n_steps": ig_steps, "showcase_steps": ig_steps,
-                        "embeddings_steps": ig_steps, "internal_batch_size": 2},
-        "explanations": {**paper["explanations"], "n_shards": cores, "batch_size": 4},
-        "faithfulness": {**paper["faithfulness"], "batch_size": 4},
+                        "embeddings_steps": ig_steps, "steps_per_pass": 2},
+        "explanations": {**paper["explanations"], "n_shards": cores, "copies_per_pass": 4},
+        "faithfulness": {**paper["faithfulness"], "copies_per_pass": 4},
         "similarity": {k: v for k, v in paper["similarity"].items() if k not in ("extra_datasets", "dataset_name")},
     }  # fmt: skip
 

@@ -23,6 +23,7 @@ from attnlens.pipeline.config import (
     validate_config,
 )
 from attnlens.pipeline.config.sections import _Section, _section_classes
+from attnlens.pipeline.config.validation import RENAMED_KEYS
 from attnlens.pipeline.startup import start_workflow
 from attnlens.sharding import (
     PLANNED_CPUS_ENV,
@@ -235,3 +236,24 @@ def test_the_workflow_starts_with_one_call(tmp_path, monkeypatch):
     assert config["attribution"]["n_shards"] == 2 and config["attribution"]["n_steps"] == 50
     with pytest.raises(InputError, match=r"^a\.yaml \+ b\.yaml: attribution\.n_stepz: unknown key"):
         start_workflow({"attribution": {"n_stepz": 3}}, ["a.yaml", "b.yaml"], tmp_path, dry_run=True)
+
+
+def test_a_renamed_key_still_runs_under_its_old_name_with_a_notice(capsys):
+    """One release of grace: ``attribution.internal_batch_size``, ``explanations.batch_size`` and
+    ``faithfulness.batch_size`` are read as their new names with one notice line each; both names at once are
+    refused in one line."""
+    config = {"attribution": {"internal_batch_size": 4}, "explanations": {"batch_size": "auto"},
+              "faithfulness": {"batch_size": 2}}  # fmt: skip
+    validate_config(config, where="old.yaml")
+    assert config["attribution"]["steps_per_pass"] == 4 and "internal_batch_size" not in config["attribution"]
+    assert config["explanations"]["copies_per_pass"] == "auto" and config["faithfulness"]["copies_per_pass"] == 2
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        f"attnlens: notice: old.yaml: {old} is now {old.rsplit('.', 1)[0]}.{new}; the old name is read until the "
+        "next release"
+        for old, new in RENAMED_KEYS.items()
+    ]
+    with pytest.raises(InputError, match=r"^old\.yaml: faithfulness\.batch_size: expected one of faithfulness\.batch"):
+        validate_config({"faithfulness": {"batch_size": 2, "copies_per_pass": 2}}, where="old.yaml")
+    validate_config({"attribution": {"steps_per_pass": 4}}, where="new.yaml")
+    assert capsys.readouterr().err == ""

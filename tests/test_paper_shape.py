@@ -134,8 +134,9 @@ def test_the_card_overlay_is_valid_and_plans_every_rule_of_every_study(tmp_path)
     validate_config(config, where="config/gpu.yaml")
     assert config["model"]["max_length"] == 2048 and config["model"]["attention_window"] == 256
     assert config["data"]["synthetic"]["n_documents"] * 0.2 >= 256  # the steady per-document figures
-    assert {config["attribution"]["internal_batch_size"], config["explanations"]["batch_size"],
-            config["faithfulness"]["batch_size"]} == {"auto"}  # fmt: skip
+    batches = (("attribution", "steps_per_pass"), ("explanations", "copies_per_pass"),
+               ("explanations", "documents_per_pass"), ("faithfulness", "copies_per_pass"))  # fmt: skip
+    assert {config[section][key] for section, key in batches} == {"auto"}
     out = run_guarded([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
                        str(tmp_path), "--configfile", str(ROOT / "config/config.yaml"), str(ROOT / "config/gpu.yaml"),
                        "-n", "--quiet", "rules"], timeout=GUARD["plan"], cwd=tmp_path)  # fmt: skip

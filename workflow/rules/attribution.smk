@@ -30,7 +30,7 @@ rule attribute:
                 "tolerance",
                 "n_steps",
                 "showcase_steps",
-                "internal_batch_size",
+                "steps_per_pass",
                 "autocast",
             ],
         ),
@@ -61,7 +61,7 @@ rule attribute_embeddings:
     params:
         cfg=keys(
             model=["device"],
-            attribution=["target", "internal_batch_size", "embeddings_mode", "embeddings_steps", "tolerance"],
+            attribution=["target", "steps_per_pass", "embeddings_mode", "embeddings_steps", "tolerance"],
         ),
     script:
         "../scripts/attribute_embeddings.py"

@@ -24,7 +24,7 @@ rule explain:
                 "layers",
                 "n_shards",
                 "occlusion_max_tokens",
-                "batch_size",
+                "copies_per_pass",
                 "documents_per_pass",
                 "targets",
             ],
@@ -54,7 +54,7 @@ rule sanity_check:
     params:
         cfg=keys(
             model=["device"],
-            explanations=["methods", "layers", "occlusion_max_tokens", "batch_size", "documents_per_pass"],
+            explanations=["methods", "layers", "occlusion_max_tokens", "copies_per_pass", "documents_per_pass"],
             findings=["sanity_examples", "seed"],
         ),
     script:

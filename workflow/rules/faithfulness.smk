@@ -22,6 +22,6 @@ rule evaluate_faithfulness:
         mem_mb=8000,
         runtime=240,
     params:
-        cfg=keys(model=["device"], faithfulness=["fractions", "rankings", "batch_size", "plausibility_k", "seed"]),
+        cfg=keys(model=["device"], faithfulness=["fractions", "rankings", "copies_per_pass", "plausibility_k", "seed"]),
     script:
         "../scripts/evaluate_faithfulness.py"

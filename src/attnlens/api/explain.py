@@ -179,7 +179,7 @@ def explain(
     a = s.attribution
     lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                         max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    internal, _ = internal_batch(a.internal_batch_size, model, inputs, target, a.autocast,
+    internal, _ = internal_batch(a.steps_per_pass, model, inputs, target, a.autocast,
                                  showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                                  max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
     res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
@@ -192,10 +192,11 @@ def explain(
     t0 = time.perf_counter()
     e = s.explanations
     keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
+    copies, _ = occlusion_batch(e.copies_per_pass, e.methods, model, on, [ids])
     explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
                                 tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                 pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
-                                batch_size=occlusion_batch(e.batch_size, e.methods, model, on, [ids])[0])  # fmt: skip
+                                batch_size=copies)  # fmt: skip
     seconds["explanations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

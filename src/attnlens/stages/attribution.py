@@ -105,7 +105,7 @@ def run_attribute(
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
         longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
-        internal = internal_batch(cfg.internal_batch_size, model, longest, target, cfg.autocast,
+        internal = internal_batch(cfg.steps_per_pass, model, longest, target, cfg.autocast,
                                   showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
                                   max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
     t0 = time.perf_counter()
@@ -213,7 +213,7 @@ def run_attribute_embeddings(
         eid = max(showcased, key=lambda eid: len(encoded[eid]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[row_of[eid]], outputs_by_id[eid])), 0)
         inputs = prepare_inputs(model, tokenizer, encoded[eid], on)
-        internal = batch_size(cfg.internal_batch_size, on,
+        internal = batch_size(cfg.steps_per_pass, on,
                               lambda steps: embedding_ig(model, inputs, target, steps, steps, cfg.embeddings_mode),
                               cfg.embeddings_steps, "IG's internal batch")  # fmt: skip
     rows = []

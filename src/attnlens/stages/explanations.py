@@ -62,7 +62,7 @@ def run_explain(
     on = place(freeze(model), device)
     attributions = load_attributions(attribution_paths, every_target=cfg.targets == "every")
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
-    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
+    occlusion = occlusion_batch(cfg.copies_per_pass, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
     examples = [_example(model, tokenizer, on, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
                 for row in mine.itertuples(index=False)]  # fmt: skip
     documents = documents_batch(cfg.documents_per_pass, cfg.methods, examples)
@@ -109,7 +109,7 @@ def run_sanity_check(
     cascade = levels(len(architecture(model).layers(model)))
     chosen_ids = [(str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
                   for row in chosen.itertuples(index=False)]  # fmt: skip
-    occlusion = occlusion_batch(cfg.batch_size, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
+    occlusion = occlusion_batch(cfg.copies_per_pass, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
 
     def examples_of(net) -> list[Example]:
         return [_example(net, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]

@@ -69,7 +69,7 @@ def run_evaluate_faithfulness(
     curves, plaus = [], []
     longest = max(attributions["input_ids"], key=len, default=None)
     copies = (1, {"how": "no example"}) if longest is None else batch_size(
-        cfg.batch_size, on, copies_probe(model, [int(i) for i in longest]),
+        cfg.copies_per_pass, on, copies_probe(model, [int(i) for i in longest]),
         2 * len(cfg.rankings) * (len(cfg.fractions) + 2), "the removal curves' batch")  # fmt: skip
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):

@@ -4,6 +4,7 @@ the key), the checks across keys a JSON schema cannot say, and reading a config 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +78,46 @@ def source_name(source: str, path: str | None, hub_name: str | None) -> str:
     return "synthetic papers"
 
 
+#: Keys renamed in this release: ``{old dotted key: new name in the same section}``. A config that uses an old name
+#: still runs, read as the new one, with a one-line notice (:func:`rename_old_keys`); the next release refuses it.
+RENAMED_KEYS = {
+    "attribution.internal_batch_size": "steps_per_pass",
+    "explanations.batch_size": "copies_per_pass",
+    "faithfulness.batch_size": "copies_per_pass",
+}
+
+
+def rename_old_keys(config: dict[str, Any], where: str = "config") -> list[str]:
+    """Read every key of :data:`RENAMED_KEYS` that ``config`` spells by its old name as its new one (in place); print
+    one ``attnlens: notice:`` line each to standard error, and return them.
+
+    Raises:
+        InputError: a section that gives a key under both names.
+    """
+    notices = []
+    for old, new in RENAMED_KEYS.items():
+        section_name, key = old.rsplit(".", 1)
+        section = config.get(section_name)
+        if not isinstance(section, dict) or key not in section:
+            continue
+        if new in section:
+            raise InputError(where, old, f"expected one of {old} and {section_name}.{new} (its new name), found both")
+        section[new] = section.pop(key)
+        notices.append(f"{where}: {old} is now {section_name}.{new}; the old name is read until the next release")
+    for notice in notices:
+        print(f"attnlens: notice: {notice}", file=sys.stderr)
+    return notices
+
+
 def validate_config(config: dict[str, Any], where: str = "config", schema: dict | None = None) -> dict[str, Any]:
-    """Validate ``config`` in place against the schema, fill defaults, and return it.
+    """Validate ``config`` in place against the schema (a renamed key read under its new name:
+    :func:`rename_old_keys`), fill defaults, and return it.
 
     Raises:
         InputError: the first violation, as ``<where>: <dotted key>: <expected …>``.
     """
     schema = schema or load_schema()
+    rename_old_keys(config, where)
     _fill_defaults(schema, config)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(e.absolute_path)))
