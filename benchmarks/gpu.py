@@ -225,14 +225,14 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
     attributions = d / "attributions/shard0.parquet"
     with Stage(device, stages, "attribute", n_test):
         ig_cfg = AttributionConfig(n_shards=1, adaptive=False, n_steps=ig_steps, autocast=True,
-                                   internal_batch_size=batch["internal_batch_size"])  # fmt: skip
+                                   steps_per_pass=batch["internal_batch_size"])  # fmt: skip
         run_attribute(ig_cfg, finetuned, test, predictions, selection, 0, attributions, device_name)
     explanations = d / "explanations/shard0.parquet"
     with Stage(device, stages, "explain", n_test):
-        run_explain(ExplanationsConfig(n_shards=1, batch_size=4), finetuned, [attributions], 0, explanations,
+        run_explain(ExplanationsConfig(n_shards=1, copies_per_pass=4), finetuned, [attributions], 0, explanations,
                     device_name)  # fmt: skip
     with Stage(device, stages, "evaluate_faithfulness", n_test):
-        run_evaluate_faithfulness(FaithfulnessConfig(batch_size=4), finetuned, test, rationales, [attributions],
+        run_evaluate_faithfulness(FaithfulnessConfig(copies_per_pass=4), finetuned, test, rationales, [attributions],
                                   [summary], d / "faithfulness/curves.parquet", d / "faithfulness/plausibility.parquet",
                                   [explanations], device_name)  # fmt: skip
     tokens = shape["max_length"]

@@ -93,8 +93,8 @@ def load(name_or_path: str | Path, device: str = "auto") -> Classifier:
         path = path / RUN_MODEL
     name = resolve_pretrained(str(path), field="model")
     model, tokenizer = from_hub(load_classifier, name, "model")
-    on = place(freeze(model), device)
-    return Classifier(model, tokenizer, on, str(name_or_path), importance)
+    model_device = place(freeze(model), device)
+    return Classifier(model, tokenizer, model_device, str(name_or_path), importance)
 
 
 def uniform_importance(n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
@@ -138,7 +138,7 @@ def explain(
         raise InputError(example_id, "text", "expected a document with some text, found an empty one")
     clf = classifier if isinstance(classifier, Classifier) else load(classifier)
     s = Settings.of(config)
-    model, tokenizer, on = clf.model, clf.tokenizer, clf.device
+    model, tokenizer, model_device = clf.model, clf.tokenizer, clf.device
     task = task_of(model.config)
     asks = "question" in task.extra_columns
     if asks and (not isinstance(question, str) or not question.strip()):
@@ -160,7 +160,7 @@ def explain(
     seconds["predict"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    layers = forward_bands(model, encoded.batch([0], on, architecture(model)))
+    layers = forward_bands(model, encoded.batch([0], model_device, architecture(model)))
     summary = compute_example_summaries(layers, s.attention.top_k)  # where the attention is
     layers = [layer.cpu() for layer in layers]  # the page's views and the stored bands
     received = summary.pop("received").numpy()
@@ -175,7 +175,7 @@ def explain(
         target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL,
                               probs)[0]  # the headline target  # fmt: skip
     t0 = time.perf_counter()
-    inputs = prepare_inputs(model, tokenizer, ids, on)
+    inputs = prepare_inputs(model, tokenizer, ids, model_device)
     a = s.attribution
     lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
                         max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
@@ -184,7 +184,7 @@ def explain(
                                  max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
     res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
                             internal_batch_size=internal, autocast=a.autocast)  # fmt: skip
-    synchronize(on)
+    synchronize(model_device)
     seconds["ig"] = time.perf_counter() - t0
     row = attribution_row(example_id, ids, res, task.NO_LABEL if true_label is None else true_label,
                           kind, showcased, seconds["ig"])  # fmt: skip
@@ -192,7 +192,7 @@ def explain(
     t0 = time.perf_counter()
     e = s.explanations
     keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
-    copies, _ = occlusion_batch(e.copies_per_pass, e.methods, model, on, [ids])
+    copies, _ = occlusion_batch(e.copies_per_pass, e.methods, model, model_device, [ids])
     explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
                                 tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
                                 pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,

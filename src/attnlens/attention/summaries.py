@@ -233,10 +233,10 @@ def count_topk(partners: torch.Tensor, labels: Sequence[str], keep) -> tuple:
     return by_type.reset_index(drop=True), by_pos.reset_index(drop=True)
 
 
-def intersect_counts(attended, attending, top_n: int, on: str):
+def intersect_counts(attended, attending, top_n: int, key: str):
     """Inner join of the top ``top_n`` rows of the attended and attending tables (paper Fig 7)."""
     a = attended.head(top_n).rename(columns={"count": "count_attended"})
     b = attending.head(top_n).rename(columns={"count": "count_attending"})
-    if on == "token":
+    if key == "token":
         return a.merge(b, on="token", how="inner")
     return a.merge(b.drop(columns="token"), on="position", how="inner")

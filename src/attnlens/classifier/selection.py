@@ -81,7 +81,7 @@ def _number(value) -> str:
     """A label or prediction as a title shows it: a class index as it is, a value to four significant digits, a
     multi-label document's 0/1 vector as the set of its labels' indices."""
     if isinstance(value, list):
-        return "{" + ", ".join(str(k) for k, on in enumerate(value) if on) + "}"
+        return "{" + ", ".join(str(k) for k, present in enumerate(value) if present) + "}"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 

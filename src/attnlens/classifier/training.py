@@ -85,12 +85,12 @@ def _param_groups(model, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _checkpointing(model, on: bool) -> None:
+def _checkpointing(model, enabled: bool) -> None:
     """Switch gradient (activation) checkpointing; transformers 5 renamed the methods."""
     kwargs = {"use_reentrant": False}
-    if on and hasattr(model, "activation_checkpointing_enable"):
+    if enabled and hasattr(model, "activation_checkpointing_enable"):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    elif on:
+    elif enabled:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     else:
         disable = getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable
@@ -121,14 +121,14 @@ def train_classifier(
         ``pearson`` …) and ``seconds``; plus device, precision and optimiser steps.
     """
     seed_everything(cfg.seed)
-    on = resolve_device(device)
-    precision = mixed_precision(on, cfg)
-    if on.type == "cuda" and on.index is not None:
-        torch.cuda.set_device(on)  # accelerate's single process takes the current device
+    model_device = resolve_device(device)
+    precision = mixed_precision(model_device, cfg)
+    if model_device.type == "cuda" and model_device.index is not None:
+        torch.cuda.set_device(model_device)  # accelerate's single process takes the current device
     accelerator = Accelerator(
         mixed_precision=precision,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        cpu=on.type == "cpu",  # several CPU processes (torchrun) then train as one, over gloo
+        cpu=model_device.type == "cpu",  # several CPU processes (torchrun) then train as one, over gloo
     )
     if cfg.gradient_checkpointing:
         _checkpointing(model, True)
@@ -178,7 +178,7 @@ def train_classifier(
             "epoch": epoch + 1,
             "train_loss": float(np.mean(losses)),
             "eval_loss": task.eval_loss(logits, eval_labels, eval_enc),
-            **task.metrics(eval_labels, logits, eval_enc, output_labels(model.config)),
+            **task.metrics(eval_labels, logits, eval_enc, output_labels(accelerator.unwrap_model(model).config)),
             "seconds": round(time.perf_counter() - t0, 2),
         }
         history.append(row)

@@ -45,7 +45,7 @@ def run_estimate_head_importance(
     """Rule ``estimate_head_importance``: legacy and fixed matrices in one safetensors file."""
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_dir)
-    on, arch = place(model, device), architecture(model)
+    model_device, arch = place(model, device), architecture(model)
     examples, _ = load_examples(examples_path)
     if cfg.max_examples is not None and cfg.max_examples < len(examples):
         order = np.random.default_rng(cfg.seed).permutation(len(examples))[: cfg.max_examples]
@@ -56,8 +56,8 @@ def run_estimate_head_importance(
 
     def batches():
         for i in range(len(examples)):
-            batch = encoded.batch([i], on, arch)
-            batch |= {k: torch.from_numpy(v[i : i + 1].copy()).to(on) for k, v in labels.items()}
+            batch = encoded.batch([i], model_device, arch)
+            batch |= {k: torch.from_numpy(v[i : i + 1].copy()).to(model_device) for k, v in labels.items()}
             yield batch
 
     t0 = time.perf_counter()
@@ -118,7 +118,7 @@ def run_extract_attention(
     every showcased example of the shard.
     """
     model, tokenizer = load_classifier(model_dir)
-    on, arch = place(model, device), architecture(model)
+    model_device, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     showcased = {e["example_id"] for e in load_selection(selection_path)}
     task = task_of(model.config)
@@ -139,7 +139,7 @@ def run_extract_attention(
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
-        bands = forward_bands(model, encoded.batch([i], on, arch))
+        bands = forward_bands(model, encoded.batch([i], model_device, arch))
         want_topk = cfg.topk_for == "all" or eid in showcased
         summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
         received.append(summary.pop("received"))

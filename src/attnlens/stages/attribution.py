@@ -88,7 +88,7 @@ def run_attribute(
     the shard's parquet is written.
     """
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    model_device = place(model, device)
     examples, _ = load_examples(test_path)
     task = task_of(model.config)
     outputs_by_id = predicted_outputs(predictions_path, task)
@@ -104,7 +104,7 @@ def run_attribute(
     if mine:
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
-        longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
+        longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
         internal = internal_batch(cfg.steps_per_pass, model, longest, target, cfg.autocast,
                                   showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
                                   max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
@@ -124,7 +124,7 @@ def run_attribute(
                 resumed += 1
                 continue
             if inputs is None:
-                inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], on)
+                inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
             started = time.perf_counter()
             res = attribute_example(
                 model,
@@ -136,7 +136,7 @@ def run_attribute(
                 internal_batch_size=internal[0],
                 autocast=cfg.autocast,
             )
-            synchronize(on)
+            synchronize(model_device)
             row = attribution_row(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase,
                                   time.perf_counter() - started, rank)  # fmt: skip
             with atomic_path(ckpt) as tmp:
@@ -165,12 +165,12 @@ def run_attribute(
         shard=shard,
         n_shards=cfg.n_shards,
         model=str(model_dir),
-        device=str(on),
+        device=str(model_device),
         seconds=round(seconds, 2),
         resumed_examples=resumed,
         not_converged=n_bad,
         internal_batch=internal[1],
-        precision=precision_name(on, cfg.autocast),
+        precision=precision_name(model_device, cfg.autocast),
         notes=notes,
     )
     save_parquet(frame, out_path, prov, attribution_types(task))
@@ -201,7 +201,7 @@ def run_attribute_embeddings(
     """Rule ``attribute_embeddings``: per-embedding IG (§9.2) of every showcased example, for its headline target
     → parquet."""
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    model_device = place(model, device)
     examples, _ = load_examples(test_path)
     task = task_of(model.config)
     outputs_by_id = predicted_outputs(predictions_path, task)
@@ -212,8 +212,8 @@ def run_attribute_embeddings(
     if showcased:
         eid = max(showcased, key=lambda eid: len(encoded[eid]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[row_of[eid]], outputs_by_id[eid])), 0)
-        inputs = prepare_inputs(model, tokenizer, encoded[eid], on)
-        internal = batch_size(cfg.steps_per_pass, on,
+        inputs = prepare_inputs(model, tokenizer, encoded[eid], model_device)
+        internal = batch_size(cfg.steps_per_pass, model_device,
                               lambda steps: embedding_ig(model, inputs, target, steps, steps, cfg.embeddings_mode),
                               cfg.embeddings_steps, "IG's internal batch")  # fmt: skip
     rows = []
@@ -223,7 +223,7 @@ def run_attribute_embeddings(
         ids = encoded[eid]
         label = examples["label"].iloc[i]
         target = task.targets(cfg.target, label, outputs_by_id[eid])[0]  # the headline target's
-        inputs = prepare_inputs(model, tokenizer, ids, on)
+        inputs = prepare_inputs(model, tokenizer, ids, model_device)
         res = embedding_ig(model, inputs, target, cfg.embeddings_steps, internal[0], cfg.embeddings_mode)
         relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
         converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])

@@ -36,9 +36,11 @@ from attnlens.sharding import shard_of
 logger = logging.getLogger(__name__)
 
 
-def _example(model, tokenizer, on, ids: list[int], target: int, cfg: ExplanationsConfig, copies: int) -> Example:
+def _example(
+    model, tokenizer, model_device, ids: list[int], target: int, cfg: ExplanationsConfig, copies: int
+) -> Example:
     """One document as the explanation methods see it: IG's token ids and target, the run's options."""
-    return Example(model, prepare_inputs(model, tokenizer, ids, on), target, cfg.layers,
+    return Example(model, prepare_inputs(model, tokenizer, ids, model_device), target, cfg.layers,
                    tokens=tokenizer.convert_ids_to_tokens(ids), special=structural_mask(tokenizer, ids),
                    pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
                    batch_size=copies)  # fmt: skip
@@ -59,12 +61,14 @@ def run_explain(
     ``explanations.targets: every``, each target IG explains.
     """
     model, tokenizer = load_classifier(model_dir)
-    on = place(freeze(model), device)
+    model_device = place(freeze(model), device)
     attributions = load_attributions(attribution_paths, every_target=cfg.targets == "every")
     mine = attributions[[shard_of(str(e), cfg.n_shards) == shard for e in attributions["example_id"]]]
-    occlusion = occlusion_batch(cfg.copies_per_pass, cfg.methods, model, on, [list(ids) for ids in mine["input_ids"]])
-    examples = [_example(model, tokenizer, on, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
-                for row in mine.itertuples(index=False)]  # fmt: skip
+    occlusion = occlusion_batch(
+        cfg.copies_per_pass, cfg.methods, model, model_device, [list(ids) for ids in mine["input_ids"]]
+    )
+    examples = [_example(model, tokenizer, model_device, [int(i) for i in row.input_ids], int(row.target), cfg,
+                         occlusion[0]) for row in mine.itertuples(index=False)]  # fmt: skip
     documents = documents_batch(cfg.documents_per_pass, cfg.methods, examples)
     t0 = time.perf_counter()
     results = explain_examples(examples, cfg.methods, documents[0])
@@ -82,7 +86,7 @@ def run_explain(
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(EXPLANATION_TYPES.names))
     prov = provenance(EXPLANATIONS_SCHEMA, cfg.to_dict(), None, shard=shard, n_shards=cfg.n_shards,
-                      model=str(model_dir), device=str(on), seconds=round(seconds, 2),
+                      model=str(model_dir), device=str(model_device), seconds=round(seconds, 2),
                       occlusion_batch=occlusion[1], documents_batch=documents[1])  # fmt: skip
     save_parquet(frame, out_path, prov, EXPLANATION_TYPES)
     n_examples = frame["example_id"].nunique() if len(frame) else 0
@@ -103,16 +107,18 @@ def run_sanity_check(
     of ``explanations.methods`` on the trained classifier and on each randomised copy of the cascade
     (:mod:`attnlens.attribution.sanity`), and each method's Spearman ρ between the two."""
     model, tokenizer = load_classifier(model_dir)
-    on = place(freeze(model), device)
+    model_device = place(freeze(model), device)
     attributions = load_attributions(attribution_paths).sort_values("example_id", kind="stable")
     chosen = attributions.head(findings.sanity_examples)
     cascade = levels(len(architecture(model).layers(model)))
     chosen_ids = [(str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
                   for row in chosen.itertuples(index=False)]  # fmt: skip
-    occlusion = occlusion_batch(cfg.copies_per_pass, cfg.methods, model, on, [ids for _, ids, _ in chosen_ids])
+    occlusion = occlusion_batch(
+        cfg.copies_per_pass, cfg.methods, model, model_device, [ids for _, ids, _ in chosen_ids]
+    )
 
     def examples_of(net) -> list[Example]:
-        return [_example(net, tokenizer, on, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
+        return [_example(net, tokenizer, model_device, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
 
     def explain_all(examples: list[Example]) -> dict[str, dict[str, np.ndarray]]:
         results = explain_examples(examples, cfg.methods, documents[0])

@@ -57,7 +57,7 @@ def run_evaluate_faithfulness(
     the explanation methods of ``explain`` (from its shards) and the seeded random control.
     """
     model, tokenizer = load_classifier(model_dir)
-    on = place(model, device)
+    model_device = place(model, device)
     examples, _ = load_examples(test_path)
     rationales = pd.read_parquet(rationales_path)
     task = task_of(model.config)
@@ -69,7 +69,7 @@ def run_evaluate_faithfulness(
     curves, plaus = [], []
     longest = max(attributions["input_ids"], key=len, default=None)
     copies = (1, {"how": "no example"}) if longest is None else batch_size(
-        cfg.copies_per_pass, on, copies_probe(model, [int(i) for i in longest]),
+        cfg.copies_per_pass, model_device, copies_probe(model, [int(i) for i in longest]),
         2 * len(cfg.rankings) * (len(cfg.fractions) + 2), "the removal curves' batch")  # fmt: skip
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):

@@ -56,7 +56,7 @@ def run_topology(
 ) -> dict:
     """Rule ``topology``: pooled attention → MI → distance → persistence, for the shard's test examples."""
     model, tokenizer = load_classifier(model_dir)
-    on, arch = place(model, device), architecture(model)
+    model_device, arch = place(model, device), architecture(model)
     examples, _ = load_examples(test_path)
     encoded = encode_examples(tokenizer, examples, task_of(model.config))
     ids = [str(e) for e in examples["example_id"]]
@@ -70,7 +70,9 @@ def run_topology(
         if unit_of.max() < 1:
             logger.warning("%s: fewer than 2 units, no topology", ids[i])
             continue
-        bands = [band.cpu() for band in forward_bands(model, encoded.batch([i], on, arch))]  # pooled on the CPU
+        bands = [
+            band.cpu() for band in forward_bands(model, encoded.batch([i], model_device, arch))
+        ]  # pooled on the CPU
         pooled = pooled_from_bands(bands[layer_slice(len(bands), cfg.layers)], unit_of)
         freqs = unit_frequencies(input_ids, unit_of)
         for est, (mi, d, diagrams, cap) in example_topology(pooled, freqs, cfg).items():

@@ -81,7 +81,7 @@ def occlusion_scores(
     return scores
 
 
-def occlusion_batch(requested: int | str, methods: Sequence[str], model, on,
+def occlusion_batch(requested: int | str, methods: Sequence[str], model, model_device,
                     documents: Sequence[Sequence[int]]) -> tuple[int, dict]:  # fmt: skip
     """Occluded copies per forward for a job (:func:`attnlens.device.batch_size`): ``requested``
     (``explanations.batch_size``), or with ``auto`` the most copies of the job's longest document the card holds;
@@ -89,7 +89,7 @@ def occlusion_batch(requested: int | str, methods: Sequence[str], model, on,
     longest = max(documents, key=len, default=None)
     if longest is None or "occlusion" not in methods:
         return (1 if requested == "auto" else int(requested)), {"how": "no occlusion in the job"}
-    return batch_size(requested, on, copies_probe(model, longest), len(longest), "occlusion's batch")
+    return batch_size(requested, model_device, copies_probe(model, longest), len(longest), "occlusion's batch")
 
 
 @scorer("occlusion")
