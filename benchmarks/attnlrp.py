@@ -128,9 +128,12 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
         attnlrp_batch(model, together, [1] * documents, [n] * documents)  # warm-up of the batch's shapes
         s, peak = measure(lambda: attnlrp_batch(model, together, [1] * documents, [n] * documents), device)
         per_document = s / documents
-        row |= {"attnlrp_documents": documents, "attnlrp_per_document_s": round(per_document, 3),
-                "attnlrp_documents_peak_bytes": peak,
-                "attnlrp_per_document_over_alone": round(per_document / lrp_s, 3)}  # fmt: skip
+        row |= {
+            "attnlrp_documents": documents,
+            "attnlrp_per_document_s": round(per_document, 3),
+            "attnlrp_documents_peak_bytes": peak,
+            "attnlrp_per_document_over_alone": round(per_document / lrp_s, 3),
+        }
     if half:
         with torch.autocast("cuda", dtype=torch.float16):
             attnlrp(model, inputs, 1)
@@ -138,8 +141,16 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
         row |= {"attnlrp_fp16_s": round(s, 3), "attnlrp_fp16_peak_bytes": peak}
 
     def ig():
-        return attribute_example(model, inputs, 1, min_steps=ig_steps, max_steps=ig_steps, tolerance=None,
-                                 internal_batch_size=ig_batch, autocast=half)  # fmt: skip
+        return attribute_example(
+            model,
+            inputs,
+            1,
+            min_steps=ig_steps,
+            max_steps=ig_steps,
+            tolerance=None,
+            internal_batch_size=ig_batch,
+            autocast=half,
+        )
 
     ig_s, ig_peak = measure(ig, device)
     batches = math.ceil(ig_steps / ig_batch)
@@ -161,9 +172,11 @@ def bench_length(name: str, n: int, device: torch.device, ig_steps: int, ig_batc
 def _memory_child(name: str, n: int, ig_batch: int, documents: int) -> dict:
     """:func:`bench_length` on the CPU in a fresh interpreter whose allocator returns large blocks when freed."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
-    code = (f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch; from attnlrp import bench_length; "
-            f"print(json.dumps(bench_length({name!r}, {n}, torch.device('cpu'), {ig_batch}, {ig_batch}, "
-            f"{documents})))")  # fmt: skip
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch; from attnlrp import bench_length; "
+        f"print(json.dumps(bench_length({name!r}, {n}, torch.device('cpu'), {ig_batch}, {ig_batch}, "
+        f"{documents})))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     if run.returncode:
         raise RuntimeError(f"{name} at {n} tokens failed:\n{run.stderr[-2000:]}")
@@ -178,8 +191,14 @@ def cpu_name() -> str:
     return platform.machine()
 
 
-def bench_attnlrp(lengths=(2048, 4096), names=("longformer",), device: str = "cpu", ig_steps: int = 4,
-                  ig_batch: int = 2, documents: int = 2) -> dict:  # fmt: skip
+def bench_attnlrp(
+    lengths=(2048, 4096),
+    names=("longformer",),
+    device: str = "cpu",
+    ig_steps: int = 4,
+    ig_batch: int = 2,
+    documents: int = 2,
+) -> dict:
     on = torch.device(device)
     rows = []
     for name in names:

@@ -71,10 +71,12 @@ def main(argv: list[str] | None = None) -> None:
     }
     parser.add_argument("--only", choices=list(suites), default=None)
     names = list(architectures.BASE_MODELS)
-    parser.add_argument("--architectures", nargs="+", choices=names, default=names,
-                        help="architectures.json: these architectures only")  # fmt: skip
-    parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096, 8192],
-                        help="architectures.json: these lengths only")  # fmt: skip
+    parser.add_argument(
+        "--architectures", nargs="+", choices=names, default=names, help="architectures.json: these architectures only"
+    )
+    parser.add_argument(
+        "--lengths", nargs="+", type=int, default=[2048, 4096, 8192], help="architectures.json: these lengths only"
+    )
     args = parser.parse_args(argv)
     for name, suite in suites.items():
         if args.only in (None, name):

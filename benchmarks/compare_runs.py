@@ -47,8 +47,15 @@ MAY_DIFFER = {
     "compared in explanations/leaderboard.parquet)",
 }
 #: Table columns and JSON keys holding wall times (see MAY_DIFFER).
-TIMING_COLUMNS = ("seconds", "seconds per pair and model", "train_seconds", "seconds_per_step", "forward_seconds",
-                  "seconds per example", "cost / one forward pass")  # fmt: skip
+TIMING_COLUMNS = (
+    "seconds",
+    "seconds per pair and model",
+    "train_seconds",
+    "seconds_per_step",
+    "forward_seconds",
+    "seconds per example",
+    "cost / one forward pass",
+)
 #: Values of a ``metric`` column whose rows are wall times (see MAY_DIFFER).
 TIMING_METRICS = ("seconds", "cost_ratio")
 #: Files that plot wall times (see MAY_DIFFER).
@@ -57,10 +64,16 @@ TIMING_FIGURES = ("paper/figures/explanation_leaderboard.png",)
 
 def _parquet_rows(path: Path) -> dict:
     table = pq.read_table(path)
-    keep = [m not in TIMING_METRICS for m in table.column("metric").to_pylist()] if "metric" in table.column_names \
-        else [True] * table.num_rows  # fmt: skip
-    return {name: [v for v, k in zip(table.column(name).to_pylist(), keep, strict=True) if k]
-            for name in table.column_names if name not in TIMING_COLUMNS}  # fmt: skip
+    keep = (
+        [m not in TIMING_METRICS for m in table.column("metric").to_pylist()]
+        if "metric" in table.column_names
+        else [True] * table.num_rows
+    )
+    return {
+        name: [v for v, k in zip(table.column(name).to_pylist(), keep, strict=True) if k]
+        for name in table.column_names
+        if name not in TIMING_COLUMNS
+    }
 
 
 def _tensors(path: Path) -> dict:
@@ -88,8 +101,10 @@ def _table_rows(path: Path) -> list[list[str]]:
     line that starts with ``|``, split at unescaped ``|`` (a caption's ``\\|x\\|`` is text, not cells)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     if path.suffix == ".md":
-        rows = [[c.strip() for c in re.split(r"(?<!\\)\|", ln.strip().strip("|"))] if ln.startswith("|") else [ln]
-                for ln in lines]  # fmt: skip
+        rows = [
+            [c.strip() for c in re.split(r"(?<!\\)\|", ln.strip().strip("|"))] if ln.startswith("|") else [ln]
+            for ln in lines
+        ]
     else:
         rows = [[c.strip() for c in ln.removesuffix(r" \\").split(" & ")] if " & " in ln else [ln] for ln in lines]
     header = next((r for r in rows if len(r) > 1), [])
@@ -124,9 +139,15 @@ def _html_content(path: Path) -> str:
 def _content(path: Path) -> Callable[[Path], object] | None:
     """How a file is compared: its content without provenance; ``None``: byte for byte."""
     return {
-        ".parquet": _parquet_rows, ".safetensors": _tensors, ".json": _json_content, ".png": _png_pixels,
-        ".html": _html_content, ".csv": _csv_rows, ".md": _table_rows, ".tex": _table_rows,
-    }.get(path.suffix)  # fmt: skip
+        ".parquet": _parquet_rows,
+        ".safetensors": _tensors,
+        ".json": _json_content,
+        ".png": _png_pixels,
+        ".html": _html_content,
+        ".csv": _csv_rows,
+        ".md": _table_rows,
+        ".tex": _table_rows,
+    }.get(path.suffix)
 
 
 def _equal(a, b) -> bool:

@@ -71,27 +71,75 @@ PAPER_IG_SECONDS = 43.5
 PAPER_IG_STEPS = 50
 #: Peak dense fp16 tensor-core rate (FLOP/s, without sparsity) by the name CUDA reports, from the vendors' data sheets.
 PEAK_FP16 = {
-    "H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 NVL": 835e12, "H100 PCIe": 756e12,
+    "H200": 989e12,
+    "H100 SXM": 989e12,
+    "H100 80GB HBM3": 989e12,
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
     "H100": 756e12,
-    "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12, "V100": 125e12, "T4": 65e12,
-}  # fmt: skip
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10G": 70e12,
+    "A10": 125e12,
+    "V100": 125e12,
+    "T4": 65e12,
+}
 
 #: Model and corpus shapes by architecture: the paper's (a decoder's: Qwen2.5-0.5B's sizes), and the tiny one the
 #: CPU test runs. A Longformer's ``window`` is two-sided; a decoder's is its causal sliding window (Mistral).
 SHAPES = {
     "longformer": {
-        "paper": {"name": "longformer-base", "layers": 12, "heads": 12, "hidden": 768, "ffn": 3072, "window": 512,
-                  "max_length": 2048, "min_words": 2000, "max_words": 2400},
-        "tiny": {"name": "tiny", "layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "window": 16, "max_length": 160,
-                 "min_words": 100, "max_words": 140},
+        "paper": {
+            "name": "longformer-base",
+            "layers": 12,
+            "heads": 12,
+            "hidden": 768,
+            "ffn": 3072,
+            "window": 512,
+            "max_length": 2048,
+            "min_words": 2000,
+            "max_words": 2400,
+        },
+        "tiny": {
+            "name": "tiny",
+            "layers": 2,
+            "heads": 4,
+            "hidden": 64,
+            "ffn": 128,
+            "window": 16,
+            "max_length": 160,
+            "min_words": 100,
+            "max_words": 140,
+        },
     },
     "decoder": {
-        "paper": {"name": "qwen2.5-0.5b-shaped", "layers": 24, "heads": 14, "key_heads": 2, "hidden": 896,
-                  "ffn": 4864, "window": 1024, "max_length": 2048, "min_words": 2000, "max_words": 2400},
-        "tiny": {"name": "tiny", "layers": 2, "heads": 6, "key_heads": 2, "hidden": 96, "ffn": 192, "window": 48,
-                 "max_length": 160, "min_words": 100, "max_words": 140},
+        "paper": {
+            "name": "qwen2.5-0.5b-shaped",
+            "layers": 24,
+            "heads": 14,
+            "key_heads": 2,
+            "hidden": 896,
+            "ffn": 4864,
+            "window": 1024,
+            "max_length": 2048,
+            "min_words": 2000,
+            "max_words": 2400,
+        },
+        "tiny": {
+            "name": "tiny",
+            "layers": 2,
+            "heads": 6,
+            "key_heads": 2,
+            "hidden": 96,
+            "ffn": 192,
+            "window": 48,
+            "max_length": 160,
+            "min_words": 100,
+            "max_words": 140,
+        },
     },
-}  # fmt: skip
+}
 
 
 def shape_of(architecture: str, tiny: bool) -> dict:
@@ -108,24 +156,42 @@ def save_classifier(folder: Path, shape: dict, architecture: str = "longformer",
     if architecture != "longformer":
         window = {"sliding_window": shape["window"]} if architecture in ("mistral", "gemma3") else {}
         model = draw_decoder(
-            architecture, seed, vocab_size=tokenizer.vocab_size, hidden_size=shape["hidden"],
-            num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
-            num_key_value_heads=shape["key_heads"], head_dim=shape["hidden"] // shape["heads"],
-            intermediate_size=shape["ffn"], max_position_embeddings=shape["max_length"],
-            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
-            eos_token_id=tokenizer.sep_token_id, tie_word_embeddings=False, attn_implementation="sdpa", **window,
+            architecture,
+            seed,
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=shape["hidden"],
+            num_hidden_layers=shape["layers"],
+            num_attention_heads=shape["heads"],
+            num_key_value_heads=shape["key_heads"],
+            head_dim=shape["hidden"] // shape["heads"],
+            intermediate_size=shape["ffn"],
+            max_position_embeddings=shape["max_length"],
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            tie_word_embeddings=False,
+            attn_implementation="sdpa",
+            **window,
             **labels,
-        )  # fmt: skip
+        )
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         return sum(p.numel() for p in model.parameters())
     config = LongformerConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-        num_attention_heads=shape["heads"], intermediate_size=shape["ffn"],
-        max_position_embeddings=shape["max_length"] + tokenizer.pad_token_id + 2, attention_window=shape["window"],
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-        sep_token_id=tokenizer.sep_token_id, type_vocab_size=1, **labels,
-    )  # fmt: skip
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=shape["hidden"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        intermediate_size=shape["ffn"],
+        max_position_embeddings=shape["max_length"] + tokenizer.pad_token_id + 2,
+        attention_window=shape["window"],
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        type_vocab_size=1,
+        **labels,
+    )
     torch.manual_seed(seed)
     model = LongformerForSequenceClassification(config)
     model.save_pretrained(folder)
@@ -176,16 +242,21 @@ class Stage:
     def __exit__(self, *exc) -> None:
         synchronize(self.device)
         seconds = time.perf_counter() - self.t0
-        row = {"seconds": round(seconds, 2), "cpu_seconds": round(time.process_time() - self.cpu0, 2),
-               "documents": self.documents, "seconds_per_document": round(seconds / self.documents, 3)}  # fmt: skip
+        row = {
+            "seconds": round(seconds, 2),
+            "cpu_seconds": round(time.process_time() - self.cpu0, 2),
+            "documents": self.documents,
+            "seconds_per_document": round(seconds / self.documents, 3),
+        }
         if self.device.type == "cuda":
             row["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated(self.device) / 1e6, 1)
         self.results[self.name] = row
         print(f"gpu-proof: {self.name}: {row}", file=sys.stderr, flush=True)
 
 
-def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Path,
-          architecture: str = "longformer") -> dict:  # fmt: skip
+def proof(
+    device_name: str, tiny: bool, documents: int, ig_steps: int, work: Path, architecture: str = "longformer"
+) -> dict:
     """Run every classification stage at the chosen shape in ``work``; the record of ``gpu.json``."""
     shape = shape_of(architecture, tiny)
     device = resolve_device(device_name)
@@ -193,10 +264,21 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
     classifier = work / "classifier"
     params = save_classifier(classifier, shape, architecture)
     window = shape["window"] if architecture == "longformer" else None  # a decoder's is its checkpoint's
-    model_cfg = ModelConfig(source="classifier", name_or_path=str(classifier), max_length=shape["max_length"],
-                            attention_window=window, device=device_name)  # fmt: skip
-    data_cfg = DataConfig(source="synthetic", seed=42, test_fraction=0.5, synthetic=SyntheticConfig(
-        n_documents=2 * documents, min_words=shape["min_words"], max_words=shape["max_words"]))  # fmt: skip
+    model_cfg = ModelConfig(
+        source="classifier",
+        name_or_path=str(classifier),
+        max_length=shape["max_length"],
+        attention_window=window,
+        device=device_name,
+    )
+    data_cfg = DataConfig(
+        source="synthetic",
+        seed=42,
+        test_fraction=0.5,
+        synthetic=SyntheticConfig(
+            n_documents=2 * documents, min_words=shape["min_words"], max_words=shape["max_words"]
+        ),
+    )
     d = work / "results"
     train, test, rationales = d / "data/train.parquet", d / "data/test.parquet", d / "data/rationales.parquet"
     run_prepare_dataset(data_cfg, model_cfg, train, test, rationales, d / "data/split_manifest.json")
@@ -205,36 +287,75 @@ def proof(device_name: str, tiny: bool, documents: int, ig_steps: int, work: Pat
     finetuned = d / "models/finetuned"
     with Stage(device, stages, "train_classifier", n_train):
         run_train_classifier(
-            TrainConfig(epochs=1, lr=2e-5, batch_size=1, gradient_accumulation_steps=4, fp16=True,
-                        gradient_checkpointing=True, eval_batch_size=4), classifier, train, test, finetuned,
-            d / "models/train_metrics.json", device_name,
-        )  # fmt: skip
+            TrainConfig(
+                epochs=1,
+                lr=2e-5,
+                batch_size=1,
+                gradient_accumulation_steps=4,
+                fp16=True,
+                gradient_checkpointing=True,
+                eval_batch_size=4,
+            ),
+            classifier,
+            train,
+            test,
+            finetuned,
+            d / "models/train_metrics.json",
+            device_name,
+        )
     predictions, selection = d / "predictions/test.parquet", d / "predictions/selection.json"
     with Stage(device, stages, "predict", n_test):
-        run_predict(PredictConfig(batch_size=4), finetuned, test, predictions, d / "predictions/metrics.json",
-                    selection, device_name)  # fmt: skip
+        run_predict(
+            PredictConfig(batch_size=4),
+            finetuned,
+            test,
+            predictions,
+            d / "predictions/metrics.json",
+            selection,
+            device_name,
+        )
     with Stage(device, stages, "estimate_head_importance", n_train):
-        run_estimate_head_importance(ImportanceConfig(), finetuned, train, d / "importance/head_importance.safetensors",
-                                     device_name)  # fmt: skip
+        run_estimate_head_importance(
+            ImportanceConfig(), finetuned, train, d / "importance/head_importance.safetensors", device_name
+        )
     summary = d / "attention/shard0.safetensors"
     with Stage(device, stages, "extract_attention", n_test):
-        run_extract_attention(AttentionConfig(n_shards=1), finetuned, test, selection, 0, summary,
-                              d / "attention/bands/shard0.safetensors", device_name)  # fmt: skip
+        run_extract_attention(
+            AttentionConfig(n_shards=1),
+            finetuned,
+            test,
+            selection,
+            0,
+            summary,
+            d / "attention/bands/shard0.safetensors",
+            device_name,
+        )
     longest = max(encode_texts(load_tokenizer(finetuned), load_examples(test)[0]["text"]).input_ids, key=len)
     batch = ig_batch_from_memory(finetuned, longest, device, ig_steps)
     attributions = d / "attributions/shard0.parquet"
     with Stage(device, stages, "attribute", n_test):
-        ig_cfg = AttributionConfig(n_shards=1, adaptive=False, n_steps=ig_steps, autocast=True,
-                                   steps_per_pass=batch["internal_batch_size"])  # fmt: skip
+        ig_cfg = AttributionConfig(
+            n_shards=1, adaptive=False, n_steps=ig_steps, autocast=True, steps_per_pass=batch["internal_batch_size"]
+        )
         run_attribute(ig_cfg, finetuned, test, predictions, selection, 0, attributions, device_name)
     explanations = d / "explanations/shard0.parquet"
     with Stage(device, stages, "explain", n_test):
-        run_explain(ExplanationsConfig(n_shards=1, copies_per_pass=4), finetuned, [attributions], 0, explanations,
-                    device_name)  # fmt: skip
+        run_explain(
+            ExplanationsConfig(n_shards=1, copies_per_pass=4), finetuned, [attributions], 0, explanations, device_name
+        )
     with Stage(device, stages, "evaluate_faithfulness", n_test):
-        run_evaluate_faithfulness(FaithfulnessConfig(copies_per_pass=4), finetuned, test, rationales, [attributions],
-                                  [summary], d / "faithfulness/curves.parquet", d / "faithfulness/plausibility.parquet",
-                                  [explanations], device_name)  # fmt: skip
+        run_evaluate_faithfulness(
+            FaithfulnessConfig(copies_per_pass=4),
+            finetuned,
+            test,
+            rationales,
+            [attributions],
+            [summary],
+            d / "faithfulness/curves.parquet",
+            d / "faithfulness/plausibility.parquet",
+            [explanations],
+            device_name,
+        )
     tokens = shape["max_length"]
     flop = 2 * params * tokens * 3 * ig_steps
     ig = stages["attribute"]["seconds_per_document"]
@@ -271,8 +392,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--device", default="cuda", help="cuda (default), cuda:N, cpu or auto: model.device of every stage"
     )
-    parser.add_argument("--architecture", default="longformer", choices=["longformer", *DECODERS],
-                        help="longformer (default: gpu.json) or a decoder (gpu_<architecture>.json)")  # fmt: skip
+    parser.add_argument(
+        "--architecture",
+        default="longformer",
+        choices=["longformer", *DECODERS],
+        help="longformer (default: gpu.json) or a decoder (gpu_<architecture>.json)",
+    )
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model at 160 tokens (the CPU test)")
     parser.add_argument("--documents", type=int, default=16, help="test documents, and as many training ones (16)")
     parser.add_argument("--ig-steps", type=int, default=PAPER_IG_STEPS, help="IG steps per document (the paper's 50)")
@@ -291,8 +416,11 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    print(f"gpu-proof: wrote {out}: IG {record['ig']['seconds_per_document']} s per document at "
-          f"{record['ig']['steps']} steps on {record['card']}", file=sys.stderr)  # fmt: skip
+    print(
+        f"gpu-proof: wrote {out}: IG {record['ig']['seconds_per_document']} s per document at "
+        f"{record['ig']['steps']} steps on {record['card']}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PAPER = {"train_documents": 4280, "epochs": 2, "test_documents": 1070}
 #: Rules whose work grows with the test documents (each document once); training grows with the training
 #: documents × epochs; every other rule is counted as it ran.
-PER_TEST_DOCUMENT = ("predict", "extract_attention", "attribute", "explain", "evaluate_faithfulness", "compare",
-                     "query_attention", "topology")  # fmt: skip
+PER_TEST_DOCUMENT = (
+    "predict",
+    "extract_attention",
+    "attribute",
+    "explain",
+    "evaluate_faithfulness",
+    "compare",
+    "query_attention",
+    "topology",
+)
 #: The `.test` sizes `--tiny` puts over config/gpu.yaml (a check of the rules and the bookkeeping on a CPU).
 TINY = {
     "data": {"synthetic": {"n_documents": 24, "min_words": 40, "max_words": 80}, "test_fraction": 0.25},
@@ -48,10 +56,12 @@ TINY = {
     "train": {"epochs": 1, "batch_size": 2},
     "importance": {"max_examples": 4},
     "attribution": {"min_steps": 2, "max_steps": 4, "embeddings_steps": 4, "n_shards": 2},
-    "attention": {"n_shards": 2}, "explanations": {"n_shards": 2}, "topology": {"n_shards": 2},
+    "attention": {"n_shards": 2},
+    "explanations": {"n_shards": 2},
+    "topology": {"n_shards": 2},
     "similarity": {"n_permutations": 20, "n_boot": 200},
     "pairs": {"data": {"synthetic": {"n_pairs": 12}}, "exact": {"steps": 3}},
-}  # fmt: skip
+}
 
 
 def jobs_of(log: Path) -> list[dict]:
@@ -149,9 +159,23 @@ def run(work: Path, cores: int, tiny: bool) -> dict:
     if tiny:
         (work / "config" / "tiny.yaml").write_text(yaml.safe_dump(TINY), encoding="utf-8")
         files.append(work / "config" / "tiny.yaml")
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-           "--profile", str(ROOT / "workflow" / "profiles" / "workstation"), "--cores", str(cores),
-           "--resources", "gpu=1", "--configfile", *map(str, files)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--profile",
+        str(ROOT / "workflow" / "profiles" / "workstation"),
+        "--cores",
+        str(cores),
+        "--resources",
+        "gpu=1",
+        "--configfile",
+        *map(str, files),
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=work)
@@ -174,8 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / ("gpu_run_tiny.json" if args.tiny else "gpu_run.json")
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    print(json.dumps({k: summary[k] for k in ("wall_s", "gpu_busy_s", "analysis_per_document_s", "paper_study")},
-                     indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {k: summary[k] for k in ("wall_s", "gpu_busy_s", "analysis_per_document_s", "paper_study")}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

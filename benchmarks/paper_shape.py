@@ -55,8 +55,15 @@ PAPER_CONFIG = ROOT / "config" / "paper.yaml"
 SLURM_PROFILE = ROOT / "workflow" / "profiles" / "slurm" / "config.yaml"
 
 #: The paper's run (docs/recipes.md §1.1, §2.1, §9): documents and step counts.
-PAPER = {"test_documents": 1070, "train_documents": 4280, "ig_steps": 50, "showcase_steps": 500,
-         "embedding_steps": 200, "epochs": 2, "max_length": 2048}  # fmt: skip
+PAPER = {
+    "test_documents": 1070,
+    "train_documents": 4280,
+    "ig_steps": 50,
+    "showcase_steps": 500,
+    "embedding_steps": 200,
+    "epochs": 2,
+    "max_length": 2048,
+}
 
 
 def base_classifier(folder: Path, seed: int = 0) -> Path:
@@ -64,12 +71,21 @@ def base_classifier(folder: Path, seed: int = 0) -> Path:
     tokenizer = load_tokenizer(packaged_model_dir())
     tokenizer.model_max_length = PAPER["max_length"]
     config = LongformerConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-        intermediate_size=3072, max_position_embeddings=PAPER["max_length"] + tokenizer.pad_token_id + 2,
-        attention_window=512, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id, type_vocab_size=1,
-        id2label=dict(enumerate(CLASS_NAMES)), label2id={c: i for i, c in enumerate(CLASS_NAMES)},
-    )  # fmt: skip
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=PAPER["max_length"] + tokenizer.pad_token_id + 2,
+        attention_window=512,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        type_vocab_size=1,
+        id2label=dict(enumerate(CLASS_NAMES)),
+        label2id={c: i for i, c in enumerate(CLASS_NAMES)},
+    )
     torch.manual_seed(seed)
     model = LongformerForSequenceClassification(config).eval()
     model.save_pretrained(folder)
@@ -83,19 +99,34 @@ def rehearsal_config(classifier: Path, n_test: int, ig_steps: int, cores: int) -
     n_train = 2 * n_test
     return {
         "studies": ["classification"],
-        "data": {"source": "synthetic", "seed": 42, "test_fraction": n_test / (n_test + n_train),
-                 "synthetic": {"n_documents": n_test + n_train, "min_words": 2000, "max_words": 2400}},
-        "model": {"source": "classifier", "name_or_path": str(classifier), "max_length": PAPER["max_length"],
-                  "attention_window": 512, "seed": 42},
+        "data": {
+            "source": "synthetic",
+            "seed": 42,
+            "test_fraction": n_test / (n_test + n_train),
+            "synthetic": {"n_documents": n_test + n_train, "min_words": 2000, "max_words": 2400},
+        },
+        "model": {
+            "source": "classifier",
+            "name_or_path": str(classifier),
+            "max_length": PAPER["max_length"],
+            "attention_window": 512,
+            "seed": 42,
+        },
         "predict": {"batch_size": paper["predict"]["batch_size"], "seed": 42, "extra_ids": []},
         "importance": {**paper["importance"], "max_examples": n_train},
         "attention": {**paper["attention"], "n_shards": cores},
-        "attribution": {**paper["attribution"], "n_shards": cores, "n_steps": ig_steps, "showcase_steps": ig_steps,
-                        "embeddings_steps": ig_steps, "steps_per_pass": 2},
+        "attribution": {
+            **paper["attribution"],
+            "n_shards": cores,
+            "n_steps": ig_steps,
+            "showcase_steps": ig_steps,
+            "embeddings_steps": ig_steps,
+            "steps_per_pass": 2,
+        },
         "explanations": {**paper["explanations"], "n_shards": cores, "copies_per_pass": 4},
         "faithfulness": {**paper["faithfulness"], "copies_per_pass": 4},
         "similarity": {k: v for k, v in paper["similarity"].items() if k not in ("extra_datasets", "dataset_name")},
-    }  # fmt: skip
+    }
 
 
 def log_jobs(log: Path) -> list[dict]:
@@ -167,9 +198,16 @@ def extrapolate(jobs: list[dict], bench: dict, counts: dict, ig_steps: int, shar
             per_unit = work / have if have else float("nan")
             n_shards = shards.get(rule, 1)
             paper_s = per_unit * paper + startup * n_shards
-            row.update(unit=unit, units_rehearsal=have, units_paper=paper, seconds_per_unit=round(per_unit, 2),
-                       seconds_paper=round(paper_s, 0), hours_paper=round(paper_s / 3600, 1),
-                       paper_shards=n_shards, hours_per_shard_paper=round(paper_s / n_shards / 3600, 2))  # fmt: skip
+            row.update(
+                unit=unit,
+                units_rehearsal=have,
+                units_paper=paper,
+                seconds_per_unit=round(per_unit, 2),
+                seconds_paper=round(paper_s, 0),
+                hours_paper=round(paper_s / 3600, 1),
+                paper_shards=n_shards,
+                hours_per_shard_paper=round(paper_s / n_shards / 3600, 2),
+            )
         if rule in slurm:
             res = slurm[rule]
             check = {"mem_mb": res.get("mem_mb"), "runtime_min": res.get("runtime")}
@@ -206,8 +244,13 @@ def time_training_step(folder: Path, threads: int, steps: int = 2) -> dict:
     per_step = sum(times[1:]) / steps
     passes = PAPER["epochs"] * PAPER["train_documents"]
     note = "fp32 on CPU; the paper's run is fp16 on a GPU (the GPU section of docs/benchmarks.md)"
-    return {"seconds_per_document_step": round(per_step, 2), "passes_paper": passes,
-            "hours_paper": round(per_step * passes / 3600, 1), "threads": threads, "note": note}  # fmt: skip
+    return {
+        "seconds_per_document_step": round(per_step, 2),
+        "passes_paper": passes,
+        "hours_paper": round(per_step * passes / 3600, 1),
+        "threads": threads,
+        "note": note,
+    }
 
 
 def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | None = None, reuse: bool = False) -> dict:
@@ -222,8 +265,19 @@ def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | No
             shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
             overrides = work / "config" / "paper_shape.yaml"
             overrides.write_text(yaml.safe_dump(cfg, sort_keys=False))
-            cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                   str(work), "--configfile", str(overrides), "--cores", str(cores)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "--snakefile",
+                str(ROOT / "Snakefile"),
+                "--directory",
+                str(work),
+                "--configfile",
+                str(overrides),
+                "--cores",
+                str(cores),
+            ]
             run = subprocess.run(cmd, capture_output=True, text=True)
             if run.returncode:
                 raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")
@@ -234,10 +288,18 @@ def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | No
         attributions = load_attributions(sorted((work / "results/attributions").glob("shard*.parquet")))
         shown = len({s["example_id"] for s in load_selection(work / "results/predictions/selection.json")})
         paper = yaml.safe_load(PAPER_CONFIG.read_text())
-        counts = {"test": len(test), "train": min(2 * n_test, len(train)), "showcased": shown,
-                  "paper_showcased": len(paper["predict"]["extra_ids"]) + 6}  # fmt: skip
-        shards = {"attribute": paper["attribution"]["n_shards"], "extract_attention": paper["attention"]["n_shards"],
-                  "explain": paper["explanations"]["n_shards"], "compare": paper["attention"]["n_shards"]}  # fmt: skip
+        counts = {
+            "test": len(test),
+            "train": min(2 * n_test, len(train)),
+            "showcased": shown,
+            "paper_showcased": len(paper["predict"]["extra_ids"]) + 6,
+        }
+        shards = {
+            "attribute": paper["attribution"]["n_shards"],
+            "extract_attention": paper["attention"]["n_shards"],
+            "explain": paper["explanations"]["n_shards"],
+            "compare": paper["attention"]["n_shards"],
+        }
         shards = {rule: int(n) for rule, n in shards.items()}
         slurm = yaml.safe_load(SLURM_PROFILE.read_text()).get("set-resources", {})
         rules = extrapolate(jobs, rule_benchmarks(work / "results"), counts, ig_steps, shards, slurm)

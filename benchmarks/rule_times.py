@@ -39,8 +39,10 @@ def table(runs: list[Path]) -> str:
     head = "| rule | jobs | " + " | ".join(f"wall s ({i + 1}) | CPU s ({i + 1})" for i in range(len(runs))) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(runs))]
     for rule in rules:
-        cells = [f"{w.get(rule, 0):.0f} | {c[rule]:.0f}" if rule in c else f"{w.get(rule, 0):.0f} | –"
-                 for w, c in zip(walls, cpus, strict=True)]  # fmt: skip
+        cells = [
+            f"{w.get(rule, 0):.0f} | {c[rule]:.0f}" if rule in c else f"{w.get(rule, 0):.0f} | –"
+            for w, c in zip(walls, cpus, strict=True)
+        ]
         lines.append(f"| `{rule}` | {counts[rule]} | " + " | ".join(cells) + " |")
     sums = " | ".join(f"{sum(w.values()):.0f} | {sum(c.values()):.0f}" for w, c in zip(walls, cpus, strict=True))
     lines.append(f"| **all jobs** | {sum(counts.values())} | {sums} |")

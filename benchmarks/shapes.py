@@ -36,9 +36,14 @@ def base_longformer(seed: int = 0):
     """longformer-base's shape: 12 layers × 12 heads, hidden 768, window 512, 4 096 positions."""
     torch.manual_seed(seed)
     config = LongformerConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        attention_window=512, max_position_embeddings=4098, num_labels=2,
-    )  # fmt: skip
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        hidden_size=768,
+        intermediate_size=3072,
+        attention_window=512,
+        max_position_embeddings=4098,
+        num_labels=2,
+    )
     return LongformerForSequenceClassification(config).eval()
 
 
@@ -46,10 +51,16 @@ def base_bigbird(seed: int = 0):
     """BigBird-base's shape: block-sparse, blocks of 64, 3 random blocks, 8 192 positions."""
     torch.manual_seed(seed)
     config = BigBirdConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        max_position_embeddings=8192, block_size=64, num_random_blocks=3, attention_type="block_sparse",
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        hidden_size=768,
+        intermediate_size=3072,
+        max_position_embeddings=8192,
+        block_size=64,
+        num_random_blocks=3,
+        attention_type="block_sparse",
         num_labels=2,
-    )  # fmt: skip
+    )
     return BigBirdForSequenceClassification(config).eval()
 
 
@@ -64,7 +75,12 @@ def base_longformer_long(max_length: int, seed: int = 0):
     """:func:`base_longformer` with ``max_length`` positions."""
     torch.manual_seed(seed)
     config = LongformerConfig(
-        num_hidden_layers=12, num_attention_heads=12, hidden_size=768, intermediate_size=3072,
-        attention_window=512, max_position_embeddings=max_length + 2, num_labels=2,
-    )  # fmt: skip
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        hidden_size=768,
+        intermediate_size=3072,
+        attention_window=512,
+        max_position_embeddings=max_length + 2,
+        num_labels=2,
+    )
     return LongformerForSequenceClassification(config).eval()

@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     parser.add_argument("--out", type=Path, default=Path("results/bench"), help="folder of side_by_side.json")
     args = parser.parse_args(argv)
-    commits = {name: _sh(["git", "rev-parse", "--short", c], ROOT).stdout.strip()
-               for name, c in (("before", args.before), ("after", args.after))}  # fmt: skip
+    commits = {
+        name: _sh(["git", "rev-parse", "--short", c], ROOT).stdout.strip()
+        for name, c in (("before", args.before), ("after", args.after))
+    }
     suffix = f"-config-{commits['before']}" if args.config_from else ""
     tag = f"-{Path(args.configfile).parent.parent.name.strip('.') or 'config'}" if args.configfile else ""
     folders = {
@@ -120,13 +122,20 @@ def main(argv: list[str] | None = None) -> None:
     runs = {name: totals(folder) for name, folder in folders.items()}
     ratio = runs["after"]["pipeline_seconds"] / runs["before"]["pipeline_seconds"]
     differ = differences(folders["before"] / "results", folders["after"] / "results")
-    record = {"commits": commits, "config_from": args.config_from, "configfile": args.configfile, "runs": runs,
-              "ratio": round(ratio, 3),
-              "differences": differ}  # fmt: skip
+    record = {
+        "commits": commits,
+        "config_from": args.config_from,
+        "configfile": args.configfile,
+        "runs": runs,
+        "ratio": round(ratio, 3),
+        "differences": differ,
+    }
     print(table([folders["before"], folders["after"]]))
     for name, run in runs.items():
-        print(f"\n{name} {commits[name]}: pipeline {run['pipeline_seconds']:.0f} s, user + sys "
-              f"{run['user_seconds'] + run['system_seconds']:.0f} CPU s, peak RSS {run['peak_rss_gb']} GB")  # fmt: skip
+        print(
+            f"\n{name} {commits[name]}: pipeline {run['pipeline_seconds']:.0f} s, user + sys "
+            f"{run['user_seconds'] + run['system_seconds']:.0f} CPU s, peak RSS {run['peak_rss_gb']} GB"
+        )
     print(f"\nratio after / before: {ratio:.3f}")
     print(f"artifacts that differ: {len(differ)}" + ("".join(f"\n  {d}" for d in differ[:50])))
     args.out.mkdir(parents=True, exist_ok=True)

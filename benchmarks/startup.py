@@ -67,11 +67,17 @@ def rule_startups(run: Path) -> dict:
     out = {}
     for rule, records in sorted(by_rule.items()):
         startup = [r["startup_seconds"] for r in records]
-        out[rule] = {"jobs": len(records), "startup_median": round(statistics.median(startup), 2),
-                     "startup_max": round(max(startup), 2),
-                     "work_median": round(statistics.median(r["work_seconds"] for r in records), 2)}  # fmt: skip
-        print(f"{rule:28s} {len(records):3d} jobs  start-up {out[rule]['startup_median']:5.2f} s "
-              f"(max {out[rule]['startup_max']:5.2f})  work {out[rule]['work_median']:6.2f} s", flush=True)  # fmt: skip
+        out[rule] = {
+            "jobs": len(records),
+            "startup_median": round(statistics.median(startup), 2),
+            "startup_max": round(max(startup), 2),
+            "work_median": round(statistics.median(r["work_seconds"] for r in records), 2),
+        }
+        print(
+            f"{rule:28s} {len(records):3d} jobs  start-up {out[rule]['startup_median']:5.2f} s "
+            f"(max {out[rule]['startup_max']:5.2f})  work {out[rule]['work_median']:6.2f} s",
+            flush=True,
+        )
     return out
 
 
@@ -81,8 +87,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, default=None, help="a working directory with a finished run's results/")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    record = {"schema": "startup/v1", "machine": platform.processor() or platform.machine(),
-              "python": platform.python_version(), "imports": import_times(args.repeats)}  # fmt: skip
+    record = {
+        "schema": "startup/v1",
+        "machine": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "imports": import_times(args.repeats),
+    }
     if args.run is not None:
         record["rules"] = rule_startups(args.run)
     out = Path(args.out)

@@ -133,8 +133,17 @@ def _architecture_grid(work: Path) -> Path:
     cfg["grid"] = {"models": ARCHITECTURES, "seeds": list(ARCHITECTURE_SEEDS)}
     write_config(work, cfg)
     first = [f"results/runs/default__{m}__s{ARCHITECTURE_SEEDS[0]}/manifest.json" for m in ARCHITECTURES]
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *first,
-                        "results/findings/findings.csv", timeout=GUARD["run"])  # fmt: skip
+    out = run_snakemake(
+        ROOT,
+        "--directory",
+        str(work),
+        "--cores",
+        "1",
+        "--show-failed-logs",
+        *first,
+        "results/findings/findings.csv",
+        timeout=GUARD["run"],
+    )
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     return work
 
@@ -167,8 +176,12 @@ _BUILD_CLASSIFIER = (
 @session_run("own_classifier", seconds=10)
 def _own_classifier(work: Path) -> Path:
     folder = work / "longformer-clf"
-    built = run_guarded([sys.executable, "-c", _BUILD_CLASSIFIER, folder], cwd=Path(__file__).parent,
-                        timeout=GUARD["stage"], env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    built = run_guarded(
+        [sys.executable, "-c", _BUILD_CLASSIFIER, folder],
+        cwd=Path(__file__).parent,
+        timeout=GUARD["stage"],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     return folder
 
@@ -190,8 +203,17 @@ def _notes_csv(work: Path, classifier: Path) -> Path:
     table, _ = write_notes(work / "input")
     data = {"source": "file", "path": str(table), "id_column": "note_id", "classes": list(SERVICES), "seed": 7}
     model = {"source": "classifier", "name_or_path": str(classifier)}
-    write_config(work, tiny_config(ROOT, data=data, model=model, studies=["classification", "topology"],
-                                   predict={"extra_ids": [HOSTILE_NOTE]}, **NOTES_SHARDS))  # fmt: skip
+    write_config(
+        work,
+        tiny_config(
+            ROOT,
+            data=data,
+            model=model,
+            studies=["classification", "topology"],
+            predict={"extra_ids": [HOSTILE_NOTE]},
+            **NOTES_SHARDS,
+        ),
+    )
     out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
     assert out.returncode == 0, "notes csv run:\n" + out.stdout[-6000:] + out.stderr[-3000:]
     return work
@@ -206,8 +228,9 @@ def _notes_folders(work: Path, classifier: Path) -> Path:
     cfg["pairs"]["data"]["synthetic"]["n_pairs"] = 6
     cfg["pairs"]["exact"]["enabled"] = False
     write_config(work, cfg)
-    out = run_snakemake(ROOT, "--directory", str(work), *FOLDERS_TARGETS, "--cores", "1", "--show-failed-logs",
-                        timeout=GUARD["run"])  # fmt: skip
+    out = run_snakemake(
+        ROOT, "--directory", str(work), *FOLDERS_TARGETS, "--cores", "1", "--show-failed-logs", timeout=GUARD["run"]
+    )
     assert out.returncode == 0, "notes folders run:\n" + out.stdout[-6000:] + out.stderr[-3000:]
     return work
 
@@ -248,8 +271,17 @@ def tiny_classifier():
 
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     tokenizer.model_max_length = 64
-    model = tiny_longformer(vocab_size=tokenizer.vocab_size, hidden=16, heads=2, intermediate=32, max_positions=66,
-                            window=16, pad_token_id=tokenizer.pad_token_id, num_labels=2, seed=0)  # fmt: skip
+    model = tiny_longformer(
+        vocab_size=tokenizer.vocab_size,
+        hidden=16,
+        heads=2,
+        intermediate=32,
+        max_positions=66,
+        window=16,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=2,
+        seed=0,
+    )
     return model, tokenizer
 
 

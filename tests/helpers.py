@@ -47,8 +47,17 @@ GUARD = {
 def run_guarded(cmd, *, timeout: float, cwd=None, env=None) -> subprocess.CompletedProcess:
     """``cmd`` in a session of its own, stdout and stderr captured as text; past ``timeout`` seconds its whole
     process group is killed and the test fails with how far it got, instead of leaving orphans behind."""
-    proc = live(subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, start_new_session=True))  # fmt: skip
+    proc = live(
+        subprocess.Popen(
+            [str(c) for c in cmd],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -88,9 +97,11 @@ def hang_report(cmd, limit: float, log: str) -> str:
     running = sorted({rule for rule, job in started if job not in finished})
     tail = "\n".join(log.strip().splitlines()[-15:])
     command = " ".join(map(str, cmd))
-    return (f"hang guard: `{command[:300]}` still running after {limit:.0f} s and was killed; "
-            f"{steps[-1].strip() if steps else 'no Snakemake step finished'}; running: {', '.join(running) or '?'}\n"
-            f"last lines:\n{tail}")  # fmt: skip
+    return (
+        f"hang guard: `{command[:300]}` still running after {limit:.0f} s and was killed; "
+        f"{steps[-1].strip() if steps else 'no Snakemake step finished'}; running: {', '.join(running) or '?'}\n"
+        f"last lines:\n{tail}"
+    )
 
 
 def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False):
@@ -99,8 +110,12 @@ def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm
 
     Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
     """
-    return run_guarded([*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args], timeout=timeout,
-                       cwd=cwd or root, env=None if slurm else local_env())  # fmt: skip
+    return run_guarded(
+        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
+        timeout=timeout,
+        cwd=cwd or root,
+        env=None if slurm else local_env(),
+    )
 
 
 #: The fork server of :class:`ForkedSnakemake`: imports Snakemake once, then runs each command line it is sent
@@ -145,8 +160,9 @@ class ForkedSnakemake:
         self.logs = Path(tempfile.mkdtemp(prefix="attnlens-forked-snakemake-"))
         self.count = 0
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
-        self.server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=root, env=local_env(), text=True,
-                                       start_new_session=True, **pipes)  # fmt: skip
+        self.server = subprocess.Popen(
+            [sys.executable, "-c", _FORK_SERVER], cwd=root, env=local_env(), text=True, start_new_session=True, **pipes
+        )
 
     def run(self, *args, timeout: float = GUARD["plan"], env: dict | None = None) -> subprocess.CompletedProcess:
         """``snakemake --snakefile <root>/Snakefile *args``, with ``env`` added to its environment; its output
@@ -214,8 +230,15 @@ def job_server(env: dict[str, str]) -> str:
     imported, jobs start fresh, as they would."""
     path = Path(tempfile.mkdtemp(prefix="attnlens-jobs-")) / "socket"
     with open(path.parent / "server.log", "wb") as log:
-        _JOB_SERVER.append(subprocess.Popen([sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)], env=env,
-                                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log))  # fmt: skip
+        _JOB_SERVER.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        )
     atexit.register(_stop_job_server, _JOB_SERVER[-1], path.parent)
     return str(path)
 
@@ -258,10 +281,19 @@ def copy_run(run: Path, dest: Path) -> Path:
 
 
 def tiny_longformer(
-    *, vocab_size: int = 50, hidden: int = 12, layers: int = 2, heads: int = 3, intermediate: int = 24,
-    max_positions: int = 80, window: int = 4, pad_token_id: int = 1, num_labels: int | None = None, seed: int = 0,
+    *,
+    vocab_size: int = 50,
+    hidden: int = 12,
+    layers: int = 2,
+    heads: int = 3,
+    intermediate: int = 24,
+    max_positions: int = 80,
+    window: int = 4,
+    pad_token_id: int = 1,
+    num_labels: int | None = None,
+    seed: int = 0,
     double: bool = False,
-):  # fmt: skip
+):
     """A seeded random Longformer small enough for exact checks: the encoder alone, or a classifier with
     ``num_labels`` classes; eval mode, float64 when ``double``."""
     config = LongformerConfig(
@@ -293,13 +325,20 @@ def build_classifier(
     predicted."""
     tokenizer = load_tokenizer(packaged_model_dir())
     config = LongformerConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=OWN_LENGTH + tokenizer.pad_token_id + 1,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=OWN_LENGTH + tokenizer.pad_token_id + 1,
         attention_window=OWN_WINDOW,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id,
-        id2label=dict(enumerate(labels)), label2id={c: i for i, c in enumerate(labels)},
-    )  # fmt: skip
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+        id2label=dict(enumerate(labels)),
+        label2id={c: i for i, c in enumerate(labels)},
+    )
     torch.manual_seed(3)
     model = LongformerForSequenceClassification(config)
     docs = generate_corpus(SyntheticConfig(n_documents=16, min_words=40, max_words=120), seed=11).documents
@@ -307,8 +346,7 @@ def build_classifier(
     model.train()
     for step in range(steps):
         batch = docs.iloc[(step * 4) % len(docs) :][:4]
-        enc = tokenizer(list(batch["text"]), truncation=True, max_length=OWN_LENGTH, padding=True,
-                        return_tensors="pt")  # fmt: skip
+        enc = tokenizer(list(batch["text"]), truncation=True, max_length=OWN_LENGTH, padding=True, return_tensors="pt")
         loss = model(**enc, labels=torch.tensor(batch["label"].to_numpy()) % len(labels)).loss
         optimiser.zero_grad()
         loss.backward()
@@ -373,8 +411,9 @@ def assert_grad_attention_is_dense(model, batch, dense, target: int, atol: float
 
     arch, heads = architecture(model), model.config.num_attention_heads
     grads = gradient_pass(model, batch, target=target, attentions=True)
-    for block, layer, h, g, a in zip(arch.layers(model), grads.bands, grads.hidden, grads.output_grads, dense,
-                                     strict=True):  # fmt: skip
+    for block, layer, h, g, a in zip(
+        arch.layers(model), grads.bands, grads.hidden, grads.output_grads, dense, strict=True
+    ):
         n = h.shape[0]
         v = arch.value_projections(block)["local"](h).view(n, heads, -1).transpose(0, 1)
         gh = g.view(n, heads, -1).transpose(0, 1)

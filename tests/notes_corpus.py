@@ -25,8 +25,10 @@ from hostile_corpus import HOSTILE_CLASS, HOSTILE_ID
 #: The folders run's targets (tests/test_real_data.py): the predictions (and the data they read), and study 3's pair
 #: shards: 4 for the 3 test pairs of the smallest synthetic pair set (6 pairs, half of them held out).
 PAIR_SHARDS = 4
-FOLDERS_TARGETS = ("results/predictions/selection.json",
-                   *(f"results/pairs/scores_shard{k}.parquet" for k in range(PAIR_SHARDS)))  # fmt: skip
+FOLDERS_TARGETS = (
+    "results/predictions/selection.json",
+    *(f"results/pairs/scores_shard{k}.parquet" for k in range(PAIR_SHARDS)),
+)
 #: The three classes, in label order (folder names of the folders source); the third is named by hostile text.
 SERVICES = ("cardiology", "oncology", HOSTILE_CLASS)
 #: The file name (and note id) of test note 2: hostile text, shown in every page, table and figure title.
@@ -36,25 +38,37 @@ HOSTILE_LINE = (
     "<script>alert('text')</script> <img src=x onerror=alert(1)> {{7*7}} \\input{/etc/passwd} =cmd|' /C calc'!A0"
 )
 #: The first line of test note 2: a message pasted from a patient portal, spelling every special token.
-PORTAL = ("Portal message: [CLS] start [SEP] middle [PAD] [PAD] [MASK] [UNK] <s> </s> <pad> <mask> "
-          "胸痛 since Monday 😀 thanks")  # fmt: skip
+PORTAL = (
+    "Portal message: [CLS] start [SEP] middle [PAD] [PAD] [MASK] [UNK] <s> </s> <pad> <mask> "
+    "胸痛 since Monday 😀 thanks"
+)
 
 _EVIDENCE = {
     "cardiology": [
-        "atrial fibrillation with rapid ventricular response", "troponin peaked at 2.3 ng/mL",
-        "echocardiogram showed an ejection fraction of 35 %", "started on metoprolol 25 mg twice daily",
-        "cardiac catheterization revealed a 90 % LAD stenosis", "chest pain radiating to the left arm",
+        "atrial fibrillation with rapid ventricular response",
+        "troponin peaked at 2.3 ng/mL",
+        "echocardiogram showed an ejection fraction of 35 %",
+        "started on metoprolol 25 mg twice daily",
+        "cardiac catheterization revealed a 90 % LAD stenosis",
+        "chest pain radiating to the left arm",
     ],
     "oncology": [
-        "biopsy confirmed metastatic adenocarcinoma", "cycle 3 of FOLFOX chemotherapy was given",
-        "neutropenic fever with ANC of 300", "CT showed progression of the hepatic lesions",
-        "palliative radiation to the spine — 20 Gy in 5 fractions", "tumor board recommended second-line therapy",
+        "biopsy confirmed metastatic adenocarcinoma",
+        "cycle 3 of FOLFOX chemotherapy was given",
+        "neutropenic fever with ANC of 300",
+        "CT showed progression of the hepatic lesions",
+        "palliative radiation to the spine — 20 Gy in 5 fractions",
+        "tumor board recommended second-line therapy",
     ],
     HOSTILE_CLASS: [
-        "MRI showed an acute left MCA infarct", "EEG captured focal seizures", "tPA was given within 3 hours",
-        "lumbar puncture with 40 white cells", "levetiracetam 500 mg twice daily", "NIHSS improved from 12 to 4",
+        "MRI showed an acute left MCA infarct",
+        "EEG captured focal seizures",
+        "tPA was given within 3 hours",
+        "lumbar puncture with 40 white cells",
+        "levetiracetam 500 mg twice daily",
+        "NIHSS improved from 12 to 4",
     ],
-}  # fmt: skip
+}
 _FILLER = [
     "The patient tolerated the procedure well and was transferred to the floor in stable condition.",
     "Family was updated at the bedside; the patient’s daughter is the health-care proxy.",
@@ -83,12 +97,26 @@ def _note(service: str, k: int, rng: random.Random, n_paragraphs: int) -> str:
         f"T\t{36 + rng.random():.1f} °C\tBP\t{rng.randint(100, 160)}/{rng.randint(60, 95)}\tHR\t{rng.randint(55, 120)}",
         "",
         "MEDICATIONS ON ADMISSION:",
-        *(f"{i}. {drug}" for i, drug in enumerate(rng.sample(
-            ["Aspirin 81 mg daily", "Lisinopril 10 mg daily", "Ondansetron 4 mg q8h prn",
-             "Atorvastatin 40 mg qhs", "Dexamethasone 4 mg daily", "Pantoprazole 40 mg daily"], 3), start=1)),
+        *(
+            f"{i}. {drug}"
+            for i, drug in enumerate(
+                rng.sample(
+                    [
+                        "Aspirin 81 mg daily",
+                        "Lisinopril 10 mg daily",
+                        "Ondansetron 4 mg q8h prn",
+                        "Atorvastatin 40 mg qhs",
+                        "Dexamethasone 4 mg daily",
+                        "Pantoprazole 40 mg daily",
+                    ],
+                    3,
+                ),
+                start=1,
+            )
+        ),
         "",
         "HOSPITAL COURSE:",
-    ]  # fmt: skip
+    ]
     for _ in range(n_paragraphs):
         sentences = [rng.choice(_FILLER) for _ in range(4)]
         sentences.insert(rng.randrange(5), f"Notably, {rng.choice(evidence)}.")
@@ -121,8 +149,7 @@ def notes(seed: int = 0) -> list[dict]:
         if k == 2:
             text = PORTAL + "\n" + HOSTILE_LINE + "\n" + text
         file = HOSTILE_NOTE if k == 2 else f"note {k:02d}__{service}"
-        out.append({"file": file, "service": service, "text": text,
-                    "split": "test" if k in (0, 1, 2) else "train"})  # fmt: skip
+        out.append({"file": file, "service": service, "text": text, "split": "test" if k in (0, 1, 2) else "train"})
     return out
 
 

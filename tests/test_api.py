@@ -48,8 +48,13 @@ def explained(tiny_run):
     # one thread, as the run's jobs had (conftest): the same kernels' partition of the sums
     assert torch.get_num_threads() == 1
     classifier = attnlens.load(results)
-    doc = attnlens.explain(test.loc[eid, "text"], classifier, config=tiny_run / "config/config.yaml",
-                           label=int(test.loc[eid, "label"]), example_id=eid)  # fmt: skip
+    doc = attnlens.explain(
+        test.loc[eid, "text"],
+        classifier,
+        config=tiny_run / "config/config.yaml",
+        label=int(test.loc[eid, "label"]),
+        example_id=eid,
+    )
     return results, eid, doc
 
 
@@ -159,9 +164,22 @@ def test_the_command_line_explains_a_file(tiny_run, tmp_path):
     text = pd.read_parquet(tiny_run / "results/data/test.parquet")["text"].iloc[0]
     words = " ".join(text.split() * 3)  # longer than the model's 128 tokens: the summary must say it was cut
     (tmp_path / "note.txt").write_text(words, encoding="utf-8")
-    out = run_guarded([sys.executable, "-m", "attnlens", "explain", str(tmp_path / "note.txt"), "--model",
-                       str(tiny_run / "results"), "--out", str(tmp_path / "out")], cwd=tmp_path,
-                      timeout=GUARD["stage"], env=local_env())  # fmt: skip
+    out = run_guarded(
+        [
+            sys.executable,
+            "-m",
+            "attnlens",
+            "explain",
+            str(tmp_path / "note.txt"),
+            "--model",
+            str(tiny_run / "results"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        timeout=GUARD["stage"],
+        env=local_env(),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "predicted" in out.stdout
     scores = json.loads((tmp_path / "out/scores.json").read_text(encoding="utf-8"))
@@ -207,8 +225,19 @@ def test_an_out_that_is_a_file_is_one_line(tiny_run, tmp_path, capsys):
     """Checked before the model loads: an --out that names a file costs nothing and writes nothing."""
     (tmp_path / "doc.txt").write_text("a few words", encoding="utf-8")
     (tmp_path / "taken").write_text("mine", encoding="utf-8")
-    assert cli_main(["explain", str(tmp_path / "doc.txt"), "--model", str(tiny_run / "results"),
-                     "--out", str(tmp_path / "taken")]) == 2  # fmt: skip
+    assert (
+        cli_main(
+            [
+                "explain",
+                str(tmp_path / "doc.txt"),
+                "--model",
+                str(tiny_run / "results"),
+                "--out",
+                str(tmp_path / "taken"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert f"{tmp_path / 'taken'}: (folder): expected a folder to write the document's files into, found a file" in err
@@ -246,8 +275,9 @@ def test_every_architecture_explains_as_its_run_did(run, request):
     test = _test_split(results).set_index("example_id")
     config = results.parents[2] / "config/config.yaml"  # the grid's: its top-level sections are every run's
     assert torch.get_num_threads() == 1  # as the grid's jobs had (conftest): the same partition of the sums
-    doc = attnlens.explain(test.loc[eid, "text"], attnlens.load(results), config=config, example_id=eid,
-                           label=int(test.loc[eid, "label"]))  # fmt: skip
+    doc = attnlens.explain(
+        test.loc[eid, "text"], attnlens.load(results), config=config, example_id=eid, label=int(test.loc[eid, "label"])
+    )
     stored = load_attributions(sorted((results / "attributions").glob("shard*.parquet"))).set_index("example_id")
     np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[eid, "scores"]))
     summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors"))).examples[eid]
@@ -266,9 +296,20 @@ def test_a_decoder_classifier_saved_without_a_pad_token_id_explains_as_the_pipel
     line explains a document (IG's steps go through the model in batches, which a decoder classifier can read only
     with a pad token), and its pad token is the one the pipeline's import of the same folder takes."""
     tokenizer = load_tokenizer(packaged_model_dir())
-    model = draw_decoder("qwen3", 0, vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, intermediate_size=64,
-                         max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id, num_labels=2)  # fmt: skip
+    model = draw_decoder(
+        "qwen3",
+        0,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=2,
+    )
     model.config.pad_token_id = None
     folder = tmp_path / "qwen3-clf"
     model.save_pretrained(folder)

@@ -216,8 +216,9 @@ def converted(minilm):
     bert, tokenizer = minilm
     ids = tokenizer(TEXT)["input_ids"]
     window = 2 * len(ids)  # one-sided half-window = n: every token sees every token
-    model = convert_bert_to_longformer(bert, tokenizer, max_length=window, attention_window=window, num_labels=2,
-                                       seed=3)  # fmt: skip
+    model = convert_bert_to_longformer(
+        bert, tokenizer, max_length=window, attention_window=window, num_labels=2, seed=3
+    )
     architecture(model).prepare(model)
     return bert, tokenizer, ids, freeze(model.double().eval())
 
@@ -255,13 +256,18 @@ def test_what_is_not_conserved_is_what_the_biases_and_the_softmax_absorb(convert
             output.retain_grad()
             biased.append((module, output))
 
-    handles = [m.register_forward_hook(keep) for m in clf.modules()
-               if isinstance(m, (nn.Linear, _ReferenceLayerNorm)) and getattr(m, "bias", m) is not None]  # fmt: skip
+    handles = [
+        m.register_forward_hook(keep)
+        for m in clf.modules()
+        if isinstance(m, (nn.Linear, _ReferenceLayerNorm)) and getattr(m, "bias", m) is not None
+    ]
     SOFTMAXES = []
     try:
         relevance, logit = reference_relevance(clf, torch.tensor([ids]), 1)
-        absorbed_bias = sum(float((out.grad * (m.norm.bias if isinstance(m, _ReferenceLayerNorm) else m.bias)).sum())
-                            for m, out in biased)  # fmt: skip
+        absorbed_bias = sum(
+            float((out.grad * (m.norm.bias if isinstance(m, _ReferenceLayerNorm) else m.bias)).sum())
+            for m, out in biased
+        )
         absorbed_softmax = sum(float((p.detach() * p.grad).sum() - (x.detach() * x.grad).sum()) for x, p in SOFTMAXES)
     finally:
         SOFTMAXES = None
@@ -336,8 +342,9 @@ def test_modernbert_local_and_global_layers_equal_the_reference():
     freeze(reference)
     ids = torch.randint(5, 60, (1, 29), generator=torch.Generator().manual_seed(4))
     positions = torch.arange(29)[None]
-    inputs = Inputs(input_ids=ids, baseline=torch.zeros_like(ids), attention_mask=torch.ones_like(ids),
-                    position_ids=positions)  # fmt: skip
+    inputs = Inputs(
+        input_ids=ids, baseline=torch.zeros_like(ids), attention_mask=torch.ones_like(ids), position_ids=positions
+    )
     res = attnlrp(model, inputs, 2)
     ref, logit = reference_relevance(reference, ids, 2, position_ids=positions)
     assert np.abs(res.scores - ref).max() <= 1e-9 * np.abs(ref).max()
@@ -379,8 +386,13 @@ def _document(model, n: int, seed: int, target: int) -> Example:
     arch = architecture(model)
     ids = torch.randint(5, 50, (1, n), generator=torch.Generator().manual_seed(seed))
     mask = torch.ones_like(ids)
-    inputs = Inputs(input_ids=ids, baseline=torch.full_like(ids, model.config.pad_token_id), attention_mask=mask,
-                    position_ids=arch.position_ids(model.config, n), model_args=arch.forward_args(mask))  # fmt: skip
+    inputs = Inputs(
+        input_ids=ids,
+        baseline=torch.full_like(ids, model.config.pad_token_id),
+        attention_mask=mask,
+        position_ids=arch.position_ids(model.config, n),
+        model_args=arch.forward_args(mask),
+    )
     return Example(model, inputs, target)
 
 

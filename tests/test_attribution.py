@@ -53,9 +53,17 @@ def test_toy_model_closed_form():
     model = BasicModel2()
     x = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
     res = integrate(
-        model, model.tokens, x, torch.zeros_like(x), (), 0, min_steps=2, max_steps=512, tolerance=1e-3,
+        model,
+        model.tokens,
+        x,
+        torch.zeros_like(x),
+        (),
+        0,
+        min_steps=2,
+        max_steps=512,
+        tolerance=1e-3,
         internal_batch_size=64,
-    )  # fmt: skip
+    )
     # the integrand has a kink, so Gauss-Legendre converges slowly: 1e-2 is what 512 nodes give
     np.testing.assert_allclose(res.scores, [1.5, -0.5], atol=1e-2)
     assert res.gap == pytest.approx(1.0)  # F(x) − F(x′) = relu(3 − 1 − 1) − 0, float64: approx's 1e-6 relative
@@ -152,12 +160,18 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
     ids = tokenizer("layer integrated gradients without the two extra forwards")["input_ids"]
     inputs = prepare_inputs(model, tokenizer, ids)
     forward = ReadoutForward(model, ["global_attention_mask"])
-    (ours,) = layer_ig(forward, model.longformer.embeddings, inputs.input_ids, inputs.baseline, inputs.forward_args,
-                       1, 20, 8)  # fmt: skip
+    (ours,) = layer_ig(
+        forward, model.longformer.embeddings, inputs.input_ids, inputs.baseline, inputs.forward_args, 1, 20, 8
+    )
     theirs = LayerIntegratedGradients(forward, model.longformer.embeddings).attribute(
-        inputs.input_ids, baselines=inputs.baseline, additional_forward_args=inputs.forward_args, target=1,
-        n_steps=20, method="gausslegendre", internal_batch_size=8,
-    )  # fmt: skip
+        inputs.input_ids,
+        baselines=inputs.baseline,
+        additional_forward_args=inputs.forward_args,
+        target=1,
+        n_steps=20,
+        method="gausslegendre",
+        internal_batch_size=8,
+    )
     # the arguments reach Captum as a user would pass them
     assert ours.dtype == torch.float32 and torch.equal(ours, theirs)
 
@@ -169,16 +183,28 @@ def test_layer_ig_is_a_plain_captum_call(tiny_classifier):
         return forward(ids, mask, positions, gmask)
 
     gmask = inputs.model_args["global_attention_mask"]
-    ours = layer_ig(f, layers, (inputs.input_ids, inputs.position_ids), (inputs.baseline, pos),
-                    (inputs.attention_mask, gmask), 0, 12, 5)  # fmt: skip
+    ours = layer_ig(
+        f,
+        layers,
+        (inputs.input_ids, inputs.position_ids),
+        (inputs.baseline, pos),
+        (inputs.attention_mask, gmask),
+        0,
+        12,
+        5,
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Multiple layers provided", category=UserWarning)
         lig = LayerIntegratedGradients(f, layers)
     theirs = lig.attribute(
-        (inputs.input_ids, inputs.position_ids), baselines=(inputs.baseline, pos),
-        additional_forward_args=(inputs.attention_mask, gmask), target=0, n_steps=12,
-        method="gausslegendre", internal_batch_size=5,
-    )  # fmt: skip
+        (inputs.input_ids, inputs.position_ids),
+        baselines=(inputs.baseline, pos),
+        additional_forward_args=(inputs.attention_mask, gmask),
+        target=0,
+        n_steps=12,
+        method="gausslegendre",
+        internal_batch_size=5,
+    )
     assert len(ours) == 2 and all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
@@ -226,16 +252,18 @@ def test_steps_in_bfloat16_keep_float32_end_points_and_the_same_delta_check(tiny
     inputs = prepare_inputs(model, tokenizer, tokenizer("integrated gradients on a tiny longformer")["input_ids"])
     float32 = attribute_example(model, inputs, 0, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16)
     monkeypatch.setattr(ig, "autocast_dtype", lambda device, precision: torch.bfloat16)
-    half = attribute_example(model, inputs, 0, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16,
-                             autocast="bf16")  # fmt: skip
+    half = attribute_example(
+        model, inputs, 0, min_steps=64, max_steps=64, tolerance=None, internal_batch_size=16, autocast="bf16"
+    )
     np.testing.assert_array_equal(half.probs, float32.probs)
     np.testing.assert_array_equal(half.probs_baseline, float32.probs_baseline)
     scale = np.abs(float32.scores).max()
     assert 0 < np.abs(half.scores - float32.scores).max() <= 2**-5 * scale
     assert half.delta == pytest.approx(half.scores.sum() - half.gap, abs=1e-12)
     tolerance = 0.5 * abs(half.delta) / abs(half.gap)  # a tolerance the bfloat16 steps miss at 64 steps
-    checked = attribute_example(model, inputs, 0, min_steps=16, max_steps=64, tolerance=tolerance,
-                                internal_batch_size=16, autocast="bf16")  # fmt: skip
+    checked = attribute_example(
+        model, inputs, 0, min_steps=16, max_steps=64, tolerance=tolerance, internal_batch_size=16, autocast="bf16"
+    )
     assert [s for s, _ in checked.rounds] == [16, 32, 64] and not checked.converged  # δ stays at bfloat16's floor
     for steps, delta in checked.rounds:
         assert (abs(delta) <= tolerance * abs(checked.gap)) == (steps == checked.n_steps and checked.converged)

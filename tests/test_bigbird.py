@@ -33,10 +33,20 @@ BLOCK, RANDOM = 8, 2  # block-sparse above (5 + 2·2)·8 = 72 tokens
 def tiny_bigbird(seed: int = 0) -> transformers.BigBirdForSequenceClassification:
     torch.manual_seed(seed)
     config = transformers.BigBirdConfig(
-        vocab_size=60, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=32,
-        max_position_embeddings=256, block_size=BLOCK, num_random_blocks=RANDOM, attention_type="block_sparse",
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3, pad_token_id=0,
-    )  # fmt: skip
+        vocab_size=60,
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=32,
+        max_position_embeddings=256,
+        block_size=BLOCK,
+        num_random_blocks=RANDOM,
+        attention_type="block_sparse",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=3,
+        pad_token_id=0,
+    )
     return transformers.BigBirdForSequenceClassification(config).eval().double()
 
 
@@ -97,8 +107,10 @@ def _dense_attention(model, batch) -> list[torch.Tensor]:
     """
     config = model.config
     hidden = []
-    handles = [layer.attention.register_forward_pre_hook(lambda m, a: hidden.append(a[0]))
-               for layer in model.bert.encoder.layer]  # fmt: skip
+    handles = [
+        layer.attention.register_forward_pre_hook(lambda m, a: hidden.append(a[0]))
+        for layer in model.bert.encoder.layer
+    ]
     with torch.no_grad():
         model(**batch)
     for h in handles:
@@ -186,8 +198,9 @@ def test_summaries_equal_the_dense_computation():
     torch.testing.assert_close(rollout(bands, 0), dense_rollout(dense, 0), rtol=1e-6, atol=1e-12)
     # gradient-weighted attention: Σ_i A_ij ⟨∂F/∂o_i, v_j⟩
     grads = gradient_pass(model, one, target=1, attentions=True)
-    for layer, band, h, g, a in zip(model.bert.encoder.layer, grads.bands, grads.hidden, grads.output_grads, dense,
-                                    strict=True):  # fmt: skip
+    for layer, band, h, g, a in zip(
+        model.bert.encoder.layer, grads.bands, grads.hidden, grads.output_grads, dense, strict=True
+    ):
         v = layer.attention.self.value(h).view(150, 3, -1).transpose(0, 1)
         gh = g.view(150, 3, -1).transpose(0, 1)
         expected = (a * (gh @ v.transpose(1, 2))).sum(1)
@@ -234,8 +247,13 @@ def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_r
     assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
         leaderboard["method"]
     )
-    for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
-                 "paper/figures/head_importance.png", "paper/figures/attention_aggregate.png"):  # fmt: skip
+    for path in (
+        "topology/claim.json",
+        "faithfulness/curves.parquet",
+        "similarity/summary.parquet",
+        "paper/figures/head_importance.png",
+        "paper/figures/attention_aggregate.png",
+    ):
         assert (results / path).is_file(), path
     assert list((results / "explorer").glob("*.html"))
     notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
@@ -249,5 +267,6 @@ def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_r
         # float32 throughout: each probability row sums to 1 within (n + 1)·u (the softmax's sum of n terms and
         # its division, u = 2⁻²⁴), and summing the n × n probabilities (over queries into `received`, then over
         # keys here) adds at most 2·(n − 1)·u of each total: |Σ − n| ≤ 3·n²·u (2.9e-3 at the .test length, 128)
-        torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(n)),
-                                   rtol=0, atol=3 * n * n * EPS32 / 2)  # fmt: skip
+        torch.testing.assert_close(
+            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
+        )

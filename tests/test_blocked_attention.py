@@ -77,8 +77,19 @@ def batch(lengths, globals_=None, vocab=40, seed=0):
 
 
 def classifier(window=4, layers=3, **kwargs):
-    return tiny_longformer(vocab_size=40, hidden=16, layers=layers, heads=4, intermediate=32, max_positions=80,
-                           window=window, num_labels=3, seed=5, double=True, **kwargs)  # fmt: skip
+    return tiny_longformer(
+        vocab_size=40,
+        hidden=16,
+        layers=layers,
+        heads=4,
+        intermediate=32,
+        max_positions=80,
+        window=window,
+        num_labels=3,
+        seed=5,
+        double=True,
+        **kwargs,
+    )
 
 
 def both(model, inputs, **kwargs):
@@ -159,8 +170,9 @@ def test_integrated_gradients_are_the_same_on_either_path(float64_softmax):
     runs = []
     for patch in (use_huggingface_attention, use_blocked_attention):
         patch(model)
-        runs.append(attribute_example(model, inputs, 2, min_steps=8, max_steps=8, tolerance=None,
-                                      internal_batch_size=3))  # fmt: skip
+        runs.append(
+            attribute_example(model, inputs, 2, min_steps=8, max_steps=8, tolerance=None, internal_batch_size=3)
+        )
     ref, new = runs
     assert new.n_steps == ref.n_steps == 8
     torch.testing.assert_close(torch.from_numpy(new.scores), torch.from_numpy(ref.scores), **F64_REORDERED)
@@ -172,8 +184,9 @@ def test_attention_outputs_take_huggingface_path():
     inputs = batch([23, 9])
     with torch.no_grad():
         ref, new = both(model, inputs, output_attentions=True)
-    for a_ref, a_new in zip(ref.attentions + ref.global_attentions, new.attentions + new.global_attentions,
-                            strict=True):  # fmt: skip
+    for a_ref, a_new in zip(
+        ref.attentions + ref.global_attentions, new.attentions + new.global_attentions, strict=True
+    ):
         assert torch.equal(a_new, a_ref)  # the same operations (Hugging Face's forward both times): equal
     assert torch.equal(new.logits, ref.logits)
 
@@ -183,8 +196,10 @@ def test_attention_outputs_take_huggingface_path():
 def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch, float64_softmax):
     """Same seed, same dropped attention weights: the loss, every gradient and the generator's state after."""
     calls = []
-    monkeypatch.setattr("attnlens.models.longformer.blocked.blocked_self_attention",
-                        lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k))  # fmt: skip
+    monkeypatch.setattr(
+        "attnlens.models.longformer.blocked.blocked_self_attention",
+        lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k),
+    )
     model = classifier(window=window)
     for module in model.modules():
         if isinstance(module, LongformerSelfAttention):
@@ -200,8 +215,13 @@ def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch,
         torch.manual_seed(0)
         out = model(**inputs, labels=labels)
         out.loss.backward()
-        runs.append((out.loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None},
-                     torch.get_rng_state()))  # fmt: skip
+        runs.append(
+            (
+                out.loss.detach(),
+                {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None},
+                torch.get_rng_state(),
+            )
+        )
     (loss_ref, g_ref, rng_ref), (loss_new, g_new, rng_new) = runs
     assert len(calls) == model.config.num_hidden_layers  # the blocked path ran, in training mode
     assert torch.equal(rng_new, rng_ref)  # the same draws from the generator: the same state, bit for bit
@@ -279,8 +299,17 @@ def test_blocked_path_under_mixed_precision(case, training):
     compute the same function. Bound: bf16 keeps 8 bits (2⁻⁸ ≈ 3.9e-3 relative); each path rounds its
     own products, so logits (|z| ≲ 1) may differ by a few of those over 3 layers — 3e-2 is ~8 roundings.
     """
-    model = tiny_longformer(vocab_size=40, hidden=16, layers=3, heads=4, intermediate=32, max_positions=80,
-                            window=[4, 8, 4], num_labels=3, seed=5)  # fmt: skip
+    model = tiny_longformer(
+        vocab_size=40,
+        hidden=16,
+        layers=3,
+        heads=4,
+        intermediate=32,
+        max_positions=80,
+        window=[4, 8, 4],
+        num_labels=3,
+        seed=5,
+    )
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0

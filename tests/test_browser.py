@@ -100,8 +100,10 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     eid = meta["example_id"]
     n, k = meta["n_tokens"], meta["top_k"]
     # independent expectations: the attribution shards, the attention summaries, dense attention from the bands
-    ig = np.asarray(load_attributions(sorted(res.glob("attributions/shard*.parquet"))).set_index("example_id")
-                    .loc[eid, "scores"], dtype=np.float64)  # fmt: skip
+    ig = np.asarray(
+        load_attributions(sorted(res.glob("attributions/shard*.parquet"))).set_index("example_id").loc[eid, "scores"],
+        dtype=np.float64,
+    )
     received = load_summaries(sorted(res.glob("attention/shard*.safetensors"))).examples[eid].received
     explained = scores_by_example(load_explanations(sorted(res.glob("explanations/shard*.parquet"))))[eid]
     bands, ids = load_bands(sorted(res.glob("attention/bands/shard*.safetensors")), eid)
@@ -215,8 +217,10 @@ def test_a_multilabel_page_shows_the_label_chosen(browser, multilabel_run):  # n
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.as_uri())
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-    assert page.is_visible("#target") and page.eval_on_selector_all("#target option", "els => els.map(e => e.text)")\
-        == names  # fmt: skip
+    assert (
+        page.is_visible("#target")
+        and page.eval_on_selector_all("#target option", "els => els.map(e => e.text)") == names
+    )
     special = np.array([t.startswith("[") and t.endswith("]") for t in meta["tokens"]])
     for k, row in enumerate(rows.itertuples()):
         page.select_option("#target", str(k))
@@ -228,16 +232,19 @@ def test_a_multilabel_page_shows_the_label_chosen(browser, multilabel_run):  # n
         assert _float(page.inner_text("#d-attribution")) == pytest.approx(ig[i], rel=1e-3, abs=1e-7)
         assert f"toward “{names[k]}”" in page.inner_text("#legend-text")
         page.select_option("#overlay", "evidence")
-        lit = page.eval_on_selector_all(".tok", "els => els.filter(e => e.style.backgroundColor !== 'transparent')"
-                                        ".length")  # fmt: skip
+        lit = page.eval_on_selector_all(
+            ".tok", "els => els.filter(e => e.style.backgroundColor !== 'transparent').length"
+        )
         assert lit == int(arrays["evidence" if k == 0 else f"evidence_t{k}"].sum())
     assert errors == []
     page.close()
 
 
 #: Registered before any page script: collects what the page's Content-Security-Policy refused.
-WATCH_CSP = ("window.__refused = []; document.addEventListener('securitypolicyviolation', "
-             "e => window.__refused.push(e.violatedDirective + ' ' + e.blockedURI));")  # fmt: skip
+WATCH_CSP = (
+    "window.__refused = []; document.addEventListener('securitypolicyviolation', "
+    "e => window.__refused.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
 
 
 def _open_inert(context, path: Path) -> tuple[object, dict[str, list]]:
@@ -285,8 +292,11 @@ def test_the_notes_run_pages_and_report_run_nothing_they_did_not_ship(browser, n
     """The notes run carries a hostile class name, note id and text through the pipeline: its explorer pages, its
     overlays and the Snakemake report built from it fire no dialog and show the hostile id as text."""
     report = tmp_path / "report.html"
-    out = run_guarded([*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(notes_run),
-                       "--report", str(report)], timeout=GUARD["plan"], env=local_env())  # fmt: skip
+    out = run_guarded(
+        [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(notes_run), "--report", str(report)],
+        timeout=GUARD["plan"],
+        env=local_env(),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     res = notes_run / "results"
     pages = sorted(p for p in res.rglob("*.html") if "logs" not in p.parts)

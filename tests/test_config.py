@@ -61,8 +61,11 @@ def test_sections_are_generated_from_the_schema():
     for key, cls in SECTIONS.items():
         _walk(schema["properties"][key], cls, key)
     hints = typing.get_type_hints(AttributionConfig)
-    assert hints["n_shards"] == int | typing.Literal["auto"] and hints["target"] == typing.Literal[
-        "predicted", "true", "class_1", "all"] and hints["showcase_steps"] == int | None  # fmt: skip
+    assert (
+        hints["n_shards"] == int | typing.Literal["auto"]
+        and hints["target"] == typing.Literal["predicted", "true", "class_1", "all"]
+        and hints["showcase_steps"] == int | None
+    )
     assert typing.get_type_hints(ModelConfig)["attention_window"] == int | tuple[int, ...] | None
     methods = typing.get_type_hints(ExplanationsConfig)["methods"]  # list items with an enum: a tuple of literals
     assert typing.get_origin(methods) is tuple and "rollout" in typing.get_args(typing.get_args(methods)[0])
@@ -212,8 +215,12 @@ def test_auto_shards_follow_the_planned_cpus(monkeypatch):
     assert cfg["topology"]["n_shards"] == "auto"  # the schema's default
     resolve_shards(cfg, 8)
     assert cfg["attribution"]["n_shards"] == 3
-    assert [cfg["attention"]["n_shards"], cfg["explanations"]["n_shards"], cfg["topology"]["n_shards"],
-            cfg["pairs"]["attribution"]["n_shards"]] == [4, 4, 4, 4]  # fmt: skip
+    assert [
+        cfg["attention"]["n_shards"],
+        cfg["explanations"]["n_shards"],
+        cfg["topology"]["n_shards"],
+        cfg["pairs"]["attribution"]["n_shards"],
+    ] == [4, 4, 4, 4]
     assert len(SHARDED_SECTIONS) == 5
     monkeypatch.delenv(PLANNED_CPUS_ENV, raising=False)
     assert planned_cpus() == machine_cpus()
@@ -242,8 +249,11 @@ def test_a_renamed_key_still_runs_under_its_old_name_with_a_notice(capsys):
     """One release of grace: ``attribution.internal_batch_size``, ``explanations.batch_size`` and
     ``faithfulness.batch_size`` are read as their new names with one notice line each; both names at once are
     refused in one line."""
-    config = {"attribution": {"internal_batch_size": 4}, "explanations": {"batch_size": "auto"},
-              "faithfulness": {"batch_size": 2}}  # fmt: skip
+    config = {
+        "attribution": {"internal_batch_size": 4},
+        "explanations": {"batch_size": "auto"},
+        "faithfulness": {"batch_size": 2},
+    }
     validate_config(config, where="old.yaml")
     assert config["attribution"]["steps_per_pass"] == 4 and "internal_batch_size" not in config["attribution"]
     assert config["explanations"]["copies_per_pass"] == "auto" and config["faithfulness"]["copies_per_pass"] == 2

@@ -166,8 +166,11 @@ def test_a_path_outside_data_path_is_refused(tmp_path, escape):
         classes = ("a", "../outside")
     else:
         (root / "b" / "link.txt").symlink_to(outside / "secret.txt")
-    err = _raises(DataConfig(source="folders", path=str(root), classes=classes), "data.classes[1]",
-                  "expected a path inside data.path")  # fmt: skip
+    err = _raises(
+        DataConfig(source="folders", path=str(root), classes=classes),
+        "data.classes[1]",
+        "expected a path inside data.path",
+    )
     assert "outside" in err.expected
 
 
@@ -317,8 +320,10 @@ def test_one_document_is_read_and_noted_as_a_split_is():
     assert notes == []
     reading, notes = document_reading(tokenizer, "word " * 40, 16, "doc")  # 40 words + [CLS] [SEP]
     assert (reading["tokens"], reading["kept"], reading["truncated"]) == (42, 16, True)
-    assert notes == ["doc: 1 of 1 documents are longer than max_length 16 and were cut (longest 42 tokens); "
-                     "16 of 42 tokens kept (38%)"]  # fmt: skip
+    assert notes == [
+        "doc: 1 of 1 documents are longer than max_length 16 and were cut (longest 42 tokens); "
+        "16 of 42 tokens kept (38%)"
+    ]
     reading, notes = document_reading(tokenizer, "患者入院 🙂 fever", 64, "doc")  # Chinese and emoji: [UNK] to MiniLM
     assert reading["unknown"] > 0 and reading["unknown_share"] > 0.01
     assert len(notes) == 1 and notes[0].startswith("warning: doc: ") and "[UNK]" in notes[0]
@@ -326,8 +331,10 @@ def test_one_document_is_read_and_noted_as_a_split_is():
 
 def test_a_document_given_as_paragraphs_is_one_text(tmp_path):
     """A JSONL list of paragraphs (ECtHR's facts, a note's sections) is the paragraphs joined by a blank line."""
-    rows = [{"text": [f"Paragraph one of {i}.", f"Paragraph two of {i}."] if i % 2 else f"plain text {i}",
-             "label": i % 2} for i in range(12)]  # fmt: skip
+    rows = [
+        {"text": [f"Paragraph one of {i}.", f"Paragraph two of {i}."] if i % 2 else f"plain text {i}", "label": i % 2}
+        for i in range(12)
+    ]
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     frames, _, _ = prepare_dataset(_file_cfg(path))
@@ -355,8 +362,16 @@ def test_the_ecthr_overlay_reads_a_hub_dataset_of_its_shape(root, tmp_path):
         labels[0], labels[-1] = [0, 9], []  # article_2 and article_P1-1; a case that violates none
         facts = [[f"{k}. The applicant in {split} case {i} stated fact {k}." for k in range(1, 4)] for i in range(n)]
         pd.DataFrame({"text": facts, "labels": labels}).to_parquet(tmp_path / f"{split}.parquet")
-    data = {**config["data"], "hub": {**config["data"]["hub"], "name": str(tmp_path), "config": None,
-                                      "train_split": "train[:8]", "test_split": "test[:5]"}}  # fmt: skip
+    data = {
+        **config["data"],
+        "hub": {
+            **config["data"]["hub"],
+            "name": str(tmp_path),
+            "config": None,
+            "train_split": "train[:8]",
+            "test_split": "test[:5]",
+        },
+    }
     frames, _, manifest = prepare_dataset(DataConfig.from_dict(data))
     assert (len(frames["train"]), len(frames["test"])) == (8, 5)
     assert manifest["classes"] == config["data"]["classes"] and manifest["task"] == "multilabel"

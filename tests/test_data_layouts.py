@@ -82,8 +82,10 @@ def test_a_hotpot_row_becomes_a_context_an_answer_in_its_supporting_fact_and_rat
     assert text[start : start + len(answers["text"][0])] == "Lake Train 3"
     assert start > text.index("Bridge 3\n")  # in the supporting fact, not at its first occurrence (a distractor's)
     check_answers(laid.frame["question"], laid.frame["context"], laid.frame["answers"], ["x"], "hotpot.json")
-    by_kind = {kind: [r for r in laid.rationales if r["phrase_label"] == kind] for kind in
-               (QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR)}  # fmt: skip
+    by_kind = {
+        kind: [r for r in laid.rationales if r["phrase_label"] == kind]
+        for kind in (QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR)
+    }
     assert [r["phrase"] for r in by_kind[QA_ANSWER]] == [" Its mayor once swam across Lake Train 3."]
     assert [r["phrase"] for r in by_kind[QA_SUPPORTING]] == [" It is twinned with Bridge."]
     assert len(by_kind[QA_DISTRACTOR]) == 5  # every sentence of the two distractor paragraphs
@@ -131,9 +133,19 @@ def test_what_a_hotpot_row_cannot_give_is_counted_or_refused_in_one_line():
 
 
 def _file_cfg(path, **data) -> DataConfig:
-    config = {"data": {"task": "qa", "source": "file", "path": str(path), "layout": "hotpot_qa",
-                       "text_column": "context", "label_column": "answers", "id_column": "_id", **data},
-              "studies": ["classification"]}  # fmt: skip
+    config = {
+        "data": {
+            "task": "qa",
+            "source": "file",
+            "path": str(path),
+            "layout": "hotpot_qa",
+            "text_column": "context",
+            "label_column": "answers",
+            "id_column": "_id",
+            **data,
+        },
+        "studies": ["classification"],
+    }
     return DataConfig.from_dict(validate_config(config)["data"])
 
 
@@ -151,7 +163,8 @@ def test_a_hotpot_json_file_gives_question_answering_splits_with_rationales(tmp_
     for r in rationales.itertuples():
         assert texts[r.example_id][r.char_start : r.char_end] == r.phrase
     assert rationales.groupby("example_id")["phrase_label"].apply(sorted).map(tuple).unique().tolist() == [
-        (QA_ANSWER, QA_SUPPORTING, *[QA_DISTRACTOR] * 5)]  # fmt: skip
+        (QA_ANSWER, QA_SUPPORTING, *[QA_DISTRACTOR] * 5)
+    ]
 
 
 def test_rule_prepare_dataset_is_given_every_key_a_hotpot_file_reads(tmp_path):
@@ -163,9 +176,11 @@ def test_rule_prepare_dataset_is_given_every_key_a_hotpot_file_reads(tmp_path):
     given = {key: config[key] for key in PREPARE_DATASET_KEYS["data"]}
     paths = [tmp_path / n for n in ("train.parquet", "test.parquet", "rationales.parquet", "manifest.json")]
     model = ModelConfig(max_length=64).to_dict()
-    run_prepare_dataset(rule_section({"data": given}, "data"),
-                        rule_section({"model": {k: model[k] for k in PREPARE_DATASET_KEYS["model"]}}, "model"),
-                        *paths)  # fmt: skip
+    run_prepare_dataset(
+        rule_section({"data": given}, "data"),
+        rule_section({"model": {k: model[k] for k in PREPARE_DATASET_KEYS["model"]}}, "model"),
+        *paths,
+    )
     notes = load_json(paths[3], "split_manifest/v1")["provenance"]["notes"]
     assert f"{path} (data.layout hotpot_qa): 2 questions answered yes or no (no span to extract)" in notes
     assert len(load_parquet(paths[2], "rationales/v1")[0]) == 8 * 7
@@ -173,11 +188,15 @@ def test_rule_prepare_dataset_is_given_every_key_a_hotpot_file_reads(tmp_path):
 
 def test_a_layout_is_refused_where_it_cannot_mean_anything(tmp_path):
     for data, match in (
-        ({"task": "qa", "source": "synthetic", "layout": "hotpot_qa"}, "expected 'columns' for data.source "
-                                                                       "'synthetic'"),
-        ({"task": "classification", "source": "file", "path": "x.json", "layout": "hotpot_qa"},
-         "expected data.task one of \\['qa'\\] for data.layout 'hotpot_qa', got 'classification'"),
-    ):  # fmt: skip
+        (
+            {"task": "qa", "source": "synthetic", "layout": "hotpot_qa"},
+            "expected 'columns' for data.source 'synthetic'",
+        ),
+        (
+            {"task": "classification", "source": "file", "path": "x.json", "layout": "hotpot_qa"},
+            "expected data.task one of \\['qa'\\] for data.layout 'hotpot_qa', got 'classification'",
+        ),
+    ):
         with pytest.raises(InputError, match=f"^config: data.layout: {match}"):
             validate_config({"data": data, "studies": ["classification"]})
 
@@ -195,9 +214,18 @@ def test_the_hotpot_overlay_reads_a_hub_dataset_of_its_shape(root, tmp_path):
     assert config["data"]["layout"] == "hotpot_qa" and config["data"]["hub"]["config"] == "distractor"
     for split, n in (("train", 12), ("validation", 6)):
         pd.DataFrame([_hugging_face_form(_hotpot_row(i, split)) for i in range(n)]).to_parquet(
-            tmp_path / f"{split}.parquet")  # fmt: skip
-    data = {**config["data"], "hub": {**config["data"]["hub"], "name": str(tmp_path), "config": None,
-                                      "train_split": "train[:10]", "test_split": "validation[:5]"}}  # fmt: skip
+            tmp_path / f"{split}.parquet"
+        )
+    data = {
+        **config["data"],
+        "hub": {
+            **config["data"]["hub"],
+            "name": str(tmp_path),
+            "config": None,
+            "train_split": "train[:10]",
+            "test_split": "validation[:5]",
+        },
+    }
     frames, rationales, manifest = prepare_dataset(DataConfig.from_dict(data))
     assert (len(frames["train"]), len(frames["test"])) == (8, 4)  # rows 4 and 9 of train, 4 of validation: yes
     assert manifest["left_out"] == {"questions answered yes or no (no span to extract)": 3}
@@ -212,6 +240,9 @@ def test_the_hotpot_overlay_offline_is_one_line(root, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     cfg = DataConfig.from_dict(_hotpot_overlay(root)["data"])
-    with pytest.raises(InputError, match=r"^config: data.hub.name: could not load 'hotpotqa/hotpot_qa' split "
-                                         r"'train\[:2000\]'"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"^config: data.hub.name: could not load 'hotpotqa/hotpot_qa' split "
+        r"'train\[:2000\]'",
+    ):
         prepare_dataset(cfg)

@@ -82,8 +82,17 @@ def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run, bigbird_ru
     """Each rule that asks SLURM for a GPU logged the policy's ``device:`` line, and its job record shows it was
     given ``model.device``: its stage moved the model where the policy said, not where its own code guessed."""
     rules = _gpu_rules()
-    assert {"train_classifier", "predict", "estimate_head_importance", "extract_attention", "attribute",
-            "attribute_embeddings", "explain", "evaluate_faithfulness", *GRID_ONLY} <= rules  # fmt: skip
+    assert {
+        "train_classifier",
+        "predict",
+        "estimate_head_importance",
+        "extract_attention",
+        "attribute",
+        "attribute_embeddings",
+        "explain",
+        "evaluate_faithfulness",
+        *GRID_ONLY,
+    } <= rules
     for rule in sorted(rules):
         folder = (bigbird_run if rule in GRID_ONLY else tiny_run / "results") / "logs" / rule
         logs = sorted(folder.glob("*.log"))
@@ -100,11 +109,24 @@ def test_every_gpu_rule_places_its_model_through_the_policy(tiny_run, bigbird_ru
 def _gpu_proof(device: str, out_dir: Path, architecture: str = "longformer") -> dict:
     """``benchmarks/gpu.py --tiny`` on ``device``; its ``gpu.json`` (``gpu_<architecture>.json`` for a decoder)."""
     out = subprocess.run(
-        [sys.executable, "benchmarks/gpu.py", "--device", device, "--tiny", "--out", str(out_dir),
-         "--architecture", architecture],
-        cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+        [
+            sys.executable,
+            "benchmarks/gpu.py",
+            "--device",
+            device,
+            "--tiny",
+            "--out",
+            str(out_dir),
+            "--architecture",
+            architecture,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
         env={**os.environ, **(ONE_THREAD if device == "cpu" else {})},  # the session runs hold the other cores
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     name = "gpu.json" if architecture == "longformer" else f"gpu_{architecture}.json"
     return json.loads((out_dir / name).read_text(encoding="utf-8"))
@@ -114,8 +136,15 @@ def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
     """``benchmarks/gpu.py --device cpu --tiny``: every classification stage runs and gpu.json says what it measured."""
     record = _gpu_proof("cpu", tmp_path)
     stages = record["stages"]
-    assert list(stages) == ["train_classifier", "predict", "estimate_head_importance", "extract_attention",
-                            "attribute", "explain", "evaluate_faithfulness"]  # fmt: skip
+    assert list(stages) == [
+        "train_classifier",
+        "predict",
+        "estimate_head_importance",
+        "extract_attention",
+        "attribute",
+        "explain",
+        "evaluate_faithfulness",
+    ]
     assert record["documents"]["test"] >= 16 and record["device"] == "cpu"
     for name, row in stages.items():
         assert row["seconds"] > 0 and row["seconds_per_document"] > 0, name
@@ -131,8 +160,15 @@ def test_gpu_proof_runs_a_decoder_on_cpu_with_a_tiny_model(tmp_path):
     last-token readout), the record naming it."""
     record = _gpu_proof("cpu", tmp_path, "mistral")
     assert record["architecture"] == "mistral" and record["shape"]["key_heads"] == 2
-    assert list(record["stages"]) == ["train_classifier", "predict", "estimate_head_importance", "extract_attention",
-                                      "attribute", "explain", "evaluate_faithfulness"]  # fmt: skip
+    assert list(record["stages"]) == [
+        "train_classifier",
+        "predict",
+        "estimate_head_importance",
+        "extract_attention",
+        "attribute",
+        "explain",
+        "evaluate_faithfulness",
+    ]
 
 
 @pytest.mark.gpu
@@ -157,8 +193,9 @@ def test_gpu_proof_runs_on_cuda_with_a_tiny_model(tmp_path):
         (1000, 100, 0, 64, 64),  # items that add nothing measurable: the cap
     ],
 )
-def test_an_auto_batch_is_the_most_items_whose_memory_fits_the_share_of_free_memory(free, first, per_item, most,
-                                                                                      expected):  # fmt: skip
+def test_an_auto_batch_is_the_most_items_whose_memory_fits_the_share_of_free_memory(
+    free, first, per_item, most, expected
+):
     assert batch_fitting(free, first, per_item, most) == expected
     b = batch_fitting(free, first, per_item, most)
     assert b == most or first + b * max(per_item, 1) > 0.8 * free or per_item == 0  # one more would not fit

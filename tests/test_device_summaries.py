@@ -107,13 +107,15 @@ def _ids(n: int) -> dict[str, torch.Tensor]:
 #: Per architecture, a tiny model and one example's batch: bands with a global token (Longformer), blocks (BigBird),
 #: bands and full layers (ModernBERT), causal layers with and without a window (Llama, Gemma 3).
 MODELS = {
-    "longformer": lambda: (tiny_longformer(hidden=16, heads=2, window=4, num_labels=2),
-                           _ids(23) | {"global_attention_mask": (torch.arange(23) == 0).long()[None]}),
+    "longformer": lambda: (
+        tiny_longformer(hidden=16, heads=2, window=4, num_labels=2),
+        _ids(23) | {"global_attention_mask": (torch.arange(23) == 0).long()[None]},
+    ),
     "bigbird": lambda: (tiny_bigbird(), {k: v[:1] for k, v in bigbird_batch(150).items()}),
     "modernbert": lambda: (tiny_modernbert(), _ids(23)),
     "llama": lambda: (tiny_decoder("llama"), _ids(17)),
     "gemma3": lambda: (tiny_decoder("gemma3"), _ids(17)),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", list(MODELS))

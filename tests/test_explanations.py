@@ -54,8 +54,15 @@ class DenseRecorder:
 def dense_self_attention(recorder: DenseRecorder):
     """A replacement for ``LongformerSelfAttention.forward`` computing dense ``n × n`` attention (batch 1)."""
 
-    def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
-                is_global_attn=None, output_attentions=False):  # fmt: skip
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        is_index_masked=None,
+        is_index_global_attn=None,
+        is_global_attn=None,
+        output_attentions=False,
+    ):
         h = hidden_states[0]
         n, heads, dh, half = h.shape[0], self.num_heads, self.head_dim, self.one_sided_attn_window_size
         masked, glob = is_index_masked[0], is_index_global_attn[0]
@@ -77,8 +84,9 @@ def dense_self_attention(recorder: DenseRecorder):
         global_rows.retain_grad() if global_rows.requires_grad else None
         out = out.clone()
         out[:, glob] = global_rows @ vg
-        recorder.layers.append({"local": local, "global": global_rows, "glob": glob, "masked": masked,
-                                "v": v.detach(), "vg": vg.detach()})  # fmt: skip
+        recorder.layers.append(
+            {"local": local, "global": global_rows, "glob": glob, "masked": masked, "v": v.detach(), "vg": vg.detach()}
+        )
         return (out.transpose(0, 1).reshape(1, n, heads * dh),)
 
     return forward
@@ -94,8 +102,18 @@ def dense_matrices(rec: dict, n: int, grad: bool = False) -> torch.Tensor:
 
 @pytest.fixture()
 def toy_model():
-    model = tiny_longformer(vocab_size=40, hidden=16, layers=3, heads=4, intermediate=32, max_positions=80, window=4,
-                            num_labels=3, seed=3, double=True)  # fmt: skip
+    model = tiny_longformer(
+        vocab_size=40,
+        hidden=16,
+        layers=3,
+        heads=4,
+        intermediate=32,
+        max_positions=80,
+        window=4,
+        num_labels=3,
+        seed=3,
+        double=True,
+    )
     return freeze(model)
 
 
@@ -138,9 +156,12 @@ def dense_run(model, inputs, target, monkeypatch):
 def test_dense_reference_reproduces_the_model(toy_model, monkeypatch):
     inputs = toy_inputs(toy_model)
     with torch.no_grad():
-        expected = toy_model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
-                             global_attention_mask=inputs.model_args["global_attention_mask"],
-                             position_ids=inputs.position_ids).logits  # fmt: skip
+        expected = toy_model(
+            input_ids=inputs.input_ids,
+            attention_mask=inputs.attention_mask,
+            global_attention_mask=inputs.model_args["global_attention_mask"],
+            position_ids=inputs.position_ids,
+        ).logits
     _, logits = dense_run(toy_model, inputs, 1, monkeypatch)
     torch.testing.assert_close(logits, expected, rtol=1e-9, atol=1e-9)
 
@@ -148,8 +169,13 @@ def test_dense_reference_reproduces_the_model(toy_model, monkeypatch):
 def test_attention_methods_match_dense_references(toy_model, monkeypatch):
     inputs = toy_inputs(toy_model)
     n, target = inputs.input_ids.shape[1], 2
-    got = explain_example(toy_model, inputs, target, ["attention_last", "attention_all", "value_norm", "rollout",
-                                                       "grad_attention"], layers="all")  # fmt: skip
+    got = explain_example(
+        toy_model,
+        inputs,
+        target,
+        ["attention_last", "attention_all", "value_norm", "rollout", "grad_attention"],
+        layers="all",
+    )
     recorder, _ = dense_run(toy_model, inputs, target, monkeypatch)
     dense = [dense_matrices(r, n) for r in recorder.layers]
     grads = [dense_matrices(r, n, grad=True) for r in recorder.layers]
@@ -197,9 +223,12 @@ def test_gradient_methods_match_captum(toy_model, monkeypatch):
     def forward(e):
         handle = emb.register_forward_hook(lambda module, args, output: e)
         try:
-            logits = toy_model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
-                               global_attention_mask=inputs.model_args["global_attention_mask"],
-                               position_ids=inputs.position_ids).logits  # fmt: skip
+            logits = toy_model(
+                input_ids=inputs.input_ids,
+                attention_mask=inputs.attention_mask,
+                global_attention_mask=inputs.model_args["global_attention_mask"],
+                position_ids=inputs.position_ids,
+            ).logits
         finally:
             handle.remove()
         return torch.softmax(logits, -1)
@@ -235,14 +264,26 @@ def test_occlusion_matches_captum_brute_force_and_a_toy(toy_model):
     assert [s.tolist() for s in spans][:4] == [[1, 2, 3, 4], [5], [6, 7, 8, 9], [10, 11, 12]]
     assert sorted(np.concatenate(spans).tolist()) == list(range(1, len(ids) - 1))
     target = 0
-    got = explain_example(toy_model, inputs, target, ["occlusion"], tokens=tokens, special=special, pad_id=1,
-                          occlusion_max_tokens=4, batch_size=3)  # fmt: skip
+    got = explain_example(
+        toy_model,
+        inputs,
+        target,
+        ["occlusion"],
+        tokens=tokens,
+        special=special,
+        pad_id=1,
+        occlusion_max_tokens=4,
+        batch_size=3,
+    )
 
     def probs(batch_ids):
         b = batch_ids.shape[0]
-        logits = toy_model(input_ids=batch_ids, attention_mask=inputs.attention_mask.expand(b, -1),
-                           global_attention_mask=inputs.model_args["global_attention_mask"].expand(b, -1),
-                           position_ids=inputs.position_ids.expand(b, -1)).logits  # fmt: skip
+        logits = toy_model(
+            input_ids=batch_ids,
+            attention_mask=inputs.attention_mask.expand(b, -1),
+            global_attention_mask=inputs.model_args["global_attention_mask"].expand(b, -1),
+            position_ids=inputs.position_ids.expand(b, -1),
+        ).logits
         return torch.softmax(logits, -1)
 
     # brute force: one occluded copy at a time

@@ -56,10 +56,13 @@ def test_combined_band_is_the_weighted_dense_sum(layout):
     weights = torch.rand(len(bands), bands[0].heads, generator=torch.Generator().manual_seed(0))
     combined = combine_bands(bands, weights)
     expected = sum(
-        (weights[layer, h].double() * dense_reference(band)[h] for layer, band in enumerate(bands)
-         for h in range(band.heads)),
+        (
+            weights[layer, h].double() * dense_reference(band)[h]
+            for layer, band in enumerate(bands)
+            for h in range(band.heads)
+        ),
         torch.zeros(bands[0].n, bands[0].n, dtype=torch.float64),
-    )  # fmt: skip
+    )
     assert torch.allclose(dense_reference(combined)[0], expected, atol=1e-5)
 
 
@@ -220,8 +223,13 @@ def test_a_page_carries_every_explained_output_for_its_target_selector(tmp_path)
     doc = _document(tokens)
     single, _ = payload(doc)
     assert single["targets"] == [{"name": "b", "ig_steps": 8, "ig_delta": 1e-3}]  # one output: nothing to choose
-    other = Target(name="a", attribution=np.arange(5, dtype=np.float32), evidence=np.array([0, 1, 0, 0, 0], bool),
-                   ig_steps=16, ig_delta=2e-4)  # fmt: skip
+    other = Target(
+        name="a",
+        attribution=np.arange(5, dtype=np.float32),
+        evidence=np.array([0, 1, 0, 0, 0], bool),
+        ig_steps=16,
+        ig_delta=2e-4,
+    )
     doc.other_targets = [other, Target("c", -np.arange(5, dtype=np.float32), None, 32, 0.0)]
     meta, blob = payload(doc)
     path = tmp_path / "page.html"
@@ -244,9 +252,15 @@ def test_a_run_that_showcases_no_example_builds_an_empty_explorer(tiny_run, tmp_
     (tmp_path / "selection.json").write_text(json.dumps(selection), encoding="utf-8")
     shards = sorted((res / "attention/bands").glob("shard*.safetensors"))
     written = run_build_explorers(
-        ExplorerConfig.from_dict({"top_k": 3, "importance": "fixed"}), shards,
-        sorted((res / "attributions").glob("shard*.parquet")), res / "importance/head_importance.safetensors",
-        tmp_path / "selection.json", res / "data/test.parquet", res / "data/rationales.parquet",
-        res / "data/split_manifest.json", res / "models/finetuned", tmp_path / "explorer",
-    )  # fmt: skip
+        ExplorerConfig.from_dict({"top_k": 3, "importance": "fixed"}),
+        shards,
+        sorted((res / "attributions").glob("shard*.parquet")),
+        res / "importance/head_importance.safetensors",
+        tmp_path / "selection.json",
+        res / "data/test.parquet",
+        res / "data/rationales.parquet",
+        res / "data/split_manifest.json",
+        res / "models/finetuned",
+        tmp_path / "explorer",
+    )
     assert written == [] and (tmp_path / "explorer").is_dir() and not list((tmp_path / "explorer").iterdir())

@@ -53,8 +53,15 @@ def _cut(path: Path, how: str) -> None:
 def classifier(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("clf")
     torch.manual_seed(0)
-    config = LongformerConfig(vocab_size=64, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                              intermediate_size=16, max_position_embeddings=40, attention_window=8)  # fmt: skip
+    config = LongformerConfig(
+        vocab_size=64,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=40,
+        attention_window=8,
+    )
     LongformerForSequenceClassification(config).save_pretrained(folder)
     shutil.copy(packaged_model_dir() / "tokenizer.json", folder)
     shutil.copy(packaged_model_dir() / "tokenizer_config.json", folder)
@@ -133,8 +140,11 @@ def test_a_full_disk_says_one_line_and_leaves_nothing(tmp_path, kind):
     """)
     (tmp_path / "write.py").write_text(script, encoding="utf-8")
     mount = f"mount -t tmpfs -o size=16k tmpfs '{disk}'"
-    out = run_guarded(["unshare", "-m", "sh", "-c", f"{mount} && '{sys.executable}' '{tmp_path / 'write.py'}'"],
-                      timeout=GUARD["plan"], env=local_env())  # fmt: skip
+    out = run_guarded(
+        ["unshare", "-m", "sh", "-c", f"{mount} && '{sys.executable}' '{tmp_path / 'write.py'}'"],
+        timeout=GUARD["plan"],
+        env=local_env(),
+    )
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 1 and len(lines) == 1, out.stdout + out.stderr
     assert lines[0].startswith(f"attnlens: error: {disk / name}: disk: expected free space") and (
@@ -152,11 +162,14 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     write_config(work, tiny_config(root))
     (work / "results").mkdir()
     target = "results/models/base"
-    smk = " ".join([*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2",
-                    target])  # fmt: skip
+    smk = " ".join(
+        [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2", target]
+    )
     # results/ on a 3 MB tmpfs, private to this command: the data fit, the base model (90 MB) does not
-    script = (f"mount -t tmpfs -o size=3m tmpfs {work / 'results'} && {{ {smk}; echo rc=$?; }}; "
-              f"cp -a {work / 'results'} {tmp_path / 'kept'}")  # fmt: skip
+    script = (
+        f"mount -t tmpfs -o size=3m tmpfs {work / 'results'} && {{ {smk}; echo rc=$?; }}; "
+        f"cp -a {work / 'results'} {tmp_path / 'kept'}"
+    )
     # jobs in fresh processes: a warm job server's forks would write outside this private mount
     out = run_guarded(["unshare", "-m", "sh", "-c", script], timeout=GUARD["stage"], env=fresh_env())
     said = out.stdout + out.stderr
@@ -170,8 +183,21 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     # resume where there is room: the same base model as the uninterrupted run
     shutil.rmtree(work / "results")
     shutil.copytree(kept, work / "results")
-    out = run_guarded([*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2",
-                       "--rerun-incomplete", target], timeout=GUARD["stage"], env=local_env())  # fmt: skip
+    out = run_guarded(
+        [
+            *SNAKEMAKE,
+            "--snakefile",
+            str(root / "Snakefile"),
+            "--directory",
+            str(work),
+            "--cores",
+            "2",
+            "--rerun-incomplete",
+            target,
+        ],
+        timeout=GUARD["stage"],
+        env=local_env(),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = load_file(work / target / "model.safetensors")
     want = load_file(tiny_run / target / "model.safetensors")
@@ -194,8 +220,9 @@ def test_sigterm_stops_cleanly_in_one_line(tmp_path):
                 print("writing", flush=True)
                 time.sleep(60)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=local_env())  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=local_env()
+    )
     try:
         assert proc.stdout.readline().strip() == "writing"
         assert [p.name for p in tmp_path.iterdir()] == [f".big.tmp-{proc.pid}.safetensors"]

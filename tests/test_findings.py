@@ -74,8 +74,12 @@ def test_verdicts():
 
 
 def _leaderboard(values: dict[str, float]) -> pd.DataFrame:
-    return pd.DataFrame([{"method": m, "metric": "comprehensiveness", "group": "faithfulness", "mean": v,
-                          "chance": np.nan} for m, v in values.items()])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {"method": m, "metric": "comprehensiveness", "group": "faithfulness", "mean": v, "chance": np.nan}
+            for m, v in values.items()
+        ]
+    )
 
 
 def _runs(n_runs: int, seed: int = 0) -> pd.DataFrame:
@@ -85,13 +89,28 @@ def _runs(n_runs: int, seed: int = 0) -> pd.DataFrame:
     frames = []
     for i in range(n_runs):
         c_wins = i % 2 == 0
-        board = _leaderboard({"A": 0.5 + rng.uniform(0, 0.01), "B": 0.1 + rng.uniform(0, 0.01),
-                              "C": 0.3 + (0.01 if c_wins else -0.01), "D": 0.3})  # fmt: skip
-        summary = pd.DataFrame([
-            {"mode": "fixed", "configuration": "last", "scaled": False, "mask": mask, "metric": "spearman",
-             "mean": mean, "chance": 0.0}
-            for mask, mean in (("fixed", 0.4 + rng.uniform(0, 0.05)), ("none", 0.2 + rng.uniform(0, 0.05)))
-        ])  # fmt: skip
+        board = _leaderboard(
+            {
+                "A": 0.5 + rng.uniform(0, 0.01),
+                "B": 0.1 + rng.uniform(0, 0.01),
+                "C": 0.3 + (0.01 if c_wins else -0.01),
+                "D": 0.3,
+            }
+        )
+        summary = pd.DataFrame(
+            [
+                {
+                    "mode": "fixed",
+                    "configuration": "last",
+                    "scaled": False,
+                    "mask": mask,
+                    "metric": "spearman",
+                    "mean": mean,
+                    "chance": 0.0,
+                }
+                for mask, mean in (("fixed", 0.4 + rng.uniform(0, 0.05)), ("none", 0.2 + rng.uniform(0, 0.05)))
+            ]
+        )
         v = headline_values(metrics={"accuracy": 0.9, "macro_f1": 0.8}, summary=summary, leaderboard=board)
         v["run"], v["dataset"], v["model"], v["seed"] = f"r{i}", "syn", f"m{i % 2}", i
         frames.append(v)
@@ -141,8 +160,19 @@ def test_a_method_that_ignores_the_weights_fails_the_sanity_check():
     for run, model in (("r0", "m0"), ("r1", "m0"), ("r2", "m1")):
         for method, deep in (("echo", 0.9), ("grad", 0.1)):
             for level, layers, rho in (("head", 0, 0.95), ("top1", 1, (0.95 + deep) / 2), ("top2", 2, deep)):
-                rows.append({"example_id": "e", "method": method, "level": level, "layers": layers, "spearman": rho,
-                             "run": run, "dataset": "syn", "model": model, "seed": 0})  # fmt: skip
+                rows.append(
+                    {
+                        "example_id": "e",
+                        "method": method,
+                        "level": level,
+                        "layers": layers,
+                        "spearman": rho,
+                        "run": run,
+                        "dataset": "syn",
+                        "model": model,
+                        "seed": 0,
+                    }
+                )
     verdicts = sanity_verdicts(pd.DataFrame(rows), max_rho=0.5)
     final = verdicts[verdicts["verdict"] != ""].set_index(["model", "method"])["verdict"]
     assert final[(ALL_MODELS, "echo")] == FAILS and final[(ALL_MODELS, "grad")] == PASSES

@@ -92,8 +92,9 @@ def padded_forward() -> str:
     one layer) on a padded batch of eight documents of 82–128 tokens: its logits, hashed. At this shape the
     thread count changes the bits (22 of 24 logits, up to 6.7e-8, at 2 threads against 1 on this project's
     2-core AVX-512 machines), so a process's thread pools are at work here, not idle."""
-    model = tiny_longformer(num_labels=3, hidden=384, heads=12, layers=1, intermediate=1536, window=32,
-                            max_positions=160, seed=5)  # fmt: skip
+    model = tiny_longformer(
+        num_labels=3, hidden=384, heads=12, layers=1, intermediate=1536, window=32, max_positions=160, seed=5
+    )
     g = torch.Generator().manual_seed(1)
     ids = [[0, *torch.randint(3, 50, (n,), generator=g).tolist(), 2] for n in (126, 100, 120, 80, 126, 126, 90, 110)]
     logits = predict_logits(model, Encoded(ids, pad_token_id=1), batch_size=8)
@@ -106,8 +107,15 @@ def test_fresh_processes_give_a_padded_batch_the_same_bits():
     runs = []
     for shift, seed in ((0, "0"), (1234, "1"), (777, "random")):
         env = {**os.environ, "PYTHONHASHSEED": seed, "ATTNLENS_PAD": "x" * (shift % 4093)}
-        runs.append(subprocess.Popen([sys.executable, "-c", _PROBE, str(shift), str(ROOT / "tests")], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+        runs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _PROBE, str(shift), str(ROOT / "tests")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = [proc.communicate(timeout=300) for proc in runs]
     assert all(proc.returncode == 0 for proc in runs), [err[-2000:] for _, err in outs]
     assert torch.get_num_threads() == 1  # as the probes (conftest)

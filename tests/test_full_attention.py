@@ -180,8 +180,9 @@ def test_a_causal_layer_is_its_dense_matrix_and_hugging_faces_eager_attention(he
     torch.testing.assert_close(value_norm_received(layer, norms, None), (dense * norms[:, None, :]).sum(1))
     grad = torch.randn(heads, n, 3, generator=g, dtype=torch.float64)
     value = torch.randn(heads, n, 3, generator=g, dtype=torch.float64)
-    torch.testing.assert_close(grad_attention_received(layer, grad, value, value),
-                               (dense * (grad @ value.transpose(1, 2))).sum(1))  # fmt: skip
+    torch.testing.assert_close(
+        grad_attention_received(layer, grad, value, value), (dense * (grad @ value.transpose(1, 2))).sum(1)
+    )
 
 
 @pytest.mark.parametrize(("key_heads", "length", "window"), [(2, 40, 5), (1, 33, None), (2, 40, 1)])
@@ -204,8 +205,9 @@ def test_a_causal_layer_reduced_in_small_blocks_reads_each_block_from_its_first_
 def test_a_causal_layer_is_stored_and_read_back_with_its_window(tmp_path):
     layers = [random_causal(4, 2, 9, 9, None, seed=1), random_causal(4, 2, 9, 9, 3, seed=2), random_full(4, 9, 9, 3)]
     ids = torch.arange(9)
-    save_tensors(band_tensors("doc", ids, layers), tmp_path / "b.safetensors",
-                 provenance(BANDS_SCHEMA, example_ids=["doc"]))  # fmt: skip
+    save_tensors(
+        band_tensors("doc", ids, layers), tmp_path / "b.safetensors", provenance(BANDS_SCHEMA, example_ids=["doc"])
+    )
     back, _ = load_bands([tmp_path / "b.safetensors"], "doc")
     assert [(b.causal, b.window, b.key_heads) for b in back] == [(True, None, 2), (True, 3, 2), (False, None, 4)]
     for a, b in zip(layers, back, strict=True):
@@ -235,8 +237,11 @@ def test_rollout_and_combinations_mix_bands_and_full_layers():
     """ModernBERT's stack: full and windowed layers alternate. Rollout, the weighted combination of a layer
     configuration and topology's pooled cells equal the dense computation."""
     n = 14
-    layers = [random_full(2, n, n, seed=1), random_band(2, n, n, 4, [], 0, seed=2, dtype=torch.float64),
-              random_full(2, n, n, seed=3)]  # fmt: skip
+    layers = [
+        random_full(2, n, n, seed=1),
+        random_band(2, n, n, 4, [], 0, seed=2, dtype=torch.float64),
+        random_full(2, n, n, seed=3),
+    ]
     dense = [dense_full(layers[0]), dense_reference(layers[1]), dense_full(layers[2])]
     torch.testing.assert_close(rollout(layers, 0), dense_rollout(dense, 0))
     weights = torch.tensor([[1.0, 0.5], [0.0, 2.0], [0.25, 0.0]])
@@ -298,8 +303,13 @@ def test_nan_scores_are_never_reported_and_hide_no_partner(dtype):
 
     def state():
         values = probs.numpy().dtype
-        return (np.full((2, 70, k), -1, np.int32), np.zeros((2, 70, k), values), np.zeros((2, 70), np.int64),
-                np.zeros((2, 70), values), np.full((2, 70), -1, np.int32))  # fmt: skip
+        return (
+            np.full((2, 70, k), -1, np.int32),
+            np.zeros((2, 70, k), values),
+            np.zeros((2, 70), np.int64),
+            np.zeros((2, 70), values),
+            np.full((2, 70), -1, np.int32),
+        )
 
     rows, cols = state(), state()
     full_block_kernel(probs.numpy(), 0, 70, received, rows, cols)

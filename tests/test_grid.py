@@ -43,8 +43,12 @@ def test_a_config_without_a_grid_is_one_run():
 
 def test_runs_are_named_by_their_place_and_share_what_they_can():
     grid = expand_grid(_config(TEST_GRID))
-    assert grid.names == ["default__minilm_w32__s7", "default__minilm_w32__s8", "default__bigbird__s7",
-                          "default__bigbird__s8"]  # fmt: skip
+    assert grid.names == [
+        "default__minilm_w32__s7",
+        "default__minilm_w32__s8",
+        "default__bigbird__s7",
+        "default__bigbird__s8",
+    ]
     # one tokenizer and length: one prepared dataset; one base model per model
     assert {r.dataset_group for r in grid.runs} == {"default"}
     assert [r.base_group for r in grid.runs] == ["minilm_w32", "minilm_w32", "bigbird", "bigbird"]
@@ -70,9 +74,14 @@ def test_models_of_other_tokenizers_prepare_their_own_data():
 
 def test_a_classifier_of_ones_own_runs_once_per_dataset(tmp_path):
     grid = expand_grid(
-        _config({"models": {"mine": {"model": {"source": "classifier", "name_or_path": str(tmp_path)}}, "lf": {}},
-                 "seeds": [1, 2], "exclude": [{"model": "lf", "seed": 2}]})
-    )  # fmt: skip
+        _config(
+            {
+                "models": {"mine": {"model": {"source": "classifier", "name_or_path": str(tmp_path)}}, "lf": {}},
+                "seeds": [1, 2],
+                "exclude": [{"model": "lf", "seed": 2}],
+            }
+        )
+    )
     assert grid.names == ["default__mine", "default__lf__s1"]
     assert grid.run("default__mine").base_group is None and not grid.run("default__mine").trains
 
@@ -118,8 +127,7 @@ def test_the_grid_dag_shares_jobs_that_do_not_depend_on_an_axis(tmp_path):
     (tmp_path / "config/grid.yaml").write_text(yaml.safe_dump({"grid": TEST_GRID}), encoding="utf-8")
 
     def counts(*extra) -> Counter:
-        cmd = [*SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", tmp_path, "-n", "--quiet", "rules",
-               *extra]  # fmt: skip
+        cmd = [*SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", tmp_path, "-n", "--quiet", "rules", *extra]
         out = run_guarded(cmd, cwd=tmp_path, timeout=GUARD["plan"], env=local_env())
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         table = re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.M)
@@ -176,8 +184,14 @@ def test_the_findings_of_a_grid_are_complete(architecture_grid):
     assert "# Findings across the runs of the grid" in (out / "findings.md").read_text(encoding="utf-8")
     assert (out / "findings.tex").is_file()
     figures = {p.stem for p in (out / "figures").glob("*.png")}
-    assert {"classification_accuracy", "leaderboard_comprehensiveness", "topology_gap", "leaderboard_rbo_p0-9",
-            "leaderboard_rbo_p0-98", "sanity_default_all_models"} <= figures  # fmt: skip
+    assert {
+        "classification_accuracy",
+        "leaderboard_comprehensiveness",
+        "topology_gap",
+        "leaderboard_rbo_p0-9",
+        "leaderboard_rbo_p0-98",
+        "sanity_default_all_models",
+    } <= figures
     # the sanity check: every explained method, the cascade of 6 layers, a verdict per scope and method
     sanity = pd.read_csv(out / "sanity.csv", keep_default_na=False, na_values=[""])
     assert set(sanity["level"]) == {"head", *(f"top{k}" for k in range(1, 7))}
@@ -198,8 +212,9 @@ def test_runs_of_a_grid_share_the_jobs_that_do_not_depend_on_an_axis(architectur
     assert sorted(p.name for p in (results / "base_models").iterdir()) == sorted(MODELS)
     runs = sorted(p.name for p in (results / "runs").iterdir())
     assert runs == sorted(f"default__{m}__s{s}" for m in MODELS for s in (7, 8))
-    seeds = [json.loads((results / "runs" / r / "models/train_metrics.json").read_text())["provenance"]["seed"]
-             for r in runs]  # fmt: skip
+    seeds = [
+        json.loads((results / "runs" / r / "models/train_metrics.json").read_text())["provenance"]["seed"] for r in runs
+    ]
     assert seeds == [7, 8] * len(MODELS)
 
 
@@ -211,8 +226,15 @@ GRID_OF_ONE = "results/runs/default__default__s7"
 def _grid_of_one(work: Path) -> Path:
     """The `.test` configuration as a grid of one run, up to its predictions, one thread a job as ``tiny_run``."""
     write_config(work, {**tiny_config(ROOT), "grid": {"seeds": [7]}})
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", f"{GRID_OF_ONE}/predictions/metrics.json",
-                        timeout=GUARD["stage"])  # fmt: skip
+    out = run_snakemake(
+        ROOT,
+        "--directory",
+        str(work),
+        "--cores",
+        "1",
+        f"{GRID_OF_ONE}/predictions/metrics.json",
+        timeout=GUARD["stage"],
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work
 

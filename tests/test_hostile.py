@@ -53,18 +53,42 @@ def hostile_pages(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     n = len(TOKENS)
     doc = _document(TOKENS)
-    doc = type(doc)(**{**doc.__dict__, "example_id": HOSTILE_ID, "title": f"{HOSTILE_ID} ({HOSTILE_CLASS})",
-                       "info": {**doc.info, "label": HOSTILE_CLASS, "prediction": HOSTILE["script tag"],
-                                "outputs": {HOSTILE_CLASS: 0.4, HOSTILE["image onerror"]: 0.6},
-                                "roles": [HOSTILE["javascript: URL"]]}})  # fmt: skip
+    doc = type(doc)(
+        **{
+            **doc.__dict__,
+            "example_id": HOSTILE_ID,
+            "title": f"{HOSTILE_ID} ({HOSTILE_CLASS})",
+            "info": {
+                **doc.info,
+                "label": HOSTILE_CLASS,
+                "prediction": HOSTILE["script tag"],
+                "outputs": {HOSTILE_CLASS: 0.4, HOSTILE["image onerror"]: 0.6},
+                "roles": [HOSTILE["javascript: URL"]],
+            },
+        }
+    )
     meta, blob = payload(doc)
     special = np.array([i in (0, n - 1) for i in range(n)])
-    overlay = Overlay(tokens=TOKENS, starts_word=[True] * n, values=np.linspace(0, 1, n), special=special,
-                      title=f"{HOSTILE_ID}: {HOSTILE_CLASS}", note=HOSTILE["line breaks"])  # fmt: skip
-    record = AttributionRecord(example_id=HOSTILE_ID, tokens=TOKENS, starts_word=[True] * n,
-                               scores=np.linspace(-1, 1, n), true_label=HOSTILE_CLASS,
-                               pred_label=HOSTILE["attribute break-out, double quote"], pred_prob=0.5,
-                               attr_label=HOSTILE["svg onload"], delta=0.0, n_steps=8)  # fmt: skip
+    overlay = Overlay(
+        tokens=TOKENS,
+        starts_word=[True] * n,
+        values=np.linspace(0, 1, n),
+        special=special,
+        title=f"{HOSTILE_ID}: {HOSTILE_CLASS}",
+        note=HOSTILE["line breaks"],
+    )
+    record = AttributionRecord(
+        example_id=HOSTILE_ID,
+        tokens=TOKENS,
+        starts_word=[True] * n,
+        scores=np.linspace(-1, 1, n),
+        true_label=HOSTILE_CLASS,
+        pred_label=HOSTILE["attribute break-out, double quote"],
+        pred_prob=0.5,
+        attr_label=HOSTILE["svg onload"],
+        delta=0.0,
+        n_steps=8,
+    )
     pages = {
         "explorer": render_explorer(meta, blob),
         "overlay": render_html(overlay),
@@ -117,13 +141,58 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 
 #: Tags each page is made of: anything else came from data.
 PAGE_TAGS = {
-    "explorer": {"html", "head", "meta", "title", "style", "body", "header", "h1", "p", "form", "label", "select",
-                 "option", "fieldset", "legend", "input", "div", "canvas", "main", "aside", "h2", "dl", "dt", "dd",
-                 "h3", "span", "ol", "footer", "details", "summary", "pre", "script"},
+    "explorer": {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "header",
+        "h1",
+        "p",
+        "form",
+        "label",
+        "select",
+        "option",
+        "fieldset",
+        "legend",
+        "input",
+        "div",
+        "canvas",
+        "main",
+        "aside",
+        "h2",
+        "dl",
+        "dt",
+        "dd",
+        "h3",
+        "span",
+        "ol",
+        "footer",
+        "details",
+        "summary",
+        "pre",
+        "script",
+    },
     "overlay": {"html", "head", "meta", "title", "style", "body", "h1", "p", "span"},
-    "attribution": {"html", "head", "meta", "title", "style", "body", "p", "b", "span", "table", "tr", "th", "td",
-                    "mark"},
-}  # fmt: skip
+    "attribution": {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "p",
+        "b",
+        "span",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "mark",
+    },
+}
 
 
 @pytest.mark.parametrize("name", list(PAGE_TAGS))
@@ -187,8 +256,14 @@ def test_latex_escape_leaves_data_inert(kind):
 
 def test_latex_outputs_escape_every_string(tmp_path):
     n = len(TOKENS)
-    overlay = Overlay(tokens=TOKENS, starts_word=[True] * n, values=np.linspace(0, 1, n),
-                      special=np.zeros(n, dtype=bool), title=HOSTILE_ID, note=HOSTILE["line breaks"])  # fmt: skip
+    overlay = Overlay(
+        tokens=TOKENS,
+        starts_word=[True] * n,
+        values=np.linspace(0, 1, n),
+        special=np.zeros(n, dtype=bool),
+        title=HOSTILE_ID,
+        note=HOSTILE["line breaks"],
+    )
     tex = render_latex(overlay)
     comments = [line for line in tex.splitlines() if line.startswith("%")]
     assert len(comments) == 2 and tex.splitlines()[2] == "\\documentclass[varwidth]{standalone}"
@@ -224,8 +299,9 @@ def test_markdown_tables_show_every_string_as_text(tmp_path):
 
 
 def test_csv_cells_cannot_run_as_formulas(tmp_path):
-    frame = pd.DataFrame({HOSTILE["spreadsheet formula"]: STRINGS, "number": [-1.5] * len(STRINGS),
-                          "token": ["-"] * len(STRINGS)})  # fmt: skip
+    frame = pd.DataFrame(
+        {HOSTILE["spreadsheet formula"]: STRINGS, "number": [-1.5] * len(STRINGS), "token": ["-"] * len(STRINGS)}
+    )
     write_table(frame, tmp_path / "t", caption="c")
     with open(tmp_path / "t.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
@@ -272,19 +348,37 @@ def test_latex_outputs_compile_with_hostile_text(pdflatex, tmp_path):
     frame = pd.DataFrame({HOSTILE_CLASS: STRINGS, "n": range(len(STRINGS))})
     write_table(frame, tmp_path / "table", caption=HOSTILE_ID)
     doc = tmp_path / "doc.tex"
-    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n\\input{table.tex}\n"
-                   "\\end{document}\n", encoding="utf-8")  # fmt: skip
-    run = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", doc.name],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    doc.write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n\\input{table.tex}\n\\end{document}\n",
+        encoding="utf-8",
+    )
+    run = subprocess.run(
+        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", doc.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-2000:]
     assert (tmp_path / "doc.pdf").exists() and not pwned.exists()
     if tex_engine() == "pdflatex":  # the overlay's packages are there too
         n = len(TOKENS)
-        overlay = Overlay(tokens=TOKENS, starts_word=[True] * n, values=np.linspace(0, 1, n),
-                          special=np.zeros(n, dtype=bool), title=HOSTILE_ID, note=HOSTILE_CLASS)  # fmt: skip
+        overlay = Overlay(
+            tokens=TOKENS,
+            starts_word=[True] * n,
+            values=np.linspace(0, 1, n),
+            special=np.zeros(n, dtype=bool),
+            title=HOSTILE_ID,
+            note=HOSTILE_CLASS,
+        )
         (tmp_path / "overlay.tex").write_text(render_latex(overlay), encoding="utf-8")
-        run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
-                              "overlay.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+        run = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "overlay.tex"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stdout[-2000:]
     assert not pwned.exists()
 

@@ -35,8 +35,18 @@ N_LAYERS, N_HEADS, HIDDEN = 2, 3, 12
 
 
 def tiny_model():
-    model = tiny_longformer(vocab_size=40, hidden=HIDDEN, layers=N_LAYERS, heads=N_HEADS, intermediate=20,
-                            max_positions=40, window=4, num_labels=2, seed=5, double=True)  # fmt: skip
+    model = tiny_longformer(
+        vocab_size=40,
+        hidden=HIDDEN,
+        layers=N_LAYERS,
+        heads=N_HEADS,
+        intermediate=20,
+        max_positions=40,
+        window=4,
+        num_labels=2,
+        seed=5,
+        double=True,
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)  # break the symmetric init so every head matters

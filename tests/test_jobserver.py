@@ -36,8 +36,9 @@ class Server:
     def __init__(self, folder: Path, modules: tuple[str, ...]):
         self.path = str(folder / "socket")
         code = f"from attnlens import jobserver; jobserver.serve({self.path!r}, modules={modules!r})"
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, env=_env(),
-                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, env=_env(), stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + GUARD["plan"]
         while not os.path.exists(self.path):
             assert self.proc.poll() is None, self.proc.stderr.read()
@@ -49,8 +50,14 @@ class Server:
         script = folder / "job.py"
         script.write_text("from attnlens.pipeline.jobserver import forward\nforward()\n" + textwrap.dedent(body))
         env = {**_env(), jobserver.SOCKET_ENV: self.path, **(env or {})}
-        proc = subprocess.Popen([sys.executable, str(script), *args], cwd=folder, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            cwd=folder,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         if not wait:
             return proc
         out, err = proc.communicate(timeout=GUARD["plan"])
@@ -94,14 +101,19 @@ def _wait_for(path: Path, limit: float = GUARD["plan"]) -> str:
 
 
 def test_a_forwarded_script_runs_in_a_fork_with_the_scripts_streams_status_and_surroundings(server, tmp_path):
-    out = server.run(tmp_path, """
+    out = server.run(
+        tmp_path,
+        """
         import os, sys
         from attnlens.pipeline import jobserver
         print("out", os.getcwd(), sys.argv[1:], os.environ["MY_SETTING"], os.environ.get(jobserver.SOCKET_ENV))
         print("err line", file=sys.stderr)
         print("parent", os.getppid())
         sys.exit(3)
-    """, "a b", env={"MY_SETTING": "x y"})  # fmt: skip
+    """,
+        "a b",
+        env={"MY_SETTING": "x y"},
+    )
     lines = out.stdout.splitlines()
     assert out.returncode == 3 and out.stderr == "err line\n"
     # its working directory, arguments and environment are the script's, and the socket is not passed further
@@ -121,7 +133,9 @@ def test_an_exception_or_a_message_exits_as_a_fresh_process_would(server, tmp_pa
 def test_sigterm_to_the_script_reaches_its_job(server, tmp_path):
     """What Snakemake and SLURM send to stop a job: the job's own handler runs (attnlens.pipeline.runtime's clean
     stop)."""
-    proc = server.run(tmp_path, """
+    proc = server.run(
+        tmp_path,
+        """
         import os, signal, sys, time
         def stop(signum, frame):
             print("stopped by", signal.Signals(signum).name, flush=True)
@@ -129,7 +143,9 @@ def test_sigterm_to_the_script_reaches_its_job(server, tmp_path):
         signal.signal(signal.SIGTERM, stop)
         open("pid", "w").write(str(os.getpid()))
         time.sleep(600)
-    """, wait=False)  # fmt: skip
+    """,
+        wait=False,
+    )
     fork = int(_wait_for(tmp_path / "pid"))
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=GUARD["plan"])
@@ -140,8 +156,9 @@ def test_sigterm_to_the_script_reaches_its_job(server, tmp_path):
 @pytest.mark.parametrize("who", ["script", "server"])
 def test_a_job_ends_with_its_script_or_its_server(server, tmp_path, who):
     """``kill -9`` of the script's process (Snakemake killed) or of the server: the fork goes too."""
-    proc = server.run(tmp_path, "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
-                      wait=False)  # fmt: skip
+    proc = server.run(
+        tmp_path, "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n", wait=False
+    )
     fork = int(_wait_for(tmp_path / "pid"))
     assert _alive(fork)
     (proc if who == "script" else server.proc).kill()
@@ -158,8 +175,9 @@ def test_a_job_ends_with_its_script_or_its_server(server, tmp_path, who):
 
 
 def test_the_server_ends_when_its_starter_goes_and_takes_its_jobs(server, tmp_path):
-    proc = server.run(tmp_path, "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
-                      wait=False)  # fmt: skip
+    proc = server.run(
+        tmp_path, "import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(600)\n", wait=False
+    )
     fork = int(_wait_for(tmp_path / "pid"))
     assert server.close() == 0
     assert not _alive(fork) and not os.path.exists(server.path)
@@ -170,8 +188,7 @@ def test_without_a_server_the_script_runs_in_its_own_process(tmp_path):
     script = tmp_path / "job.py"
     script.write_text("from attnlens.pipeline.jobserver import forward\nforward()\nimport os\nprint(os.getpid())\n")
     for env in ({}, {jobserver.SOCKET_ENV: str(tmp_path / "nobody-listens")}):
-        proc = subprocess.Popen([sys.executable, str(script)], env={**_env(), **env}, stdout=subprocess.PIPE,
-                                text=True)  # fmt: skip
+        proc = subprocess.Popen([sys.executable, str(script)], env={**_env(), **env}, stdout=subprocess.PIPE, text=True)
         out, _ = proc.communicate(timeout=GUARD["plan"])
         assert proc.returncode == 0 and int(out) == proc.pid
 
@@ -214,8 +231,15 @@ print(struct.unpack("!I", answer)[0] if len(answer) == 4 else "none")
 def _raw_request(server, body: bytes, folder: Path, python: str = sys.executable, **popen) -> str:
     (folder / "body").write_bytes(body)
     os.chmod(folder / "body", 0o644)
-    done = subprocess.run([python, "-c", _RAW_CLIENT, server.path, str(folder / "body")], cwd=folder, env=_env(),
-                          capture_output=True, text=True, timeout=GUARD["plan"], **popen)  # fmt: skip
+    done = subprocess.run(
+        [python, "-c", _RAW_CLIENT, server.path, str(folder / "body")],
+        cwd=folder,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=GUARD["plan"],
+        **popen,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -240,10 +264,20 @@ def test_a_request_is_plain_data_and_nothing_else_is_read_as_one(server, tmp_pat
     script.write_text("import sys\nsys.exit(5)\n")
     good = jobserver.encode_request(str(script), ["ok.py"], str(tmp_path), {"PYTHONPATH": SRC}, 1.5)
     assert _raw_request(server, good, tmp_path) == "5"
-    assert jobserver.decode_request(good) == {"script": str(script), "argv": ["ok.py"], "cwd": str(tmp_path),
-                                              "env": {"PYTHONPATH": SRC}, "started": 1.5}  # fmt: skip
-    for bad in (b"[]", b"\xff", good.replace(b'"ok.py"', b"1"), good.replace(b'"started": 1.5', b'"started": "1"'),
-                good.replace(b'"cwd"', b'"extra": 0, "cwd"')):  # fmt: skip
+    assert jobserver.decode_request(good) == {
+        "script": str(script),
+        "argv": ["ok.py"],
+        "cwd": str(tmp_path),
+        "env": {"PYTHONPATH": SRC},
+        "started": 1.5,
+    }
+    for bad in (
+        b"[]",
+        b"\xff",
+        good.replace(b'"ok.py"', b"1"),
+        good.replace(b'"started": 1.5', b'"started": "1"'),
+        good.replace(b'"cwd"', b'"extra": 0, "cwd"'),
+    ):
         assert jobserver.decode_request(bad) is None, bad
 
 
@@ -312,8 +346,13 @@ def test_a_torch_job_forked_from_a_server_gives_a_fresh_processs_bytes(tmp_path)
     """A seeded random Longformer's padded forward, in a fresh process and in a fork of a server that imported
     torch and transformers: the same float32 bytes (the same operations on the same machine)."""
     (tmp_path / "fresh").mkdir()
-    fresh = subprocess.run([sys.executable, "-c", textwrap.dedent(TORCH_JOB)], env=_env(), capture_output=True,
-                           text=True, timeout=GUARD["plan"])  # fmt: skip
+    fresh = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(TORCH_JOB)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=GUARD["plan"],
+    )
     assert fresh.returncode == 0, fresh.stderr
     server = Server(tmp_path, ("torch", "transformers"))
     try:

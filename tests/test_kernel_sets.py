@@ -30,8 +30,19 @@ LIMIT = GUARD["stage"]
 def _portable_kernels(work: Path) -> subprocess.CompletedProcess:
     """The numerics tests in a pytest of their own under the portable kernels, on one core (a session run)."""
     # not -q: the session header must show which kernels ran (conftest.pytest_report_header)
-    cmd = [sys.executable, "-m", "pytest", "-m", "numerics and not workflow", "-p", "no:cacheprovider",
-           "-o", "addopts=--strict-markers -rfE", "--basetemp", work / "tmp"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "numerics and not workflow",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=--strict-markers -rfE",
+        "--basetemp",
+        work / "tmp",
+    ]
     return run_guarded(cmd, timeout=LIMIT, cwd=ROOT, env={**os.environ, **PORTABLE, "OMP_NUM_THREADS": "1"})
 
 

@@ -20,8 +20,9 @@ def _modules(root):
 
 def test_import_contracts_hold(root):
     """import-linter's contracts in pyproject.toml (numerics never import stages or render; …)."""
-    out = subprocess.run([sys.executable, "-m", "importlinter.cli", "--no-cache"], cwd=root, capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "importlinter.cli", "--no-cache"], cwd=root, capture_output=True, text=True
+    )
     if out.returncode and "No module named" in out.stderr:
         pytest.fail("import-linter is not installed (envs/requirements-test.txt)")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
@@ -77,8 +78,13 @@ def test_internal_imports_are_at_the_top(root):
 
     for name, path in _modules(root).items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        nested = [n.lineno for top in tree.body if not typing_only(top) for n in ast.walk(top) if top is not n
-                  and isinstance(n, ast.ImportFrom) and (n.module or "").startswith("attnlens")]  # fmt: skip
+        nested = [
+            n.lineno
+            for top in tree.body
+            if not typing_only(top)
+            for n in ast.walk(top)
+            if top is not n and isinstance(n, ast.ImportFrom) and (n.module or "").startswith("attnlens")
+        ]
         assert not nested, f"{name}: imports inside functions at lines {nested}"
 
 
@@ -154,8 +160,13 @@ def test_benchmarks_reach_architectures_through_the_seam(root):
     assert len(scripts) > 10
     for path in scripts:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(
-                node, ast.ImportFrom) else []  # fmt: skip
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             past = [n for n in names if n.startswith(behind)]
             assert not past, f"{path.relative_to(root)}:{node.lineno} imports {past} past the model seam"
 

@@ -58,8 +58,16 @@ def test_agreement_matches_scipy_and_rbo():
 
 
 def test_agreement_of_a_too_short_example_is_nan():
-    rows = agreement_rows("e", np.ones(3), {"m": np.ones(3)}, np.array([True, False, True]), n_permutations=5,
-                          top_fraction=0.05, rbo_p=[0.9], seed=0)  # fmt: skip
+    rows = agreement_rows(
+        "e",
+        np.ones(3),
+        {"m": np.ones(3)},
+        np.array([True, False, True]),
+        n_permutations=5,
+        top_fraction=0.05,
+        rbo_p=[0.9],
+        seed=0,
+    )
     assert rows and all(np.isnan(r[3]) for r in rows)
 
 
@@ -68,10 +76,12 @@ def test_summary_means_intervals_and_paired_tests():
     rows = []
     for i in range(30):
         base = rng.normal()
-        rows += [(f"e{i}", "attention_all", "comprehensiveness", base, np.nan),
-                 (f"e{i}", "better", "comprehensiveness", base + 0.5 + rng.normal(scale=0.1), np.nan),
-                 (f"e{i}", "same", "comprehensiveness", base, np.nan),
-                 (f"e{i}", "better", "seconds", 2.0, np.nan)]  # fmt: skip
+        rows += [
+            (f"e{i}", "attention_all", "comprehensiveness", base, np.nan),
+            (f"e{i}", "better", "comprehensiveness", base + 0.5 + rng.normal(scale=0.1), np.nan),
+            (f"e{i}", "same", "comprehensiveness", base, np.nan),
+            (f"e{i}", "better", "seconds", 2.0, np.nan),
+        ]
     frame = pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
     columns = metrics(0.05, [0.9], 10)
     summary = summarise(frame, columns, "attention_all", seed=0, n_boot=500).set_index(["method", "metric"])

@@ -74,10 +74,22 @@ def tiny_decoder(kind: str = "llama", implementation: str = "eager", seed: int =
     where the family has them (:data:`FAMILIES`), its pad row drawn as a model drawn from its configuration has it
     (:func:`~attnlens.models.llama.scratch.draw_decoder`)."""
     return draw_decoder(
-        kind, seed, vocab_size=60, hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS, head_dim=6, max_position_embeddings=64, pad_token_id=0, num_labels=num_labels,
-        attention_dropout=0.0, attn_implementation=implementation, **SETTINGS.get(kind, {}),
-    ).double()  # fmt: skip
+        kind,
+        seed,
+        vocab_size=60,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=6,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        num_labels=num_labels,
+        attention_dropout=0.0,
+        attn_implementation=implementation,
+        **SETTINGS.get(kind, {}),
+    ).double()
 
 
 def _batch(pad: int = 6) -> dict[str, torch.Tensor]:
@@ -207,8 +219,9 @@ def test_summaries_and_value_vectors_equal_the_dense_computation(kind):
         for head in range(HEADS):  # query head h reads key/value head h // group
             torch.testing.assert_close(v[head], own[head // group], rtol=0, atol=0)
         norms = value_norms(h, value, block.self_attn.o_proj, HEADS)
-        torch.testing.assert_close(value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1),
-                                   rtol=1e-6, atol=1e-7)  # fmt: skip
+        torch.testing.assert_close(
+            value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1), rtol=1e-6, atol=1e-7
+        )
     # the classifier reads the last real token
     torch.testing.assert_close(rollout(layers, length - 1), dense_rollout(dense, length - 1), rtol=1e-6, atol=1e-7)
     assert_grad_attention_is_dense(model, batch, dense, target=2, atol=1e-7)
@@ -329,8 +342,11 @@ def test_a_decoder_without_a_pad_token_pads_with_its_config_or_its_end_token_or_
     agree_on_padding(model, tokenizer, "hub/base", "pretrained")
     assert tokenizer.pad_token == tokenizer.eos_token and model.config.pad_token_id == tokenizer.eos_token_id
     model.config.pad_token_id = None
-    with pytest.raises(InputError, match=r"^saved/clf: pad_token_id: expected a pad token \(config.json pad_token_id "
-                                         r"or the tokenizer's pad_token\)") as err:  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"^saved/clf: pad_token_id: expected a pad token \(config.json pad_token_id "
+        r"or the tokenizer's pad_token\)",
+    ) as err:
         agree_on_padding(model, _tokenizer_without_pad(), "saved/clf", "classifier")
     assert "\n" not in str(err.value)
 
@@ -345,8 +361,11 @@ def test_gemma3_settings_that_change_what_attention_is_are_refused_before_anythi
     config.use_bidirectional_attention = True
     with pytest.raises(InputError, match=r"use_bidirectional_attention: expected false"):
         GEMMA3.check(config, "x")
-    with pytest.raises(InputError, match=r"data.task: expected a task Gemma 3 has a head for: Hugging Face has no "
-                                         r"Gemma 3 question-answering model"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"data.task: expected a task Gemma 3 has a head for: Hugging Face has no "
+        r"Gemma 3 question-answering model",
+    ):
         GEMMA3.head_class("question_answering")
     assert QWEN3.head_class("question_answering") == "Qwen3ForQuestionAnswering"
 
@@ -404,9 +423,17 @@ def test_the_decoders_benchmark_measures_a_family_on_its_tiny_shape(family):
     in this process: every time and ratio is written, the probabilities' floor beside the summaries, and Hugging
     Face's eager attention ran (its outputs fit)."""
     row = bench_decoder_length(family, "tiny", 64)
-    for field in ("forward_s", "probabilities_s", "summaries_s", "forward_backward_s", "attnlrp_s",
-                  "huggingface_attentions_s", "probabilities_over_forward", "summaries_over_forward",
-                  "attnlrp_over_forward_backward"):  # fmt: skip
+    for field in (
+        "forward_s",
+        "probabilities_s",
+        "summaries_s",
+        "forward_backward_s",
+        "attnlrp_s",
+        "huggingface_attentions_s",
+        "probabilities_over_forward",
+        "summaries_over_forward",
+        "attnlrp_over_forward_backward",
+    ):
         assert isinstance(row[field], float) and row[field] >= 0, field
     assert row["tokens"] == 64 and "causal" in row["describe"]
     assert math.isfinite(row["attnlrp_conservation_delta"])
@@ -423,8 +450,13 @@ def test_mistral_run_trains_from_config_and_reads_every_stage(mistral_run):
     assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
         leaderboard["method"]
     )
-    for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
-                 "paper/figures/attention_aggregate.png", "attributions/embeddings.parquet"):  # fmt: skip
+    for path in (
+        "topology/claim.json",
+        "faithfulness/curves.parquet",
+        "similarity/summary.parquet",
+        "paper/figures/attention_aggregate.png",
+        "attributions/embeddings.parquet",
+    ):
         assert (results / path).is_file(), path
     assert list((results / "explorer").glob("*.html"))
     # the classifier reads the last real token: its attention is the query group the table reports
@@ -435,8 +467,9 @@ def test_mistral_run_trains_from_config_and_reads_every_stage(mistral_run):
         received = example.received  # every real query's attention sums to 1 in every layer
         n = received.shape[-1]
         # float32: as the ModernBERT run's bound (tests/test_modernbert.py), |Σ − n| ≤ 3·n²·u
-        torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(n)),
-                                   rtol=0, atol=3 * n * n * EPS32 / 2)  # fmt: skip
+        torch.testing.assert_close(
+            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
+        )
         # causal: the last token is attended by itself alone (one probability, at most 1), the first by every query
         # within the window's reach (its received attention at least its own self-attention, 1 in the first row)
         assert bool((received[..., -1] <= 1 + 1e-6).all()) and bool((received[..., 0] >= 1 - 1e-6).all())

@@ -48,8 +48,9 @@ def test_manifest_follows_records_from_the_targets(tmp_path, monkeypatch):
     write_job_record("a", ["data/user.csv"], ["results/mid.txt"], "results/logs/a/a.log")
     os.makedirs("results/out")
     Path("results/out/f1.txt").write_text("f1")
-    write_job_record("b", ["results/mid.txt"], ["results/out", "results/final.txt"], "results/logs/b/b.log",
-                     {"shard": "0"})  # fmt: skip
+    write_job_record(
+        "b", ["results/mid.txt"], ["results/out", "results/final.txt"], "results/logs/b/b.log", {"shard": "0"}
+    )
     Path("results/final.txt").write_text("final")
     # a stale record: its output is gone, and one the targets do not reach
     write_job_record("gone", ["results/mid.txt"], ["results/vanished.txt"], "results/logs/a/gone.log")
@@ -97,8 +98,17 @@ def test_every_writer_leaves_readable_provenance(tmp_path):
         save_tensors({"w": torch.zeros(2)}, tmp_path / "t.safetensors", prov)
     finally:
         set_job(None)
-    names = ["fig.png", "fig.pdf", "table.csv", "table.tex", "table.md", "plain.csv", "t.parquet", "t.json",
-             "t.safetensors"]  # fmt: skip
+    names = [
+        "fig.png",
+        "fig.pdf",
+        "table.csv",
+        "table.tex",
+        "table.md",
+        "plain.csv",
+        "t.parquet",
+        "t.json",
+        "t.safetensors",
+    ]
     for name in names:
         found = read_provenance(tmp_path / name)
         assert found is not None, name

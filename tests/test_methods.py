@@ -48,8 +48,20 @@ class _Tokenizer:
 
 @pytest.fixture(scope="module")
 def toy():
-    model = freeze(tiny_longformer(vocab_size=40, hidden=16, layers=2, heads=2, intermediate=32, max_positions=80,
-                                   window=4, num_labels=2, seed=5, double=True))  # fmt: skip
+    model = freeze(
+        tiny_longformer(
+            vocab_size=40,
+            hidden=16,
+            layers=2,
+            heads=2,
+            intermediate=32,
+            max_positions=80,
+            window=4,
+            num_labels=2,
+            seed=5,
+            double=True,
+        )
+    )
     ids = [0, *range(5, 20), 2]
     return model, prepare_inputs(model, _Tokenizer(), ids), ids
 
@@ -113,7 +125,12 @@ def test_labels_signs_and_ranking_sources():
     assert label("attnlrp") == "AttnLRP (Achtibat et al. 2024)" and signed("occlusion") and not signed("rollout")
     assert label("not_a_method") == "not_a_method"
     assert [ranking_source(r) for r in ("ig", "attention_lower", "attention_all", "saliency", "random")] == [
-        "ig", "attention", "attention", "explain", "random"]  # fmt: skip
+        "ig",
+        "attention",
+        "attention",
+        "explain",
+        "random",
+    ]
     with pytest.raises(UnknownName, match="expected one of the explanation methods"):
         ranking_source("lime")
 

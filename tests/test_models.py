@@ -26,8 +26,9 @@ def test_registry_is_keyed_by_model_type(tiny_classifier):
 
 
 def test_unsupported_model_type_is_one_line_naming_the_supported_ones(tmp_path):
-    config = transformers.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=16)  # fmt: skip
+    config = transformers.BertConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
     with pytest.raises(InputError) as err:
         architecture(config, where="some/folder")
     message = str(err.value)
@@ -49,12 +50,17 @@ def test_longformer_layers_by_name(tiny_classifier):
     assert LONGFORMER.encoder(model) is lf and LONGFORMER.embeddings(model) is lf.embeddings
     assert list(LONGFORMER.layers(model)) == list(lf.encoder.layer)
     emb = LONGFORMER.embedding_layers(model)
-    assert emb == {"word": lf.embeddings.word_embeddings, "position": lf.embeddings.position_embeddings,
-                   "token_type": lf.embeddings.token_type_embeddings}  # fmt: skip
+    assert emb == {
+        "word": lf.embeddings.word_embeddings,
+        "position": lf.embeddings.position_embeddings,
+        "token_type": lf.embeddings.token_type_embeddings,
+    }
     layer = lf.encoder.layer[0]
     assert LONGFORMER.self_attention(layer) is layer.attention.self
-    assert LONGFORMER.value_projections(layer) == {"local": layer.attention.self.value,
-                                                   "global": layer.attention.self.value_global}  # fmt: skip
+    assert LONGFORMER.value_projections(layer) == {
+        "local": layer.attention.self.value,
+        "global": layer.attention.self.value_global,
+    }
     assert LONGFORMER.output_projection(layer) is layer.attention.output.dense
 
 
@@ -84,14 +90,18 @@ def test_longformer_forward_arguments_and_positions(tiny_classifier):
 def test_run_reads_the_band_of_the_outputs(tiny_classifier):
     model, tokenizer = tiny_classifier
     enc = tokenizer(["a text long enough to cross the window of sixteen tokens at least once"], return_tensors="pt")
-    batch = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-             **LONGFORMER.forward_args(enc["attention_mask"])}  # fmt: skip
+    batch = {
+        "input_ids": enc["input_ids"],
+        "attention_mask": enc["attention_mask"],
+        **LONGFORMER.forward_args(enc["attention_mask"]),
+    }
     with torch.no_grad():
         out = model(**batch, output_attentions=True)
     with torch.no_grad():
         read = LONGFORMER.run(model, batch, attentions=True)[1]
-    direct = bands_from_outputs(out.attentions, out.global_attentions, batch["attention_mask"],
-                                batch["global_attention_mask"])  # fmt: skip
+    direct = bands_from_outputs(
+        out.attentions, out.global_attentions, batch["attention_mask"], batch["global_attention_mask"]
+    )
     bands = forward_bands(model, batch)
     assert len(read) == 1 and len(read[0]) == model.config.num_hidden_layers
     for a, b, c in zip(read[0], direct[0], bands, strict=True):

@@ -30,11 +30,26 @@ HEADS, HALF = 3, 4  # windowed layers: keys within ±4
 def tiny_modernbert(implementation: str = "eager", seed: int = 0):
     torch.manual_seed(seed)
     config = transformers.ModernBertConfig(
-        vocab_size=60, hidden_size=24, num_hidden_layers=4, num_attention_heads=HEADS, intermediate_size=32,
-        max_position_embeddings=256, local_attention=2 * HALF, global_attn_every_n_layers=3, pad_token_id=0,
-        num_labels=3, attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0, classifier_dropout=0.0,
-        attn_implementation=implementation, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
-    )  # fmt: skip
+        vocab_size=60,
+        hidden_size=24,
+        num_hidden_layers=4,
+        num_attention_heads=HEADS,
+        intermediate_size=32,
+        max_position_embeddings=256,
+        local_attention=2 * HALF,
+        global_attn_every_n_layers=3,
+        pad_token_id=0,
+        num_labels=3,
+        attention_dropout=0.0,
+        embedding_dropout=0.0,
+        mlp_dropout=0.0,
+        classifier_dropout=0.0,
+        attn_implementation=implementation,
+        bos_token_id=1,
+        eos_token_id=2,
+        cls_token_id=1,
+        sep_token_id=2,
+    )
     return transformers.ModernBertForSequenceClassification(config).eval().double()
 
 
@@ -132,8 +147,9 @@ def test_summaries_equal_the_dense_computation():
     for block, layer, h, a in zip(model.model.layers, layers, hidden, dense, strict=True):
         value = MODERNBERT.value_projections(block)["local"]
         norms = value_norms(h, value, block.attn.Wo, HEADS)
-        torch.testing.assert_close(value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1),
-                                   rtol=1e-6, atol=1e-12)  # fmt: skip
+        torch.testing.assert_close(
+            value_norm_received(layer, norms, norms), (a * norms[:, None]).sum(1), rtol=1e-6, atol=1e-12
+        )
     torch.testing.assert_close(rollout(layers, 0), dense_rollout(dense, 0), rtol=1e-6, atol=1e-12)
     assert_grad_attention_is_dense(model, batch, dense, target=2, atol=1e-12)
 
@@ -179,8 +195,13 @@ def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run)
     assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
         leaderboard["method"]
     )
-    for path in ("topology/claim.json", "faithfulness/curves.parquet", "similarity/summary.parquet",
-                 "paper/figures/attention_aggregate.png", "attributions/embeddings.parquet"):  # fmt: skip
+    for path in (
+        "topology/claim.json",
+        "faithfulness/curves.parquet",
+        "similarity/summary.parquet",
+        "paper/figures/attention_aggregate.png",
+        "attributions/embeddings.parquet",
+    ):
         assert (results / path).is_file(), path
     assert list((results / "explorer").glob("*.html"))
     notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
@@ -194,5 +215,6 @@ def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run)
         # float32 throughout: each probability row sums to 1 within (n + 1)·u (the softmax's sum of n terms and
         # its division, u = 2⁻²⁴), and summing the n × n probabilities (over queries into `received`, then over
         # keys here) adds at most 2·(n − 1)·u of each total: |Σ − n| ≤ 3·n²·u (2.9e-3 at the .test length, 128)
-        torch.testing.assert_close(received.sum(-1), torch.full(received.shape[:2], float(n)),
-                                   rtol=0, atol=3 * n * n * EPS32 / 2)  # fmt: skip
+        torch.testing.assert_close(
+            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
+        )

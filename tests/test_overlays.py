@@ -103,9 +103,17 @@ def test_signed_colours_and_attribution_page():
     assert signed_colour(0.5) == (30, 75, 75)
     assert signed_colour(0.0) == (270, 75, 100) and signed_colour(-1.0) == (270, 75, 60)
     rec = AttributionRecord(
-        "x1", ["#CLS", "deep", "<b>", "#SEP"], [True, True, True, True], np.array([0.0, 0.8, -0.6, 0.0]),
-        "ai", "pl", 0.73, "pl", 0.001, 32,
-    )  # fmt: skip
+        "x1",
+        ["#CLS", "deep", "<b>", "#SEP"],
+        [True, True, True, True],
+        np.array([0.0, 0.8, -0.6, 0.0]),
+        "ai",
+        "pl",
+        0.73,
+        "pl",
+        0.001,
+        32,
+    )
     page = render_attribution_html(rec)
     for text in ("True Label", "Predicted Label", "Attribution Label", "Attribution Score", "Word Importance"):
         assert text in page

@@ -88,8 +88,13 @@ def test_cosine_vectors_match_an_explicit_jacobian():
 
 def test_error_of_a_smooth_path_falls_with_steps_faster_for_gauss_legendre():
     pool, _, xa, ra, xb, rb = _linear(2)
-    errs = {rule: [abs(jacobians.attribute_pair(pool, xa, ra, xb, rb, n, ("cosine",), 64, rule)["cosine"].error)
-                   for n in (1, 4, 16, 32)] for rule in jacobians.QUADRATURES}  # fmt: skip
+    errs = {
+        rule: [
+            abs(jacobians.attribute_pair(pool, xa, ra, xb, rb, n, ("cosine",), 64, rule)["cosine"].error)
+            for n in (1, 4, 16, 32)
+        ]
+        for rule in jacobians.QUADRATURES
+    }
     for rule, e in errs.items():
         assert e[-1] < e[1] < e[0], rule
     assert errs["midpoint"][-1] > 1e-5 and errs["gauss_legendre"][-1] < 1e-10  # 1/N² against exponential
@@ -113,8 +118,9 @@ def test_pool_reproduces_the_sentence_embedding(minilm_pair):
         ["Neural networks learn from data."], convert_to_tensor=True
     )[0]
     assert enc.pooling == "mean" and enc.similarity == "cosine"
-    torch.testing.assert_close(torch.nn.functional.normalize(enc.pool(xa[None]), dim=-1)[0], reference,
-                               atol=1e-5, rtol=1e-4)  # fmt: skip
+    torch.testing.assert_close(
+        torch.nn.functional.normalize(enc.pool(xa[None]), dim=-1)[0], reference, atol=1e-5, rtol=1e-4
+    )
 
 
 def test_padded_batch_embeds_like_single_texts(minilm_pair):
@@ -175,8 +181,10 @@ def published_legacy_matrices(pool, x_a, r_a, x_b, r_b, n_steps):
         alphas = torch.arange(1, n_steps + 1, dtype=x.dtype) / n_steps
         points = (r[None] + alphas[:, None, None] * (x - r)[None]).requires_grad_(True)
         emb = pool(points)  # (N, D)
-        rows = [torch.autograd.grad(emb[:, d].sum(), points, retain_graph=True)[0].sum(0) / n_steps
-                for d in range(emb.shape[1])]  # fmt: skip
+        rows = [
+            torch.autograd.grad(emb[:, d].sum(), points, retain_graph=True)[0].sum(0) / n_steps
+            for d in range(emb.shape[1])
+        ]
         return torch.stack(rows), emb[-1].detach()  # (D, n, d_h); α = 1 is the input itself
 
     (j_a, e_a), (j_b, e_b) = jacobian(x_a, r_a), jacobian(x_b, r_b)
@@ -192,8 +200,9 @@ def test_legacy_mode_reproduces_the_published_equations():
     for sim in ("cosine", "dot"):
         np.testing.assert_allclose(got[sim].matrix, expected[sim].numpy(), rtol=1e-10, atol=1e-13)
         assert got[sim].mode == "legacy" and got[sim].quadrature == "right_riemann"
-    assert not np.allclose(jacobians.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine",))["cosine"].matrix,
-                           got["cosine"].matrix)  # fmt: skip
+    assert not np.allclose(
+        jacobians.attribute_pair(pool, xa, ra, xb, rb, 7, ("cosine",))["cosine"].matrix, got["cosine"].matrix
+    )
 
 
 def test_legacy_mode_reproduces_the_published_equations_on_minilm(minilm_pair):
@@ -230,10 +239,20 @@ def _tiny(kind):
     """A random 2-layer encoder of ``kind`` with the MiniLM tokenizer (no download)."""
 
     tok = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
-    common = {"vocab_size": tok.vocab_size, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 32, "max_position_embeddings": 72, "pad_token_id": tok.pad_token_id}  # fmt: skip
-    cls, config = {"bert": (BertModel, BertConfig), "roberta": (RobertaModel, RobertaConfig),
-                   "mpnet": (MPNetModel, MPNetConfig)}[kind]  # fmt: skip
+    common = {
+        "vocab_size": tok.vocab_size,
+        "hidden_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "max_position_embeddings": 72,
+        "pad_token_id": tok.pad_token_id,
+    }
+    cls, config = {
+        "bert": (BertModel, BertConfig),
+        "roberta": (RobertaModel, RobertaConfig),
+        "mpnet": (MPNetModel, MPNetConfig),
+    }[kind]
     torch.manual_seed(0)
     model = cls(config(**common, attn_implementation="eager")).eval()
     return encoder.SiameseEncoder(model, tok, 1), tok
@@ -295,11 +314,15 @@ def test_a_folder_saved_by_the_pinned_sentence_transformers_loads(tmp_path, pool
 
 @pytest.mark.parametrize(
     ("spec", "modes"),
-    [({"pooling_mode": "mean"}, ("mean",)), ({"pooling_mode": ["cls"]}, ("cls",)),
-     ({"pooling_mode": ["mean", "max"]}, ("mean", "max")),
-     ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, ("mean",)),
-     ({"pooling_mode_cls_token": True}, ("cls",)), ({"pooling_mode_max_tokens": True}, ("max",))],
-)  # fmt: skip
+    [
+        ({"pooling_mode": "mean"}, ("mean",)),
+        ({"pooling_mode": ["cls"]}, ("cls",)),
+        ({"pooling_mode": ["mean", "max"]}, ("mean", "max")),
+        ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, ("mean",)),
+        ({"pooling_mode_cls_token": True}, ("cls",)),
+        ({"pooling_mode_max_tokens": True}, ("max",)),
+    ],
+)
 def test_both_pooling_config_formats_are_read(spec, modes):
     assert encoder.pooling_modes(spec) == modes
 
@@ -307,8 +330,11 @@ def test_both_pooling_config_formats_are_read(spec, modes):
 def test_concatenated_pooling_is_refused_with_one_line(tmp_path):
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "1_Pooling/config.json").write_text('{"pooling_mode": ["mean", "max"]}')
-    with pytest.raises(InputError, match=r"1_Pooling/config.json: pooling_mode: expected mean or CLS pooling, "
-                                         r"found \['mean', 'max'\]"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"1_Pooling/config.json: pooling_mode: expected mean or CLS pooling, "
+        r"found \['mean', 'max'\]",
+    ):
         encoder._pooling_mode(tmp_path)
 
 
@@ -321,8 +347,9 @@ def test_exact_model_explains_its_own_score(tmp_path):
     data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.25})
     pair_stages.run_prepare_pairs(data, tmp_path / "train.parquet", tmp_path / "test.parquet")
     cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 24}, "exact": {"steps": 3, "batch_size": 4}})
-    metrics = pair_stages.run_train_pair_encoder(cfg, tmp_path / "train.parquet", tmp_path / "test.parquet",
-                                           tmp_path / "exact", tmp_path / "metrics.json")  # fmt: skip
+    metrics = pair_stages.run_train_pair_encoder(
+        cfg, tmp_path / "train.parquet", tmp_path / "test.parquet", tmp_path / "exact", tmp_path / "metrics.json"
+    )
     assert metrics["steps"] == 3 and metrics["scale"] > 0 and np.isfinite(metrics["last_loss"])
     assert (tmp_path / "exact" / encoder.PAIR_MODEL_FILE).exists()
     test = artifacts.load_pairs(tmp_path / "test.parquet").iloc[0]
@@ -354,8 +381,13 @@ def _file(tmp_path, df, suffix=".csv"):
 
 
 def test_file_pairs_are_checked_and_split(tmp_path):
-    df = pd.DataFrame({"text_a": [f"a {i}" for i in range(12)], "text_b": [f"b {i}" for i in range(12)],
-                       "score": np.linspace(0, 5, 12)})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "text_a": [f"a {i}" for i in range(12)],
+            "text_b": [f"b {i}" for i in range(12)],
+            "score": np.linspace(0, 5, 12),
+        }
+    )
     cfg = _file(tmp_path, df)
     counts = pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
     test = artifacts.load_pairs(tmp_path / "te.parquet")
@@ -407,10 +439,19 @@ def test_showcase_order():
 
 
 def test_error_summary_by_hand():
-    scores = pd.DataFrame({"model": ["m"] * 3, "similarity": ["dot"] * 3, "mode": ["fixed"] * 3,
-                           "pair_id": ["a", "b", "c"],
-                           "gold": [0.0, 0.5, 1.0], "score": [1.0, 2.0, 4.0], "error": [1e-3, -2e-3, 0.0],
-                           "score_error": [-0.5, 1.0, 2.0], "seconds": [1.0, 2.0, 3.0]})  # fmt: skip
+    scores = pd.DataFrame(
+        {
+            "model": ["m"] * 3,
+            "similarity": ["dot"] * 3,
+            "mode": ["fixed"] * 3,
+            "pair_id": ["a", "b", "c"],
+            "gold": [0.0, 0.5, 1.0],
+            "score": [1.0, 2.0, 4.0],
+            "error": [1e-3, -2e-3, 0.0],
+            "score_error": [-0.5, 1.0, 2.0],
+            "seconds": [1.0, 2.0, 3.0],
+        }
+    )
     row = artifacts.error_summary(scores).iloc[0]
     assert row["mode"] == "fixed"
     assert row["mean abs error"] == pytest.approx(1e-3) and row["max abs error"] == pytest.approx(2e-3)
@@ -425,10 +466,16 @@ def test_pair_topology_agrees_with_the_topology_stage(tmp_path):
 
     data = PairDataConfig.from_dict({"synthetic": {"n_pairs": 12}, "test_fraction": 0.5})
     pair_stages.run_prepare_pairs(data, tmp_path / "tr.parquet", tmp_path / "te.parquet")
-    cfg = PairsConfig.from_dict({"encoder": {"max_tokens": 32}, "topology": {"estimators": ["pooled_pmi"],
-                                                                            "n_permutations": 200}})  # fmt: skip
-    pair_stages.run_pair_topology(cfg, [tmp_path / "tr.parquet", tmp_path / "te.parquet"], tmp_path / "topo.parquet",
-                            tmp_path / "corr.json", tmp_path / "corr")  # fmt: skip
+    cfg = PairsConfig.from_dict(
+        {"encoder": {"max_tokens": 32}, "topology": {"estimators": ["pooled_pmi"], "n_permutations": 200}}
+    )
+    pair_stages.run_pair_topology(
+        cfg,
+        [tmp_path / "tr.parquet", tmp_path / "te.parquet"],
+        tmp_path / "topo.parquet",
+        tmp_path / "corr.json",
+        tmp_path / "corr",
+    )
     frame, _ = load_parquet(tmp_path / "topo.parquet", artifacts.PAIR_TOPOLOGY_SCHEMA)
     test = artifacts.load_pairs(tmp_path / "te.parquet")
     assert set(frame["dim"]) == {"0", "1", "max"} and frame["pair_id"].nunique() == 12

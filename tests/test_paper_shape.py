@@ -69,14 +69,20 @@ def test_log_gives_each_jobs_seconds(tmp_path):
         {"rule": "attribute", "seconds": 120.0},
     ]
     assert [(j["start"].strftime("%H:%M:%S"), j["end"].strftime("%H:%M:%S")) for j in jobs] == [
-        ("18:00:00", "18:00:05"), ("18:00:05", "18:01:45"), ("18:00:05", "18:02:05"),
-    ]  # fmt: skip
+        ("18:00:00", "18:00:05"),
+        ("18:00:05", "18:01:45"),
+        ("18:00:05", "18:02:05"),
+    ]
 
 
 def test_extrapolation_is_linear_in_the_work_units():
     counts = {"test": 2, "train": 4, "showcased": 2, "paper_showcased": 12}
-    jobs = [{"rule": "plot_attention", "seconds": 5.0}, {"rule": "attribute", "seconds": 105.0},
-            {"rule": "attribute", "seconds": 105.0}, {"rule": "predict", "seconds": 9.0}]  # fmt: skip
+    jobs = [
+        {"rule": "plot_attention", "seconds": 5.0},
+        {"rule": "attribute", "seconds": 105.0},
+        {"rule": "attribute", "seconds": 105.0},
+        {"rule": "predict", "seconds": 9.0},
+    ]
     slurm = {"attribute": {"mem_mb": 16000, "runtime": 720}, "predict": {"mem_mb": 100, "runtime": 60}}
     bench = {"attribute": {"cpu_s": 400.0, "max_rss_mb": 9000.0, "jobs": 2}, "predict": {"max_rss_mb": 900.0}}
     rows = paper_shape.extrapolate(jobs, bench, counts, ig_steps=4, shards={"attribute": 16}, slurm=slurm)
@@ -134,16 +140,44 @@ def test_the_card_overlay_is_valid_and_plans_every_rule_of_every_study(tmp_path)
     validate_config(config, where="config/gpu.yaml")
     assert config["model"]["max_length"] == 2048 and config["model"]["attention_window"] == 256
     assert config["data"]["synthetic"]["n_documents"] * 0.2 >= 256  # the steady per-document figures
-    batches = (("attribution", "steps_per_pass"), ("explanations", "copies_per_pass"),
-               ("explanations", "documents_per_pass"), ("faithfulness", "copies_per_pass"))  # fmt: skip
+    batches = (
+        ("attribution", "steps_per_pass"),
+        ("explanations", "copies_per_pass"),
+        ("explanations", "documents_per_pass"),
+        ("faithfulness", "copies_per_pass"),
+    )
     assert {config[section][key] for section, key in batches} == {"auto"}
-    out = run_guarded([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                       str(tmp_path), "--configfile", str(ROOT / "config/config.yaml"), str(ROOT / "config/gpu.yaml"),
-                       "-n", "--quiet", "rules"], timeout=GUARD["plan"], cwd=tmp_path)  # fmt: skip
+    out = run_guarded(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(ROOT / "config/config.yaml"),
+            str(ROOT / "config/gpu.yaml"),
+            "-n",
+            "--quiet",
+            "rules",
+        ],
+        timeout=GUARD["plan"],
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     planned = out.stdout + out.stderr
-    for rule in ("train_classifier", "extract_attention", "attribute", "explain", "evaluate_faithfulness",
-                 "topology", "attribute_pairs", "build_explorers"):  # fmt: skip
+    for rule in (
+        "train_classifier",
+        "extract_attention",
+        "attribute",
+        "explain",
+        "evaluate_faithfulness",
+        "topology",
+        "attribute_pairs",
+        "build_explorers",
+    ):
         assert rule in planned, rule
 
 
@@ -157,8 +191,12 @@ def test_the_card_runs_bookkeeping_reads_a_finished_run(tiny_run):
     assert out["test_documents"] == 6 and out["gpu_jobs"] == sum(r["jobs"] for r in rules.values() if r["gpu"])
     assert rules["attribute"]["per_document_s"] == pytest.approx(rules["attribute"]["wall_s"] / 6, abs=1e-4)
     paper = sum(
-        r["per_document_epoch_s"] * 4280 * 2 if name == "train_classifier"
-        else r["per_document_s"] * 1070 if name in gpu_run.PER_TEST_DOCUMENT else r["wall_s"]
-        for name, r in rules.items() if r["gpu"]
-    )  # fmt: skip
+        r["per_document_epoch_s"] * 4280 * 2
+        if name == "train_classifier"
+        else r["per_document_s"] * 1070
+        if name in gpu_run.PER_TEST_DOCUMENT
+        else r["wall_s"]
+        for name, r in rules.items()
+        if r["gpu"]
+    )
     assert out["paper_study"]["gpu_hours"] == pytest.approx(paper / 3600, abs=1e-3)

@@ -38,19 +38,36 @@ CONDITIONAL = {
     "attribute": {"attribution.n_steps"},  # the fixed step count, when attribution.adaptive is false
     "build_base_model": {"model.block_size", "model.num_random_blocks"},  # a BigBird's (model.architecture)
     "prepare_dataset": {  # the file, folder and hub sources
-        "data.classes", "data.id_column", "data.label_column", "data.label_columns", "data.path", "data.text_column",
+        "data.classes",
+        "data.id_column",
+        "data.label_column",
+        "data.label_columns",
+        "data.path",
+        "data.text_column",
         "data.question_column",  # a question-answering file's or hub dataset's
-        "data.hub.config", "data.hub.name", "data.hub.revision", "data.hub.test_split", "data.hub.train_split",
+        "data.hub.config",
+        "data.hub.name",
+        "data.hub.revision",
+        "data.hub.test_split",
+        "data.hub.train_split",
     },
     "target_agreement": {  # the agreement between targets: a run with several targets a document (.test has one)
-        "similarity.legacy_mask", "similarity.rbo_p", "similarity.top_fraction",
+        "similarity.legacy_mask",
+        "similarity.rbo_p",
+        "similarity.top_fraction",
     },
     "prepare_pairs": {  # the file and hub sources
-        "pairs.data.hub.config", "pairs.data.hub.name", "pairs.data.hub.revision", "pairs.data.hub.split",
-        "pairs.data.id_column", "pairs.data.path", "pairs.data.score_column", "pairs.data.text_a_column",
+        "pairs.data.hub.config",
+        "pairs.data.hub.name",
+        "pairs.data.hub.revision",
+        "pairs.data.hub.split",
+        "pairs.data.id_column",
+        "pairs.data.path",
+        "pairs.data.score_column",
+        "pairs.data.text_a_column",
         "pairs.data.text_b_column",
     },
-}  # fmt: skip
+}
 
 #: Keys whose changed value (:data:`OVERRIDES`) leaves a study out: its rules are planned no more.
 WITHOUT = {

@@ -54,9 +54,20 @@ def _rows(values: dict[tuple[str, int], float], configuration: str = "all") -> p
     rows = []
     for (eid, target), value in values.items():
         for metric in METRICS:
-            rows.append({"example_id": eid, "target": target, "target_rank": 0, "configuration": configuration,
-                         "scaled": VIEW["scaled"], "mask": VIEW["mask"], "mode": VIEW["mode"], "metric": metric,
-                         "value": value, "chance": 0.0})  # fmt: skip
+            rows.append(
+                {
+                    "example_id": eid,
+                    "target": target,
+                    "target_rank": 0,
+                    "configuration": configuration,
+                    "scaled": VIEW["scaled"],
+                    "mask": VIEW["mask"],
+                    "mode": VIEW["mode"],
+                    "metric": metric,
+                    "value": value,
+                    "chance": 0.0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -76,8 +87,11 @@ def test_the_table_averages_documents_and_counts_each_pair_once_overall():
     assert row.loc["all", "n_pairs"] == 1 and row.loc["all", "between_targets"] == pytest.approx(0.3)
     # paired by document and target: only document a has pairs; tort 0.2 − 0.3, contract 0.4 − 0.3, and a's two
     # differences averaged for the overall row (b, which has no pair, is not in it)
-    assert row.loc["tort", "difference"] == pytest.approx(-0.1) and row.loc["contract", "difference"] == pytest.approx(
-        0.1) and row.loc["all", "difference"] == pytest.approx(0.0, abs=1e-15)  # fmt: skip
+    assert (
+        row.loc["tort", "difference"] == pytest.approx(-0.1)
+        and row.loc["contract", "difference"] == pytest.approx(0.1)
+        and row.loc["all", "difference"] == pytest.approx(0.0, abs=1e-15)
+    )
     assert np.isnan(row.loc["tort", "difference_lo"]) and np.isnan(row.loc["tort", "difference_hi"])  # one document
     last = table[(table["configuration"] == "last") & (table["name"] == "tort")].iloc[0]
     assert last["attention"] == pytest.approx(9.0)
@@ -98,8 +112,12 @@ def test_target_sensitivity_is_one_for_a_method_blind_to_the_target_and_averages
     valid = np.ones(n, dtype=bool)
     one_map = rng.random(n)
     blind = pd.concat([pair_agreement(d, {t: one_map for t in range(3)}, valid, (0.9,), 0.05) for d in "ab"])
-    noisy = pd.concat([pair_agreement(d, {t: rng.normal(size=n) for t in range(k)}, valid, (0.9,), 0.05)
-                       for d, k in (("a", 3), ("b", 2))])  # fmt: skip
+    noisy = pd.concat(
+        [
+            pair_agreement(d, {t: rng.normal(size=n) for t in range(k)}, valid, (0.9,), 0.05)
+            for d, k in (("a", 3), ("b", 2))
+        ]
+    )
     table = target_sensitivity({"ig": noisy, "attention_last": blind, "rollout": noisy.iloc[:0]}, 0, 200)
     assert table["method"].tolist() == ["ig"] * 2 + ["attention_last"] * 2 + ["rollout"] * 2
     row = table.set_index(["method", "metric"])
@@ -147,8 +165,7 @@ def test_query_rows_and_the_table_are_the_shares_by_hand():
     assert cell["n_documents"] == 2 and cell["attention"] == pytest.approx(0.75 * 0.75, abs=1e-12)
     assert cell["difference"] == pytest.approx(0.75 * 0.75 - 1.0, abs=1e-12)
     assert ["group", *table.columns[1:]] == [c for c in COLUMNS if c not in ("configuration", "region")]
-    assert set(table.index.get_level_values(1)) == {
-        "evidence", SPECIAL, OTHER}  # fmt: skip
+    assert set(table.index.get_level_values(1)) == {"evidence", SPECIAL, OTHER}
 
 
 def test_the_rank_agreement_inside_a_region_is_scipys_kendall_tau_b():
@@ -163,8 +180,7 @@ def test_the_rank_agreement_inside_a_region_is_scipys_kendall_tau_b():
     assert np.isnan(region_tau(attention, magnitude, np.arange(20) < 2))
     assert np.isnan(region_tau(np.ones(20), magnitude, mask))
     masks = region_masks({"sentence": mask}, np.arange(20) == 0)
-    rows = pd.DataFrame(query_rows("d", "answer", np.tile(attention, (2, 3, 1)), magnitude, masks),
-                        columns=ROW_COLUMNS)  # fmt: skip
+    rows = pd.DataFrame(query_rows("d", "answer", np.tile(attention, (2, 3, 1)), magnitude, masks), columns=ROW_COLUMNS)
     last = rows[rows["configuration"] == "last"].set_index("region")["kendall_tau_b"]
     assert last["sentence"] == pytest.approx(region_tau(attention, magnitude, mask), abs=1e-12)  # the head mean
     table = query_attention_table(rows, seed=0, n_boot=200).set_index(["configuration", "region"])

@@ -121,8 +121,14 @@ def test_three_classes_one_never_predicted_one_rare():
     probs = rng.dirichlet([1, 1, 1], size=len(labels))
     probs[:, 1] = 0.0
     probs /= probs.sum(axis=1, keepdims=True)
-    frame = pd.DataFrame({"example_id": [f"e{i}" for i in range(len(labels))], "label": labels,
-                          "pred": probs.argmax(1), "probs": list(probs)})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "example_id": [f"e{i}" for i in range(len(labels))],
+            "label": labels,
+            "pred": probs.argmax(1),
+            "probs": list(probs),
+        }
+    )
     chosen = select_examples(frame, seed=0)
     left = roles_left_out(frame, seed=0)
     roles = {s["role"] for s in chosen}
@@ -140,15 +146,18 @@ def test_metrics_count_every_class_and_say_when_f1_is_undefined():
     got = classification_metrics(np.array([0, 0, 0]), np.array([0, 1, 0]), 2)
     assert got["per_class"]["0"] == {"n_true": 3, "n_predicted": 2, "f1": pytest.approx(0.8), "note": ""}  # 2·⅔·1/(⅔+1)
     assert got["per_class"]["1"] == {
-        "n_true": 0, "n_predicted": 1, "f1": 0.0,
+        "n_true": 0,
+        "n_predicted": 1,
+        "f1": 0.0,
         "note": "no test example of this class: recall is undefined, F1 counted as 0 in the macro mean",
-    }  # fmt: skip
+    }
 
 
 def test_examples_are_encoded_as_their_task_reads_them_with_its_global_tokens():
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
-    examples = pd.DataFrame({"question": ["who designed falcon?", "when?"],
-                             "text": ["falcon was designed by ada byrne. " * 20, "in 1971."]})  # fmt: skip
+    examples = pd.DataFrame(
+        {"question": ["who designed falcon?", "when?"], "text": ["falcon was designed by ada byrne. " * 20, "in 1971."]}
+    )
     single = encode_examples(tokenizer, examples, CLASSIFICATION, max_length=32)
     assert single.input_ids == encode_texts(tokenizer, examples["text"], max_length=32).input_ids
     assert single.global_tokens is None and single.texts == list(examples["text"])
@@ -159,8 +168,9 @@ def test_examples_are_encoded_as_their_task_reads_them_with_its_global_tokens():
     assert pairs.global_tokens == [[0, 1, 2, 3, 4], [0, 1, 2]]  # "when ?" is two tokens
     # each token's characters are in the example's text, the context: a question's tokens have none
     for encoded in (single, pairs):
-        for ids, offsets, inside, text in zip(encoded.input_ids, encoded.offsets, encoded.in_text, encoded.texts,
-                                              strict=True):  # fmt: skip
+        for ids, offsets, inside, text in zip(
+            encoded.input_ids, encoded.offsets, encoded.in_text, encoded.texts, strict=True
+        ):
             for token, (a, b), mine in zip(tokenizer.convert_ids_to_tokens(ids), offsets, inside, strict=True):
                 assert mine == (b > a) and (not mine or text[a:b].lower() == token.removeprefix("##"))
     assert pairs.in_text[0][:6].tolist() == [False] * 6 and pairs.in_text[0][6]
@@ -168,5 +178,6 @@ def test_examples_are_encoded_as_their_task_reads_them_with_its_global_tokens():
     expected = torch.zeros(2, 32, dtype=torch.long)
     expected[0, :3] = expected[1, :5] = 1
     assert torch.equal(batch["global_attention_mask"], expected)
-    assert torch.equal(Encoded(pairs.input_ids, 0).batch([0], arch=LONGFORMER)["global_attention_mask"][0, :2],
-                       torch.tensor([1, 0]))  # without chosen tokens: CLS alone  # fmt: skip
+    assert torch.equal(
+        Encoded(pairs.input_ids, 0).batch([0], arch=LONGFORMER)["global_attention_mask"][0, :2], torch.tensor([1, 0])
+    )  # without chosen tokens: CLS alone

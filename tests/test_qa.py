@@ -97,8 +97,9 @@ def test_span_scores_lay_out_every_span_and_the_decoder_finds_the_best_allowed_o
     allowed = np.zeros(n, dtype=bool)
     allowed[4:9] = allowed[11:16] = True  # the context: two runs of tokens, a gap between them
     s, e, best = best_span(start[0], end[0], allowed, L)
-    brute = max((start[0, a] + end[0, b], a, b) for a in range(n) for b in range(a, min(n, a + L))
-                if allowed[a : b + 1].all())  # fmt: skip
+    brute = max(
+        (start[0, a] + end[0, b], a, b) for a in range(n) for b in range(a, min(n, a + L)) if allowed[a : b + 1].all()
+    )
     assert (best, s, e) == brute
     with pytest.raises(ValueError, match="not one of"):
         span_index(3, 3 + L, L)
@@ -110,8 +111,7 @@ def test_an_answer_is_found_on_its_tokens_and_a_cut_one_is_none():
     context = "The compiler used at the Lund lab is known as Falcon. Much later: Falcon was designed by Ada Byrne."
     answer_start = context.index("Ada Byrne")
     for max_length, found in ((64, True), (24, False)):
-        enc = tokenizer(question, context, truncation="only_second", max_length=max_length,
-                        return_offsets_mapping=True)  # fmt: skip
+        enc = tokenizer(question, context, truncation="only_second", max_length=max_length, return_offsets_mapping=True)
         is_context = np.array([s == 1 for s in enc.sequence_ids()])
         span = token_span(enc["offset_mapping"], is_context, answer_start, answer_start + len("Ada Byrne"))
         if not found:
@@ -133,19 +133,31 @@ def test_answers_are_checked_against_their_context_in_one_line():
     assert check_answers(questions, ctx, squad, ["a", "b"], "qa.jsonl") == [[("Ada Byrne", 23)], [("OCaml", 20)]]
     bad = {
         "answers: expected each answer's text in the context at its answer_start, row 2 (example 'b')": (
-            questions, ctx, [hf[0], {"text": ["OCaml"], "answer_start": [19]}]),
+            questions,
+            ctx,
+            [hf[0], {"text": ["OCaml"], "answer_start": [19]}],
+        ),
         "question: expected a question in every row, row 1 (example 'a')": (["  ", questions[1]], ctx, hf),
         "answers: expected at least one answer, row 1": (questions, ctx, [{"text": [], "answer_start": []}, hf[1]]),
         "answers: expected answer_start a character offset": (
-            questions, ctx, [[{"text": "Ada Byrne", "answer_start": "23"}], squad[1]]),
+            questions,
+            ctx,
+            [[{"text": "Ada Byrne", "answer_start": "23"}], squad[1]],
+        ),
         "answers: expected an answer text that is not empty": (
-            questions, ctx, [[{"text": "", "answer_start": 0}], squad[1]]),
+            questions,
+            ctx,
+            [[{"text": "", "answer_start": 0}], squad[1]],
+        ),
         'answers: expected the answers as JSON text in a CSV cell ({"text": ["..."], "answer_start": [0]} or '
         '[{"text": "...", "answer_start": 0}]), row 1 (example \'a\') has \'Ada Byrne\'': (
-            questions, ctx, ["Ada Byrne", squad[1]]),
+            questions,
+            ctx,
+            ["Ada Byrne", squad[1]],
+        ),
         'answers: expected {"text": ["..."], "answer_start": [0]} or [{"text": "...", "answer_start": 0}] (as JSON '
         "text in a CSV cell), row 1 (example 'a') has 23": (questions, ctx, ["23", squad[1]]),
-    }  # fmt: skip
+    }
     for expected, (q, c, a) in bad.items():
         with pytest.raises(InputError) as err:
             check_answers(q, c, a, ["a", "b"], "qa.jsonl")
@@ -156,8 +168,7 @@ def test_answers_are_checked_against_their_context_in_one_line():
 
 
 def test_the_generated_questions_need_a_sentence_far_from_their_answer():
-    cfg = SyntheticConfig(n_documents=30, min_words=120, max_words=200, n_evidence=6, n_distractors=3,
-                          label_noise=0.05)  # fmt: skip
+    cfg = SyntheticConfig(n_documents=30, min_words=120, max_words=200, n_evidence=6, n_distractors=3, label_noise=0.05)
     corpus = generate_qa_corpus(cfg, seed=3)
     again = generate_qa_corpus(cfg, seed=3)
     assert corpus.documents.equals(again.documents) and corpus.rationales.equals(again.rationales)
@@ -193,8 +204,11 @@ def test_the_generated_questions_need_a_sentence_far_from_their_answer():
 def _qa_model(name: str, window: int = 4):
     """A seeded tiny question-answering model of each architecture, float64, eval mode: the tests' tiny encoders'
     configurations with Hugging Face's two-label question-answering head."""
-    base = {"longformer": lambda: tiny_longformer(window=window, double=True), "bigbird": tiny_bigbird,
-            "modernbert": tiny_modernbert}  # fmt: skip
+    base = {
+        "longformer": lambda: tiny_longformer(window=window, double=True),
+        "bigbird": tiny_bigbird,
+        "modernbert": tiny_modernbert,
+    }
     config = base[name]().config
     config.num_labels = 2  # a start and an end logit per token
     arch = architecture(config)
@@ -293,8 +307,18 @@ def test_ig_of_a_span_score_is_exact_on_a_linear_reader_and_complete_on_a_longfo
     ids = torch.tensor([[1, 7, 8, 9, 10, 11, 2]])
     baseline = torch.tensor([[1, 0, 0, 0, 0, 0, 2]])
     s, e = 3, 5
-    res = integrate(reader, reader.embeddings, ids, baseline, (), span_index(s, e, reader.max_len), min_steps=8,
-                    max_steps=8, tolerance=None, internal_batch_size=8)  # fmt: skip
+    res = integrate(
+        reader,
+        reader.embeddings,
+        ids,
+        baseline,
+        (),
+        span_index(s, e, reader.max_len),
+        min_steps=8,
+        max_steps=8,
+        tolerance=None,
+        internal_batch_size=8,
+    )
     diff = (reader.embeddings(ids) - reader.embeddings(baseline))[0]
     expected = torch.zeros(ids.shape[1], dtype=torch.float64)
     expected[s] += diff[s] @ reader.w[0]
@@ -317,15 +341,29 @@ def test_ig_of_a_span_score_is_exact_on_a_linear_reader_and_complete_on_a_longfo
     positions = arch.position_ids(model.config, n)
 
     def forward(input_ids, attention_mask, position_ids, global_attention_mask):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    global_attention_mask=global_attention_mask)  # fmt: skip
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            global_attention_mask=global_attention_mask,
+        )
         return span_scores(out.start_logits, out.end_logits, 4)
 
     for p in model.parameters():
         p.requires_grad_(False)
     target = span_index(10, 12, 4)
-    res = integrate(forward, arch.embeddings(model), ids, baseline, (mask, positions, extra["global_attention_mask"]),
-                    target, min_steps=16, max_steps=128, tolerance=1e-3, internal_batch_size=16)  # fmt: skip
+    res = integrate(
+        forward,
+        arch.embeddings(model),
+        ids,
+        baseline,
+        (mask, positions, extra["global_attention_mask"]),
+        target,
+        min_steps=16,
+        max_steps=128,
+        tolerance=1e-3,
+        internal_batch_size=16,
+    )
     # completeness, Σ scores = F(x) − F(x′), within the adaptive rule's tolerance (0.1 % of the gap): Gauss–
     # Legendre converges fast on a smooth two-layer model
     assert res.converged and abs(res.delta) <= 1e-3 * abs(res.gap)
@@ -339,10 +377,17 @@ def _qa_examples():
     """Two questions on one short context each, the second's answer placed past the 40 tokens a cut keeps."""
     first = "The compiler used at the Lund lab is known as Falcon. Falcon was designed by Ada Byrne in 1999."
     second = "Heron is a type checker. " + "It checks types of programs in many ways. " * 6 + "Heron was made by Bo Li."
-    frame = pd.DataFrame({"example_id": ["a", "b"], "question": ["Who designed the compiler?", "Who made Heron?"],
-                          "text": [first, second]})  # fmt: skip
-    frame["label"] = [[{"text": "Ada Byrne", "answer_start": first.index("Ada Byrne")}],
-                      [{"text": "Bo Li", "answer_start": second.index("Bo Li")}]]  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "example_id": ["a", "b"],
+            "question": ["Who designed the compiler?", "Who made Heron?"],
+            "text": [first, second],
+        }
+    )
+    frame["label"] = [
+        [{"text": "Ada Byrne", "answer_start": first.index("Ada Byrne")}],
+        [{"text": "Bo Li", "answer_start": second.index("Bo Li")}],
+    ]
     return frame
 
 
@@ -416,9 +461,14 @@ def test_a_removed_token_moves_the_answer_span_and_a_removed_span_is_gone():
 
 
 def test_the_qa_roles_name_a_wrong_span_and_right_ones():
-    frame = pd.DataFrame({"example_id": list("abcde"), "span_prob": [0.9, 0.2, 0.6, 0.8, 0.99],
-                          "exact_match": [0.0, 1.0, 1.0, 0.0, 0.0],
-                          "truncated": [False, False, False, False, True]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "example_id": list("abcde"),
+            "span_prob": [0.9, 0.2, 0.6, 0.8, 0.99],
+            "exact_match": [0.0, 1.0, 1.0, 0.0, 0.0],
+            "truncated": [False, False, False, False, True],
+        }
+    )
     roles = {role: i for role, i, _ in QA.roles(frame, seed=0)}
     assert roles["wrong_span"] == 0  # the cut one (0.99) is never scored
     assert roles["most_confident_right"] == 2 and roles["least_confident_right"] == 1
@@ -429,8 +479,9 @@ def test_the_qa_roles_name_a_wrong_span_and_right_ones():
 
 def test_every_role_left_out_says_so_when_no_answer_could_be_read():
     """Every test answer cut away by truncation: no role names an example, and each says why in the same words."""
-    frame = pd.DataFrame({"example_id": list("ab"), "span_prob": [0.9, 0.2], "exact_match": [0.0, 0.0],
-                          "truncated": [True, True]})  # fmt: skip
+    frame = pd.DataFrame(
+        {"example_id": list("ab"), "span_prob": [0.9, 0.2], "exact_match": [0.0, 0.0], "truncated": [True, True]}
+    )
     roles = QA.roles(frame, seed=0)
     assert [i for _, i, _ in roles] == [None] * 4
     assert {why for _, _, why in roles} == {
@@ -444,15 +495,27 @@ def test_a_csv_with_squads_answers_column_written_as_json_is_read_as_the_jsonl_i
     examples = _qa_examples()
     hf = [{"text": [a[0]["text"]], "answer_start": [a[0]["answer_start"]]} for a in examples["label"]]
     squad = [[{"text": a[0]["text"], "answer_start": a[0]["answer_start"]}] for a in examples["label"]]
-    rows = [{"id": f"q{i}", "context": examples["text"][i % 2], "question": examples["question"][i % 2],
-             "answers": (hf if i % 3 else squad)[i % 2]} for i in range(10)]  # fmt: skip
+    rows = [
+        {
+            "id": f"q{i}",
+            "context": examples["text"][i % 2],
+            "question": examples["question"][i % 2],
+            "answers": (hf if i % 3 else squad)[i % 2],
+        }
+        for i in range(10)
+    ]
     pd.DataFrame(rows).to_json(tmp_path / "squad.jsonl", orient="records", lines=True)
-    pd.DataFrame([{**r, "answers": json.dumps(r["answers"])} for r in rows]).to_csv(tmp_path / "squad.csv",
-                                                                                  index=False)  # fmt: skip
+    pd.DataFrame([{**r, "answers": json.dumps(r["answers"])} for r in rows]).to_csv(tmp_path / "squad.csv", index=False)
     read = {}
     for name in ("squad.jsonl", "squad.csv"):
-        cfg = DataConfig(task="qa", source="file", path=str(tmp_path / name), text_column="context", id_column="id",
-                         test_fraction=0.2)  # fmt: skip
+        cfg = DataConfig(
+            task="qa",
+            source="file",
+            path=str(tmp_path / name),
+            text_column="context",
+            id_column="id",
+            test_fraction=0.2,
+        )
         assert cfg.label_column == "label"
         read[name] = prepare_dataset(cfg)
     (jsonl, _, jsonl_manifest), (csv, _, csv_manifest) = read.values()
@@ -467,12 +530,26 @@ def test_a_csv_with_squads_answers_column_written_as_json_is_read_as_the_jsonl_i
 def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path):
     examples = _qa_examples()
     answers = [{"text": [a[0]["text"]], "answer_start": [a[0]["answer_start"]]} for a in examples["label"]]  # HF's
-    rows = [{"id": f"q{i}", "context": examples["text"][i % 2], "question": examples["question"][i % 2],
-             "answers": answers[i % 2]} for i in range(10)]  # fmt: skip
+    rows = [
+        {
+            "id": f"q{i}",
+            "context": examples["text"][i % 2],
+            "question": examples["question"][i % 2],
+            "answers": answers[i % 2],
+        }
+        for i in range(10)
+    ]
     path = tmp_path / "squad.jsonl"
     pd.DataFrame(rows).to_json(path, orient="records", lines=True)
-    cfg = DataConfig(task="qa", source="file", path=str(path), text_column="context", label_column="answers",
-                     id_column="id", test_fraction=0.2)  # fmt: skip
+    cfg = DataConfig(
+        task="qa",
+        source="file",
+        path=str(path),
+        text_column="context",
+        label_column="answers",
+        id_column="id",
+        test_fraction=0.2,
+    )
     frames, _, manifest = prepare_dataset(cfg)
     assert manifest["task"] == "qa" and manifest["classes"] == [] and len(frames["test"]) == 2
     assert list(frames["train"].columns) == ["example_id", "text", "label", "question"]
@@ -480,11 +557,19 @@ def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path)
     bad = [dict(rows[0]), {**rows[1], "question": "  "}]
     bad[0]["answers"] = {"text": ["Ada Byrne"], "answer_start": [3]}
     no_question = [{k: v for k, v in rows[0].items() if k != "question"}]
-    for broken, match in ((bad[:1], r"squad\.jsonl: answers: expected each answer's text in the context at its "
-                                    r"answer_start, row 1 \(example 'q0'\): 'Ada Byrne' at 3"),
-                          (bad[1:], r"squad\.jsonl: question: expected a question in every row, row 1"),
-                          (no_question, r"squad\.jsonl: question: expected a question column 'question' for "
-                                        r"data\.task 'qa'")):  # fmt: skip
+    for broken, match in (
+        (
+            bad[:1],
+            r"squad\.jsonl: answers: expected each answer's text in the context at its "
+            r"answer_start, row 1 \(example 'q0'\): 'Ada Byrne' at 3",
+        ),
+        (bad[1:], r"squad\.jsonl: question: expected a question in every row, row 1"),
+        (
+            no_question,
+            r"squad\.jsonl: question: expected a question column 'question' for "
+            r"data\.task 'qa'",
+        ),
+    ):
         pd.DataFrame(broken).to_json(path, orient="records", lines=True)
         with pytest.raises(InputError, match=match):
             prepare_dataset(cfg)
@@ -494,9 +579,19 @@ def test_a_squad_file_and_the_generator_give_question_answering_splits(tmp_path)
 
 
 def _tiny_qwen3():
-    return draw_decoder("qwen3", 0, vocab_size=30522, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=6, pad_token_id=0,
-                        num_labels=2)  # fmt: skip
+    return draw_decoder(
+        "qwen3",
+        0,
+        vocab_size=30522,
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=6,
+        pad_token_id=0,
+        num_labels=2,
+    )
 
 
 @pytest.mark.parametrize("name", ["longformer", "bigbird", "modernbert", "qwen3"])
@@ -504,8 +599,12 @@ def test_a_question_answering_model_is_built_loaded_and_read_as_qa(name, tmp_pat
     """``with_head`` puts a question-answering head on a classifier's encoder without changing a weight of it (a
     pooler the head does not read is left behind; a decoder's classifier keeps its stack as ``model``, its question
     answerer as ``transformer``); the saved model loads as a question-answering model and is read as the qa task."""
-    model = {"longformer": lambda: tiny_longformer(window=4, num_labels=2), "bigbird": tiny_bigbird,
-             "modernbert": tiny_modernbert, "qwen3": _tiny_qwen3}[name]()  # fmt: skip
+    model = {
+        "longformer": lambda: tiny_longformer(window=4, num_labels=2),
+        "bigbird": tiny_bigbird,
+        "modernbert": tiny_modernbert,
+        "qwen3": _tiny_qwen3,
+    }[name]()
     model.config.num_labels = 2
     qa = with_head(model, "question_answering", seed=0)
     assert type(qa).__name__ == architecture(model.config).qa_class
@@ -537,11 +636,15 @@ def test_a_fine_tuned_reader_is_imported_as_it_is(tmp_path):
 
 def test_the_config_refuses_what_a_question_answering_run_cannot_mean():
     cases = (
-        ({"classes": ["a", "b"]}, ["classification"], r"data\.classes: expected none for data\.task 'qa' \(an answer "
-                                                      r"is a span of the context, not a class\)"),
+        (
+            {"classes": ["a", "b"]},
+            ["classification"],
+            r"data\.classes: expected none for data\.task 'qa' \(an answer "
+            r"is a span of the context, not a class\)",
+        ),
         ({}, ["classification", "topology"], r"studies: expected no topology study"),
         ({"source": "folders", "path": "x", "classes": ["a", "b"]}, ["classification"], r"data\.source: expected a"),
-    )  # fmt: skip
+    )
     for data, studies, match in cases:
         with pytest.raises(InputError, match=match):
             validate_config({"data": {"task": "qa", **data}, "studies": studies})
@@ -591,8 +694,10 @@ def test_readers_explained_together_get_their_own_spans():
     )
     model.config.problem_type = QA.problem_type
     architecture(model).prepare(model)
-    readers = [([0, 7, 12, 2, 9, 30, 11, 14, 2], span_index(5, 6)),
-               ([0, 7, 2, 9, 30, 11, 14, 21, 33, 17, 40, 2], span_index(8, 10))]  # fmt: skip
+    readers = [
+        ([0, 7, 12, 2, 9, 30, 11, 14, 2], span_index(5, 6)),
+        ([0, 7, 2, 9, 30, 11, 14, 21, 33, 17, 40, 2], span_index(8, 10)),
+    ]
     examples = [Example(model, prepare_inputs(model, _Vocab(), ids), target) for ids, target in readers]
     assert [int(x.inputs.model_args["global_attention_mask"].sum()) for x in examples] == [3, 2]
     together = explain_examples(examples, ["attnlrp"], documents=2)

@@ -214,8 +214,9 @@ def test_special_token_strings_in_a_document_are_text_in_every_stage(notes_run, 
     assert tokenizer.unk_token_id in expected and tokenizer.mask_token_id not in expected
     attributions = pd.concat(pd.read_parquet(p) for p in sorted((res / "attributions").glob("shard*.parquet")))
     seen = {"attribute": attributions.set_index("example_id").loc[eid, "input_ids"]}
-    seen["extract_attention"] = load_summaries(sorted((res / "attention").glob("shard*.safetensors"))).examples[
-        eid].input_ids  # fmt: skip
+    seen["extract_attention"] = (
+        load_summaries(sorted((res / "attention").glob("shard*.safetensors"))).examples[eid].input_ids
+    )
     for stage, ids in seen.items():
         assert [int(i) for i in ids] == expected, stage
     notes = pd.read_csv(res / "run_notes.csv")["note"]

@@ -50,22 +50,32 @@ def _job_pids(pgid: int, script: str) -> list[int]:
 
 
 def _kill_when(
-    cmd: list[str], work: Path, ready: Callable[[], bool], what: str, limit: float = GUARD["run"],
-    sig: int = signal.SIGKILL, job: str | None = None,
-) -> None:  # fmt: skip
+    cmd: list[str],
+    work: Path,
+    ready: Callable[[], bool],
+    what: str,
+    limit: float = GUARD["run"],
+    sig: int = signal.SIGKILL,
+    job: str | None = None,
+) -> None:
     """Start ``cmd``; ``kill -9`` its whole process tree as soon as ``ready()`` holds — or, with ``job``, send ``sig``
     to the running job of that rule only, and wait for Snakemake to end. ``limit``: a hang guard (helpers.GUARD);
     a run that never gets there fails with how far it got (Snakemake's log)."""
-    proc = live(subprocess.Popen(cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True, env=local_env()))  # fmt: skip
+    proc = live(
+        subprocess.Popen(
+            cmd, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=local_env()
+        )
+    )
     try:
         deadline = time.time() + limit
         while time.time() < deadline and proc.poll() is None and not ready():
             time.sleep(0.1)
         if proc.poll() is None and not ready():
             logs = sorted((work / ".snakemake/log").glob("*.log"))
-            pytest.fail(hang_report(cmd, limit, logs[-1].read_text() if logs else "") + f"\n(waiting to kill {what})",
-                        pytrace=False)  # fmt: skip
+            pytest.fail(
+                hang_report(cmd, limit, logs[-1].read_text() if logs else "") + f"\n(waiting to kill {what})",
+                pytrace=False,
+            )
         assert proc.poll() is None, f"the run ended before it could be killed {what}"
         if job is None:
             os.killpg(proc.pid, sig)
@@ -88,8 +98,10 @@ def _mid_shards(res: Path, outputs: list[str], logs: list[str], started: float) 
 
     def ready() -> bool:
         done = [(res / o).exists() and (res / o).stat().st_mtime > started for o in outputs]
-        running = [(res / lg).exists() and (res / lg).stat().st_mtime > started and not d
-                   for lg, d in zip(logs, done, strict=True)]  # fmt: skip
+        running = [
+            (res / lg).exists() and (res / lg).stat().st_mtime > started and not d
+            for lg, d in zip(logs, done, strict=True)
+        ]
         return any(done) and any(running)
 
     return ready
@@ -133,8 +145,14 @@ def _killed_and_resumed(work: Path) -> Path:
     pairs = [f"pairs/scores_shard{k}.parquet" for k in range(2)]
     pair_logs = [f"logs/attribute_pairs/shard{k}.log" for k in range(2)]
     started = time.time()
-    _kill_when(resume(*(f"results/{o}" for o in pairs)), work, _mid_shards(res, pairs, pair_logs, started),
-               "inside pair attribution", sig=signal.SIGTERM, job="attribute_pairs")  # fmt: skip
+    _kill_when(
+        resume(*(f"results/{o}" for o in pairs)),
+        work,
+        _mid_shards(res, pairs, pair_logs, started),
+        "inside pair attribution",
+        sig=signal.SIGTERM,
+        job="attribute_pairs",
+    )
     finished_pairs = {o: (res / o).stat().st_mtime_ns for o in pairs if (res / o).exists()}
     assert len(finished_pairs) == 1
     stopped = [lg for lg in pair_logs if "attnlens: stopped: SIGTERM received" in (res / lg).read_text()]
@@ -175,8 +193,11 @@ def test_the_comparison_sees_a_changed_number_but_not_a_wall_time(tmp_path):
         frame.to_csv(root / "pairs/table.csv", index=False)
         Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(root / "figure.png")
     assert differences(a, b) == []  # only the wall time and the provenance differ
-    save_parquet(pd.DataFrame({"pair_id": ["p1"], "score": [0.5000001], "seconds": [2.0]}),
-                 b / "pairs/scores_shard0.parquet", provenance("pair_scores/v1"))  # fmt: skip
+    save_parquet(
+        pd.DataFrame({"pair_id": ["p1"], "score": [0.5000001], "seconds": [2.0]}),
+        b / "pairs/scores_shard0.parquet",
+        provenance("pair_scores/v1"),
+    )
     Image.fromarray(np.full((4, 4, 3), 1, dtype=np.uint8)).save(b / "figure.png")
     (b / "extra.csv").write_text("x\n1\n", encoding="utf-8")
     assert differences(a, b) == ["only in one run: extra.csv", "figure.png", "pairs/scores_shard0.parquet"]
@@ -203,8 +224,9 @@ def test_batched_forwards_are_compared_to_the_last_bit(tmp_path):
     for root, prob in ((a, np.float32(0.502318)), (b, one_rounding)):
         (root / "faithfulness").mkdir(parents=True)
         (root / "paper/tables").mkdir(parents=True)
-        frame = pd.DataFrame({"example_id": ["e"], "ranking": ["ig"], "curve": ["deletion"],
-                              "prob": np.array([prob], dtype=np.float32)})  # fmt: skip
+        frame = pd.DataFrame(
+            {"example_id": ["e"], "ranking": ["ig"], "curve": ["deletion"], "prob": np.array([prob], dtype=np.float32)}
+        )
         save_parquet(frame, root / "faithfulness/curves.parquet", provenance("faithfulness_curves/v1"))
         (root / "paper/tables/faithfulness_aopc.csv").write_text("ranking,aopc\nig,0.4410001\n", encoding="utf-8")
     assert differences(a, b) == ["faithfulness/curves.parquet"]

@@ -82,8 +82,11 @@ def test_randomising_the_model_moves_gradient_explanations_but_not_rank_of_an_in
     by_level = {lv: scores(freeze(randomised(model, lv, seed=1))) for lv in ("head", "top2")}
     rows = sanity_rows("e1", trained, by_level, ~special, methods)
     assert [(r["level"], r["method"], r["layers"]) for r in rows] == [
-        ("head", "saliency", 0), ("head", "attention_last", 0), ("top2", "saliency", 2), ("top2", "attention_last", 2)
-    ]  # fmt: skip
+        ("head", "saliency", 0),
+        ("head", "attention_last", 0),
+        ("top2", "saliency", 2),
+        ("top2", "attention_last", 2),
+    ]
     rho = {(r["level"], r["method"]): r["spearman"] for r in rows}
     # the head alone leaves attention as it was: the same forward up to the head
     assert rho[("head", "attention_last")] == pytest.approx(1.0)

@@ -38,8 +38,10 @@ class Recorder:
 
 
 def _registry(rec: Recorder, **specs) -> dict[str, Run]:
-    return {name: Run(name, rec.launch(name, *spec.get("args", ())), tuple(spec.get("after", ())),
-                      spec.get("seconds", 1.0)) for name, spec in specs.items()}  # fmt: skip
+    return {
+        name: Run(name, rec.launch(name, *spec.get("args", ())), tuple(spec.get("after", ())), spec.get("seconds", 1.0))
+        for name, spec in specs.items()
+    }
 
 
 def test_runs_fill_the_cores_the_test_process_leaves_and_no_more(tmp_path):
@@ -70,8 +72,13 @@ def test_a_short_run_that_a_long_one_needs_starts_before_a_middling_one(tmp_path
     """The notes runs' case: the classifier (10 s) that two runs need (150 s, 80 s) goes before a 90 s run that
     nothing needs, or the notes runs would end last (:func:`session_runs.ranks`)."""
     rec = Recorder()
-    registry = _registry(rec, classifier={"seconds": 10}, notes={"seconds": 150, "after": ("classifier",)},
-                         folders={"seconds": 80, "after": ("classifier",)}, kernels={"seconds": 90})  # fmt: skip
+    registry = _registry(
+        rec,
+        classifier={"seconds": 10},
+        notes={"seconds": 150, "after": ("classifier",)},
+        folders={"seconds": 80, "after": ("classifier",)},
+        kernels={"seconds": 90},
+    )
     assert ranks(set(registry), registry) == {"classifier": 160, "notes": 150, "folders": 80, "kernels": 90}
     runs = SessionRuns(cores=2, registry=registry)
     runs.start(set(registry), lambda name: tmp_path / name)
@@ -120,13 +127,35 @@ def test_a_run_no_collected_test_named_runs_when_asked_for(tmp_path):
 
 def test_modules_run_in_the_order_their_runs_start_the_waiting_first_and_the_last_last():
     rec = Recorder()
-    registry = _registry(rec, grid={"seconds": 9}, rerun={"seconds": 8}, tiny={"seconds": 5}, own={"seconds": 1},
-                         notes={"seconds": 3, "after": ("own",)}, late={"seconds": 2})  # fmt: skip
-    needs = {"test_units": set(), "test_module": {"late"}, "test_params": {"tiny"}, "test_notes": {"notes"},
-             "test_rerun": {"rerun", "tiny"}, "test_slurm": {"grid", "tiny"}, "test_api": {"tiny", "grid"},
-             "test_more_units": set()}  # fmt: skip
+    registry = _registry(
+        rec,
+        grid={"seconds": 9},
+        rerun={"seconds": 8},
+        tiny={"seconds": 5},
+        own={"seconds": 1},
+        notes={"seconds": 3, "after": ("own",)},
+        late={"seconds": 2},
+    )
+    needs = {
+        "test_units": set(),
+        "test_module": {"late"},
+        "test_params": {"tiny"},
+        "test_notes": {"notes"},
+        "test_rerun": {"rerun", "tiny"},
+        "test_slurm": {"grid", "tiny"},
+        "test_api": {"tiny", "grid"},
+        "test_more_units": set(),
+    }
     # started by rank: grid (9), rerun (8), tiny (5), own (1 + 3 after it), notes, late; but test_slurm waits
     # for tiny, which then goes first: grid, tiny, rerun, own, notes, late
     order = module_order(needs, registry, first=("test_slurm",), last=("test_params",))
-    assert order == ["test_units", "test_more_units", "test_slurm", "test_api", "test_rerun", "test_notes",
-                     "test_module", "test_params"]  # fmt: skip
+    assert order == [
+        "test_units",
+        "test_more_units",
+        "test_slurm",
+        "test_api",
+        "test_rerun",
+        "test_notes",
+        "test_module",
+        "test_params",
+    ]

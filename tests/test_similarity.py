@@ -292,9 +292,15 @@ def test_shared_zero_mask_inflates_legacy_metrics_and_fixed_stay_at_chance(sort)
         received = np.stack([np.zeros((1, n)), t[None]])  # "last" configuration = t
         imp = {"legacy": np.ones((2, 1)), "fixed": np.ones((2, 1))}
         frame = sim.compare_example(
-            f"sim{trial}", a, received, imp, {"legacy": mask, "fixed": mask}, np.zeros(n, dtype=bool),
-            n_permutations=20, legacy_sort=sort,
-        )  # fmt: skip
+            f"sim{trial}",
+            a,
+            received,
+            imp,
+            {"legacy": mask, "fixed": mask},
+            np.zeros(n, dtype=bool),
+            n_permutations=20,
+            legacy_sort=sort,
+        )
         legacy = frame[(frame["mode"] == "legacy") & (frame["configuration"] == "last") & ~frame["scaled"]]
         got["plain"].append(legacy[legacy["mask"] == "none"].set_index("metric")["value"])
         masked = legacy[legacy["mask"] == "legacy"].set_index("metric")
@@ -374,8 +380,10 @@ def _synthetic_rows(n_examples=40, seed=0):
     rng = np.random.default_rng(seed)
     rows = []
     for e in range(n_examples):
-        for mode, metrics in (("legacy", ("cosine", "kendall_tau", "rbo_ao", "jaccard_top5", "rank_cosine")),
-                              ("fixed", ("cosine", "kendall_tau_b", "rbo_p0.9", "jaccard_top5"))):  # fmt: skip
+        for mode, metrics in (
+            ("legacy", ("cosine", "kendall_tau", "rbo_ao", "jaccard_top5", "rank_cosine")),
+            ("fixed", ("cosine", "kendall_tau_b", "rbo_p0.9", "jaccard_top5")),
+        ):
             for layers in ("last", "all"):
                 for metric in metrics:
                     base = rng.random()
@@ -408,11 +416,15 @@ def test_summarise_tests_and_masking_increase():
     assert s["median_difference"] == 0 and np.isnan(s["p_value"])  # identical pairs: no test
     inc = paper_layout.masking_increase(summary, (0.9,)).set_index(["mode", "name"])
     means = summary.set_index(agg.GROUP)["mean"]
-    expected = np.mean([
-        (means[("legacy", ly, sc, "legacy", "kendall_tau")] - means[("legacy", ly, sc, "none", "kendall_tau")])
-        / means[("legacy", ly, sc, "none", "kendall_tau")] * 100
-        for ly in ("last", "all") for sc in (True, False)
-    ])  # fmt: skip
+    expected = np.mean(
+        [
+            (means[("legacy", ly, sc, "legacy", "kendall_tau")] - means[("legacy", ly, sc, "none", "kendall_tau")])
+            / means[("legacy", ly, sc, "none", "kendall_tau")]
+            * 100
+            for ly in ("last", "all")
+            for sc in (True, False)
+        ]
+    )
     assert inc.loc[("legacy", "kendall_tau"), "pct_increase"] == pytest.approx(expected)
     assert inc.loc[("legacy", "kendall_tau"), "delta_value"] == pytest.approx(0.1, abs=2e-3)
     assert inc.loc[("legacy", "kendall_tau"), "delta_chance"] == 0
@@ -441,9 +453,15 @@ def test_paper_table_and_legacy_layout():
     assert cell.endswith("(0.500)") and cell.count("[") == 1
     layout = paper_layout.legacy_means_layout(summary)
     assert list(layout.columns) == [
-        "example", "mean_cosine_sim", "mean_cosine_sim_ranks", "mean_kendall_tau", "mean_RBO",
-        "mean_Jaccard_95th", "scaled", "alpha_only",
-    ]  # fmt: skip
+        "example",
+        "mean_cosine_sim",
+        "mean_cosine_sim_ranks",
+        "mean_kendall_tau",
+        "mean_RBO",
+        "mean_Jaccard_95th",
+        "scaled",
+        "alpha_only",
+    ]
     assert set(layout["example"]) == {"attrib_vs_layer12_attn", "attrib_vs_all_layer_attn"} and len(layout) == 8
     assert (layout["mean_cosine_sim"] == layout["mean_cosine_sim"].round(6)).all()
 
@@ -515,8 +533,13 @@ def test_aggregate_of_one_example_notes_what_it_could_not_compute(tmp_path):
     save_parquet(one, tmp_path / "shard0.parquet", provenance(sim.SIMILARITY_SCHEMA))
     manifest = tmp_path / "split_manifest.json"
     save_json({"name": "one note"}, manifest, provenance(MANIFEST_SCHEMA))
-    run_aggregate_similarity(SimilarityConfig(n_boot=20), [tmp_path / "shard0.parquet"], manifest,
-                             tmp_path / "summary.parquet", tmp_path / "tables")  # fmt: skip
+    run_aggregate_similarity(
+        SimilarityConfig(n_boot=20),
+        [tmp_path / "shard0.parquet"],
+        manifest,
+        tmp_path / "summary.parquet",
+        tmp_path / "tables",
+    )
     _, prov = load_parquet(tmp_path / "summary.parquet", agg.SUMMARY_SCHEMA)
     n = len(agg.summarise(one, 0, 20))
     assert (

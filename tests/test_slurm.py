@@ -93,8 +93,17 @@ def _slurm_run(root, work, profile, *args, limit=GUARD["stage"]):
     """Snakemake through the profile under ``timeout``: a hang (the plugin waiting on jobs that ended) fails the
     test with how far the run got, and never holds up CI. ``limit``: the hang guard (helpers.GUARD)."""
     t0 = time.perf_counter()
-    out = run_snakemake(root, "--directory", str(work), "--profile", profile, *args,
-                        prefix=("timeout", "-k", "10", str(limit)), timeout=limit + 60, slurm=True)  # fmt: skip
+    out = run_snakemake(
+        root,
+        "--directory",
+        str(work),
+        "--profile",
+        profile,
+        *args,
+        prefix=("timeout", "-k", "10", str(limit)),
+        timeout=limit + 60,
+        slurm=True,
+    )
     if out.returncode in (124, 137):  # killed by `timeout`
         pytest.fail(hang_report(out.args, limit, out.stdout + out.stderr), pytrace=False)
     return out, time.perf_counter() - t0
@@ -113,8 +122,12 @@ def test_jobs_through_slurm_match_the_local_run(root, cluster, tiny_run, tmp_pat
     assert len(job_ids) == int(stats.group(2)) == 7  # every one of them went through sbatch
     logs = {p.stem: p.parent.name for p in (work / ".snakemake/slurm_logs").rglob("*.log")}
     assert set(logs) == set(job_ids)  # one SLURM log per job id, under the rule it ran
-    states = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(job_ids)],
-                            capture_output=True, text=True, timeout=30).stdout  # fmt: skip
+    states = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(job_ids)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     found = dict(line.split() for line in states.splitlines())
     assert set(found) == set(job_ids) and set(found.values()) == {"COMPLETED"}, found
     for rel in COMPARED:
@@ -135,8 +148,14 @@ def test_a_failing_job_fails_the_run_instead_of_hanging(root, cluster, tmp_path)
     work = tmp_path / "work"
     shutil.copytree(root / ".test" / "config", work / "config")
     (work / "config/bad.yaml").write_text("pairs:\n  data:\n    source: file\n    path: no/such/pairs.csv\n")
-    out, _ = _slurm_run(root, work, node_profile(root, tmp_path), "results/data/pairs_test.parquet",
-                              "--configfile", str(work / "config/bad.yaml"))  # fmt: skip
+    out, _ = _slurm_run(
+        root,
+        work,
+        node_profile(root, tmp_path),
+        "results/data/pairs_test.parquet",
+        "--configfile",
+        str(work / "config/bad.yaml"),
+    )
     log = out.stdout + out.stderr
     assert out.returncode != 0, log[-3000:]  # failed (a hang would have failed the test in _slurm_run)
     assert re.search(r"submitted with SLURM jobid \d+", log)
@@ -148,8 +167,9 @@ def test_a_grid_runs_through_slurm(root, cluster, architecture_grid, tmp_path):
     """The 3 × 2 architecture grid (conftest.architecture_grid), its six runs' bottleneck jobs again through sbatch
     side by side, then the findings across them: each run's claim as the local run's, the findings complete."""
     work = copy_run(architecture_grid, tmp_path / "work")
-    out, seconds = _slurm_run(root, work, node_profile(root, tmp_path), "results/findings/findings.csv",
-                              "--forcerun", "bottleneck_distances")  # fmt: skip
+    out, seconds = _slurm_run(
+        root, work, node_profile(root, tmp_path), "results/findings/findings.csv", "--forcerun", "bottleneck_distances"
+    )
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-4000:]
     job_ids = re.findall(r"submitted with SLURM jobid (\d+)", log)

@@ -72,14 +72,19 @@ print(json.dumps(found))
 
 
 def test_light_modules_load_no_heavy_library():
-    out = subprocess.run([sys.executable, "-c", _PROBE.format(heavy=HEAVY, modules=LIGHT)], capture_output=True,
-                         text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY, modules=LIGHT)], capture_output=True, text=True, check=True
+    )
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found == {}, f"importing these loads heavy libraries (first importer named): {found}"
 
 
 def test_the_probe_sees_a_heavy_import():
     """The check can fail: a module that does import torch is named."""
-    out = subprocess.run([sys.executable, "-c", _PROBE.format(heavy=HEAVY, modules=("attnlens.io", "attnlens.models"))],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY, modules=("attnlens.io", "attnlens.models"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"attnlens.models": ["torch", "transformers"]}

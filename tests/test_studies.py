@@ -19,16 +19,39 @@ pytestmark = pytest.mark.workflow
 #: Rules of the data and the classifier, which the classification and topology studies both need.
 CLASSIFIER = {"prepare_dataset": 1, "build_base_model": 1, "train_classifier": 1, "predict": 1}
 CLASSIFICATION = {
-    **CLASSIFIER, "estimate_head_importance": 1, "extract_attention": 2, "attribute": 2, "attribute_embeddings": 1,
-    "attribution_tables": 1, "attribution_overlays": 1, "evaluate_faithfulness": 1, "plot_faithfulness": 1,
-    "plot_head_importance": 1, "plot_attention": 1, "count_topk": 1, "render_overlays": 1, "compare": 2,
-    "aggregate_similarity": 1, "similarity_examples": 1, "plot_similarity": 1, "target_agreement": 1,
-    "query_attention": 1, "build_explorers": 1,
-    "explain": 2, "explanation_leaderboard": 1,
-}  # fmt: skip
+    **CLASSIFIER,
+    "estimate_head_importance": 1,
+    "extract_attention": 2,
+    "attribute": 2,
+    "attribute_embeddings": 1,
+    "attribution_tables": 1,
+    "attribution_overlays": 1,
+    "evaluate_faithfulness": 1,
+    "plot_faithfulness": 1,
+    "plot_head_importance": 1,
+    "plot_attention": 1,
+    "count_topk": 1,
+    "render_overlays": 1,
+    "compare": 2,
+    "aggregate_similarity": 1,
+    "similarity_examples": 1,
+    "plot_similarity": 1,
+    "target_agreement": 1,
+    "query_attention": 1,
+    "build_explorers": 1,
+    "explain": 2,
+    "explanation_leaderboard": 1,
+}
 TOPOLOGY = {**CLASSIFIER, "topology": 2, "bottleneck_distances": 1, "plot_topology": 1}
-PAIRS = {"prepare_pairs": 1, "train_pair_encoder": 1, "attribute_pairs": 2, "pair_convergence": 1,
-         "pair_topology": 1, "pair_tables": 1, "plot_pairs": 1}  # fmt: skip
+PAIRS = {
+    "prepare_pairs": 1,
+    "train_pair_encoder": 1,
+    "attribute_pairs": 2,
+    "pair_convergence": 1,
+    "pair_topology": 1,
+    "pair_tables": 1,
+    "plot_pairs": 1,
+}
 ALWAYS = {"manifest": 1, "all": 1}
 
 
@@ -72,8 +95,13 @@ def test_an_existing_classifier_replaces_building_and_training(root, tmp_path):
 
 
 def test_no_explanation_methods_means_no_explain_and_no_leaderboard(root, tmp_path):
-    planned = _plan(root, tmp_path, studies=["classification"], explanations={"methods": []},
-                    faithfulness={"fractions": [0.1, 0.5], "rankings": ["ig", "attention_all", "random"]})  # fmt: skip
+    planned = _plan(
+        root,
+        tmp_path,
+        studies=["classification"],
+        explanations={"methods": []},
+        faithfulness={"fractions": [0.1, 0.5], "rankings": ["ig", "attention_all", "random"]},
+    )
     expected = {**CLASSIFICATION, **ALWAYS}
     del expected["explain"], expected["explanation_leaderboard"]
     assert planned == expected

@@ -36,7 +36,8 @@ def test_a_study_lists_its_files_and_its_shards():
     cfg = _config(attention={"n_shards": 3}, attribution={"n_shards": 2})
     files = targets.study_outputs("classification", cfg)
     assert [f for f in files if f.startswith("results/attention/shard")] == [
-        f"results/attention/shard{k}.safetensors" for k in range(3)]  # fmt: skip
+        f"results/attention/shard{k}.safetensors" for k in range(3)
+    ]
     assert sum(f.startswith("results/attributions/shard") for f in files) == 2
     assert "results/models/train_metrics.json" in files and "results/paper/tables/explanation_leaderboard.csv" in files
     assert len(files) == len(set(files))
@@ -66,7 +67,9 @@ def test_faithfulness_reads_the_explain_shards_only_for_rankings_from_them():
 def test_one_run_builds_its_studies_and_a_grid_every_runs():
     one = _config(studies=["classification", "pairs"])
     assert targets.final_outputs(one, None) == [
-        *targets.study_outputs("classification", one), *targets.study_outputs("pairs", one)]  # fmt: skip
+        *targets.study_outputs("classification", one),
+        *targets.study_outputs("pairs", one),
+    ]
     assert targets.manifests(None) == ["results/manifest.json"] and targets.findings_outputs(None) == []
     assert targets.grid_runs(None) == []
 
@@ -90,8 +93,9 @@ def test_the_findings_read_every_run_in_grid_order():
     assert set(inputs) == {"metrics", "summary", "similarity", "leaderboard", "sanity", "claims", "pairs"}
     assert inputs["metrics"] == [f"results/runs/{n}/predictions/metrics.json" for n in grid.names]
     assert inputs["pairs"] == "results/pairs/tables"
-    quiet = _config(GRID, studies=["classification"], explanations={"methods": []},
-                    faithfulness={"rankings": ["ig", "random"]})  # fmt: skip
+    quiet = _config(
+        GRID, studies=["classification"], explanations={"methods": []}, faithfulness={"rankings": ["ig", "random"]}
+    )
     assert set(targets.findings_inputs(quiet, expand_grid(quiet))) == {"metrics", "summary", "similarity"}
 
 

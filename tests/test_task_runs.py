@@ -46,8 +46,9 @@ def _task_run(work: Path, overlay: dict, targets: tuple[str, ...] = ()) -> Path:
     """The `.test` configuration with ``overlay`` in ``work``, built up to ``targets`` (every study output when
     none), one thread a job as ``tiny_run``."""
     write_config(work, merged(tiny_config(ROOT), overlay))
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *targets,
-                        timeout=GUARD["run"])  # fmt: skip
+    out = run_snakemake(
+        ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *targets, timeout=GUARD["run"]
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work
 
@@ -81,8 +82,11 @@ MULTILABEL_RUN = {
 }
 #: What the multi-label tests read, and so all the run builds (its DAG's share of the study: no faithfulness,
 #: leaderboard, overlays or paper figures, which the classification and regression runs cover)
-MULTILABEL_TARGETS = ("results/paper/tables/target_agreement.csv", "results/explorer",
-                      "results/explanations/shard0.parquet")  # fmt: skip
+MULTILABEL_TARGETS = (
+    "results/paper/tables/target_agreement.csv",
+    "results/explorer",
+    "results/explanations/shard0.parquet",
+)
 
 
 @session_run("multilabel_run", seconds=60)
@@ -106,8 +110,12 @@ QA_RUN = {
     "figures": {"topk_role": "wrong_span"},
 }
 #: What the QA tests read (the single-target rules after them are the regression run's to cover)
-QA_TARGETS = ("results/paper/tables/target_agreement.csv", "results/paper/tables/query_attention.csv",
-              "results/explorer", "results/faithfulness/curves.parquet")  # fmt: skip
+QA_TARGETS = (
+    "results/paper/tables/target_agreement.csv",
+    "results/paper/tables/query_attention.csv",
+    "results/explorer",
+    "results/faithfulness/curves.parquet",
+)
 
 
 @session_run("qa_run", seconds=60)
@@ -138,7 +146,12 @@ def test_a_regression_run_explains_the_predicted_value(regression_run):
     selection = _json(res / "predictions/selection.json")
     assert selection["task"] == "regression"
     assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
-        "largest_overestimate", "largest_underestimate", "closest", "highest_predicted", "random"}  # fmt: skip
+        "largest_overestimate",
+        "largest_underestimate",
+        "closest",
+        "highest_predicted",
+        "random",
+    }
 
     # IG explains F = the value: its end point is predict's value (one example alone against a padded batch of
     # float32 forwards: a few float32 roundings of values ≲ 10, 1e-5), and its gap is F(x) − F(x′)
@@ -192,7 +205,11 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     assert (preds["pred"].map(list) == probs.map(lambda p: (p >= 0.5).astype(int).tolist())).all()
     selection = _json(res / "predictions/selection.json")
     assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
-        "missed_label", "false_label", "random_exact", *(f"most_confident_{k}" for k in range(4))}  # fmt: skip
+        "missed_label",
+        "false_label",
+        "random_exact",
+        *(f"most_confident_{k}" for k in range(4)),
+    }
 
     # one IG row per document and label, the likeliest label first; each explains its own label's sigmoid: the end
     # point is predict's probability (one document alone against a padded batch: a few float32 roundings, 1e-6)
@@ -209,7 +226,8 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     # similarity compares the one attention map with every label's attribution
     sim = pd.read_parquet(res / "similarity/shard0.parquet")
     assert set(map(tuple, sim[["example_id", "target"]].drop_duplicates().to_numpy())) == set(
-        map(tuple, ig[["example_id", "target"]].to_numpy()))  # fmt: skip
+        map(tuple, ig[["example_id", "target"]].to_numpy())
+    )
     table = pd.read_csv(res / "paper/tables/target_agreement.csv")
     assert set(table["name"]) == {*TOPIC_NAMES, "all"}
     n_docs = ig["example_id"].nunique()
@@ -222,7 +240,8 @@ def test_a_multilabel_run_explains_each_label(multilabel_run):
     every = pd.read_parquet(res / "explanations/shard0.parquet")
     for method, rows in every.groupby("method"):
         assert sorted(map(tuple, rows[["example_id", "target", "target_rank"]].to_numpy())) == sorted(
-            map(tuple, ig[["example_id", "target", "target_rank"]].to_numpy())), method  # fmt: skip
+            map(tuple, ig[["example_id", "target", "target_rank"]].to_numpy())
+        ), method
     # raw attention reads no output: one map whatever the label, so its target sensitivity is exactly 1; the
     # gradient and AttnLRP explain each label's own sigmoid and differ between labels, as IG does
     sensitivity = pd.read_csv(res / "paper/tables/target_sensitivity.csv").set_index(["method", "metric"])
@@ -267,8 +286,14 @@ def test_the_api_explains_any_label_it_is_asked_for(multilabel_run):
     truth = [TOPIC_NAMES[k] for k, v in enumerate(test.loc[eid, "label"]) if v]
     config = multilabel_run / "config/config.yaml"
     for k in (3, 0):
-        doc = attnlens.explain(test.loc[eid, "text"], classifier, config=config, example_id=eid, target=k,
-                               label=truth if k else "|".join(truth))  # fmt: skip
+        doc = attnlens.explain(
+            test.loc[eid, "text"],
+            classifier,
+            config=config,
+            example_id=eid,
+            target=k,
+            label=truth if k else "|".join(truth),
+        )
         np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[(eid, k), "scores"]))
         assert doc.attribution["target_kind"] == "given" and doc.outcome.explained == TOPIC_NAMES[k]
         assert doc.outcome.label == (", ".join(truth) or "none")
@@ -285,7 +310,8 @@ def test_a_qa_run_answers_from_the_context_and_explains_the_answer_span(qa_run):
     assert _json(res / "data/split_manifest.json")["task"] == "qa"
     config = _json(res / "models/finetuned/config.json")
     assert config["problem_type"] == "question_answering" and config["architectures"] == [
-        "LongformerForQuestionAnswering"]  # fmt: skip
+        "LongformerForQuestionAnswering"
+    ]
     test = pd.read_parquet(res / "data/test.parquet").set_index("example_id")
     preds = pd.read_parquet(res / "predictions/test.parquet").set_index("example_id")
     metrics = _json(res / "predictions/metrics.json")
@@ -297,7 +323,11 @@ def test_a_qa_run_answers_from_the_context_and_explains_the_answer_span(qa_run):
     assert (probs.map(np.argmax) == preds["span"]).all()  # the most probable span of the context
     selection = _json(res / "predictions/selection.json")
     assert {e["role"] for e in selection["examples"]} | {r["role"] for r in selection["left_out"]} == {
-        "wrong_span", "most_confident_right", "least_confident_right", "random_right"}  # fmt: skip
+        "wrong_span",
+        "most_confident_right",
+        "least_confident_right",
+        "random_right",
+    }
 
     # IG explains the predicted span's probability: its end point is predict's (one example alone against a padded
     # batch of float32 forwards: a few float32 roundings of probabilities ≤ 1, 1e-6), its gap F(x) − F(x′)
@@ -355,8 +385,14 @@ def test_the_api_answers_a_question_and_explains_the_span(qa_run):
     stored = pd.read_parquet(res / "attributions/shard0.parquet").set_index("example_id")
     reader = attnlens.load(res)
     answers = [dict(a) for a in test.loc[eid, "label"]]
-    doc = attnlens.explain(test.loc[eid, "text"], reader, config=qa_run / "config/config.yaml", example_id=eid,
-                           question=test.loc[eid, "question"], label=answers)  # fmt: skip
+    doc = attnlens.explain(
+        test.loc[eid, "text"],
+        reader,
+        config=qa_run / "config/config.yaml",
+        example_id=eid,
+        question=test.loc[eid, "question"],
+        label=answers,
+    )
     np.testing.assert_array_equal(doc.ig, np.asarray(stored.loc[eid, "scores"]))
     assert doc.attribution["target"] == stored.loc[eid, "target"] and doc.outcome.label == answers[0]["text"]
     s, e = span_of(int(stored.loc[eid, "target"]))

@@ -115,9 +115,11 @@ def test_regression_labels_are_finite_numbers_and_each_bad_row_is_named():
     ids = pd.Series(["a", "b", "c"])
     got, names = REGRESSION.resolve_labels(pd.Series(["1.5", " 2 ", "-3e1"]), ids, None, "d.csv", "score")
     assert got.tolist() == [1.5, 2.0, -30.0] and names == ()  # no classes: its one output is the value
-    for bad, message in ((["1", "", "2"], "row 2 \\(example 'b'\\) has an empty cell"),
-                         (["1", "x", "2"], "row 2 \\(example 'b'\\) has 'x'"),
-                         ([1.0, np.inf, 2.0], "row 2 \\(example 'b'\\) has inf")):  # fmt: skip
+    for bad, message in (
+        (["1", "", "2"], "row 2 \\(example 'b'\\) has an empty cell"),
+        (["1", "x", "2"], "row 2 \\(example 'b'\\) has 'x'"),
+        ([1.0, np.inf, 2.0], "row 2 \\(example 'b'\\) has inf"),
+    ):
         with pytest.raises(InputError, match=message):
             REGRESSION.resolve_labels(pd.Series(bad), ids, None, "d.csv", "score")
     with pytest.raises(InputError, match="booleans"):
@@ -154,8 +156,9 @@ def test_a_regression_dataset_from_a_file_and_from_the_generator(tmp_path):
     pd.DataFrame({"text": [f"document number {i}" for i in range(16)], "score": np.linspace(0, 3, 16)}).to_csv(
         path, index=False
     )
-    frames, _, manifest = prepare_dataset(DataConfig(task="regression", source="file", path=str(path),
-                                                     label_column="score", test_fraction=0.25))  # fmt: skip
+    frames, _, manifest = prepare_dataset(
+        DataConfig(task="regression", source="file", path=str(path), label_column="score", test_fraction=0.25)
+    )
     assert manifest["task"] == "regression" and manifest["classes"] == []
     assert frames["train"]["label"].dtype == np.float64 and len(frames["test"]) == 4  # one per quartile
     assert manifest["counts"]["test"]["n"] == 4 and manifest["counts"]["train"]["min"] == 0.0
@@ -168,12 +171,12 @@ def test_a_regression_dataset_from_a_file_and_from_the_generator(tmp_path):
 def test_the_config_refuses_what_a_regression_cannot_mean():
     base = {"data": {"task": "regression"}, "studies": ["classification"]}
     validate_config({**base})
-    for extra, key in (({"data": {"task": "regression", "source": "folders", "path": "x", "classes": ["a", "b"]}},
-                        "data.source"),
-                       ({"data": {"task": "regression", "source": "file", "path": "x", "classes": ["a"]}},
-                        "data.classes"),
-                       ({"attribution": {"target": "class_1"}}, "attribution.target"),
-                       ({"studies": ["classification", "topology"]}, "studies")):  # fmt: skip
+    for extra, key in (
+        ({"data": {"task": "regression", "source": "folders", "path": "x", "classes": ["a", "b"]}}, "data.source"),
+        ({"data": {"task": "regression", "source": "file", "path": "x", "classes": ["a"]}}, "data.classes"),
+        ({"attribution": {"target": "class_1"}}, "attribution.target"),
+        ({"studies": ["classification", "topology"]}, "studies"),
+    ):
         with pytest.raises(InputError, match=key):
             validate_config({**base, **extra})
 
@@ -328,8 +331,12 @@ def test_multilabel_splits_keep_every_label_on_both_sides():
 
 
 def test_multilabel_roles_name_a_missed_and_a_false_label():
-    examples = pd.DataFrame({"example_id": ["e0", "e1", "e2", "e3"],
-                             "label": [np.array(v) for v in ([1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0])]})  # fmt: skip
+    examples = pd.DataFrame(
+        {
+            "example_id": ["e0", "e1", "e2", "e3"],
+            "label": [np.array(v) for v in ([1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0])],
+        }
+    )
     logits = np.array([[3.0, -2.0, -1.0], [2.0, -1.5, -3.0], [-2.0, 1.0, 2.5], [-1.0, 2.0, -2.0]], dtype=np.float32)
     frame = MULTILABEL.predictions(examples, logits)
     chosen = {e["role"]: e for e in select_examples(frame, seed=0, task=MULTILABEL)}
@@ -358,8 +365,13 @@ def test_the_multilabel_corpus_plants_evidence_for_each_label_at_set_rates():
     hot = np.stack(corpus.documents["label"].to_numpy())
     assert corpus.classes == TOPIC_NAMES and hot.shape == (400, 4) and (hot.sum(1) >= 1).all()
     r = corpus.rationales
-    counts = r.groupby(["example_id", "phrase_label"]).size().unstack(fill_value=0).reindex(
-        corpus.documents["example_id"], fill_value=0).to_numpy()  # fmt: skip
+    counts = (
+        r.groupby(["example_id", "phrase_label"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(corpus.documents["example_id"], fill_value=0)
+        .to_numpy()
+    )
     assert (counts[hot == 1] >= 2).all() and (counts[hot == 1] <= 4).all()  # ceil(4/2) … 4 phrases per label
     assert (counts[hot == 0] <= 1).all()  # a distractor: one mention at most
     pairs = zip(r["example_id"], r["phrase_label"], strict=True)
@@ -387,8 +399,11 @@ def test_a_multilabel_dataset_from_files_and_from_the_generator(tmp_path):
     pd.DataFrame({"text": texts, "tags": ["|".join(s) for s in sets]}).to_csv(tmp_path / "d.csv", index=False)
     pd.DataFrame({"text": texts, "tags": sets}).to_json(tmp_path / "d.jsonl", orient="records", lines=True)
     for name in ("d.csv", "d.jsonl"):
-        frames, _, manifest = prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / name),
-                                                         label_column="tags", test_fraction=0.25))  # fmt: skip
+        frames, _, manifest = prepare_dataset(
+            DataConfig(
+                task="multilabel", source="file", path=str(tmp_path / name), label_column="tags", test_fraction=0.25
+            )
+        )
         assert manifest["task"] == "multilabel" and manifest["classes"] == ["a", "b", "c"]
         assert len(frames["test"]) == 4 and manifest["counts"]["train"]["n"] == 12
         assert {tuple(e["label"]) for e in manifest["examples"]} == {(1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1)}
@@ -401,19 +416,28 @@ def test_a_multilabel_dataset_from_files_and_from_the_generator(tmp_path):
         }
     )  # 0/1, booleans, "0"/"1"
     wide.to_csv(tmp_path / "wide.csv", index=False)
-    frames, _, manifest = prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / "wide.csv"),
-                                                     label_columns=["A", "B", "C"], test_fraction=0.25))  # fmt: skip
+    frames, _, manifest = prepare_dataset(
+        DataConfig(
+            task="multilabel",
+            source="file",
+            path=str(tmp_path / "wide.csv"),
+            label_columns=["A", "B", "C"],
+            test_fraction=0.25,
+        )
+    )
     assert manifest["classes"] == ["A", "B", "C"]
     assert {tuple(e["label"]) for e in manifest["examples"]} == {(1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1)}
     wide["B"] = wide["B"].astype(object)
     wide.loc[5, "B"] = "yes"
     wide.to_csv(tmp_path / "wide.csv", index=False)
     with pytest.raises(InputError, match=r"B: expected 0 or 1 .* row 6 has 'yes'"):
-        prepare_dataset(DataConfig(task="multilabel", source="file", path=str(tmp_path / "wide.csv"),
-                                   label_columns=["A", "B", "C"]))  # fmt: skip
+        prepare_dataset(
+            DataConfig(task="multilabel", source="file", path=str(tmp_path / "wide.csv"), label_columns=["A", "B", "C"])
+        )
     with pytest.raises(InputError, match=r"data\.label_columns"):
-        validate_config({"data": {"task": "classification", "source": "file", "path": "x.csv",
-                                  "label_columns": ["A", "B"]}})  # fmt: skip
+        validate_config(
+            {"data": {"task": "classification", "source": "file", "path": "x.csv", "label_columns": ["A", "B"]}}
+        )
     frames, rationales, manifest = prepare_dataset(
         DataConfig(task="multilabel", synthetic=SyntheticConfig(n_documents=24, min_words=30, max_words=50))
     )
@@ -424,8 +448,10 @@ def test_a_multilabel_dataset_from_files_and_from_the_generator(tmp_path):
 def test_the_config_refuses_what_a_multilabel_run_cannot_mean():
     base = {"data": {"task": "multilabel"}, "studies": ["classification"]}
     validate_config({**base})
-    for extra, key in (({"attribution": {"target": "class_1"}}, "attribution.target"),
-                       ({"studies": ["classification", "topology"]}, "studies")):  # fmt: skip
+    for extra, key in (
+        ({"attribution": {"target": "class_1"}}, "attribution.target"),
+        ({"studies": ["classification", "topology"]}, "studies"),
+    ):
         with pytest.raises(InputError, match=key):
             validate_config({**base, **extra})
 

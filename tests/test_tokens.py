@@ -174,9 +174,17 @@ def saved_bpe(tmp_path_factory, bpe):
     folder = tmp_path_factory.mktemp("bpe")
     backend = bpe.backend_tokenizer
     backend.post_processor = RobertaProcessing(("</s>", bpe.sep_token_id), ("<s>", bpe.cls_token_id))
-    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", cls_token="<s>",
-                            sep_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>",
-                            model_max_length=128).save_pretrained(folder)  # fmt: skip
+    PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        model_max_length=128,
+    ).save_pretrained(folder)
     return folder
 
 

@@ -68,12 +68,32 @@ def test_two_processes_share_the_batches_and_write_once(tiny_classifier, tmp_pat
     for name, n in (("train", 16), ("test", 6)):
         save_parquet(_data(n), tmp_path / f"{name}.parquet", provenance(EXAMPLES_SCHEMA))
     cfg = {"epochs": 1, "lr": 1e-3, "batch_size": 2, "gradient_accumulation_steps": 2, "eval_batch_size": 4}
-    args = ["--train-config", json.dumps({"train": TrainConfig(**cfg).to_dict()}), "--base-dir", str(tmp_path / "base"),
-            "--train-data", str(tmp_path / "train.parquet"), "--test-data", str(tmp_path / "test.parquet"),
-            "--model-dir", str(tmp_path / "model"), "--metrics-file", str(tmp_path / "metrics.json"),
-            "--log-file", str(tmp_path / "train.log")]  # fmt: skip
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(ROOT / "workflow/scripts/train_classifier.py"), *args]  # fmt: skip
+    args = [
+        "--train-config",
+        json.dumps({"train": TrainConfig(**cfg).to_dict()}),
+        "--base-dir",
+        str(tmp_path / "base"),
+        "--train-data",
+        str(tmp_path / "train.parquet"),
+        "--test-data",
+        str(tmp_path / "test.parquet"),
+        "--model-dir",
+        str(tmp_path / "model"),
+        "--metrics-file",
+        str(tmp_path / "metrics.json"),
+        "--log-file",
+        str(tmp_path / "train.log"),
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(ROOT / "workflow/scripts/train_classifier.py"),
+        *args,
+    ]
     out = run_guarded(cmd, timeout=GUARD["plan"])  # ≤ 10 s measured
     assert out.returncode == 0, out.stderr[-3000:] + (tmp_path / "train.log").read_text()
     metrics = load_json(tmp_path / "metrics.json", "train_metrics/v1")
@@ -86,8 +106,15 @@ def _small(kind: str) -> torch.nn.Module:
     """One-layer-deep classifiers of each family (two layers for ModernBERT, whose first layer has no attn_norm)."""
     import transformers  # noqa: PLC0415 (only these models need the classes)
 
-    common = {"vocab_size": 50, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 16,
-              "max_position_embeddings": 64, "pad_token_id": 0, "num_labels": 2}  # fmt: skip
+    common = {
+        "vocab_size": 50,
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "intermediate_size": 16,
+        "max_position_embeddings": 64,
+        "pad_token_id": 0,
+        "num_labels": 2,
+    }
     configs = {
         "longformer": lambda: transformers.LongformerConfig(**common, num_hidden_layers=1, attention_window=[8]),
         "big_bird": lambda: transformers.BigBirdConfig(**common, num_hidden_layers=1, block_size=4),
@@ -99,18 +126,32 @@ def _small(kind: str) -> torch.nn.Module:
 
 #: Each family's normalisation weights (every bias is left out as well): by the layer's kind, whatever its name.
 NORM_WEIGHTS = {
-    "longformer": {"longformer.embeddings.LayerNorm.weight",
-                   "longformer.encoder.layer.0.attention.output.LayerNorm.weight",
-                   "longformer.encoder.layer.0.output.LayerNorm.weight"},
-    "big_bird": {"bert.embeddings.LayerNorm.weight", "bert.encoder.layer.0.attention.output.LayerNorm.weight",
-                 "bert.encoder.layer.0.output.LayerNorm.weight"},
+    "longformer": {
+        "longformer.embeddings.LayerNorm.weight",
+        "longformer.encoder.layer.0.attention.output.LayerNorm.weight",
+        "longformer.encoder.layer.0.output.LayerNorm.weight",
+    },
+    "big_bird": {
+        "bert.embeddings.LayerNorm.weight",
+        "bert.encoder.layer.0.attention.output.LayerNorm.weight",
+        "bert.encoder.layer.0.output.LayerNorm.weight",
+    },
     # ModernBERT's norms were decayed while the rule looked for "LayerNorm" in the name
-    "modernbert": {"model.embeddings.norm.weight", "model.layers.0.mlp_norm.weight", "model.layers.1.attn_norm.weight",
-                   "model.layers.1.mlp_norm.weight", "model.final_norm.weight", "head.norm.weight"},
+    "modernbert": {
+        "model.embeddings.norm.weight",
+        "model.layers.0.mlp_norm.weight",
+        "model.layers.1.attn_norm.weight",
+        "model.layers.1.mlp_norm.weight",
+        "model.final_norm.weight",
+        "head.norm.weight",
+    },
     # a decoder's RMSNorm is a class of its own (LlamaRMSNorm), known by its name's ending
-    "llama": {"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
-              "model.norm.weight"},
-}  # fmt: skip
+    "llama": {
+        "model.layers.0.input_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+        "model.norm.weight",
+    },
+}
 
 
 @pytest.mark.parametrize("kind", sorted(NORM_WEIGHTS))

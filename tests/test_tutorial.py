@@ -30,8 +30,9 @@ def test_every_cell_runs_on_the_session_run(tiny_run, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLENS_RUN", str(tiny_run / "results"))
     monkeypatch.setenv("ATTNLENS_CONFIG", str(tiny_run / "config/config.yaml"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=GUARD["plan"], kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-                   ).execute()  # fmt: skip
+    NotebookClient(
+        nb, timeout=GUARD["plan"], kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]

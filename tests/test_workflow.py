@@ -133,8 +133,17 @@ def test_manifest_and_provenance(tiny):
     manifest = load_json(res / "manifest.json", "manifest/v1")
     artifacts = {a["path"]: a for a in manifest["artifacts"]}
     rules = {a["rule"] for a in artifacts.values() if a["rule"]}
-    assert {"prepare_dataset", "train_classifier", "extract_attention", "attribute", "compare", "build_explorers",
-            "plot_pairs", "pair_topology", "bottleneck_distances"} <= rules  # fmt: skip
+    assert {
+        "prepare_dataset",
+        "train_classifier",
+        "extract_attention",
+        "attribute",
+        "compare",
+        "build_explorers",
+        "plot_pairs",
+        "pair_topology",
+        "bottleneck_distances",
+    } <= rules
     assert manifest["summary"]["without_provenance"] == []
     for path, entry in artifacts.items():
         assert entry["rule"] is not None, f"{path}: no rule made it"
@@ -255,8 +264,14 @@ def test_similarity_stage(tiny):
     assert "Jaccard = " in page and "attention_only" in page
     top = pd.read_csv(views / f"{first['role']}_{first['example_id']}_fixed_last_masked_top5.csv")
     assert list(top.columns) == [
-        "set", "token", "position", "attention_norm", "attention_rank", "attribution_norm", "attribution_rank",
-    ]  # fmt: skip
+        "set",
+        "token",
+        "position",
+        "attention_norm",
+        "attention_rank",
+        "attribution_norm",
+        "attribution_rank",
+    ]
     for stem in ("similarity_distributions", "similarity_distributions_scaled", "head_agreement"):
         assert (res / f"paper/figures/{stem}.png").stat().st_size > 5000
 
@@ -293,10 +308,14 @@ def test_pairs_stage(tiny):
     assert len(train) == len(test) == 6 and not set(train["pair_id"]) & set(test["pair_id"])
     scores = load_scores(sorted((res / "pairs").glob("scores_shard*.parquet")))
     assert set(zip(scores["model"], scores["similarity"], scores["mode"], strict=True)) == {
-        (model, sim, mode) for model, sim in (("off_the_shelf", "cosine"), ("off_the_shelf", "dot"),
-                                              ("exact", "shifted_dot")) for mode in ("fixed", "legacy")}  # fmt: skip
-    assert set(zip(scores["mode"], scores["quadrature"], strict=True)) == {("fixed", "gauss_legendre"),
-                                                                           ("legacy", "right_riemann")}  # fmt: skip
+        (model, sim, mode)
+        for model, sim in (("off_the_shelf", "cosine"), ("off_the_shelf", "dot"), ("exact", "shifted_dot"))
+        for mode in ("fixed", "legacy")
+    }
+    assert set(zip(scores["mode"], scores["quadrature"], strict=True)) == {
+        ("fixed", "gauss_legendre"),
+        ("legacy", "right_riemann"),
+    }
     assert sorted(scores["pair_id"].unique()) == sorted(test["pair_id"]) and (scores["layer"] == 5).all()
     matrices = {}
     for p in sorted((res / "pairs").glob("matrices_shard*.safetensors")):
@@ -313,7 +332,10 @@ def test_pairs_stage(tiny):
     conv, _ = load_parquet(res / "pairs/convergence.parquet", PAIR_CONVERGENCE_SCHEMA)
     assert sorted(conv["n_steps"].unique()) == [1, 2, 4]
     assert set(zip(conv["mode"], conv["quadrature"], strict=True)) == {
-        ("fixed", "gauss_legendre"), ("fixed", "midpoint"), ("legacy", "right_riemann")}  # fmt: skip
+        ("fixed", "gauss_legendre"),
+        ("fixed", "midpoint"),
+        ("legacy", "right_riemann"),
+    }
     corr = load_json(res / "pairs/correlation.json", "pair_topology_correlation/v1")["correlations"]
     assert len(corr) == 1 + 2 * 3 * 2 and all(c["n"] == 12 for c in corr)
     tables = res / "pairs/tables"

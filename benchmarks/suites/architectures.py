@@ -23,8 +23,7 @@ from attnlens.models import architecture, forward_bands
 from suites.attention import tiny_band
 
 #: Base-size random-weight models of every architecture behind the seam (Longformer: window 512, CLS global).
-BASE_MODELS = {"longformer": lambda: base_longformer_long(8192), "bigbird": base_bigbird,
-               "modernbert": base_modernbert}  # fmt: skip
+BASE_MODELS = {"longformer": lambda: base_longformer_long(8192), "bigbird": base_bigbird, "modernbert": base_modernbert}
 
 
 #: Hugging Face's own ``output_attentions`` forward is measured where its outputs fit in this many bytes.

@@ -123,9 +123,14 @@ def bench_adaptive_steps(
         probs, _ = endpoint_probs(forward, inputs.input_ids, inputs.baseline, inputs.forward_args)
         t0 = time.perf_counter()
         res = attribute_example(
-            model, inputs, CLASSIFICATION.targets("predicted", 0, probs)[0], min_steps=4, max_steps=max_steps,
-            tolerance=tolerance, internal_batch_size=8,
-        )  # fmt: skip
+            model,
+            inputs,
+            CLASSIFICATION.targets("predicted", 0, probs)[0],
+            min_steps=4,
+            max_steps=max_steps,
+            tolerance=tolerance,
+            internal_batch_size=8,
+        )
         rows.append(
             {
                 "example_id": str(eid),

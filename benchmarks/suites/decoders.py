@@ -73,12 +73,22 @@ def decoder(family: str, shape: str, n: int, implementation: str = "sdpa", seed:
     if family == "gemma3":
         extra["query_pre_attn_scalar"] = head_dim
     return draw_decoder(
-        family, seed, vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["ffn"],
+        family,
+        seed,
+        vocab_size=s["vocab"],
+        hidden_size=s["hidden"],
+        intermediate_size=s["ffn"],
         num_hidden_layers=s["layers"],
-        num_attention_heads=s["heads"], num_key_value_heads=s["key_heads"], head_dim=head_dim,
-        max_position_embeddings=n, pad_token_id=0, num_labels=2, tie_word_embeddings=False,
-        attn_implementation=implementation, **extra,
-    )  # fmt: skip
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["key_heads"],
+        head_dim=head_dim,
+        max_position_embeddings=n,
+        pad_token_id=0,
+        num_labels=2,
+        tie_word_embeddings=False,
+        attn_implementation=implementation,
+        **extra,
+    )
 
 
 class _Clock:
@@ -122,8 +132,15 @@ def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cp
     mask = torch.ones_like(ids)
     batch = {"input_ids": ids, "attention_mask": mask}
     dense = config.num_hidden_layers * config.num_attention_heads * n * n * 4
-    row = {"family": family, "shape": shape, "tokens": n, "device": str(device), "describe": arch.describe(config),
-           "parameters": sum(p.numel() for p in model.parameters()), "dense_bytes": dense}  # fmt: skip
+    row = {
+        "family": family,
+        "shape": shape,
+        "tokens": n,
+        "device": str(device),
+        "describe": arch.describe(config),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "dense_bytes": dense,
+    }
     with torch.no_grad():
         model(**batch)  # warm-up
         _, seconds, peak = clock(lambda: model(**batch))
@@ -162,8 +179,9 @@ def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cp
         row["huggingface_attentions_s"] = round(seconds, 3)
         row["huggingface_attentions_peak_extra_over_dense"] = over(peak, dense)
     else:
-        row["huggingface_attentions_s"] = (f"not run: its dense outputs ({dense / 2**30:.0f} GiB) do not fit in "
-                                           f"{limit / 2**30:.0f} GiB")  # fmt: skip
+        row["huggingface_attentions_s"] = (
+            f"not run: its dense outputs ({dense / 2**30:.0f} GiB) do not fit in {limit / 2**30:.0f} GiB"
+        )
     row["memory_method"] = (
         "peak extra over the memory before the step: RSS (VmHWM reset) on a CPU, the card's peak allocated bytes on "
         "CUDA; the summaries' with every layer's queries and keys already held, where the forward left them"

@@ -74,8 +74,7 @@ def _attention_methods(model, inputs: Inputs, bands, hidden, forward: float, den
         methods[method] = _method_row(seconds, peak, forward, dense)
     # gradient-weighted attention from ∂F/∂o of the right shape: its own cost, whatever gave the gradient
     g = torch.Generator().manual_seed(seed)
-    grads = Gradients(bands=bands, hidden=hidden,
-                      output_grads=[torch.randn(h.shape, generator=g) for h in hidden])  # fmt: skip
+    grads = Gradients(bands=bands, hidden=hidden, output_grads=[torch.randn(h.shape, generator=g) for h in hidden])
     seconds, peak = measure(lambda: grad_attention_score(model, grads, "all"))
     methods["grad_attention"] = _method_row(seconds, peak, forward, dense)
     methods["grad_attention"]["note"] = "after its own forward + backward with hooks on the attention outputs"
@@ -89,8 +88,12 @@ def _rollout_depths(bands, window: int) -> dict:
     out = {}
     for d in depths:
         seconds, peak = measure(lambda d=d: rollout(bands[-d:]))
-        out[d] = {"seconds": round(seconds, 3), "peak_extra_bytes": peak, "full_matrix_nonzeros": nonzeros[d - 1],
-                  "full_matrix_float32_bytes": nonzeros[d - 1] * 4}  # fmt: skip
+        out[d] = {
+            "seconds": round(seconds, 3),
+            "peak_extra_bytes": peak,
+            "full_matrix_nonzeros": nonzeros[d - 1],
+            "full_matrix_float32_bytes": nonzeros[d - 1] * 4,
+        }
     return out
 
 

@@ -68,16 +68,36 @@ def bench_explorer(n: int = 4096, top_ks=(1, 3, 5)) -> dict:
         views = compute_views(bands, importance, k)
         views_s = time.perf_counter() - t0
         doc = ExplorerDocument(
-            example_id="bench", title="bench", info={}, tokens=tokens, starts_word=[True] * length,
-            special=np.zeros(length, dtype=bool), attribution=np.zeros(length, dtype=np.float32),
-            evidence=np.zeros(length, dtype=bool), importance=importance.numpy(), views=views, provenance={},
-        )  # fmt: skip
+            example_id="bench",
+            title="bench",
+            info={},
+            tokens=tokens,
+            starts_word=[True] * length,
+            special=np.zeros(length, dtype=bool),
+            attribution=np.zeros(length, dtype=np.float32),
+            evidence=np.zeros(length, dtype=bool),
+            importance=importance.numpy(),
+            views=views,
+            provenance={},
+        )
         t0 = time.perf_counter()
         meta, blob = payload(doc)
         page = render_explorer(meta, blob)
         encode_s = time.perf_counter() - t0
-        rows.append({"top_k": k, "page_mb": round(len(page.encode()) / 1e6, 2),
-                     "data_deflated_mb": round(len(blob) / 1e6, 2), "views_s": round(views_s, 1),
-                     "encode_s": round(encode_s, 1)})  # fmt: skip
-    return {"tokens": length, "heads": 144, "views": len(views.received), "forward_s": round(forward_s, 1),
-            "target_mb": 10.0, "pages": rows}  # fmt: skip
+        rows.append(
+            {
+                "top_k": k,
+                "page_mb": round(len(page.encode()) / 1e6, 2),
+                "data_deflated_mb": round(len(blob) / 1e6, 2),
+                "views_s": round(views_s, 1),
+                "encode_s": round(encode_s, 1),
+            }
+        )
+    return {
+        "tokens": length,
+        "heads": 144,
+        "views": len(views.received),
+        "forward_s": round(forward_s, 1),
+        "target_mb": 10.0,
+        "pages": rows,
+    }

@@ -24,14 +24,26 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
     rows = []
     for n in lengths:
         g = torch.Generator().manual_seed(n)
-        ids = [torch.cat([torch.tensor([101]), torch.randint(2000, 20000, (n - 2,), generator=g), torch.tensor([102])])
-               for _ in range(2)]  # fmt: skip
-        (xa, ra), (xb, rb) = [(encoder.representation(i), encoder.representation(encoder.reference_ids(i)))
-                              for i in ids]  # fmt: skip
-        res, seconds, peak = measured(partial(attribute_pair, encoder.pool, xa, ra, xb, rb, n_steps, ("cosine", "dot"),
-                                              chunk))  # fmt: skip
-        rows.append({"tokens_per_text": n, "n_steps": n_steps, "layer": layer, "chunk": chunk,
-                     "seconds_per_pair": round(seconds, 2), "peak_extra_bytes": peak,
-                     "attribution_error": {k: r.error for k, r in res.items()},
-                     "target": {k: r.target for k, r in res.items()}})  # fmt: skip
+        ids = [
+            torch.cat([torch.tensor([101]), torch.randint(2000, 20000, (n - 2,), generator=g), torch.tensor([102])])
+            for _ in range(2)
+        ]
+        (xa, ra), (xb, rb) = [
+            (encoder.representation(i), encoder.representation(encoder.reference_ids(i))) for i in ids
+        ]
+        res, seconds, peak = measured(
+            partial(attribute_pair, encoder.pool, xa, ra, xb, rb, n_steps, ("cosine", "dot"), chunk)
+        )
+        rows.append(
+            {
+                "tokens_per_text": n,
+                "n_steps": n_steps,
+                "layer": layer,
+                "chunk": chunk,
+                "seconds_per_pair": round(seconds, 2),
+                "peak_extra_bytes": peak,
+                "attribution_error": {k: r.error for k, r in res.items()},
+                "target": {k: r.target for k, r in res.items()},
+            }
+        )
     return rows

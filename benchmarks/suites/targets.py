@@ -45,8 +45,9 @@ def _median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def bench_length(cfg: ModelConfig, length: int, n_steps: int = 32, internal_batch_size: int = 8,
-                 repeats: int = 1) -> dict:  # fmt: skip
+def bench_length(
+    cfg: ModelConfig, length: int, n_steps: int = 32, internal_batch_size: int = 8, repeats: int = 1
+) -> dict:
     """IG and AttnLRP of 1 and :data:`N_LABELS` labels of one random document of ``length`` tokens."""
     cfg = ModelConfig.from_dict({**cfg.to_dict(), "max_length": length})
     model, tokenizer = build_base_model(cfg, MULTILABEL.n_outputs(N_LABELS))
@@ -59,8 +60,15 @@ def bench_length(cfg: ModelConfig, length: int, n_steps: int = 32, internal_batc
 
     def ig(k: int):
         for target in range(k):
-            attribute_example(model, inputs, target, min_steps=n_steps, max_steps=n_steps, tolerance=None,
-                              internal_batch_size=internal_batch_size)  # fmt: skip
+            attribute_example(
+                model,
+                inputs,
+                target,
+                min_steps=n_steps,
+                max_steps=n_steps,
+                tolerance=None,
+                internal_batch_size=internal_batch_size,
+            )
 
     def lrp(k: int):
         for target in range(k):
@@ -71,8 +79,11 @@ def bench_length(cfg: ModelConfig, length: int, n_steps: int = 32, internal_batc
         fn(1)  # warm-up: allocator and kernel caches
         one = _median_seconds(lambda fn=fn: fn(1), repeats)
         many = _median_seconds(lambda fn=fn: fn(N_LABELS), repeats)
-        out[name] = {"one_label_s": round(one, 3), f"{N_LABELS}_labels_s": round(many, 3),
-                     "ratio_k_over_one": round(many / one, 3)}  # fmt: skip
+        out[name] = {
+            "one_label_s": round(one, 3),
+            f"{N_LABELS}_labels_s": round(many, 3),
+            "ratio_k_over_one": round(many / one, 3),
+        }
     out["qa"] = bench_span(cfg, ids, n_steps, internal_batch_size, repeats)
     return out
 
@@ -91,10 +102,16 @@ def bench_span(cfg: ModelConfig, ids: list[int], n_steps: int, internal_batch_si
         inputs = prepare_inputs(reader, tokenizer, question)
         calls = {
             "ig": lambda reader=reader, inputs=inputs, target=target: attribute_example(
-                reader, inputs, target, min_steps=n_steps, max_steps=n_steps, tolerance=None,
-                internal_batch_size=internal_batch_size),
+                reader,
+                inputs,
+                target,
+                min_steps=n_steps,
+                max_steps=n_steps,
+                tolerance=None,
+                internal_batch_size=internal_batch_size,
+            ),
             "attnlrp": lambda reader=reader, inputs=inputs, target=target: attnlrp(reader, inputs, target),
-        }  # fmt: skip
+        }
         for name, fn in calls.items():
             fn()  # warm-up
             out.setdefault(name, {})[f"{task}_s"] = round(_median_seconds(fn, repeats), 3)

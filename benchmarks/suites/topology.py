@@ -45,12 +45,18 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
         result = example_topology(pooled, unit_frequencies(ids[0].tolist(), unit_of), cfg)
         topo_s = time.perf_counter() - t0
         peak = (rss_kib("VmHWM") - before) * 1024 if measured else None
-        rows.append({
-            "tokens": n, "units": int(unit_of.max()) + 1, "forward_with_attentions_s": round(forward_s, 3),
-            "pooling_s": round(pool_s, 3), "mi_and_persistence_s": round(topo_s, 3),
-            "topology_s_per_example": round(pool_s + topo_s, 3), "peak_extra_bytes": peak,
-            "h1_bars": {est: len(r[2][1]) for est, r in result.items()},
-        })  # fmt: skip
+        rows.append(
+            {
+                "tokens": n,
+                "units": int(unit_of.max()) + 1,
+                "forward_with_attentions_s": round(forward_s, 3),
+                "pooling_s": round(pool_s, 3),
+                "mi_and_persistence_s": round(topo_s, 3),
+                "topology_s_per_example": round(pool_s + topo_s, 3),
+                "peak_extra_bytes": peak,
+                "h1_bars": {est: len(r[2][1]) for est, r in result.items()},
+            }
+        )
         del bands
     # all-pairs bottleneck on realistic diagrams: 100 texts' H0 and H1 at 512 tokens' worth of units
     rng = np.random.default_rng(0)

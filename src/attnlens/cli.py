@@ -46,12 +46,20 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("--model", required=True, help="a classifier folder, a run's results/ or a hub id")
     cmd.add_argument("--out", default=None, help="output folder (default: explained-<file stem>)")
     cmd.add_argument("--config", default=None, help="a pipeline config whose sections apply (default: defaults)")
-    cmd.add_argument("--label", default=None, help="the true label, when known: a class index or name, a "
-                     "regression's value, or a multi-label document's labels as a|b")  # fmt: skip
-    cmd.add_argument("--target", default=None, help="the output to explain, index or name (default: the one "
-                     "attribution.target picks)")  # fmt: skip
-    cmd.add_argument("--question", default=None, help="the question a question-answering model answers from the "
-                     "file (its context)")  # fmt: skip
+    cmd.add_argument(
+        "--label",
+        default=None,
+        help="the true label, when known: a class index or name, a "
+        "regression's value, or a multi-label document's labels as a|b",
+    )
+    cmd.add_argument(
+        "--target",
+        default=None,
+        help="the output to explain, index or name (default: the one attribution.target picks)",
+    )
+    cmd.add_argument(
+        "--question", default=None, help="the question a question-answering model answers from the file (its context)"
+    )
     cmd.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return top
 
@@ -70,8 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         target = int(args.target) if args.target is not None and args.target.isdigit() else args.target
         out = Path(args.out or f"explained-{name}")
         check_out_folder(out)  # before the model loads, as the empty text
-        doc = explain(text, load(args.model, args.device), config=args.config, label=label, target=target,
-                      question=args.question, example_id=name)  # fmt: skip
+        doc = explain(
+            text,
+            load(args.model, args.device),
+            config=args.config,
+            label=label,
+            target=target,
+            question=args.question,
+            example_id=name,
+        )
         paths = doc.save(out)
     except InputError as err:
         print(f"attnlens: error: {err}", file=sys.stderr)

@@ -48,10 +48,11 @@ def resolve_device(requested: str = "auto") -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (device.index or 0) >= count:
             raise InputError(
-                "config", "model.device",
+                "config",
+                "model.device",
                 f"expected a CUDA device this job can see, got {requested!r} with {count} visible "
                 "(set model.device: auto or cpu, or run the job on a GPU node)",
-            )  # fmt: skip
+            )
     log.info(
         "device: %s (model.device %s)%s",
         device,
@@ -72,8 +73,9 @@ def place(model: torch.nn.Module, requested: str = "auto") -> torch.device:
 HALF_PRECISIONS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def autocast_dtype(device: torch.device | str, precision: bool | str, where: str = "attribution.autocast"
-                   ) -> torch.dtype | None:  # fmt: skip
+def autocast_dtype(
+    device: torch.device | str, precision: bool | str, where: str = "attribution.autocast"
+) -> torch.dtype | None:
     """The autocast dtype a setting asks for on ``device``, ``None`` for float32: ``false`` → ``None``; ``true`` or
     ``fp16`` → ``torch.float16``; ``bf16`` → ``torch.bfloat16`` (a card without it is a config error naming
     ``where``); ``auto`` → bfloat16 where the card has it (its exponent range: no overflow of a float16), else
@@ -120,8 +122,14 @@ def batch_fitting(free: int, first: int, per_item: int, most: int, share: float 
     return max(1, min(most, 1 + extra))
 
 
-def batch_size(requested: int | str, device: torch.device | str, probe: Callable[[int], object], most: int,
-               what: str, cpu: int = CPU_BATCH) -> tuple[int, dict]:  # fmt: skip
+def batch_size(
+    requested: int | str,
+    device: torch.device | str,
+    probe: Callable[[int], object],
+    most: int,
+    what: str,
+    cpu: int = CPU_BATCH,
+) -> tuple[int, dict]:
     """A stage's batch: an integer as configured; ``auto`` → ``cpu`` items off a card (:data:`CPU_BATCH`), and on a
     card the most items its free memory holds, measured, not guessed: ``probe(1)`` and ``probe(2)`` (a batch of one
     and of two of the job's longest item) give the memory of the first item and of each further one
@@ -145,7 +153,19 @@ def batch_size(requested: int | str, device: torch.device | str, probe: Callable
     free, total = torch.cuda.mem_get_info(device)
     per_item = max(peaks[2] - peaks[1], 1)
     batch = batch_fitting(free, peaks[1], per_item, most)
-    log.info("%s: %d per batch (%.0f MiB the first, %.0f MiB each further; %.0f of %.0f MiB free)", what, batch,
-             peaks[1] / 2**20, per_item / 2**20, free / 2**20, total / 2**20)  # fmt: skip
-    return batch, {"batch": batch, "how": f"auto: {MEMORY_SHARE:.0%} of the card's free memory",
-                   "bytes_first": int(peaks[1]), "bytes_per_item": int(per_item), "free_bytes": int(free)}  # fmt: skip
+    log.info(
+        "%s: %d per batch (%.0f MiB the first, %.0f MiB each further; %.0f of %.0f MiB free)",
+        what,
+        batch,
+        peaks[1] / 2**20,
+        per_item / 2**20,
+        free / 2**20,
+        total / 2**20,
+    )
+    return batch, {
+        "batch": batch,
+        "how": f"auto: {MEMORY_SHARE:.0%} of the card's free memory",
+        "bytes_first": int(peaks[1]),
+        "bytes_per_item": int(per_item),
+        "free_bytes": int(free),
+    }

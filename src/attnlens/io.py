@@ -201,8 +201,12 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _inert_cell(value: Any) -> Any:
-    if (isinstance(value, str) and value.startswith(_FORMULA_START) and value not in ("-", "+", "@")
-            and not _NUMBER.fullmatch(value)):  # fmt: skip
+    if (
+        isinstance(value, str)
+        and value.startswith(_FORMULA_START)
+        and value not in ("-", "+", "@")
+        and not _NUMBER.fullmatch(value)
+    ):
         return "'" + value
     return value
 

@@ -101,10 +101,17 @@ def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
     weights = {f"model.{k}": v.contiguous() for k, v in base.state_dict().items()}
     weights["score.weight"] = score.weight.detach().contiguous()
     record = {
-        "family": family, "lxt": "2.1", "transformers": transformers.__version__, "torch": torch.__version__,
-        "settings": settings, "num_labels": LABELS, "input_ids": IDS, "target": TARGET,
-        "logit": float(logit.detach()), "relevance": [float(r) for r in relevances],
-    }  # fmt: skip
+        "family": family,
+        "lxt": "2.1",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "settings": settings,
+        "num_labels": LABELS,
+        "input_ids": IDS,
+        "target": TARGET,
+        "logit": float(logit.detach()),
+        "relevance": [float(r) for r in relevances],
+    }
     return record, weights
 
 

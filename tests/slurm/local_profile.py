@@ -27,13 +27,21 @@ def local_profile(max_threads: int = 2, mem_mb: int = 2500) -> dict:
     for values in profile["set-resources"].values():
         values.update(node)
     profile.pop("set-threads", None)
-    profile.update({
-        "max-threads": max_threads,  # a rule asking for more CPUs than the node has would never be scheduled
-        "jobs": 4, "retries": 0, "keep-going": False, "latency-wait": 5, "slurm-requeue": False,
-        "slurm-no-account": True, "slurm-status-command": "squeue",
-        "slurm-init-seconds-before-status-checks": 2, "seconds-between-status-checks": 2,
-        "slurm-keep-successful-logs": True,  # one log per SLURM job id, kept as the record of what ran where
-    })  # fmt: skip
+    profile.update(
+        {
+            "max-threads": max_threads,  # a rule asking for more CPUs than the node has would never be scheduled
+            "jobs": 4,
+            "retries": 0,
+            "keep-going": False,
+            "latency-wait": 5,
+            "slurm-requeue": False,
+            "slurm-no-account": True,
+            "slurm-status-command": "squeue",
+            "slurm-init-seconds-before-status-checks": 2,
+            "seconds-between-status-checks": 2,
+            "slurm-keep-successful-logs": True,  # one log per SLURM job id, kept as the record of what ran where
+        }
+    )
     return profile
 
 

@@ -127,8 +127,9 @@ class DocumentExplanation:
     @property
     def outcome(self) -> Outcome:
         """The document's outcome as its task reads it (:meth:`attnlens.tasks.Task.outcome`)."""
-        return get_task(self.task).outcome(self.label, self.attribution["probs"], int(self.attribution["target"]),
-                                           self.class_names)  # fmt: skip
+        return get_task(self.task).outcome(
+            self.label, self.attribution["probs"], int(self.attribution["target"]), self.class_names
+        )
 
     @property
     def probabilities(self) -> dict[str, float]:
@@ -185,8 +186,10 @@ class DocumentExplanation:
         if HTML is None:
             raise InputError("IPython", "show()", "expected Jupyter (IPython) for an inline page; use save() instead")
         srcdoc = self.html().replace("&", "&amp;").replace('"', "&quot;")
-        frame = (f'<iframe srcdoc="{srcdoc}" style="width:100%;height:{int(height)}px;border:0" '
-                 f'sandbox="allow-scripts" title="{file_stem(self.example_id)}"></iframe>')  # fmt: skip
+        frame = (
+            f'<iframe srcdoc="{srcdoc}" style="width:100%;height:{int(height)}px;border:0" '
+            f'sandbox="allow-scripts" title="{file_stem(self.example_id)}"></iframe>'
+        )
         with warnings.catch_warnings():  # IPython suggests IFrame, which takes a URL: the page is inline here
             warnings.filterwarnings("ignore", "Consider using IPython.display.IFrame", UserWarning)
             return HTML(frame)
@@ -195,15 +198,24 @@ class DocumentExplanation:
         """The document's numbers as plain JSON types (what ``python -m attnlens explain`` writes)."""
         fixed = self.similarity[(self.similarity["mode"] == "fixed") & (self.similarity["mask"] == "fixed")]
         return {
-            "example_id": self.example_id, "model": self.model, "classes": self.class_names,
-            "prediction": self.prediction, "probabilities": self.probabilities, "target": self.target,
-            "ig": {"delta": float(self.attribution["delta"]), "gap": float(self.attribution["gap"]),
-                   "n_steps": int(self.attribution["n_steps"]), "converged": bool(self.attribution["converged"])},
+            "example_id": self.example_id,
+            "model": self.model,
+            "classes": self.class_names,
+            "prediction": self.prediction,
+            "probabilities": self.probabilities,
+            "target": self.target,
+            "ig": {
+                "delta": float(self.attribution["delta"]),
+                "gap": float(self.attribution["gap"]),
+                "n_steps": int(self.attribution["n_steps"]),
+                "converged": bool(self.attribution["converged"]),
+            },
             "tokens": self.to_frame().reset_index().to_dict(orient="list"),
             "similarity": fixed.drop(columns=["example_id"]).to_dict(orient="records"),
-            "input": self.reading, "notes": self.notes,
+            "input": self.reading,
+            "notes": self.notes,
             "seconds": self.seconds,
-        }  # fmt: skip
+        }
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write the document's artifacts in the pipeline's formats into ``out_dir``: ``attributions.parquet``
@@ -238,9 +250,12 @@ class DocumentExplanation:
             provenance(EXPLANATIONS_SCHEMA, s.explanations.to_dict(), None, **common),
             EXPLANATION_TYPES,
         )
-        save_parquet(self.similarity, paths["similarity"],
-                     provenance(SIMILARITY_SCHEMA, s.similarity.to_dict(), s.similarity.seed, **common),
-                     SIMILARITY_TYPES)  # fmt: skip
+        save_parquet(
+            self.similarity,
+            paths["similarity"],
+            provenance(SIMILARITY_SCHEMA, s.similarity.to_dict(), s.similarity.seed, **common),
+            SIMILARITY_TYPES,
+        )
         ids = torch.tensor(self.input_ids, dtype=torch.int32)
         save_tensors(
             band_tensors(self.example_id, ids, self._layers),
@@ -280,8 +295,10 @@ class DocumentExplanation:
         return f"<DocumentExplanation {self.summary()}>"
 
     def _repr_html_(self) -> str:
-        return (f"<b>{html.escape(self.summary())}</b><br><code>.to_frame()</code> <code>.agreement()</code> "
-                "<code>.show()</code> <code>.save(dir)</code>")  # fmt: skip
+        return (
+            f"<b>{html.escape(self.summary())}</b><br><code>.to_frame()</code> <code>.agreement()</code> "
+            "<code>.show()</code> <code>.save(dir)</code>"
+        )
 
 
 def check_out_folder(out: Path) -> None:

@@ -172,57 +172,129 @@ def explain(
     elif s.attribution.target == "true" and true_label is None:
         raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
     else:
-        target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL,
-                              probs)[0]  # the headline target  # fmt: skip
+        target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL, probs)[
+            0
+        ]  # the headline target
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, model_device)
     a = s.attribution
-    lo, hi = step_range(showcased, showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
-                        max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    internal, _ = internal_batch(a.steps_per_pass, model, inputs, target, a.autocast,
-                                 showcase_steps=a.showcase_steps, adaptive=a.adaptive, min_steps=a.min_steps,
-                                 max_steps=a.max_steps, n_steps=a.n_steps)  # fmt: skip
-    res = attribute_example(model, inputs, target, min_steps=lo, max_steps=hi, tolerance=a.tolerance,
-                            internal_batch_size=internal, autocast=a.autocast)  # fmt: skip
+    lo, hi = step_range(
+        showcased,
+        showcase_steps=a.showcase_steps,
+        adaptive=a.adaptive,
+        min_steps=a.min_steps,
+        max_steps=a.max_steps,
+        n_steps=a.n_steps,
+    )
+    internal, _ = internal_batch(
+        a.steps_per_pass,
+        model,
+        inputs,
+        target,
+        a.autocast,
+        showcase_steps=a.showcase_steps,
+        adaptive=a.adaptive,
+        min_steps=a.min_steps,
+        max_steps=a.max_steps,
+        n_steps=a.n_steps,
+    )
+    res = attribute_example(
+        model,
+        inputs,
+        target,
+        min_steps=lo,
+        max_steps=hi,
+        tolerance=a.tolerance,
+        internal_batch_size=internal,
+        autocast=a.autocast,
+    )
     synchronize(model_device)
     seconds["ig"] = time.perf_counter() - t0
-    row = attribution_row(example_id, ids, res, task.NO_LABEL if true_label is None else true_label,
-                          kind, showcased, seconds["ig"])  # fmt: skip
+    row = attribution_row(
+        example_id, ids, res, task.NO_LABEL if true_label is None else true_label, kind, showcased, seconds["ig"]
+    )
 
     t0 = time.perf_counter()
     e = s.explanations
     keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
     copies, _ = occlusion_batch(e.copies_per_pass, e.methods, model, model_device, [ids])
-    explained = explain_example(model, inputs, res.target, e.methods, layers=e.layers,
-                                tokens=tokenizer.convert_ids_to_tokens(ids), special=special,
-                                pad_id=tokenizer.pad_token_id, occlusion_max_tokens=e.occlusion_max_tokens,
-                                batch_size=copies)  # fmt: skip
+    explained = explain_example(
+        model,
+        inputs,
+        res.target,
+        e.methods,
+        layers=e.layers,
+        tokens=tokenizer.convert_ids_to_tokens(ids),
+        special=special,
+        pad_id=tokenizer.pad_token_id,
+        occlusion_max_tokens=e.occlusion_max_tokens,
+        batch_size=copies,
+    )
     seconds["explanations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     n_layers, n_heads = received.shape[:2]
     weights = _importance(importance if importance is not None else clf.importance_path, n_layers, n_heads)
     sim = s.similarity
-    similarity = compare_example(example_id, row["scores"], received, weights, keep, special,
-                                 n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,
-                                 seed=sim.seed, legacy_sort=sim.legacy_sort, target=target)  # fmt: skip
+    similarity = compare_example(
+        example_id,
+        row["scores"],
+        received,
+        weights,
+        keep,
+        special,
+        n_permutations=sim.n_permutations,
+        top_fraction=sim.top_fraction,
+        rbo_p=sim.rbo_p,
+        seed=sim.seed,
+        legacy_sort=sim.legacy_sort,
+        target=target,
+    )
     seconds["similarity"] = time.perf_counter() - t0
 
     prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)
     prov.pop("created")
     example = {"example_id": example_id, "label": true_label}
-    page = document_for(example, ["document"], layers, ids, row, torch.from_numpy(weights[s.explorer.importance]),
-                        tokenizer, clf.class_names, None, s.explorer.top_k, prov, explained.scores,
-                        notes=notes, task=task)  # fmt: skip
+    page = document_for(
+        example,
+        ["document"],
+        layers,
+        ids,
+        row,
+        torch.from_numpy(weights[s.explorer.importance]),
+        tokenizer,
+        clf.class_names,
+        None,
+        s.explorer.top_k,
+        prov,
+        explained.scores,
+        notes=notes,
+        task=task,
+    )
     return DocumentExplanation(
-        example_id=example_id, text=text, input_ids=ids, tokens=page.tokens, special=special,
-        class_names=clf.class_names, label=true_label, attribution=row, received=received,
-        partners={k: v.numpy() for k, v in summary.items()}, methods=dict(explained.scores),
-        explanation=explanation_rows(example_id, ids, res.target, explained, e.methods), similarity=similarity,
-        importance=weights, page=page, settings=s, model=clf.source, seconds=seconds, reading=reading, notes=notes,
+        example_id=example_id,
+        text=text,
+        input_ids=ids,
+        tokens=page.tokens,
+        special=special,
+        class_names=clf.class_names,
+        label=true_label,
+        attribution=row,
+        received=received,
+        partners={k: v.numpy() for k, v in summary.items()},
+        methods=dict(explained.scores),
+        explanation=explanation_rows(example_id, ids, res.target, explained, e.methods),
+        similarity=similarity,
+        importance=weights,
+        page=page,
+        settings=s,
+        model=clf.source,
+        seconds=seconds,
+        reading=reading,
+        notes=notes,
         task=task.name,
         _layers=layers,
-    )  # fmt: skip
+    )
 
 
 def _importance(source, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
@@ -231,7 +303,10 @@ def _importance(source, n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
     weights = dict(source) if isinstance(source, Mapping) else load_importance_modes(source, MODES)
     for mode in MODES:
         if mode not in weights or np.shape(weights[mode]) != (n_layers, n_heads):
-            raise InputError(str(source) if not isinstance(source, Mapping) else "importance", mode,
-                             f"expected a ({n_layers}, {n_heads}) head-importance matrix")  # fmt: skip
+            raise InputError(
+                str(source) if not isinstance(source, Mapping) else "importance",
+                mode,
+                f"expected a ({n_layers}, {n_heads}) head-importance matrix",
+            )
         weights[mode] = np.asarray(weights[mode], dtype=np.float64)
     return weights

@@ -125,8 +125,11 @@ class FullLayer:
         if out is None:
             scores = query @ keys
         else:
-            scores = torch.bmm(query, keys, out=out[: query.shape[0] * query.shape[1] * (hi - lo)].view(
-                query.shape[0], query.shape[1], hi - lo))  # fmt: skip
+            scores = torch.bmm(
+                query,
+                keys,
+                out=out[: query.shape[0] * query.shape[1] * (hi - lo)].view(query.shape[0], query.shape[1], hi - lo),
+            )
         scores = scores.view(self.heads, rows, hi - lo)
         if self.causal:
             _mask_unreachable(scores, start, lo, self.window)
@@ -251,8 +254,9 @@ def received(layer: FullLayer) -> torch.Tensor:
     return summaries(layer, None)["received"]
 
 
-def weighted_received(layer: FullLayer, query_weight: torch.Tensor | None = None,
-                      key_weight: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def weighted_received(
+    layer: FullLayer, query_weight: torch.Tensor | None = None, key_weight: torch.Tensor | None = None
+) -> torch.Tensor:
     """``(heads, n)`` ``Σ_i w_i A[i, j] u_j``, per-query ``w`` and per-key ``u`` each ``(heads | 1, n)``."""
     dtype = layer.dtype if query_weight is None else torch.promote_types(layer.dtype, query_weight.dtype)
     out = torch.zeros(layer.heads, layer.n, dtype=dtype, device=layer.device)
@@ -288,9 +292,13 @@ def summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
     received64 = np.zeros((heads, n), dtype=np.float64)
 
     def topk_state() -> tuple[np.ndarray, ...]:
-        return (np.full((heads, n, k), -1, dtype=np.int32), np.zeros((heads, n, k), dtype=value_dtype),
-                np.zeros((heads, n), dtype=np.int64), np.zeros((heads, n), dtype=value_dtype),
-                np.full((heads, n), -1, dtype=np.int32))  # fmt: skip
+        return (
+            np.full((heads, n, k), -1, dtype=np.int32),
+            np.zeros((heads, n, k), dtype=value_dtype),
+            np.zeros((heads, n), dtype=np.int64),
+            np.zeros((heads, n), dtype=value_dtype),
+            np.full((heads, n), -1, dtype=np.int32),
+        )
 
     rows, cols = (topk_state(), topk_state()) if k is not None else (None, None)
     with torch.no_grad():

@@ -181,12 +181,21 @@ def _full_block(probs, bits, inf_bits, start, lo, width, received, row_state, co
                 for j in range(width):
                     rec[j] += p_row[j]
             continue
-        r_idx, r_val, r_count, r_thr_v, r_thr_p = (row_state[0][h], row_state[1][h], row_state[2][h],
-                                                   row_state[3][h], row_state[4][h])  # fmt: skip
+        r_idx, r_val, r_count, r_thr_v, r_thr_p = (
+            row_state[0][h],
+            row_state[1][h],
+            row_state[2][h],
+            row_state[3][h],
+            row_state[4][h],
+        )
         hi = lo + width  # the keys' states from key lo on: index j is key lo + j
-        c_idx, c_val, c_count, c_thr_v, c_thr_p = (col_state[0][h, lo:hi], col_state[1][h, lo:hi],
-                                                   col_state[2][h, lo:hi], col_state[3][h, lo:hi],
-                                                   col_state[4][h, lo:hi])  # fmt: skip
+        c_idx, c_val, c_count, c_thr_v, c_thr_p = (
+            col_state[0][h, lo:hi],
+            col_state[1][h, lo:hi],
+            col_state[2][h, lo:hi],
+            col_state[3][h, lo:hi],
+            col_state[4][h, lo:hi],
+        )
         chunk_max = np.empty(n_chunks, dtype=bits.dtype)
         best = np.empty(k, dtype=bits.dtype)
         reaches = np.zeros(n_words * 8, dtype=np.uint8)
@@ -263,8 +272,9 @@ def full_block_kernel(probs, start, length, received, row_state=None, col_state=
     if row_state is None:
         idx, val = np.full((1, 1, 1), -1, np.int32), np.zeros((1, 1, 1), probs.dtype)
         state = (idx, val, np.zeros((1, 1), np.int64), np.zeros((1, 1), probs.dtype), np.zeros((1, 1), np.int32))
-        _full_block(probs, probs[:1, :1, :1].view(bits), inf_bits, start, first_key, width, received, state, state,
-                    False)  # fmt: skip
+        _full_block(
+            probs, probs[:1, :1, :1].view(bits), inf_bits, start, first_key, width, received, state, state, False
+        )
         return
     _full_block(probs, probs.view(bits), inf_bits, start, first_key, width, received, row_state, col_state, True)
 

@@ -114,7 +114,7 @@ def load_summaries(paths: Sequence) -> AttentionSummaries:
                 name: t[f"query|{name}"][:, :, off[j] : off[j + 1]]
                 for name in prov.get("query_groups", [])
                 if int(t[f"query|{name}|rows"][j])
-            }  # fmt: skip
+            }
             examples[eid] = ExampleAttention(
                 eid, t["input_ids"][off[j] : off[j + 1]], t["received"][:, :, off[j] : off[j + 1]], topk, queries
             )

@@ -101,8 +101,7 @@ def band_topk_attending(band, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     query = c - half + torch.arange(band.window + 1, device=device)[None, :]
     ok = (query >= 0) & (query < length)
     ok &= band.query_ok[query.clamp(0, n - 1)] & ((c < length) & ~band.is_global[:, None])
-    positions = torch.cat([torch.where(ok, query, -1),
-                           torch.where(c < length, gpos[None, :nb], -1).expand(n, nb)], 1)  # fmt: skip
+    positions = torch.cat([torch.where(ok, query, -1), torch.where(c < length, gpos[None, :nb], -1).expand(n, nb)], 1)
     per_head = (n + band.window) * (band.window + 1) * band.local.element_size() + n * positions.shape[1] * 16
     for hs in band.head_chunks(per_head):
         scores = band.key_major(hs)
@@ -145,6 +144,10 @@ def full_summaries(layer, k: int | None) -> dict[str, torch.Tensor]:
             cols_idx[:, lo : lo + width], cols_val[:, lo : lo + width] = select_topk(scores, positions, k)
     out = {"received": received.to(layer.dtype)}
     if k is not None:
-        out |= {"attended_idx": rows_idx, "attended_val": rows_val, "attending_idx": cols_idx,
-                "attending_val": cols_val}  # fmt: skip
+        out |= {
+            "attended_idx": rows_idx,
+            "attended_val": rows_val,
+            "attending_idx": cols_idx,
+            "attending_val": cols_val,
+        }
     return out

@@ -32,14 +32,28 @@ EMBEDDING_LAYERS = ("word", "position", "token_type")
 #: Columns of an ``attribute`` shard, one row per example and explained target (an empty shard has them too):
 #: ``target`` is the column of ``F`` explained, ``target_rank`` its place among the document's targets (0: the
 #: headline target, the only one of a classification or a regression; :meth:`attnlens.tasks.Task.targets`).
-ATTRIBUTION_TYPES = pa.schema([
-    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("scores", pa.list_(pa.float64())),
-    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("n_steps", pa.int64()),
-    ("converged", pa.bool_()), ("rounds_steps", pa.list_(pa.int32())), ("rounds_delta", pa.list_(pa.float64())),
-    ("target", pa.int64()), ("target_rank", pa.int64()), ("target_kind", pa.string()), ("label", pa.int64()),
-    ("probs", pa.list_(pa.float64())), ("probs_baseline", pa.list_(pa.float64())), ("showcased", pa.bool_()),
-    ("seconds", pa.float64()),
-])  # fmt: skip
+ATTRIBUTION_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("input_ids", pa.list_(pa.int32())),
+        ("scores", pa.list_(pa.float64())),
+        ("delta", pa.float64()),
+        ("gap", pa.float64()),
+        ("relative_delta", pa.float64()),
+        ("n_steps", pa.int64()),
+        ("converged", pa.bool_()),
+        ("rounds_steps", pa.list_(pa.int32())),
+        ("rounds_delta", pa.list_(pa.float64())),
+        ("target", pa.int64()),
+        ("target_rank", pa.int64()),
+        ("target_kind", pa.string()),
+        ("label", pa.int64()),
+        ("probs", pa.list_(pa.float64())),
+        ("probs_baseline", pa.list_(pa.float64())),
+        ("showcased", pa.bool_()),
+        ("seconds", pa.float64()),
+    ]
+)
 
 
 ATTRIBUTION_COLUMNS = tuple(ATTRIBUTION_TYPES.names)
@@ -53,11 +67,21 @@ def attribution_types(task: Task) -> pa.Schema:
 
 
 #: Columns of ``attribute_embeddings``, one row per showcased example (``token_type``: legacy mode only).
-EMBEDDING_TYPES = pa.schema([
-    ("example_id", pa.string()), ("input_ids", pa.list_(pa.int32())), ("mode", pa.string()), ("target", pa.int64()),
-    ("word", pa.list_(pa.float64())), ("position", pa.list_(pa.float64())), ("token_type", pa.list_(pa.float64())),
-    ("delta", pa.float64()), ("gap", pa.float64()), ("relative_delta", pa.float64()), ("converged", pa.bool_()),
-])  # fmt: skip
+EMBEDDING_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("input_ids", pa.list_(pa.int32())),
+        ("mode", pa.string()),
+        ("target", pa.int64()),
+        ("word", pa.list_(pa.float64())),
+        ("position", pa.list_(pa.float64())),
+        ("token_type", pa.list_(pa.float64())),
+        ("delta", pa.float64()),
+        ("gap", pa.float64()),
+        ("relative_delta", pa.float64()),
+        ("converged", pa.bool_()),
+    ]
+)
 
 
 def l2_normalise(scores: np.ndarray) -> np.ndarray:
@@ -101,12 +125,21 @@ EXPLANATIONS_SCHEMA = "explanations/v3"
 #: Columns of an ``explain`` shard, one row per example, explained target and method (an empty shard has them too):
 #: ``target_rank`` as in :data:`ATTRIBUTION_TYPES` (0: the headline target, the only one unless
 #: ``explanations.targets`` is ``every``).
-EXPLANATION_TYPES = pa.schema([
-    ("example_id", pa.string()), ("method", pa.string()), ("input_ids", pa.list_(pa.int32())),
-    ("scores", pa.list_(pa.float64())), ("target", pa.int64()), ("target_rank", pa.int64()), ("seconds", pa.float64()),
-    ("forward_seconds", pa.float64()), ("n_forwards", pa.int64()), ("explained", pa.float64()),
-    ("delta", pa.float64()),
-])  # fmt: skip
+EXPLANATION_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("method", pa.string()),
+        ("input_ids", pa.list_(pa.int32())),
+        ("scores", pa.list_(pa.float64())),
+        ("target", pa.int64()),
+        ("target_rank", pa.int64()),
+        ("seconds", pa.float64()),
+        ("forward_seconds", pa.float64()),
+        ("n_forwards", pa.int64()),
+        ("explained", pa.float64()),
+        ("delta", pa.float64()),
+    ]
+)
 
 
 def load_explanations(paths: Sequence, every_target: bool = False) -> pd.DataFrame:

@@ -299,8 +299,16 @@ def steps_probe(model, inputs: Inputs, target: int, autocast: bool | str):
     measured with (:func:`attnlens.device.batch_size`)."""
 
     def probe(steps: int) -> None:
-        attribute_example(model, inputs, target, min_steps=steps, max_steps=steps, tolerance=None,
-                          internal_batch_size=steps, autocast=autocast)  # fmt: skip
+        attribute_example(
+            model,
+            inputs,
+            target,
+            min_steps=steps,
+            max_steps=steps,
+            tolerance=None,
+            internal_batch_size=steps,
+            autocast=autocast,
+        )
 
     return probe
 
@@ -398,8 +406,9 @@ def most_steps(**steps) -> int:
     return max(step_range(showcased, **steps)[1] for showcased in (False, True))
 
 
-def internal_batch(requested: int | str, model, inputs: Inputs, target: int, autocast: bool | str,
-                   **steps) -> tuple[int, dict]:  # fmt: skip
+def internal_batch(
+    requested: int | str, model, inputs: Inputs, target: int, autocast: bool | str, **steps
+) -> tuple[int, dict]:
     """IG's internal batch for a job (:func:`attnlens.device.batch_size`): ``requested``
     (``attribution.internal_batch_size``), or with ``auto`` the most steps of ``inputs`` (the job's longest example)
     the card holds, at most :func:`most_steps` of ``steps`` (:func:`step_range`'s keywords)."""

@@ -118,8 +118,20 @@ def summarise(
 
     Returns rows ``method, metric, group, n, mean, lo, hi, chance, versus, median_difference, p_value, note``.
     """
-    out_cols = ["method", "metric", "group", "n", "mean", "lo", "hi", "chance", "versus", "median_difference",
-                "p_value", "note"]  # fmt: skip
+    out_cols = [
+        "method",
+        "metric",
+        "group",
+        "n",
+        "mean",
+        "lo",
+        "hi",
+        "chance",
+        "versus",
+        "median_difference",
+        "p_value",
+        "note",
+    ]
     if per_example.empty:
         return pd.DataFrame(columns=out_cols)
     wide = per_example.set_index(["example_id", "method", "metric"])["value"].unstack(["method", "metric"])
@@ -150,6 +162,7 @@ def summarise(
             if not n:
                 notes.append(not_computable(0, "no example has this number"))
             note = "; ".join([*notes, test_note] if test_note else notes)
-            rows.append((method, metric.name, group[metric.name], n, m, a, b, chance.get(key, np.nan), versus,
-                         median, p, note))  # fmt: skip
+            rows.append(
+                (method, metric.name, group[metric.name], n, m, a, b, chance.get(key, np.nan), versus, median, p, note)
+            )
     return pd.DataFrame(rows, columns=out_cols)

@@ -137,14 +137,29 @@ def schema_lists() -> dict[str, tuple[list[str], list[str]]]:
 
 register(Method("attention_last", "raw attention, last layer", signed=False, needs="attention", cost="forward"))
 register(Method("attention_all", "raw attention, all layers", signed=False, needs="attention", cost="forward"))
-register(Method("value_norm", "value-norm weighted attention (Kobayashi et al. 2020)", signed=False,
-                needs="attention", cost="forward"))  # fmt: skip
-register(Method("rollout", "attention rollout (Abnar & Zuidema 2020)", signed=False, needs="attention",
-                cost="forward"))  # fmt: skip
-register(Method("grad_attention", "gradient-weighted attention", signed=True, needs="gradient",
-                cost="forward + backward"))  # fmt: skip
+register(
+    Method(
+        "value_norm",
+        "value-norm weighted attention (Kobayashi et al. 2020)",
+        signed=False,
+        needs="attention",
+        cost="forward",
+    )
+)
+register(Method("rollout", "attention rollout (Abnar & Zuidema 2020)", signed=False, needs="attention", cost="forward"))
+register(
+    Method("grad_attention", "gradient-weighted attention", signed=True, needs="gradient", cost="forward + backward")
+)
 register(Method("saliency", "saliency |∂F/∂e|", signed=False, needs="embedding_gradient", cost="forward + backward"))
 register(Method("grad_input", "gradient × input", signed=True, needs="embedding_gradient", cost="forward + backward"))
-register(Method("attnlrp", "AttnLRP (Achtibat et al. 2024)", signed=True, needs="own", cost="forward + backward",
-                conserves="logit"))  # fmt: skip
+register(
+    Method(
+        "attnlrp",
+        "AttnLRP (Achtibat et al. 2024)",
+        signed=True,
+        needs="own",
+        cost="forward + backward",
+        conserves="logit",
+    )
+)
 register(Method("occlusion", "sentence occlusion", signed=True, needs="own", cost="forward per span"))

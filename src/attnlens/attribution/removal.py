@@ -18,8 +18,14 @@ from attnlens.tasks import task_of
 
 
 @torch.no_grad()
-def readouts(model, sequences: list[list[int]], pad_id: int, batch_size: int, targets: Sequence[int | None],
-             global_tokens: list[list[int]] | None = None) -> np.ndarray:  # fmt: skip
+def readouts(
+    model,
+    sequences: list[list[int]],
+    pad_id: int,
+    batch_size: int,
+    targets: Sequence[int | None],
+    global_tokens: list[list[int]] | None = None,
+) -> np.ndarray:
     """``(len(sequences),)`` float64: each sequence's readout ``F`` (:meth:`attnlens.tasks.Task.outputs`: a class's
     softmax probability, a regression's value, an answer span's probability) at its own target, ``0`` where the
     target is ``None`` (removal took an answer span away whole); length-sorted batches, each sequence's global
@@ -86,8 +92,9 @@ def evaluate_example(
                     targets.append(task.kept_target(target, keep))
                 jobs.append((name, curve, f, count, cache[key]))
     chosen = [task.global_tokens(s, tokenizer) for s in seqs]
-    probs = readouts(model, seqs, model.config.pad_token_id, batch_size, targets,
-                     None if all(c is None for c in chosen) else chosen)  # fmt: skip
+    probs = readouts(
+        model, seqs, model.config.pad_token_id, batch_size, targets, None if all(c is None for c in chosen) else chosen
+    )
     return pd.DataFrame(
         [(name, curve, f, count, float(probs[j])) for name, curve, f, count, j in jobs],
         columns=["ranking", "curve", "fraction", "n_tokens", "prob"],

@@ -46,13 +46,23 @@ def rank_agreement(trained: np.ndarray, other: np.ndarray, content: np.ndarray) 
 
 
 def sanity_rows(
-    example_id: str, trained: dict[str, np.ndarray], randomised_scores: dict[str, dict[str, np.ndarray]],
-    content: np.ndarray, methods: Sequence[str],
-) -> list[dict]:  # fmt: skip
+    example_id: str,
+    trained: dict[str, np.ndarray],
+    randomised_scores: dict[str, dict[str, np.ndarray]],
+    content: np.ndarray,
+    methods: Sequence[str],
+) -> list[dict]:
     """One row per (level, method): the method's ρ between the trained model's scores and the level's."""
     rows = []
     for level, scores in randomised_scores.items():
         for method in methods:
-            rows.append({"example_id": example_id, "method": method, "level": level, "layers": layers_of(level),
-                         "spearman": rank_agreement(trained[method], scores[method], content)})  # fmt: skip
+            rows.append(
+                {
+                    "example_id": example_id,
+                    "method": method,
+                    "level": level,
+                    "layers": layers_of(level),
+                    "spearman": rank_agreement(trained[method], scores[method], content),
+                }
+            )
     return rows

@@ -122,8 +122,15 @@ def estimate_head_importance(
     n_heads = model.config.num_attention_heads
     arch = architecture(model)
     # a fused projection (ModernBERT's Wqkv) holds several groups: each parameter once
-    params = list({id(p): p for groups in arch.head_groups(model) for w, b, _ in groups.values()
-                   for p in (w, b) if p is not None}.values())  # fmt: skip
+    params = list(
+        {
+            id(p): p
+            for groups in arch.head_groups(model)
+            for w, b, _ in groups.values()
+            for p in (w, b)
+            if p is not None
+        }.values()
+    )
     legacy_sum = {id(p): torch.zeros_like(p, dtype=torch.float64) for p in params}
     n_layers = model.config.num_hidden_layers
     local = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=params[0].device)

@@ -72,12 +72,15 @@ def encode_examples(tokenizer, examples: pd.DataFrame, task: Task, max_length: i
     if second is None:
         enc = tokenizer(first, truncation=True, max_length=max_length, padding=False, return_offsets_mapping=True)
     else:
-        enc = tokenizer(first, second, truncation="only_second", max_length=max_length, padding=False,
-                        return_offsets_mapping=True)  # fmt: skip
+        enc = tokenizer(
+            first, second, truncation="only_second", max_length=max_length, padding=False, return_offsets_mapping=True
+        )
     texts, segment = (first, 0) if second is None else (second, 1)
     in_text = [np.array([s == segment for s in enc.sequence_ids(i)], dtype=bool) for i in range(len(first))]
-    offsets = [[(int(a), int(b)) if k else (0, 0) for (a, b), k in zip(row, mask, strict=True)]
-               for row, mask in zip(enc["offset_mapping"], in_text, strict=True)]  # fmt: skip
+    offsets = [
+        [(int(a), int(b)) if k else (0, 0) for (a, b), k in zip(row, mask, strict=True)]
+        for row, mask in zip(enc["offset_mapping"], in_text, strict=True)
+    ]
     encoded = Encoded(enc["input_ids"], tokenizer.pad_token_id, None, offsets, in_text, list(texts))
     chosen = [task.global_tokens(ids, tokenizer) for ids in encoded.input_ids]
     if all(c is None for c in chosen):

@@ -135,8 +135,10 @@ def train_classifier(
     task = task_of(model.config)
     train_enc = encode_examples(tokenizer, train_df, task)
     eval_enc = encode_examples(tokenizer, eval_df, task)
-    train_labels = {k: torch.from_numpy(np.array(v, copy=True))  # writable: a frame's column may not be
-                    for k, v in task.head_labels(train_df["label"].to_numpy(), train_enc).items()}  # fmt: skip
+    train_labels = {
+        k: torch.from_numpy(np.array(v, copy=True))  # writable: a frame's column may not be
+        for k, v in task.head_labels(train_df["label"].to_numpy(), train_enc).items()
+    }
     eval_labels = eval_df["label"].to_numpy().copy()
     n = len(train_df)
     # one process per GPU under `accelerate launch`: each step, process k takes the k-th of P consecutive

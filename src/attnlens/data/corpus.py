@@ -328,27 +328,67 @@ def generate_regression_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorp
 #: The labels of the multi-label corpus, each with its own ten phrases (the two fields' lists, split by topic).
 TOPIC_NAMES = ("machine_learning", "agents_and_reasoning", "types_and_semantics", "compilers_and_runtimes")
 _TOPICS = {
-    0: ("neural network", "gradient descent", "training data", "supervised learning", "backpropagation",
-        "deep learning", "transfer learning", "convolutional layers", "feature extraction", "image classification"),
-    1: ("reinforcement learning", "reward function", "policy network", "planning agent", "knowledge graph",
-        "bayesian inference", "language model", "attention mechanism", "adversarial examples",
-        "classification accuracy"),
-    2: ("type system", "lambda calculus", "operational semantics", "program verification", "type inference",
-        "denotational semantics", "dependent types", "refinement types", "memory safety", "pattern matching"),
-    3: ("compiler optimization", "abstract syntax tree", "garbage collection", "static analysis",
-        "intermediate representation", "register allocation", "parser combinators", "concurrent programs",
-        "source code", "functional programming"),
-}  # fmt: skip
+    0: (
+        "neural network",
+        "gradient descent",
+        "training data",
+        "supervised learning",
+        "backpropagation",
+        "deep learning",
+        "transfer learning",
+        "convolutional layers",
+        "feature extraction",
+        "image classification",
+    ),
+    1: (
+        "reinforcement learning",
+        "reward function",
+        "policy network",
+        "planning agent",
+        "knowledge graph",
+        "bayesian inference",
+        "language model",
+        "attention mechanism",
+        "adversarial examples",
+        "classification accuracy",
+    ),
+    2: (
+        "type system",
+        "lambda calculus",
+        "operational semantics",
+        "program verification",
+        "type inference",
+        "denotational semantics",
+        "dependent types",
+        "refinement types",
+        "memory safety",
+        "pattern matching",
+    ),
+    3: (
+        "compiler optimization",
+        "abstract syntax tree",
+        "garbage collection",
+        "static analysis",
+        "intermediate representation",
+        "register allocation",
+        "parser combinators",
+        "concurrent programs",
+        "source code",
+        "functional programming",
+    ),
+}
 
 #: ``CO_OCCURRENCE[a][b]``: the probability that a document whose first label is ``a`` also has label ``b``.
 #: Topics of one field (0–1: A.I.; 2–3: programming languages) co-occur often, across fields rarely, so the labels'
 #: evidence overlaps as real tags do (a paper on agents is often also on learning).
-CO_OCCURRENCE = np.array([
-    [0.0, 0.5, 0.1, 0.1],
-    [0.5, 0.0, 0.1, 0.1],
-    [0.1, 0.1, 0.0, 0.5],
-    [0.1, 0.1, 0.5, 0.0],
-])  # fmt: skip
+CO_OCCURRENCE = np.array(
+    [
+        [0.0, 0.5, 0.1, 0.1],
+        [0.5, 0.0, 0.1, 0.1],
+        [0.1, 0.1, 0.0, 0.5],
+        [0.1, 0.1, 0.5, 0.0],
+    ]
+)
 
 
 def generate_multilabel_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
@@ -403,20 +443,51 @@ def generate_multilabel_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorp
 
 #: Question answering: invented systems (the entities), what the questions call them (a description a supporting
 #: sentence resolves to one entity), and the relations a question asks about, with the answers each can have.
-QA_ENTITIES = ("Falcon", "Heron", "Osprey", "Kestrel", "Merlin", "Plover", "Wren", "Finch", "Tern", "Ibis", "Egret",
-               "Avocet")  # fmt: skip
+QA_ENTITIES = (
+    "Falcon",
+    "Heron",
+    "Osprey",
+    "Kestrel",
+    "Merlin",
+    "Plover",
+    "Wren",
+    "Finch",
+    "Tern",
+    "Ibis",
+    "Egret",
+    "Avocet",
+)
 QA_THINGS = ("compiler", "scheduler", "theorem prover", "type checker", "parser generator", "garbage collector")
 QA_PLACES = ("Lund", "Delft", "Turku", "Brno", "Graz", "Aarhus", "Leiden", "Uppsala")
 QA_RELATIONS = {
     # relation: (question, fact sentence, answers)
-    "designer": ("Who designed {d}?", "{e} was designed by {a}.",
-                 ("Ada Byrne", "Otto Lind", "Mira Kovac", "Jonas Ek", "Lena Moll", "Ivo Petrak", "Sara Holm",
-                  "Tomas Berg", "Nina Roth", "Karl Vos")),
-    "year": ("When was {d} first released?", "{e} was first released in {a}.",
-             tuple(str(y) for y in range(1971, 2020, 3))),
-    "language": ("Which language is {d} written in?", "{e} is written in {a}.",
-                 ("OCaml", "Haskell", "Rust", "Scheme", "Prolog", "Fortran", "Smalltalk", "Erlang", "Ada", "Lisp")),
-}  # fmt: skip
+    "designer": (
+        "Who designed {d}?",
+        "{e} was designed by {a}.",
+        (
+            "Ada Byrne",
+            "Otto Lind",
+            "Mira Kovac",
+            "Jonas Ek",
+            "Lena Moll",
+            "Ivo Petrak",
+            "Sara Holm",
+            "Tomas Berg",
+            "Nina Roth",
+            "Karl Vos",
+        ),
+    ),
+    "year": (
+        "When was {d} first released?",
+        "{e} was first released in {a}.",
+        tuple(str(y) for y in range(1971, 2020, 3)),
+    ),
+    "language": (
+        "Which language is {d} written in?",
+        "{e} is written in {a}.",
+        ("OCaml", "Haskell", "Rust", "Scheme", "Prolog", "Fortran", "Smalltalk", "Erlang", "Ada", "Lisp"),
+    ),
+}
 #: The supporting sentence that says which entity a description names.
 QA_SUPPORT = "The {d} is known as {e}."
 
@@ -462,14 +533,18 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
             # the first distractors sit where the answer's fact and the supporting sentence do: no position tells
             planted.append((QA_DISTRACTOR, fact.format(e=other, a=str(values[1 + k])), far if k == 0 else "any"))
             if k < 2:
-                planted.append((QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), near if k == 0
-                                else "any"))  # fmt: skip
+                planted.append(
+                    (QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), near if k == 0 else "any")
+                )
         text, placed = _qa_document(rng, planted, cfg)
         start = text.index(answer, placed[1][1])  # the answer inside its fact sentence
-        rows.append((example_id, question.format(d=f"the {described[0]}"), text,
-                     [{"text": answer, "answer_start": start}]))  # fmt: skip
-        spans += [(example_id, sentence, a, b, kind, kind != QA_DISTRACTOR) for kind, (sentence, a, b) in
-                  zip([k for k, _, _ in planted], placed, strict=True)]  # fmt: skip
+        rows.append(
+            (example_id, question.format(d=f"the {described[0]}"), text, [{"text": answer, "answer_start": start}])
+        )
+        spans += [
+            (example_id, sentence, a, b, kind, kind != QA_DISTRACTOR)
+            for kind, (sentence, a, b) in zip([k for k, _, _ in planted], placed, strict=True)
+        ]
     documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "label"])
     rationales = pd.DataFrame(
         spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
@@ -477,8 +552,9 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
     return SyntheticCorpus(documents, rationales, (), ())
 
 
-def _qa_document(rng: np.random.Generator, planted: list[tuple[int, str, str]],
-                 cfg: SyntheticConfig) -> tuple[str, list[tuple[str, int, int]]]:  # fmt: skip
+def _qa_document(
+    rng: np.random.Generator, planted: list[tuple[int, str, str]], cfg: SyntheticConfig
+) -> tuple[str, list[tuple[str, int, int]]]:
     """Filler sentences with ``planted`` ``(kind, sentence, where)`` inserted: ``where`` is ``first`` (the first
     sixth of the sentences), ``last`` (the last sixth) or ``any``; returns the text and each planted sentence's
     ``(sentence, char_start, char_end)``, in ``planted``'s order."""
@@ -559,8 +635,15 @@ def generate_pairs(n_pairs: int, seed: int, n_filler: int = 1, n_phrases: int = 
             shared = None
             phrases_b = [_EVIDENCE[field_b][i] for i in rng.permutation(len(_EVIDENCE[field_b]))[:n_phrases]]
         rows.append(
-            {"pair_id": f"pair{k:04d}", "text_a": _short_text(rng, phrases_a, n_filler),
-             "text_b": _short_text(rng, phrases_b, n_filler), "grade": grade, "score": grade / 2,
-             "field_a": CLASS_NAMES[field_a], "field_b": CLASS_NAMES[field_b], "shared_phrase": shared}
-        )  # fmt: skip
+            {
+                "pair_id": f"pair{k:04d}",
+                "text_a": _short_text(rng, phrases_a, n_filler),
+                "text_b": _short_text(rng, phrases_b, n_filler),
+                "grade": grade,
+                "score": grade / 2,
+                "field_a": CLASS_NAMES[field_a],
+                "field_b": CLASS_NAMES[field_b],
+                "shared_phrase": shared,
+            }
+        )
     return pd.DataFrame(rows)

@@ -108,30 +108,44 @@ class HotpotQA(Layout):
                 return [(str(t), [str(s) for s in _as_list(ss)]) for t, ss in pairs]
             return [(str(t), [str(s) for s in _as_list(ss)]) for t, ss in _as_list(cell)]
         except (KeyError, TypeError, ValueError):
-            raise InputError(where, "context", f"expected HotpotQA's paragraphs ({{'title': [...], 'sentences': "
-                             f"[[...], ...]}} or [[title, [sentences]], ...]), row {row + 1} has "
-                             f"{str(cell)[:120]!r}") from None  # fmt: skip
+            raise InputError(
+                where,
+                "context",
+                f"expected HotpotQA's paragraphs ({{'title': [...], 'sentences': "
+                f"[[...], ...]}} or [[title, [sentences]], ...]), row {row + 1} has "
+                f"{str(cell)[:120]!r}",
+            ) from None
 
     def _facts(self, cell, row: int, where: str) -> list[tuple[str, int]]:
         try:
             if isinstance(cell, dict):
-                return [(str(t), int(k)) for t, k in zip(_as_list(cell["title"]), _as_list(cell["sent_id"]),
-                                                         strict=True)]  # fmt: skip
+                return [
+                    (str(t), int(k)) for t, k in zip(_as_list(cell["title"]), _as_list(cell["sent_id"]), strict=True)
+                ]
             return [(str(t), int(k)) for t, k in _as_list(cell)]
         except (KeyError, TypeError, ValueError):
-            raise InputError(where, "supporting_facts", f"expected HotpotQA's supporting facts ({{'title': [...], "
-                             f"'sent_id': [...]}} or [[title, sent_id], ...]), row {row + 1} has "
-                             f"{str(cell)[:120]!r}") from None  # fmt: skip
+            raise InputError(
+                where,
+                "supporting_facts",
+                f"expected HotpotQA's supporting facts ({{'title': [...], "
+                f"'sent_id': [...]}} or [[title, sent_id], ...]), row {row + 1} has "
+                f"{str(cell)[:120]!r}",
+            ) from None
 
     def lay_out(self, df: pd.DataFrame, columns: Columns, where: str) -> Laid:
         for column in ("question", "answer", "context", "supporting_facts"):
             if column not in df.columns:
-                raise InputError(where, column, f"expected HotpotQA's column {column!r} (data.layout hotpot_qa); "
-                                 f"found {list(map(str, df.columns))}")  # fmt: skip
+                raise InputError(
+                    where,
+                    column,
+                    f"expected HotpotQA's column {column!r} (data.layout hotpot_qa); "
+                    f"found {list(map(str, df.columns))}",
+                )
         left_out: Counter = Counter()
         kept, texts, answers, rationales = [], [], [], []
-        for row, (answer, context, facts) in enumerate(zip(df["answer"], df["context"], df["supporting_facts"],
-                                                           strict=True)):  # fmt: skip
+        for row, (answer, context, facts) in enumerate(
+            zip(df["answer"], df["context"], df["supporting_facts"], strict=True)
+        ):
             paragraphs = self._paragraphs(context, row, where)
             pieces, spans, at = [], {}, 0  # spans: (paragraph, sentence) -> (start, end) in the joined text
             for p, (title, sentences) in enumerate(paragraphs):
@@ -190,8 +204,14 @@ class HotpotQA(Layout):
     @staticmethod
     def _rationale(row: int, text: str, span: tuple[int, int], kind: int) -> dict:
         a, b = span
-        return {"row": row, "phrase": text[a:b], "char_start": a, "char_end": b, "phrase_label": kind,
-                "evidence": kind != QA_DISTRACTOR}  # fmt: skip
+        return {
+            "row": row,
+            "phrase": text[a:b],
+            "char_start": a,
+            "char_end": b,
+            "phrase_label": kind,
+            "evidence": kind != QA_DISTRACTOR,
+        }
 
 
 register(HotpotQA())

@@ -134,12 +134,17 @@ def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
     flags = []
     for column in cfg.label_columns:
         values = df[column].map(lambda v: v.strip().lower() if isinstance(v, str) else v)
-        flag = values.map(lambda v: True if v in (1, True, "1", "true") else False if v in (0, False, "0", "false")
-                          else None)  # fmt: skip
+        flag = values.map(
+            lambda v: True if v in (1, True, "1", "true") else False if v in (0, False, "0", "false") else None
+        )
         if flag.isna().any():
             i = int(np.flatnonzero(flag.isna().to_numpy())[0])
-            raise InputError(where, column, "expected 0 or 1 (or false / true: this label absent or present) in every "
-                             f"row, row {i + 1} has {df[column].iloc[i]!r}")  # fmt: skip
+            raise InputError(
+                where,
+                column,
+                "expected 0 or 1 (or false / true: this label absent or present) in every "
+                f"row, row {i + 1} has {df[column].iloc[i]!r}",
+            )
         flags.append(flag.to_numpy(dtype=bool))
     hot = np.stack(flags, axis=1) if len(df) else np.zeros((0, len(names)), dtype=bool)
     return pd.Series([[n for n, on in zip(names, row, strict=True) if on] for row in hot], index=df.index, dtype=object)
@@ -152,8 +157,11 @@ def extra_columns(df: pd.DataFrame, cfg: DataConfig, where: str) -> dict[str, pd
     for name in get_task(cfg.task).extra_columns:
         column = getattr(cfg, f"{name}_column")
         if column not in df.columns:
-            raise InputError(where, column, f"expected a {name} column {column!r} for data.task {cfg.task!r}; found "
-                             f"{list(map(str, df.columns))}")  # fmt: skip
+            raise InputError(
+                where,
+                column,
+                f"expected a {name} column {column!r} for data.task {cfg.task!r}; found {list(map(str, df.columns))}",
+            )
         out[name] = df[column].to_numpy()
     return out
 
@@ -194,8 +202,15 @@ def _table_examples(df: pd.DataFrame, cfg: DataConfig, where: str, id_of) -> tup
         raise InputError(where, cfg.id_column, f"expected an id column {cfg.id_column!r}")
     ids = df[cfg.id_column].astype(str).tolist() if cfg.id_column else [id_of(i) for i in df.index]
     extra = {name: np.asarray(values) for name, values in extra_columns(df, cfg, where).items()}
-    out = pd.DataFrame({"example_id": ids, "text": paragraphs_joined(df[cfg.text_column]).to_numpy(),
-                        "label": labels.to_numpy(), **extra}, index=df.index)  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "example_id": ids,
+            "text": paragraphs_joined(df[cfg.text_column]).to_numpy(),
+            "label": labels.to_numpy(),
+            **extra,
+        },
+        index=df.index,
+    )
     rationales = [{**{k: v for k, v in r.items() if k != "row"}, "example_id": ids[r["row"]]} for r in laid.rationales]
     return out, rationales, laid.left_out
 
@@ -220,8 +235,9 @@ def _load_file(cfg: DataConfig) -> Source:
             raise InputError(str(path), "split", f"expected values 'train' or 'test', got {bad[:3]}")
         out["split"] = split
     out = out.reset_index(drop=True)
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
-                                                               str(path), label_field(cfg))  # fmt: skip
+    out["label"], classes = get_task(cfg.task).resolve_labels(
+        out["label"], out["example_id"], label_names(cfg), str(path), label_field(cfg)
+    )
     return Source(out, classes, str(path), _rationale_frame(rationales), left_out, label_field(cfg))
 
 
@@ -297,16 +313,18 @@ def _load_hub(cfg: DataConfig) -> Source:
             ) from None
         frame = ds.to_pandas()
         cfg = label_column(frame, cfg)
-        part, found, dropped = _table_examples(frame, cfg, f"{where}[{split}]",
-                                               lambda i, split=split: f"{split}-{i:06d}")  # fmt: skip
+        part, found, dropped = _table_examples(
+            frame, cfg, f"{where}[{split}]", lambda i, split=split: f"{split}-{i:06d}"
+        )
         if hub.test_split:
             part["split"] = "train" if split == hub.train_split else "test"
         frames.append(part)
         rationales += found
         left_out.update(dropped)
     out = pd.concat(frames, ignore_index=True)
-    out["label"], classes = get_task(cfg.task).resolve_labels(out["label"], out["example_id"], label_names(cfg),
-                                                               where, label_field(cfg))  # fmt: skip
+    out["label"], classes = get_task(cfg.task).resolve_labels(
+        out["label"], out["example_id"], label_names(cfg), where, label_field(cfg)
+    )
     return Source(out, classes, where, _rationale_frame(rationales), dict(left_out), label_field(cfg))
 
 
@@ -408,10 +426,12 @@ def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFr
     label_name = source.label_field
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
     fields = {n: getattr(cfg, f"{n}_column") if cfg.source in ("file", "hub") else n for n in task.extra_columns}
-    df = _assign_splits(check_examples(source, label_name, text_field, task, fields), cfg, source.where, label_name,
-                        task)  # fmt: skip
-    task.check_splits(df["label"].to_numpy(), (df["split"] == "train").to_numpy(), source.classes, source.where,
-                      label_name)  # fmt: skip
+    df = _assign_splits(
+        check_examples(source, label_name, text_field, task, fields), cfg, source.where, label_name, task
+    )
+    task.check_splits(
+        df["label"].to_numpy(), (df["split"] == "train").to_numpy(), source.classes, source.where, label_name
+    )
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
     columns = ["example_id", "text", "label", *task.extra_columns]
@@ -484,8 +504,10 @@ def unknown_note(split: str, summary: dict, unk_token: str | None) -> str:
         f"({summary['share']:.2%}); they are attributed and ranked as text"
     )
     if summary["share"] > UNKNOWN_WARN_SHARE:
-        line = (f"warning: {line}; above {UNKNOWN_WARN_SHARE:.0%} the vocabulary cannot spell much of this text "
-                "(another script or emoji?), so explanations of those tokens say little")  # fmt: skip
+        line = (
+            f"warning: {line}; above {UNKNOWN_WARN_SHARE:.0%} the vocabulary cannot spell much of this text "
+            "(another script or emoji?), so explanations of those tokens say little"
+        )
     return line
 
 
@@ -522,8 +544,14 @@ def truncation_note(split: str, summary: dict, max_length: int) -> str | None:
     )
 
 
-def document_reading(tokenizer, text: str, max_length: int, name: str = "document", task: Task = CLASSIFICATION,
-                     question: str | None = None) -> tuple[dict, list[str]]:  # fmt: skip
+def document_reading(
+    tokenizer,
+    text: str,
+    max_length: int,
+    name: str = "document",
+    task: Task = CLASSIFICATION,
+    question: str | None = None,
+) -> tuple[dict, list[str]]:
     """What the model reads of one document, as the pipeline reports it for a split (:func:`truncation`,
     :func:`unknown_tokens`): its ``tokens``, the tokens ``kept`` at ``max_length``, whether it was ``truncated``,
     its ``unknown`` tokens among ``content`` ones and their ``unknown_share``; and the run notes' lines that a
@@ -539,9 +567,13 @@ def document_reading(tokenizer, text: str, max_length: int, name: str = "documen
     notes = ([cut_note] if cut_note else []) + ([unknown_line] if unknown_line.startswith("warning:") else [])
     entry = manifest["examples"][0]
     reading = {
-        "tokens": entry["tokens"], "kept": entry["kept"], "truncated": bool(cut["truncated"]),
-        "unknown": unknown["unknown"], "content": unknown["content"], "unknown_share": unknown["share"],
-    }  # fmt: skip
+        "tokens": entry["tokens"],
+        "kept": entry["kept"],
+        "truncated": bool(cut["truncated"]),
+        "unknown": unknown["unknown"],
+        "content": unknown["content"],
+        "unknown_share": unknown["share"],
+    }
     return reading, notes
 
 

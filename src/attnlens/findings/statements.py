@@ -40,8 +40,14 @@ ALL_MODELS = "all models"
 def _row(family: str, item: str, metric: str, value: Any, chance: Any = math.nan, higher=True) -> dict[str, Any]:
     value = math.nan if value is None else float(value)
     chance = math.nan if chance is None else float(chance)
-    return {"family": family, "item": item, "metric": metric, "value": value, "chance": chance,
-            "higher_is_better": higher}  # fmt: skip
+    return {
+        "family": family,
+        "item": item,
+        "metric": metric,
+        "value": value,
+        "chance": chance,
+        "higher_is_better": higher,
+    }
 
 
 def similarity_item(configuration: str, scaled: bool, mask: str) -> str:
@@ -69,12 +75,15 @@ def headline_values(
     rows = []
     if metrics is not None:
         task = get_task(metrics.get("task"))
-        rows += [_row(task.label, "test", name, metrics.get(key), higher=higher)
-                 for name, key, higher in task.headline_metrics]  # fmt: skip
+        rows += [
+            _row(task.label, "test", name, metrics.get(key), higher=higher)
+            for name, key, higher in task.headline_metrics
+        ]
     if summary is not None:
         for r in summary[summary["mode"] == "fixed"].itertuples(index=False):
-            rows.append(_row("similarity", similarity_item(r.configuration, bool(r.scaled), r.mask), r.metric,
-                             r.mean, r.chance))  # fmt: skip
+            rows.append(
+                _row("similarity", similarity_item(r.configuration, bool(r.scaled), r.mask), r.metric, r.mean, r.chance)
+            )
     if masking is not None:
         for r in masking[masking["mode"] == "legacy"].itertuples(index=False):
             rows.append(_row("masking increase (legacy)", r.name, "% increase", r.pct_increase))
@@ -112,11 +121,21 @@ def describe(values: pd.DataFrame) -> pd.DataFrame:
             note = "not computable in any run" if v.size == 0 else "one run: no spread" if v.size == 1 else ""
             if missing and v.size:
                 note = "; ".join(filter(None, [note, f"not computable in {missing} of {len(group)} runs"]))
-            out.append({"dataset": dataset, "model": model, "family": family, "item": item, "metric": metric,
-                        "n_runs": int(v.size), "mean": float(v.mean()) if v.size else math.nan,
-                        "std": float(v.std(ddof=1)) if v.size > 1 else math.nan,
-                        "min": float(v.min()) if v.size else math.nan,
-                        "max": float(v.max()) if v.size else math.nan, "note": note})  # fmt: skip
+            out.append(
+                {
+                    "dataset": dataset,
+                    "model": model,
+                    "family": family,
+                    "item": item,
+                    "metric": metric,
+                    "n_runs": int(v.size),
+                    "mean": float(v.mean()) if v.size else math.nan,
+                    "std": float(v.std(ddof=1)) if v.size > 1 else math.nan,
+                    "min": float(v.min()) if v.size else math.nan,
+                    "max": float(v.max()) if v.size else math.nan,
+                    "note": note,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -147,21 +166,46 @@ def concordance(values: pd.DataFrame) -> pd.DataFrame:
             table = table.dropna(axis=1)
             w = kendall_w(table.to_numpy()) if table.shape[0] >= 2 else math.nan
             order = table.rank(axis=1, ascending=False).mean().sort_values().index.tolist()
-            out.append({"dataset": dataset, "model": model, "metric": metric, "n_runs": table.shape[0],
-                        "n_methods": table.shape[1], "kendall_w": w, "mean_ranking": " > ".join(order)})  # fmt: skip
+            out.append(
+                {
+                    "dataset": dataset,
+                    "model": model,
+                    "metric": metric,
+                    "n_runs": table.shape[0],
+                    "n_methods": table.shape[1],
+                    "kendall_w": w,
+                    "mean_ranking": " > ".join(order),
+                }
+            )
     return pd.DataFrame(out)
 
 
-def _judge(base: dict[str, Any], above: np.ndarray, below: np.ndarray, n_runs: int, texts: tuple[str, str],
-           min_share: float, alpha: float) -> dict[str, Any]:  # fmt: skip
+def _judge(
+    base: dict[str, Any],
+    above: np.ndarray,
+    below: np.ndarray,
+    n_runs: int,
+    texts: tuple[str, str],
+    min_share: float,
+    alpha: float,
+) -> dict[str, Any]:
     """One statement: per run, whether it goes one way (``above``) or the other (``below``); stated the way most
     runs go (``texts`` = (that way, the other))."""
     k_above, k_below = int(above.sum()), int(below.sum())
     k, text = (k_above, texts[0]) if k_above >= k_below else (k_below, texts[1])
     n = k_above + k_below
     result, p, note = verdict(k, n, n_runs, min_share, alpha)
-    return {**base, "statement": text, "runs_holding": k, "runs_untied": n, "n_runs": n_runs,
-            "share": k / n_runs if n_runs else math.nan, "p_value": p, "verdict": result, "note": note}  # fmt: skip
+    return {
+        **base,
+        "statement": text,
+        "runs_holding": k,
+        "runs_untied": n,
+        "n_runs": n_runs,
+        "share": k / n_runs if n_runs else math.nan,
+        "p_value": p,
+        "verdict": result,
+        "note": note,
+    }
 
 
 def _per_run(frame: pd.DataFrame, runs: list[str], column: str = "value") -> np.ndarray:
@@ -189,29 +233,65 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
                 x, y = by_method[a], by_method[b]
                 better_a = (x > y) if higher else (x < y)
                 better_b = (y > x) if higher else (y < x)
-                out.append(_judge({**base, "kind": "method ordering", "metric": metric}, better_a, better_b, n_runs,
-                                  (f"{a} better than {b} on {metric} ({word} it)",
-                                   f"{b} better than {a} on {metric} ({word} it)"), min_share, alpha))  # fmt: skip
+                out.append(
+                    _judge(
+                        {**base, "kind": "method ordering", "metric": metric},
+                        better_a,
+                        better_b,
+                        n_runs,
+                        (
+                            f"{a} better than {b} on {metric} ({word} it)",
+                            f"{b} better than {a} on {metric} ({word} it)",
+                        ),
+                        min_share,
+                        alpha,
+                    )
+                )
         sim = rows[rows["family"] == "similarity"]
         for (item, metric), group in sim.groupby(["item", "metric"], sort=False):
             v, c = _per_run(group, runs), _per_run(group, runs, "chance")
-            out.append(_judge({**base, "kind": "above chance", "metric": metric}, v > c, v < c, n_runs,
-                              (f"{metric} ({item}) above chance", f"{metric} ({item}) below chance"),
-                              min_share, alpha))  # fmt: skip
+            out.append(
+                _judge(
+                    {**base, "kind": "above chance", "metric": metric},
+                    v > c,
+                    v < c,
+                    n_runs,
+                    (f"{metric} ({item}) above chance", f"{metric} ({item}) below chance"),
+                    min_share,
+                    alpha,
+                )
+            )
             if ", mask fixed" in item:
                 none = item.replace(", mask fixed", ", mask none")
                 unmasked = sim[(sim["item"] == none) & (sim["metric"] == metric)]
                 if len(unmasked):
                     u = _per_run(unmasked, runs)
                     said = f"{metric} ({item.replace(', mask fixed', '')}) masked"
-                    out.append(_judge({**base, "kind": "masked vs unmasked", "metric": metric}, v > u, v < u, n_runs,
-                                      (f"{said} > unmasked", f"{said} < unmasked"), min_share, alpha))  # fmt: skip
+                    out.append(
+                        _judge(
+                            {**base, "kind": "masked vs unmasked", "metric": metric},
+                            v > u,
+                            v < u,
+                            n_runs,
+                            (f"{said} > unmasked", f"{said} < unmasked"),
+                            min_share,
+                            alpha,
+                        )
+                    )
         for (item, metric), group in rows[rows["family"] == "topology"].groupby(["item", "metric"], sort=False):
             v, c = _per_run(group, runs), _per_run(group, runs, "chance")
             reference = "0" if metric == "gap" else "the majority rate"
-            out.append(_judge({**base, "kind": "topology claim", "metric": metric}, v > c, v < c, n_runs,
-                              (f"{metric} ({item}) above {reference}", f"{metric} ({item}) below {reference}"),
-                              min_share, alpha))  # fmt: skip
+            out.append(
+                _judge(
+                    {**base, "kind": "topology claim", "metric": metric},
+                    v > c,
+                    v < c,
+                    n_runs,
+                    (f"{metric} ({item}) above {reference}", f"{metric} ({item}) below {reference}"),
+                    min_share,
+                    alpha,
+                )
+            )
     return pd.DataFrame(out)
 
 
@@ -239,10 +319,21 @@ def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
                 if not v.size:
                     note = "not computable: constant scores in every run"
                 verdict = (FAILS if mean > max_rho else PASSES) if v.size else ""
-            out.append({"dataset": dataset, "model": model, "method": method, "level": level, "layers": int(layers),
-                        "n_runs": int(v.size), "mean_rho": mean, "min_rho": float(v.min()) if v.size else math.nan,
-                        "max_rho": float(v.max()) if v.size else math.nan, "verdict": verdict,
-                        "note": note})  # fmt: skip
+            out.append(
+                {
+                    "dataset": dataset,
+                    "model": model,
+                    "method": method,
+                    "level": level,
+                    "layers": int(layers),
+                    "n_runs": int(v.size),
+                    "mean_rho": mean,
+                    "min_rho": float(v.min()) if v.size else math.nan,
+                    "max_rho": float(v.max()) if v.size else math.nan,
+                    "verdict": verdict,
+                    "note": note,
+                }
+            )
     return pd.DataFrame(out).sort_values(["dataset", "model", "method", "layers"], kind="stable", ignore_index=True)
 
 
@@ -258,9 +349,11 @@ def flag_failures(said: pd.DataFrame, sanity: pd.DataFrame) -> pd.DataFrame:
             (out["kind"] == "method ordering")
             & (out["dataset"] == row.dataset)
             & (out["model"] == row.model)
-            & (out["statement"].str.startswith(f"{row.method} better than ") | out["statement"].str.contains(
-                f" better than {row.method} on ", regex=False))
-        )  # fmt: skip
+            & (
+                out["statement"].str.startswith(f"{row.method} better than ")
+                | out["statement"].str.contains(f" better than {row.method} on ", regex=False)
+            )
+        )
         flag = f"{row.method} {FAILS}"
         out.loc[hit, "note"] = [f"{n}; {flag}" if n else flag for n in out.loc[hit, "note"]]
     return out

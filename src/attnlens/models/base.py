@@ -120,8 +120,12 @@ class Architecture(ABC):
         if head not in heads:
             raise ValueError(f"unknown head {head!r}; expected one of {sorted(heads)}")
         if heads[head] is None:
-            raise InputError("config", "data.task", f"expected a task {self.family.label} has a head for: Hugging "
-                             f"Face has no {self.family.label} {head.replace('_', '-')} model")  # fmt: skip
+            raise InputError(
+                "config",
+                "data.task",
+                f"expected a task {self.family.label} has a head for: Hugging "
+                f"Face has no {self.family.label} {head.replace('_', '-')} model",
+            )
         return heads[head]
 
     def check(self, config, where: str) -> None:
@@ -129,8 +133,9 @@ class Architecture(ABC):
         as this architecture's (nothing by default)."""
         return None
 
-    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
-                     ) -> dict[str, torch.Tensor]:  # fmt: skip
+    def forward_args(
+        self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         """Arguments of the forward beside ``input_ids``, ``attention_mask`` and ``position_ids``. ``global_tokens``
         (``(batch, n)``, nonzero where a token should attend to and be attended by every token: a question's
         tokens) is read where the architecture lets a token be chosen global (Longformer); ``None``: CLS alone, the

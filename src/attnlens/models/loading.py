@@ -144,13 +144,15 @@ def build_base_model(
     if cfg.source == "convert_bert":
         bert = from_hub(transformers.BertModel.from_pretrained, name, "model.name_or_path", add_pooling_layer=True)
         if cfg.architecture == "bigbird":
-            model = convert_bert_to_bigbird(bert, tokenizer, shape.max_length, shape.block_size,
-                                            cfg.num_random_blocks, num_labels, cfg.seed)  # fmt: skip
+            model = convert_bert_to_bigbird(
+                bert, tokenizer, shape.max_length, shape.block_size, cfg.num_random_blocks, num_labels, cfg.seed
+            )
         else:
             model = convert_bert_to_longformer(bert, tokenizer, shape.max_length, shape.windows, num_labels, cfg.seed)
     elif cfg.source == "from_config" and cfg.architecture in SCRATCH_DECODERS:
-        model = decoder_from_config(cfg.architecture, src_config, tokenizer, shape.max_length, shape.windows[0],
-                                    num_labels, cfg.seed)  # fmt: skip
+        model = decoder_from_config(
+            cfg.architecture, src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed
+        )
     elif cfg.source == "from_config":
         model = modernbert_from_config(src_config, tokenizer, shape.max_length, shape.windows[0], num_labels, cfg.seed)
     else:
@@ -162,8 +164,9 @@ def build_base_model(
     return with_head(model, head, cfg.seed).eval(), tokenizer
 
 
-def agree_on_padding(model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase,
-                     name_or_path: str, source: str) -> None:  # fmt: skip
+def agree_on_padding(
+    model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase, name_or_path: str, source: str
+) -> None:
     """The tokenizer and the model pad with one token, which a decoder classifier needs to find the last real token
     (many decoder vocabularies have none: Llama 3, Mistral, Qwen's base tokenizers).
 
@@ -183,10 +186,11 @@ def agree_on_padding(model: transformers.PreTrainedModel, tokenizer: transformer
             if source == "pretrained":
                 what, fix = "a pad or an end-of-sequence token", "give its tokenizer a pad_token"
             raise InputError(
-                name_or_path, "pad_token_id",
+                name_or_path,
+                "pad_token_id",
                 f"expected {what} (config.json pad_token_id or the tokenizer's pad_token): the classifier reads the "
                 f"last real token before the padding; {fix}",
-            )  # fmt: skip
+            )
         tokenizer.pad_token = tokenizer.eos_token
         log.info("%s: no pad token; its end-of-sequence token %r pads", name_or_path, tokenizer.eos_token)
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -206,8 +210,10 @@ def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> tran
     source = {k: v for k, v in model.base_model.state_dict().items() if not k.startswith("pooler.")}
     missing, unexpected = new.base_model.load_state_dict(source, strict=False)
     if missing or unexpected:
-        raise ValueError(f"{wanted}'s encoder does not take {type(model).__name__}'s: missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]}")  # fmt: skip
+        raise ValueError(
+            f"{wanted}'s encoder does not take {type(model).__name__}'s: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}"
+        )
     return new
 
 
@@ -281,30 +287,38 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
     max_length = resolve_max_length(cfg, src_config)
     builds = BUILDS.get(cfg.source) or (architecture(src_config).name,)  # the others: a checkpoint's own
     if cfg.architecture is not None and cfg.architecture not in builds:
-        hint = {"convert_bert": " (a ModernBERT or a decoder is built with model.source from_config)",
-                **dict.fromkeys(CHECKPOINT_ARCHITECTURE, " (the checkpoint is one)")}.get(cfg.source, "")  # fmt: skip
-        raise InputError("config", "model.architecture", f"expected one of {list(builds)} with model.source "
-                         f"{cfg.source!r}{hint}, got {cfg.architecture!r}")  # fmt: skip
+        hint = {
+            "convert_bert": " (a ModernBERT or a decoder is built with model.source from_config)",
+            **dict.fromkeys(CHECKPOINT_ARCHITECTURE, " (the checkpoint is one)"),
+        }.get(cfg.source, "")
+        raise InputError(
+            "config",
+            "model.architecture",
+            f"expected one of {list(builds)} with model.source {cfg.source!r}{hint}, got {cfg.architecture!r}",
+        )
     if cfg.source in CHECKPOINT_ARCHITECTURE and own_window is None:  # no window setting (BigBird, ModernBERT)
         if cfg.attention_window is not None:
             raise InputError(
-                "config", "model.attention_window",
+                "config",
+                "model.attention_window",
                 f"expected null for a {src_config.model_type!r} checkpoint (the config sets a Longformer's window "
                 f"only: another's is its own), got {cfg.attention_window}",
-            )  # fmt: skip
+            )
         origin = {
             "max_length": "config" if cfg.max_length is not None else "checkpoint",
             "attention_window": "checkpoint",
         }
         return ModelShape(max_length, [], origin, {"max_length": own_length, "attention_window": None})
-    origin = {key: "config" if getattr(cfg, key) is not None else "checkpoint"
-              for key in ("max_length", "attention_window")}  # fmt: skip
+    origin = {
+        key: "config" if getattr(cfg, key) is not None else "checkpoint" for key in ("max_length", "attention_window")
+    }
     if cfg.source == "convert_bert" and cfg.architecture == "bigbird":
         if cfg.attention_window is not None:
             raise InputError(
-                "config", "model.attention_window",
+                "config",
+                "model.attention_window",
                 f"expected null with model.architecture bigbird (set model.block_size), got {cfg.attention_window}",
-            )  # fmt: skip
+            )
         block = cfg.block_size if cfg.block_size is not None else max(1, default_window(max_length) // 2)
         validate_blocks(max_length, block, cfg.num_random_blocks)
         origin["block_size"] = "config" if cfg.block_size is not None else "default (max_length / 16)"
@@ -317,10 +331,11 @@ def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
         window, origin["attention_window"] = default_window(max_length), "default (max_length / 8)"
     if cfg.source == "from_config" and not isinstance(window, int) and len(set(window)) > 1:
         raise InputError(
-            "config", "model.attention_window",
+            "config",
+            "model.attention_window",
             f"expected one window for a model drawn from its configuration (ModernBERT's local_attention, "
             f"a decoder's sliding_window), got {list(window)}",
-        )  # fmt: skip
+        )
     try:
         windows = validate_window(max_length, window, src_config.num_hidden_layers)
     except InputError as err:
@@ -349,16 +364,18 @@ def check_labels(classes: list[str], src_config, name: str) -> None:
     named_data = list(classes) != [str(k) for k in range(len(classes))]
     if len(labels) != len(classes):
         raise InputError(
-            "config", "model.name_or_path",
+            "config",
+            "model.name_or_path",
             f"expected a classifier of the dataset's {len(classes)} classes {list(classes)}, {name!r} predicts "
             f"{len(labels)} labels {labels}",
-        )  # fmt: skip
+        )
     if named_model and named_data and [c.casefold() for c in classes] != [lab.casefold() for lab in labels]:
         raise InputError(
-            "config", "model.name_or_path",
+            "config",
+            "model.name_or_path",
             f"expected the classifier's labels to be the dataset's classes in label order {list(classes)}, "
             f"{name!r} has {labels} (set data.classes, or relabel the data)",
-        )  # fmt: skip
+        )
 
 
 def import_classifier(
@@ -382,16 +399,20 @@ def import_classifier(
     model_class = arch.head_class(task_of(src_config).head)  # a sequence classifier, or a question answerer
     window = {"attention_window": shape.windows} if shape.windows else {}
     model, info = from_hub(
-        getattr(transformers, model_class).from_pretrained, name, "model.name_or_path", output_loading_info=True,
+        getattr(transformers, model_class).from_pretrained,
+        name,
+        "model.name_or_path",
+        output_loading_info=True,
         **window,
-    )  # fmt: skip
+    )
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
         raise InputError(
-            cfg.name_or_path, "weights",
+            cfg.name_or_path,
+            "weights",
             f"expected a fine-tuned {model_class}, found no trained weights for {missing[:3]}"
             f"{' …' if len(missing) > 3 else ''}; use model.source 'pretrained' to fine-tune a pretrained checkpoint",
-        )  # fmt: skip
+        )
     if not named_labels(model.config.id2label.values()):
         model.config.id2label = dict(enumerate(classes))
         model.config.label2id = {c: i for i, c in enumerate(classes)}
@@ -412,8 +433,11 @@ SOURCE_ARCHITECTURES = {
 #: Sources whose length is the model's to choose (the BERT checkpoint's positions are tiled or unused).
 NEW_POSITIONS = ("convert_bert", "from_config")
 #: The architectures each source that builds a base model can build (the others: the checkpoint's own).
-BUILDS = {"convert_bert": ("longformer", "bigbird"), "longformer": ("longformer",),
-          "from_config": ("modernbert", *SCRATCH_DECODERS)}  # fmt: skip
+BUILDS = {
+    "convert_bert": ("longformer", "bigbird"),
+    "longformer": ("longformer",),
+    "from_config": ("modernbert", *SCRATCH_DECODERS),
+}
 #: Sources that keep the checkpoint's own architecture, whichever of :data:`attnlens.models.ARCHITECTURES` it is.
 CHECKPOINT_ARCHITECTURE = ("classifier", "pretrained")
 
@@ -425,10 +449,11 @@ def source_config(name_or_path: str, source: str):
     found = from_hub(transformers.AutoConfig.from_pretrained, resolve_pretrained(name_or_path), "model.name_or_path")
     if source == "pretrained" and found.model_type not in ARCHITECTURES:
         raise InputError(
-            "config", "model.name_or_path",
+            "config",
+            "model.name_or_path",
             f"expected a pretrained checkpoint of a model_type attnlens reads (one of {sorted(ARCHITECTURES)}) "
             f"(model.source 'pretrained'), {name_or_path!r} is a {found.model_type!r} checkpoint",
-        )  # fmt: skip
+        )
     if source in CHECKPOINT_ARCHITECTURE and found.model_type in ARCHITECTURES:
         ARCHITECTURES[found.model_type].check(found, name_or_path)
     if source == "pretrained":
@@ -437,25 +462,28 @@ def source_config(name_or_path: str, source: str):
         supported = sorted(ARCHITECTURES)
         if found.model_type not in ARCHITECTURES:
             raise InputError(
-                "config", "model.name_or_path",
+                "config",
+                "model.name_or_path",
                 f"expected a fine-tuned sequence classifier of a model_type attnlens reads (one of {supported}) "
                 f"(model.source 'classifier'), {name_or_path!r} is a {found.model_type!r} checkpoint",
-            )  # fmt: skip
+            )
         arch = ARCHITECTURES[found.model_type]
         saved_as = getattr(found, "architectures", None) or []
         if saved_as and not {arch.classifier_class, arch.qa_class} & set(saved_as):
             raise InputError(
-                "config", "model.name_or_path",
+                "config",
+                "model.name_or_path",
                 f"expected a fine-tuned sequence classifier (model.source 'classifier'), {name_or_path!r} is saved "
                 f"as {saved_as}; use model.source 'pretrained' to fine-tune it",
-            )  # fmt: skip
+            )
         return found
     wanted, what = SOURCE_ARCHITECTURES[source]
     if found.model_type != wanted:
         raise InputError(
-            "config", "model.name_or_path",
+            "config",
+            "model.name_or_path",
             f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
-        )  # fmt: skip
+        )
     return found
 
 

@@ -39,13 +39,34 @@ PAIR_COLUMNS = ("pair_id", "text_a", "text_b", "gold")
 
 #: Columns of an ``attribute_pairs`` shard's scores, one row per pair × model × similarity × mode.
 PAIR_SCORES_TYPES = pa.schema(
-    [("pair_id", pa.string()), ("model", pa.string()), ("similarity", pa.string()), ("mode", pa.string()),
-     ("layer", pa.int64()),
-     ("n_steps", pa.int64()), ("quadrature", pa.string()), ("n_a", pa.int64()), ("n_b", pa.int64())]
-    + [(name, pa.float64()) for name in ("gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb", "target",
-                                         "total", "error", "score_error", "seconds")]
+    [
+        ("pair_id", pa.string()),
+        ("model", pa.string()),
+        ("similarity", pa.string()),
+        ("mode", pa.string()),
+        ("layer", pa.int64()),
+        ("n_steps", pa.int64()),
+        ("quadrature", pa.string()),
+        ("n_a", pa.int64()),
+        ("n_b", pa.int64()),
+    ]
+    + [
+        (name, pa.float64())
+        for name in (
+            "gold",
+            "score",
+            "score_a_rb",
+            "score_ra_b",
+            "score_ra_rb",
+            "target",
+            "total",
+            "error",
+            "score_error",
+            "seconds",
+        )
+    ]
     + [("tokens_a", pa.list_(pa.string())), ("tokens_b", pa.list_(pa.string()))]
-)  # fmt: skip
+)
 
 
 def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
@@ -66,8 +87,14 @@ def _check_pairs(df: pd.DataFrame, where: str, cfg) -> pd.DataFrame:
     if gold.isna().any() or not np.isfinite(gold.to_numpy(dtype=float)).all():
         row = int(np.flatnonzero(gold.isna() | ~np.isfinite(gold.fillna(0).to_numpy(dtype=float)))[0])
         raise InputError(where, cfg.score_column, f"expected a finite number in every row, row {row} is not")
-    out = pd.DataFrame({"pair_id": ids.to_numpy(), "text_a": df[cfg.text_a_column].to_numpy(),
-                        "text_b": df[cfg.text_b_column].to_numpy(), "gold": gold.to_numpy(dtype=float)})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "pair_id": ids.to_numpy(),
+            "text_a": df[cfg.text_a_column].to_numpy(),
+            "text_b": df[cfg.text_b_column].to_numpy(),
+            "gold": gold.to_numpy(dtype=float),
+        }
+    )
     if "split" in df.columns:
         bad = sorted(set(df["split"].astype(str)) - {"train", "test"})
         if bad:
@@ -119,12 +146,27 @@ def load_pairs(path) -> pd.DataFrame:
 
 
 def attribution_row(pair_id: str, model: str, res: PairAttribution, cfg, gold: float, seconds: float) -> dict:
-    return {"pair_id": pair_id, "model": model, "similarity": res.similarity, "mode": res.mode,
-            "layer": cfg.attribution.layer, "n_steps": res.n_steps, "quadrature": res.quadrature,
-            "n_a": res.matrix.shape[0],
-            "n_b": res.matrix.shape[1], "gold": gold, "score": res.score, "score_a_rb": res.score_a_rb,
-            "score_ra_b": res.score_ra_b, "score_ra_rb": res.score_ra_rb, "target": res.target, "total": res.total,
-            "error": res.error, "score_error": res.score_error, "seconds": seconds}  # fmt: skip
+    return {
+        "pair_id": pair_id,
+        "model": model,
+        "similarity": res.similarity,
+        "mode": res.mode,
+        "layer": cfg.attribution.layer,
+        "n_steps": res.n_steps,
+        "quadrature": res.quadrature,
+        "n_a": res.matrix.shape[0],
+        "n_b": res.matrix.shape[1],
+        "gold": gold,
+        "score": res.score,
+        "score_a_rb": res.score_a_rb,
+        "score_ra_b": res.score_ra_b,
+        "score_ra_rb": res.score_ra_rb,
+        "target": res.target,
+        "total": res.total,
+        "error": res.error,
+        "score_error": res.score_error,
+        "seconds": seconds,
+    }
 
 
 def matrix_key(pair_id: str, model: str, similarity: str, mode: str) -> str:
@@ -154,12 +196,20 @@ def error_summary(scores: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, sim, mode), part in scores.groupby(["model", "similarity", "mode"], sort=False):
         rel = np.abs(part["score_error"]) / np.maximum(np.abs(part["score"]), 1e-12)
-        rows.append({"model": model, "similarity": sim, "mode": mode, "pairs": len(part),
-                     "mean abs error": float(np.abs(part["error"]).mean()),
-                     "max abs error": float(np.abs(part["error"]).max()),
-                     "mean abs(ΣA − score)": float(np.abs(part["score_error"]).mean()),
-                     "median abs(ΣA − score) / abs(score)": float(np.median(rel)),
-                     "spearman(score, gold)": float(spearmanr(part["score"], part["gold"]).statistic)
-                     if part["score"].nunique() > 1 and part["gold"].nunique() > 1 else None,
-                     "seconds per pair and model": float(part["seconds"].mean())})  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "similarity": sim,
+                "mode": mode,
+                "pairs": len(part),
+                "mean abs error": float(np.abs(part["error"]).mean()),
+                "max abs error": float(np.abs(part["error"]).max()),
+                "mean abs(ΣA − score)": float(np.abs(part["score_error"]).mean()),
+                "median abs(ΣA − score) / abs(score)": float(np.median(rel)),
+                "spearman(score, gold)": float(spearmanr(part["score"], part["gold"]).statistic)
+                if part["score"].nunique() > 1 and part["gold"].nunique() > 1
+                else None,
+                "seconds per pair and model": float(part["seconds"].mean()),
+            }
+        )
     return pd.DataFrame(rows)

@@ -46,8 +46,12 @@ def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.Dat
     def evaluate(data, gold, scale):
         model.eval()
         with torch.no_grad():
-            s = torch.cat([shifted_dot(model, *(d[i : i + 32] for d in data), base.pooling, scale)
-                           for i in range(0, len(gold), 32)])  # fmt: skip
+            s = torch.cat(
+                [
+                    shifted_dot(model, *(d[i : i + 32] for d in data), base.pooling, scale)
+                    for i in range(0, len(gold), 32)
+                ]
+            )
         return {"mse": float(((s - gold) ** 2).mean()), "spearman": float(spearmanr(s, gold).statistic)}
 
     seed_everything(exact_cfg.seed)
@@ -55,8 +59,9 @@ def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.Dat
     y_tr = torch.tensor(train["gold"].to_numpy(), dtype=torch.float32)
     y_te = torch.tensor(test["gold"].to_numpy(), dtype=torch.float32)
     with torch.no_grad():
-        raw = torch.cat([shifted_dot(model, *(d[i : i + 32] for d in tr), base.pooling, 1.0)
-                         for i in range(0, len(y_tr), 32)])  # fmt: skip
+        raw = torch.cat(
+            [shifted_dot(model, *(d[i : i + 32] for d in tr), base.pooling, 1.0) for i in range(0, len(y_tr), 32)]
+        )
     ratio = float(y_tr.mean() / raw.mean()) if float(raw.mean()) > 0 and float(y_tr.mean()) > 0 else 1.0
     scale = ratio**0.5
     before = evaluate(te, y_te, scale)
@@ -85,11 +90,25 @@ def train_pair_encoder(encoder_cfg, exact_cfg, train: pd.DataFrame, test: pd.Dat
     seconds = time.perf_counter() - t0
     model.eval()
     after = evaluate(te, y_te, scale)
-    spec = {"similarity": "shifted_dot", "pooling": base.pooling, "scale": scale, "reference": encoder_cfg.reference,
-            "base": encoder_cfg.name_or_path}  # fmt: skip
-    metrics = {"steps": exact_cfg.steps, "seconds": round(seconds, 2), "seconds_per_step": seconds / exact_cfg.steps,
-               "scale": scale, "first_loss": losses[0], "last_loss": float(np.mean(losses[-5:])),
-               "test_before": before, "test_after": after, "n_train": len(y_tr), "n_test": len(y_te)}  # fmt: skip
+    spec = {
+        "similarity": "shifted_dot",
+        "pooling": base.pooling,
+        "scale": scale,
+        "reference": encoder_cfg.reference,
+        "base": encoder_cfg.name_or_path,
+    }
+    metrics = {
+        "steps": exact_cfg.steps,
+        "seconds": round(seconds, 2),
+        "seconds_per_step": seconds / exact_cfg.steps,
+        "scale": scale,
+        "first_loss": losses[0],
+        "last_loss": float(np.mean(losses[-5:])),
+        "test_before": before,
+        "test_after": after,
+        "n_train": len(y_tr),
+        "n_test": len(y_te),
+    }
     logger.info(
         "exact-mode training: %d steps in %.1f s, test MSE %.3f -> %.3f, Spearman %.3f -> %.3f",
         *(exact_cfg.steps, seconds, before["mse"], after["mse"], before["spearman"], after["spearman"]),

@@ -36,25 +36,55 @@ AXES = ("datasets", "models", "seeds")
 #: The keys rule prepare_dataset is given, and those rule build_base_model is given (their ``keys(...)`` in the
 #: workflow): runs that give a rule the same values share its job.
 PREPARE_DATASET_KEYS = {
-    "data": ["task", "source", "seed", "test_fraction", "text_column", "label_column", "label_columns", "id_column",
-             "question_column", "layout", "path", "classes", "hub", "synthetic"],
+    "data": [
+        "task",
+        "source",
+        "seed",
+        "test_fraction",
+        "text_column",
+        "label_column",
+        "label_columns",
+        "id_column",
+        "question_column",
+        "layout",
+        "path",
+        "classes",
+        "hub",
+        "synthetic",
+    ],
     "model": ["source", "name_or_path", "max_length"],
-}  # fmt: skip
+}
 BUILD_BASE_MODEL_KEYS = {
-    "model": ["source", "name_or_path", "max_length", "attention_window", "architecture", "block_size",
-              "num_random_blocks", "seed"],
-}  # fmt: skip
+    "model": [
+        "source",
+        "name_or_path",
+        "max_length",
+        "attention_window",
+        "architecture",
+        "block_size",
+        "num_random_blocks",
+        "seed",
+    ],
+}
 
 #: Rules whose jobs are shared across runs, and the scope of their files.
 RULE_SCOPES = {
     "prepare_dataset": "data",
     "build_base_model": "base",
     **dict.fromkeys(
-        ("prepare_pairs", "train_pair_encoder", "attribute_pairs", "pair_convergence", "pair_topology",
-         "pair_tables", "plot_pairs", "findings"),
+        (
+            "prepare_pairs",
+            "train_pair_encoder",
+            "attribute_pairs",
+            "pair_convergence",
+            "pair_topology",
+            "pair_tables",
+            "plot_pairs",
+            "findings",
+        ),
         "global",
     ),
-}  # fmt: skip
+}
 #: The files of the prepared dataset (rule prepare_dataset).
 DATA_FILES = ("data/train.parquet", "data/test.parquet", "data/rationales.parquet", "data/split_manifest.json")
 #: Where each scope's files go in a grid ({wildcard} patterns); the global scope keeps the one-run paths.
@@ -164,10 +194,11 @@ def _check_axes(grid: Mapping[str, Any], where: str) -> None:
         clash = [n for n, f in zip(names, folded, strict=True) if folded.count(f) > 1]
         if clash:
             raise InputError(
-                where, f"grid.{axis}",
+                where,
+                f"grid.{axis}",
                 f"expected names that differ in more than case (runs would share a folder on a case-insensitive "
                 f"file system), got {clash}",
-            )  # fmt: skip
+            )
 
 
 def _check_overrides(grid: Mapping[str, Any], where: str) -> None:
@@ -176,16 +207,18 @@ def _check_overrides(grid: Mapping[str, Any], where: str) -> None:
         for name, entry in (grid.get("models") or {}).items():
             if "seed" in (entry or {}).get("train", {}):
                 raise InputError(
-                    where, f"grid.models.{name}.train.seed",
+                    where,
+                    f"grid.models.{name}.train.seed",
                     "expected no train.seed in a model of a grid with seeds (grid.seeds sets each run's train.seed)",
-                )  # fmt: skip
+                )
     if grid.get("split_follows_seed"):
         for name, entry in (grid.get("datasets") or {}).items():
             if "seed" in (entry or {}):
                 raise InputError(
-                    where, f"grid.datasets.{name}.seed",
+                    where,
+                    f"grid.datasets.{name}.seed",
                     "expected no data.seed in a dataset of a grid with split_follows_seed (the run's seed sets it)",
-                )  # fmt: skip
+                )
 
 
 def _excluded(exclude: Sequence[Mapping[str, Any]], dataset: str, model: str, seed: int | None) -> bool:

@@ -117,8 +117,12 @@ def start(workflow, log: str | os.PathLike = ".snakemake/log/attnlens-jobserver.
     path = folder / "socket"
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "attnlens.pipeline.jobserver", str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     _SERVER = (proc, folder)
     os.environ[SOCKET_ENV] = str(path)
     atexit.register(stop)

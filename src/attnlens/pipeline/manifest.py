@@ -33,8 +33,15 @@ IGNORED = (".snakemake_timestamp",)
 REPORTED = (".png", ".pdf", ".csv", ".tex", ".md", ".html")
 #: Provenance fields copied into the manifest.
 SUMMARY_KEYS = (
-    "schema", "attnlens_version", "git_commit", "config_sha256", "run_config_sha256", "seed", "rule", "notes",
-)  # fmt: skip
+    "schema",
+    "attnlens_version",
+    "git_commit",
+    "config_sha256",
+    "run_config_sha256",
+    "seed",
+    "rule",
+    "notes",
+)
 #: The run notes' row when no artifact has a note.
 NO_NOTES = "nothing was cut, left out or outside its tolerance"
 
@@ -215,8 +222,14 @@ def build_manifest(targets: Iterable[str], logs_dir: str | Path) -> list[dict[st
         if found:
             record = found[1]
             inputs = [_norm(i) for i in record["input"]]
-            entry.update(rule=record["rule"], wildcards=record.get("wildcards", {}), log=record.get("log"),
-                         job_record=record["record"], finished=record.get("finished"), inputs=inputs)  # fmt: skip
+            entry.update(
+                rule=record["rule"],
+                wildcards=record.get("wildcards", {}),
+                log=record.get("log"),
+                job_record=record["record"],
+                finished=record.get("finished"),
+                inputs=inputs,
+            )
             queue.extend(inputs)
         else:
             entry.update(rule=None, inputs=[])

@@ -155,10 +155,16 @@ def grid_runs(grid: Grid | None) -> list[dict[str, Any]]:
     if grid is None:
         return []
     return [
-        {"run": r.name, "dataset": r.dataset, "model": r.model, "seed": r.seed, "dataset_group": r.dataset_group,
-         "base_group": r.base_group or ""}
+        {
+            "run": r.name,
+            "dataset": r.dataset,
+            "model": r.model,
+            "seed": r.seed,
+            "dataset_group": r.dataset_group,
+            "base_group": r.base_group or "",
+        }
         for r in grid.runs
-    ]  # fmt: skip
+    ]
 
 
 def group_pattern(names: Iterable[str]) -> str:

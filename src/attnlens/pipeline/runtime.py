@@ -102,8 +102,12 @@ def log_to(path: str | os.PathLike | None, outputs: Sequence[str] = ()) -> Itera
         raise SystemExit(1) from None
     except Stopped as why:
         where = f" ({_named(outputs)})" if outputs else ""
-        _say(f"attnlens: stopped: {why} received{where}; no half-written artifact was kept, run the same command "
-             "again to resume", handle, terminal)  # fmt: skip
+        _say(
+            f"attnlens: stopped: {why} received{where}; no half-written artifact was kept, run the same command "
+            "again to resume",
+            handle,
+            terminal,
+        )
         raise SystemExit(STOPPED_STATUS) from None
     except Exception as err:
         if disk_full(err):
@@ -151,9 +155,14 @@ class JobClock:
 
 
 def write_job_record(
-    rule: str, inputs: Sequence[str], outputs: Sequence[str], log: str | os.PathLike,
-    wildcards: Mapping[str, Any] | None = None, run_config_sha256: str | None = None, clock: JobClock | None = None,
-) -> Path:  # fmt: skip
+    rule: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    log: str | os.PathLike,
+    wildcards: Mapping[str, Any] | None = None,
+    run_config_sha256: str | None = None,
+    clock: JobClock | None = None,
+) -> Path:
     """Record what a finished job read and wrote, and (with ``clock``) how long it took to start and to work;
     ``results/manifest.json`` is built from these records, ``benchmarks/startup.py`` reads the times."""
     record = {
@@ -200,8 +209,9 @@ def rule_job(smk) -> Iterator[None]:
         with log_to(log, list(smk.output)):
             yield
             if log:  # inside: a full disk here is said in one line too
-                write_job_record(smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()),
-                                 run_hash, clock)  # fmt: skip
+                write_job_record(
+                    smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()), run_hash, clock
+                )
     finally:
         set_job(None)
 

@@ -51,8 +51,17 @@ _INVISIBLE = {"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"}
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 _MARKDOWN_SPECIAL = set("\\`*[]|~")
 #: Math signs the tables' headers and captions use, set in math mode.
-_LATEX_MATH = {"\u2212": "-", "\u2264": r"\leq", "\u2265": r"\geq", "\u2260": r"\neq", "\u2248": r"\approx",
-               "\u221e": r"\infty", "\u2211": r"\sum", "\u2202": r"\partial", "\u2207": r"\nabla"}  # fmt: skip
+_LATEX_MATH = {
+    "\u2212": "-",
+    "\u2264": r"\leq",
+    "\u2265": r"\geq",
+    "\u2260": r"\neq",
+    "\u2248": r"\approx",
+    "\u221e": r"\infty",
+    "\u2211": r"\sum",
+    "\u2202": r"\partial",
+    "\u2207": r"\nabla",
+}
 #: Greek capitals LaTeX has a command for (the others look like Latin letters).
 _GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega"}
 

@@ -170,11 +170,15 @@ def document_for(
     starts = [bool(p[1]) or i in special_set for i, p in zip(input_ids, pieces, strict=True)]
     outcome = task.outcome(example["label"], attribution_row["probs"], int(attribution_row["target"]), class_names)
     targets = [
-        Target(name=task.outcome(example["label"], row["probs"], int(row["target"]), class_names).explained,
-               attribution=np.asarray(row["scores"], dtype=np.float32), evidence=ev, ig_steps=int(row["n_steps"]),
-               ig_delta=float(row["delta"]))
+        Target(
+            name=task.outcome(example["label"], row["probs"], int(row["target"]), class_names).explained,
+            attribution=np.asarray(row["scores"], dtype=np.float32),
+            evidence=ev,
+            ig_steps=int(row["n_steps"]),
+            ig_delta=float(row["delta"]),
+        )
         for row, ev in [(attribution_row, evidence), *other_targets]
-    ]  # fmt: skip
+    ]
     info = {
         "roles": roles,
         "label": outcome.label,

@@ -149,11 +149,18 @@ def plot_head_agreement(maps: dict[str, np.ndarray], stem, n_examples: int, dpi:
         centred = name.startswith("Spearman")
         lim = float(np.nanmax(np.abs(m))) if centred and np.isfinite(m).any() else None
         sns.heatmap(
-            np.asarray(m, dtype=float), ax=ax, cmap="RdBu_r" if centred else "viridis",
-            vmin=-lim if lim else None, vmax=lim, annot=n_layers * n_heads <= 144, fmt=".2f",
-            annot_kws={"fontsize": 6}, xticklabels=[str(h + 1) for h in range(n_heads)],
-            yticklabels=[str(i + 1) for i in range(n_layers)], cbar_kws={"shrink": 0.8},
-        )  # fmt: skip
+            np.asarray(m, dtype=float),
+            ax=ax,
+            cmap="RdBu_r" if centred else "viridis",
+            vmin=-lim if lim else None,
+            vmax=lim,
+            annot=n_layers * n_heads <= 144,
+            fmt=".2f",
+            annot_kws={"fontsize": 6},
+            xticklabels=[str(h + 1) for h in range(n_heads)],
+            yticklabels=[str(i + 1) for i in range(n_layers)],
+            cbar_kws={"shrink": 0.8},
+        )
         ax.set_title(name)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
@@ -169,13 +176,19 @@ def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
     (:func:`attnlens.similarity.per_target.target_agreement`)."""
     metrics = list(dict.fromkeys(table["metric"]))
     configurations = list(dict.fromkeys(table["configuration"]))
-    fig, axes = plt.subplots(len(metrics), len(configurations), squeeze=False,
-                             figsize=(4.2 * len(configurations) + 1, 2.8 * len(metrics) + 0.8))  # fmt: skip
+    fig, axes = plt.subplots(
+        len(metrics),
+        len(configurations),
+        squeeze=False,
+        figsize=(4.2 * len(configurations) + 1, 2.8 * len(metrics) + 0.8),
+    )
     # (column, its interval's columns' prefix, legend, colour)
-    series = (("attention", "attention", "attention vs attribution", "#1b6ca8"),
-              ("chance", None, "chance (permuted)", "#c6dbef"),
-              ("between_targets", "between", "attribution vs other targets' attributions", "#d95f02"),
-              ("difference", "difference", "attention minus between (paired by document)", "#7570b3"))  # fmt: skip
+    series = (
+        ("attention", "attention", "attention vs attribution", "#1b6ca8"),
+        ("chance", None, "chance (permuted)", "#c6dbef"),
+        ("between_targets", "between", "attribution vs other targets' attributions", "#d95f02"),
+        ("difference", "difference", "attention minus between (paired by document)", "#7570b3"),
+    )
     width = 0.8 / len(series)
     for r, metric in enumerate(metrics):
         for c, configuration in enumerate(configurations):
@@ -189,8 +202,15 @@ def plot_target_agreement(table: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
                     lo, hi = part[f"{interval}_lo"].to_numpy(float), part[f"{interval}_hi"].to_numpy(float)
                     err = np.vstack([values - lo, hi - values])
                     err = np.where(np.isfinite(err), err, 0.0)
-                ax.bar(x + (i - (len(series) - 1) / 2) * width, np.nan_to_num(values), width, yerr=err, color=colour,
-                       label=label, capsize=2)  # fmt: skip
+                ax.bar(
+                    x + (i - (len(series) - 1) / 2) * width,
+                    np.nan_to_num(values),
+                    width,
+                    yerr=err,
+                    color=colour,
+                    label=label,
+                    capsize=2,
+                )
             names = [str(n) if len(str(n)) <= 22 else str(n)[:21] + "…" for n in part["name"]]
             ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
             ax.axhline(0, color="black", linewidth=0.5)
@@ -223,9 +243,11 @@ def plot_similarity_distributions(
                 for mode, metric in (("legacy", legacy), ("fixed", fixed)):
                     mask = masked_with[mode] if masked else "none"
                     part = frame[
-                        (frame["mode"] == mode) & (frame["metric"] == metric)
-                        & (frame["configuration"] == ly) & (frame["mask"] == mask)
-                    ]  # fmt: skip
+                        (frame["mode"] == mode)
+                        & (frame["metric"] == metric)
+                        & (frame["configuration"] == ly)
+                        & (frame["mask"] == mask)
+                    ]
                     for what, colour in zip(("value", "chance"), _MODE_COLOURS[mode], strict=True):
                         v = part[what].to_numpy(dtype=float)
                         data.append(v[np.isfinite(v)])
@@ -263,12 +285,22 @@ def plot_persistence(diagrams: dict[int, np.ndarray], cap: float, stem, title: s
         for birth, death, infinite in bars:
             bar_ax.plot([birth, death], [row, row], color=colours(dim), lw=1.5)
             if infinite:
-                bar_ax.annotate("", (death, row), (death - 0.02 * max(cap, 1e-9), row),
-                                arrowprops={"arrowstyle": "->", "color": colours(dim)})  # fmt: skip
+                bar_ax.annotate(
+                    "",
+                    (death, row),
+                    (death - 0.02 * max(cap, 1e-9), row),
+                    arrowprops={"arrowstyle": "->", "color": colours(dim)},
+                )
             row += 1
         if len(bars):
-            dgm_ax.scatter(bars[:, 0], bars[:, 1], s=14, color=colours(dim), label=f"H{dim} ({len(bars)})",
-                           marker="^" if dim else "o")  # fmt: skip
+            dgm_ax.scatter(
+                bars[:, 0],
+                bars[:, 1],
+                s=14,
+                color=colours(dim),
+                label=f"H{dim} ({len(bars)})",
+                marker="^" if dim else "o",
+            )
     bar_ax.set_xlabel("filtration value (MI distance)")
     bar_ax.set_yticks([])
     bar_ax.set_title("barcode")
@@ -410,8 +442,15 @@ def plot_pair_convergence(frame: pd.DataFrame, stem, dpi: int = 150) -> list[Pat
             part = part.sort_values("n_steps")
             rel = np.maximum(np.abs(part["error"]) / np.maximum(np.abs(part["target"]), floor), floor)
             legacy = " (legacy)" if mode == "legacy" else ""
-            ax.loglog(part["n_steps"], rel, styles.get(rule, "-."), marker="o", ms=3, color=colours(k),
-                      label=f"{model} {sim}, {rule.replace('_', '-')}{legacy}")  # fmt: skip
+            ax.loglog(
+                part["n_steps"],
+                rel,
+                styles.get(rule, "-."),
+                marker="o",
+                ms=3,
+                color=colours(k),
+                label=f"{model} {sim}, {rule.replace('_', '-')}{legacy}",
+            )
     ax.set_xlabel("integration steps N")
     ax.set_ylabel("|ΣA − target| / |target|")
     ax.set_title(f"attribution error against N (pair {frame['pair_id'].iloc[0]})", fontsize=9)
@@ -476,8 +515,10 @@ def plot_leaderboard(summary: pd.DataFrame, columns, baseline: str):
             colour = "C3" if r.method == baseline else "C0"
             ax.plot([r.mean], [y], "o", color=colour, mfc=colour if significant or r.method == baseline else "white")
         ax.set_yticks(range(len(methods)), methods[::-1], fontsize=8)
-        ax.set_title(metric.label + ("" if metric.higher_is_better is None else
-                                     (" ↑" if metric.higher_is_better else " ↓")), fontsize=9)  # fmt: skip
+        ax.set_title(
+            metric.label + ("" if metric.higher_is_better is None else (" ↑" if metric.higher_is_better else " ↓")),
+            fontsize=9,
+        )
         if metric.name == "cost_ratio":
             ax.set_xscale("log")
         ax.grid(axis="x", alpha=0.3)

@@ -38,9 +38,17 @@ def headline(statements: pd.DataFrame, concordance: pd.DataFrame) -> pd.DataFram
     return statements[keep]
 
 
-def findings_markdown(runs: pd.DataFrame, quantities: pd.DataFrame, concordance: pd.DataFrame, shown: pd.DataFrame,
-                      statements: pd.DataFrame, min_share: float, alpha: float,
-                      sanity: pd.DataFrame | None = None, max_rho: float = 0.5) -> str:  # fmt: skip
+def findings_markdown(
+    runs: pd.DataFrame,
+    quantities: pd.DataFrame,
+    concordance: pd.DataFrame,
+    shown: pd.DataFrame,
+    statements: pd.DataFrame,
+    min_share: float,
+    alpha: float,
+    sanity: pd.DataFrame | None = None,
+    max_rho: float = 0.5,
+) -> str:
     """``findings.md``: the runs, the verdicts by kind, the sanity check, Kendall's W, the listed statements and the
     quantities."""
     counts = (
@@ -74,8 +82,10 @@ def _sanity_section(sanity: pd.DataFrame | None, max_rho: float) -> str:
         return ""
     final = sanity[sanity["verdict"] != ""]
     columns = ["dataset", "model", "method", "level", "n_runs", "mean_rho", "min_rho", "max_rho", "verdict", "note"]
-    caption = (f"Sanity check: Spearman ρ of each method's scores on the trained model and on the model with every "
-               f"layer and the head drawn anew (fails above {max_rho:g}; every level in sanity.csv)")  # fmt: skip
+    caption = (
+        f"Sanity check: Spearman ρ of each method's scores on the trained model and on the model with every "
+        f"layer and the head drawn anew (fails above {max_rho:g}; every level in sanity.csv)"
+    )
     return markdown_table(_rounded(final[columns], ["mean_rho", "min_rho", "max_rho"]), caption)
 
 
@@ -86,9 +96,16 @@ def _rounded(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return out
 
 
-def write_findings(out_dir: Path, runs: pd.DataFrame, quantities: pd.DataFrame, concordance: pd.DataFrame,
-                   statements: pd.DataFrame, rankings: pd.DataFrame, cfg,
-                   sanity: pd.DataFrame | None = None) -> None:  # fmt: skip
+def write_findings(
+    out_dir: Path,
+    runs: pd.DataFrame,
+    quantities: pd.DataFrame,
+    concordance: pd.DataFrame,
+    statements: pd.DataFrame,
+    rankings: pd.DataFrame,
+    cfg,
+    sanity: pd.DataFrame | None = None,
+) -> None:
     """``findings.{csv,tex,md}`` (the listed statements; the Markdown with everything around them) and the full
     ``runs``, ``statements``, ``quantities``, ``concordance``, ``rankings`` (and ``sanity``) tables, into
     ``out_dir``."""
@@ -96,8 +113,12 @@ def write_findings(out_dir: Path, runs: pd.DataFrame, quantities: pd.DataFrame, 
     shown = headline(statements, concordance) if len(statements) else pd.DataFrame(columns=STATEMENT_COLUMNS)
     write_table(shown.reindex(columns=STATEMENT_COLUMNS), out_dir / "findings", "Which conclusions hold across runs")
     with atomic_path(out_dir / "findings.md") as tmp:
-        tmp.write_text(findings_markdown(runs, quantities, concordance, shown, statements, cfg.min_share, cfg.alpha,
-                                         sanity, cfg.sanity_max_rho), encoding="utf-8")  # fmt: skip
+        tmp.write_text(
+            findings_markdown(
+                runs, quantities, concordance, shown, statements, cfg.min_share, cfg.alpha, sanity, cfg.sanity_max_rho
+            ),
+            encoding="utf-8",
+        )
     write_table(runs, out_dir / "runs", "The runs of the grid and the shared jobs each reads")
     write_table(statements, out_dir / "statements", "Every statement across runs")
     write_table(quantities, out_dir / "quantities", "Headline quantities across runs")

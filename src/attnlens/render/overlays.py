@@ -147,8 +147,11 @@ def compile_pdf(tex_path: Path, pdf_path: Path) -> bool:
     """Compile with the available TeX engine; False (and a notice) when there is none or it fails."""
     engine = tex_engine()
     if engine is None:
-        log.info("no TeX engine with %s on the PATH: %s not compiled (install TeX Live for the PDF)",
-                 ", ".join(TEX_NEEDS), tex_path.name)  # fmt: skip
+        log.info(
+            "no TeX engine with %s on the PATH: %s not compiled (install TeX Live for the PDF)",
+            ", ".join(TEX_NEEDS),
+            tex_path.name,
+        )
         return False
     with tempfile.TemporaryDirectory() as tmp:
         run = subprocess.run(

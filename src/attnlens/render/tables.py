@@ -62,8 +62,12 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str) -> list[Path]:
 
 def markdown_table(df: pd.DataFrame, caption: str) -> str:
     """A captioned Markdown table; caption, header and cells escaped (:func:`attnlens.render.escape.markdown_cell`)."""
-    md = [f"**{markdown_cell(caption)}**", "", "| " + " | ".join(markdown_cell(c) for c in df.columns) + " |",
-          "|" + "---|" * len(df.columns)]  # fmt: skip
+    md = [
+        f"**{markdown_cell(caption)}**",
+        "",
+        "| " + " | ".join(markdown_cell(c) for c in df.columns) + " |",
+        "|" + "---|" * len(df.columns),
+    ]
     md += ["| " + " | ".join(markdown_cell(_fmt(v)) for v in rec) + " |" for rec in df.itertuples(index=False)]
     return "\n".join(md) + "\n"
 

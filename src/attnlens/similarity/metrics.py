@@ -56,27 +56,54 @@ MODES = ("legacy", "fixed")
 #: ``2048 − ⌈0.95 · 2048⌉``: the original's hard-coded depth of the 95th rank cosine and AO (B-10).
 LEGACY_DEPTH_95 = 2048 - math.ceil(2048 * 0.95)
 LEGACY_METRICS = (
-    "cosine_raw", "cosine", "cosine_median", "cosine_mean", "cosine_p95", "rank_cosine",
-    "kendall_tau", "rbo_ao", "jaccard_top5", "rank_cosine_p95", "rbo_ao_p95",
-)  # fmt: skip
+    "cosine_raw",
+    "cosine",
+    "cosine_median",
+    "cosine_mean",
+    "cosine_p95",
+    "rank_cosine",
+    "kendall_tau",
+    "rbo_ao",
+    "jaccard_top5",
+    "rank_cosine_p95",
+    "rbo_ao_p95",
+)
 #: Bug ids of docs/deviations.md whose legacy behaviour the fixed metrics change.
 DEVIATIONS = ("B-5", "B-6", "B-7", "B-8", "B-10", "B-11")
 SIMILARITY_SCHEMA = "similarity/v2"
 HEADS_SCHEMA = "head_agreement/v1"
 #: Columns of a ``compare`` shard, one row per example × explained target × configuration × scaling × mask × mode ×
 #: metric (``target``, ``target_rank``: the attribution's, :data:`attnlens.attribution.artifacts.ATTRIBUTION_TYPES`).
-SIMILARITY_TYPES = pa.schema([
-    ("example_id", pa.string()), ("target", pa.int64()), ("target_rank", pa.int64()),
-    ("configuration", pa.string()), ("scaled", pa.bool_()), ("mask", pa.string()),
-    ("mode", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("chance", pa.float64()),
-    ("chance_sd", pa.float64()), ("z", pa.float64()), ("p_perm", pa.float64()), ("n", pa.int64()),
-])  # fmt: skip
+SIMILARITY_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("target", pa.int64()),
+        ("target_rank", pa.int64()),
+        ("configuration", pa.string()),
+        ("scaled", pa.bool_()),
+        ("mask", pa.string()),
+        ("mode", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("chance", pa.float64()),
+        ("chance_sd", pa.float64()),
+        ("z", pa.float64()),
+        ("p_perm", pa.float64()),
+        ("n", pa.int64()),
+    ]
+)
 COLUMNS = tuple(SIMILARITY_TYPES.names)
 #: Columns of a ``compare`` shard's per-head agreement, one row per example × layer × head.
-HEADS_TYPES = pa.schema([
-    ("example_id", pa.string()), ("layer", pa.int64()), ("head", pa.int64()), ("spearman", pa.float64()),
-    ("jaccard_top5", pa.float64()), ("n", pa.int64()),
-])  # fmt: skip
+HEADS_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("layer", pa.int64()),
+        ("head", pa.int64()),
+        ("spearman", pa.float64()),
+        ("jaccard_top5", pa.float64()),
+        ("n", pa.int64()),
+    ]
+)
 
 
 def fixed_metrics(rbo_p: Sequence[float]) -> tuple[str, ...]:
@@ -325,8 +352,9 @@ def vector_agreement(a: np.ndarray, t: np.ndarray, rbo_p: Sequence[float], top_f
     """Fixed-mode metrics of one signed attribution ``a`` against one non-negative vector ``t`` (both over the kept
     positions), exactly as :func:`compare_example` computes them against an attention vector."""
     a = np.asarray(a, dtype=np.float64)
-    rows = fixed_metrics_rows(_FixedSide.of(a), dense_ranks(np.abs(a))[None], np.asarray(t, dtype=np.float64),
-                              rbo_p, top_fraction)  # fmt: skip
+    rows = fixed_metrics_rows(
+        _FixedSide.of(a), dense_ranks(np.abs(a))[None], np.asarray(t, dtype=np.float64), rbo_p, top_fraction
+    )
     return {name: float(values[0]) for name, values in rows.items()}
 
 
@@ -408,8 +436,9 @@ def compare_example(
     def emit(mode, mask, metrics_by_key, size):
         for (layers, scaled), metrics in metrics_by_key.items():
             for name, values in metrics.items():
-                records.append((example_id, target, target_rank, layers, scaled, mask, mode, name,
-                                *chance_stats(values), size))  # fmt: skip
+                records.append(
+                    (example_id, target, target_rank, layers, scaled, mask, mode, name, *chance_stats(values), size)
+                )
 
     keep_of = {"none": None, "legacy": keep["legacy"], "fixed": keep["fixed"]}
     perms = permutations(example_rng(seed, example_id, 0), n, n_permutations)

@@ -73,9 +73,16 @@ def masking_increase(summary: pd.DataFrame, rbo_p: Sequence[float], layers=("las
                             dv.append(v["mean"] - u["mean"])
                             dc.append(v["chance"] - u["chance"])
                 rows.append(
-                    {"metric": m.label, "mode": mode, "name": name, "pct_increase": _mean(pct),
-                     "delta_value": _mean(dv), "delta_chance": _mean(dc), "note": _zero_note(at_zero, len(pct))}
-                )  # fmt: skip
+                    {
+                        "metric": m.label,
+                        "mode": mode,
+                        "name": name,
+                        "pct_increase": _mean(pct),
+                        "delta_value": _mean(dv),
+                        "delta_chance": _mean(dc),
+                        "note": _zero_note(at_zero, len(pct)),
+                    }
+                )
     out = pd.DataFrame(rows)
     out["delta_excess"] = out["delta_value"] - out["delta_chance"]
     return out[[c for c in out.columns if c != "note"] + ["note"]]
@@ -170,10 +177,16 @@ def top_set_table(
     for name in SET_ORDER:
         idx = np.flatnonzero(member[name])
         part = pd.DataFrame(
-            {"set": name, "token": [labels[pos[i]] for i in idx], "position": pos[idx],
-             "attention_norm": norm_t[idx], "attention_rank": rank_t[idx],
-             "attribution_norm": norm_a[idx], "attribution_rank": rank_a[idx]}
-        )  # fmt: skip
+            {
+                "set": name,
+                "token": [labels[pos[i]] for i in idx],
+                "position": pos[idx],
+                "attention_norm": norm_t[idx],
+                "attention_rank": rank_t[idx],
+                "attribution_norm": norm_a[idx],
+                "attribution_rank": rank_a[idx],
+            }
+        )
         parts.append(part.sort_values("attribution_rank" if name == "attribution_only" else "attention_rank"))
     shared = int(member["shared"].sum())
     return pd.concat(parts, ignore_index=True), shared, int((top_a | top_t).sum())

@@ -46,13 +46,35 @@ METRICS = ("kendall_tau_b", "jaccard_top5")
 CONFIGURATIONS = ("last", "all")
 
 PAIR_COLUMNS = ("example_id", "target", "other", "metric", "value", "n")
-SENSITIVITY_COLUMNS = ("method", "metric", "n_documents", "n_pairs", "between_targets", "between_lo", "between_hi",
-                       "note")  # fmt: skip
+SENSITIVITY_COLUMNS = (
+    "method",
+    "metric",
+    "n_documents",
+    "n_pairs",
+    "between_targets",
+    "between_lo",
+    "between_hi",
+    "note",
+)
 COLUMNS = (
-    "target", "name", "configuration", "metric", "n_explanations", "attention", "attention_lo", "attention_hi",
-    "chance", "n_pairs", "between_targets", "between_lo", "between_hi", "difference", "difference_lo",
-    "difference_hi", "note",
-)  # fmt: skip
+    "target",
+    "name",
+    "configuration",
+    "metric",
+    "n_explanations",
+    "attention",
+    "attention_lo",
+    "attention_hi",
+    "chance",
+    "n_pairs",
+    "between_targets",
+    "between_lo",
+    "between_hi",
+    "difference",
+    "difference_lo",
+    "difference_hi",
+    "note",
+)
 
 
 def pair_agreement(
@@ -132,9 +154,27 @@ def target_agreement(
                     note = not_computable(0, "the metric is undefined for every explanation")
                 elif not n_pairs:
                     note = "no other target explained on the same documents: no agreement between targets"
-                rows.append((target, name, configuration, metric, n_values, att, att_lo, att_hi,
-                             float(cell["chance"].mean()) if len(cell) else float("nan"), n_pairs, btw, btw_lo,
-                             btw_hi, diff, diff_lo, diff_hi, note))  # fmt: skip
+                rows.append(
+                    (
+                        target,
+                        name,
+                        configuration,
+                        metric,
+                        n_values,
+                        att,
+                        att_lo,
+                        att_hi,
+                        float(cell["chance"].mean()) if len(cell) else float("nan"),
+                        n_pairs,
+                        btw,
+                        btw_lo,
+                        btw_hi,
+                        diff,
+                        diff_lo,
+                        diff_hi,
+                        note,
+                    )
+                )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -24,12 +24,29 @@ SPECIAL, OTHER = "special tokens", "other"
 #: The fewest tokens of a region whose rank agreement is computed (fewer: undefined, NaN).
 MIN_TOKENS = 3
 #: One row per document, query group, configuration and region (:func:`query_rows`).
-ROW_COLUMNS = ("example_id", "group", "configuration", "region", "attention", "attribution", "tokens",
-               "kendall_tau_b")  # fmt: skip
+ROW_COLUMNS = ("example_id", "group", "configuration", "region", "attention", "attribution", "tokens", "kendall_tau_b")
 #: The table (:func:`query_attention_table`).
-COLUMNS = ("group", "configuration", "region", "n_documents", "attention", "attention_lo", "attention_hi",
-           "attribution", "attribution_lo", "attribution_hi", "tokens", "difference", "difference_lo",
-           "difference_hi", "n_tau", "kendall_tau_b", "tau_lo", "tau_hi", "note")  # fmt: skip
+COLUMNS = (
+    "group",
+    "configuration",
+    "region",
+    "n_documents",
+    "attention",
+    "attention_lo",
+    "attention_hi",
+    "attribution",
+    "attribution_lo",
+    "attribution_hi",
+    "tokens",
+    "difference",
+    "difference_lo",
+    "difference_hi",
+    "n_tau",
+    "kendall_tau_b",
+    "tau_lo",
+    "tau_hi",
+    "note",
+)
 
 
 def region_masks(named: dict[str, np.ndarray], special: np.ndarray) -> dict[str, np.ndarray]:
@@ -61,8 +78,9 @@ def region_tau(attention: np.ndarray, magnitude: np.ndarray, mask: np.ndarray) -
     return float(kendalltau(attention[mask], magnitude[mask]).statistic)
 
 
-def query_rows(example_id: str, group: str, attention: np.ndarray, scores: np.ndarray,
-               masks: dict[str, np.ndarray]) -> list[tuple]:  # fmt: skip
+def query_rows(
+    example_id: str, group: str, attention: np.ndarray, scores: np.ndarray, masks: dict[str, np.ndarray]
+) -> list[tuple]:
     """:data:`ROW_COLUMNS` rows of one document and query group: ``attention`` ``(L, H, n)`` (what the group's tokens
     pay each key), ``scores`` the attribution ``(n,)`` (its absolute values are its mass), ``masks`` from
     :func:`region_masks`: each region's share of the attention, of the mass and of the tokens, and the rank
@@ -95,13 +113,35 @@ def query_attention_table(rows: pd.DataFrame, seed: int, n_boot: int) -> pd.Data
         if np.isnan(lo[:3]).any():
             notes.append(not_computable(len(cell), "an interval needs two documents or more"))
         if np.isnan(mean[3]):
-            why = (f"τ_b needs {MIN_TOKENS} tokens of the region or more, neither side constant over them (attention "
-                   "a query cannot reach is 0: keys outside a local token's window, or after it in a causal "
-                   "model)")  # fmt: skip
+            why = (
+                f"τ_b needs {MIN_TOKENS} tokens of the region or more, neither side constant over them (attention "
+                "a query cannot reach is 0: keys outside a local token's window, or after it in a causal "
+                "model)"
+            )
             notes.append(not_computable(n_tau, why))
         elif np.isnan(lo[3]):
             notes.append(not_computable(n_tau, "τ_b's interval needs two documents with it or more"))
-        out.append((group, configuration, region, len(cell), mean[0], lo[0], hi[0], mean[1], lo[1], hi[1],
-                    float(cell["tokens"].mean()), mean[2], lo[2], hi[2], n_tau, mean[3], lo[3], hi[3],
-                    "; ".join(notes)))  # fmt: skip
+        out.append(
+            (
+                group,
+                configuration,
+                region,
+                len(cell),
+                mean[0],
+                lo[0],
+                hi[0],
+                mean[1],
+                lo[1],
+                hi[1],
+                float(cell["tokens"].mean()),
+                mean[2],
+                lo[2],
+                hi[2],
+                n_tau,
+                mean[3],
+                lo[3],
+                hi[3],
+                "; ".join(notes),
+            )
+        )
     return pd.DataFrame(out, columns=list(COLUMNS))

@@ -68,8 +68,9 @@ def run_estimate_head_importance(
         if heads:
             log.warning("%s importance is exactly 0 for %s: scaling removes them", name, head_labels(heads))
     n_layers, n_heads = matrices["fixed"].shape
-    log.info("head importance: %d %s examples, %d×%d heads, %.1f s", len(examples), cfg.split, n_layers, n_heads,
-             seconds)  # fmt: skip
+    log.info(
+        "head importance: %d %s examples, %d×%d heads, %.1f s", len(examples), cfg.split, n_layers, n_heads, seconds
+    )
     prov = provenance(
         IMPORTANCE_SCHEMA,
         cfg.to_dict(),

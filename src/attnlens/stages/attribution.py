@@ -105,16 +105,31 @@ def run_attribute(
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
         longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
-        internal = internal_batch(cfg.steps_per_pass, model, longest, target, cfg.autocast,
-                                  showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive, min_steps=cfg.min_steps,
-                                  max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
+        internal = internal_batch(
+            cfg.steps_per_pass,
+            model,
+            longest,
+            target,
+            cfg.autocast,
+            showcase_steps=cfg.showcase_steps,
+            adaptive=cfg.adaptive,
+            min_steps=cfg.min_steps,
+            max_steps=cfg.max_steps,
+            n_steps=cfg.n_steps,
+        )
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
         label = examples["label"].iloc[i]
         is_showcase = eid in showcased
-        lo, hi = step_range(is_showcase, showcase_steps=cfg.showcase_steps, adaptive=cfg.adaptive,
-                            min_steps=cfg.min_steps, max_steps=cfg.max_steps, n_steps=cfg.n_steps)  # fmt: skip
+        lo, hi = step_range(
+            is_showcase,
+            showcase_steps=cfg.showcase_steps,
+            adaptive=cfg.adaptive,
+            min_steps=cfg.min_steps,
+            max_steps=cfg.max_steps,
+            n_steps=cfg.n_steps,
+        )
         inputs = None
         for rank, target in enumerate(task.targets(cfg.target, label, outputs_by_id[eid])):
             key = hashlib.sha256(f"{eid}\x00{target}".encode()).hexdigest()[:16]
@@ -137,8 +152,9 @@ def run_attribute(
                 autocast=cfg.autocast,
             )
             synchronize(model_device)
-            row = attribution_row(eid, encoded.input_ids[i], res, label, cfg.target, is_showcase,
-                                  time.perf_counter() - started, rank)  # fmt: skip
+            row = attribution_row(
+                eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started, rank
+            )
             with atomic_path(ckpt) as tmp:
                 pd.DataFrame([row]).to_parquet(tmp)
             rows.append(row)
@@ -154,10 +170,14 @@ def run_attribute(
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
     n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
-    notes = [
-        f"IG: {n_bad} of {len(frame)} explanations of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
-        f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
-    ] if n_bad else []  # fmt: skip
+    notes = (
+        [
+            f"IG: {n_bad} of {len(frame)} explanations of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
+            f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
+        ]
+        if n_bad
+        else []
+    )
     prov = provenance(
         ATTRIBUTION_SCHEMA,
         cfg.to_dict(),
@@ -213,9 +233,13 @@ def run_attribute_embeddings(
         eid = max(showcased, key=lambda eid: len(encoded[eid]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[row_of[eid]], outputs_by_id[eid])), 0)
         inputs = prepare_inputs(model, tokenizer, encoded[eid], model_device)
-        internal = batch_size(cfg.steps_per_pass, model_device,
-                              lambda steps: embedding_ig(model, inputs, target, steps, steps, cfg.embeddings_mode),
-                              cfg.embeddings_steps, "IG's internal batch")  # fmt: skip
+        internal = batch_size(
+            cfg.steps_per_pass,
+            model_device,
+            lambda steps: embedding_ig(model, inputs, target, steps, steps, cfg.embeddings_mode),
+            cfg.embeddings_steps,
+            "IG's internal batch",
+        )
     rows = []
     t0 = time.perf_counter()
     for eid in showcased:
@@ -245,24 +269,41 @@ def run_attribute_embeddings(
         logger.log(
             logging.INFO if converged else logging.WARNING,
             "%s: per-embedding IG, delta %.3g of %.3g (|δ|/|gap| = %.3f)%s",
-            eid, res["delta"], res["gap"], relative,
+            eid,
+            res["delta"],
+            res["gap"],
+            relative,
             "" if converged else f" NOT within the tolerance {cfg.tolerance} at {cfg.embeddings_steps} steps",
-        )  # fmt: skip
+        )
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows)
     missed = [r for r in rows if not r["converged"]]
-    notes = [
-        f"per-embedding IG: {len(missed)} of {len(rows)} showcased examples miss the tolerance "
-        f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
-        f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
-    ] if missed else []  # fmt: skip
+    notes = (
+        [
+            f"per-embedding IG: {len(missed)} of {len(rows)} showcased examples miss the tolerance "
+            f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
+            f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
+        ]
+        if missed
+        else []
+    )
     wanted = EMBEDDING_LAYERS if cfg.embeddings_mode == "legacy" else ("word", "position")
     absent = [name for name in wanted if name not in architecture(model).embedding_layers(model)]
     if absent:
-        notes.append(f"per-embedding IG: the model has no {' or '.join(absent)} embeddings (e.g. rotary positions); "
-                     f"it attributes to the ones it has")  # fmt: skip
+        notes.append(
+            f"per-embedding IG: the model has no {' or '.join(absent)} embeddings (e.g. rotary positions); "
+            f"it attributes to the ones it has"
+        )
     deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
-    prov = provenance(EMBEDDING_SCHEMA, cfg.to_dict(), None, seconds=round(seconds, 2), deviations=deviations,
-                      not_converged=len(missed), internal_batch=internal[1], notes=notes)  # fmt: skip
+    prov = provenance(
+        EMBEDDING_SCHEMA,
+        cfg.to_dict(),
+        None,
+        seconds=round(seconds, 2),
+        deviations=deviations,
+        not_converged=len(missed),
+        internal_batch=internal[1],
+        notes=notes,
+    )
     save_parquet(frame, out_path, prov, EMBEDDING_TYPES)
     return {"n_examples": len(frame), "seconds": seconds}

@@ -50,9 +50,13 @@ def run_prepare_dataset(
     if model_cfg.source == "classifier":
         task = get_task(manifest["task"])
         if task_of(src_config) is not task:
-            raise InputError("config", "model.name_or_path", f"expected a {task.label} model for data.task "
-                             f"{task.name!r}, {model_cfg.name_or_path!r} is a {task_of(src_config).label} model "
-                             f"(problem_type {src_config.problem_type!r})")  # fmt: skip
+            raise InputError(
+                "config",
+                "model.name_or_path",
+                f"expected a {task.label} model for data.task "
+                f"{task.name!r}, {model_cfg.name_or_path!r} is a {task_of(src_config).label} model "
+                f"(problem_type {src_config.problem_type!r})",
+            )
         check_labels(list(task.output_names(manifest["classes"])), src_config, model_cfg.name_or_path)
     max_length = resolve_max_length(model_cfg, src_config)
     tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)

@@ -40,10 +40,17 @@ def _example(
     model, tokenizer, model_device, ids: list[int], target: int, cfg: ExplanationsConfig, copies: int
 ) -> Example:
     """One document as the explanation methods see it: IG's token ids and target, the run's options."""
-    return Example(model, prepare_inputs(model, tokenizer, ids, model_device), target, cfg.layers,
-                   tokens=tokenizer.convert_ids_to_tokens(ids), special=structural_mask(tokenizer, ids),
-                   pad_id=tokenizer.pad_token_id, occlusion_max_tokens=cfg.occlusion_max_tokens,
-                   batch_size=copies)  # fmt: skip
+    return Example(
+        model,
+        prepare_inputs(model, tokenizer, ids, model_device),
+        target,
+        cfg.layers,
+        tokens=tokenizer.convert_ids_to_tokens(ids),
+        special=structural_mask(tokenizer, ids),
+        pad_id=tokenizer.pad_token_id,
+        occlusion_max_tokens=cfg.occlusion_max_tokens,
+        batch_size=copies,
+    )
 
 
 def run_explain(
@@ -67,8 +74,10 @@ def run_explain(
     occlusion = occlusion_batch(
         cfg.copies_per_pass, cfg.methods, model, model_device, [list(ids) for ids in mine["input_ids"]]
     )
-    examples = [_example(model, tokenizer, model_device, [int(i) for i in row.input_ids], int(row.target), cfg,
-                         occlusion[0]) for row in mine.itertuples(index=False)]  # fmt: skip
+    examples = [
+        _example(model, tokenizer, model_device, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
+        for row in mine.itertuples(index=False)
+    ]
     documents = documents_batch(cfg.documents_per_pass, cfg.methods, examples)
     t0 = time.perf_counter()
     results = explain_examples(examples, cfg.methods, documents[0])
@@ -85,13 +94,23 @@ def run_explain(
         )
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(EXPLANATION_TYPES.names))
-    prov = provenance(EXPLANATIONS_SCHEMA, cfg.to_dict(), None, shard=shard, n_shards=cfg.n_shards,
-                      model=str(model_dir), device=str(model_device), seconds=round(seconds, 2),
-                      occlusion_batch=occlusion[1], documents_batch=documents[1])  # fmt: skip
+    prov = provenance(
+        EXPLANATIONS_SCHEMA,
+        cfg.to_dict(),
+        None,
+        shard=shard,
+        n_shards=cfg.n_shards,
+        model=str(model_dir),
+        device=str(model_device),
+        seconds=round(seconds, 2),
+        occlusion_batch=occlusion[1],
+        documents_batch=documents[1],
+    )
     save_parquet(frame, out_path, prov, EXPLANATION_TYPES)
     n_examples = frame["example_id"].nunique() if len(frame) else 0
-    logger.info("shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples,
-                len(cfg.methods), seconds)  # fmt: skip
+    logger.info(
+        "shard %d/%d: %d examples x %d methods in %.1f s", shard, cfg.n_shards, n_examples, len(cfg.methods), seconds
+    )
     return {"n_examples": n_examples, "seconds": seconds}
 
 
@@ -111,8 +130,10 @@ def run_sanity_check(
     attributions = load_attributions(attribution_paths).sort_values("example_id", kind="stable")
     chosen = attributions.head(findings.sanity_examples)
     cascade = levels(len(architecture(model).layers(model)))
-    chosen_ids = [(str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
-                  for row in chosen.itertuples(index=False)]  # fmt: skip
+    chosen_ids = [
+        (str(row.example_id), [int(i) for i in row.input_ids], int(row.target))
+        for row in chosen.itertuples(index=False)
+    ]
     occlusion = occlusion_batch(
         cfg.copies_per_pass, cfg.methods, model, model_device, [ids for _, ids, _ in chosen_ids]
     )
@@ -138,12 +159,23 @@ def run_sanity_check(
         logger.info("%s: %d examples explained again", level, len(chosen_ids))
     rows = []
     for example_id, ids, _target in chosen_ids:
-        rows += sanity_rows(example_id, trained[example_id], {lv: by_level[lv][example_id] for lv in cascade},
-                            ~structural_mask(tokenizer, ids), cfg.methods)  # fmt: skip
+        rows += sanity_rows(
+            example_id,
+            trained[example_id],
+            {lv: by_level[lv][example_id] for lv in cascade},
+            ~structural_mask(tokenizer, ids),
+            cfg.methods,
+        )
     frame = pd.DataFrame(rows, columns=["example_id", "method", "level", "layers", "spearman"])
     seconds = time.perf_counter() - t0
-    prov = provenance(SANITY_SCHEMA, {**cfg.to_dict(), **findings.to_dict()}, findings.seed, levels=cascade,
-                      model=str(model_dir), seconds=round(seconds, 2))  # fmt: skip
+    prov = provenance(
+        SANITY_SCHEMA,
+        {**cfg.to_dict(), **findings.to_dict()},
+        findings.seed,
+        levels=cascade,
+        model=str(model_dir),
+        seconds=round(seconds, 2),
+    )
     save_parquet(frame, out_path, prov)
     logger.info(
         "%d examples x %d methods x %d levels in %.1f s", len(chosen_ids), len(cfg.methods), len(cascade), seconds

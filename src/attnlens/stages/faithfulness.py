@@ -68,9 +68,17 @@ def run_evaluate_faithfulness(
     explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
     curves, plaus = [], []
     longest = max(attributions["input_ids"], key=len, default=None)
-    copies = (1, {"how": "no example"}) if longest is None else batch_size(
-        cfg.copies_per_pass, model_device, copies_probe(model, [int(i) for i in longest]),
-        2 * len(cfg.rankings) * (len(cfg.fractions) + 2), "the removal curves' batch")  # fmt: skip
+    copies = (
+        (1, {"how": "no example"})
+        if longest is None
+        else batch_size(
+            cfg.copies_per_pass,
+            model_device,
+            copies_probe(model, [int(i) for i in longest]),
+            2 * len(cfg.rankings) * (len(cfg.fractions) + 2),
+            "the removal curves' batch",
+        )
+    )
     t0 = time.perf_counter()
     for row in attributions.itertuples(index=False):
         eid = row.example_id
@@ -95,8 +103,7 @@ def run_evaluate_faithfulness(
             name: random_ranking(eligible, cfg.seed, eid) if name == CONTROL else ranking(scores[name], eligible)
             for name in cfg.rankings
         }
-        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, copies[0],
-                                 tokenizer)  # fmt: skip
+        frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, copies[0], tokenizer)
         frame.insert(0, "example_id", eid)
         curves.append(frame)
         ev = task.evidence(rationales, int(row.target))
@@ -109,9 +116,13 @@ def run_evaluate_faithfulness(
                 scores[CONTROL][orders[CONTROL]] = np.arange(len(orders[CONTROL]), 0, -1)
             for name in cfg.rankings:
                 plaus.append(
-                    {"example_id": eid, "ranking": name, "n_evidence": int(labels[eligible].sum()),
-                     **plausibility(scores[name], labels, eligible, cfg.plausibility_k)}
-                )  # fmt: skip
+                    {
+                        "example_id": eid,
+                        "ranking": name,
+                        "n_evidence": int(labels[eligible].sum()),
+                        **plausibility(scores[name], labels, eligible, cfg.plausibility_k),
+                    }
+                )
     seconds = time.perf_counter() - t0
     curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     prov = provenance(

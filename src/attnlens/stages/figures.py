@@ -240,8 +240,9 @@ def run_render_overlays(
     return [Path(out_dir) / p.name for p in written]
 
 
-def _target_evidence(task, rationales: pd.DataFrame, encoded, index: int, ids: list[int], eid: str,
-                     target: int) -> np.ndarray | None:  # fmt: skip
+def _target_evidence(
+    task, rationales: pd.DataFrame, encoded, index: int, ids: list[int], eid: str, target: int
+) -> np.ndarray | None:
     """The tokens of a document's planted evidence for its explained output ``target`` (:meth:`Task.evidence`), or
     ``None`` where the corpus plants none (``encoded``: the test examples', ``index``: this one's)."""
     if not len(rationales):
@@ -293,19 +294,39 @@ def run_build_explorers(
             bands, ids = load_bands(bands_paths, eid)
             ids = [int(i) for i in ids]
             rows = targets_of[eid]
-            evidence = [_target_evidence(task, rationales, encoded, shown_row[eid], ids, eid, int(row["target"]))
-                        for row in rows]  # fmt: skip
+            evidence = [
+                _target_evidence(task, rationales, encoded, shown_row[eid], ids, eid, int(row["target"]))
+                for row in rows
+            ]
             others = list(zip(rows[1:], evidence[1:], strict=True))
             doc = document_for(
-                example, roles[eid], bands, ids, rows[0], importance, tokenizer, class_names, evidence[0],
-                cfg.top_k, prov, explained.get(eid), task=task, other_targets=others,
-            )  # fmt: skip
+                example,
+                roles[eid],
+                bands,
+                ids,
+                rows[0],
+                importance,
+                tokenizer,
+                class_names,
+                evidence[0],
+                cfg.top_k,
+                prov,
+                explained.get(eid),
+                task=task,
+                other_targets=others,
+            )
             meta, blob = payload(doc)
             name = f"{file_stem(eid)}.html"
             with atomic_path(tmp / name) as out:
                 out.write_text(render_explorer(meta, blob), encoding="utf-8")
             size = (tmp / name).stat().st_size
-            log.info("%s: %d tokens, %d views, top-%d: %.2f MB", eid, len(ids), len(doc.views.received),
-                        cfg.top_k, size / 1e6)  # fmt: skip
+            log.info(
+                "%s: %d tokens, %d views, top-%d: %.2f MB",
+                eid,
+                len(ids),
+                len(doc.views.received),
+                cfg.top_k,
+                size / 1e6,
+            )
             written.append(Path(out_dir) / name)
     return written

@@ -84,11 +84,21 @@ def pair_quantities(tables_dir: StrPath) -> pd.DataFrame:
     errors = read_csv_table(Path(tables_dir) / "pair_errors.csv")
     rows = []
     for r in errors.to_dict("records"):
-        rows.append({"dataset": "pair study", "model": f"{r['model']} ({r['similarity']})",
-                     "family": "pair attribution", "item": f"{r['mode']} mode", "metric": "mean abs error",
-                     "n_runs": 1, "mean": float(r["mean abs error"]), "std": float("nan"),
-                     "min": float(r["mean abs error"]), "max": float(r["mean abs error"]),
-                     "note": "the pair study reads none of the grid's axes: one value for every run"})  # fmt: skip
+        rows.append(
+            {
+                "dataset": "pair study",
+                "model": f"{r['model']} ({r['similarity']})",
+                "family": "pair attribution",
+                "item": f"{r['mode']} mode",
+                "metric": "mean abs error",
+                "n_runs": 1,
+                "mean": float(r["mean abs error"]),
+                "std": float("nan"),
+                "min": float(r["mean abs error"]),
+                "max": float(r["mean abs error"]),
+                "note": "the pair study reads none of the grid's axes: one value for every run",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -125,6 +135,10 @@ def run_findings(
         if sanity is not None:
             plot_sanity(sanity, tmp, figures_cfg.dpi)
     if len(said):
-        logger.info("%d statements over %d runs: %s", len(said), len(runs),
-                    ", ".join(f"{v} {n}" for v, n in said["verdict"].value_counts().items()))  # fmt: skip
+        logger.info(
+            "%d statements over %d runs: %s",
+            len(said),
+            len(runs),
+            ", ".join(f"{v} {n}" for v, n in said["verdict"].value_counts().items()),
+        )
     return said

@@ -54,16 +54,25 @@ def run_import_classifier(cfg: ModelConfig, manifest_path: StrPath, out_dir: Str
     names = list(get_task(manifest.get("task")).output_names(manifest["classes"]))
     model, tokenizer, shape = import_classifier(cfg, names)
     n_params = sum(p.numel() for p in model.parameters())
-    log.info("existing classifier %s: %d parameters, labels %s", cfg.name_or_path, n_params,
-             list(model.config.id2label.values()))  # fmt: skip
+    log.info(
+        "existing classifier %s: %d parameters, labels %s",
+        cfg.name_or_path,
+        n_params,
+        list(model.config.id2label.values()),
+    )
     log.info("%s", shape.describe())
     notes = [f"{line}: the classifier sees inputs unlike those it was fine-tuned on" for line in shape.overrides()]
     for note in notes:
         log.warning("%s", note)
-    shape_record = {"max_length": shape.max_length, "attention_window": shape.windows, "origin": shape.origin,
-                    "checkpoint": shape.checkpoint}  # fmt: skip
-    prov = provenance(MODEL_SCHEMA, cfg.to_dict(), None, imported_from=cfg.name_or_path, shape=shape_record,
-                      notes=notes)  # fmt: skip
+    shape_record = {
+        "max_length": shape.max_length,
+        "attention_window": shape.windows,
+        "origin": shape.origin,
+        "checkpoint": shape.checkpoint,
+    }
+    prov = provenance(
+        MODEL_SCHEMA, cfg.to_dict(), None, imported_from=cfg.name_or_path, shape=shape_record, notes=notes
+    )
     save_pretrained(model, tokenizer, out_dir, prov)
     return shape_record
 
@@ -117,8 +126,9 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
     set_job(Job("train_classifier", section, first_seed(section), None))
     with log_to(args.log_file if rank == 0 else f"{args.log_file}.rank{rank}"):
         use_threads(args.n_threads)
-        run_train_classifier(cfg, args.base_dir, args.train_data, args.test_data,
-                             args.model_dir, args.metrics_file, device)  # fmt: skip
+        run_train_classifier(
+            cfg, args.base_dir, args.train_data, args.test_data, args.model_dir, args.metrics_file, device
+        )
     if rank == 0:
         inputs = [args.base_dir, args.train_data, args.test_data]
         write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file, clock=clock)
@@ -142,8 +152,11 @@ def run_predict(
     logits = predict_logits(model, encoded, cfg.batch_size)
     frame = task.predictions(examples, logits, encoded)
     names = output_labels(model.config)
-    metrics = {"task": task.name, **task.metrics(examples["label"].to_numpy(), logits, encoded, names),
-               "n_examples": len(frame)}  # fmt: skip
+    metrics = {
+        "task": task.name,
+        **task.metrics(examples["label"].to_numpy(), logits, encoded, names),
+        "n_examples": len(frame),
+    }
     log.info("test: %s", metrics)
     selection = select_examples(frame, cfg.seed, cfg.extra_ids, task, names)
     left_out = roles_left_out(frame, cfg.seed, task, names)
@@ -153,8 +166,14 @@ def run_predict(
         log.warning("%s", note)
     prov = provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir))
     save_parquet(frame, predictions_path, prov)
-    save_json(metrics, metrics_path, provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir),
-                                                notes=metric_notes))  # fmt: skip
-    save_json({"task": task.name, "examples": selection, "left_out": left_out}, selection_path,
-              provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed, notes=notes))  # fmt: skip
+    save_json(
+        metrics,
+        metrics_path,
+        provenance(PREDICTIONS_SCHEMA, cfg.to_dict(), cfg.seed, model=str(model_dir), notes=metric_notes),
+    )
+    save_json(
+        {"task": task.name, "examples": selection, "left_out": left_out},
+        selection_path,
+        provenance(SELECTION_SCHEMA, cfg.to_dict(), cfg.seed, notes=notes),
+    )
     return metrics

@@ -72,8 +72,9 @@ def run_train_pair_encoder(
     model, tok, spec, metrics = train_pair_encoder(
         cfg.encoder, cfg.exact, load_pairs(train_path), load_pairs(test_path)
     )
-    prov = provenance("pair_encoder/v1", {"encoder": cfg.encoder.to_dict(), "exact": cfg.exact.to_dict()},
-                      cfg.exact.seed)  # fmt: skip
+    prov = provenance(
+        "pair_encoder/v1", {"encoder": cfg.encoder.to_dict(), "exact": cfg.exact.to_dict()}, cfg.exact.seed
+    )
     with atomic_dir(model_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
@@ -106,13 +107,22 @@ def run_attribute_pairs(
             tokens = {f"tokens_{s}": display_tokens(enc.tokenizer, x[s][0].tolist()) for s in "ab"}
             for mode in att.modes:
                 t0 = time.perf_counter()
-                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], att.n_steps, sims,
-                                     att.chunk, att.quadrature, mode)  # fmt: skip
+                res = attribute_pair(
+                    enc.pool,
+                    x["a"][1],
+                    x["a"][2],
+                    x["b"][1],
+                    x["b"][2],
+                    att.n_steps,
+                    sims,
+                    att.chunk,
+                    att.quadrature,
+                    mode,
+                )
                 seconds = time.perf_counter() - t0  # one pass gives every similarity of this model and mode
                 for sim, r in res.items():
                     tensors[matrix_key(row["pair_id"], model_name, sim, mode)] = torch.from_numpy(r.matrix)
-                    rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds),
-                                 **tokens})  # fmt: skip
+                    rows.append({**attribution_row(row["pair_id"], model_name, r, cfg, row["gold"], seconds), **tokens})
                 logger.info("%s %s (%s): %.1f s", row["pair_id"], model_name, mode, seconds)
     section = {"encoder": cfg.encoder.to_dict(), "attribution": att.to_dict()}
     prov = provenance(PAIR_SCORES_SCHEMA, section, None, shard=shard)
@@ -139,8 +149,9 @@ def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPat
         for mode, rule in runs:
             for n in cfg.attribution.convergence_steps:
                 t0 = time.perf_counter()
-                res = attribute_pair(enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims,
-                                     cfg.attribution.chunk, rule, mode)  # fmt: skip
+                res = attribute_pair(
+                    enc.pool, x["a"][1], x["a"][2], x["b"][1], x["b"][2], n, sims, cfg.attribution.chunk, rule, mode
+                )
                 seconds = time.perf_counter() - t0
                 rows += [attribution_row(pair_id, model_name, r, cfg, row["gold"], seconds) for r in res.values()]
     section = {"encoder": cfg.encoder.to_dict(), "attribution": cfg.attribution.to_dict()}
@@ -177,8 +188,18 @@ def run_pair_topology(
             per_dim["max"] = max(per_dim.values())
             for dim, value in per_dim.items():
                 bars = (len(dgm_a[int(dim)]), len(dgm_b[int(dim)])) if dim != "max" else (None, None)
-                rows.append({"pair_id": row["pair_id"], "estimator": est, "dim": dim, "bottleneck": value,
-                             "cosine": cosine, "gold": row["gold"], "bars_a": bars[0], "bars_b": bars[1]})  # fmt: skip
+                rows.append(
+                    {
+                        "pair_id": row["pair_id"],
+                        "estimator": est,
+                        "dim": dim,
+                        "bottleneck": value,
+                        "cosine": cosine,
+                        "gold": row["gold"],
+                        "bars_a": bars[0],
+                        "bars_b": bars[1],
+                    }
+                )
     frame = pd.DataFrame(rows)
     seconds = time.perf_counter() - t0
     once = frame.drop_duplicates("pair_id")
@@ -192,8 +213,12 @@ def run_pair_topology(
             else:
                 stats = rank_correlation(x, part[against].to_numpy(), topo.n_permutations, topo.seed)
             results.append({"estimator": est, "dim": dim, "x": "bottleneck", "y": label, **stats})
-    prov = provenance(PAIR_TOPOLOGY_SCHEMA, {"encoder": cfg.encoder.to_dict(), "topology": topo.to_dict()}, topo.seed,
-                      seconds=round(seconds, 2))  # fmt: skip
+    prov = provenance(
+        PAIR_TOPOLOGY_SCHEMA,
+        {"encoder": cfg.encoder.to_dict(), "topology": topo.to_dict()},
+        topo.seed,
+        seconds=round(seconds, 2),
+    )
     save_parquet(frame, out_path, prov)
     save_json({"correlations": results}, correlation_path, {**prov, "schema": "pair_topology_correlation/v1"})
     table = pd.DataFrame(results).rename(columns={"spearman": "spearman_rho", "dim": "homology"})

@@ -96,10 +96,20 @@ def run_compare(
         for row in rows.itertuples(index=False):
             a = np.asarray(row.scores, dtype=np.float64)
             frame = compare_example(
-                eid, a, received, importance, keep, special, n_permutations=cfg.n_permutations,
-                top_fraction=cfg.top_fraction, rbo_p=cfg.rbo_p, seed=cfg.seed, legacy_sort=cfg.legacy_sort,
-                target=int(row.target), target_rank=int(row.target_rank),
-            )  # fmt: skip
+                eid,
+                a,
+                received,
+                importance,
+                keep,
+                special,
+                n_permutations=cfg.n_permutations,
+                top_fraction=cfg.top_fraction,
+                rbo_p=cfg.rbo_p,
+                seed=cfg.seed,
+                legacy_sort=cfg.legacy_sort,
+                target=int(row.target),
+                target_rank=int(row.target_rank),
+            )
             frames.append(frame)
             if row.target_rank == 0:  # per-head agreement: of the headline target
                 per_head = head_agreement(a, received, ~special, cfg.top_fraction)
@@ -164,11 +174,13 @@ def run_similarity_examples(
                             save_csv(frame, Path(tmp) / f"{name}_{suffix}.csv")
                             written.append(Path(tmp) / f"{name}_{suffix}.csv")
                         page += [
-                            f"## Top-5 % tokens: {markdown_cell(what)}", "",
-                            f"Jaccard = {shared}/{union} = {jac:.3f}", "",
+                            f"## Top-5 % tokens: {markdown_cell(what)}",
+                            "",
+                            f"Jaccard = {shared}/{union} = {jac:.3f}",
+                            "",
                             markdown_table(value_counts(sets).head(15), "Token counts per set (15 most frequent)"),
                             markdown_table(sets, "Shared, attention-only and attribution-only positions"),
-                        ]  # fmt: skip
+                        ]
             with atomic_path(Path(tmp) / f"{stem}.md") as out:
                 out.write_text("\n".join(page), encoding="utf-8")
             write_sidecar(Path(tmp) / stem, [f"{stem}.md"])
@@ -236,11 +248,20 @@ def run_target_agreement(
         for method in sorted(explained["method"].unique(), key=method_names().index):
             by_method[str(method)] = _pairs_of(explained[explained["method"] == method], tokenizer, cfg, task)
     sensitivity = target_sensitivity(by_method, cfg.seed, cfg.n_boot)
-    write_table(sensitivity, sensitivity_stem, "Target sensitivity: how much each method's explanations of one "
-                "document's explained outputs agree with each other (fixed recipe's metrics over the kept tokens), "
-                "mean [95 % CI over documents]; 1 = one explanation whatever the output")  # fmt: skip
-    logger.info("per-target agreement: %d targets, %d documents, %d pairs; %d methods' target sensitivity",
-                table["target"].nunique() - 1, n_docs, len(pair_frame), len(by_method))  # fmt: skip
+    write_table(
+        sensitivity,
+        sensitivity_stem,
+        "Target sensitivity: how much each method's explanations of one "
+        "document's explained outputs agree with each other (fixed recipe's metrics over the kept tokens), "
+        "mean [95 % CI over documents]; 1 = one explanation whatever the output",
+    )
+    logger.info(
+        "per-target agreement: %d targets, %d documents, %d pairs; %d methods' target sensitivity",
+        table["target"].nunique() - 1,
+        n_docs,
+        len(pair_frame),
+        len(by_method),
+    )
     return {"n_documents": n_docs, "n_pairs": len(pair_frame)}
 
 
@@ -275,8 +296,9 @@ def run_query_attention(
         groups = task.query_groups(examples["label"].iloc[i], encoded, i, arch.readout(len(ids)))
         named = {name: rows_ for name, rows_ in groups.items() if rows_.any()}
         for name, spans in task.regions(rationales[rationales["example_id"] == eid]).items():
-            named[name] = evidence_labels(encoded.offsets[i], list(zip(spans["char_start"], spans["char_end"],
-                                                                       strict=True)))  # fmt: skip
+            named[name] = evidence_labels(
+                encoded.offsets[i], list(zip(spans["char_start"], spans["char_end"], strict=True))
+            )
         masks = region_masks(named, structural_mask(tokenizer, ids))
         for group, attention in summaries[eid].queries.items():
             rows += query_rows(eid, group, attention.numpy(), np.asarray(r.scores), masks)
@@ -290,6 +312,10 @@ def run_query_attention(
         "paired by document"
     )
     write_table(table, table_stem, caption)
-    logger.info("query attention: %d documents, %d groups, %d regions", n_docs, frame["group"].nunique(),
-                frame["region"].nunique())  # fmt: skip
+    logger.info(
+        "query attention: %d documents, %d groups, %d regions",
+        n_docs,
+        frame["group"].nunique(),
+        frame["region"].nunique(),
+    )
     return {"n_documents": n_docs}

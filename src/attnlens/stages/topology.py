@@ -79,8 +79,14 @@ def run_topology(
             frames.append(diagrams_frame(ids[i], est, diagrams, cap))
             tensors[f"{ids[i]}|{est}|mi"] = torch.from_numpy(mi)
             tensors[f"{ids[i]}|{est}|distance"] = torch.from_numpy(d)
-        timing.append({"example_id": ids[i], "tokens": len(input_ids), "units": int(unit_of.max()) + 1,
-                       "seconds": time.perf_counter() - t0})  # fmt: skip
+        timing.append(
+            {
+                "example_id": ids[i],
+                "tokens": len(input_ids),
+                "units": int(unit_of.max()) + 1,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     prov = provenance(DIAGRAMS_SCHEMA, cfg.to_dict(), None, shard=shard, timing=timing, model=str(model_dir))
     save_parquet(frame, diagrams_path, prov, DIAGRAMS_TYPES)
@@ -118,11 +124,26 @@ def run_bottleneck_distances(
         bars = part.groupby(["dim", "example_id"]).size()
         for dim, mat in per_dim.items():
             iu = np.triu_indices(len(ids), 1)
-            rows.append(pd.DataFrame({"estimator": est, "dim": str(dim), "example_a": np.array(ids)[iu[0]],
-                                      "example_b": np.array(ids)[iu[1]], "distance": mat[iu]}))  # fmt: skip
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "estimator": est,
+                        "dim": str(dim),
+                        "example_a": np.array(ids)[iu[0]],
+                        "example_b": np.array(ids)[iu[1]],
+                        "distance": mat[iu],
+                    }
+                )
+            )
             n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
-            claims.append({"estimator": est, "dim": str(dim), "mean_bars": None if dim == "max" else float(n_bars),
-                           **class_separation(mat, labels, cfg.n_permutations, cfg.seed)})  # fmt: skip
+            claims.append(
+                {
+                    "estimator": est,
+                    "dim": str(dim),
+                    "mean_bars": None if dim == "max" else float(n_bars),
+                    **class_separation(mat, labels, cfg.n_permutations, cfg.seed),
+                }
+            )
     seconds = time.perf_counter() - t0
     frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
@@ -131,9 +152,21 @@ def run_bottleneck_distances(
     claim_prov = provenance("topology_claim/v1", cfg.to_dict(), cfg.seed, notes=notes)
     save_json({"claims": claims, "example_ids": ids}, claim_path, claim_prov)
     table = pd.DataFrame(claims)[
-        ["estimator", "dim", "mean_bars", "n_examples", "mean_same_class", "mean_different_class", "gap",
-         "gap_p_value", "knn_accuracy", "knn_majority_rate", "knn_p_value", "note"]
-    ].astype({"mean_bars": object})  # fmt: skip
+        [
+            "estimator",
+            "dim",
+            "mean_bars",
+            "n_examples",
+            "mean_same_class",
+            "mean_different_class",
+            "gap",
+            "gap_p_value",
+            "knn_accuracy",
+            "knn_majority_rate",
+            "knn_p_value",
+            "note",
+        ]
+    ].astype({"mean_bars": object})
     # bars are counted per homology dimension; "max" is a distance, not a diagram
     table.loc[table["dim"] == "max", "mean_bars"] = "n/a: dim max combines H0 and H1"
     write_table(

@@ -73,21 +73,33 @@ class Task(ABC):
         that checks more calls this first."""
         data = config.get("data", {})
         if data.get("label_columns") and not self.label_per_column:
-            raise InputError(where, "data.label_columns", f"expected none for data.task {self.name!r} (one column "
-                             "per label is a multi-label dataset: data.task 'multilabel')")  # fmt: skip
+            raise InputError(
+                where,
+                "data.label_columns",
+                f"expected none for data.task {self.name!r} (one column "
+                "per label is a multi-label dataset: data.task 'multilabel')",
+            )
         if data.get("source") == "folders" and self.folders_refused:
-            raise InputError(where, "data.source", f"expected a file, hub or synthetic source for data.task "
-                             f"{self.name!r} ({self.folders_refused})")  # fmt: skip
+            raise InputError(
+                where,
+                "data.source",
+                f"expected a file, hub or synthetic source for data.task {self.name!r} ({self.folders_refused})",
+            )
         if data.get("classes") and self.classes_refused:
-            raise InputError(where, "data.classes", f"expected none for data.task {self.name!r} "
-                             f"({self.classes_refused})")  # fmt: skip
+            raise InputError(
+                where, "data.classes", f"expected none for data.task {self.name!r} ({self.classes_refused})"
+            )
         if "topology" in config.get("studies", ()) and self.topology_refused:
-            raise InputError(where, "studies", f"expected no topology study for data.task {self.name!r} "
-                             f"({self.topology_refused})")  # fmt: skip
+            raise InputError(
+                where, "studies", f"expected no topology study for data.task {self.name!r} ({self.topology_refused})"
+            )
         kind = config.get("attribution", {}).get("target")
         if kind is not None and kind not in self.target_kinds:
-            raise InputError(where, "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
-                             f"{self.name!r}, got {kind!r}")  # fmt: skip
+            raise InputError(
+                where,
+                "attribution.target",
+                f"expected one of {list(self.target_kinds)} for data.task {self.name!r}, got {kind!r}",
+            )
 
     # --- labels ------------------------------------------------------------------------------------------
     @abstractmethod
@@ -121,8 +133,9 @@ class Task(ABC):
         :class:`InputError` when the labels cannot be split."""
 
     @abstractmethod
-    def check_splits(self, labels: np.ndarray, is_train: np.ndarray, classes: Sequence[str], where: str,
-                     field: str) -> None:  # fmt: skip
+    def check_splits(
+        self, labels: np.ndarray, is_train: np.ndarray, classes: Sequence[str], where: str, field: str
+    ) -> None:
         """What a training split needs (every class; targets that vary); :class:`InputError` otherwise."""
 
     @abstractmethod
@@ -175,8 +188,9 @@ class Task(ABC):
         own choice (CLS), a classifier's."""
         return None
 
-    def query_groups(self, label, encoded, index: int, readout: tuple[str, int] = ("[CLS]", 0)
-                     ) -> dict[str, np.ndarray]:  # fmt: skip
+    def query_groups(
+        self, label, encoded, index: int, readout: tuple[str, int] = ("[CLS]", 0)
+    ) -> dict[str, np.ndarray]:
         """Named sets of query tokens of example ``index`` of ``encoded`` whose attention is summarised apart
         (``(n,)`` bool each; an empty set where the example has none): what the head reads, the token ``readout``
         names and places (:meth:`attnlens.models.base.Architecture.readout`: ``[CLS]`` for an encoder's sequence
@@ -333,8 +347,9 @@ def task_of(config) -> Task:
                 return task
     if problem in (None, "single_label_classification"):
         return REGISTRY[DEFAULT]
-    raise InputError("model", "problem_type", f"expected one of {[t.problem_type for t in REGISTRY.values()]}, "
-                     f"got {problem!r}")  # fmt: skip
+    raise InputError(
+        "model", "problem_type", f"expected one of {[t.problem_type for t in REGISTRY.values()]}, got {problem!r}"
+    )
 
 
 def output_index(value, names: Sequence[str], field: str, what: str) -> int:
@@ -361,8 +376,9 @@ def no_empty_cell(labels: pd.Series, ids: pd.Series, where: str, field: str, wha
     empty = labels.isna() | labels.map(lambda v: isinstance(v, str) and not v.strip())
     if empty.any():
         i = first_bad_row(empty.to_numpy())
-        raise InputError(where, field, f"expected {what} in every row, row {i + 1} (example {ids.iloc[i]!r}) has an "
-                         "empty cell")  # fmt: skip
+        raise InputError(
+            where, field, f"expected {what} in every row, row {i + 1} (example {ids.iloc[i]!r}) has an empty cell"
+        )
 
 
 def integer_labels(labels: pd.Series, where: str, field: str) -> np.ndarray:

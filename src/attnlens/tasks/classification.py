@@ -76,9 +76,11 @@ class Classification(Task):
         if names.any() and not names.all():
             i = first_bad_row(names.to_numpy())
             raise InputError(
-                where, field, f"expected every label a class index or every label a class name, row {i + 1} "
-                f"(example {ids.iloc[i]!r}) has {labels.iloc[i]!r} among integer labels"
-            )  # fmt: skip
+                where,
+                field,
+                f"expected every label a class index or every label a class name, row {i + 1} "
+                f"(example {ids.iloc[i]!r}) has {labels.iloc[i]!r} among integer labels",
+            )
         if names.any():
             found = labels.astype(str).str.strip()
             classes = tuple(classes) if classes else tuple(sorted(set(found)))
@@ -86,9 +88,11 @@ class Classification(Task):
             if unknown.any():
                 i = first_bad_row(unknown.to_numpy())
                 raise InputError(
-                    where, field, f"expected a class of data.classes {list(classes)} or its index, row {i + 1} "
-                    f"(example {ids.iloc[i]!r}) has {found.iloc[i]!r}"
-                )  # fmt: skip
+                    where,
+                    field,
+                    f"expected a class of data.classes {list(classes)} or its index, row {i + 1} "
+                    f"(example {ids.iloc[i]!r}) has {found.iloc[i]!r}",
+                )
             return found.map({c: k for k, c in enumerate(classes)}).astype("int64"), classes
         if labels.dtype == object:  # digit strings of a JSON file
             labels = pd.to_numeric(labels.astype(str).str.strip())
@@ -204,8 +208,9 @@ class Classification(Task):
         for c in range(n_labels):
             idx = np.flatnonzero((labels == c) & (preds == c))
             if len(idx):
-                out.append((f"random_correct_{c}", int(rng.choice(idx)),
-                            f"seeded draw (seed {seed}) of correct class {c}"))  # fmt: skip
+                out.append(
+                    (f"random_correct_{c}", int(rng.choice(idx)), f"seeded draw (seed {seed}) of correct class {c}")
+                )
             else:
                 out.append((f"random_correct_{c}", None, f"no test example of class {c} is predicted {c}"))
         return out
@@ -213,9 +218,13 @@ class Classification(Task):
     def outcome(self, label, outputs, target, names):
         probs = [float(p) for p in outputs]
         best = int(np.argmax(probs))
-        return Outcome(label=None if label is None else names[int(label)], prediction=names[best],
-                       confidence=probs[best], outputs=dict(zip(names, probs, strict=True)),
-                       explained=names[int(target)])  # fmt: skip
+        return Outcome(
+            label=None if label is None else names[int(label)],
+            prediction=names[best],
+            confidence=probs[best],
+            outputs=dict(zip(names, probs, strict=True)),
+            explained=names[int(target)],
+        )
 
     def role_missing(self, selection, role):
         k = len(selection["examples"][0]["probs"]) if selection["examples"] else None

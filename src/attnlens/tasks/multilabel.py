@@ -52,12 +52,24 @@ def multilabel_metrics(
     per_label, aurocs = {}, []
     for k in range(y.shape[1]):
         area = auroc(p[:, k], y[:, k])
-        note = "" if area is not None else ("the test split has no example with this label" if not y[:, k].any()
-                                            else "every test example has this label")  # fmt: skip
+        note = (
+            ""
+            if area is not None
+            else (
+                "the test split has no example with this label"
+                if not y[:, k].any()
+                else "every test example has this label"
+            )
+        )
         if area is not None:
             aurocs.append(area)
-        per_label[_label_name(k, names)] = {"n_true": int(y[:, k].sum()), "n_predicted": int(pred[:, k].sum()),
-                                            "f1": float(f1[k]), "auroc": area, "note": note}  # fmt: skip
+        per_label[_label_name(k, names)] = {
+            "n_true": int(y[:, k].sum()),
+            "n_predicted": int(pred[:, k].sum()),
+            "f1": float(f1[k]),
+            "auroc": area,
+            "note": note,
+        }
     micro = 0.0 if tp.sum() == 0 else float(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()))
     return {
         "subset_accuracy": float(np.mean((pred == y).all(axis=1))),
@@ -89,8 +101,11 @@ class MultiLabel(Task):
     #: labels, else the likeliest one; ``all``: every label. Each in order of decreasing probability.
     target_kinds = ("predicted", "true", "all")
     role_pattern = re.compile(r"most_confident_(\d+)|missed_label|false_label|random_exact")
-    headline_metrics = (("micro F1", "micro_f1", True), ("macro F1", "macro_f1", True),
-                        ("macro AUROC", "macro_auroc", True))  # fmt: skip
+    headline_metrics = (
+        ("micro F1", "micro_f1", True),
+        ("macro F1", "macro_f1", True),
+        ("macro AUROC", "macro_auroc", True),
+    )
     label_per_column = True
     folders_refused = "a folder per class gives each document one class"
     topology_refused = "it compares the attention of two classes; a document here has several labels"
@@ -103,8 +118,9 @@ class MultiLabel(Task):
         data = config.get("data", {})
         columns, classes = data.get("label_columns"), data.get("classes")
         if columns and classes and len(columns) != len(classes):
-            raise InputError(where, "data.classes", f"expected one name per label column ({len(columns)}), got "
-                             f"{len(classes)}")  # fmt: skip
+            raise InputError(
+                where, "data.classes", f"expected one name per label column ({len(columns)}), got {len(classes)}"
+            )
 
     # --- labels
     def _items(self, cell, row: int, ids, where: str, field: str) -> list:
@@ -118,10 +134,17 @@ class MultiLabel(Task):
         if isinstance(cell, list | tuple | np.ndarray):
             return list(cell)
         if cell is None or (isinstance(cell, float) and math.isnan(cell)):
-            raise InputError(where, field, f"expected a list of labels in every row ([] for none; in a CSV file names "
-                             f"joined by '{self.SEPARATOR}'), row {row + 1}{example} has an empty cell")  # fmt: skip
-        raise InputError(where, field, f"expected a list of labels (or names joined by '{self.SEPARATOR}'), row "
-                         f"{row + 1}{example} has {cell!r}")  # fmt: skip
+            raise InputError(
+                where,
+                field,
+                f"expected a list of labels in every row ([] for none; in a CSV file names "
+                f"joined by '{self.SEPARATOR}'), row {row + 1}{example} has an empty cell",
+            )
+        raise InputError(
+            where,
+            field,
+            f"expected a list of labels (or names joined by '{self.SEPARATOR}'), row {row + 1}{example} has {cell!r}",
+        )
 
     def resolve_labels(self, labels, ids, classes, where, field):
         """A cell lists a document's labels: class names (``data.classes`` when given, else every name found,
@@ -130,16 +153,24 @@ class MultiLabel(Task):
         flat = [v for row in items for v in row]
         is_name = [isinstance(v, str) and not v.lstrip("-").isdigit() for v in flat]
         if any(is_name) and not all(is_name):
-            raise InputError(where, field, "expected every label a name or every label an index, found both "
-                             f"({flat[is_name.index(True)]!r} and {flat[is_name.index(False)]!r})")  # fmt: skip
+            raise InputError(
+                where,
+                field,
+                "expected every label a name or every label an index, found both "
+                f"({flat[is_name.index(True)]!r} and {flat[is_name.index(False)]!r})",
+            )
         if any(is_name):
             classes = tuple(classes) if classes else tuple(sorted(set(flat)))
             index = {c: k for k, c in enumerate(classes)}
             for i, row in enumerate(items):
                 for v in row:
                     if v not in index:
-                        raise InputError(where, field, f"expected labels of data.classes {list(classes)}, row {i + 1} "
-                                         f"(example {ids.iloc[i]!r}) has the unknown label {v!r}")  # fmt: skip
+                        raise InputError(
+                            where,
+                            field,
+                            f"expected labels of data.classes {list(classes)}, row {i + 1} "
+                            f"(example {ids.iloc[i]!r}) has the unknown label {v!r}",
+                        )
             rows = [[index[v] for v in row] for row in items]
         else:
             rows = [[int(v) for v in row] for row in items]
@@ -148,8 +179,12 @@ class MultiLabel(Task):
             for i, row in enumerate(rows):
                 bad = [v for v in row if not 0 <= v < len(classes)]
                 if bad:
-                    raise InputError(where, field, f"expected label indices 0..{len(classes) - 1}, row {i + 1} "
-                                     f"(example {ids.iloc[i]!r}) has {bad[0]}")  # fmt: skip
+                    raise InputError(
+                        where,
+                        field,
+                        f"expected label indices 0..{len(classes) - 1}, row {i + 1} "
+                        f"(example {ids.iloc[i]!r}) has {bad[0]}",
+                    )
         hot = np.zeros((len(rows), len(classes)), dtype=np.int64)
         for i, row in enumerate(rows):
             hot[i, row] = 1
@@ -158,8 +193,9 @@ class MultiLabel(Task):
     def parse_label(self, value, names):
         if isinstance(value, str | int | np.integer):
             value = value if isinstance(value, str) else [value]
-        hot, _ = self.resolve_labels(pd.Series([value], dtype=object), pd.Series(["document"]), tuple(names), "label",
-                                     str(value))  # fmt: skip
+        hot, _ = self.resolve_labels(
+            pd.Series([value], dtype=object), pd.Series(["document"]), tuple(names), "label", str(value)
+        )
         return hot.iloc[0]
 
     def check_labels(self, labels, classes, where, field):
@@ -169,8 +205,11 @@ class MultiLabel(Task):
         rows = [np.asarray(v) for v in labels]
         for i, row in enumerate(rows):
             if row.shape != (k,) or not np.isin(row, (0, 1)).all():
-                raise InputError(where, field, f"expected a 0/1 vector of the {k} labels in every row, row {i + 1} "
-                                 f"has {row.tolist()}")  # fmt: skip
+                raise InputError(
+                    where,
+                    field,
+                    f"expected a 0/1 vector of the {k} labels in every row, row {i + 1} has {row.tolist()}",
+                )
         out = np.empty(len(rows), dtype=object)
         out[:] = [row.astype(np.int64) for row in rows]
         return out
@@ -199,18 +238,27 @@ class MultiLabel(Task):
         hot = self.hot(labels)[np.asarray(is_train)]
         for k, name in enumerate(classes):
             if not hot[:, k].any():
-                raise InputError(where, field, f"expected every label in the training split, label {k} ({name!r}) "
-                                 "is on no training example")  # fmt: skip
+                raise InputError(
+                    where,
+                    field,
+                    f"expected every label in the training split, label {k} ({name!r}) is on no training example",
+                )
             if hot[:, k].all():
-                raise InputError(where, field, f"expected every label absent from some training example, label {k} "
-                                 f"({name!r}) is on all of them")  # fmt: skip
+                raise InputError(
+                    where,
+                    field,
+                    f"expected every label absent from some training example, label {k} ({name!r}) is on all of them",
+                )
 
     def summary(self, labels, classes):
         hot = self.hot(labels)
         if not len(hot):
             return {"n": 0}
-        return {"n": len(hot), "mean_labels": float(hot.sum(1).mean()),
-                **{str(c): int(hot[:, c].sum()) for c in range(hot.shape[1])}}  # fmt: skip
+        return {
+            "n": len(hot),
+            "mean_labels": float(hot.sum(1).mean()),
+            **{str(c): int(hot[:, c].sum()) for c in range(hot.shape[1])},
+        }
 
     def label_type(self):
         return pa.list_(pa.int64())
@@ -251,8 +299,11 @@ class MultiLabel(Task):
             truth = np.asarray(label).reshape(-1)
             chosen = [k for k in order if len(truth) == len(p) and truth[k]]
         else:
-            raise InputError("config", "attribution.target", f"expected one of {list(self.target_kinds)} for a "
-                             f"multi-label classifier, got {kind!r}")  # fmt: skip
+            raise InputError(
+                "config",
+                "attribution.target",
+                f"expected one of {list(self.target_kinds)} for a multi-label classifier, got {kind!r}",
+            )
         return tuple(chosen) or (order[0],)
 
     # --- predictions, metrics, showcase
@@ -279,30 +330,51 @@ class MultiLabel(Task):
         missed = np.where(y & ~pred, probs, np.inf)
         if np.isfinite(missed).any():
             i, k = np.unravel_index(np.argmin(missed), missed.shape)
-            out.append(("missed_label", int(i), f"a true label predicted absent, the lowest probability (label "
-                        f"{_label_name(k, names)})"))  # fmt: skip
+            out.append(
+                (
+                    "missed_label",
+                    int(i),
+                    f"a true label predicted absent, the lowest probability (label {_label_name(k, names)})",
+                )
+            )
         else:
             out.append(("missed_label", None, "no true label of a test example is predicted absent"))
         false = np.where(~y & pred, probs, -np.inf)
         if np.isfinite(false).any():
             i, k = np.unravel_index(np.argmax(false), false.shape)
-            out.append(("false_label", int(i), f"an absent label predicted present, the highest probability "
-                        f"(label {_label_name(k, names)})"))  # fmt: skip
+            out.append(
+                (
+                    "false_label",
+                    int(i),
+                    f"an absent label predicted present, the highest probability (label {_label_name(k, names)})",
+                )
+            )
         else:
             out.append(("false_label", None, "no absent label of a test example is predicted present"))
         for c in range(probs.shape[1]):
             idx = np.flatnonzero(pred[:, c])
             if len(idx):
-                out.append((f"most_confident_{c}", int(idx[np.argmax(probs[idx, c])]),
-                            f"label {_label_name(c, names)} predicted, its highest probability"))  # fmt: skip
+                out.append(
+                    (
+                        f"most_confident_{c}",
+                        int(idx[np.argmax(probs[idx, c])]),
+                        f"label {_label_name(c, names)} predicted, its highest probability",
+                    )
+                )
             else:
-                out.append((f"most_confident_{c}", None,
-                            f"no test example is predicted to have label {_label_name(c, names)}"))  # fmt: skip
+                out.append(
+                    (f"most_confident_{c}", None, f"no test example is predicted to have label {_label_name(c, names)}")
+                )
         exact = np.flatnonzero((pred == y).all(axis=1))
         rng = np.random.default_rng(seed)
         if len(exact):
-            out.append(("random_exact", int(rng.choice(exact)), f"seeded draw (seed {seed}) of the test examples "
-                        "whose every label is right"))  # fmt: skip
+            out.append(
+                (
+                    "random_exact",
+                    int(rng.choice(exact)),
+                    f"seeded draw (seed {seed}) of the test examples whose every label is right",
+                )
+            )
         else:
             out.append(("random_exact", None, "no test example has every label right"))
         return out
@@ -311,9 +383,13 @@ class MultiLabel(Task):
         probs = [float(p) for p in outputs]
         predicted = [n for n, p in zip(names, probs, strict=True) if p >= self.THRESHOLD]
         truth = None if label is None else [n for n, v in zip(names, np.asarray(label).tolist(), strict=True) if v]
-        return Outcome(label=None if truth is None else (", ".join(truth) or "none"),
-                       prediction=", ".join(predicted) or "none", confidence=probs[int(target)],
-                       outputs=dict(zip(names, probs, strict=True)), explained=names[int(target)])  # fmt: skip
+        return Outcome(
+            label=None if truth is None else (", ".join(truth) or "none"),
+            prediction=", ".join(predicted) or "none",
+            confidence=probs[int(target)],
+            outputs=dict(zip(names, probs, strict=True)),
+            explained=names[int(target)],
+        )
 
     def evidence(self, rationales, target):
         """The phrases planted for the explained label's own topic, on documents that have that label (a topic

@@ -55,8 +55,10 @@ class QuestionAnswering(Task):
     label = "extractive question answering"
     problem_type = "question_answering"
     head = "question_answering"
-    explains = (f"the probability of the explained answer span: a softmax, over every span of at most "
-                f"{MAX_ANSWER_TOKENS} tokens, of its start logit plus its end logit")  # fmt: skip
+    explains = (
+        f"the probability of the explained answer span: a softmax, over every span of at most "
+        f"{MAX_ANSWER_TOKENS} tokens, of its start logit plus its end logit"
+    )
     readout_label = "probability of the answer span"
     outputs_column = "span_probs"
     target_kinds = ("predicted",)
@@ -81,8 +83,9 @@ class QuestionAnswering(Task):
         if value is None:
             return []
         cell = value if isinstance(value, list | tuple) else [value]
-        return self.resolve_labels(pd.Series([list(cell)], dtype=object), pd.Series(["document"]), (), "label",
-                                   "answers")[0].iloc[0]  # fmt: skip
+        return self.resolve_labels(
+            pd.Series([list(cell)], dtype=object), pd.Series(["document"]), (), "label", "answers"
+        )[0].iloc[0]
 
     def check_labels(self, labels, classes, where, field):
         out = np.empty(len(labels), dtype=object)
@@ -93,12 +96,16 @@ class QuestionAnswering(Task):
     def check_rows(self, examples, where, fields):
         answers = [[(a["text"], a["answer_start"]) for a in cell] for cell in examples["label"]]
         if "question" not in examples.columns:
-            raise InputError(where, fields.get("question", "question"), "expected a question column for data.task "
-                             "'qa'")  # fmt: skip
+            raise InputError(where, fields.get("question", "question"), "expected a question column for data.task 'qa'")
         try:
-            check_answers(list(examples["question"]), list(examples["text"]),
-                          [[{"text": t, "answer_start": s} for t, s in cell] for cell in answers],
-                          list(examples["example_id"]), where, fields.get("label", "answers"))  # fmt: skip
+            check_answers(
+                list(examples["question"]),
+                list(examples["text"]),
+                [[{"text": t, "answer_start": s} for t, s in cell] for cell in answers],
+                list(examples["example_id"]),
+                where,
+                fields.get("label", "answers"),
+            )
         except InputError as err:
             if err.field == "question":
                 raise InputError(where, fields.get("question", "question"), err.expected) from None
@@ -193,8 +200,11 @@ class QuestionAnswering(Task):
         """The predicted answer span: the most probable span of the context (the predictions table keeps the
         span distribution restricted to the context)."""
         if kind not in self.target_kinds:
-            raise InputError("config", "attribution.target", f"expected one of {list(self.target_kinds)} for data.task "
-                             f"'qa', got {kind!r}")  # fmt: skip
+            raise InputError(
+                "config",
+                "attribution.target",
+                f"expected one of {list(self.target_kinds)} for data.task 'qa', got {kind!r}",
+            )
         return (int(np.argmax(np.asarray(outputs, dtype=np.float64))),)
 
     def target_names(self, classes):
@@ -248,8 +258,11 @@ class QuestionAnswering(Task):
                 return int(value)
         except ValueError:
             pass
-        raise InputError("target", str(value), f"expected an answer span: (start, end) token positions, at most "
-                         f"{MAX_ANSWER_TOKENS} tokens, or its index")  # fmt: skip
+        raise InputError(
+            "target",
+            str(value),
+            f"expected an answer span: (start, end) token positions, at most {MAX_ANSWER_TOKENS} tokens, or its index",
+        )
 
     def predictions(self, examples, logits, encoded=None):
         decoded = self._decoded(logits, encoded)
@@ -280,8 +293,10 @@ class QuestionAnswering(Task):
         cut = metrics.get("n_truncated", 0)
         if not cut:
             return []
-        return [f"{cut} of {cut + metrics['n_scored']} test answers were cut away by truncation at model.max_length: "
-                "left out of exact match and F1 (raise max_length, or shorten the contexts)"]  # fmt: skip
+        return [
+            f"{cut} of {cut + metrics['n_scored']} test answers were cut away by truncation at model.max_length: "
+            "left out of exact match and F1 (raise max_length, or shorten the contexts)"
+        ]
 
     def roles(self, predictions, seed, names=()):
         scored = ~predictions["truncated"].to_numpy(dtype=bool)
@@ -290,19 +305,37 @@ class QuestionAnswering(Task):
         p = predictions["span_prob"].to_numpy(dtype=np.float64)
         out: list[tuple[str, int | None, str]] = []
         for role, mask, pick, rule, none in (
-            ("wrong_span", wrong, np.argmax, "a wrong answer span, the most probable",
-             "no test question whose answer the model could read is answered wrong"),
-            ("most_confident_right", right, np.argmax, "a right answer (exact match), the most probable",
-             "no test question is answered right"),
-            ("least_confident_right", right, np.argmin, "a right answer (exact match), the least probable",
-             "no test question is answered right"),
-        ):  # fmt: skip
+            (
+                "wrong_span",
+                wrong,
+                np.argmax,
+                "a wrong answer span, the most probable",
+                "no test question whose answer the model could read is answered wrong",
+            ),
+            (
+                "most_confident_right",
+                right,
+                np.argmax,
+                "a right answer (exact match), the most probable",
+                "no test question is answered right",
+            ),
+            (
+                "least_confident_right",
+                right,
+                np.argmin,
+                "a right answer (exact match), the least probable",
+                "no test question is answered right",
+            ),
+        ):
             idx = np.flatnonzero(mask)
             out.append((role, int(idx[pick(p[idx])]), rule) if len(idx) else (role, None, none))
         idx = np.flatnonzero(right)
         rng = np.random.default_rng(seed)
-        out.append(("random_right", int(rng.choice(idx)), f"seeded draw (seed {seed}) of the test questions answered "
-                    "right") if len(idx) else ("random_right", None, "no test question is answered right"))  # fmt: skip
+        out.append(
+            ("random_right", int(rng.choice(idx)), f"seeded draw (seed {seed}) of the test questions answered right")
+            if len(idx)
+            else ("random_right", None, "no test question is answered right")
+        )
         if not scored.any():  # every role is left out for one reason: no answer was read
             why = "every test answer was cut away by truncation at model.max_length: no question is right or wrong"
             out = [(role, None, why) for role, _, _ in out]
@@ -310,15 +343,25 @@ class QuestionAnswering(Task):
 
     def showcase_entry(self, predictions, row):
         r = predictions.iloc[row]
-        return {"example_id": str(r["example_id"]), "label": self.label_value(r["label"]), "pred": str(r["pred"]),
-                "span": list(span_of(int(r["span"]))), "span_prob": round(float(r["span_prob"]), 6)}  # fmt: skip
+        return {
+            "example_id": str(r["example_id"]),
+            "label": self.label_value(r["label"]),
+            "pred": str(r["pred"]),
+            "span": list(span_of(int(r["span"]))),
+            "span_prob": round(float(r["span_prob"]), 6),
+        }
 
     def outcome(self, label, outputs, target, names):
         s, e = span_of(int(target))
         p = float(np.asarray(outputs, dtype=np.float64)[int(target)])
         truth = None if label is None or not len(label) else " | ".join(str(a["text"]) for a in label)
-        return Outcome(label=truth, prediction=f"tokens {s}–{e}", confidence=p, outputs={"answer span": p},
-                       explained=f"the answer span, tokens {s}–{e}")  # fmt: skip
+        return Outcome(
+            label=truth,
+            prediction=f"tokens {s}–{e}",
+            confidence=p,
+            outputs={"answer span": p},
+            explained=f"the answer span, tokens {s}–{e}",
+        )
 
 
 QA = REGISTRY.register(QuestionAnswering())

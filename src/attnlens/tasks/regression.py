@@ -85,15 +85,23 @@ class Regression(Task):
     def check_splits(self, labels, is_train, classes, where, field):
         train = np.asarray(labels, dtype=np.float64)[is_train]
         if len(np.unique(train)) < 2:
-            raise InputError(where, field, "expected targets that vary in the training split, all are "
-                             f"{train[0] if len(train) else 'absent'}")  # fmt: skip
+            raise InputError(
+                where,
+                field,
+                f"expected targets that vary in the training split, all are {train[0] if len(train) else 'absent'}",
+            )
 
     def summary(self, labels, classes):
         values = np.asarray(labels, dtype=np.float64)
         if not len(values):
             return {"n": 0}
-        return {"n": len(values), "mean": float(values.mean()), "std": float(values.std()),
-                "min": float(values.min()), "max": float(values.max())}  # fmt: skip
+        return {
+            "n": len(values),
+            "mean": float(values.mean()),
+            "std": float(values.std()),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
 
     def label_type(self):
         return pa.float64()
@@ -121,8 +129,11 @@ class Regression(Task):
 
     def targets(self, kind, label, outputs):
         if kind not in self.target_kinds:
-            raise InputError("config", "attribution.target", f"a regression has one output, explained for "
-                             f"{list(self.target_kinds)}; {kind!r} names a class")  # fmt: skip
+            raise InputError(
+                "config",
+                "attribution.target",
+                f"a regression has one output, explained for {list(self.target_kinds)}; {kind!r} names a class",
+            )
         return (0,)
 
     def predictions(self, examples, logits, encoded=None):
@@ -142,8 +153,13 @@ class Regression(Task):
 
     def outcome(self, label, outputs, target, names):
         value = float(outputs[0])
-        return Outcome(label=None if label is None else f"{float(label):.4g}", prediction=f"{value:.4g}",
-                       confidence=None, outputs={names[0]: value}, explained=names[0])  # fmt: skip
+        return Outcome(
+            label=None if label is None else f"{float(label):.4g}",
+            prediction=f"{value:.4g}",
+            confidence=None,
+            outputs={names[0]: value},
+            explained=names[0],
+        )
 
     def roles(self, predictions, seed, names=()):
         labels = predictions["label"].to_numpy(dtype=np.float64)
@@ -151,13 +167,15 @@ class Regression(Task):
         err = preds - labels
         over, under = int(np.argmax(err)), int(np.argmin(err))
         out: list[tuple[str, int | None, str]] = [
-            ("largest_overestimate", over, "predicted above its true value by the most") if err[over] > 0
+            ("largest_overestimate", over, "predicted above its true value by the most")
+            if err[over] > 0
             else ("largest_overestimate", None, "no test example is predicted above its true value"),
-            ("largest_underestimate", under, "predicted below its true value by the most") if err[under] < 0
+            ("largest_underestimate", under, "predicted below its true value by the most")
+            if err[under] < 0
             else ("largest_underestimate", None, "no test example is predicted below its true value"),
             ("closest", int(np.argmin(np.abs(err))), "the smallest absolute error"),
             ("highest_predicted", int(np.argmax(preds)), "the highest predicted value"),
-        ]  # fmt: skip
+        ]
         rng = np.random.default_rng(seed)
         out.append(("random", int(rng.integers(len(err))), f"seeded draw (seed {seed}) of a test example"))
         return out

@@ -44,8 +44,9 @@ def span_scores(start_logits, end_logits, max_len: int = MAX_ANSWER_TOKENS):
     import torch  # noqa: PLC0415 (a light module: only a readout on tensors needs torch, and has it loaded)
 
     n = start_logits.shape[-1]
-    pad = torch.full((*end_logits.shape[:-1], max_len - 1), float("-inf"), dtype=end_logits.dtype,
-                     device=end_logits.device)  # fmt: skip
+    pad = torch.full(
+        (*end_logits.shape[:-1], max_len - 1), float("-inf"), dtype=end_logits.dtype, device=end_logits.device
+    )
     ends = torch.cat([end_logits, pad], dim=-1).unfold(-1, max_len, 1)  # (…, n, max_len): end[s + l]
     return (start_logits.unsqueeze(-1) + ends).reshape(*start_logits.shape[:-1], n * max_len)
 
@@ -60,8 +61,9 @@ def spans_within(allowed: np.ndarray, max_len: int = MAX_ANSWER_TOKENS) -> np.nd
     return np.arange(max_len)[None, :] < run[:-1, None]
 
 
-def best_span(start_logits: np.ndarray, end_logits: np.ndarray, allowed: np.ndarray,
-              max_len: int = MAX_ANSWER_TOKENS) -> tuple[int, int, float]:  # fmt: skip
+def best_span(
+    start_logits: np.ndarray, end_logits: np.ndarray, allowed: np.ndarray, max_len: int = MAX_ANSWER_TOKENS
+) -> tuple[int, int, float]:
     """The best-scoring span ``(s, e, score)`` whose tokens are all ``allowed`` (the context's), ``s ≤ e < s +
     max_len``; ties go to the earliest start, then the shortest span."""
     start = np.asarray(start_logits, dtype=np.float64)
@@ -75,8 +77,9 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray, allowed: np.ndar
     return int(s), int(s + length), float(scores[s, length])
 
 
-def token_span(offsets: Sequence[tuple[int, int]], context: np.ndarray, char_start: int,
-               char_end: int) -> tuple[int, int] | None:  # fmt: skip
+def token_span(
+    offsets: Sequence[tuple[int, int]], context: np.ndarray, char_start: int, char_end: int
+) -> tuple[int, int] | None:
     """The tokens ``(s, e)`` of the context that the answer's characters ``[char_start, char_end)`` fall on:
     ``offsets`` are each token's character span in the context (a fast tokenizer's ``offset_mapping``), ``context``
     marks the context's tokens. ``None`` when truncation cut any of the answer away: it reaches past the last
@@ -105,8 +108,9 @@ def span_probabilities(scores):
 def gold_spans(answers: Sequence, encoded) -> np.ndarray:
     """``(n, 2)`` int64 token spans ``(start, end)`` of each example's first gold answer that truncation left
     whole (:func:`token_span` over ``encoded``'s offsets in the context); ``(-1, -1)`` where none is left."""
-    return np.array([_gold_span(cell, encoded.offsets[i], encoded.in_text[i]) for i, cell in enumerate(answers)],
-                    dtype=np.int64).reshape(len(answers), 2)  # fmt: skip
+    return np.array(
+        [_gold_span(cell, encoded.offsets[i], encoded.in_text[i]) for i, cell in enumerate(answers)], dtype=np.int64
+    ).reshape(len(answers), 2)
 
 
 def _gold_span(answers, offsets, in_text) -> tuple[int, int]:

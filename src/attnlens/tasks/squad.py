@@ -71,54 +71,74 @@ def _answer_list(cell, row: int, example: str, where: str, field: str) -> list[t
         try:
             cell = json.loads(cell)
         except ValueError:
-            raise InputError(where, field, f"expected the answers as JSON text in a CSV cell ({ANSWERS_AS_JSON}), "
-                             f"{at} has {cell!r}"[:400]) from None  # fmt: skip
+            raise InputError(
+                where,
+                field,
+                f"expected the answers as JSON text in a CSV cell ({ANSWERS_AS_JSON}), {at} has {cell!r}"[:400],
+            ) from None
     if isinstance(cell, dict) and set(cell) >= {"text", "answer_start"}:
         texts, starts = (
             [v.item() if isinstance(v, np.generic) else v for v in np.atleast_1d(cell[key])]
             for key in ("text", "answer_start")
         )
         if len(texts) != len(starts):
-            raise InputError(where, field, f"expected as many answer_start as text values, {at} has {len(starts)} "
-                             f"and {len(texts)}")  # fmt: skip
+            raise InputError(
+                where, field, f"expected as many answer_start as text values, {at} has {len(starts)} and {len(texts)}"
+            )
         pairs = list(zip(texts, starts, strict=True))
     elif isinstance(cell, list | tuple | np.ndarray) and all(isinstance(a, dict) for a in cell):
         if not all(set(a) >= {"text", "answer_start"} for a in cell):
-            raise InputError(where, field, f"expected each answer with 'text' and 'answer_start', {at} has "
-                             f"{[sorted(a) for a in cell]}")  # fmt: skip
+            raise InputError(
+                where,
+                field,
+                f"expected each answer with 'text' and 'answer_start', {at} has {[sorted(a) for a in cell]}",
+            )
         pairs = [(a["text"], a["answer_start"]) for a in cell]
     else:
-        raise InputError(where, field, f"expected {ANSWERS_AS_JSON} (as JSON text in a CSV cell), {at} has "
-                         f"{cell!r}"[:400])  # fmt: skip
+        raise InputError(
+            where, field, f"expected {ANSWERS_AS_JSON} (as JSON text in a CSV cell), {at} has {cell!r}"[:400]
+        )
     if not pairs:
         raise InputError(where, field, f"expected at least one answer, {at} has none")
     out = []
     for text, start in pairs:
         if isinstance(start, bool) or not isinstance(start, int | np.integer):
-            raise InputError(where, field, f"expected answer_start a character offset (an integer), {at} has "
-                             f"{start!r}")  # fmt: skip
+            raise InputError(where, field, f"expected answer_start a character offset (an integer), {at} has {start!r}")
         if not isinstance(text, str) or not text.strip():
             raise InputError(where, field, f"expected an answer text that is not empty, {at} has {text!r}")
         out.append((text, int(start)))
     return out
 
 
-def check_answers(questions: Sequence, contexts: Sequence[str], answers: Sequence, ids: Sequence[str], where: str,
-                  field: str = "answers") -> list[list[tuple[str, int]]]:  # fmt: skip
+def check_answers(
+    questions: Sequence,
+    contexts: Sequence[str],
+    answers: Sequence,
+    ids: Sequence[str],
+    where: str,
+    field: str = "answers",
+) -> list[list[tuple[str, int]]]:
     """Every example's gold answers as ``[(text, answer_start), …]``, checked: a question that is not empty, and
     each answer's text found in the context at its ``answer_start``. One :class:`InputError` naming the row and the
     field otherwise (``field``: the answers column; the question's is ``question``)."""
     out = []
     for row, (question, context, cell, example) in enumerate(zip(questions, contexts, answers, ids, strict=True)):
         if not isinstance(question, str) or not question.strip():
-            raise InputError(where, "question", f"expected a question in every row, row {row + 1} (example "
-                             f"{example!r}) has {question!r}")  # fmt: skip
+            raise InputError(
+                where,
+                "question",
+                f"expected a question in every row, row {row + 1} (example {example!r}) has {question!r}",
+            )
         pairs = _answer_list(cell, row, str(example), where, field)
         for text, start in pairs:
             found = context[start : start + len(text)] if 0 <= start <= len(context) else None
             if found != text:
-                raise InputError(where, field, f"expected each answer's text in the context at its answer_start, "
-                                 f"row {row + 1} (example {example!r}): {text!r} at {start}, the context has "
-                                 f"{found!r} there")  # fmt: skip
+                raise InputError(
+                    where,
+                    field,
+                    f"expected each answer's text in the context at its answer_start, "
+                    f"row {row + 1} (example {example!r}): {text!r} at {start}, the context has "
+                    f"{found!r} there",
+                )
         out.append(pairs)
     return out

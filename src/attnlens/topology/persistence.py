@@ -38,10 +38,17 @@ BOTTLENECK_SCHEMA = "bottleneck/v1"
 
 
 #: Columns of a ``topology`` shard's persistence diagrams, one row per bar.
-DIAGRAMS_TYPES = pa.schema([
-    ("example_id", pa.string()), ("estimator", pa.string()), ("dim", pa.int64()), ("birth", pa.float64()),
-    ("death", pa.float64()), ("infinite", pa.bool_()), ("cap", pa.float64()),
-])  # fmt: skip
+DIAGRAMS_TYPES = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("estimator", pa.string()),
+        ("dim", pa.int64()),
+        ("birth", pa.float64()),
+        ("death", pa.float64()),
+        ("infinite", pa.bool_()),
+        ("cap", pa.float64()),
+    ]
+)
 
 
 def mutual_information(pooled: np.ndarray, estimator: str, freqs: np.ndarray | None = None) -> np.ndarray:
@@ -166,9 +173,19 @@ def class_separation(distance: np.ndarray, labels: np.ndarray, n_permutations: i
     elif not n_permutations:
         notes.append("no p-values: topology.n_permutations is 0")
     if n < 3 or flat:
-        return {"n_examples": int(n), "mean_same_class": same, "mean_different_class": diff, "gap": gap,
-                "gap_p_value": None, "knn_accuracy": None, "knn_majority_rate": None, "knn_p_value": None,
-                "n_permutations": int(n_permutations), "degenerate": True, "note": "; ".join(notes)}  # fmt: skip
+        return {
+            "n_examples": int(n),
+            "mean_same_class": same,
+            "mean_different_class": diff,
+            "gap": gap,
+            "gap_p_value": None,
+            "knn_accuracy": None,
+            "knn_majority_rate": None,
+            "knn_p_value": None,
+            "n_permutations": int(n_permutations),
+            "degenerate": True,
+            "note": "; ".join(notes),
+        }
     acc = knn(y)
     rng = np.random.default_rng(seed)
     perm_gaps, perm_acc = [], []

@@ -25,18 +25,33 @@ def _sync(device: torch.device) -> float:
     return time.perf_counter()
 
 
-def explanation_rows(example_id: str, input_ids: Sequence[int], target: int, res: Explanation,
-                     methods: Sequence[str], target_rank: int = 0) -> list[dict]:  # fmt: skip
+def explanation_rows(
+    example_id: str,
+    input_ids: Sequence[int],
+    target: int,
+    res: Explanation,
+    methods: Sequence[str],
+    target_rank: int = 0,
+) -> list[dict]:
     """The rows of an ``explain`` shard (:data:`EXPLANATION_TYPES`) for one explained example and target (its place
     ``target_rank`` among the document's explained targets), one per method."""
     ids = np.asarray(input_ids, dtype=np.int32)
     return [
-        {"example_id": example_id, "method": m, "input_ids": ids, "scores": res.scores[m], "target": int(target),
-         "target_rank": int(target_rank),
-         "seconds": res.seconds[m], "forward_seconds": res.forward_seconds, "n_forwards": res.n_forwards[m],
-         "explained": res.explained.get(m, np.nan), "delta": res.delta.get(m, np.nan)}
+        {
+            "example_id": example_id,
+            "method": m,
+            "input_ids": ids,
+            "scores": res.scores[m],
+            "target": int(target),
+            "target_rank": int(target_rank),
+            "seconds": res.seconds[m],
+            "forward_seconds": res.forward_seconds,
+            "n_forwards": res.n_forwards[m],
+            "explained": res.explained.get(m, np.nan),
+            "delta": res.delta.get(m, np.nan),
+        }
         for m in methods
-    ]  # fmt: skip
+    ]
 
 
 @dataclass

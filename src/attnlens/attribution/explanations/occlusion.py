@@ -74,15 +74,19 @@ def occlusion_scores(
 
     with torch.no_grad():
         attr = FeatureAblation(forward).attribute(
-            ids[:, where], baselines=fill_id, target=target, feature_mask=groups[None].to(ids.device),
+            ids[:, where],
+            baselines=fill_id,
+            target=target,
+            feature_mask=groups[None].to(ids.device),
             perturbations_per_eval=max(1, batch_size),
-        )  # fmt: skip
+        )
     scores[where.cpu().numpy()] = attr[0].cpu().numpy()
     return scores
 
 
-def occlusion_batch(requested: int | str, methods: Sequence[str], model, model_device,
-                    documents: Sequence[Sequence[int]]) -> tuple[int, dict]:  # fmt: skip
+def occlusion_batch(
+    requested: int | str, methods: Sequence[str], model, model_device, documents: Sequence[Sequence[int]]
+) -> tuple[int, dict]:
     """Occluded copies per forward for a job (:func:`attnlens.device.batch_size`): ``requested``
     (``explanations.batch_size``), or with ``auto`` the most copies of the job's longest document the card holds;
     probed only where ``methods`` ask for occlusion."""

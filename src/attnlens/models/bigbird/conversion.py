@@ -31,10 +31,11 @@ def validate_blocks(max_length: int, block_size: int, num_random_blocks: int) ->
     threshold = (5 + 2 * num_random_blocks) * block_size
     if max_length <= threshold:
         raise InputError(
-            "config", "model.block_size",
+            "config",
+            "model.block_size",
             f"expected (5 + 2 × num_random_blocks) × block_size below model.max_length {max_length} (else every "
             f"input runs full attention), got ({5} + 2 × {num_random_blocks}) × {block_size} = {threshold}",
-        )  # fmt: skip
+        )
 
 
 def convert_bert_to_bigbird(

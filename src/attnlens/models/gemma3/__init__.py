@@ -36,12 +36,18 @@ class Gemma3(Llama, family="gemma3"):
     def check(self, config, where: str) -> None:
         """Soft-capped attention logits and bidirectional attention are not causal softmax attention."""
         if getattr(config, "attn_logit_softcapping", None) is not None:
-            raise InputError(where, "config.json attn_logit_softcapping",
-                             "expected null (attnlens reads softmax attention without soft-capping), "
-                             f"got {config.attn_logit_softcapping}")  # fmt: skip
+            raise InputError(
+                where,
+                "config.json attn_logit_softcapping",
+                "expected null (attnlens reads softmax attention without soft-capping), "
+                f"got {config.attn_logit_softcapping}",
+            )
         if getattr(config, "use_bidirectional_attention", False):
-            raise InputError(where, "config.json use_bidirectional_attention",
-                             "expected false (attnlens reads Gemma 3 as a causal decoder), got true")  # fmt: skip
+            raise InputError(
+                where,
+                "config.json use_bidirectional_attention",
+                "expected false (attnlens reads Gemma 3 as a causal decoder), got true",
+            )
 
 
 GEMMA3 = ARCHITECTURES.register(Gemma3())

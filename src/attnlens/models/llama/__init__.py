@@ -115,8 +115,10 @@ class Llama(Architecture, family="llama"):
         # every family names its RMSNorm class so (LlamaRMSNorm, Qwen3RMSNorm, Gemma3RMSNorm): the layers' two to
         # four norms, the final one and the per-head query/key norms, whatever their attribute names
         norms = [m for m in self.encoder(model).modules() if type(m).__name__.endswith("RMSNorm")]
-        return RelevanceWiring(activations=[layer.mlp.act_fn for layer in layers] + norms,
-                               products=[layer.mlp.down_proj for layer in layers])  # fmt: skip
+        return RelevanceWiring(
+            activations=[layer.mlp.act_fn for layer in layers] + norms,
+            products=[layer.mlp.down_proj for layer in layers],
+        )
 
     def readout(self, length: int) -> tuple[str, int]:
         """The classifier reads the last real token (``…ForSequenceClassification``: the last before the padding)."""
@@ -140,8 +142,10 @@ class Llama(Architecture, family="llama"):
         elif len(windowed) == len(windows):
             kind = f"a causal sliding window of {windowed[0]} keys in {len(windows)} layers"
         else:
-            kind = (f"a causal sliding window of {windowed[0]} keys in {len(windowed)} of {len(windows)} layers, "
-                    "full causal attention in the others")  # fmt: skip
+            kind = (
+                f"a causal sliding window of {windowed[0]} keys in {len(windowed)} of {len(windows)} layers, "
+                "full causal attention in the others"
+            )
         return f"{self.family.label}, {kind}{sharing}"
 
     def reading_notes(self, config, lengths: Sequence[int]) -> list[str]:

@@ -48,8 +48,9 @@ def key_value_heads(heads: int) -> int:
     return heads // 3 if heads % 3 == 0 else heads
 
 
-def decoder_from_config(kind: str, bert_config, tokenizer, max_length: int, window: int, num_labels: int,
-                        seed: int) -> transformers.PreTrainedModel:  # fmt: skip
+def decoder_from_config(
+    kind: str, bert_config, tokenizer, max_length: int, window: int, num_labels: int, seed: int
+) -> transformers.PreTrainedModel:
     """A randomly initialised decoder classifier of ``bert_config``'s sizes, in eval mode, float32 (``window``: the
     two-sided width ``w`` of :func:`~attnlens.models.loading.model_shape`)."""
     head_dim = bert_config.hidden_size // bert_config.num_attention_heads

@@ -77,8 +77,9 @@ class Longformer(Architecture, family="longformer"):
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
         return use_blocked_attention(model) if fast else model
 
-    def forward_args(self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
-                     ) -> dict[str, torch.Tensor]:  # fmt: skip
+    def forward_args(
+        self, attention_mask: torch.Tensor, global_tokens: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         return {
             "global_attention_mask": global_attention_mask(attention_mask)
             if global_tokens is None

@@ -126,8 +126,9 @@ def blocked_self_attention(
         out = probs @ _blocks(value, w)
     out = out.reshape(batch, heads, nb * w, dh).transpose(1, 2).reshape(batch, nb * w, embed)[:, :n]
     if is_global_attn:
-        global_out = global_rows(module, hidden_states, n_global, global_index, local_global_index,
-                                 local_no_global_index, is_index_masked)  # fmt: skip
+        global_out = global_rows(
+            module, hidden_states, n_global, global_index, local_global_index, local_no_global_index, is_index_masked
+        )
         out = out.clone()
         out[global_index] = global_out[local_global_index[0], :, local_global_index[1]].reshape(-1, embed)
     return (out,)
@@ -231,11 +232,18 @@ def _self_attention() -> type:
 def _forward(module: transformers.models.longformer.modeling_longformer.LongformerSelfAttention):
     original = getattr(module, _ORIGINAL)
 
-    def forward(hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
-                is_global_attn=None, output_attentions=False):  # fmt: skip
+    def forward(
+        hidden_states,
+        attention_mask=None,
+        is_index_masked=None,
+        is_index_global_attn=None,
+        is_global_attn=None,
+        output_attentions=False,
+    ):
         if output_attentions:
-            return original(hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn,
-                            output_attentions)  # fmt: skip
+            return original(
+                hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn, output_attentions
+            )
         return blocked_self_attention(
             module, hidden_states, attention_mask, is_index_masked, is_index_global_attn, is_global_attn
         )

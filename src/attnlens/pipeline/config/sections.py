@@ -141,16 +141,33 @@ def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], l
 #: The Python name of every section, by its dotted path in the schema (the schema declares the keys, their
 #: types, ranges, defaults and meanings; only the class names are given here).
 SECTION_CLASSES = {
-    "data": "DataConfig", "data.hub": "HubConfig", "data.synthetic": "SyntheticConfig",
-    "model": "ModelConfig", "train": "TrainConfig", "predict": "PredictConfig", "importance": "ImportanceConfig",
-    "attention": "AttentionConfig", "attribution": "AttributionConfig", "explanations": "ExplanationsConfig",
-    "faithfulness": "FaithfulnessConfig", "similarity": "SimilarityConfig", "topology": "TopologyConfig",
-    "pairs": "PairsConfig", "pairs.data": "PairDataConfig", "pairs.data.hub": "PairHubConfig",
-    "pairs.data.synthetic": "PairSyntheticConfig", "pairs.encoder": "PairEncoderConfig",
-    "pairs.exact": "PairExactConfig", "pairs.attribution": "PairAttributionConfig",
-    "pairs.topology": "PairTopologyConfig", "figures": "FiguresConfig", "report": "ReportConfig",
-    "report.explorer": "ExplorerConfig", "grid": "GridConfig", "findings": "FindingsConfig",
-}  # fmt: skip
+    "data": "DataConfig",
+    "data.hub": "HubConfig",
+    "data.synthetic": "SyntheticConfig",
+    "model": "ModelConfig",
+    "train": "TrainConfig",
+    "predict": "PredictConfig",
+    "importance": "ImportanceConfig",
+    "attention": "AttentionConfig",
+    "attribution": "AttributionConfig",
+    "explanations": "ExplanationsConfig",
+    "faithfulness": "FaithfulnessConfig",
+    "similarity": "SimilarityConfig",
+    "topology": "TopologyConfig",
+    "pairs": "PairsConfig",
+    "pairs.data": "PairDataConfig",
+    "pairs.data.hub": "PairHubConfig",
+    "pairs.data.synthetic": "PairSyntheticConfig",
+    "pairs.encoder": "PairEncoderConfig",
+    "pairs.exact": "PairExactConfig",
+    "pairs.attribution": "PairAttributionConfig",
+    "pairs.topology": "PairTopologyConfig",
+    "figures": "FiguresConfig",
+    "report": "ReportConfig",
+    "report.explorer": "ExplorerConfig",
+    "grid": "GridConfig",
+    "findings": "FindingsConfig",
+}
 
 
 class PersistenceConfig(_Section):
@@ -202,9 +219,13 @@ def _section_class(path: str, schema: dict[str, Any], made: dict[str, type]) -> 
             f"config schema section {path!r} has no class name: add it to attnlens.pipeline.config.SECTION_CLASSES"
         )
     cls = dataclasses.make_dataclass(
-        SECTION_CLASSES[path], fields, bases=(_BASES.get(path, _Section),), frozen=True, repr=False,
+        SECTION_CLASSES[path],
+        fields,
+        bases=(_BASES.get(path, _Section),),
+        frozen=True,
+        repr=False,
         namespace={"__doc__": schema.get("description", ""), "__module__": __name__},
-    )  # fmt: skip
+    )
     made[path] = cls
     return cls
 

@@ -37,8 +37,15 @@ def _copy(value: Any) -> Any:
     return yaml.safe_load(yaml.safe_dump(value))
 
 
-_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
-               "array": "a list", "object": "a mapping", "null": "null"}  # fmt: skip
+_TYPE_WORDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
 
 
 def _describe(error) -> tuple[str, str]:
@@ -141,11 +148,18 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     get_task(data.get("task")).check_config(config, where)
     layout = get_layout(data.get("layout", DEFAULT_LAYOUT))
     if layout.name != DEFAULT_LAYOUT and source not in ("file", "hub"):
-        raise InputError(where, "data.layout", f"expected {DEFAULT_LAYOUT!r} for data.source {source!r} (a layout "
-                         f"reads a file's or hub dataset's rows), got {layout.name!r}")  # fmt: skip
+        raise InputError(
+            where,
+            "data.layout",
+            f"expected {DEFAULT_LAYOUT!r} for data.source {source!r} (a layout "
+            f"reads a file's or hub dataset's rows), got {layout.name!r}",
+        )
     if layout.tasks and data.get("task") not in layout.tasks:
-        raise InputError(where, "data.layout", f"expected data.task one of {list(layout.tasks)} for data.layout "
-                         f"{layout.name!r}, got {data.get('task')!r}")  # fmt: skip
+        raise InputError(
+            where,
+            "data.layout",
+            f"expected data.task one of {list(layout.tasks)} for data.layout {layout.name!r}, got {data.get('task')!r}",
+        )
     syn = data.get("synthetic", {})
     if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
         raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")
@@ -164,8 +178,9 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
             where, "explanations.baseline", f"expected ig or one of explanations.methods, got {baseline!r}"
         )
     sim = config.get("similarity", {})
-    own = sim.get("dataset_name") or source_name(data.get("source", "synthetic"), data.get("path"),
-                                                 (data.get("hub") or {}).get("name"))  # fmt: skip
+    own = sim.get("dataset_name") or source_name(
+        data.get("source", "synthetic"), data.get("path"), (data.get("hub") or {}).get("name")
+    )
     names = [own] + [d.get("name") for d in sim.get("extra_datasets", [])]
     if len(set(names)) < len(names):
         raise InputError(

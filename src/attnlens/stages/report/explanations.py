@@ -66,8 +66,9 @@ def run_plot_faithfulness(
     """Rule ``plot_faithfulness``: mean deletion / insertion curves, AOPC and plausibility tables."""
     curves, prov = load_parquet(curves_path, FAITHFULNESS_SCHEMA)
     plaus, _ = load_parquet(plausibility_path, PLAUSIBILITY_SCHEMA)
-    save_figure(plot_faithfulness_curves(curves, get_task(prov.get("task")).readout_label), figure_stem,
-                figures_cfg.dpi)  # fmt: skip
+    save_figure(
+        plot_faithfulness_curves(curves, get_task(prov.get("task")).readout_label), figure_stem, figures_cfg.dpi
+    )
     per_example = aopc(curves, cfg.fractions)
     fractions = ", ".join(f"{f:g}" for f in cfg.fractions)
     aopc_table = summary_table(per_example, ["comprehensiveness", "sufficiency"], cfg.seed)
@@ -153,9 +154,16 @@ def comparison_frame(
             raise ValueError(f"{eid}: IG explained it but the explain shards did not")
         ids = [int(i) for i in row.input_ids]
         special = np.array([i in special_set for i in ids], dtype=bool)
-        rows += agreement_rows(eid, np.asarray(row.scores, dtype=np.float64), scores[eid], special,
-                               n_permutations=sim.n_permutations, top_fraction=sim.top_fraction, rbo_p=sim.rbo_p,
-                               seed=sim.seed)  # fmt: skip
+        rows += agreement_rows(
+            eid,
+            np.asarray(row.scores, dtype=np.float64),
+            scores[eid],
+            special,
+            n_permutations=sim.n_permutations,
+            top_fraction=sim.top_fraction,
+            rbo_p=sim.rbo_p,
+            seed=sim.seed,
+        )
         fwd = float(forward[eid])
         for method in [REFERENCE, *scores[eid]]:
             s = float(row.seconds) if method == REFERENCE else float(cost[(eid, method)])
@@ -164,9 +172,12 @@ def comparison_frame(
     for frame, names in ((per_ranking, ("comprehensiveness", "sufficiency")), (plausibility, ("auprc", "f1"))):
         frame = frame[frame["ranking"].isin(known)]
         for name in names:
-            rows += [(e, r, name, float(v), np.nan) for e, r, v in zip(frame["example_id"], frame["ranking"],
-                                                                       frame[name], strict=True)]  # fmt: skip
+            rows += [
+                (e, r, name, float(v), np.nan)
+                for e, r, v in zip(frame["example_id"], frame["ranking"], frame[name], strict=True)
+            ]
     out = pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
     order = {m: i for i, m in enumerate([REFERENCE, *cfg.methods, CONTROL])}
-    return out.sort_values(["method", "example_id"], key=lambda c: c.map(order) if c.name == "method" else c,
-                           kind="stable").reset_index(drop=True)  # fmt: skip
+    return out.sort_values(
+        ["method", "example_id"], key=lambda c: c.map(order) if c.name == "method" else c, kind="stable"
+    ).reset_index(drop=True)

@@ -43,6 +43,7 @@ def run_manifest(
         "n_notes": len(notes),
     }
     save_json({"summary": summary, "artifacts": artifacts}, out_path, provenance(MANIFEST_SCHEMA, None, None))
-    logger.info("%d artifacts (%d files) from %d rules", summary["n_artifacts"], summary["n_files"],
-                len(summary["rules"]))  # fmt: skip
+    logger.info(
+        "%d artifacts (%d files) from %d rules", summary["n_artifacts"], summary["n_files"], len(summary["rules"])
+    )
     return summary

@@ -41,8 +41,21 @@ from attnlens.render.tables import (
 def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath, out_dir: StrPath) -> list[Path]:
     """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
     scores = load_scores(score_paths)
-    columns = ["pair_id", "model", "similarity", "mode", "gold", "score", "score_a_rb", "score_ra_b", "score_ra_rb",
-               "target", "total", "error", "score_error"]  # fmt: skip
+    columns = [
+        "pair_id",
+        "model",
+        "similarity",
+        "mode",
+        "gold",
+        "score",
+        "score_a_rb",
+        "score_ra_b",
+        "score_ra_rb",
+        "target",
+        "total",
+        "error",
+        "score_error",
+    ]
     summary = error_summary(scores)
     written = []
     with atomic_dir(out_dir) as tmp:
@@ -98,8 +111,10 @@ def run_plot_pairs(
     with atomic_dir(out_dir) as tmp:
         for rec in scores[scores["pair_id"].isin(shown)].to_dict("records"):
             key = matrix_key(rec["pair_id"], rec["model"], rec["similarity"], rec["mode"])
-            title = (f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}, {rec['mode']}): gold {rec['gold']:.2f}, "
-                     f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}")  # fmt: skip
+            title = (
+                f"{rec['pair_id']} ({rec['model']}, {rec['similarity']}, {rec['mode']}): gold {rec['gold']:.2f}, "
+                f"s = {rec['score']:.3f}, ΣA = {rec['total']:.3f}, error {rec['error']:.1e}"
+            )
             stem = tmp / f"pair_{rec['pair_id']}_{rec['model']}_{rec['similarity']}_{rec['mode']}"
             plot_pair_matrix(matrices[key].numpy(), rec["tokens_a"], rec["tokens_b"], stem, title, dpi)
         plot_pair_convergence(load_parquet(convergence_path, PAIR_CONVERGENCE_SCHEMA)[0], tmp / "convergence", dpi)

@@ -82,8 +82,9 @@ def run_aggregate_similarity(
             notes += missing_numbers(name, summary, tests)
     seconds = time.perf_counter() - t0
     merged = pd.concat(summaries, ignore_index=True)
-    prov = provenance(SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2),
-                      deviations=list(DEVIATIONS), notes=notes)  # fmt: skip
+    prov = provenance(
+        SUMMARY_SCHEMA, cfg.to_dict(), cfg.seed, seconds=round(seconds, 2), deviations=list(DEVIATIONS), notes=notes
+    )
     for note in notes:
         logger.warning("%s", note)
     save_parquet(merged, summary_path, prov)

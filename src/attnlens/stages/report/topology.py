@@ -52,9 +52,13 @@ def run_plot_topology(
             a, b = part["example_a"].map(pos).to_numpy(), part["example_b"].map(pos).to_numpy()
             mat[a, b] = mat[b, a] = part["distance"].to_numpy()
             what = "max(H0, H1)" if dim == "max" else f"H{dim}"
-            plot_distance_matrix(mat, labels, tmp / f"bottleneck_{est}_{dim}",
-                                 f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
-                                 figures_cfg.dpi)  # fmt: skip
+            plot_distance_matrix(
+                mat,
+                labels,
+                tmp / f"bottleneck_{est}_{dim}",
+                f"Bottleneck distance between attention persistence diagrams ({est}, {what})",
+                figures_cfg.dpi,
+            )
         for e, _roles in showcased_once(selection):
             eid = e["example_id"]
             if eid not in pos:
