@@ -27,13 +27,14 @@ from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import Example, explain_examples
 from attnlens.attribution.ig import attribute_example, integrate, prepare_inputs
 from attnlens.classifier.prediction import encode_examples
-from attnlens.data.corpus import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING, generate_qa_corpus
+from attnlens.data.corpus import generate_qa_corpus
 from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.models import architecture, draw_decoder, forward_bands
 from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
 from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.tasks import QA, task_of
+from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING
 from attnlens.tasks.spans import MAX_ANSWER_TOKENS, best_span, gold_spans, span_index, span_of, span_scores, token_span
 from attnlens.tasks.squad import check_answers, exact_match, normalize_answer, qa_metrics, token_f1
 
