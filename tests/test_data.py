@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from helpers import merged
 
-from attnlens.data.sources import compute_split, document_reading, load_examples, prepare_dataset, sha256_text
+from attnlens.data.reading import document_reading
+from attnlens.data.sources import compute_split, load_examples, prepare_dataset, sha256_text
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, read_config_file, validate_config

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from attnlens.attribution.ig import baseline_ids
 from attnlens.classifier.prediction import encode_texts
-from attnlens.data.sources import encode_splits, unknown_note, unknown_tokens
+from attnlens.data.reading import encode_splits, unknown_note, unknown_tokens
 from attnlens.data.tokens import (
     MASKS,
     display_tokens,

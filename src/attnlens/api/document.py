@@ -27,7 +27,7 @@ from attnlens.attribution.artifacts import (
     attribution_types,
 )
 from attnlens.attribution.methods import get_method
-from attnlens.data.sources import UNKNOWN_WARN_SHARE
+from attnlens.data.reading import UNKNOWN_WARN_SHARE
 from attnlens.errors import InputError
 from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
 from attnlens.pipeline.config import (

@@ -27,7 +27,7 @@ from attnlens.attribution.ig import (
 )
 from attnlens.classifier.importance import load_importance_modes
 from attnlens.classifier.prediction import encode_examples, predict_logits
-from attnlens.data.sources import document_reading
+from attnlens.data.reading import document_reading
 from attnlens.device import place, synchronize
 from attnlens.errors import InputError
 from attnlens.io import provenance

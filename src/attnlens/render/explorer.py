@@ -156,7 +156,7 @@ def document_for(
     """Assemble one example's page from the pipeline's artifacts; ``class_names``: the names of the model's
     outputs (:meth:`attnlens.tasks.Task.output_names`), read as ``task`` says (:meth:`~attnlens.tasks.Task.outcome`);
     ``notes``: lines the page's header shows (what was cut, a high share of unknown tokens:
-    attnlens.data.sources.document_reading). ``attribution_row`` and ``evidence`` are the headline target's;
+    attnlens.data.reading.document_reading). ``attribution_row`` and ``evidence`` are the headline target's;
     ``other_targets``: ``(attribution row, evidence)`` of each other explained output, in rank order, which the
     page's target selector shows."""
     eid = example["example_id"]

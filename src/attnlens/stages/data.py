@@ -5,18 +5,8 @@ from __future__ import annotations
 import logging
 
 from attnlens.data.layouts import left_out_note
-from attnlens.data.sources import (
-    EXAMPLES_SCHEMA,
-    MANIFEST_SCHEMA,
-    RATIONALES_SCHEMA,
-    encode_splits,
-    prepare_dataset,
-    token_counts,
-    truncation,
-    truncation_note,
-    unknown_note,
-    unknown_tokens,
-)
+from attnlens.data.reading import encode_splits, token_counts, truncation, truncation_note, unknown_note, unknown_tokens
+from attnlens.data.sources import EXAMPLES_SCHEMA, MANIFEST_SCHEMA, RATIONALES_SCHEMA, prepare_dataset
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
 from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
@@ -41,7 +31,7 @@ def run_prepare_dataset(
     the manifest, the log and the run notes (``notes`` in the manifest's provenance, gathered into
     ``results/run_notes.csv``) count what was cut, and the rows ``data.layout`` left out. They also state the share
     of ``[UNK]`` among each split's content tokens, with a warning above
-    :data:`attnlens.data.sources.UNKNOWN_WARN_SHARE`.
+    :data:`attnlens.data.reading.UNKNOWN_WARN_SHARE`.
     An existing classifier (``model.source: classifier``) must predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
