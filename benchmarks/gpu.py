@@ -46,7 +46,7 @@ from attnlens.data.sources import load_examples
 from attnlens.device import batch_size, resolve_device, synchronize
 from attnlens.io import atomic_path, git_commit
 from attnlens.models import DECODERS, draw_decoder
-from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.checkpoints import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.pipeline.config import (
     AttentionConfig,
     AttributionConfig,

@@ -48,7 +48,7 @@ from attnlens.classifier.selection import load_selection
 from attnlens.data.corpus import CLASS_NAMES
 from attnlens.data.sources import load_examples
 from attnlens.io import atomic_path, provenance
-from attnlens.models.loading import load_tokenizer, packaged_model_dir
+from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"

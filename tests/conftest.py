@@ -28,7 +28,7 @@ from session_runs import REGISTRY, SessionRuns, module_order, session_run
 from threadpoolctl import threadpool_limits
 from transformers import AutoTokenizer, BertModel
 
-from attnlens.models.loading import packaged_model_dir
+from attnlens.models.checkpoints import packaged_model_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -22,7 +22,7 @@ import yaml
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
 from attnlens.data.corpus import CLASS_NAMES, generate_corpus
-from attnlens.models.loading import load_tokenizer, packaged_model_dir
+from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from attnlens.pipeline import jobserver
 from attnlens.pipeline.config import SyntheticConfig
 

@@ -31,7 +31,8 @@ from attnlens.classifier.selection import load_selection
 from attnlens.cli import main as cli_main
 from attnlens.errors import InputError
 from attnlens.models import draw_decoder
-from attnlens.models.loading import import_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
+from attnlens.models.loading import import_classifier
 from attnlens.pipeline.config import ModelConfig
 from attnlens.render.explorer import read_explorer
 from attnlens.similarity.metrics import load_similarity

@@ -27,7 +27,7 @@ from helpers import EPS32, tiny_longformer
 from transformers.models.longformer.modeling_longformer import LongformerModel, LongformerSelfAttention
 
 from attnlens.attribution.ig import Inputs, attribute_example, baseline_ids
-from attnlens.models.loading import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.checkpoints import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.models.longformer import LONGFORMER, global_attention_mask
 from attnlens.models.longformer.blocked import (
     band_mask,

@@ -313,7 +313,7 @@ def test_one_document_is_read_and_noted_as_a_split_is():
     """attnlens.explain's report of a document: the split manifest's numbers and the run notes' lines."""
     from transformers import AutoTokenizer  # noqa: PLC0415 (the packaged tokenizer, for this test only)
 
-    from attnlens.models.loading import packaged_model_dir  # noqa: PLC0415
+    from attnlens.models.checkpoints import packaged_model_dir  # noqa: PLC0415
 
     tokenizer = AutoTokenizer.from_pretrained(str(packaged_model_dir()))
     reading, notes = document_reading(tokenizer, "a short note on the ward", 16, "doc")

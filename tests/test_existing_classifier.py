@@ -37,16 +37,8 @@ from attnlens.classifier.training import train_classifier
 from attnlens.data.corpus import CLASS_NAMES
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, DECODERS, architecture, draw_decoder
-from attnlens.models.loading import (
-    build_base_model,
-    check_labels,
-    import_classifier,
-    load_classifier,
-    load_tokenizer,
-    model_shape,
-    packaged_model_dir,
-    source_config,
-)
+from attnlens.models.checkpoints import load_classifier, load_tokenizer, packaged_model_dir
+from attnlens.models.loading import build_base_model, check_labels, import_classifier, model_shape, source_config
 from attnlens.pipeline.config import ModelConfig, TrainConfig
 
 

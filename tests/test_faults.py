@@ -33,7 +33,8 @@ from transformers import LongformerConfig, LongformerForSequenceClassification
 
 from attnlens.errors import InputError
 from attnlens.io import load_tensors, provenance, save_csv, save_json, save_parquet, save_tensors
-from attnlens.models.loading import load_classifier, packaged_model_dir, source_config
+from attnlens.models.checkpoints import load_classifier, packaged_model_dir
+from attnlens.models.loading import source_config
 from attnlens.render.figures import plot_skipped
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,15 +30,10 @@ from attnlens.errors import InputError
 from attnlens.io import load_tensors
 from attnlens.models import DECODERS as CLASSES
 from attnlens.models import architecture, draw_decoder, forward_bands
+from attnlens.models.checkpoints import agree_on_padding, load_tokenizer, packaged_model_dir
 from attnlens.models.gemma3 import GEMMA3
 from attnlens.models.llama import LLAMA, MISTRAL
-from attnlens.models.loading import (
-    agree_on_padding,
-    build_base_model,
-    load_tokenizer,
-    packaged_model_dir,
-    source_config,
-)
+from attnlens.models.loading import build_base_model, source_config
 from attnlens.models.qwen import QWEN2, QWEN3
 from attnlens.pipeline.config import ModelConfig
 

@@ -12,7 +12,7 @@ import transformers
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture, forward_bands
 from attnlens.models.base import Architecture
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.models.longformer import LONGFORMER, bands_from_outputs, global_attention_mask
 
 

@@ -9,7 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 import attnlens.render.overlays as ov
-from attnlens.models.loading import packaged_model_dir
+from attnlens.models.checkpoints import packaged_model_dir
 from attnlens.render.escape import latex_escape
 from attnlens.render.overlays import (
     AttributionRecord,

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNe
 
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
-from attnlens.models.loading import packaged_model_dir
+from attnlens.models.checkpoints import packaged_model_dir
 from attnlens.pairs import artifacts, encoder, jacobians
 from attnlens.pipeline.config import PairDataConfig, PairsConfig
 from attnlens.stages import pairs as pair_stages

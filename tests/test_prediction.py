@@ -14,7 +14,7 @@ from attnlens.classifier.prediction import (
 )
 from attnlens.classifier.selection import role_left_out, roles_left_out, select_examples, showcased_once
 from attnlens.errors import InputError
-from attnlens.models.loading import packaged_model_dir
+from attnlens.models.checkpoints import packaged_model_dir
 from attnlens.models.longformer import LONGFORMER
 from attnlens.tasks import CLASSIFICATION, QA, classification_metrics, softmax
 

@@ -31,7 +31,8 @@ from attnlens.data.corpus import generate_qa_corpus
 from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.models import architecture, draw_decoder, forward_bands
-from attnlens.models.loading import import_classifier, load_classifier, packaged_model_dir, with_head
+from attnlens.models.checkpoints import load_classifier, packaged_model_dir
+from attnlens.models.loading import import_classifier, with_head
 from attnlens.pipeline.config import DataConfig, ModelConfig, SyntheticConfig, validate_config
 from attnlens.tasks import QA, task_of
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING

@@ -35,7 +35,7 @@ from attnlens.attention.summaries import TOPK_COLUMNS, load_summaries
 from attnlens.classifier.prediction import encode_texts
 from attnlens.data.tokens import structural_ids
 from attnlens.io import load_json, load_tensors
-from attnlens.models.loading import load_tokenizer
+from attnlens.models.checkpoints import load_tokenizer
 from attnlens.render.explorer import read_explorer
 
 pytestmark = pytest.mark.workflow

@@ -11,7 +11,7 @@ import yaml
 from helpers import run_snakemake
 
 from attnlens.data.corpus import generate_corpus
-from attnlens.models.loading import source_tokenizer
+from attnlens.models.checkpoints import source_tokenizer
 from attnlens.pipeline.config import SyntheticConfig, load_config
 
 pytestmark = pytest.mark.workflow

@@ -33,7 +33,7 @@ from attnlens.data.tokens import (
     unknown_count,
 )
 from attnlens.errors import InputError
-from attnlens.models.loading import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
+from attnlens.models.checkpoints import PACKAGED_MODEL, load_tokenizer, packaged_model_dir, source_tokenizer
 from attnlens.pairs.encoder import SiameseEncoder, reference_ids
 
 CORPUS = ["The model attends to the training data — naïve “quotes”\n\tand tabs, 42 times. We learn."] * 30

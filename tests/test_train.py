@@ -11,7 +11,7 @@ from helpers import GUARD, ROOT, run_guarded
 from attnlens.classifier.training import _param_groups, mixed_precision, no_decay_names, train_classifier
 from attnlens.data.sources import EXAMPLES_SCHEMA
 from attnlens.io import load_json, provenance, save_parquet, save_pretrained
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import TrainConfig
 
 

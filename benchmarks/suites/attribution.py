@@ -22,7 +22,8 @@ from attnlens.attribution.ig import (
 )
 from attnlens.classifier.prediction import encode_texts
 from attnlens.data.sources import load_examples
-from attnlens.models.loading import build_base_model, load_classifier
+from attnlens.models.checkpoints import load_classifier
+from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION
 

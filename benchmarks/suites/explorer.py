@@ -18,7 +18,8 @@ from transformers import (
 
 from attnlens.data.corpus import generate_corpus
 from attnlens.models import forward_bands
-from attnlens.models.loading import build_base_model, packaged_model_dir
+from attnlens.models.checkpoints import packaged_model_dir
+from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, SyntheticConfig
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
 

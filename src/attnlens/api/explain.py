@@ -32,7 +32,7 @@ from attnlens.device import place, synchronize
 from attnlens.errors import InputError
 from attnlens.io import provenance
 from attnlens.models import architecture, forward_bands
-from attnlens.models.loading import from_hub, load_classifier, resolve_pretrained
+from attnlens.models.checkpoints import from_hub, load_classifier, resolve_pretrained
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for
 from attnlens.similarity.metrics import (
     MODES,

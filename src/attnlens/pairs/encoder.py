@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from attnlens.data.tokens import TEXT_AS_TEXT, structural_ids
 from attnlens.errors import InputError
-from attnlens.models.loading import from_hub, resolve_pretrained
+from attnlens.models.checkpoints import from_hub, resolve_pretrained
 
 #: Architectures whose encoder blocks :class:`SiameseEncoder` can run one by one.
 ARCHITECTURES = ("bert", "roberta", "xlm-roberta", "mpnet")

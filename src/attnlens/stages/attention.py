@@ -31,7 +31,7 @@ from attnlens.data.sources import load_examples
 from attnlens.device import place
 from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.models import architecture, forward_bands
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttentionConfig, ImportanceConfig
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of

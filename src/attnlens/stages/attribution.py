@@ -41,7 +41,7 @@ from attnlens.io import (
     save_parquet,
 )
 from attnlens.models import architecture
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttributionConfig
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of

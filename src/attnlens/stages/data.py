@@ -9,7 +9,8 @@ from attnlens.data.reading import encode_splits, token_counts, truncation, trunc
 from attnlens.data.sources import EXAMPLES_SCHEMA, MANIFEST_SCHEMA, RATIONALES_SCHEMA, prepare_dataset
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.models.loading import check_labels, resolve_max_length, source_config, source_tokenizer
+from attnlens.models.checkpoints import source_tokenizer
+from attnlens.models.loading import check_labels, resolve_max_length, source_config
 from attnlens.pipeline.config import DataConfig, ModelConfig
 from attnlens.tasks import get_task, task_of
 

@@ -28,7 +28,7 @@ from attnlens.data.tokens import structural_mask
 from attnlens.device import place
 from attnlens.io import StrPath, provenance, save_parquet
 from attnlens.models import architecture
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.models.randomisation import randomise_top
 from attnlens.pipeline.config import ExplanationsConfig, FindingsConfig
 from attnlens.sharding import shard_of

@@ -32,7 +32,7 @@ from attnlens.io import (
     provenance,
     save_parquet,
 )
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import FaithfulnessConfig
 from attnlens.tasks import task_of
 

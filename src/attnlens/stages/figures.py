@@ -33,7 +33,7 @@ from attnlens.io import (
     save_csv,
     save_tensors,
 )
-from attnlens.models.loading import load_tokenizer
+from attnlens.models.checkpoints import load_tokenizer
 from attnlens.pipeline.config import ExplorerConfig, FiguresConfig
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 from attnlens.render.figures import (

@@ -16,7 +16,8 @@ from attnlens.data.sources import MANIFEST_SCHEMA, load_examples
 from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job
 from attnlens.models import architecture
-from attnlens.models.loading import build_base_model, import_classifier, load_classifier
+from attnlens.models.checkpoints import load_classifier
+from attnlens.models.loading import build_base_model, import_classifier
 from attnlens.pipeline.config import ModelConfig, PredictConfig, TrainConfig, rule_section
 from attnlens.pipeline.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.tasks import get_task, output_labels, task_of

@@ -33,7 +33,7 @@ from attnlens.io import (
     save_parquet,
     write_sidecar,
 )
-from attnlens.models.loading import load_tokenizer, model_architecture
+from attnlens.models.checkpoints import load_tokenizer, model_architecture
 from attnlens.pipeline.config import FiguresConfig, SimilarityConfig
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_target_agreement

@@ -24,7 +24,7 @@ from attnlens.io import (
     save_tensors,
 )
 from attnlens.models import architecture, forward_bands
-from attnlens.models.loading import load_classifier
+from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import TopologyConfig
 from attnlens.render.tables import write_table
 from attnlens.sharding import shard_of
