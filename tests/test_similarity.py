@@ -26,6 +26,7 @@ from attnlens.pipeline.config import SimilarityConfig
 from attnlens.render.tables import number, paper_table
 from attnlens.sharding import example_rng
 from attnlens.similarity import aggregate as agg
+from attnlens.similarity import measures
 from attnlens.similarity import metrics as sim
 from attnlens.similarity import paper as paper_layout
 from attnlens.stages.report import run_aggregate_similarity
@@ -142,7 +143,7 @@ def test_kendall_tau_b_matches_scipy_and_brute_force(n, levels):
     rng = np.random.default_rng(n + levels)
     x = rng.integers(0, levels, n).astype(float)
     ys = rng.integers(0, levels, (5, n))
-    got = sim.kendall_tau_b(x, np.stack([sim.dense_ranks(y) for y in ys]))
+    got = measures.kendall_tau_b(x, np.stack([measures.dense_ranks(y) for y in ys]))
     for g, y in zip(got, ys, strict=True):
         ref = stats.kendalltau(x, y).statistic
         assert g == pytest.approx(ref, abs=1e-12, nan_ok=True)
@@ -151,8 +152,8 @@ def test_kendall_tau_b_matches_scipy_and_brute_force(n, levels):
 
 
 def test_kendall_tau_b_constant_side_is_nan():
-    assert np.isnan(sim.kendall_tau_b(np.ones(10), sim.dense_ranks(np.arange(10.0))[None])[0])
-    assert np.isnan(sim.kendall_tau_b(np.arange(10.0), np.zeros((1, 10), dtype=np.int64))[0])
+    assert np.isnan(measures.kendall_tau_b(np.ones(10), measures.dense_ranks(np.arange(10.0))[None])[0])
+    assert np.isnan(measures.kendall_tau_b(np.arange(10.0), np.zeros((1, 10), dtype=np.int64))[0])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -160,33 +161,33 @@ def test_overlap_curve_gives_rbo_package_values(seed):
     rng = np.random.default_rng(seed)
     s, t = rng.random(257), rng.random(257)
     s[:20] = 0.5  # ties: stable order
-    x = sim.overlap_curve(sim.descending_positions(s), sim.descending_positions(t))
+    x = measures.overlap_curve(measures.descending_positions(s), measures.descending_positions(t))
     o1, o2 = list(np.argsort(-s, kind="stable")), list(np.argsort(-t, kind="stable"))
     ref = rbo.RankingSimilarity(o1, o2)
-    assert sim.average_overlap(x)[0] == pytest.approx(ref.rbo(p=1.0), abs=1e-12)
-    assert sim.average_overlap(x, 40)[0] == pytest.approx(rbo.RankingSimilarity(o1[:40], o2[:40]).rbo(), abs=1e-12)
+    assert measures.average_overlap(x)[0] == pytest.approx(ref.rbo(p=1.0), abs=1e-12)
+    assert measures.average_overlap(x, 40)[0] == pytest.approx(rbo.RankingSimilarity(o1[:40], o2[:40]).rbo(), abs=1e-12)
     for p in (0.5, 0.9, 0.98):
-        assert sim.rbo_ext(x, p)[0] == pytest.approx(ref.rbo_ext(p=p), abs=1e-12)
+        assert measures.rbo_ext(x, p)[0] == pytest.approx(ref.rbo_ext(p=p), abs=1e-12)
     for d in (1, 13, 257):
         assert x[0, d - 1] == len(set(o1[:d]) & set(o2[:d]))
 
 
 def test_identical_and_reversed_rankings():
     v = np.arange(50.0)
-    x = sim.overlap_curve(sim.descending_positions(v), sim.descending_positions(v))
-    assert sim.average_overlap(x)[0] == 1.0 and sim.rbo_ext(x, 0.9)[0] == pytest.approx(1.0)
-    assert sim.kendall_tau_b(v, sim.dense_ranks(-v)[None])[0] == pytest.approx(-1.0)
+    x = measures.overlap_curve(measures.descending_positions(v), measures.descending_positions(v))
+    assert measures.average_overlap(x)[0] == 1.0 and measures.rbo_ext(x, 0.9)[0] == pytest.approx(1.0)
+    assert measures.kendall_tau_b(v, measures.dense_ranks(-v)[None])[0] == pytest.approx(-1.0)
 
 
 def test_legacy_ranks_are_the_notebook_recipe():
     v = np.array([0.3, 0.0, 0.9, 0.0, 0.3, 0.1])
     order = np.argsort(v, kind="stable")[::-1]
-    assert sim.legacy_ranks(v)[0].tolist() == np.argsort(order).tolist()
-    assert sim.legacy_ranks(v)[0][2] == 0  # the largest gets rank 0
+    assert measures.legacy_ranks(v)[0].tolist() == np.argsort(order).tolist()
+    assert measures.legacy_ranks(v)[0][2] == 0  # the largest gets rank 0
 
 
 def test_minmax_and_cosine_edge_cases():
-    assert np.isnan(sim.minmax(np.ones(4))).all()
+    assert np.isnan(measures.minmax(np.ones(4))).all()
     assert np.isnan(stats_mod.cosine(np.zeros(3), np.ones(3)))
     u, v = np.array([1.0, 2.0, 3.0]), np.array([3.0, 1.0, 2.0])
     assert stats_mod.cosine(u, v) == pytest.approx(_cos(u, v))

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from attnlens.similarity.aggregate import GROUP
-from attnlens.similarity.metrics import descending_positions, legacy_ranks, legacy_top_set, minmax, rbo_name
+from attnlens.similarity.measures import descending_positions, legacy_ranks, legacy_top_set, minmax
+from attnlens.similarity.metrics import rbo_name
 from attnlens.stats import (
     n_top,
 )
