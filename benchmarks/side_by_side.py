@@ -30,8 +30,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compare_runs import differences
 from rule_times import run_jobs, table
+
+from attnlens.pipeline.compare import differences
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,6 @@ import copy
 import json
 import re
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,11 +18,9 @@ from session_runs import session_run
 from attnlens.errors import InputError
 from attnlens.findings.statements import ALL_MODELS
 from attnlens.findings.verdicts import HOLDS, NOT_STABLE, TOO_FEW
+from attnlens.pipeline.compare import differences
 from attnlens.pipeline.config import validate_config
 from attnlens.pipeline.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from compare_runs import differences
 
 BIGBIRD = {"model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}}
 #: The `.test` grid: the `.test` model and a BigBird of it, two seeds.
@@ -247,7 +244,7 @@ def grid_of_one_run(session_runs) -> Path:
 @pytest.mark.workflow
 def test_a_grid_run_gives_the_numbers_of_the_same_config_without_a_grid(tiny_run, grid_of_one_run, tmp_path):
     """The `.test` configuration as a grid of one run: its prepared data, models and predictions equal the one-run
-    session run's (``tiny_run``) byte for byte but for what ``compare_runs.MAY_DIFFER`` lists."""
+    session run's (``tiny_run``) byte for byte but for what ``attnlens.pipeline.compare.MAY_DIFFER`` lists."""
     work, run = grid_of_one_run, GRID_OF_ONE
     one, grid = tmp_path / "one", tmp_path / "grid"
     pairs = {

@@ -4,7 +4,8 @@ The user's ``Snakefile`` declares ``module attnlens`` with the checkout's ``Snak
 attnlens`` — what ``snakedeploy deploy-workflow`` writes, with a local path where a release would give
 ``github("…/attnlens", path="Snakefile", tag=…)``. With the `.test` config it must plan exactly the jobs the
 checkout's own Snakefile plans, and its jobs must compute what the session run (``tiny_run``) computed: the
-prepared data, the fine-tuned model and the predictions, compared byte for byte (``compare_runs``). Its jobs run
+prepared data, the fine-tuned model and the predictions, compared byte for byte (:mod:`attnlens.pipeline.compare`).
+Its jobs run
 in fresh processes (``ATTNLENS_WARM_JOBS=0``) and the session run's in forks of the warm job server
 (``attnlens.pipeline.jobserver``): the equality is also the proof that a warm job computes what a fresh one does.
 """
@@ -13,15 +14,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import GUARD, ROOT, SNAKEMAKE, fresh_env, local_env, run_guarded, run_snakemake
 from session_runs import session_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from compare_runs import describe, differences
+from attnlens.pipeline.compare import describe, differences
 
 pytestmark = pytest.mark.workflow
 

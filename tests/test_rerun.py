@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +28,7 @@ from PIL import Image
 from session_runs import session_run
 
 from attnlens.io import provenance, save_parquet
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from compare_runs import describe, differences
+from attnlens.pipeline.compare import describe, differences
 
 pytestmark = pytest.mark.workflow
 
