@@ -18,12 +18,11 @@ import transformers
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
 from attnlens.attribution.ig import (
-    attribute_example,
+    attribute_configured,
     attribution_row,
+    configured_batch,
     freeze,
-    internal_batch,
     prepare_inputs,
-    step_range,
 )
 from attnlens.classifier.importance import load_importance_modes
 from attnlens.classifier.prediction import encode_examples, predict_logits
@@ -177,37 +176,8 @@ def explain(
         ]  # the headline target
     t0 = time.perf_counter()
     inputs = prepare_inputs(model, tokenizer, ids, model_device)
-    a = s.attribution
-    lo, hi = step_range(
-        showcased,
-        showcase_steps=a.showcase_steps,
-        adaptive=a.adaptive,
-        min_steps=a.min_steps,
-        max_steps=a.max_steps,
-        n_steps=a.n_steps,
-    )
-    internal, _ = internal_batch(
-        a.steps_per_pass,
-        model,
-        inputs,
-        target,
-        a.autocast,
-        showcase_steps=a.showcase_steps,
-        adaptive=a.adaptive,
-        min_steps=a.min_steps,
-        max_steps=a.max_steps,
-        n_steps=a.n_steps,
-    )
-    res = attribute_example(
-        model,
-        inputs,
-        target,
-        min_steps=lo,
-        max_steps=hi,
-        tolerance=a.tolerance,
-        internal_batch_size=internal,
-        autocast=a.autocast,
-    )
+    batch, _ = configured_batch(s.attribution, model, inputs, target)
+    res = attribute_configured(s.attribution, model, inputs, target, batch, showcased)
     synchronize(model_device)
     seconds["ig"] = time.perf_counter() - t0
     row = attribution_row(

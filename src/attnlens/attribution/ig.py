@@ -26,6 +26,7 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from attnlens.device import autocast_dtype, batch_size
 from attnlens.io import load_parquet
 from attnlens.models import architecture
 from attnlens.tasks import Task, task_of
+
+if TYPE_CHECKING:  # an annotation only: the numerics take the section, not the config module
+    from attnlens.pipeline.config import AttributionConfig
 
 
 class ReadoutForward(torch.nn.Module):
@@ -410,10 +414,46 @@ def internal_batch(
     requested: int | str, model, inputs: Inputs, target: int, autocast: bool | str, **steps
 ) -> tuple[int, dict]:
     """IG's internal batch for a job (:func:`attnlens.device.batch_size`): ``requested``
-    (``attribution.internal_batch_size``), or with ``auto`` the most steps of ``inputs`` (the job's longest example)
+    (``attribution.steps_per_pass``), or with ``auto`` the most steps of ``inputs`` (the job's longest example)
     the card holds, at most :func:`most_steps` of ``steps`` (:func:`step_range`'s keywords)."""
     probe = steps_probe(model, inputs, target, autocast)
     return batch_size(requested, inputs.input_ids.device, probe, most_steps(**steps), "IG's internal batch")
+
+
+def steps_of(cfg: AttributionConfig) -> dict:
+    """The ``attribution`` section's step settings, as :func:`step_range` and :func:`most_steps` take them."""
+    return {
+        "showcase_steps": cfg.showcase_steps,
+        "adaptive": cfg.adaptive,
+        "min_steps": cfg.min_steps,
+        "max_steps": cfg.max_steps,
+        "n_steps": cfg.n_steps,
+    }
+
+
+def configured_batch(cfg: AttributionConfig, model, inputs: Inputs, target: int) -> tuple[int, dict]:
+    """IG's internal batch as the ``attribution`` section sets it (:func:`internal_batch`), for a job whose longest
+    example is ``inputs``: the ``attribute`` rule's and the one-document API's, from one call."""
+    return internal_batch(cfg.steps_per_pass, model, inputs, target, cfg.autocast, **steps_of(cfg))
+
+
+def attribute_configured(
+    cfg: AttributionConfig, model, inputs: Inputs, target: int, batch: int, showcased: bool
+) -> Attribution:
+    """IG of one example and target as the ``attribution`` section sets it: its steps (:func:`step_range`, a
+    showcased example's own), tolerance and precision, ``batch`` steps a pass (:func:`configured_batch`). The
+    ``attribute`` rule and the one-document API both explain an example through this one step."""
+    lo, hi = step_range(showcased, **steps_of(cfg))
+    return attribute_example(
+        model,
+        inputs,
+        target,
+        min_steps=lo,
+        max_steps=hi,
+        tolerance=cfg.tolerance,
+        internal_batch_size=batch,
+        autocast=cfg.autocast,
+    )
 
 
 def attribution_row(

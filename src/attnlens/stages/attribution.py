@@ -22,13 +22,12 @@ from attnlens.attribution.artifacts import (
     attribution_types,
 )
 from attnlens.attribution.ig import (
-    attribute_example,
+    attribute_configured,
     attribution_row,
+    configured_batch,
     embedding_ig,
-    internal_batch,
     predicted_outputs,
     prepare_inputs,
-    step_range,
 )
 from attnlens.classifier.prediction import encode_examples
 from attnlens.classifier.selection import load_selection
@@ -105,31 +104,12 @@ def run_attribute(
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
         target = next(iter(task.targets(cfg.target, examples["label"].iloc[i], outputs_by_id[ids[i]])), 0)
         longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
-        internal = internal_batch(
-            cfg.steps_per_pass,
-            model,
-            longest,
-            target,
-            cfg.autocast,
-            showcase_steps=cfg.showcase_steps,
-            adaptive=cfg.adaptive,
-            min_steps=cfg.min_steps,
-            max_steps=cfg.max_steps,
-            n_steps=cfg.n_steps,
-        )
+        internal = configured_batch(cfg, model, longest, target)
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
         label = examples["label"].iloc[i]
         is_showcase = eid in showcased
-        lo, hi = step_range(
-            is_showcase,
-            showcase_steps=cfg.showcase_steps,
-            adaptive=cfg.adaptive,
-            min_steps=cfg.min_steps,
-            max_steps=cfg.max_steps,
-            n_steps=cfg.n_steps,
-        )
         inputs = None
         for rank, target in enumerate(task.targets(cfg.target, label, outputs_by_id[eid])):
             key = hashlib.sha256(f"{eid}\x00{target}".encode()).hexdigest()[:16]
@@ -141,16 +121,7 @@ def run_attribute(
             if inputs is None:
                 inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
             started = time.perf_counter()
-            res = attribute_example(
-                model,
-                inputs,
-                target,
-                min_steps=lo,
-                max_steps=hi,
-                tolerance=cfg.tolerance,
-                internal_batch_size=internal[0],
-                autocast=cfg.autocast,
-            )
+            res = attribute_configured(cfg, model, inputs, target, internal[0], is_showcase)
             synchronize(model_device)
             row = attribution_row(
                 eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started, rank
