@@ -26,7 +26,6 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -39,9 +38,6 @@ from attnlens.device import autocast_dtype, batch_size
 from attnlens.io import load_parquet
 from attnlens.models import architecture
 from attnlens.tasks import Task, task_of
-
-if TYPE_CHECKING:  # an annotation only: the numerics take the section, not the config module
-    from attnlens.pipeline.config import AttributionConfig
 
 
 class ReadoutForward(torch.nn.Module):
@@ -420,7 +416,7 @@ def internal_batch(
     return batch_size(requested, inputs.input_ids.device, probe, most_steps(**steps), "IG's internal batch")
 
 
-def steps_of(cfg: AttributionConfig) -> dict:
+def steps_of(cfg) -> dict:
     """The ``attribution`` section's step settings, as :func:`step_range` and :func:`most_steps` take them."""
     return {
         "showcase_steps": cfg.showcase_steps,
@@ -431,15 +427,13 @@ def steps_of(cfg: AttributionConfig) -> dict:
     }
 
 
-def configured_batch(cfg: AttributionConfig, model, inputs: Inputs, target: int) -> tuple[int, dict]:
+def configured_batch(cfg, model, inputs: Inputs, target: int) -> tuple[int, dict]:
     """IG's internal batch as the ``attribution`` section sets it (:func:`internal_batch`), for a job whose longest
     example is ``inputs``: the ``attribute`` rule's and the one-document API's, from one call."""
     return internal_batch(cfg.steps_per_pass, model, inputs, target, cfg.autocast, **steps_of(cfg))
 
 
-def attribute_configured(
-    cfg: AttributionConfig, model, inputs: Inputs, target: int, batch: int, showcased: bool
-) -> Attribution:
+def attribute_configured(cfg, model, inputs: Inputs, target: int, batch: int, showcased: bool) -> Attribution:
     """IG of one example and target as the ``attribution`` section sets it: its steps (:func:`step_range`, a
     showcased example's own), tolerance and precision, ``batch`` steps a pass (:func:`configured_batch`). The
     ``attribute`` rule and the one-document API both explain an example through this one step."""

@@ -8,6 +8,9 @@ on the model's implicit default). Everything random — head initialisation was 
 ``build_base_model``; dropout and shuffling here — is seeded, so two runs on one CPU give identical weights
 (a CPU with other vector kernels orders float sums differently, so its weights can differ in their last
 bits, and each training step carries such differences on).
+
+A ``cfg`` is the ``train`` config section as the stage builds it (:class:`~attnlens.pipeline.config.TrainConfig`): the
+numerics take it as data and never import the pipeline.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from transformers import get_linear_schedule_with_warmup
 from attnlens.classifier.prediction import encode_examples, predict_logits
 from attnlens.device import autocast_dtype, resolve_device
 from attnlens.models import architecture
-from attnlens.pipeline.config import TrainConfig
 from attnlens.tasks import output_labels, task_of
 
 log = logging.getLogger(__name__)
@@ -97,7 +99,7 @@ def _checkpointing(model, enabled: bool) -> None:
         disable()
 
 
-def mixed_precision(device: torch.device, cfg: TrainConfig) -> str:
+def mixed_precision(device: torch.device, cfg) -> str:
     """accelerate's ``mixed_precision`` for training on ``device``: ``bf16`` where ``train.bf16`` asks for it and
     ``fp16`` where ``train.fp16`` does, on CUDA only (bf16 first); else ``no`` (float32)."""
     if cfg.bf16 and torch.device(device).type == "cuda":
@@ -105,9 +107,7 @@ def mixed_precision(device: torch.device, cfg: TrainConfig) -> str:
     return "fp16" if autocast_dtype(device, cfg.fp16) is not None else "no"
 
 
-def train_classifier(
-    model, tokenizer, train_df, eval_df, cfg: TrainConfig, device: str = "auto"
-) -> tuple[object, dict]:
+def train_classifier(model, tokenizer, train_df, eval_df, cfg, device: str = "auto") -> tuple[object, dict]:
     """Fine-tune ``model`` on ``train_df`` (``text, label``); evaluate on ``eval_df`` after each epoch.
 
     ``device`` (``model.device``) goes through the one device policy (:func:`attnlens.device.resolve_device`);

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -217,6 +218,17 @@ class HotpotQA(Layout):
 register(HotpotQA())
 
 
+def source_name(source: str, path: str | None, hub_name: str | None) -> str:
+    """What tables and figures call a dataset by default: the file's stem, the folder's name, the hub id."""
+    if source == "file" and path:
+        return Path(path).stem
+    if source == "folders" and path:
+        return Path(path).resolve().name
+    if source == "hub" and hub_name:
+        return hub_name
+    return "synthetic papers"
+
+
 def left_out_note(where: str, left_out: dict[str, int], layout: str) -> str | None:
     """The run note of the rows a layout left out, or ``None`` when it kept every row."""
     if not left_out:
@@ -225,4 +237,13 @@ def left_out_note(where: str, left_out: dict[str, int], layout: str) -> str | No
     return f"{where} (data.layout {layout}): {parts}"
 
 
-__all__: Sequence[str] = ["Columns", "Laid", "Layout", "get_layout", "layout_names", "left_out_note", "register"]
+__all__: Sequence[str] = [
+    "Columns",
+    "Laid",
+    "Layout",
+    "get_layout",
+    "layout_names",
+    "left_out_note",
+    "register",
+    "source_name",
+]

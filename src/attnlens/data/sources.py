@@ -16,6 +16,9 @@ Without a split of its own, a source is split by a seeded stratified draw of
 ``id_column`` when configured, else derived from the source position (``syn00042``,
 ``row000042``, ``train-000042``, ``cs.AI/paper17``). Every check raises one
 :class:`~attnlens.errors.InputError` naming the file and the field.
+
+A ``cfg`` is the ``data`` config section as the stage builds it (:class:`~attnlens.pipeline.config.DataConfig`): the
+numerics take it as data and never import the pipeline.
 """
 
 from __future__ import annotations
@@ -32,10 +35,9 @@ import numpy as np
 import pandas as pd
 
 from attnlens.data.corpus import GENERATORS
-from attnlens.data.layouts import Columns, get_layout
+from attnlens.data.layouts import Columns, get_layout, source_name
 from attnlens.errors import InputError
 from attnlens.io import load_parquet
-from attnlens.pipeline.config import DataConfig, source_name
 from attnlens.registry import Registry
 from attnlens.tasks import CLASSIFICATION, Task, get_task
 
@@ -72,7 +74,7 @@ class Source:
 # --------------------------------------------------------------------------------------------- loaders
 
 
-def _load_synthetic(cfg: DataConfig) -> Source:
+def _load_synthetic(cfg) -> Source:
     corpus = GENERATORS.get(cfg.task)(cfg.synthetic, cfg.seed)
     log.info("synthetic corpus: %d documents, %d labels flipped", len(corpus.documents), len(corpus.flipped))
     return Source(corpus.documents, corpus.classes, "synthetic corpus", corpus.rationales)
@@ -107,7 +109,7 @@ def _json_array(path: Path) -> bool:
     return False
 
 
-def label_column(df: pd.DataFrame, cfg: DataConfig) -> DataConfig:
+def label_column(df: pd.DataFrame, cfg):
     """``cfg`` reading the labels from the column the dataset has: where ``data.label_column`` is not a column of
     ``df`` and the task's own name for its labels is (:attr:`~attnlens.tasks.Task.dataset_label_column`: SQuAD's
     ``answers`` for question answering), that column."""
@@ -118,7 +120,7 @@ def label_column(df: pd.DataFrame, cfg: DataConfig) -> DataConfig:
     return dataclasses.replace(cfg, label_column=own)
 
 
-def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
+def label_cells(df: pd.DataFrame, cfg, where: str) -> pd.Series:
     """A table's label column, or, with ``data.label_columns`` (a multi-label dataset with one 0/1 column per
     label), each row's labels as the list of those columns it has set (named by ``data.classes`` when given).
     A missing column, or a cell of a label column that is not 0, 1 or a boolean, names its row."""
@@ -148,7 +150,7 @@ def label_cells(df: pd.DataFrame, cfg: DataConfig, where: str) -> pd.Series:
     return pd.Series([[n for n, on in zip(names, row, strict=True) if on] for row in hot], index=df.index, dtype=object)
 
 
-def extra_columns(df: pd.DataFrame, cfg: DataConfig, where: str) -> dict[str, pd.Series]:
+def extra_columns(df: pd.DataFrame, cfg, where: str) -> dict[str, pd.Series]:
     """The columns the task reads beyond text and label (:attr:`attnlens.tasks.Task.extra_columns`: a question),
     each from the column ``data.<name>_column`` names; a missing one names the column."""
     out = {}
@@ -164,13 +166,13 @@ def extra_columns(df: pd.DataFrame, cfg: DataConfig, where: str) -> dict[str, pd
     return out
 
 
-def label_names(cfg: DataConfig) -> list[str] | None:
+def label_names(cfg) -> list[str] | None:
     """The labels' names a file or hub source declares: ``data.classes``, else its label columns (one column per
     label), else none (the labels name themselves)."""
     return cfg.classes or cfg.label_columns
 
 
-def label_field(cfg: DataConfig) -> str:
+def label_field(cfg) -> str:
     """How an error names the label field of a file or hub source: its column, or its label columns."""
     return "|".join(cfg.label_columns) if cfg.label_columns else cfg.label_column
 
@@ -188,7 +190,7 @@ def paragraphs_joined(texts: pd.Series) -> pd.Series:
     return texts.map(join)
 
 
-def _table_examples(df: pd.DataFrame, cfg: DataConfig, where: str, id_of) -> tuple[pd.DataFrame, list[dict], dict]:
+def _table_examples(df: pd.DataFrame, cfg, where: str, id_of) -> tuple[pd.DataFrame, list[dict], dict]:
     """A file's or a hub split's rows as examples (``example_id, text, label`` and the task's extra columns), laid
     out by ``data.layout`` (:mod:`attnlens.data.layouts`): with the rationales it annotates and the rows it left out, by
     reason. The result's index is the source's rows kept (their positions); ``id_of(i)`` names the source's row ``i``
@@ -219,7 +221,7 @@ def _rationale_frame(rows: list[dict] | None) -> pd.DataFrame | None:
     return pd.DataFrame(rows)[list(_RATIONALE_COLUMNS)].astype(_RATIONALE_COLUMNS)
 
 
-def _load_file(cfg: DataConfig) -> Source:
+def _load_file(cfg) -> Source:
     path = Path(cfg.path)
     if not path.is_file():
         raise InputError(str(path), "data.path", "expected an existing CSV, JSON(L) or parquet file")
@@ -263,7 +265,7 @@ def inside(root: Path, path: Path, field: str) -> Path:
     return path
 
 
-def _load_folders(cfg: DataConfig) -> Source:
+def _load_folders(cfg) -> Source:
     root = Path(cfg.path)
     if not root.is_dir():
         raise InputError(str(root), "data.path", "expected a folder with one sub-folder of .txt files per class")
@@ -292,7 +294,7 @@ def _load_folders(cfg: DataConfig) -> Source:
     return Source(pd.DataFrame(rows), tuple(cfg.classes), str(root))
 
 
-def _load_hub(cfg: DataConfig) -> Source:
+def _load_hub(cfg) -> Source:
     import datasets  # noqa: PLC0415 (only the hub source needs it, and it is slow to import)
 
     hub = cfg.hub
@@ -327,7 +329,7 @@ def _load_hub(cfg: DataConfig) -> Source:
 
 
 #: The loader of each ``data.source``.
-LOADERS: Registry[Callable[[DataConfig], Source]] = Registry("data sources", "data.source")
+LOADERS: Registry[Callable[..., Source]] = Registry("data sources", "data.source")
 LOADERS.register(_load_synthetic, "synthetic")
 LOADERS.register(_load_file, "file")
 LOADERS.register(_load_folders, "folders")
@@ -395,7 +397,7 @@ def compute_split(labels: np.ndarray, test_fraction: float, seed: int) -> np.nda
     return is_test
 
 
-def _assign_splits(df: pd.DataFrame, cfg: DataConfig, where: str, label_field: str, task: Task) -> pd.DataFrame:
+def _assign_splits(df: pd.DataFrame, cfg, where: str, label_field: str, task: Task) -> pd.DataFrame:
     if "split" in df.columns:
         return df
     strata = task.strata(df["label"].to_numpy(), where, label_field)
@@ -411,7 +413,7 @@ def sha256_text(text: str) -> str:
 # --------------------------------------------------------------------------------------------- run
 
 
-def prepare_dataset(cfg: DataConfig) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
+def prepare_dataset(cfg) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
     """Load, check and split the configured source (pure: no files written).
 
     Returns:

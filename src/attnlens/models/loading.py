@@ -1,6 +1,9 @@
 """What each ``model.source`` builds: the base model fine-tuning starts from (converted, pretrained or drawn from a
 config), an existing classifier imported as it is, and the length and window a run uses. Reading a saved checkpoint
 is :mod:`attnlens.models.checkpoints`'s.
+
+A ``cfg`` is the ``model`` config section as the stage builds it (:class:`~attnlens.pipeline.config.ModelConfig`): the
+numerics take it as data and never import the pipeline.
 """
 
 from __future__ import annotations
@@ -28,12 +31,11 @@ from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
 from attnlens.models.llama.scratch import decoder_from_config
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
-from attnlens.pipeline.config import ModelConfig
 from attnlens.tasks import task_of
 
 
 def build_base_model(
-    cfg: ModelConfig, num_labels: int, head: str = "sequence_classification"
+    cfg, num_labels: int, head: str = "sequence_classification"
 ) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
     """Create the base classifier that fine-tuning starts from, as the config says.
 
@@ -135,7 +137,7 @@ def _own_shape(source: str, src_config) -> tuple[int, list[int] | None]:
     return int(src_config.max_position_embeddings) - int(src_config.pad_token_id or 0) - 1, windows
 
 
-def resolve_max_length(cfg: ModelConfig, src_config) -> int:
+def resolve_max_length(cfg, src_config) -> int:
     """``model.max_length``, or the checkpoint's own when it is ``null`` (see :func:`model_shape`).
 
     Raises:
@@ -150,7 +152,7 @@ def resolve_max_length(cfg: ModelConfig, src_config) -> int:
     return int(max_length)
 
 
-def model_shape(cfg: ModelConfig, src_config) -> ModelShape:
+def model_shape(cfg, src_config) -> ModelShape:
     """Resolve ``model.max_length`` and ``model.attention_window`` against the checkpoint.
 
     A value the config gives wins; ``null`` takes the checkpoint's own: a Longformer's window, and
@@ -258,7 +260,7 @@ def check_labels(classes: list[str], src_config, name: str) -> None:
 
 
 def import_classifier(
-    cfg: ModelConfig, classes: list[str]
+    cfg, classes: list[str]
 ) -> tuple[transformers.LongformerForSequenceClassification, transformers.PreTrainedTokenizerBase, ModelShape]:
     """Load an already fine-tuned Longformer classifier (``model.source: classifier``) as it is.
 

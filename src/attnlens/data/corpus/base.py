@@ -1,5 +1,8 @@
 """What every generated corpus shares: the two fields' evidence phrases, the academic filler, one document with
 phrases planted at random sentence positions, :class:`SyntheticCorpus`, and the registry of each task's generator.
+
+A ``cfg`` is the ``data.synthetic`` config section as the stage builds it
+(:class:`~attnlens.pipeline.config.SyntheticConfig`): the numerics take it as data and never import the pipeline.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlens.pipeline.config import SyntheticConfig
 from attnlens.registry import Registry
 
 #: Label → field name (label 1 = A.I., label 0 = Programming Languages, as in the paper).
@@ -168,7 +170,7 @@ def _filler_sentence(rng: np.random.Generator) -> str:
     return f"{s[0].upper()}{s[1:]} {v} {o}{t}."
 
 
-def _filler_sentences(rng: np.random.Generator, cfg: SyntheticConfig) -> list[str]:
+def _filler_sentences(rng: np.random.Generator, cfg) -> list[str]:
     """A document's filler: sentences until a length drawn from ``[min_words, max_words]`` is reached."""
     n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
     sentences: list[str] = []
@@ -183,7 +185,7 @@ def _filler_sentences(rng: np.random.Generator, cfg: SyntheticConfig) -> list[st
 def _document(
     rng: np.random.Generator,
     fields: Callable[[np.random.Generator], list[int]],
-    cfg: SyntheticConfig,
+    cfg,
     pools: dict[int, tuple[str, ...]] = _EVIDENCE,
 ) -> tuple[str, list[tuple[str, int, int, int]]]:
     """One document and its planted phrases ``(phrase, start, end, phrase_label)``: filler sentences, then one
@@ -232,4 +234,4 @@ def _document(
 
 
 #: The generator of each task's synthetic corpus (its name is the task's, :mod:`attnlens.tasks`).
-GENERATORS: Registry[Callable[[SyntheticConfig, int], SyntheticCorpus]] = Registry("corpus generators", "data.task")
+GENERATORS: Registry[Callable[..., SyntheticCorpus]] = Registry("corpus generators", "data.task")

@@ -31,10 +31,9 @@ from attnlens.data.corpus.base import (
     SyntheticCorpus,
     _document,
 )
-from attnlens.pipeline.config import SyntheticConfig
 
 
-def _class_evidence(rng: np.random.Generator, label: int, cfg: SyntheticConfig) -> list[int]:
+def _class_evidence(rng: np.random.Generator, label: int, cfg) -> list[int]:
     """The fields of a classification document's planted phrases: ``k`` of its own class (``k`` drawn from
     ``[ceil(n_evidence / 2), n_evidence]``), then ``m`` of the other (``m`` from ``[0, n_distractors]``)."""
     k = int(rng.integers(math.ceil(cfg.n_evidence / 2), cfg.n_evidence + 1)) if cfg.n_evidence else 0
@@ -42,7 +41,7 @@ def _class_evidence(rng: np.random.Generator, label: int, cfg: SyntheticConfig) 
     return [label] * k + [1 - label] * m
 
 
-def generate_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+def generate_corpus(cfg, seed: int) -> SyntheticCorpus:
     """Generate the corpus: balanced classes (label = index mod 2 before shuffling), ids ``syn00000``…
 
     Args:

@@ -12,7 +12,6 @@ from attnlens.data.corpus.base import (
     SyntheticCorpus,
     _document,
 )
-from attnlens.pipeline.config import SyntheticConfig
 
 #: The labels of the multi-label corpus, each with its own ten phrases (the two fields' lists, split by topic).
 TOPIC_NAMES = ("machine_learning", "agents_and_reasoning", "types_and_semantics", "compilers_and_runtimes")
@@ -80,7 +79,7 @@ CO_OCCURRENCE = np.array(
 )
 
 
-def generate_multilabel_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+def generate_multilabel_corpus(cfg, seed: int) -> SyntheticCorpus:
     """Documents with any of four topic labels, each label with its own planted evidence.
 
     Document ``i``'s first label is ``i mod 4`` (in a seeded order, so each label leads a quarter of the corpus);

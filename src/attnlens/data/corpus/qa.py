@@ -12,7 +12,6 @@ from attnlens.data.corpus.base import (
     SyntheticCorpus,
     _filler_sentences,
 )
-from attnlens.pipeline.config import SyntheticConfig
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
 
 #: sentence resolves to one entity), and the relations a question asks about, with the answers each can have.
@@ -65,7 +64,7 @@ QA_RELATIONS = {
 QA_SUPPORT = "The {d} is known as {e}."
 
 
-def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
     """Question-answering documents whose answer needs a sentence far from it.
 
     Each document is filler (as the classification corpus's) with planted sentences. The question asks about a
@@ -126,7 +125,7 @@ def generate_qa_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
 
 
 def _qa_document(
-    rng: np.random.Generator, planted: list[tuple[int, str, str]], cfg: SyntheticConfig
+    rng: np.random.Generator, planted: list[tuple[int, str, str]], cfg
 ) -> tuple[str, list[tuple[str, int, int]]]:
     """Filler sentences with ``planted`` ``(kind, sentence, where)`` inserted: ``where`` is ``first`` (the first
     sixth of the sentences), ``last`` (the last sixth) or ``any``; returns the text and each planted sentence's

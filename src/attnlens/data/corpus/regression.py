@@ -10,13 +10,12 @@ from attnlens.data.corpus.base import (
     SyntheticCorpus,
     _document,
 )
-from attnlens.pipeline.config import SyntheticConfig
 
 #: The field whose planted phrases a regression document's target counts (A.I.; the other field's are distractors).
 COUNTED_FIELD = 1
 
 
-def generate_regression_corpus(cfg: SyntheticConfig, seed: int) -> SyntheticCorpus:
+def generate_regression_corpus(cfg, seed: int) -> SyntheticCorpus:
     """Documents whose target is a planted quantity: how many phrases of the A.I. field they contain.
 
     Document ``i`` gets ``k_i`` A.I. phrases, the counts ``0 … n_evidence`` spread evenly over the corpus (in a

@@ -18,8 +18,8 @@ import torch
 import transformers
 
 from attnlens.errors import InputError
+from attnlens.lengths import check_window_fits
 from attnlens.models.conversion import bert_shape, classifier_from_pooler, encoder_weights, load_converted
-from attnlens.pipeline.config import check_window_fits
 
 
 def validate_window(max_length: int, attention_window: int | list[int], n_layers: int | None = None) -> list[int]:

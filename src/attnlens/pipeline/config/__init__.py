@@ -58,10 +58,8 @@ from attnlens.pipeline.config.sections import (
     rule_section,
 )
 from attnlens.pipeline.config.validation import (
-    check_window_fits,
     load_config,
     read_config_file,
-    source_name,
     validate_config,
 )
 
@@ -101,12 +99,10 @@ __all__ = [
     "SyntheticConfig",
     "TopologyConfig",
     "TrainConfig",
-    "check_window_fits",
     "load_config",
     "load_schema",
     "read_config_file",
     "rule_section",
     "schema_markdown",
-    "source_name",
     "validate_config",
 ]

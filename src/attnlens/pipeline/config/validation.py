@@ -13,8 +13,9 @@ import yaml
 
 from attnlens.attribution.methods import REFERENCE, ranking_source
 from attnlens.data.layouts import DEFAULT as DEFAULT_LAYOUT
-from attnlens.data.layouts import get_layout
+from attnlens.data.layouts import get_layout, source_name
 from attnlens.errors import InputError
+from attnlens.lengths import check_window_fits
 from attnlens.pipeline.config.sections import load_schema
 from attnlens.sharding import planned_cpus, resolve_shards
 from attnlens.tasks import get_task
@@ -72,17 +73,6 @@ def _describe(error) -> tuple[str, str]:
         return key, f"expected {described}{options}, got {error.instance!r}"
     rule = f"{error.validator} {error.validator_value!r}"
     return key, f"expected {rule}{f' ({described})' if described else ''}, got {error.instance!r}"
-
-
-def source_name(source: str, path: str | None, hub_name: str | None) -> str:
-    """What tables and figures call a dataset by default: the file's stem, the folder's name, the hub id."""
-    if source == "file" and path:
-        return Path(path).stem
-    if source == "folders" and path:
-        return Path(path).resolve().name
-    if source == "hub" and hub_name:
-        return hub_name
-    return "synthetic papers"
 
 
 #: Keys renamed in this release: ``{old dotted key: new name in the same section}``. A config that uses an old name
@@ -197,20 +187,6 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     windows = model.get("attention_window")
     if isinstance(model.get("max_length"), int) and windows is not None:
         check_window_fits(model["max_length"], windows if isinstance(windows, list) else [windows], where)
-
-
-def check_window_fits(max_length: int, windows: list[int], where: str = "config") -> None:
-    """A sliding window wider than the maximum length is a configuration mistake (it silently degenerates into
-    full attention): checked on the config as given and again on the length and window a run resolves.
-
-    Raises:
-        InputError: naming ``model.attention_window``.
-    """
-    for w in windows:
-        if w > max_length:
-            raise InputError(
-                where, "model.attention_window", f"expected at most model.max_length ({max_length}), got {w}"
-            )
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
