@@ -35,7 +35,7 @@ class Server:
 
     def __init__(self, folder: Path, modules: tuple[str, ...]):
         self.path = str(folder / "socket")
-        code = f"from attnlens import jobserver; jobserver.serve({self.path!r}, modules={modules!r})"
+        code = f"from attnlens.pipeline import jobserver; jobserver.serve({self.path!r}, modules={modules!r})"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, env=_env(), stderr=subprocess.PIPE, text=True
         )

@@ -33,14 +33,14 @@ def test_unsupported_model_type_is_one_line_naming_the_supported_ones(tmp_path):
         architecture(config, where="some/folder")
     message = str(err.value)
     assert "\n" not in message and "some/folder" in message and "model_type" in message
-    assert f"expected one of {sorted(ARCHITECTURES)}, got 'bert'" in message
+    assert f"expected one of the architectures attnlens reads {ARCHITECTURES.names()}, got 'bert'" in message
     assert {"big_bird", "gemma3_text", "llama", "longformer", "mistral", "modernbert", "qwen2", "qwen3"} <= set(
         ARCHITECTURES
     )
     # a saved classifier of an unsupported architecture is refused the same way, before any weight is read
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "bert-clf")
-    supported = re.escape(str(sorted(ARCHITECTURES)))
-    with pytest.raises(InputError, match=rf"expected one of {supported}, got 'bert'"):
+    supported = re.escape(str(ARCHITECTURES.names()))
+    with pytest.raises(InputError, match=rf"expected one of the architectures attnlens reads {supported}, got 'bert'"):
         load_classifier(tmp_path / "bert-clf")
 
 
