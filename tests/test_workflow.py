@@ -358,7 +358,7 @@ def _check_attribute_resumes(root, workdir):
     plan = _snakemake(root, "--directory", str(workdir), "-n", "--quiet", "rules")
     assert re.search(r"^attribute\s+1$", plan.stdout, re.M)  # shard 1 only: shard 0 is not recomputed
     cfg = AttributionConfig.from_dict(load_config(workdir / "config/config.yaml")["attribution"])
-    real = attribution_stage.attribute_example
+    real = attribution_stage.attribute_configured
     calls = []
 
     def crash_on_second(*args, **kwargs):
@@ -375,12 +375,12 @@ def _check_attribute_resumes(root, workdir):
         "shard": 1,
         "out_path": res / "attributions/shard1.parquet",
     }
-    attribution_stage.attribute_example = crash_on_second
+    attribution_stage.attribute_configured = crash_on_second
     try:
         with pytest.raises(KeyboardInterrupt):
             attribution_stage.run_attribute(cfg, **paths)
     finally:
-        attribution_stage.attribute_example = real
+        attribution_stage.attribute_configured = real
     assert not (res / "attributions/shard1.parquet").exists()
     assert len(list((res / "attributions/.shard1.parquet.partial").glob("*.parquet"))) == 1
     done = attribution_stage.run_attribute(cfg, **paths)
