@@ -243,6 +243,7 @@ def test_a_page_carries_every_explained_output_for_its_target_selector(tmp_path)
     assert np.array_equal(arrays["attribution_t2"], -np.arange(5, dtype=np.float32)) and "evidence_t2" not in arrays
 
 
+@pytest.mark.workflow  # it reads tiny_run: not one of the numerics the portable-kernels run repeats
 def test_a_run_that_showcases_no_example_builds_an_empty_explorer(tiny_run, tmp_path):
     """A run whose showcase roles no document meets (every test answer cut away, say): ``selection.json`` lists no
     example, and ``build_explorers`` writes an explorer of no pages instead of asking the tokenizer for none."""
