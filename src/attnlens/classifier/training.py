@@ -150,7 +150,7 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg, device: str = "au
     total_steps = steps_per_epoch * cfg.epochs
     optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
     scheduler = get_linear_schedule_with_warmup(optimizer, round(cfg.warmup_ratio * total_steps), total_steps)
-    arch = architecture(model)  # before accelerate wraps the model
+    arch, names = architecture(model), output_labels(model.config)  # before accelerate wraps the model
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     generator = torch.Generator().manual_seed(cfg.seed)
     history = []
@@ -180,7 +180,7 @@ def train_classifier(model, tokenizer, train_df, eval_df, cfg, device: str = "au
             "epoch": epoch + 1,
             "train_loss": float(np.mean(losses)),
             "eval_loss": task.eval_loss(logits, eval_labels, eval_enc),
-            **task.metrics(eval_labels, logits, eval_enc, output_labels(accelerator.unwrap_model(model).config)),
+            **task.metrics(eval_labels, logits, eval_enc, names),
             "seconds": round(time.perf_counter() - t0, 2),
         }
         history.append(row)

@@ -218,6 +218,11 @@ def encode_request(script: str, argv: Sequence[str], cwd: str, env, started: flo
     return json.dumps(fields).encode()
 
 
+def _strings(value) -> bool:
+    """Whether ``value`` is a list of strings (a request's arguments; its environment's names and values)."""
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def decode_request(body: bytes) -> dict | None:
     """The job request in ``body``, or None where it is not one: JSON with exactly the fields
     :func:`encode_request` writes, each of its type. Nothing in a request is code the server runs to read it."""
@@ -225,15 +230,14 @@ def decode_request(body: bytes) -> dict | None:
         request = json.loads(body.decode())
     except (UnicodeDecodeError, ValueError):
         return None
-    strings = lambda value: isinstance(value, list) and all(isinstance(v, str) for v in value)  # noqa: E731
     valid = (
         isinstance(request, dict)
         and set(request) == {"script", "argv", "cwd", "env", "started"}
         and isinstance(request["script"], str)
         and isinstance(request["cwd"], str)
-        and strings(request["argv"])
+        and _strings(request["argv"])
         and isinstance(request["env"], dict)
-        and strings(list(request["env"]) + list(request["env"].values()))
+        and _strings(list(request["env"]) + list(request["env"].values()))
         and isinstance(request["started"], int | float)
     )
     return request if valid else None
