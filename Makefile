@@ -69,16 +69,16 @@ lint: $(TEST_STAMP)
 	$(BIN)/lint-imports
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench.py --out results/bench
+	$(BIN)/python -m benchmarks.bench --out results/bench
 
 paper-shape: $(STAMP)
-	$(BIN)/python benchmarks/paper_shape.py --out results/bench --cores $(CORES)
+	$(BIN)/python -m benchmarks.paper_shape --out results/bench --cores $(CORES)
 
 gpu-proof: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu.py --out results/bench $(GPU_PROOF_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.gpu --out results/bench $(GPU_PROOF_ARGS)
 
 gpu-run: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu_run.py --out results/bench --cores $(CORES) $(GPU_RUN_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.gpu_run --out results/bench --cores $(CORES) $(GPU_RUN_ARGS)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^uv==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt

@@ -1,6 +1,6 @@
 """AttnLRP against integrated gradients at the paper's shape: seconds and peak memory per document.
 
-``python benchmarks/attnlrp.py`` (also ``make bench``, as ``results/bench/attnlrp.json``) builds base-size
+``python -m benchmarks.attnlrp`` (also ``make bench``, as ``results/bench/attnlrp.json``) builds base-size
 classifiers with seeded random weights (Longformer: 12 layers × 12 heads, hidden 768, window 512, CLS global;
 ``--architectures bigbird modernbert`` adds BigBird-base, block 64 and 3 random blocks, and ModernBERT-base)
 and, per architecture and length (``--lengths``, default 2 048 and 4 096 tokens), times one document:
@@ -44,10 +44,9 @@ from attnlens.attribution.ig import Inputs, attribute_example, freeze, stack_inp
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models import architecture
+from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BUILDERS = {
     "longformer": lambda n: base_longformer_long(max(n, 4096)),
@@ -173,11 +172,11 @@ def _memory_child(name: str, n: int, ig_batch: int, documents: int) -> dict:
     """:func:`bench_length` on the CPU in a fresh interpreter whose allocator returns large blocks when freed."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
     code = (
-        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch; from attnlrp import bench_length; "
+        "import json; import torch; from benchmarks.attnlrp import bench_length; "
         f"print(json.dumps(bench_length({name!r}, {n}, torch.device('cpu'), {ig_batch}, {ig_batch}, "
         f"{documents})))"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if run.returncode:
         raise RuntimeError(f"{name} at {n} tokens failed:\n{run.stderr[-2000:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])

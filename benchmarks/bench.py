@@ -6,7 +6,7 @@ provenance. Two suites run scripts of their own in a fresh interpreter: ``attnlr
 (``benchmarks/attnlrp.py``, which also runs on a GPU) and ``startup.json`` (``benchmarks/startup.py``); and
 ``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
 
-Run: ``python benchmarks/bench.py --out results/bench [--skip-pipeline]
+Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
 [--only foundation|attention|architectures|decoders|explanations|attribution|targets|similarity|topology|pairs|explorer|
 attnlrp|startup|paper_shape]``.
 
@@ -24,9 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measuring import HERE, ROOT, write_result
-from paper_shape import rehearse
-from suites import (
+from benchmarks.measuring import ROOT, write_result
+from benchmarks.paper_shape import rehearse
+from benchmarks.suites import (
     architectures,
     attention,
     attribution,
@@ -42,9 +42,10 @@ from suites import (
 
 
 def _script(name: str) -> dict:
-    """``benchmarks/<name>.py`` at its defaults, in an interpreter of its own: its ``<name>.json``."""
+    """``python -m benchmarks.<name>`` at its defaults, in an interpreter of its own: its ``<name>.json``."""
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, str(HERE / f"{name}.py"), "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+        command = [sys.executable, "-m", f"benchmarks.{name}", "--out", tmp]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
         return json.loads((Path(tmp) / f"{name}.json").read_text())
 
 

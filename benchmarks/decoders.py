@@ -1,4 +1,4 @@
-"""The decoder benchmark on one device: ``python benchmarks/decoders.py --device cuda --out results/bench`` writes
+"""The decoder benchmark on one device: ``python -m benchmarks.decoders --device cuda --out results/bench`` writes
 ``decoders_<device>.json`` (see ``benchmarks/suites/decoders.py`` for what each row measures).
 
 On a card every family, shape and length runs in this process, one after another, the file rewritten after each
@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import torch
-from measuring import write_result
-from suites.decoders import FAMILIES, LENGTHS, SHAPES, bench_decoder_length
+
+from benchmarks.measuring import write_result
+from benchmarks.suites.decoders import FAMILIES, LENGTHS, SHAPES, bench_decoder_length
 
 
 def main(argv: list[str] | None = None) -> None:

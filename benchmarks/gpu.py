@@ -1,6 +1,6 @@
 """The GPU proof in one call: the paper's shape through every classification stage, on one CUDA device.
 
-``make gpu-proof`` (``python benchmarks/gpu.py``) writes ``results/bench/gpu.json``. On a machine with one
+``make gpu-proof`` (``python -m benchmarks.gpu``) writes ``results/bench/gpu.json``. On a machine with one
 CUDA GPU it
 
 1. saves a classifier of longformer-base's shape (12 layers × 12 heads, hidden 768, window 512, 2 048

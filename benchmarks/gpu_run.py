@@ -1,7 +1,7 @@
 """``make gpu-run``: the classification study at the paper's document length, through Snakemake, on one card
 (``config/gpu.yaml``), timed → ``results/bench/gpu_run.json``.
 
-    python benchmarks/gpu_run.py [--out results/bench] [--work DIR] [--cores N] [--tiny]
+    python -m benchmarks.gpu_run [--out results/bench] [--work DIR] [--cores N] [--tiny]
 
 Runs ``snakemake --profile workflow/profiles/workstation --configfile config/gpu.yaml`` in a fresh working
 directory (the repository's Snakefile and configs, its own ``results/``): the rules that run the classifier share

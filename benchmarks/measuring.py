@@ -10,15 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from shapes import reset_peak_rss, rss_kib
-
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import model_shape, source_config
 from attnlens.pipeline.config import ModelConfig
+from benchmarks.shapes import reset_peak_rss, rss_kib
 
-#: The benchmarks folder (on ``sys.path`` of every suite and of their fresh interpreters) and the checkout.
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+#: The checkout: the working folder of every fresh interpreter, so that it imports the benchmarks package.
+ROOT = Path(__file__).resolve().parent.parent
 
 #: glibc told to map every large block freshly and never trim: a peak RSS that counts every byte a step allocates,
 #: even where a normal run would reuse memory the forward pass freed.
@@ -28,11 +26,8 @@ STRICT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "
 def bench_child(suite: str, function: str, n: int, env: dict, *first) -> dict:
     """``suites.<suite>.function(*first, n)`` in a fresh interpreter under ``env``: its JSON result."""
     args = ", ".join([*(repr(a) for a in first), str(n)])
-    code = (
-        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); "
-        f"from suites.{suite} import {function} as b; print(json.dumps(b({args})))"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    code = f"import json; from benchmarks.suites.{suite} import {function} as b; print(json.dumps(b({args})))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if run.returncode:
         killed = " (killed: SIGKILL, the kernel's out-of-memory killer)" if run.returncode == -9 else ""
         raise RuntimeError(f"{function} at {n} tokens failed, exit {run.returncode}{killed}:\n{run.stderr[-2000:]}")

@@ -1,6 +1,6 @@
 """Per-rule wall and CPU seconds of finished runs, side by side (the before/after table of docs/benchmarks.md).
 
-    python benchmarks/rule_times.py RUN_DIR [RUN_DIR ...]
+    python -m benchmarks.rule_times RUN_DIR [RUN_DIR ...]
 
 Each ``RUN_DIR`` is a directory the pipeline ran in (``.snakemake/log/`` and ``results/benchmarks/``): wall
 seconds come from the newest Snakemake log's job start and finish stamps (every rule, one-second
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from paper_shape import log_jobs, rule_benchmarks
+from benchmarks.paper_shape import log_jobs, rule_benchmarks
 
 
 def run_jobs(run: Path) -> list[dict]:

@@ -1,6 +1,6 @@
 """Two commits' default runs, each alone on this machine one after the other, set side by side.
 
-    python benchmarks/side_by_side.py BEFORE AFTER [--work DIR] [--config-from before | --configfile F] [--cores N]
+    python -m benchmarks.side_by_side BEFORE AFTER [--work DIR] [--config-from before | --configfile F] [--cores N]
 
 Each commit is cloned from this repository into ``DIR/<commit>`` (``DIR/<commit>-config-<commit>`` with
 ``--config-from``), installed (``make install``, not timed) and run from an empty ``results/`` with the
@@ -11,7 +11,7 @@ A folder that already holds a finished run is reused, so a later call only runs 
 
 It prints the per-rule table of ``benchmarks/rule_times.py`` (wall and CPU seconds of every rule, both runs),
 the runs' totals and the ratio AFTER / BEFORE, and the artifacts whose numbers differ
-(``benchmarks/compare_runs.py``). With ``--config-from before`` the AFTER commit runs the BEFORE commit's
+(``python -m attnlens.pipeline.compare``). With ``--config-from before`` the AFTER commit runs the BEFORE commit's
 ``config/config.yaml`` (with ``--configfile F`` as well: BEFORE's ``F``, e.g. ``.test/config/config.yaml``, the
 tiny run): their results must then be equal wherever the method is unchanged. The record
 goes to ``results/bench/side_by_side.json``.
@@ -30,9 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rule_times import run_jobs, table
-
 from attnlens.pipeline.compare import differences
+from benchmarks.rule_times import run_jobs, table
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """How long a job takes to start: each stage module's import in a fresh process, and each rule's start-up in a run.
 
-    python benchmarks/startup.py [--out results/bench] [--run DIR] [--repeats 3]
+    python -m benchmarks.startup [--out results/bench] [--run DIR] [--repeats 3]
 
 1. **Imports.** For every ``attnlens.stages`` module (a rule's script imports exactly one), the wall seconds of
    ``python -c "import <module>"`` in a fresh process (the fastest of ``--repeats``, minus a bare interpreter's

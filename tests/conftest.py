@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import (
+from threadpoolctl import threadpool_limits
+from transformers import AutoTokenizer, BertModel
+
+from attnlens.models.checkpoints import packaged_model_dir
+from tests.support.helpers import (
     GUARD,
     ROOT,
     kill_live,
@@ -20,15 +24,11 @@ from helpers import (
     run_guarded,
     run_snakemake,
     tiny_config,
-    tiny_longformer,
     write_config,
 )
-from notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
-from session_runs import REGISTRY, SessionRuns, module_order, session_run
-from threadpoolctl import threadpool_limits
-from transformers import AutoTokenizer, BertModel
-
-from attnlens.models.checkpoints import packaged_model_dir
+from tests.support.notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
+from tests.support.session_runs import REGISTRY, SessionRuns, module_order, session_run
+from tests.support.tiny_models import tiny_longformer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_report_header(config) -> str:
-    """The CPU kernels float results depend on (tests/test_kernel_sets.py reads this line)."""
+    """The CPU kernels float results depend on (tests/e2e/test_kernel_sets.py reads this line)."""
     libraries = ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
     env = ", ".join(f"{k}={os.environ[k]}" for k in libraries if os.environ.get(k))
     return f"CPU kernels: {torch.backends.cpu.get_cpu_capability()}" + (f" ({env})" if env else "")
@@ -63,11 +63,11 @@ def _needed(items) -> set[str]:
 
 #: Of the modules that need a session run, these go first: their set-up mostly waits (SLURM's packages and
 #: daemons, its queue), which the runs' computing fills.
-WAITING_FIRST = ("test_slurm",)
+WAITING_FIRST = ("tests.e2e.test_slurm",)
 #: And these last: test_params plans two dry runs at a time, which beside a session run oversubscribe the cores
 #: (tried: ordered among the others, the kill-and-resume and bad-input runs ran beside it, and CI took 21 min 20 s
 #: against 19 min 39 s); at the end, with the runs done, both cores are its own.
-LAST = ("test_params",)
+LAST = ("tests.e2e.test_params",)
 
 
 def _module_name(item) -> str:
@@ -78,10 +78,17 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     """Whole test modules reordered (:func:`session_runs.module_order`): those that need no session run first,
     in their order, while the runs make progress on the other cores, then :data:`WAITING_FIRST`, then the others
     by when the runs they need start, then :data:`LAST`. Whole modules move, so that a module's own fixtures are
-    set up once."""
+    set up once. A unit test (``tests/unit/``) that needs a run or Snakemake is refused: it belongs in tests/e2e/."""
     needs: dict[str, set[str]] = {}
     for item in items:
         needs.setdefault(_module_name(item), set()).update(_needed([item]))
+    misplaced = sorted(
+        item.nodeid
+        for item in items
+        if _module_name(item).startswith("tests.unit.") and (_needed([item]) or item.get_closest_marker("workflow"))
+    )
+    if misplaced:
+        raise pytest.UsageError(f"unit tests that need an end-to-end run (move them to tests/e2e/): {misplaced}")
     rank = {module: k for k, module in enumerate(module_order(needs, REGISTRY, WAITING_FIRST, LAST))}
     items.sort(key=lambda item: rank[_module_name(item)])  # stable: each module keeps its order
 
@@ -116,7 +123,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """The session runs' wall times, as `--durations` gives the tests' (they ran in the background)."""
     runs = config.stash.get(RUNS_KEY, None)
     if runs is not None and runs.report():
-        terminalreporter.section("session runs (tests/session_runs.py)")
+        terminalreporter.section("session runs (tests/support/session_runs.py)")
         for line in runs.report():
             terminalreporter.write_line(line)
         terminalreporter.section("the test process (modules in the order they ran; the waits for runs)")
@@ -168,7 +175,8 @@ def tiny_run(session_runs) -> Path:
 
 #: Builds :func:`own_classifier` in a process of its own (torch's threads in this one are the tests').
 _BUILD_CLASSIFIER = (
-    "import sys; from pathlib import Path; from helpers import build_classifier; from notes_corpus import SERVICES; "
+    "import sys; from pathlib import Path; from tests.support.helpers import build_classifier; "
+    "from tests.support.notes_corpus import SERVICES; "
     "build_classifier(Path(sys.argv[1]), labels=SERVICES, never=1)"
 )
 
@@ -178,7 +186,7 @@ def _own_classifier(work: Path) -> Path:
     folder = work / "longformer-clf"
     built = run_guarded(
         [sys.executable, "-c", _BUILD_CLASSIFIER, folder],
-        cwd=Path(__file__).parent,
+        cwd=ROOT,
         timeout=GUARD["stage"],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
@@ -188,9 +196,9 @@ def _own_classifier(work: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def own_classifier(session_runs) -> Path:
-    """A Longformer classifier of the notes' three services (tests/notes_corpus.py), fine-tuned and saved as a user
-    would (:func:`helpers.build_classifier`); it never predicts oncology (class 1), the class of the default
-    ``figures.topk_role`` (most_confident_1)."""
+    """A Longformer classifier of the notes' three services (tests/support/notes_corpus.py), fine-tuned and saved as
+    a user would (:func:`~tests.support.helpers.build_classifier`); it never predicts oncology (class 1), the class of
+    the default ``figures.topk_role`` (most_confident_1)."""
     return session_runs.get("own_classifier")
 
 

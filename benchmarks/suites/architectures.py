@@ -14,13 +14,13 @@ import time
 from functools import partial
 
 import torch
-from measuring import STRICT_MALLOC, bench_child, measure, measured, over
-from shapes import base_bigbird, base_longformer_long, base_modernbert
 
 from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
-from suites.attention import tiny_band
+from benchmarks.measuring import STRICT_MALLOC, bench_child, measure, measured, over
+from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert
+from benchmarks.suites.attention import tiny_band
 
 #: Base-size random-weight models of every architecture behind the seam (Longformer: window 512, CLS global).
 BASE_MODELS = {"longformer": lambda: base_longformer_long(8192), "bigbird": base_bigbird, "modernbert": base_modernbert}

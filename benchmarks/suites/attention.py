@@ -6,12 +6,12 @@ import os
 import time
 
 import torch
-from measuring import STRICT_MALLOC, bench_child, measured
-from shapes import base_longformer
 
 from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
+from benchmarks.measuring import STRICT_MALLOC, bench_child, measured
+from benchmarks.shapes import base_longformer
 
 
 def legacy_dense_head(local: torch.Tensor, glob: torch.Tensor, x: int, half: int) -> torch.Tensor:

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import torch
-from measuring import ROOT, resolved_model
 
 from attnlens.attribution.ig import (
     attribute_example,
@@ -26,6 +25,7 @@ from attnlens.models.checkpoints import load_classifier
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION
+from benchmarks.measuring import ROOT, resolved_model
 
 
 def _ig_input(cfg: ModelConfig, model, tokenizer):

@@ -37,7 +37,6 @@ import time
 from functools import partial
 
 import torch
-from measuring import STRICT_MALLOC, bench_child, measured, over
 
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.attribution.attnlrp import attnlrp
@@ -45,6 +44,7 @@ from attnlens.attribution.explanations import gradient_pass
 from attnlens.attribution.ig import Inputs, freeze
 from attnlens.device import synchronize
 from attnlens.models import architecture, draw_decoder, forward_bands
+from benchmarks.measuring import STRICT_MALLOC, bench_child, measured, over
 
 #: The two shapes (see the module docstring), and a tiny one the test suite runs.
 SHAPES = {
@@ -190,7 +190,7 @@ def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cp
 
 
 #: What ``make bench`` runs on the CPU: the small shape at every length, the 0.5 B one at 8 192 tokens (at 32 768
-#: tokens its AttnLRP alone is tens of minutes on two cores; ``benchmarks/decoders.py --device cuda`` runs it all).
+#: tokens its AttnLRP alone is tens of minutes on two cores; ``-m benchmarks.decoders --device cuda`` runs it all).
 #: The 0.5 B rows need more than 24 GiB of host memory for the float32 gradient passes: on a machine with less, the
 #: row says it was killed (measured: a Qwen 3 at 8 192 tokens reached 24 GiB and was killed after 481 s).
 CPU_PLAN = (*(("small", n) for n in LENGTHS), ("0.5b", 8192))

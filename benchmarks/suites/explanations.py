@@ -15,9 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from measuring import ROOT, STRICT_MALLOC, bench_child, measure
 from scipy import sparse
-from shapes import base_longformer
 
 from attnlens.attention.weighted import rollout
 from attnlens.attribution.explanations import (
@@ -35,6 +33,8 @@ from attnlens.attribution.ig import (
 from attnlens.attribution.methods import ranking_source
 from attnlens.models import architecture
 from attnlens.pipeline.config import load_config
+from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measure
+from benchmarks.shapes import base_longformer
 
 
 def rollout_nonzeros(n: int, window: int, depth: int) -> list[int]:

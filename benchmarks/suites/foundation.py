@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 import torch
-from measuring import ROOT, resolved_model
 
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
+from benchmarks.measuring import ROOT, resolved_model
 
 
 def bench_model(cfg: ModelConfig, batch_size: int = 1, repeats: int = 5) -> dict:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from functools import partial
 
 import torch
-from measuring import measured
 
 from attnlens.pairs.encoder import SiameseEncoder
 from attnlens.pairs.jacobians import attribute_pair
+from benchmarks.measuring import measured
 
 
 def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int = 64) -> list[dict]:

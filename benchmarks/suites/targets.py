@@ -21,7 +21,6 @@ import sys
 import time
 
 import torch
-from measuring import resolved_model
 
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, prepare_inputs
@@ -29,6 +28,7 @@ from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
 from attnlens.tasks.spans import span_index
+from benchmarks.measuring import resolved_model
 
 #: the multi-label default's labels (attnlens.data.corpus.TOPIC_NAMES)
 N_LABELS = 4

@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 import torch
-from shapes import base_longformer, reset_peak_rss, rss_kib
 
 from attnlens.models import architecture, forward_bands
 from attnlens.pipeline.config import TopologyConfig
 from attnlens.topology.persistence import bottleneck_matrix, example_topology
 from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
+from benchmarks.shapes import base_longformer, reset_peak_rss, rss_kib
 
 
 def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_examples: int = 100) -> dict:

@@ -1,7 +1,7 @@
 """The installed package's version, read from its metadata (``pyproject.toml`` declares it once).
 
 A leaf: it imports nothing of attnlens, so every module may import it, and nothing needs the package root's
-``__init__`` (which sits above every module: tests/test_layout.py and the import contracts).
+``__init__`` (which sits above every module: tests/project/test_layout.py and the import contracts).
 """
 
 from importlib.metadata import PackageNotFoundError, version

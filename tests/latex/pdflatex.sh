@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pdflatex for the LaTeX compile tests (tests/test_hostile.py), from Debian's TeX Live, and gone again after.
+# pdflatex for the LaTeX compile tests (tests/unit/render/test_hostile.py), from Debian's TeX Live, and gone again after.
 #   up     install texlive-latex-base + texlive-latex-recommended (pdflatex, booktabs), recording the packages
 #          that were not there before in $STATE (default /tmp/attnlens-pdflatex.packages)
 #   clean  purge exactly those packages

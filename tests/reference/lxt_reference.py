@@ -1,4 +1,4 @@
-"""AttnLRP relevances from the method's authors' code, for the parity test (tests/test_lxt_parity.py).
+"""AttnLRP relevances from the method's authors' code, for the parity test (tests/unit/attribution/test_lxt_parity.py).
 
 Runs in the reference environment that ``tests/reference/build_lxt_env.sh`` builds: lxt 2.1 (PyPI ``lxt``, its
 ``lxt.efficient`` rules, Clear BSD licence) with the transformers it was tested with (4.52), beside the project's

@@ -25,7 +25,7 @@ at a global token (which is reached through its own global slot) are all exclude
 score 0 are not reported (index −1), which is what the original's ``score ≠ 0`` filter did. Both
 top-k directions run as one compiled pass over the band (:mod:`attnlens.attention.kernels`).
 
-The dense reconstruction these operations are checked against lives in ``tests/test_attention.py``.
+The dense reconstruction these operations are checked against lives in ``tests/unit/attention/test_attention.py``.
 """
 
 from __future__ import annotations

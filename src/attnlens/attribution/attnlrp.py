@@ -187,7 +187,7 @@ def attnlrp_batch(model, inputs: Inputs, targets: Sequence[int], lengths: Sequen
     :func:`attnlens.attribution.ig.stack_inputs`; ``lengths[b]`` the real tokens of example ``b``), from one forward
     and one backward pass (:func:`logit_gradients` under :func:`attnlrp_rules`). The rules act per token and the
     attention never crosses examples, so each example's relevance is what it gets alone, to rounding
-    (``tests/test_attnlrp.py``)."""
+    (``tests/unit/attribution/test_attnlrp.py``)."""
     with attnlrp_rules(model):
         embedding, grad, values = logit_gradients(model, inputs, targets)
     out = []

@@ -10,7 +10,7 @@ runs any registered method without naming it.
 Everything that lists, names or colours methods reads this module: the config schema's method lists
 (:func:`schema_lists`), the ``explain`` rule and the one-document API (through ``explain_example``), the
 leaderboard's order, faithfulness's rankings (:func:`ranking_source`), the explorer's overlays and the docs'
-table (``tests/test_methods.py`` checks it). Plain Python at the package's top, beside
+table (``tests/unit/attribution/test_methods.py`` checks it). Plain Python at the package's top, beside
 :mod:`attnlens.families` (the architectures' registry): the config and the light rules read it without torch,
 and the numerics that compute the methods import it, never the other way round.
 

@@ -21,8 +21,8 @@ reports the global part as its own matrix too, and normalises by ``max`` (defaul
 side), so one artifact holds the legacy and fixed matrices side by side.
 
 ``Σ_{p ∈ output} g_p θ_p`` is exactly ``∂loss/∂m_h`` for a mask ``m_h`` multiplying the head's output
-(Michel et al. 2019), and so is ``Σ`` over the local and global value groups; ``tests/test_importance.py``
-checks both against central finite differences on a float64 model.
+(Michel et al. 2019), and so is ``Σ`` over the local and global value groups;
+``tests/unit/classifier/test_importance.py`` checks both against central finite differences on a float64 model.
 """
 
 from __future__ import annotations

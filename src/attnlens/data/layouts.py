@@ -16,7 +16,7 @@ dataset's own columns and writes one example a row in the columns the config nam
   (:attr:`Laid.left_out`, the run notes); so is a supporting fact naming a sentence its paragraph does not have
   (a known flaw of a few HotpotQA rows).
 
-Adding a layout: a :class:`Layout` subclass registered below, and its tests (``tests/test_data_layouts.py``).
+Adding a layout: a :class:`Layout` subclass registered below, and its tests (``tests/unit/data/test_data_layouts.py``).
 """
 
 from __future__ import annotations

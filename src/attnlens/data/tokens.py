@@ -22,12 +22,12 @@ Stopwords: scikit-learn's ``ENGLISH_STOP_WORDS`` (it ships with the package, so 
 at run time; the original used NLTK's list, which needs a download). :func:`stopword_source` names it.
 The list is read from scikit-learn's installed ``feature_extraction/_stop_words.py`` on its own, without
 importing scikit-learn (0.85 s that every job importing this module paid for one frozenset);
-``tests/test_tokens.py`` checks it is the very list scikit-learn exports.
+``tests/unit/data/test_tokens.py`` checks it is the very list scikit-learn exports.
 
 Every function takes the model's tokenizer as Hugging Face loads it or, in the jobs that only draw tables and
 figures, as :func:`load_vocabulary` reads the same saved folder with the ``tokenizers`` library alone (no
 transformers, no torch): the same token strings, special ids and backend, checked against each other in
-``tests/test_tokens.py``.
+``tests/unit/data/test_tokens.py``.
 """
 
 from __future__ import annotations

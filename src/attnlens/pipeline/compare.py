@@ -1,11 +1,11 @@
 """Are two runs' results the same? Every artifact compared by content, wall times and provenance left out.
 
-    python benchmarks/compare_runs.py RESULTS_A RESULTS_B     # or: python -m attnlens.pipeline.compare A B
+    python -m attnlens.pipeline.compare RESULTS_A RESULTS_B     # or: python -m attnlens.pipeline.compare A B
 
 ``RESULTS_A`` and ``RESULTS_B`` are two runs' ``results/`` folders. Prints the artifacts that differ (one per
 line) and exits 1 if any does, 0 if none. What may differ without counting is :data:`MAY_DIFFER`, each with
 its reason: logs, timings, provenance stamps, wall-time columns. Tables, parquet contents, tensors, model
-weights and figures' pixels must be equal, every number to the last bit. ``tests/test_rerun.py`` uses it to
+weights and figures' pixels must be equal, every number to the last bit. ``tests/e2e/test_rerun.py`` uses it to
 show that a killed and resumed run equals an uninterrupted one; ``benchmarks/side_by_side.py`` to show that a
 faster commit gives the same numbers.
 """

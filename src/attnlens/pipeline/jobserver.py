@@ -9,7 +9,8 @@ forks itself, the fork takes the script's standard streams, working directory, e
 the thread pools from that environment as a fresh process would read it at start, runs the script (the same file,
 the same ``snakemake`` object) and exits with its status, which the script's process exits with. The code that
 runs is the job's own; only its imports are done already, so its artifacts are the same bytes
-(``tests/test_jobserver.py``, and ``test_module``'s and the grid-of-one run's fresh jobs against ``tiny_run``).
+(``tests/unit/pipeline/test_jobserver.py``, and ``test_module``'s and the grid-of-one run's fresh jobs against
+``tiny_run``).
 
 What keeps a fork equal to a fresh process: the server imports and never computes, so no torch or numba thread
 pool exists to be copied half-started (numpy's OpenBLAS and pyarrow's allocator, which start threads at import,

@@ -21,7 +21,8 @@ from attnlens.errors import InputError
 from attnlens.pipeline.grid import Grid, Run, resolve_path, trains_classifier
 
 #: The top-k tables of ``attention_figures`` (``results/paper/tables/topk_<name>.csv``): the keys of
-#: :data:`attnlens.attention.summaries.TOPK_COLUMNS`, a module the planner does not load (tests/test_targets.py).
+#: :data:`attnlens.attention.summaries.TOPK_COLUMNS`, a module the planner does not load
+#: (tests/unit/pipeline/test_targets.py).
 TOPK_TABLES = (
     *(f"{kind}_by_{by}" for kind in ("attended", "attending") for by in ("type", "position")),
     "intersection_by_type",

@@ -23,7 +23,7 @@ the whole sequence in legacy mode, so the legacy masking artefact is part of its
 the kept positions in fixed mode). Each row stores the metric, the permutation mean and standard
 deviation, ``z = (value − chance) / sd`` and the permutation p-value ``(1 + #{perm ≥ value}) / (P + 1)``.
 
-Every vectorised metric is checked in ``tests/test_similarity.py`` against scipy, the ``rbo`` package
+Every vectorised metric is checked in ``tests/unit/similarity/test_similarity.py`` against scipy, the ``rbo`` package
 and brute-force transcriptions of the notebooks.
 """
 

@@ -22,7 +22,7 @@ computed with the tensor's own methods.
 One module a task (:mod:`~attnlens.tasks.classification`, :mod:`~attnlens.tasks.regression`,
 :mod:`~attnlens.tasks.multilabel`, :mod:`~attnlens.tasks.qa`) beside the seam (:mod:`~attnlens.tasks.base`).
 Adding a task: a module with a :class:`Task` subclass that registers itself (``REGISTRY.register(MyTask())``),
-its import below, and its tests (``tests/test_tasks.py`` checks every registered task's readout, metrics and
+its import below, and its tests (``tests/unit/tasks/test_tasks.py`` checks every registered task's readout, metrics and
 roles against independent references).
 """
 

@@ -46,7 +46,7 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
 Signed methods (``grad_attention``, ``grad_input``, ``attnlrp``, ``occlusion`` and IG) rank by signed score for
 faithfulness and plausibility; agreement with IG compares magnitudes (the similarity tables' fixed mode).
 
-Every method is checked in ``tests/test_explanations.py``: the attention methods against a dense
+Every method is checked in ``tests/unit/attribution/test_explanations.py``: the attention methods against a dense
 re-implementation of the model's self-attention whose ``n × n`` matrices are leaves of the graph, the
 gradient methods against plain Captum calls set up by the test itself and a finite difference, occlusion
 against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy whose answer is known in

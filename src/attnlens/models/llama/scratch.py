@@ -15,8 +15,8 @@ the zero Hugging Face's initialisation gives a ``padding_idx`` row. From a zero 
 starts where every RMSNorm is singular (``x / sqrt(mean(x²) + ε)`` with ``x`` near 0): Qwen 3's and Gemma 3's
 query/key norms then jump from 0 to unit length within the first ``10⁻⁵`` of the path, which no uniform step count
 resolves (IG's completeness gap stays at 14 % (Qwen 3) and 33 % (Gemma 3) of the output difference on the tiny
-models of tests/test_llama.py at 256 steps). Such a model learns only what a small corpus teaches it in a few
-epochs: real use brings a real checkpoint (``model.source: classifier`` or ``pretrained``).
+models of tests/unit/models/test_llama.py at 256 steps). Such a model learns only what a small corpus teaches it
+in a few epochs: real use brings a real checkpoint (``model.source: classifier`` or ``pretrained``).
 """
 
 from __future__ import annotations

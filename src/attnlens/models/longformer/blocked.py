@@ -16,7 +16,7 @@ query rows (:func:`global_rows`) fold the global key and value projections into 
 instead of projecting every token with them.
 
 The result is the same function of the inputs; only the order of floating-point sums differs
-(``tests/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
+(``tests/unit/attention/test_blocked_attention.py`` compares logits, hidden states, input and parameter gradients and IG
 with Hugging Face's path). Both paths round the scores to float32 for the softmax, as Hugging Face does, so
 even a float64 model agrees with Hugging Face's to float32 rounding, not float64's: where two scores an ulp
 apart straddle a float32 rounding boundary they round to neighbouring values (~1e-9 in the hidden states of

@@ -5,7 +5,7 @@ and their figures), :mod:`~.topology` (the persistence diagrams' figures), :mod:
 tables and figures) and :mod:`~.manifest`.
 
 Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
-:class:`~attnlens.data.tokens.Vocabulary` (``tests/test_startup.py``).
+:class:`~attnlens.data.tokens.Vocabulary` (``tests/project/test_startup.py``).
 """
 
 from __future__ import annotations

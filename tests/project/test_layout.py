@@ -1,0 +1,182 @@
+"""The house rules: where code lives, who may import whom, and how a rule finds its function."""
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from attnlens.families import FAMILIES
+from tests.support.helpers import REQUIRED
+
+
+def _modules(root):
+    package = root / "src" / "attnlens"
+    return {p.relative_to(package).with_suffix("").as_posix().replace("/", "."): p for p in package.rglob("*.py")}
+
+
+def test_import_contracts_hold(root):
+    """import-linter's contracts in pyproject.toml (numerics never import stages or render; …)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "importlinter.cli", "--no-cache"], cwd=root, capture_output=True, text=True
+    )
+    if out.returncode and "No module named" in out.stderr:
+        pytest.fail("import-linter is not installed (envs/requirements-test.txt)")
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+#: Top-level modules that are doors onto the package, not numerics: the one-document API and its command line.
+DOORS = ("api", "cli", "__main__")
+
+
+def test_every_numeric_module_is_under_contract(root):
+    contracts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    numeric = set(next(c for c in contracts["contracts"] if c["name"].startswith("numerics"))["source_modules"])
+    modules = _modules(root)
+    packages = {m.split(".")[0] for m in modules if m.endswith(".__init__") and m.count(".") == 1}
+    top = {f"attnlens.{m}" for m in modules if "." not in m and m not in ("__init__", *DOORS)}
+    top |= {f"attnlens.{p}" for p in packages - {"stages", "render", *DOORS}}
+    assert numeric == top, f"add to or remove from the numerics contract: {sorted(numeric ^ top)}"
+    # and none of them but the pipeline itself imports the pipeline: a config section reaches a numeric function as data
+    upward = next(c for c in contracts["contracts"] if c["name"].startswith("the numerics never import the pipeline"))
+    assert set(upward["source_modules"]) == numeric - {"attnlens.pipeline"}
+    # the one-document doors sit above everything: their own contract keeps the rest from importing them
+    api = next(c for c in contracts["contracts"] if "attnlens.api" in c.get("forbidden_modules", []))
+    assert {"attnlens.stages", "attnlens.render"} <= set(api["source_modules"])
+
+
+def test_the_seam_contract_names_every_architecture_package(root):
+    """Every package under ``attnlens/models/`` (one per architecture) is forbidden outside the seam, and nothing
+    else is: the list is read from the folders, so a new architecture package joins the contract or fails here."""
+    contracts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    seam = next(c for c in contracts["contracts"] if c["name"].startswith("an architecture is reached"))
+    folders = {f"attnlens.models.{p.parent.name}" for p in (root / "src/attnlens/models").glob("*/__init__.py")}
+    assert set(seam["forbidden_modules"]) == folders
+    numeric = next(c for c in contracts["contracts"] if c["name"].startswith("numerics"))["source_modules"]
+    outside = {m for m in numeric if m != "attnlens.models"} | {"attnlens.stages", "attnlens.render"}
+    assert set(seam["source_modules"]) == outside, sorted(set(seam["source_modules"]) ^ outside)
+
+
+def test_render_never_reads_artifacts(root):
+    """Rendering gets data, never paths to read: no artifact reader (``load_*``) is imported in attnlens.render."""
+    for name, path in _modules(root).items():
+        if not name.startswith("render."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnlens"):
+                readers = [a.name for a in node.names if a.name.startswith(("load_", "read_"))]
+                assert not readers, f"{name} imports artifact readers {readers} from {node.module}"
+
+
+def test_internal_imports_are_at_the_top(root):
+    """No function-level ``from attnlens …`` (ruff PLC0415 checks third-party ones too); an ``if TYPE_CHECKING:``
+    block, which never runs, may name a heavy module for an annotation."""
+
+    def typing_only(top) -> bool:
+        return isinstance(top, ast.If) and isinstance(top.test, ast.Name) and top.test.id == "TYPE_CHECKING"
+
+    for name, path in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nested = [
+            n.lineno
+            for top in tree.body
+            if not typing_only(top)
+            for n in ast.walk(top)
+            if top is not n and isinstance(n, ast.ImportFrom) and (n.module or "").startswith("attnlens")
+        ]
+        assert not nested, f"{name}: imports inside functions at lines {nested}"
+
+
+def test_rule_script_function_convention(root):
+    """Rule X = workflow/scripts/X.py = attnlens.stages.<rule file>.run_X; no `run_` outside attnlens.stages."""
+    expected = {}
+    for smk in (root / "workflow/rules").glob("*.smk"):
+        for rule in re.findall(r"^\s*rule (\w+):", smk.read_text(encoding="utf-8"), re.M):
+            expected[rule] = smk.stem
+    scripts = {p.stem for p in (root / "workflow/scripts").glob("*.py")}
+    assert scripts == set(expected) - {"all"}, "one script per rule, named after it"
+    for rule, stage in expected.items():
+        if rule == "all":
+            continue
+        tree = ast.parse((root / "workflow/scripts" / f"{rule}.py").read_text(encoding="utf-8"))
+        imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        function = "train_classifier_command" if rule == "train_classifier" else f"run_{rule}"
+        assert (f"attnlens.stages.{stage}", function) in imported, f"{rule}: expected stages.{stage}.{function}"
+        assert callable(getattr(importlib.import_module(f"attnlens.stages.{stage}"), function))
+    for path in (root / "src/attnlens").rglob("*.py"):
+        if "stages" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("run_")]
+        assert not defined, f"{path}: rule functions belong in attnlens.stages ({defined})"
+
+
+def _cited_files(root):
+    for folder in ("src", "tests", "workflow", "config", "docs", "benchmarks"):
+        yield from (p for p in (root / folder).rglob("*") if p.suffix in {".py", ".smk", ".yaml", ".md", ".rst"})
+    yield root / "README.md"
+
+
+def test_every_deviation_id_and_recipe_section_resolves_in_docs(root):
+    """The repository stands alone: each B-n and each "recipes §n" it cites is explained under docs/."""
+    deviations = (root / "docs" / "deviations.md").read_text(encoding="utf-8")
+    recipes = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^\*\*(B-\d+) —", deviations, re.M))
+    headings = re.findall(r"^#+ (\d+(?:\.\d+)?)\.? ", recipes, re.M)
+    sections = set(headings) | set(re.findall(r"§(\d+(?:\.\d+)?)", recipes))
+    for path in _cited_files(root):
+        text = path.read_text(encoding="utf-8")
+        for bug in set(re.findall(r"\bB-\d+\b", text)):
+            assert bug in defined, f"{path.relative_to(root)} cites {bug}, which docs/deviations.md does not explain"
+        for section in set(re.findall(r"recipes §(\d+(?:\.\d+)?)", text)):
+            assert section in sections, f"{path.relative_to(root)} cites recipes §{section}, not in docs/recipes.md"
+        outside = "paper" + "_spec"  # the team's own specification, not part of the repository
+        assert outside not in text, f"{path.relative_to(root)} cites a document outside the repository"
+    assert defined == {f"B-{i}" for i in range(1, 27)}
+
+
+def test_readme_is_a_front_door_and_links_resolve(root):
+    readme = root / "README.md"
+    assert len(readme.read_text(encoding="utf-8").splitlines()) <= 250
+    for page in [readme, *(root / "docs").glob("*.md"), root / "config" / "README.md"]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.relative_to(root)} links to missing {target}"
+
+
+def test_ci_requires_the_tests_that_guard_a_claim(root):
+    """CI turns the skip of the SLURM and browser tests into a failure (a machine without them stays red)."""
+    ci = (root / ".ci/run").read_text(encoding="utf-8")
+    assert all(f"{switch}=1" in ci for switch in REQUIRED.values()) and "make test" in ci
+
+
+def test_benchmarks_reach_architectures_through_the_seam(root):
+    """import-linter's seam contract covers the package; the benchmarks are scripts, so their imports are read here:
+    none names an architecture's module (``attnlens.models.<family>``), every one asks ``attnlens.models``."""
+    behind = tuple(f"attnlens.models.{name}" for name in FAMILIES)
+    scripts = sorted((root / "benchmarks").rglob("*.py"))
+    assert len(scripts) > 10
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            past = [n for n in names if n.startswith(behind)]
+            assert not past, f"{path.relative_to(root)}:{node.lineno} imports {past} past the model seam"
+
+
+def test_the_benchmark_driver_is_thin(root):
+    """One module per suite under benchmarks/suites/, each named by the driver; the driver holds no measurement."""
+    bench = (root / "benchmarks" / "bench.py").read_text(encoding="utf-8")
+    suites = {p.stem for p in (root / "benchmarks" / "suites").glob("*.py")} - {"__init__"}
+    assert suites and all(f"{s}." in bench for s in suites), suites
+    assert len(bench.splitlines()) < 120 and "perf_counter" not in bench
