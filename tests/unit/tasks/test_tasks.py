@@ -16,6 +16,7 @@ from attnlens.classifier.selection import outcome_text, role_left_out, roles_lef
 from attnlens.data.corpus import (
     CO_OCCURRENCE,
     COUNTED_FIELD,
+    GENERATORS,
     TOPIC_NAMES,
     generate_multilabel_corpus,
     generate_regression_corpus,
@@ -244,6 +245,30 @@ def test_an_incomplete_task_cannot_be_registered():
         name = "graded"
 
     assert Graded().name == "graded" and "graded" not in REGISTRY
+
+
+def test_a_task_is_one_registration_where_it_is_defined():
+    """docs/tasks.md, "Adding a task", run: a task subclass registered where it is declared, and its corpus
+    generator registered under its name, is a value of ``data.task`` at once (the schema reads the registry), and
+    the data stage prepares it without a line of its own; unregistered, it is refused again with the choices."""
+
+    class Graded(type(REGRESSION)):
+        name = "graded"
+        explains = "the predicted grade"
+
+    REGISTRY.register(Graded())
+    GENERATORS.register(generate_regression_corpus, "graded")
+    try:
+        config = validate_config({"data": {"task": "graded"}, "studies": ["classification"]})
+        assert config["data"]["task"] == "graded" and get_task("graded").explains == "the predicted grade"
+        data = DataConfig(task="graded", synthetic=SyntheticConfig(n_documents=12, min_words=30, max_words=50))
+        frames, _, manifest = prepare_dataset(data)
+        assert manifest["task"] == "graded" and frames["test"]["label"].dtype == np.float64
+    finally:
+        REGISTRY.unregister("graded")
+        GENERATORS.unregister("graded")
+    with pytest.raises(InputError, match=r"data\.task: .*one of \[.*'regression'.*\]\), got 'graded'"):
+        validate_config({"data": {"task": "graded"}, "studies": ["classification"]})
 
 
 # --- multi-label ---------------------------------------------------------------------------------------------
