@@ -187,16 +187,25 @@ def forward() -> None:
     request = encode_request(os.path.abspath(script), sys.argv, os.getcwd(), os.environ, _started())
     sys.stdout.flush()
     sys.stderr.flush()
-    streams = array.array("i", [0, 1, 2])
-    client.sendmsg([_HEADER.pack(len(request))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams.tobytes())])
-    client.sendall(request)
+    # The relay is in place before the request goes, so that a SIGTERM the moment the job starts reaches it (before,
+    # it ended this process unrelayed and the server killed the job); until the request is whole, a signal waits.
+    waiting: list[int] | None = []
 
     def relay(signum, frame) -> None:
+        if waiting is not None:
+            waiting.append(signum)
+            return
         with contextlib.suppress(OSError):
             client.send(_RELAYED[signum])
 
     for signum in _RELAYED:
         signal.signal(signum, relay)
+    streams = array.array("i", [0, 1, 2])
+    client.sendmsg([_HEADER.pack(len(request))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams.tobytes())])
+    client.sendall(request)
+    early, waiting = waiting, None
+    for signum in early:
+        relay(signum, None)
     answer = _receive(client, _HEADER.size)
     # no answer: the server went away mid-job, and the job with it
     raise SystemExit(_HEADER.unpack(answer)[0] if answer else 1)

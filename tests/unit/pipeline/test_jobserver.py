@@ -45,10 +45,12 @@ class Server:
             assert time.monotonic() < deadline, "the job server never bound its socket"
             time.sleep(0.05)
 
-    def run(self, folder: Path, body: str, *args: str, env=None, wait=True):
-        """``body`` as a script that forwards its job first, started as Snakemake starts a rule script."""
+    def run(self, folder: Path, body: str, *args: str, env=None, wait=True, before: str = ""):
+        """``body`` as a script that forwards its job first (after ``before``), started as Snakemake starts a rule
+        script."""
         script = folder / "job.py"
-        script.write_text("from attnlens.pipeline.jobserver import forward\nforward()\n" + textwrap.dedent(body))
+        forwarding = "from attnlens.pipeline.jobserver import forward\nforward()\n"
+        script.write_text(textwrap.dedent(before) + forwarding + textwrap.dedent(body))
         env = {**_env(), jobserver.SOCKET_ENV: self.path, **(env or {})}
         proc = subprocess.Popen(
             [sys.executable, str(script), *args],
@@ -151,6 +153,25 @@ def test_sigterm_to_the_script_reaches_its_job(server, tmp_path):
     out, _ = proc.communicate(timeout=GUARD["plan"])
     assert (proc.returncode, out) == (143, "stopped by SIGTERM\n")
     assert not _alive(fork)
+
+
+def test_a_sigterm_while_the_request_is_on_its_way_reaches_the_job(server, tmp_path):
+    """A stop the moment the job starts (the script's process signalled while it sends its request) is relayed
+    once the request is whole: the job ends by it and the script says so (143), where it used to end the script's
+    process unrelayed (killed by the signal, -15) and leave the job to the server's clean-up."""
+    before = """
+        import os, signal, socket
+        _sendall = socket.socket.sendall
+        def sendall(self, data, *args):
+            if not os.environ.get("SENT"):
+                os.environ["SENT"] = "1"
+                os.kill(os.getpid(), signal.SIGTERM)  # Snakemake's or SLURM's stop, mid-request
+            return _sendall(self, data, *args)
+        socket.socket.sendall = sendall
+    """
+    proc = server.run(tmp_path, "import time\ntime.sleep(600)\n", wait=False, before=before)
+    proc.communicate(timeout=GUARD["plan"])
+    assert proc.returncode == 143
 
 
 @pytest.mark.parametrize("who", ["script", "server"])
