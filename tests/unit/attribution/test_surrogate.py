@@ -1,0 +1,118 @@
+"""The ablation surrogate and the ablation judges (:mod:`attnlens.attribution.surrogate`) against the authors' code
+(context-cite 0.0.4's masks, sequence scores and Lasso fit, committed by ``tests/reference/context_cite_reference.py``),
+against scipy, and on planted linear effects.
+
+Bounds: the masks are integers (equal); the sequence scores are ContextCite's float32 sums of up to 9 token terms
+against float64 here, so 1e-5 of their size (a float32 rounding, 6e-8, per operation, a few dozen operations);
+the Lasso is the same scikit-learn call on the same float32 inputs, bit for bit on the machine that wrote the
+reference — on another CPU its float32 dot products may round otherwise, and coordinate descent may then stop an
+iteration earlier or later, inside its stopping rule (duality gap below ``tol = 1e-4`` of ``‖y‖²``): so 1e-4 of
+the largest weight.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+from attnlens.attribution.surrogate import (
+    ablation_masks,
+    answer_scores,
+    fit_surrogate,
+    leave_one_out_masks,
+    linear_datamodeling_score,
+    top_k_masks,
+)
+from tests.support.helpers import ROOT
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
+REFERENCE = json.loads((ROOT / "tests" / "reference" / "context_cite" / "cases.json").read_text(encoding="utf-8"))
+CASES = REFERENCE["cases"]
+
+
+def _id(case: dict) -> str:
+    return f"{case['n_sources']}-sources-{case['n_masks']}-masks-seed-{case['seed']}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_the_masks_are_context_cites(case):
+    masks = ablation_masks(case["n_sources"], case["n_masks"], seed=case["seed"], keep=case["keep"])
+    np.testing.assert_array_equal(masks, np.array(case["masks"], dtype=bool))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_the_answer_scores_are_context_cites(case):
+    """ContextCite's per-token values are logit-probabilities ``log p − log(1 − p)``; ``log p`` is their
+    log-sigmoid. Both sequence scores agree with its aggregation."""
+    logit_probs = np.array(case["token_logit_probs"], dtype=np.float64)
+    log_p_tokens = -np.logaddexp(0.0, -logit_probs)  # log sigmoid, float64
+    log_p, logit = answer_scores(log_p_tokens)
+    np.testing.assert_allclose(log_p, case["log_prob"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logit, case["logit_prob"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_the_surrogate_is_context_cites(case):
+    masks = np.array(case["masks"], dtype=bool)
+    scores = np.array(case["logit_prob"], dtype=np.float32)  # ContextCite's float32 scores, as its solver gets them
+    weights, bias = fit_surrogate(masks, scores, case["n_tokens"])
+    reference = np.array(case["weights"])
+    bound = 1e-4 * np.abs(reference).max()
+    np.testing.assert_allclose(weights, reference, rtol=0, atol=bound)
+    assert bias == pytest.approx(case["bias"], abs=bound * masks.shape[1])
+    assert np.count_nonzero(reference) < masks.shape[1]  # the fit is sparse: the test would see a ridge
+
+
+def test_the_surrogate_finds_the_planted_sources():
+    """Scores linear in three planted sources, with noise: the surrogate ranks those three first, and its
+    held-out LDS is near 1 where a random ranking's is near 0."""
+    rng = np.random.default_rng(3)
+    n_sources, truth = 20, np.zeros(20)
+    truth[[2, 11, 17]] = [3.0, 2.0, 1.0]
+    train, held_out = ablation_masks(n_sources, 64, seed=0), ablation_masks(n_sources, 64, seed=1000)
+
+    def score(masks):
+        return masks @ truth - 4.0 + rng.normal(0, 0.1, len(masks))
+
+    weights, _ = fit_surrogate(train, score(train), n_tokens=4)
+    assert list(np.argsort(-weights)[:3]) == [2, 11, 17]
+    actual = score(held_out)
+    assert linear_datamodeling_score(weights, held_out, actual) > 0.95
+    assert abs(linear_datamodeling_score(rng.normal(size=n_sources), held_out, actual)) < 0.5
+
+
+def test_lds_is_spearmans_rho_of_predicted_and_actual_scores():
+    """Against Spearman written out: Pearson's r of scipy's average ranks."""
+    rng = np.random.default_rng(5)
+    masks = ablation_masks(9, 40, seed=2)
+    weights, actual = rng.normal(size=9), rng.normal(size=40)
+    predicted = masks @ weights
+    expected = np.corrcoef(rankdata(predicted), rankdata(actual))[0, 1]
+    assert linear_datamodeling_score(weights, masks, actual) == pytest.approx(expected, abs=1e-12)
+    assert np.isnan(linear_datamodeling_score(np.zeros(9), masks, actual))  # a ranking that predicts nothing
+
+
+def test_answer_scores_keep_their_digits_at_both_ends():
+    """``log(1 − P)`` written out in exact arithmetic's terms: near ``P = 1`` (a sure answer) and for a long,
+    unlikely one."""
+    log_p, logit = answer_scores(np.array([[-1e-12, 0.0], [-30.0, -30.0]]))
+    assert log_p.tolist() == [-1e-12, -60.0]
+    assert logit[0] == pytest.approx(-1e-12 - np.log(1e-12), rel=1e-9)  # log(1 − P) = log(1e-12 − …)
+    assert logit[1] == pytest.approx(-60.0 - np.log1p(-np.exp(-60.0)), rel=1e-15)
+    assert answer_scores(np.zeros((1, 3)))[1][0] == np.inf
+    with pytest.raises(ValueError, match="log-probabilities"):
+        answer_scores(np.array([[0.5]]))
+
+
+def test_top_k_and_leave_one_out_masks():
+    masks = top_k_masks(np.array([0.1, 3.0, 3.0, -1.0, 2.0]), ks=(1, 3, 9))
+    assert masks.astype(int).tolist() == [[1, 0, 1, 1, 1], [1, 0, 0, 1, 0], [0, 0, 0, 0, 0]]  # ties: earlier first
+    assert leave_one_out_masks(3).astype(int).tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]
+    with pytest.raises(ValueError, match="NaN"):
+        top_k_masks(np.array([0.0, np.nan]), ks=(1,))
+    with pytest.raises(ValueError, match="probability"):
+        ablation_masks(3, 2, seed=0, keep=1.0)
