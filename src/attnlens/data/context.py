@@ -1,0 +1,133 @@
+"""A context cut into sources: the units (sentences, paragraphs) that a generated answer is attributed to, each
+with its character span in the context and, once the prompt is tokenized, its tokens.
+
+Sentences are found offline, with no model or download: every line is cut apart (as ContextCite cuts lines
+before it splits sentences), and within a line a sentence ends at ``.``, ``!`` or ``?`` (and any closing quotes
+or brackets after it) followed by white space and a character that can begin a sentence (not a lower-case
+letter), unless the word before the full stop is an abbreviation that rarely ends a sentence (*Dr.*, *e.g.*,
+*et al.*, an initial). A paragraph is a run of lines between blank lines. A source never holds the white space
+around it, and the sources of a context are disjoint and in order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnlens.registry import Registry
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source of a context: its text, ``context[start:end]``."""
+
+    start: int
+    end: int
+    text: str
+
+
+#: How a context is cut into sources, by name (``sentence``, ``paragraph``): each maps a text to the character
+#: spans of its sources.
+SPLITTERS: Registry[Callable[[str], list[tuple[int, int]]]] = Registry("context splitters", "sources")
+
+#: Words after which a full stop rarely ends a sentence (compared in lower case, without the stop).
+ABBREVIATIONS = frozenset(
+    {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "cf", "e.g", "i.e", "et", "al", "fig", "figs"}
+    | {"eq", "eqs", "vol", "pp", "ed", "eds", "approx", "dept", "univ"}
+    | {"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+)
+#: A sentence's end: its terminal marks and any closing quotes or brackets, before white space and the next
+#: character (which must not be a lower-case letter: :func:`sentence_spans`).
+_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+(\S))")
+_WORD_BEFORE = re.compile(r"([\w.]+)$")
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """``(start, end)`` without the white space at either end; None where nothing else is left."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for line in text.splitlines(keepends=True):
+        spans.append((start, start + len(line)))
+        start += len(line)
+    return spans
+
+
+def _abbreviation(text: str, stop: int) -> bool:
+    """Whether the full stop at ``stop`` closes an abbreviation or an initial rather than a sentence."""
+    if text[stop] != ".":
+        return False
+    word = _WORD_BEFORE.search(text[max(0, stop - 24) : stop])
+    token = word.group(1).lower() if word else ""
+    return token in ABBREVIATIONS or (len(token) == 1 and token.isalpha())
+
+
+@SPLITTERS.register("sentence")
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The character spans of ``text``'s sentences (the module's docstring says where one ends)."""
+    spans = []
+    for line_start, line_end in _lines(text):
+        line = text[line_start:line_end]
+        start = 0
+        for match in _END.finditer(line):
+            end = match.end()
+            if match.group(1).islower() or _abbreviation(line, match.start()):
+                continue
+            span = _trimmed(text, line_start + start, line_start + end)
+            if span:
+                spans.append(span)
+            start = end
+        span = _trimmed(text, line_start + start, line_end)
+        if span:
+            spans.append(span)
+    return spans
+
+
+@SPLITTERS.register("paragraph")
+def paragraph_spans(text: str) -> list[tuple[int, int]]:
+    """The character spans of ``text``'s paragraphs: runs of lines between blank lines."""
+    spans, start = [], 0
+    for match in re.finditer(r"\n[ \t\r\f\v]*\n\s*", text):
+        span = _trimmed(text, start, match.start())
+        if span:
+            spans.append(span)
+        start = match.end()
+    span = _trimmed(text, start, len(text))
+    if span:
+        spans.append(span)
+    return spans
+
+
+def split_context(text: str, by: str = "sentence") -> list[Source]:
+    """``text`` cut into sources by the splitter ``by`` (:data:`SPLITTERS`)."""
+    return [Source(start, end, text[start:end]) for start, end in SPLITTERS.get(by)(text)]
+
+
+def token_sources(offsets: Sequence[tuple[int, int]], sources: Sequence[Source], context_start: int = 0) -> np.ndarray:
+    """``(tokens,)`` int: the index of the source each token of a prompt belongs to, ``-1`` for a token of no
+    source (the template's, a special token, white space between sources).
+
+    ``offsets`` are the tokens' character spans in the prompt (a fast tokenizer's ``offset_mapping``; ``(0, 0)``
+    for a special token), and the context starts at ``context_start`` in the prompt. A token belongs to the
+    source that holds its first character that is not white space."""
+    starts = np.array([s.start for s in sources], dtype=np.int64) + context_start
+    ends = np.array([s.end for s in sources], dtype=np.int64) + context_start
+    out = np.full(len(offsets), -1, dtype=np.int64)
+    for i, (a, b) in enumerate(offsets):
+        if b <= a:
+            continue
+        k = int(np.searchsorted(starts, a, side="right")) - 1
+        if k >= 0 and a < ends[k]:
+            out[i] = k
+        elif k + 1 < len(starts) and starts[k + 1] < b:  # a token that begins with the white space before a source
+            out[i] = k + 1
+    return out

@@ -1,0 +1,114 @@
+"""A context cut into sources (:mod:`attnlens.data.context`): sentences and paragraphs against hand-cut texts and
+against the generated corpus, whose every planted sentence must come out as one source, and each token of a
+prompt read back to its source with a WordPiece and a byte-level BPE tokenizer."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
+
+from attnlens.data.context import SPLITTERS, Source, split_context, token_sources
+from attnlens.data.corpus import generate_qa_corpus
+from attnlens.errors import InputError
+from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
+from attnlens.pipeline.config import SyntheticConfig
+from tests.support.hostile_corpus import HOSTILE
+
+TEXT = (
+    'Dr. Smith met J. R. Tolkien, e.g. at the pub. He said "Hi!" Then left... the end? Yes.\n'
+    "New line here.\n"
+    "\n"
+    "A paragraph (two). It ends et al. with this. Fig. 3 shows no. OK then.  "
+)
+SENTENCES = [
+    "Dr. Smith met J. R. Tolkien, e.g. at the pub.",
+    'He said "Hi!"',
+    "Then left... the end?",
+    "Yes.",
+    "New line here.",
+    "A paragraph (two).",
+    "It ends et al. with this.",
+    "Fig. 3 shows no.",
+    "OK then.",
+]
+
+
+def _check(text: str, sources: list[Source]) -> None:
+    """Each source is its span's text, trimmed; the sources are disjoint, in order, and hold every character of
+    ``text`` that is not white space."""
+    assert all(text[s.start : s.end] == s.text and s.text == s.text.strip() and s.text for s in sources)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(sources))
+    covered = {i for s in sources for i in range(s.start, s.end)}
+    assert {i for i, c in enumerate(text) if not c.isspace()} <= covered
+
+
+def test_sentences_end_where_a_reader_ends_them():
+    sources = split_context(TEXT)
+    assert [s.text for s in sources] == SENTENCES
+    _check(TEXT, sources)
+
+
+def test_paragraphs_are_the_runs_of_lines_between_blank_lines():
+    sources = split_context(TEXT, by="paragraph")
+    assert [s.text for s in sources] == [TEXT.split("\n\n")[0], TEXT.split("\n\n")[1].strip()]
+    _check(TEXT, sources)
+    assert split_context("  \n\n \t", by="paragraph") == [] and split_context("") == []
+
+
+def test_every_planted_sentence_of_the_generated_corpus_is_one_source():
+    """The question-answering generator knows where it put each planted sentence (the rationales' spans): the
+    splitter must cut each of them out exactly, in 30 documents of filler and facts."""
+    corpus = generate_qa_corpus(SyntheticConfig(n_documents=30, min_words=120, max_words=200), seed=7)
+    texts = dict(zip(corpus.documents["example_id"], corpus.documents["text"], strict=True))
+    for example_id, text in texts.items():
+        sources = split_context(text)
+        _check(text, sources)
+        mine = {(s.start, s.end) for s in sources}
+        planted = corpus.rationales[corpus.rationales["example_id"] == example_id]
+        assert len(planted) and all(
+            (a, b) in mine for a, b in zip(planted["char_start"], planted["char_end"], strict=True)
+        ), example_id
+        assert all(s.text[-1] in ".!?" for s in sources)  # the generator writes whole sentences only
+
+
+@pytest.mark.parametrize("by", sorted(SPLITTERS.names()))
+def test_hostile_text_is_cut_without_losing_a_character(by):
+    text = " \n".join(HOSTILE.values())
+    _check(text, split_context(text, by=by))
+
+
+def test_an_unknown_splitter_is_one_line_naming_the_choices():
+    with pytest.raises(
+        InputError, match=r"sources: expected one of the context splitters \['sentence', 'paragraph'\], got 'word'"
+    ):
+        split_context(TEXT, by="word")
+
+
+def _bpe() -> PreTrainedTokenizerFast:
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator([TEXT] * 3, vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>", "<pad>"])
+    return PreTrainedTokenizerFast(tokenizer_object=trainer._tokenizer, bos_token="<s>", eos_token="</s>")
+
+
+@pytest.mark.parametrize("family", ["wordpiece", "bpe"])
+def test_each_token_of_a_prompt_is_read_back_to_its_source(family):
+    """The context inside a prompt template: every token of a source lies in that source's span, and the
+    tokens of a source cover all of its characters; the template's tokens belong to none."""
+    tokenizer = load_tokenizer(packaged_model_dir()) if family == "wordpiece" else _bpe()
+    prefix = "Context: "
+    prompt = f"{prefix}{TEXT}\n\nQuestion: who met whom?"
+    encoded = tokenizer(prompt, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in encoded["offset_mapping"]]
+    sources = split_context(TEXT)
+    owner = token_sources(offsets, sources, context_start=len(prefix))
+    for k, source in enumerate(sources):
+        mine = [offsets[i] for i in range(len(offsets)) if owner[i] == k]
+        assert mine, source.text
+        chars = {c for a, b in mine for c in range(a, b) if not prompt[c].isspace()}
+        want = {len(prefix) + c for c in range(source.start, source.end) if not TEXT[c].isspace()}
+        assert chars == want, source.text
+    template = [i for i, (a, b) in enumerate(offsets) if b > a and (b <= len(prefix) or a >= len(prefix) + len(TEXT))]
+    assert template and all(owner[i] == -1 for i in template)
