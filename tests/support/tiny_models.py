@@ -119,13 +119,20 @@ DECODER_SETTINGS = {
 }
 
 
-def tiny_decoder(kind: str = "llama", implementation: str = "eager", seed: int = 0, num_labels: int = 3):
-    """A float64 two-layer decoder classifier of ``kind``: 4 query heads sharing 2 key/value heads, windows of 5 keys
-    where the family has them (:data:`DECODER_SETTINGS`), its pad row drawn as a model drawn from its configuration
-    has it (:func:`~attnlens.models.llama.scratch.draw_decoder`)."""
+def tiny_decoder(
+    kind: str = "llama",
+    implementation: str = "eager",
+    seed: int = 0,
+    num_labels: int = 3,
+    head: str = "sequence_classification",
+):
+    """A float64 two-layer decoder classifier (or another ``head``: a causal language model) of ``kind``: 4 query
+    heads sharing 2 key/value heads, windows of 5 keys where the family has them (:data:`DECODER_SETTINGS`), its pad
+    row drawn as a model drawn from its configuration has it (:func:`~attnlens.models.llama.scratch.draw_decoder`)."""
     return draw_decoder(
         kind,
         seed,
+        head,
         vocab_size=60,
         hidden_size=24,
         intermediate_size=40,

@@ -9,10 +9,11 @@ families goes through one :class:`Architecture` object, chosen by ``config.json`
 ``class X(Architecture, family="<name>")``, register its instance there (``ARCHITECTURES.register(X())``), import
 the package in :mod:`attnlens.models`, and provide:
 
-* ``classifier_class`` and ``qa_class`` (the Hugging Face sequence classifier and question-answering model,
-  :meth:`~Architecture.head_class`; ``None`` where Hugging Face has no such head; ``model_type`` and ``name`` come
-  from the family); :meth:`~Architecture.prepare` patches whatever fast paths the architecture has into a loaded
-  model, and :meth:`~Architecture.check` refuses, in one line, a checkpoint setting attnlens cannot read.
+* ``classifier_class``, ``qa_class`` and ``lm_class`` (the Hugging Face sequence classifier, question-answering
+  model and causal language model, :meth:`~Architecture.head_class`; ``None`` where Hugging Face has no such head;
+  ``model_type`` and ``name`` come from the family); :meth:`~Architecture.prepare` patches whatever fast paths
+  the architecture has into a loaded model, and :meth:`~Architecture.check` refuses, in one line, a checkpoint
+  setting attnlens cannot read.
 * **Forward arguments** (defaults: none, and positions ``0, 1, …``). :meth:`~Architecture.forward_args`: what the
   forward needs beside ``input_ids``
   and ``attention_mask`` (Longformer: the global-attention mask, CLS global, or a question's tokens);
@@ -87,6 +88,8 @@ class Architecture(ABC):
     classifier_class: ClassVar[str]
     #: Name of its extractive question-answering class (a start and an end logit per token); None: it has none.
     qa_class: ClassVar[str | None]
+    #: Name of its causal language model (next-token logits over the vocabulary); None: it has none (an encoder).
+    lm_class: ClassVar[str | None] = None
     #: Head groups of the attention every token takes part in (``output`` = the output projection's columns).
     local_groups: ClassVar[tuple[str, ...]]
     #: Head groups of the global rows, where they have projections of their own (empty where they do not).
@@ -114,9 +117,13 @@ class Architecture(ABC):
 
     def head_class(self, head: str) -> str:
         """The Hugging Face class of a kind of head: a sequence classifier
-        (``sequence_classification``: classes, labels, a value) or a question-answering head
-        (``question_answering``: a span of the input)."""
-        heads = {"sequence_classification": self.classifier_class, "question_answering": self.qa_class}
+        (``sequence_classification``: classes, labels, a value), a question-answering head
+        (``question_answering``: a span of the input) or a causal language model (``causal_lm``: the next token)."""
+        heads = {
+            "sequence_classification": self.classifier_class,
+            "question_answering": self.qa_class,
+            "causal_lm": self.lm_class,
+        }
         if head not in heads:
             raise ValueError(f"unknown head {head!r}; expected one of {sorted(heads)}")
         if heads[head] is None:

@@ -21,8 +21,8 @@ from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
 from attnlens.classifier.importance import estimate_head_importance, taylor_terms
 from attnlens.errors import InputError
+from attnlens.models import ARCHITECTURES, architecture, forward_bands
 from attnlens.models import DECODERS as CLASSES
-from attnlens.models import architecture, forward_bands
 from attnlens.models.checkpoints import agree_on_padding, load_tokenizer, packaged_model_dir
 from attnlens.models.gemma3 import GEMMA3
 from attnlens.models.llama import LLAMA, MISTRAL
@@ -105,6 +105,30 @@ def test_layers_read_as_causal_queries_and_keys_equal_eager_attention_weights(ki
         assert [layer.window for layer in layers[item]] == FAMILIES[kind][1]
     for layer in layers[0]:  # a window binds: a query attends to no key 5 or more positions back
         assert (layer.window is not None) == (not bool(layer.dense().tril(-WINDOW).any()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_causal_language_model_is_read_through_the_same_seam(kind):
+    """A family's ``…ForCausalLM`` (the model that generates an answer): found by its ``model_type`` as the
+    classifier is, the same decoder stack under its head, next-token logits over the vocabulary, and its layers read
+    as causal queries and keys equal to each example's eager attention weights (the classifier's bound above)."""
+    model = tiny_decoder(kind, head="causal_lm")
+    arch = architecture(model)
+    assert arch is FAMILIES[kind][0] and type(model).__name__ == arch.head_class("causal_lm")
+    assert arch.encoder(model) is model.model
+    batch = _batch()
+    with torch.no_grad():
+        out, layers = arch.run(model, batch, attentions=True)
+    assert out.logits.shape == (2, N, 60)
+    for item in range(2):
+        for layer, expected in zip(layers[item], _dense_eager(model, batch, item), strict=True):
+            assert isinstance(layer, FullLayer) and layer.causal and layer.key_heads == KV_HEADS
+            torch.testing.assert_close(layer.dense(), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_an_encoder_has_no_causal_language_model():
+    with pytest.raises(InputError, match="Hugging Face has no Longformer causal-lm model"):
+        ARCHITECTURES["longformer"].head_class("causal_lm")
 
 
 @pytest.mark.parametrize("kind", WINDOWED)

@@ -31,6 +31,7 @@ class Gemma3(Llama, family="gemma3"):
     """Gemma 3's text decoder: five local layers to each global one, normalised query/key heads."""
 
     classifier_class = "Gemma3TextForSequenceClassification"
+    lm_class = "Gemma3ForCausalLM"  # the text-only model, on Gemma3TextConfig
     qa_class = None
 
     def check(self, config, where: str) -> None:

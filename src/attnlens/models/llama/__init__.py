@@ -63,6 +63,7 @@ class Llama(Architecture, family="llama"):
 
     classifier_class = "LlamaForSequenceClassification"
     qa_class = "LlamaForQuestionAnswering"
+    lm_class = "LlamaForCausalLM"
     local_groups = ("query", "key", "value", "output")
 
     def prepare(self, model: nn.Module, fast: bool = True) -> nn.Module:
@@ -190,6 +191,7 @@ class Mistral(Llama, family="mistral"):
 
     classifier_class = "MistralForSequenceClassification"
     qa_class = "MistralForQuestionAnswering"
+    lm_class = "MistralForCausalLM"
 
     def windows(self, config) -> list[int | None]:
         return [getattr(config, "sliding_window", None)] * config.num_hidden_layers

@@ -23,6 +23,7 @@ class Qwen2(Llama, family="qwen2"):
 
     classifier_class = "Qwen2ForSequenceClassification"
     qa_class = "Qwen2ForQuestionAnswering"
+    lm_class = "Qwen2ForCausalLM"
 
 
 class Qwen3(Llama, family="qwen3"):
@@ -30,6 +31,7 @@ class Qwen3(Llama, family="qwen3"):
 
     classifier_class = "Qwen3ForSequenceClassification"
     qa_class = "Qwen3ForQuestionAnswering"
+    lm_class = "Qwen3ForCausalLM"
 
 
 QWEN2 = ARCHITECTURES.register(Qwen2())
