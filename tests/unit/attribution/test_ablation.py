@@ -1,0 +1,81 @@
+"""An answer's score under ablations (:mod:`attnlens.attribution.ablation`) on tiny causal language models of each
+decoder family, against one plain forward per sequence.
+
+Bounds: float64 models, so the batched and padded forwards differ from the one-sequence ones only in the order
+of their sums: 1e-12 absolute on log-probabilities of order 1–10 (a few float64 ulps through two layers). A
+masked token is compared with the same sequence without it, its neighbours at their own positions: the same
+arithmetic over the same keys, so the same bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlens.attribution.ablation import answer_token_log_probs
+from attnlens.attribution.surrogate import ablation_masks
+from tests.support.tiny_models import tiny_decoder
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
+KINDS = ["llama", "mistral", "qwen2", "qwen3", "gemma3"]
+
+
+def _sequences(n: int = 5, seed: int = 0) -> tuple[list[list[int]], list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = [9, 14, 11, 16, 7][:n]
+    answers = [2, 3, 1, 4, 2][:n]
+    return [torch.randint(5, 60, (k,), generator=g).tolist() for k in lengths], answers
+
+
+def _plain(model, ids: list[int], answer: int, positions: list[int] | None = None) -> np.ndarray:
+    """One sequence alone, no mask, no padding: log-softmax of the logits, read at the answer's tokens."""
+    with torch.no_grad():
+        args = {"input_ids": torch.tensor([ids])}
+        if positions is not None:
+            args["position_ids"] = torch.tensor([positions])
+        logits = model(**args).logits[0].double()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    n = len(ids)
+    return np.array([log_probs[t - 1, ids[t]].item() for t in range(n - answer, n)])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_answer_tokens_log_probability_is_a_plain_forwards(kind):
+    model = tiny_decoder(kind, head="causal_lm", implementation="sdpa")
+    sequences, answers = _sequences()
+    got = answer_token_log_probs(model, sequences, answers, batch_size=3)
+    for ids, a, values in zip(sequences, answers, got, strict=True):
+        assert values.shape == (a,) and (values < 0).all()
+        np.testing.assert_allclose(values, _plain(model, ids, a), rtol=0, atol=1e-12)
+    alone = answer_token_log_probs(model, sequences, answers, batch_size=1)
+    for a, b in zip(got, alone, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_a_masked_token_is_as_if_deleted_with_the_others_kept_in_place(kind):
+    """Masking a context token out of attention equals the sequence without it, every other token at its own
+    position (positions are rotary: a deletion that closed the gap would move them). The families whose layers
+    attend to every earlier token: in a sliding window a masked token keeps its place (the window spans positions
+    of the context as it was), which no deletion reproduces, since Hugging Face's window counts the tokens present."""
+    model = tiny_decoder(kind, head="causal_lm", implementation="sdpa")
+    ids, answer = _sequences(1, seed=3)[0][0] + [7, 8, 9], 3
+    context = len(ids) - answer - 1  # the prompt's last token and the answer stay
+    keeps = ablation_masks(context, 4, seed=11)
+    keep = [[*k.astype(int).tolist(), 1, 1, 1, 1] for k in keeps]
+    got = answer_token_log_probs(model, [ids] * len(keep), [answer] * len(keep), keep=keep)
+    for flags, values in zip(keep, got, strict=True):
+        kept = [i for i, f in enumerate(flags) if f]
+        expected = _plain(model, [ids[i] for i in kept], answer, positions=kept)
+        np.testing.assert_allclose(values, expected, rtol=0, atol=1e-12)
+    assert not np.allclose(got[0], _plain(model, ids, answer))  # a mask changes the answer's probability
+
+
+def test_bad_answers_are_refused():
+    model = tiny_decoder("llama", head="causal_lm")
+    with pytest.raises(ValueError, match="an answer of 1 to 3 tokens"):
+        answer_token_log_probs(model, [[5, 6, 7, 8]], [4])
+    with pytest.raises(ValueError, match="answer kept"):
+        answer_token_log_probs(model, [[5, 6, 7, 8]], [2], keep=[[1, 0, 1, 0]])
