@@ -31,6 +31,38 @@ def _gpu_rules() -> set[str]:
 GRID_ONLY = {"sanity_check"}
 
 
+def _every_classification_stage(results, *paths: str) -> None:
+    """The leaderboard ranks every method of the default's list, and the stages' artifacts and pages are there."""
+    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
+    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
+        leaderboard["method"]
+    )
+    common = (
+        "topology/claim.json",
+        "faithfulness/curves.parquet",
+        "similarity/summary.parquet",
+        "paper/figures/attention_aggregate.png",
+    )
+    for path in (*common, *paths):
+        assert (results / path).is_file(), path
+    assert list((results / "explorer").glob("*.html"))
+
+
+def _every_query_sums_to_one(results) -> None:
+    """Every real query's attention sums to 1 in every layer (full, windowed or block-sparse), so each stored
+    example's received attention sums to its ``n`` real tokens. Float32 throughout: each probability row sums to 1
+    within (n + 1)·u (the softmax's sum of n terms and its division, u = 2⁻²⁴), and summing the n × n probabilities
+    (over queries into ``received``, then over keys here) adds at most 2·(n − 1)·u of each total: |Σ − n| ≤ 3·n²·u
+    (2.9e-3 at the .test length, 128)."""
+    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors")))
+    assert summary.examples
+    for example in summary.examples.values():
+        received, n = example.received, example.received.shape[-1]
+        torch.testing.assert_close(
+            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
+        )
+
+
 def test_bigbird_run_builds_and_fine_tunes_a_block_sparse_classifier(bigbird_run):
     config = json.loads((bigbird_run / "models/finetuned/config.json").read_text(encoding="utf-8"))
     assert config["model_type"] == "big_bird" and config["attention_type"] == "block_sparse"
@@ -44,33 +76,12 @@ def test_bigbird_run_reads_every_classification_stage_through_the_seam(bigbird_r
     tensors, prov = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
     assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
     assert torch.count_nonzero(tensors["fixed_global"]) == 0 and torch.count_nonzero(tensors["fixed_local"]) > 0
-    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
-    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
-        leaderboard["method"]
-    )
-    for path in (
-        "topology/claim.json",
-        "faithfulness/curves.parquet",
-        "similarity/summary.parquet",
-        "paper/figures/head_importance.png",
-        "paper/figures/attention_aggregate.png",
-    ):
-        assert (results / path).is_file(), path
-    assert list((results / "explorer").glob("*.html"))
+    _every_classification_stage(results, "paper/figures/head_importance.png")
     notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
     assert any("Hugging Face draws no random blocks" in note for note in notes)
     # test documents of at most (5 + 2·1)·8 = 56 tokens would run full attention: the .test corpus has none
     assert not any("ran full attention" in note for note in notes)
-    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors")))
-    for example in summary.examples.values():
-        received = example.received  # every query's attention sums to 1: received sums to the real tokens
-        n = received.shape[-1]
-        # float32 throughout: each probability row sums to 1 within (n + 1)·u (the softmax's sum of n terms and
-        # its division, u = 2⁻²⁴), and summing the n × n probabilities (over queries into `received`, then over
-        # keys here) adds at most 2·(n − 1)·u of each total: |Σ − n| ≤ 3·n²·u (2.9e-3 at the .test length, 128)
-        torch.testing.assert_close(
-            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
-        )
+    _every_query_sums_to_one(results)
 
 
 def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run):
@@ -81,33 +92,12 @@ def test_modernbert_run_trains_from_config_and_reads_every_stage(modernbert_run)
     tensors, prov = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
     assert prov["head_groups"] == {"local": ["query", "key", "value", "output"], "global": []}
     assert torch.count_nonzero(tensors["fixed_local"]) > 0
-    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
-    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
-        leaderboard["method"]
-    )
-    for path in (
-        "topology/claim.json",
-        "faithfulness/curves.parquet",
-        "similarity/summary.parquet",
-        "paper/figures/attention_aggregate.png",
-        "attributions/embeddings.parquet",
-    ):
-        assert (results / path).is_file(), path
-    assert list((results / "explorer").glob("*.html"))
+    _every_classification_stage(results, "attributions/embeddings.parquet")
     notes = pd.read_csv(results / "run_notes.csv")["note"].tolist()
     assert any("the model has no position embeddings" in note for note in notes)
     embeddings = pd.read_parquet(results / "attributions/embeddings.parquet")
     assert embeddings["position"].isna().all() and embeddings["word"].map(len).gt(0).all()
-    summary = load_summaries(sorted((results / "attention").glob("shard*.safetensors")))
-    for example in summary.examples.values():
-        received = example.received  # every real query's attention sums to 1 in every layer, full or windowed
-        n = received.shape[-1]
-        # float32 throughout: each probability row sums to 1 within (n + 1)·u (the softmax's sum of n terms and
-        # its division, u = 2⁻²⁴), and summing the n × n probabilities (over queries into `received`, then over
-        # keys here) adds at most 2·(n − 1)·u of each total: |Σ − n| ≤ 3·n²·u (2.9e-3 at the .test length, 128)
-        torch.testing.assert_close(
-            received.sum(-1), torch.full(received.shape[:2], float(n)), rtol=0, atol=3 * n * n * EPS32 / 2
-        )
+    _every_query_sums_to_one(results)
 
 
 def test_mistral_run_trains_from_config_and_reads_every_stage(mistral_run):
@@ -117,19 +107,7 @@ def test_mistral_run_trains_from_config_and_reads_every_stage(mistral_run):
     assert (config["num_attention_heads"], config["num_key_value_heads"]) == (12, 4)  # the MiniLM's 12, shared by 3
     tensors, _ = load_tensors(results / "importance/head_importance.safetensors", IMPORTANCE_SCHEMA)
     assert tensors["fixed_local"].shape == (6, 12) and bool((tensors["fixed_local"] > 0).all())
-    leaderboard = pd.read_csv(results / "paper/tables/explanation_leaderboard.csv")
-    assert {"ig", "attention_all", "value_norm", "rollout", "grad_attention", "saliency", "attnlrp"} <= set(
-        leaderboard["method"]
-    )
-    for path in (
-        "topology/claim.json",
-        "faithfulness/curves.parquet",
-        "similarity/summary.parquet",
-        "paper/figures/attention_aggregate.png",
-        "attributions/embeddings.parquet",
-    ):
-        assert (results / path).is_file(), path
-    assert list((results / "explorer").glob("*.html"))
+    _every_classification_stage(results, "attributions/embeddings.parquet")
     # the classifier reads the last real token: its attention is the query group the table reports
     regions = pd.read_csv(results / "paper/tables/query_attention.csv")
     assert set(regions["group"]) == {"last token"}
