@@ -1,6 +1,6 @@
 """The ablation surrogate and the ablation judges (:mod:`attnlens.attribution.surrogate`) against the authors' code
-(context-cite 0.0.4's masks, sequence scores and Lasso fit, committed by ``tests/reference/context_cite_reference.py``),
-against scipy, and on planted linear effects.
+(context-cite 0.0.4's masks, sequence scores and Lasso fit, and the whole method on a tiny causal language model,
+committed by ``tests/reference/context_cite_reference.py``), against scipy, and on planted linear effects.
 
 Bounds: the masks are integers (equal); the sequence scores are ContextCite's float32 sums of up to 9 token terms
 against float64 here, so 1e-5 of their size (a float32 rounding, 6e-8, per operation, a few dozen operations);
@@ -116,3 +116,43 @@ def test_top_k_and_leave_one_out_masks():
         top_k_masks(np.array([0.0, np.nan]), ks=(1,))
     with pytest.raises(ValueError, match="probability"):
         ablation_masks(3, 2, seed=0, keep=1.0)
+
+
+def test_the_whole_method_on_a_model_is_context_cites():
+    """ContextCite end to end on a tiny causal language model (``model.json``: its sources, ablation masks, per-token
+    scores and attributions): the prompt is rebuilt from the kept sources, its template and the tokenizer's chat
+    template as ContextCite builds it, scored by :func:`answer_token_log_probs`, and fitted by :func:`fit_surrogate`.
+
+    Bounds: both score the same float32 model; ContextCite takes ``logit − logsumexp(other logits)`` in float32,
+    here the float64 log-softmax of the same float32 logits, so the per-token values differ by a few float32
+    roundings (2⁻²³ ≈ 1.2e-7 each) of logits and sums of order 10 (measured: at most 3.8e-6): 2e-5. The surrogate's
+    weights move with their scores' rounding: 1e-4 of the largest weight (measured: 6.6e-7 of it)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (this test only)
+
+    from attnlens.attribution.ablation import answer_token_log_probs  # noqa: PLC0415
+
+    record = json.loads((ROOT / "tests/reference/context_cite/model.json").read_text(encoding="utf-8"))
+    folder = ROOT / "tests/reference/context_cite/model"
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    masks = np.array(record["masks"], dtype=bool)
+    np.testing.assert_array_equal(masks, ablation_masks(len(record["sources"]), len(masks), seed=0))
+
+    def prompt_ids(keep) -> list[int]:
+        context = " ".join(s for s, k in zip(record["sources"], keep, strict=True) if k)
+        user = f"Context: {context}\n\nQuery: {record['query']}"  # ContextCite's default prompt template
+        chat = tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+        )
+        return tokenizer.encode(chat, add_special_tokens=False)
+
+    assert prompt_ids(np.ones(len(record["sources"]), dtype=bool)) == record["prompt_ids"]
+    answer = record["answer_ids"]
+    log_p = answer_token_log_probs(model, [prompt_ids(m) + answer for m in masks], [len(answer)] * len(masks))
+    log_p = np.stack(log_p)
+    logit_probs = log_p - np.log1p(-np.exp(log_p))  # ContextCite's per-token value, log p − log(1 − p)
+    np.testing.assert_allclose(logit_probs, record["token_logit_probs"], rtol=0, atol=2e-5)
+    _, scores = answer_scores(log_p)
+    weights, _ = fit_surrogate(masks, scores.astype(np.float32), len(answer))
+    reference = np.array(record["weights"])
+    assert np.count_nonzero(reference) >= 4  # the context matters to this model's answer
+    np.testing.assert_allclose(weights, reference, rtol=0, atol=1e-4 * np.abs(reference).max())
