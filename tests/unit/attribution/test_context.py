@@ -1,0 +1,78 @@
+"""A generated answer's attention and scores per source (:mod:`attnlens.attribution.context`) against the dense
+attention matrices and plain loops.
+
+Bounds: the random layers are float64 and their dense matrices the same softmax of the same scores, so 1e-12
+absolute (sums of at most 21 probabilities, averaged). Against Hugging Face's eager attention weights of a float64
+causal language model: its softmax runs in float32 whatever the model's precision, so 1e-6 relative (as the
+decoders' tests bound it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlens.attribution.context import answer_attention, answer_rows, source_sums, top_k_pooled
+from attnlens.models import architecture
+from tests.support.dense import CAUSAL, random_causal
+from tests.support.tiny_models import tiny_decoder
+
+pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
+
+
+@pytest.mark.parametrize(("heads", "key_heads", "n", "length", "window"), CAUSAL)
+def test_the_answers_attention_is_its_rows_of_the_dense_matrix(heads, key_heads, n, length, window):
+    layers = [random_causal(heads, key_heads, n, length, window, seed=s) for s in range(3)]
+    answer = (length - 3, length)  # a three-token answer at the end
+    got = answer_attention(layers, *answer)
+    start, stop = answer_rows(*answer)
+    assert (start, stop) == (length - 4, length - 1)
+    for layer, row in zip(layers, got, strict=True):
+        expected = layer.dense()[:, start:stop].mean(dim=(0, 1))
+        np.testing.assert_allclose(row, expected.numpy(), rtol=0, atol=1e-12)
+        assert row[stop:].sum() == 0 and row.sum() == pytest.approx(1.0, abs=1e-12)  # no later token is reached
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma3"])
+def test_a_causal_language_models_answer_rows_are_its_eager_attention(kind):
+    model = tiny_decoder(kind, head="causal_lm")
+    ids = torch.randint(5, 60, (1, 15), generator=torch.Generator().manual_seed(2))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    with torch.no_grad():
+        _, layers = architecture(model).run(model, batch, attentions=True)
+        eager = model(**batch, output_attentions=True).attentions
+    got = answer_attention(layers[0], 11, 15)
+    for weights, row in zip(eager, got, strict=True):
+        np.testing.assert_allclose(row, weights[0, :, 10:14].double().mean(dim=(0, 1)).numpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_source_sums_and_attntrace_pooling_are_the_loops():
+    rng = np.random.default_rng(0)
+    scores = rng.random(30)
+    owner = rng.integers(-1, 5, 30)
+    owner[owner == 3] = 2  # source 3 has no token
+    sums = source_sums(scores, owner, 5)
+    for k in range(1, 5):
+        pooled = top_k_pooled(scores, owner, 5, k)
+        for s in range(5):
+            mine = sorted(scores[owner == s], reverse=True)
+            assert sums[s] == pytest.approx(sum(mine), abs=1e-12)
+            if mine:
+                assert pooled[s] == pytest.approx(np.mean(mine[:k]), abs=1e-12)
+            else:
+                assert np.isnan(pooled[s]) and sums[s] == 0
+    # pooling does not grow with a source's length where summing does: a long weak source against a short strong one
+    owner, scores = np.array([0] * 10 + [1]), np.array([0.05] * 10 + [0.4])
+    assert source_sums(scores, owner, 2).argmax() == 0 and top_k_pooled(scores, owner, 2, k=1).argmax() == 1
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="after a prompt"):
+        answer_rows(0, 3)
+    with pytest.raises(ValueError, match="a score per token"):
+        source_sums(np.zeros(3), np.zeros(4, dtype=int), 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        top_k_pooled(np.zeros(3), np.zeros(3, dtype=int), 1, k=0)
+    with pytest.raises(ValueError, match="past the"):
+        answer_attention([random_causal(2, 1, 10, 6, None, seed=0)], 5, 9)
