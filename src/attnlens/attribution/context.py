@@ -7,7 +7,8 @@ Only those rows are formed, block by block of the layer's queries (:meth:`FullLa
 ``heads × n × n`` matrix. A token's weight is the attention it receives from those rows, averaged over the rows,
 the heads and the layers (or the last layer alone); a source's score is the sum of its tokens' weights, or
 AttnTrace's pooling: the mean of the source's ``k`` largest token weights (Wang et al., 2025), which does not grow
-with a source's length.
+with a source's length. The gradient methods differentiate ``F`` itself (:class:`AnswerForward`): gradient × input
+and IG at the embedding output, as for the classifiers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 import torch
 
 from attnlens.attention.full import FullLayer
+from attnlens.attribution.ig import Attribution, freeze, integrate
+from attnlens.models import architecture
 
 
 def answer_rows(answer_start: int, answer_stop: int) -> tuple[int, int]:
@@ -62,3 +65,66 @@ def top_k_pooled(token_scores: np.ndarray, owner: np.ndarray, n_sources: int, k:
         if len(mine):
             out[source] = mine[:k].mean()
     return out
+
+
+class AnswerForward(torch.nn.Module):
+    """``F(input_ids, attention_mask, position_ids)``, ``(batch, 1)``: the answer's log-probability given what
+    precedes it, ``Σ_t log p(answer_t | …)`` over ``answer_ids``, which end every sequence of the batch.
+
+    The answer's ids are held here, not read from ``input_ids``: IG's baseline replaces the tokens it is fed, while
+    the explained answer stays the same. The log-softmax runs in float32 at least (under autocast too)."""
+
+    def __init__(self, model, answer_ids: torch.Tensor):
+        super().__init__()
+        self.model, self.answer_ids = model, answer_ids.reshape(1, -1)
+
+    def forward(self, input_ids, attention_mask, position_ids):
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+        n, a = input_ids.shape[1], self.answer_ids.shape[1]
+        rows = logits[:, n - a - 1 : n - 1]
+        log_p = torch.log_softmax(rows.float() if rows.dtype in (torch.float16, torch.bfloat16) else rows, dim=-1)
+        targets = self.answer_ids.to(log_p.device).expand(log_p.shape[0], a)
+        return log_p.gather(-1, targets[..., None])[..., 0].sum(-1, keepdim=True)
+
+
+def answer_gradient_x_input(model, input_ids: torch.Tensor, answer_length: int) -> np.ndarray:
+    """``(n,)`` float64: gradient × input of the answer's log-probability at the embedding output, summed over the
+    hidden size (Captum's ``LayerGradientXActivation``), for one sequence ``(1, n)`` ending in its answer."""
+    from captum.attr import LayerGradientXActivation  # noqa: PLC0415 (Captum: the gradient methods only)
+
+    forward, args = _answer_forward(model, input_ids, answer_length)
+    attr = LayerGradientXActivation(forward, architecture(model).embeddings(model)).attribute(
+        input_ids, target=0, additional_forward_args=args
+    )
+    return attr[0].detach().double().sum(-1).cpu().numpy()
+
+
+def answer_integrated_gradients(
+    model, input_ids: torch.Tensor, baseline: torch.Tensor, answer_length: int, steps: int, batch: int
+) -> Attribution:
+    """IG of the answer's log-probability at the embedding output, from ``baseline`` (the ids with the context's
+    tokens replaced, as the classifiers' IG replaces them) to ``input_ids``: one run of ``steps`` Gauss–Legendre
+    points in batches of ``batch`` (:func:`attnlens.attribution.ig.integrate`), its δ = Σ scores − (F(x) − F(x′))."""
+    forward, args = _answer_forward(model, input_ids, answer_length)
+    layer = architecture(model).embeddings(model)
+    return integrate(
+        forward,
+        layer,
+        input_ids,
+        baseline,
+        args,
+        0,
+        min_steps=steps,
+        max_steps=steps,
+        tolerance=None,
+        internal_batch_size=batch,
+    )
+
+
+def _answer_forward(model, input_ids: torch.Tensor, answer_length: int) -> tuple[AnswerForward, tuple]:
+    n = input_ids.shape[1]
+    if not 0 < answer_length < n:
+        raise ValueError(f"expected an answer of 1 to {n - 1} tokens after a prompt, got {answer_length}")
+    mask = torch.ones_like(input_ids)
+    positions = torch.arange(n, device=input_ids.device)[None]
+    return AnswerForward(freeze(model), input_ids[:, n - answer_length :]), (mask, positions)

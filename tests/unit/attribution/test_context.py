@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-from attnlens.attribution.context import answer_attention, answer_rows, source_sums, top_k_pooled
+from attnlens.attribution.ablation import answer_token_log_probs
+from attnlens.attribution.context import (
+    AnswerForward,
+    answer_attention,
+    answer_gradient_x_input,
+    answer_integrated_gradients,
+    answer_rows,
+    source_sums,
+    top_k_pooled,
+)
 from attnlens.models import architecture
 from tests.support.dense import CAUSAL, random_causal
 from tests.support.tiny_models import tiny_decoder
@@ -76,3 +85,59 @@ def test_bad_arguments_are_refused():
         top_k_pooled(np.zeros(3), np.zeros(3, dtype=int), 1, k=0)
     with pytest.raises(ValueError, match="past the"):
         answer_attention([random_causal(2, 1, 10, 6, None, seed=0)], 5, 9)
+
+
+def _sequence(n: int = 14, answer: int = 3):
+    ids = torch.randint(5, 60, (1, n), generator=torch.Generator().manual_seed(4))
+    baseline = ids.clone()
+    baseline[0, 1 : n - answer] = 0  # the context's tokens replaced by the pad token; the first and the answer kept
+    return ids, baseline, answer
+
+
+@pytest.mark.parametrize("kind", ["llama", "mistral", "qwen3"])
+def test_the_explained_score_is_the_answers_log_probability(kind):
+    model = tiny_decoder(kind, head="causal_lm")
+    ids, _, answer = _sequence()
+    forward = AnswerForward(model, ids[:, -answer:])
+    n = ids.shape[1]
+    with torch.no_grad():
+        value = forward(ids, torch.ones_like(ids), torch.arange(n)[None]).item()
+    (per_token,) = answer_token_log_probs(model, [ids[0].tolist()], [answer])
+    assert value == pytest.approx(per_token.sum(), abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma3"])
+def test_gradient_x_input_is_the_embedding_outputs_times_their_gradient(kind):
+    """Against autograd written out: the embedding output replaced by a leaf tensor, ``F`` differentiated."""
+    model = tiny_decoder(kind, head="causal_lm")
+    ids, _, answer = _sequence()
+    got = answer_gradient_x_input(model, ids, answer)
+    layer = architecture(model).embeddings(model)
+    with torch.no_grad():
+        e = layer(ids).clone()
+    e.requires_grad_(True)
+    handle = layer.register_forward_hook(lambda module, args, output: e)
+    try:
+        logits = model(input_ids=ids).logits[0].double()
+    finally:
+        handle.remove()
+    n = ids.shape[1]
+    log_p = torch.log_softmax(logits, -1)
+    score = sum(log_p[t - 1, ids[0, t]] for t in range(n - answer, n))
+    (grad,) = torch.autograd.grad(score, e)
+    np.testing.assert_allclose(got, (e * grad)[0].sum(-1).detach().numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["llama", "mistral"])
+def test_integrated_gradients_of_the_answer_are_complete(kind):
+    """IG's completeness: the scores add up to ``F(x) − F(x′)``; the δ shrinks as the steps grow (Gauss–Legendre on
+    a smooth path of a float64 model; measured at 64 steps: 1.5e-7 (Llama) and 1.1e-8 (Mistral) of the gap, so
+    1e-6 of it)."""
+    model = tiny_decoder(kind, head="causal_lm")
+    ids, baseline, answer = _sequence()
+    coarse = answer_integrated_gradients(model, ids, baseline, answer, steps=8, batch=8)
+    fine = answer_integrated_gradients(model, ids, baseline, answer, steps=64, batch=16)
+    assert abs(fine.delta) <= 1e-6 * abs(fine.gap) and abs(fine.delta) < abs(coarse.delta)
+    assert fine.scores.shape == (ids.shape[1],) and fine.scores.sum() == pytest.approx(
+        fine.gap, abs=1e-6 * abs(fine.gap)
+    )
