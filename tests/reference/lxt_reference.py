@@ -14,7 +14,8 @@ for every family alike) — patches the family's modelling module with lxt's Att
 (``lxt.efficient.monkey_patch``) and writes, per family, ``<family>.safetensors`` (the weights, under the
 classifier's names), and ``<family>.json``: the configuration, the token ids, the explained logit, and each
 token's relevance ``Σ_d e · ∂f/∂e`` at the embedding output ``e`` (lxt's own recipe: ``inputs_embeds`` with a
-gradient, times that gradient).
+gradient, times that gradient). Then the same for the family as a causal language model explaining a generated
+answer's log-probability (``<family>_lm.safetensors`` and ``<family>_lm.json``).
 
 lxt imports torchvision for its ViT support when it is imported; PyPI's torchvision does not match the CPU torch
 build, and the decoders need none of it, so this script stands in an empty ``torchvision.models.vision_transformer``
@@ -77,11 +78,19 @@ IDS = [[2, 17, 23, 9, 41, 5, 33, 12, 8, 27, 50, 3]]
 LABELS, TARGET, SEED = 3, 1, 0
 
 
+#: The modelling modules lxt has patched (once each: a second patch would wrap its rules again).
+PATCHED: set[str] = set()
+
+
+def patch(module_name: str) -> None:
+    if module_name not in PATCHED:
+        monkey_patch(getattr(getattr(transformers.models, module_name), f"modeling_{module_name}"), verbose=False)
+        PATCHED.add(module_name)
+
+
 def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
     module_name, config_name, model_name, extra = FAMILIES[family]
-    module = getattr(transformers.models, module_name)
-    modeling = getattr(module, f"modeling_{module_name}")
-    monkey_patch(modeling, verbose=False)
+    patch(module_name)
     settings = {**SIZES, **extra}
     config = getattr(transformers, config_name)(**settings, attn_implementation="eager")
     torch.manual_seed(SEED)
@@ -115,6 +124,50 @@ def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
     return record, weights
 
 
+#: A generated answer: the last tokens of ``IDS``, explained by their log-probability given what precedes them.
+ANSWER = 3
+
+
+def answer_relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The same family's decoder as a causal language model (its base model and an ``lm_head`` over the
+    vocabulary, untied), explaining ``F = Σ_t log softmax(lm_head(h_{t−1}))[ids_t]`` over the answer's tokens:
+    lxt's rules inside, the log-softmax and the sum plain autograd on top, relevance ``e · ∂F/∂e``."""
+    module_name, config_name, model_name, extra = FAMILIES[family]
+    patch(module_name)
+    settings = {**SIZES, **extra, "tie_word_embeddings": False}
+    config = getattr(transformers, config_name)(**settings, attn_implementation="eager")
+    torch.manual_seed(SEED + 1)
+    base = getattr(transformers, model_name)(config).eval()
+    with torch.no_grad():
+        base.get_input_embeddings().weight[0].normal_(0.0, config.initializer_range)
+    head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+    torch.nn.init.normal_(head.weight, 0.0, 0.5)
+    for p in [*base.parameters(), *head.parameters()]:
+        p.requires_grad_(False)
+    ids = torch.tensor(IDS)
+    n = ids.shape[1]
+    embeds = base.get_input_embeddings()(ids).detach().requires_grad_(True)
+    hidden = base(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).last_hidden_state
+    log_p = torch.log_softmax(head(hidden[0, n - ANSWER - 1 : n - 1]), dim=-1)
+    explained = log_p.gather(-1, ids[0, n - ANSWER :, None]).sum()
+    explained.backward()
+    relevances = (embeds * embeds.grad)[0].sum(-1)
+    weights = {f"model.{k}": v.contiguous() for k, v in base.state_dict().items()}
+    weights["lm_head.weight"] = head.weight.detach().contiguous()
+    record = {
+        "family": family,
+        "lxt": "2.1",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "settings": settings,
+        "input_ids": IDS,
+        "answer_length": ANSWER,
+        "explained": float(explained.detach()),
+        "relevance": [float(r) for r in relevances],
+    }
+    return record, weights
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for family in FAMILIES:
@@ -122,6 +175,10 @@ def main(out: Path) -> None:
         save_file(weights, str(out / f"{family}.safetensors"))
         (out / f"{family}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         print(f"{family}: logit {record['logit']:.6f}, Σ relevance {sum(record['relevance']):.6f}")
+        record, weights = answer_relevance(family)
+        save_file(weights, str(out / f"{family}_lm.safetensors"))
+        (out / f"{family}_lm.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"{family} (causal LM): F {record['explained']:.6f}, Σ relevance {sum(record['relevance']):.6f}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ Only those rows are formed, block by block of the layer's queries (:meth:`FullLa
 ``heads × n × n`` matrix. A token's weight is the attention it receives from those rows, averaged over the rows,
 the heads and the layers (or the last layer alone); a source's score is the sum of its tokens' weights, or
 AttnTrace's pooling: the mean of the source's ``k`` largest token weights (Wang et al., 2025), which does not grow
-with a source's length. The gradient methods differentiate ``F`` itself (:class:`AnswerForward`): gradient × input
-and IG at the embedding output, as for the classifiers.
+with a source's length. The gradient methods differentiate ``F`` itself (:class:`AnswerForward`): gradient × input,
+IG and AttnLRP at the embedding output, as for the classifiers.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from attnlens.attention.full import FullLayer
+from attnlens.attribution.attnlrp import Relevance, attnlrp_rules
 from attnlens.attribution.ig import Attribution, freeze, integrate
 from attnlens.models import architecture
 
@@ -128,3 +129,16 @@ def _answer_forward(model, input_ids: torch.Tensor, answer_length: int) -> tuple
     mask = torch.ones_like(input_ids)
     positions = torch.arange(n, device=input_ids.device)[None]
     return AnswerForward(freeze(model), input_ids[:, n - answer_length :]), (mask, positions)
+
+
+def answer_attnlrp(model, input_ids: torch.Tensor, answer_length: int) -> Relevance:
+    """AttnLRP of the answer's log-probability for one sequence ``(1, n)`` ending in its answer: one forward and one
+    backward of ``F`` under AttnLRP's rules (:func:`attnlens.attribution.attnlrp.attnlrp_rules`), the log-softmax
+    and the sum over the answer's tokens differentiated as they are, relevance ``e · ∂̃F/∂e`` at the embedding
+    output. ``delta``: ``F − Σ`` relevance, what the biases, the softmaxes and the log-softmax absorbed."""
+    forward, args = _answer_forward(model, input_ids, answer_length)
+    with attnlrp_rules(model):
+        scores = answer_gradient_x_input(model, input_ids, answer_length)
+    with torch.no_grad():
+        explained = float(forward(input_ids, *args).double())
+    return Relevance(scores=scores, explained=explained, delta=explained - float(scores.sum()), target=0)
