@@ -7,6 +7,9 @@ or brackets after it) followed by white space and a character that can begin a s
 letter), unless the word before the full stop is an abbreviation that rarely ends a sentence (*Dr.*, *e.g.*,
 *et al.*, an initial). A paragraph is a run of lines between blank lines. A source never holds the white space
 around it, and the sources of a context are disjoint and in order.
+
+A context with sources deleted is rebuilt as ContextCite rebuilds it (:func:`ablated_context`), and put into its
+prompt (:func:`build_prompt`): a template with the question, inside the tokenizer's chat template where it has one.
 """
 
 from __future__ import annotations
@@ -131,3 +134,46 @@ def token_sources(offsets: Sequence[tuple[int, int]], sources: Sequence[Source],
         elif k + 1 < len(starts) and starts[k + 1] < b:  # a token that begins with the white space before a source
             out[i] = k + 1
     return out
+
+
+#: The prompt a context and its question are put into when the configuration names none: ContextCite's default.
+PROMPT_TEMPLATE = "Context: {context}\n\nQuery: {question}"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt as the model reads it: its text, and where the context sits in it (characters)."""
+
+    text: str
+    context_start: int
+    context_end: int
+
+
+def ablated_context(context: str, sources: Sequence[Source], keep: Sequence[bool]) -> str:
+    """The context with the sources whose ``keep`` is false deleted: each kept source after the first keeps the
+    white space that preceded it in the context, as ContextCite rebuilds an ablated context."""
+    if len(keep) != len(sources):
+        raise ValueError(f"expected a keep flag per source ({len(sources)}), got {len(keep)}")
+    parts: list[str] = []
+    for k, (source, kept) in enumerate(zip(sources, keep, strict=True)):
+        if kept:
+            before = context[sources[k - 1].end : source.start] if k else ""
+            parts.append((before if parts else "") + source.text)
+    return "".join(parts)
+
+
+def build_prompt(tokenizer, context: str, question: str, template: str = PROMPT_TEMPLATE) -> Prompt:
+    """``template`` filled with the context and the question, then put into the tokenizer's chat template as the
+    user's turn, with the assistant's turn opened (where the tokenizer has a chat template; the filled template
+    alone where it has none)."""
+    if "{context}" not in template:
+        raise ValueError(f"template: expected a {{context}} field, got {template!r}")
+    user = template.format(context=context, question=question)
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+        )
+    else:
+        text = user
+    offset = text.index(user) + template.format(context="\0", question=question).index("\0")
+    return Prompt(text, offset, offset + len(context))

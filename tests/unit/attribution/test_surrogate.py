@@ -26,6 +26,7 @@ from attnlens.attribution.surrogate import (
     linear_datamodeling_score,
     top_k_masks,
 )
+from attnlens.data.context import ablated_context, build_prompt, split_context
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -120,8 +121,9 @@ def test_top_k_and_leave_one_out_masks():
 
 def test_the_whole_method_on_a_model_is_context_cites():
     """ContextCite end to end on a tiny causal language model (``model.json``: its sources, ablation masks, per-token
-    scores and attributions): the prompt is rebuilt from the kept sources, its template and the tokenizer's chat
-    template as ContextCite builds it, scored by :func:`answer_token_log_probs`, and fitted by :func:`fit_surrogate`.
+    scores and attributions): the context cut into its sources, each ablated prompt rebuilt from the kept ones, the
+    prompt template and the tokenizer's chat template as ContextCite builds it (:func:`ablated_context`,
+    :func:`build_prompt`), scored by :func:`answer_token_log_probs`, and fitted by :func:`fit_surrogate`.
 
     Bounds: both score the same float32 model; ContextCite takes ``logit − logsumexp(other logits)`` in float32,
     here the float64 log-softmax of the same float32 logits, so the per-token values differ by a few float32
@@ -137,13 +139,13 @@ def test_the_whole_method_on_a_model_is_context_cites():
     masks = np.array(record["masks"], dtype=bool)
     np.testing.assert_array_equal(masks, ablation_masks(len(record["sources"]), len(masks), seed=0))
 
+    context = " ".join(record["sources"])
+    sources = split_context(context)
+    assert [source.text for source in sources] == record["sources"]
+
     def prompt_ids(keep) -> list[int]:
-        context = " ".join(s for s, k in zip(record["sources"], keep, strict=True) if k)
-        user = f"Context: {context}\n\nQuery: {record['query']}"  # ContextCite's default prompt template
-        chat = tokenizer.apply_chat_template(
-            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
-        )
-        return tokenizer.encode(chat, add_special_tokens=False)
+        prompt = build_prompt(tokenizer, ablated_context(context, sources, keep), record["query"])
+        return tokenizer.encode(prompt.text, add_special_tokens=False)
 
     assert prompt_ids(np.ones(len(record["sources"]), dtype=bool)) == record["prompt_ids"]
     answer = record["answer_ids"]

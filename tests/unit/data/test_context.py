@@ -10,7 +10,7 @@ import pytest
 from tokenizers import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 
-from attnlens.data.context import SPLITTERS, Source, split_context, token_sources
+from attnlens.data.context import SPLITTERS, Source, ablated_context, build_prompt, split_context, token_sources
 from attnlens.data.corpus import generate_qa_corpus
 from attnlens.errors import InputError
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
@@ -112,3 +112,37 @@ def test_each_token_of_a_prompt_is_read_back_to_its_source(family):
         assert chars == want, source.text
     template = [i for i, (a, b) in enumerate(offsets) if b > a and (b <= len(prefix) or a >= len(prefix) + len(TEXT))]
     assert template and all(owner[i] == -1 for i in template)
+
+
+def test_an_ablated_context_keeps_the_white_space_before_each_kept_source():
+    """As ContextCite rebuilds it: the kept sources in order, each after the first with the white space that
+    preceded it (a line break stays a line break)."""
+    sources = split_context(TEXT)
+    keep = [i % 2 == 0 for i in range(len(sources))]
+    expected = "".join(
+        (TEXT[sources[i - 1].end : s.start] if n else "") + s.text
+        for n, (i, s) in enumerate((i, s) for i, s in enumerate(sources) if keep[i])
+    )
+    assert ablated_context(TEXT, sources, keep) == expected
+    assert ablated_context(TEXT, sources, [True] * len(sources)) == TEXT.strip()
+    assert ablated_context(TEXT, sources, [False] * len(sources)) == ""
+    assert ablated_context(TEXT, sources, [False, False, False, False, True, True] + [False] * 3) == (
+        "New line here.\n\nA paragraph (two)."
+    )
+    with pytest.raises(ValueError, match="a keep flag per source"):
+        ablated_context(TEXT, sources, [True])
+
+
+def test_a_prompt_is_its_template_inside_the_chat_template_where_there_is_one():
+    tokenizer = load_tokenizer(packaged_model_dir())  # no chat template: the filled template alone
+    plain = build_prompt(tokenizer, "A. B.", "why?")
+    assert (
+        plain.text == "Context: A. B.\n\nQuery: why?" and plain.text[plain.context_start : plain.context_end] == "A. B."
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}{% if add_generation_prompt %}<a>{% endif %}"
+    )
+    chat = build_prompt(tokenizer, "A. B.", "why?", template="Q: {question}\nC: {context}")
+    assert chat.text == "<u>Q: why?\nC: A. B.</u><a>" and chat.text[chat.context_start : chat.context_end] == "A. B."
+    with pytest.raises(ValueError, match="context"):
+        build_prompt(tokenizer, "A.", "why?", template="{question}")
