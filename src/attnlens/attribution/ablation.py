@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from attnlens.data.context import PROMPT_TEMPLATE, Prompt, Source, ablated_context, build_prompt, token_sources
+
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
 
@@ -65,3 +67,48 @@ def answer_token_log_probs(
             targets = ids[row, n - a : n]
             out[i] = log_probs[row, n - a - 1 : n - 1].gather(-1, targets[:, None])[:, 0].numpy()
     return out
+
+
+#: How a source is taken out of its context (the module's docstring).
+REMOVALS = ("delete", "mask")
+
+
+def ablation_log_probs(
+    model,
+    tokenizer,
+    context: str,
+    sources: Sequence[Source],
+    question: str,
+    answer_ids: Sequence[int],
+    masks: np.ndarray,
+    removal: str = "delete",
+    template: str = PROMPT_TEMPLATE,
+    batch_size: int = BATCH,
+) -> np.ndarray:
+    """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
+    each mask's zeros taken out (``removal``: ``delete`` rebuilds the prompt from the kept sources,
+    :func:`~attnlens.data.context.ablated_context`; ``mask`` keeps the full prompt and masks those sources' tokens
+    out of attention, :func:`~attnlens.data.context.token_sources`). The prompt is :func:`build_prompt`'s."""
+    if removal not in REMOVALS:
+        raise ValueError(f"removal: expected one of {list(REMOVALS)}, got {removal!r}")
+    masks = np.asarray(masks, dtype=bool)
+    answer = list(answer_ids)
+    if removal == "delete":
+        sequences = [
+            _prompt_ids(tokenizer, build_prompt(tokenizer, ablated_context(context, sources, keep), question, template))
+            + answer
+            for keep in masks
+        ]
+        keep_tokens = None
+    else:
+        prompt = build_prompt(tokenizer, context, question, template)
+        encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
+        owner = token_sources(encoded["offset_mapping"], sources, prompt.context_start)
+        sequences = [list(encoded["input_ids"]) + answer] * len(masks)
+        keep_tokens = [[int(o < 0 or keep[o]) for o in owner] + [1] * len(answer) for keep in masks]
+    out = answer_token_log_probs(model, sequences, [len(answer)] * len(masks), keep_tokens, batch_size)
+    return np.stack(out) if out else np.zeros((0, len(answer)))
+
+
+def _prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
+    return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]

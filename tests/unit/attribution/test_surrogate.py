@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
+from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.surrogate import (
     ablation_masks,
     answer_scores,
@@ -26,7 +27,7 @@ from attnlens.attribution.surrogate import (
     linear_datamodeling_score,
     top_k_masks,
 )
-from attnlens.data.context import ablated_context, build_prompt, split_context
+from attnlens.data.context import build_prompt, split_context
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -119,38 +120,34 @@ def test_top_k_and_leave_one_out_masks():
         ablation_masks(3, 2, seed=0, keep=1.0)
 
 
+def _context_cite_model():
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (the model tests only)
+
+    record = json.loads((ROOT / "tests/reference/context_cite/model.json").read_text(encoding="utf-8"))
+    folder = ROOT / "tests/reference/context_cite/model"
+    return record, AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+
+
 def test_the_whole_method_on_a_model_is_context_cites():
     """ContextCite end to end on a tiny causal language model (``model.json``: its sources, ablation masks, per-token
-    scores and attributions): the context cut into its sources, each ablated prompt rebuilt from the kept ones, the
-    prompt template and the tokenizer's chat template as ContextCite builds it (:func:`ablated_context`,
-    :func:`build_prompt`), scored by :func:`answer_token_log_probs`, and fitted by :func:`fit_surrogate`.
+    scores and attributions): the context cut into its sources, each ablation's prompt rebuilt from the kept ones
+    inside the prompt and chat templates and scored (:func:`ablation_log_probs`, ``removal="delete"``, as
+    ContextCite removes a source), and the surrogate fitted (:func:`fit_surrogate`).
 
     Bounds: both score the same float32 model; ContextCite takes ``logit − logsumexp(other logits)`` in float32,
     here the float64 log-softmax of the same float32 logits, so the per-token values differ by a few float32
     roundings (2⁻²³ ≈ 1.2e-7 each) of logits and sums of order 10 (measured: at most 3.8e-6): 2e-5. The surrogate's
     weights move with their scores' rounding: 1e-4 of the largest weight (measured: 6.6e-7 of it)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (this test only)
-
-    from attnlens.attribution.ablation import answer_token_log_probs  # noqa: PLC0415
-
-    record = json.loads((ROOT / "tests/reference/context_cite/model.json").read_text(encoding="utf-8"))
-    folder = ROOT / "tests/reference/context_cite/model"
-    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    record, tokenizer, model = _context_cite_model()
     masks = np.array(record["masks"], dtype=bool)
     np.testing.assert_array_equal(masks, ablation_masks(len(record["sources"]), len(masks), seed=0))
-
     context = " ".join(record["sources"])
     sources = split_context(context)
     assert [source.text for source in sources] == record["sources"]
-
-    def prompt_ids(keep) -> list[int]:
-        prompt = build_prompt(tokenizer, ablated_context(context, sources, keep), record["query"])
-        return tokenizer.encode(prompt.text, add_special_tokens=False)
-
-    assert prompt_ids(np.ones(len(record["sources"]), dtype=bool)) == record["prompt_ids"]
+    prompt = build_prompt(tokenizer, context, record["query"])
+    assert tokenizer(prompt.text, add_special_tokens=False)["input_ids"] == record["prompt_ids"]
     answer = record["answer_ids"]
-    log_p = answer_token_log_probs(model, [prompt_ids(m) + answer for m in masks], [len(answer)] * len(masks))
-    log_p = np.stack(log_p)
+    log_p = ablation_log_probs(model, tokenizer, context, sources, record["query"], answer, masks, removal="delete")
     logit_probs = log_p - np.log1p(-np.exp(log_p))  # ContextCite's per-token value, log p − log(1 − p)
     np.testing.assert_allclose(logit_probs, record["token_logit_probs"], rtol=0, atol=2e-5)
     _, scores = answer_scores(log_p)
@@ -158,3 +155,31 @@ def test_the_whole_method_on_a_model_is_context_cites():
     reference = np.array(record["weights"])
     assert np.count_nonzero(reference) >= 4  # the context matters to this model's answer
     np.testing.assert_allclose(weights, reference, rtol=0, atol=1e-4 * np.abs(reference).max())
+
+
+def test_a_masked_source_is_its_tokens_out_of_attention():
+    """``removal="mask"``: one tokenization of the full prompt, each ablation's removed sources' tokens attended by
+    no token (their positions kept), against keep flags built here from the offsets by hand; and with every source
+    kept, the same scores as the deletion of none."""
+    record, tokenizer, model = _context_cite_model()
+    context, query, answer = " ".join(record["sources"]), record["query"], record["answer_ids"]
+    sources = split_context(context)
+    masks = ablation_masks(len(sources), 6, seed=5)
+    got = ablation_log_probs(model, tokenizer, context, sources, query, answer, masks, removal="mask")
+    prompt = build_prompt(tokenizer, context, query)
+    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
+    for keep, row in zip(masks, got, strict=True):
+        flags = []
+        for a, _ in encoded["offset_mapping"]:
+            inside = [k for k, s in enumerate(sources) if s.start <= a - prompt.context_start < s.end]
+            flags.append(int(not inside or keep[inside[0]]))
+        (expected,) = answer_token_log_probs(
+            model, [encoded["input_ids"] + answer], [len(answer)], [flags + [1] * len(answer)]
+        )
+        np.testing.assert_array_equal(row, expected)
+    everything = np.ones((1, len(sources)), dtype=bool)
+    kept = ablation_log_probs(model, tokenizer, context, sources, query, answer, everything, removal="mask")
+    deleted_none = ablation_log_probs(model, tokenizer, context, sources, query, answer, everything)
+    np.testing.assert_allclose(kept, deleted_none, rtol=0, atol=1e-6)  # float32 model, another batch: rounding
+    with pytest.raises(ValueError, match="removal"):
+        ablation_log_probs(model, tokenizer, context, sources, query, answer, everything, removal="drop")
