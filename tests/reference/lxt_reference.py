@@ -88,40 +88,55 @@ def patch(module_name: str) -> None:
         PATCHED.add(module_name)
 
 
-def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
+def drawn(family: str, seed: int, outputs: int | None, **more) -> tuple[dict, torch.nn.Module, torch.nn.Linear]:
+    """The family's base model (lxt's rules patched in, a drawn pad row, as attnlens's models drawn from a
+    configuration have it) and a bias-free head over ``outputs`` classes (None: the vocabulary), frozen."""
     module_name, config_name, model_name, extra = FAMILIES[family]
     patch(module_name)
-    settings = {**SIZES, **extra}
+    settings = {**SIZES, **extra, **more}
     config = getattr(transformers, config_name)(**settings, attn_implementation="eager")
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     base = getattr(transformers, model_name)(config).eval()
-    with torch.no_grad():  # a drawn pad row, as attnlens's models drawn from a configuration have it
+    with torch.no_grad():
         base.get_input_embeddings().weight[0].normal_(0.0, config.initializer_range)
-    score = torch.nn.Linear(config.hidden_size, LABELS, bias=False)
-    torch.nn.init.normal_(score.weight, 0.0, 0.5)
-    for p in [*base.parameters(), *score.parameters()]:
+    head = torch.nn.Linear(config.hidden_size, outputs or config.vocab_size, bias=False)
+    torch.nn.init.normal_(head.weight, 0.0, 0.5)
+    for p in [*base.parameters(), *head.parameters()]:
         p.requires_grad_(False)
+    return settings, base, head
+
+
+def explained_relevance(base, explain) -> tuple[float, list[float]]:
+    """``explain(hidden states of IDS)``, a scalar, and each token's relevance ``e · ∂f/∂e`` at the embedding output
+    (lxt's own recipe: ``inputs_embeds`` with a gradient, times that gradient)."""
     ids = torch.tensor(IDS)
     embeds = base.get_input_embeddings()(ids).detach().requires_grad_(True)
-    hidden = base(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).last_hidden_state
-    logit = score(hidden[0, -1])[TARGET]
-    logit.backward()
-    relevances = (embeds * embeds.grad)[0].sum(-1)
+    explained = explain(base(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).last_hidden_state[0])
+    explained.backward()
+    return float(explained.detach()), [float(r) for r in (embeds * embeds.grad)[0].sum(-1)]
+
+
+def written(family: str, settings: dict, base, head, head_name: str, **fields) -> tuple[dict, dict[str, torch.Tensor]]:
     weights = {f"model.{k}": v.contiguous() for k, v in base.state_dict().items()}
-    weights["score.weight"] = score.weight.detach().contiguous()
+    weights[f"{head_name}.weight"] = head.weight.detach().contiguous()
     record = {
         "family": family,
         "lxt": "2.1",
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "settings": settings,
-        "num_labels": LABELS,
         "input_ids": IDS,
-        "target": TARGET,
-        "logit": float(logit.detach()),
-        "relevance": [float(r) for r in relevances],
+        **fields,
     }
     return record, weights
+
+
+def relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The classifier: the logit of class ``TARGET`` read at the last token."""
+    settings, base, score = drawn(family, SEED, LABELS)
+    logit, relevances = explained_relevance(base, lambda hidden: score(hidden[-1])[TARGET])
+    fields = {"num_labels": LABELS, "target": TARGET, "logit": logit, "relevance": relevances}
+    return written(family, settings, base, score, "score", **fields)
 
 
 #: A generated answer: the last tokens of ``IDS``, explained by their log-probability given what precedes them.
@@ -131,41 +146,17 @@ ANSWER = 3
 def answer_relevance(family: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """The same family's decoder as a causal language model (its base model and an ``lm_head`` over the
     vocabulary, untied), explaining ``F = Σ_t log softmax(lm_head(h_{t−1}))[ids_t]`` over the answer's tokens:
-    lxt's rules inside, the log-softmax and the sum plain autograd on top, relevance ``e · ∂F/∂e``."""
-    module_name, config_name, model_name, extra = FAMILIES[family]
-    patch(module_name)
-    settings = {**SIZES, **extra, "tie_word_embeddings": False}
-    config = getattr(transformers, config_name)(**settings, attn_implementation="eager")
-    torch.manual_seed(SEED + 1)
-    base = getattr(transformers, model_name)(config).eval()
-    with torch.no_grad():
-        base.get_input_embeddings().weight[0].normal_(0.0, config.initializer_range)
-    head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-    torch.nn.init.normal_(head.weight, 0.0, 0.5)
-    for p in [*base.parameters(), *head.parameters()]:
-        p.requires_grad_(False)
-    ids = torch.tensor(IDS)
-    n = ids.shape[1]
-    embeds = base.get_input_embeddings()(ids).detach().requires_grad_(True)
-    hidden = base(inputs_embeds=embeds, attention_mask=torch.ones_like(ids)).last_hidden_state
-    log_p = torch.log_softmax(head(hidden[0, n - ANSWER - 1 : n - 1]), dim=-1)
-    explained = log_p.gather(-1, ids[0, n - ANSWER :, None]).sum()
-    explained.backward()
-    relevances = (embeds * embeds.grad)[0].sum(-1)
-    weights = {f"model.{k}": v.contiguous() for k, v in base.state_dict().items()}
-    weights["lm_head.weight"] = head.weight.detach().contiguous()
-    record = {
-        "family": family,
-        "lxt": "2.1",
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "settings": settings,
-        "input_ids": IDS,
-        "answer_length": ANSWER,
-        "explained": float(explained.detach()),
-        "relevance": [float(r) for r in relevances],
-    }
-    return record, weights
+    lxt's rules inside, the log-softmax and the sum plain autograd on top."""
+    settings, base, head = drawn(family, SEED + 1, None, tie_word_embeddings=False)
+    n = len(IDS[0])
+    answer = torch.tensor(IDS)[0, n - ANSWER :, None]
+
+    def explain(hidden):
+        return torch.log_softmax(head(hidden[n - ANSWER - 1 : n - 1]), dim=-1).gather(-1, answer).sum()
+
+    value, relevances = explained_relevance(base, explain)
+    fields = {"answer_length": ANSWER, "explained": value, "relevance": relevances}
+    return written(family, settings, base, head, "lm_head", **fields)
 
 
 def main(out: Path) -> None:
