@@ -12,7 +12,8 @@ The score ``F`` of an answer of tokens ``t`` is its log-probability ``log P = Σ
 its logit ``log P − log(1 − P)`` (ContextCite's); :func:`answer_scores` gives both from the tokens'
 log-probabilities. A ranking is judged on ablations by the linear datamodeling score (Spearman's ρ between the
 scores a ranking's linear model predicts on held-out random masks and the actual ones) and by the drop in ``F``
-when its top ``k`` sources are removed (:func:`top_k_masks` gives the masks to score).
+when its top ``k`` sources are removed (:func:`top_k_masks` gives the masks to score); and against the planted truth
+by precision and recall at ``k`` (:func:`precision_recall_at_k`).
 """
 
 from __future__ import annotations
@@ -98,3 +99,15 @@ def top_k_masks(source_scores: np.ndarray, ks: tuple[int, ...]) -> np.ndarray:
 def leave_one_out_masks(n_sources: int) -> np.ndarray:
     """``(n_sources, n_sources)`` bool: mask ``i`` keeps every source but ``i``."""
     return ~np.eye(n_sources, dtype=bool)
+
+
+def precision_recall_at_k(source_scores: np.ndarray, relevant: np.ndarray, k: int) -> tuple[float, float]:
+    """Against the planted truth (``relevant``: a flag per source): the share of the ``k`` highest-scored sources
+    that are relevant, and the share of the relevant sources among them (ties broken as :func:`top_k_masks`
+    breaks them; NaN recall where no source is relevant)."""
+    relevant = np.asarray(relevant, dtype=bool)
+    if len(relevant) != len(source_scores) or k < 1:
+        raise ValueError(f"expected a flag per source and k ≥ 1, got {len(relevant)} flags, {k}")
+    chosen = ~top_k_masks(source_scores, (k,))[0]
+    hits = int((chosen & relevant).sum())
+    return hits / int(chosen.sum()), hits / int(relevant.sum()) if relevant.any() else float("nan")

@@ -25,6 +25,7 @@ from attnlens.attribution.surrogate import (
     fit_surrogate,
     leave_one_out_masks,
     linear_datamodeling_score,
+    precision_recall_at_k,
     top_k_masks,
 )
 from attnlens.data.context import build_prompt, split_context
@@ -108,6 +109,18 @@ def test_answer_scores_keep_their_digits_at_both_ends():
     assert answer_scores(np.zeros((1, 3)))[1][0] == np.inf
     with pytest.raises(ValueError, match="log-probabilities"):
         answer_scores(np.array([[0.5]]))
+
+
+def test_precision_and_recall_at_k_are_counts_of_the_planted_sources_ranked_first():
+    scores = np.array([0.1, 3.0, 3.0, -1.0, 2.0])
+    relevant = np.array([False, False, True, False, True])
+    assert precision_recall_at_k(scores, relevant, 1) == (0.0, 0.0)  # the tie goes to source 1, not planted
+    assert precision_recall_at_k(scores, relevant, 3) == (2 / 3, 1.0)
+    assert precision_recall_at_k(scores, relevant, 9) == (2 / 5, 1.0)  # k past the sources: all of them
+    precision, recall = precision_recall_at_k(scores, np.zeros(5, dtype=bool), 2)
+    assert precision == 0.0 and np.isnan(recall)
+    with pytest.raises(ValueError, match="a flag per source"):
+        precision_recall_at_k(scores, relevant[:3], 2)
 
 
 def test_top_k_and_leave_one_out_masks():
