@@ -81,10 +81,8 @@ def draw_decoder(kind: str, seed: int, head: str = "sequence_classification", **
     """A ``kind`` decoder (:data:`CLASSES`) with a ``head`` (a classifier; or ``causal_lm``, ``question_answering``:
     :meth:`~attnlens.models.base.Architecture.head_class`) of the configuration entries ``config``, its weights drawn
     from ``seed`` and its pad row as :func:`draw_pad_row` draws it, in eval mode."""
-    config_class, model_class = CLASSES[kind]
-    hf_config = getattr(transformers, config_class)(**config)
-    if head != "sequence_classification":
-        model_class = ARCHITECTURES.get(hf_config.model_type).head_class(head)
+    hf_config = getattr(transformers, CLASSES[kind][0])(**config)
+    model_class = ARCHITECTURES.get(hf_config.model_type).head_class(head)
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(hf_config)
     draw_pad_row(model, hf_config.pad_token_id)
