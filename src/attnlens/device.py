@@ -169,3 +169,31 @@ def batch_size(
         "bytes_per_item": int(per_item),
         "free_bytes": int(free),
     }
+
+
+class PeakMemory:
+    """The peak memory a block of work adds, in bytes (``with PeakMemory(device) as peak: …; peak.bytes``): on a
+    card, its peak allocation above what was allocated at the start; on a CPU, the rise of the process's peak
+    resident memory (``ru_maxrss``), which is 0 where the work stays under an earlier peak of the process."""
+
+    def __init__(self, device: torch.device | str):
+        self.device, self.bytes = torch.device(device), 0
+
+    def _now(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        import resource  # noqa: PLC0415 (POSIX only; the CPU branch)
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        else:
+            self._start = self._now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        synchronize(self.device)
+        self.bytes = max(0, self._now() - self._start)

@@ -48,7 +48,19 @@ PASSES = {
 
 
 #: Cost classes, cheapest first: what a method costs beyond its shared pass, in forward passes of the example.
-COST_CLASSES = ("forward", "forward + backward", "forward per span")
+COST_CLASSES = (
+    "forward",
+    "forward + backward",
+    "forward + backward per step",
+    "forward per span",
+    "forward per source",
+    "forward per ablation",
+)
+
+#: What a method explains: a document's output, per token (the classification study's tasks), or a generated answer,
+#: per source of its context (the generation study, :mod:`attnlens.attribution.context`).
+DOCUMENT, ANSWER = "document", "answer"
+SCOPES = (DOCUMENT, ANSWER)
 
 
 @dataclass(frozen=True)
@@ -61,12 +73,15 @@ class Method:
     needs: str  # the shared pass it reads (a key of PASSES)
     cost: str  # its cost class (one of COST_CLASSES)
     conserves: str = ""  # what its scores sum to, for a conserving method (the row's `explained` and `delta`)
+    scopes: tuple[str, ...] = (DOCUMENT,)  # what it explains (SCOPES): a document's output, a generated answer
 
     def __post_init__(self):
         if self.needs not in PASSES:
             raise ValueError(f"method {self.name!r}: needs {self.needs!r}, expected one of {list(PASSES)}")
         if self.cost not in COST_CLASSES:
             raise ValueError(f"method {self.name!r}: cost {self.cost!r}, expected one of {list(COST_CLASSES)}")
+        if not self.scopes or set(self.scopes) - set(SCOPES):
+            raise ValueError(f"method {self.name!r}: scopes {self.scopes!r}, expected some of {list(SCOPES)}")
 
 
 #: Every registered method by name, in leaderboard order (the order of registration).
@@ -81,9 +96,11 @@ def register(method: Method) -> Method:
     return REGISTRY.register(method)
 
 
-def method_names() -> tuple[str, ...]:
-    """The registered methods' names, in leaderboard order."""
-    return tuple(REGISTRY)
+def method_names(scope: str = DOCUMENT) -> tuple[str, ...]:
+    """The names of the registered methods that explain ``scope`` (:data:`SCOPES`), in leaderboard order."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope {scope!r}: expected one of {list(SCOPES)}")
+    return tuple(name for name, card in REGISTRY.items() if scope in card.scopes)
 
 
 def get_method(name: str) -> Method:
@@ -125,18 +142,29 @@ def ranking_source(name: str) -> str:
 
 
 def schema_lists() -> dict[str, tuple[list[str], list[str]]]:
-    """``{registry: (enum, default)}`` of the config schema's lists marked ``x-registry``: the explanation methods
-    (all of them by default) and faithfulness's rankings (IG, received attention of every layer configuration, the
-    methods, the random control; by default IG, the methods and the control)."""
-    methods = list(REGISTRY)
+    """``{registry: (enum, default)}`` of the config schema's lists marked ``x-registry``: the explanation methods of a
+    document (all of them by default), faithfulness's rankings (IG, received attention of every layer configuration,
+    the methods, the random control; by default IG, the methods and the control) and the methods of a generated
+    answer (all of them by default)."""
+    methods = list(method_names(DOCUMENT))
+    answers = list(method_names(ANSWER))
     rankings = [REFERENCE, *ATTENTION_RANKINGS, *(m for m in methods if m not in ATTENTION_RANKINGS), CONTROL]
-    return {"explanation_methods": (methods, methods), "rankings": (rankings, [REFERENCE, *methods, CONTROL])}
+    return {
+        "explanation_methods": (methods, methods),
+        "rankings": (rankings, [REFERENCE, *methods, CONTROL]),
+        "answer_methods": (answers, answers),
+    }
 
 
 # --- the methods attnlens ships (docs/explanations.md) -------------------------------------------------
 
-register(Method("attention_last", "raw attention, last layer", signed=False, needs="attention", cost="forward"))
-register(Method("attention_all", "raw attention, all layers", signed=False, needs="attention", cost="forward"))
+BOTH = (DOCUMENT, ANSWER)
+register(
+    Method("attention_last", "raw attention, last layer", signed=False, needs="attention", cost="forward", scopes=BOTH)
+)
+register(
+    Method("attention_all", "raw attention, all layers", signed=False, needs="attention", cost="forward", scopes=BOTH)
+)
 register(
     Method(
         "value_norm",
@@ -151,7 +179,16 @@ register(
     Method("grad_attention", "gradient-weighted attention", signed=True, needs="gradient", cost="forward + backward")
 )
 register(Method("saliency", "saliency |∂F/∂e|", signed=False, needs="embedding_gradient", cost="forward + backward"))
-register(Method("grad_input", "gradient × input", signed=True, needs="embedding_gradient", cost="forward + backward"))
+register(
+    Method(
+        "grad_input",
+        "gradient × input",
+        signed=True,
+        needs="embedding_gradient",
+        cost="forward + backward",
+        scopes=BOTH,
+    )
+)
 register(
     Method(
         "attnlrp",
@@ -160,6 +197,51 @@ register(
         needs="own",
         cost="forward + backward",
         conserves="logit",
+        scopes=BOTH,
     )
 )
 register(Method("occlusion", "sentence occlusion", signed=True, needs="own", cost="forward per span"))
+
+# --- the methods of a generated answer only (docs/explanations.md, "A generated answer's sources") --------------
+
+register(
+    Method(
+        "attntrace",
+        "AttnTrace top-k pooled attention (Wang et al. 2025)",
+        signed=False,
+        needs="attention",
+        cost="forward",
+        scopes=(ANSWER,),
+    )
+)
+register(
+    Method(
+        "integrated_gradients",
+        "integrated gradients (Captum)",
+        signed=True,
+        needs="own",
+        cost="forward + backward per step",
+        conserves="log-probability gap",
+        scopes=(ANSWER,),
+    )
+)
+register(
+    Method(
+        "leave_one_out",
+        "leave-one-out",
+        signed=True,
+        needs="own",
+        cost="forward per source",
+        scopes=(ANSWER,),
+    )
+)
+register(
+    Method(
+        "surrogate",
+        "ablation surrogate (ContextCite, Cohen-Wang et al. 2024)",
+        signed=True,
+        needs="own",
+        cost="forward per ablation",
+        scopes=(ANSWER,),
+    )
+)

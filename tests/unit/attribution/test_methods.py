@@ -15,11 +15,14 @@ import pytest
 import torch
 
 from attnlens.attribution import explanations
+from attnlens.attribution.answers import ANSWER_PASSES, SOURCE_SCORERS, SourceScored, source_scorer
 from attnlens.attribution.explanations import PASS_RUNNERS, SCORERS, Scored, driver, explain_example, scorer
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.methods import (
+    ANSWER,
     ATTENTION_RANKINGS,
     COST_CLASSES,
+    DOCUMENT,
     PASSES,
     REGISTRY,
     Method,
@@ -81,11 +84,44 @@ def uniform_method():
 
 
 def test_every_card_has_a_scorer_and_a_pass():
-    assert set(SCORERS) == set(REGISTRY)
+    assert set(SCORERS) == set(method_names(DOCUMENT))
+    assert set(SOURCE_SCORERS) == set(method_names(ANSWER))
+    assert set(SCORERS) | set(SOURCE_SCORERS) == set(REGISTRY)  # every card explains something
     assert set(PASS_RUNNERS) == set(PASSES)
+    assert {get_method(m).needs for m in method_names(ANSWER)} == set(ANSWER_PASSES)
     for card in REGISTRY.values():
         assert card.needs in PASSES and card.cost in COST_CLASSES, card
     assert method_names()[:2] == ("attention_last", "attention_all")  # leaderboard order: registration order
+    assert method_names(ANSWER)[:2] == ("attention_last", "attention_all")
+
+
+def test_an_answer_method_is_one_card_and_one_source_scorer():
+    card = register(Method("first", "first source (test)", signed=False, needs="own", cost="forward", scopes=(ANSWER,)))
+    try:
+
+        @source_scorer("first")
+        def _first(x, shared):
+            scores = np.zeros(x.n_sources)
+            scores[0] = 1.0
+            return SourceScored(scores)
+
+        assert "first" in method_names(ANSWER) and "first" not in method_names(DOCUMENT)
+        cfg = validate_config(
+            {
+                "data": {"task": "generation"},
+                "studies": ["generation"],
+                "model": {"source": "from_config", "architecture": "llama"},
+            }
+        )
+        assert "first" in cfg["generation"]["methods"] and "first" not in cfg["explanations"]["methods"]
+        assert card.scopes == (ANSWER,)
+    finally:
+        REGISTRY.unregister("first")
+        SOURCE_SCORERS.unregister("first")
+    with pytest.raises(ValueError, match="does not explain a generated answer"):
+        source_scorer("rollout")
+    with pytest.raises(ValueError, match=r"scopes \('essay',\)"):
+        Method("x", "x", signed=False, needs="own", cost="forward", scopes=("essay",))
 
 
 def test_cards_check_their_fields():
@@ -137,7 +173,7 @@ def test_the_docs_table_names_every_method():
     text = (ROOT / "docs" / "explanations.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (`[^|]+`) \|", text, flags=re.M)
     documented = {name for row in rows for name in re.findall(r"`(\w+)`", row)}
-    assert set(method_names()) <= documented, set(method_names()) - documented
+    assert set(REGISTRY) <= documented, set(REGISTRY) - documented
 
 
 def test_a_shared_pass_runs_once_for_all_its_methods(toy, monkeypatch):
