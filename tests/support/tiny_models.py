@@ -3,6 +3,9 @@ tests that compare a model's numbers with a dense reference."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 import transformers
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
@@ -147,3 +150,16 @@ def tiny_decoder(
         attn_implementation=implementation,
         **DECODER_SETTINGS.get(kind, {}),
     ).double()
+
+
+def context_cite_model():
+    """The tiny float32 ``LlamaForCausalLM`` of ``tests/reference/context_cite/model`` (a word-level tokenizer with a
+    chat template) and its record (``model.json``: the sources, query, answer and ContextCite's numbers)."""
+    root = Path(__file__).resolve().parents[2] / "tests" / "reference" / "context_cite"
+    record = json.loads((root / "model.json").read_text(encoding="utf-8"))
+    folder = root / "model"
+    return (
+        record,
+        transformers.AutoTokenizer.from_pretrained(folder),
+        transformers.AutoModelForCausalLM.from_pretrained(folder).eval(),
+    )

@@ -30,6 +30,7 @@ from attnlens.attribution.surrogate import (
 )
 from attnlens.data.context import build_prompt, split_context
 from tests.support.helpers import ROOT
+from tests.support.tiny_models import context_cite_model
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
@@ -133,14 +134,6 @@ def test_top_k_and_leave_one_out_masks():
         ablation_masks(3, 2, seed=0, keep=1.0)
 
 
-def _context_cite_model():
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (the model tests only)
-
-    record = json.loads((ROOT / "tests/reference/context_cite/model.json").read_text(encoding="utf-8"))
-    folder = ROOT / "tests/reference/context_cite/model"
-    return record, AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
-
-
 def test_the_whole_method_on_a_model_is_context_cites():
     """ContextCite end to end on a tiny causal language model (``model.json``: its sources, ablation masks, per-token
     scores and attributions): the context cut into its sources, each ablation's prompt rebuilt from the kept ones
@@ -151,7 +144,7 @@ def test_the_whole_method_on_a_model_is_context_cites():
     here the float64 log-softmax of the same float32 logits, so the per-token values differ by a few float32
     roundings (2⁻²³ ≈ 1.2e-7 each) of logits and sums of order 10 (measured: at most 3.8e-6): 2e-5. The surrogate's
     weights move with their scores' rounding: 1e-4 of the largest weight (measured: 6.6e-7 of it)."""
-    record, tokenizer, model = _context_cite_model()
+    record, tokenizer, model = context_cite_model()
     masks = np.array(record["masks"], dtype=bool)
     np.testing.assert_array_equal(masks, ablation_masks(len(record["sources"]), len(masks), seed=0))
     context = " ".join(record["sources"])
@@ -174,7 +167,7 @@ def test_a_masked_source_is_its_tokens_out_of_attention():
     """``removal="mask"``: one tokenization of the full prompt, each ablation's removed sources' tokens attended by
     no token (their positions kept), against keep flags built here from the offsets by hand; and with every source
     kept, the same scores as the deletion of none."""
-    record, tokenizer, model = _context_cite_model()
+    record, tokenizer, model = context_cite_model()
     context, query, answer = " ".join(record["sources"]), record["query"], record["answer_ids"]
     sources = split_context(context)
     masks = ablation_masks(len(sources), 6, seed=5)

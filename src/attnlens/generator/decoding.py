@@ -1,0 +1,77 @@
+"""A causal language model's greedy answers to prompts, and what it learned: exact match of its answers with the
+references and the references' mean log-probability.
+
+Greedy decoding is Hugging Face's ``generate`` without sampling, on batches of prompts of one length: no padding,
+so an answer is the same under every attention implementation (a left-padded row that attends to no key gives NaN
+under eager attention) and whatever else its batch holds. An answer ends at the end token, which it does not keep;
+an answer that reaches ``max_new_tokens`` without it is unfinished and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnlens.tasks.squad import exact_match, normalize_answer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A greedy answer: its ids (without the end token) and whether the end token closed it."""
+
+    ids: list[int]
+    finished: bool
+
+
+@torch.no_grad()
+def greedy_answers(
+    model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, end: int, pad: int, batch_size: int = 8
+) -> list[Answer]:
+    """Each prompt's greedy continuation up to its end token or ``max_new_tokens`` tokens."""
+    device = next(model.parameters()).device
+    out: list[Answer | None] = [None] * len(prompts)
+    by_length: dict[int, list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        by_length.setdefault(len(prompt), []).append(i)
+    batches = [group[a : a + batch_size] for group in by_length.values() for a in range(0, len(group), batch_size)]
+    for batch in batches:
+        ids = torch.as_tensor([list(prompts[i]) for i in batch], dtype=torch.long)
+        generated = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=torch.ones_like(ids).to(device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=end,
+            pad_token_id=pad,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+        )[:, ids.shape[1] :].cpu()
+        for i, row in zip(batch, generated.tolist(), strict=True):
+            stop = row.index(end) if end in row else None
+            out[i] = Answer(row[:stop] if stop is not None else row, stop is not None)
+    return out
+
+
+def normalized(tokenizer, ids: Sequence[int]) -> str:
+    """An answer's text as exact match compares it (SQuAD's normalisation, :mod:`attnlens.tasks.squad`)."""
+    return normalize_answer(tokenizer.decode(list(ids), skip_special_tokens=True))
+
+
+def generation_metrics(
+    tokenizer, answers: Sequence[Answer], references: Sequence[str], reference_log_probs: Sequence[float]
+) -> dict:
+    """Exact match of the greedy answers with the references, the share of answers left unfinished, and the
+    references' mean log-probability (summed over their tokens, the end token included)."""
+    texts = [tokenizer.decode(a.ids, skip_special_tokens=True) for a in answers]
+    em = [exact_match(t, [r]) for t, r in zip(texts, references, strict=True)]
+    return {
+        "n": len(answers),
+        "exact_match": float(np.mean(em)) if em else float("nan"),
+        "unfinished": float(np.mean([not a.finished for a in answers])) if answers else float("nan"),
+        "mean_answer_log_prob": float(np.mean(reference_log_probs)) if len(reference_log_probs) else float("nan"),
+    }
