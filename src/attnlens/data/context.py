@@ -34,7 +34,7 @@ class Source:
 
 #: How a context is cut into sources, by name (``sentence``, ``paragraph``): each maps a text to the character
 #: spans of its sources.
-SPLITTERS: Registry[Callable[[str], list[tuple[int, int]]]] = Registry("context splitters", "sources")
+SPLITTERS: Registry[Callable[[str], list[tuple[int, int]]]] = Registry("context splitters", "generation.sources")
 
 #: Words after which a full stop rarely ends a sentence (compared in lower case, without the stop).
 ABBREVIATIONS = frozenset(
@@ -177,3 +177,39 @@ def build_prompt(tokenizer, context: str, question: str, template: str = PROMPT_
         text = user
     offset = text.index(user) + template.format(context="\0", question=question).index("\0")
     return Prompt(text, offset, offset + len(context))
+
+
+@dataclass(frozen=True)
+class Ablations:
+    """What a removal gives the scoring: one token sequence per mask (the answer after the prompt) and, for a
+    removal that masks, each sequence's keep flags over its tokens (None: every token attended)."""
+
+    sequences: list[list[int]]
+    keep: list[list[int]] | None
+
+
+#: How a source is taken out of its context, by name (the module's docstring): each maps ``(tokenizer, context,
+#: sources, question, template, answer, masks)`` to the :class:`Ablations` to score.
+REMOVALS: Registry[Callable[..., Ablations]] = Registry("source removals", "generation.removal")
+
+
+@REMOVALS.register("delete")
+def deleted(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
+    """Each mask's prompt rebuilt from its kept sources (:func:`~attnlens.data.context.ablated_context`)."""
+    prompts = [build_prompt(tokenizer, ablated_context(context, sources, keep), question, template) for keep in masks]
+    return Ablations([_prompt_ids(tokenizer, prompt) + answer for prompt in prompts], None)
+
+
+@REMOVALS.register("mask")
+def masked(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
+    """The full prompt for every mask, its removed sources' tokens out of attention
+    (:func:`~attnlens.data.context.token_sources`)."""
+    prompt = build_prompt(tokenizer, context, question, template)
+    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
+    owner = token_sources(encoded["offset_mapping"], sources, prompt.context_start)
+    keep = [[int(o < 0 or kept[o]) for o in owner] + [1] * len(answer) for kept in masks]
+    return Ablations([list(encoded["input_ids"]) + answer] * len(masks), keep)
+
+
+def _prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
+    return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]

@@ -22,13 +22,14 @@ from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
 from attnlens.models.checkpoints import (
+    TEXT_AS_TEXT,
     agree_on_padding,
     from_hub,
     resolve_pretrained,
     source_tokenizer,
 )
 from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
-from attnlens.models.llama.scratch import decoder_from_config
+from attnlens.models.llama.scratch import decoder_from_config, draw_decoder, family_settings
 from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
 from attnlens.models.modernbert.scratch import modernbert_from_config
 from attnlens.tasks import task_of
@@ -366,3 +367,73 @@ def source_config(name_or_path: str, source: str):
             f"expected {what} (model.source {source!r}), {name_or_path!r} is a {found.model_type!r} checkpoint",
         )
     return found
+
+
+def build_generator(
+    cfg, hidden_size: int, num_layers: int, num_heads: int
+) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
+    """The causal language model the generation study explains, as ``model.source`` says: ``from_config`` draws a
+    ``model.architecture`` decoder of the given sizes with the BERT checkpoint's tokenizer and vocabulary (the
+    packaged MiniLM's by default), to be trained from scratch; ``pretrained`` loads a causal language model as it
+    is (an instruct model: its own tokenizer and chat template). A checkpoint of an architecture with no causal
+    language model, or a source of neither kind, is one :class:`InputError` line."""
+    if cfg.source == "from_config":
+        if cfg.architecture not in SCRATCH_DECODERS:
+            raise InputError(
+                "config",
+                "model.architecture",
+                f"expected a decoder of {sorted(SCRATCH_DECODERS)} for model.source 'from_config' with data.task "
+                f"'generation', got {cfg.architecture!r}",
+            )
+        if hidden_size % num_heads:
+            raise InputError(
+                "config",
+                "generation.scratch.num_heads",
+                f"expected a divisor of hidden_size {hidden_size}, got {num_heads}",
+            )
+        shape = model_shape(cfg, source_config(cfg.name_or_path, cfg.source))
+        tokenizer = source_tokenizer(cfg.name_or_path, shape.max_length)
+        head_dim = hidden_size // num_heads
+        model = draw_decoder(
+            cfg.architecture,
+            cfg.seed,
+            head="causal_lm",
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            intermediate_size=4 * hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=num_heads,
+            head_dim=head_dim,
+            max_position_embeddings=shape.max_length,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            tie_word_embeddings=False,
+            attn_implementation="sdpa",
+            **family_settings(cfg.architecture, head_dim, shape.windows[0] if shape.windows else shape.max_length),
+        )
+        return model, tokenizer
+    if cfg.source == "pretrained":
+        return load_causal_lm(cfg.name_or_path, "model.name_or_path")
+    raise InputError(
+        "config", "model.source", f"expected from_config or pretrained for data.task 'generation', got {cfg.source!r}"
+    )
+
+
+def load_causal_lm(
+    name_or_path: str, field: str
+) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
+    """A causal language model and its tokenizer (a folder or a hub id) of an architecture behind the seam, in eval
+    mode on the CPU; one :class:`InputError` line for a checkpoint that is not one."""
+    name = resolve_pretrained(name_or_path, field)
+    config = from_hub(transformers.AutoConfig.from_pretrained, name, field)
+    arch = architecture(config, where=name_or_path)
+    model_class = getattr(transformers, arch.head_class("causal_lm"))
+    model = from_hub(model_class.from_pretrained, name, field)
+    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, field, **TEXT_AS_TEXT)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model.eval(), tokenizer

@@ -99,6 +99,19 @@ def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
         return ["results/topology/bottleneck.parquet", "results/topology/claim.json", "results/topology/figures"]
     if study == "pairs":
         return ["results/pairs/tables", "results/pairs/figures", "results/pairs/correlation.json"]
+    if study == "generation":
+        return [
+            "results/models/generator",
+            "results/models/generator_metrics.json",
+            "results/generation/responses.parquet",
+            "results/generation/ablations.parquet",
+            "results/generation/scores.parquet",
+            "results/generation/judged.parquet",
+            "results/generation/leaderboard.parquet",
+            "results/paper/tables/answer_leaderboard.csv",
+            "results/paper/figures/answer_leaderboard.png",
+            "results/generation/explorer",
+        ]
     raise ValueError(f"unknown study {study!r}")
 
 

@@ -52,14 +52,19 @@ from attnlens.tasks.multilabel import MULTILABEL, MultiLabel, auroc, multilabel_
 # isort: split
 from attnlens.tasks.qa import QA, QuestionAnswering
 
+# isort: split
+from attnlens.tasks.generation import GENERATION, Generation
+
 __all__ = [
     "CLASSIFICATION",
     "DEFAULT",
+    "GENERATION",
     "MULTILABEL",
     "QA",
     "REGISTRY",
     "REGRESSION",
     "Classification",
+    "Generation",
     "MultiLabel",
     "Outcome",
     "QuestionAnswering",

@@ -63,6 +63,8 @@ class Task(ABC):
     label_per_column: ClassVar[bool] = False
     #: why a folder per class cannot hold the task's labels (``data.source: folders``); ``None``: it can
     folders_refused: ClassVar[str | None] = None
+    #: the studies that can run for the task (``studies``): a classifier's, or the generation study
+    studies: ClassVar[tuple[str, ...]] = ("classification", "topology", "pairs")
     #: why the topology study cannot run for the task; ``None``: it can
     topology_refused: ClassVar[str | None] = None
     #: why ``data.classes`` means nothing for the task (its outputs are not classes); ``None``: it names them
@@ -88,6 +90,13 @@ class Task(ABC):
         if data.get("classes") and self.classes_refused:
             raise InputError(
                 where, "data.classes", f"expected none for data.task {self.name!r} ({self.classes_refused})"
+            )
+        other = [s for s in config.get("studies", ()) if s not in self.studies]
+        if other:
+            raise InputError(
+                where,
+                "studies",
+                f"expected some of {list(self.studies)} for data.task {self.name!r}, got {other[0]!r}",
             )
         if "topology" in config.get("studies", ()) and self.topology_refused:
             raise InputError(

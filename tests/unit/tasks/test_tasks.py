@@ -41,7 +41,7 @@ pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (t
 
 
 def test_the_registry_names_each_task_once_and_the_schema_lists_them():
-    assert task_names() == ["classification", "regression", "multilabel", "qa"]
+    assert task_names() == ["classification", "regression", "multilabel", "qa", "generation"]
     assert load_schema()["properties"]["data"]["properties"]["task"]["enum"] == task_names()
     assert get_task(None) is CLASSIFICATION and get_task("regression") is REGRESSION
     with pytest.raises(InputError, match="expected one of"):
@@ -64,7 +64,8 @@ def test_the_readout_is_the_same_in_torch_and_numpy():
         REGRESSION.readout(logits[:, :1]), logits[:, :1]
     )
     half = logits.half()
-    assert all(task.readout(half).dtype == torch.float32 for task in REGISTRY.values())
+    headed = [task for task in REGISTRY.values() if "classification" in task.studies]
+    assert all(task.readout(half).dtype == torch.float32 for task in headed)
 
 
 def test_regression_metrics_match_scikit_learn_and_numpy():

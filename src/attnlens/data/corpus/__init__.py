@@ -20,7 +20,7 @@ from attnlens.data.corpus.regression import COUNTED_FIELD, generate_regression_c
 from attnlens.data.corpus.multilabel import CO_OCCURRENCE, TOPIC_NAMES, generate_multilabel_corpus
 
 # isort: split
-from attnlens.data.corpus.qa import generate_qa_corpus
+from attnlens.data.corpus.qa import generate_generation_corpus, generate_qa_corpus
 
 # isort: split
 from attnlens.data.corpus.pairs import PAIR_GRADES, generate_pairs
@@ -35,6 +35,7 @@ __all__ = [
     "_EVIDENCE",
     "SyntheticCorpus",
     "generate_corpus",
+    "generate_generation_corpus",
     "generate_multilabel_corpus",
     "generate_pairs",
     "generate_qa_corpus",

@@ -76,14 +76,17 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
     **distractors** (``m`` drawn from ``[1, max(1, n_distractors)]``): the same relation's fact about another system
     and another description's supporting sentence, the first of each in the sixth of the answer's fact and of the
     supporting sentence, so that neither position nor relation tells the answer; the rest anywhere. ``label_noise``
-    does not apply (an answer is a span of the text, not a label to flip).
+    does not apply (an answer is a span of the text, not a label to flip). With ``cfg.hops`` 1 the question names
+    the system itself (*"Who designed Falcon?"*): the supporting sentence is still planted, but is no evidence.
 
     Returns:
         ``documents`` with ``question`` and ``label``, the answers (``[{"text", "answer_start"}]``, one answer),
         beside ``example_id`` and ``text`` (the context), and the rationales: every planted sentence, ``phrase_label``
-        :data:`QA_ANSWER`, :data:`QA_SUPPORTING` or :data:`QA_DISTRACTOR`, ``evidence`` for the first two.
+        :data:`QA_ANSWER`, :data:`QA_SUPPORTING` or :data:`QA_DISTRACTOR`, ``evidence`` for the answer's and (two
+        hops) the supporting sentence.
     """
     rng = np.random.default_rng(seed)
+    hops = getattr(cfg, "hops", 2)
     relations = list(QA_RELATIONS)
     rows, spans = [], []
     for i in range(cfg.n_documents):
@@ -95,6 +98,7 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
         described = [f"{things[k]} used at the {places[k]} lab" for k in range(3)]
         values = rng.permutation(answers)
         target, answer = str(entities[0]), str(values[0])
+        asked = f"the {described[0]}" if hops == 2 else target
         near, far = ("first", "last") if rng.random() < 0.5 else ("last", "first")
         planted = [
             (QA_SUPPORTING, QA_SUPPORT.format(d=described[0], e=target), near),
@@ -110,11 +114,9 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
                 )
         text, placed = _qa_document(rng, planted, cfg)
         start = text.index(answer, placed[1][1])  # the answer inside its fact sentence
-        rows.append(
-            (example_id, question.format(d=f"the {described[0]}"), text, [{"text": answer, "answer_start": start}])
-        )
+        rows.append((example_id, question.format(d=asked), text, [{"text": answer, "answer_start": start}]))
         spans += [
-            (example_id, sentence, a, b, kind, kind != QA_DISTRACTOR)
+            (example_id, sentence, a, b, kind, kind == QA_ANSWER or (kind == QA_SUPPORTING and hops == 2))
             for kind, (sentence, a, b) in zip([k for k, _, _ in planted], placed, strict=True)
         ]
     documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "label"])
@@ -154,3 +156,14 @@ def _qa_document(
 
 
 GENERATORS.register(generate_qa_corpus, "qa")
+
+
+def generate_generation_corpus(cfg, seed: int) -> SyntheticCorpus:
+    """The question-answering documents as a generative task (:func:`generate_qa_corpus`): the label is the
+    answer's text, which the model writes after the prompt."""
+    corpus = generate_qa_corpus(cfg, seed)
+    documents = corpus.documents.assign(label=[cell[0]["text"] for cell in corpus.documents["label"]])
+    return SyntheticCorpus(documents, corpus.rationales, corpus.flipped, corpus.classes)
+
+
+GENERATORS.register(generate_generation_corpus, "generation")

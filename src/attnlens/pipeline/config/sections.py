@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from attnlens.attribution.methods import schema_lists
+from attnlens.data.context import REMOVALS, SPLITTERS
 from attnlens.data.layouts import DEFAULT as DEFAULT_LAYOUT
 from attnlens.data.layouts import layout_names
 from attnlens.errors import InputError
@@ -117,7 +118,12 @@ def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
     :mod:`attnlens.tasks`; ``layouts``: the registered :mod:`attnlens.data.layouts`)."""
     with open(path, encoding="utf-8") as fh:
         schema = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    registries = {"tasks": (task_names(), DEFAULT_TASK), "layouts": (layout_names(), DEFAULT_LAYOUT)}
+    registries = {
+        "tasks": (task_names(), DEFAULT_TASK),
+        "layouts": (layout_names(), DEFAULT_LAYOUT),
+        "splitters": (list(SPLITTERS), "sentence"),
+        "removals": (list(REMOVALS), "delete"),
+    }
     _fill_registries(schema, {**schema_lists(), **registries})
     return schema
 
@@ -162,6 +168,9 @@ SECTION_CLASSES = {
     "pairs.exact": "PairExactConfig",
     "pairs.attribution": "PairAttributionConfig",
     "pairs.topology": "PairTopologyConfig",
+    "generation": "GenerationConfig",
+    "generation.scratch": "GenerationScratchConfig",
+    "generation.train": "GenerationTrainConfig",
     "figures": "FiguresConfig",
     "report": "ReportConfig",
     "report.explorer": "ExplorerConfig",
@@ -260,6 +269,9 @@ PairEncoderConfig = _CLASSES["pairs.encoder"]
 PairExactConfig = _CLASSES["pairs.exact"]
 PairAttributionConfig = _CLASSES["pairs.attribution"]
 PairTopologyConfig = _CLASSES["pairs.topology"]
+GenerationConfig = _CLASSES["generation"]
+GenerationScratchConfig = _CLASSES["generation.scratch"]
+GenerationTrainConfig = _CLASSES["generation.train"]
 FiguresConfig = _CLASSES["figures"]
 ReportConfig = _CLASSES["report"]
 ExplorerConfig = _CLASSES["report.explorer"]
@@ -268,7 +280,7 @@ FindingsConfig = _CLASSES["findings"]
 
 
 #: The studies ``studies`` may select, in the order of the report's categories.
-STUDIES = ("classification", "topology", "pairs")
+STUDIES = ("classification", "topology", "pairs", "generation")
 
 #: Top-level schema keys that are values, not sections.
 TOP_LEVEL_VALUES = ("studies",)
