@@ -37,6 +37,7 @@ include: "workflow/rules/faithfulness.smk"
 include: "workflow/rules/similarity.smk"
 include: "workflow/rules/topology.smk"
 include: "workflow/rules/pairs.smk"
+include: "workflow/rules/generation.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 

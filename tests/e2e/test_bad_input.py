@@ -184,6 +184,26 @@ CASES = {
         _set("grid", {"models": {"wide": {"model": {"attention_window": 512}}}}),
         ("grid run default__wide__s7", "model.attention_window", "at most model.max_length"),
     ),
+    # --- the generation study
+    "generation with the classification study": Case(
+        _set("data.task", "generation"), ("config.yaml", "studies", "for data.task 'generation', got 'classification'")
+    ),
+    "generation from a converted BERT": Case(
+        lambda work, cfg: {**cfg, "data": {**cfg["data"], "task": "generation"}, "studies": ["generation"]},
+        ("config.yaml", "model.source", "expected one of ['from_config', 'pretrained'] for data.task 'generation'"),
+    ),
+    "generation: an empty reference answer": Case(
+        lambda work, cfg: {
+            **_file_source(
+                "text,question,label\n"
+                + "".join(f"Fact {i} holds.,What holds?,{'' if i == 2 else i}\n" for i in range(8)),
+                task="generation",
+            )(work, cfg),
+            "studies": ["generation"],
+            "model": {"source": "from_config", "architecture": "llama"},
+        },
+        ("notes.csv", "label", "expected a reference answer in every row", "row 3"),
+    ),
     # --- file system
     "read-only results": Case(
         _read_only_results, ("results", "(permissions)", "expected a folder this user can write")

@@ -100,6 +100,7 @@ def report_dir(path, pattern, caption, category, subcategory):
 #: RUN_NOTES), then one per study (in a grid, per run: Snakemake fills in the run's name).
 CLASSIFICATION = "1 Classification ({run})" if GRID else f"1 Classification ({classifier_label(config['model'])})"
 TOPOLOGY, PAIRS = ("2 Topology ({run})" if GRID else "2 Topology"), "3 Siamese pairs"
+GENERATION = "4 Generation ({run})" if GRID else "4 Generation"
 
 
 def train_launcher(wildcards, resources):

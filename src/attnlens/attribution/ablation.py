@@ -11,14 +11,12 @@ token before it. A source is taken out of the context in one of two ways, and th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from attnlens.data.context import PROMPT_TEMPLATE, Prompt, Source, ablated_context, build_prompt, token_sources
-from attnlens.registry import Registry
+from attnlens.data.context import PROMPT_TEMPLATE, REMOVALS, Source
 
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
@@ -71,38 +69,6 @@ def answer_token_log_probs(
     return out
 
 
-@dataclass(frozen=True)
-class Ablations:
-    """What a removal gives the scoring: one token sequence per mask (the answer after the prompt) and, for a
-    removal that masks, each sequence's keep flags over its tokens (None: every token attended)."""
-
-    sequences: list[list[int]]
-    keep: list[list[int]] | None
-
-
-#: How a source is taken out of its context, by name (the module's docstring): each maps ``(tokenizer, context,
-#: sources, question, template, answer, masks)`` to the :class:`Ablations` to score.
-REMOVALS: Registry[Callable[..., Ablations]] = Registry("source removals", "removal")
-
-
-@REMOVALS.register("delete")
-def deleted(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
-    """Each mask's prompt rebuilt from its kept sources (:func:`~attnlens.data.context.ablated_context`)."""
-    prompts = [build_prompt(tokenizer, ablated_context(context, sources, keep), question, template) for keep in masks]
-    return Ablations([_prompt_ids(tokenizer, prompt) + answer for prompt in prompts], None)
-
-
-@REMOVALS.register("mask")
-def masked(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
-    """The full prompt for every mask, its removed sources' tokens out of attention
-    (:func:`~attnlens.data.context.token_sources`)."""
-    prompt = build_prompt(tokenizer, context, question, template)
-    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
-    owner = token_sources(encoded["offset_mapping"], sources, prompt.context_start)
-    keep = [[int(o < 0 or kept[o]) for o in owner] + [1] * len(answer) for kept in masks]
-    return Ablations([list(encoded["input_ids"]) + answer] * len(masks), keep)
-
-
 def ablation_log_probs(
     model,
     tokenizer,
@@ -116,13 +82,9 @@ def ablation_log_probs(
     batch_size: int = BATCH,
 ) -> np.ndarray:
     """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
-    each mask's zeros taken out by ``removal`` (:data:`REMOVALS`: ``delete``, ``mask``); the prompt is
-    :func:`~attnlens.data.context.build_prompt`'s."""
+    each mask's zeros taken out by ``removal`` (:data:`~attnlens.data.context.REMOVALS`: ``delete``, ``mask``); the
+    prompt is :func:`~attnlens.data.context.build_prompt`'s."""
     masks, answer = np.asarray(masks, dtype=bool), list(answer_ids)
     ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, template, answer, masks)
     out = answer_token_log_probs(model, ablations.sequences, [len(answer)] * len(masks), ablations.keep, batch_size)
     return np.stack(out) if out else np.zeros((0, len(answer)))
-
-
-def _prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
-    return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
