@@ -63,3 +63,15 @@ def test_a_one_hop_question_names_the_system_and_only_the_answers_sentence_is_ev
         assert kinds.loc[[QA_ANSWER]].all() and not kinds.loc[[QA_SUPPORTING]].any()
     support = two.rationales[two.rationales["phrase_label"] == QA_SUPPORTING]
     assert support.groupby("example_id")["evidence"].any().all()  # two hops: the supporting sentence is evidence
+
+
+def test_distractors_of_other_relations_leave_one_fact_of_the_asked_relation():
+    cfg = types.SimpleNamespace(n_documents=12, min_words=20, max_words=30, n_distractors=3, hops=1)
+    same = generate_generation_corpus(cfg, 3)
+    other = generate_generation_corpus(types.SimpleNamespace(**vars(cfg), distractor_relation="other"), 3)
+    facts = {"Who": " was designed by ", "When": " was first released in ", "Which": " is written in "}
+    for corpus, is_one in ((same, False), (other, True)):
+        for doc in corpus.documents.itertuples():
+            count = doc.text.count(facts[doc.question.split()[0]])
+            assert count == 1 if is_one else count >= 2  # the answer's fact, and (same) at least one distractor's
+    assert list(same.documents["label"]) == list(generate_generation_corpus(cfg, 3).documents["label"])

@@ -77,7 +77,9 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
     and another description's supporting sentence, the first of each in the sixth of the answer's fact and of the
     supporting sentence, so that neither position nor relation tells the answer; the rest anywhere. ``label_noise``
     does not apply (an answer is a span of the text, not a label to flip). With ``cfg.hops`` 1 the question names
-    the system itself (*"Who designed Falcon?"*): the supporting sentence is still planted, but is no evidence.
+    the system itself (*"Who designed Falcon?"*): the supporting sentence is still planted, but is no evidence. With
+    ``cfg.distractor_relation`` ``other`` the distractor facts state other relations (*"Heron is written in Rust."*),
+    so the asked relation alone tells the answer's sentence.
 
     Returns:
         ``documents`` with ``question`` and ``label``, the answers (``[{"text", "answer_start"}]``, one answer),
@@ -87,6 +89,7 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
     """
     rng = np.random.default_rng(seed)
     hops = getattr(cfg, "hops", 2)
+    same_relation = getattr(cfg, "distractor_relation", "same") == "same"
     relations = list(QA_RELATIONS)
     rows, spans = [], []
     for i in range(cfg.n_documents):
@@ -106,8 +109,14 @@ def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
         ]
         for k in range(int(rng.integers(1, max(1, cfg.n_distractors) + 1))):
             other = str(entities[1 + k])
+            if same_relation:
+                distractor = fact.format(e=other, a=str(values[1 + k]))
+            else:  # another relation's fact: the asked relation alone tells the answer's sentence
+                others = [r for r in relations if r != relation]
+                _, other_fact, other_values = QA_RELATIONS[others[k % len(others)]]
+                distractor = other_fact.format(e=other, a=str(rng.choice(other_values)))
             # the first distractors sit where the answer's fact and the supporting sentence do: no position tells
-            planted.append((QA_DISTRACTOR, fact.format(e=other, a=str(values[1 + k])), far if k == 0 else "any"))
+            planted.append((QA_DISTRACTOR, distractor, far if k == 0 else "any"))
             if k < 2:
                 planted.append(
                     (QA_DISTRACTOR, QA_SUPPORT.format(d=described[1 + k], e=other), near if k == 0 else "any")
