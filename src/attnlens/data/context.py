@@ -14,6 +14,7 @@ prompt (:func:`build_prompt`): a template with the question, inside the tokenize
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,38 @@ def paragraph_spans(text: str) -> list[tuple[int, int]]:
     if span:
         spans.append(span)
     return spans
+
+
+def given_sources(cell) -> list[str]:
+    """A cell of ``data.sources_column`` as a list of source texts: a list of strings, or a JSON list of them in a
+    string (a CSV cell); an empty cell is no sources. A :class:`ValueError` says what else it holds."""
+    if cell is None or (isinstance(cell, float) and cell != cell):
+        return []
+    if isinstance(cell, str):
+        if not cell.strip():
+            return []
+        try:
+            cell = json.loads(cell)
+        except json.JSONDecodeError:
+            raise ValueError(f"expected a JSON list of strings, got {cell[:40]!r}") from None
+    if not isinstance(cell, list | tuple | np.ndarray) or not all(isinstance(s, str) and s.strip() for s in cell):
+        raise ValueError(f"expected a list of non-empty strings, got {str(cell)[:40]!r}")
+    return [str(s) for s in cell]
+
+
+def locate_sources(text: str, given: Sequence[str]) -> list[Source]:
+    """The given sources' spans in ``text``, each found after the previous one (white space around each trimmed); a
+    :class:`ValueError` names the first that is not there."""
+    out, start = [], 0
+    for k, source in enumerate(given):
+        needle = source.strip()
+        at = text.find(needle, start)
+        if at < 0:
+            after = f" after source {k - 1}" if k else ""
+            raise ValueError(f"expected given source {k} ({needle[:40]!r}) in the context{after}")
+        out.append(Source(at, at + len(needle), needle))
+        start = at + len(needle)
+    return out
 
 
 def split_context(text: str, by: str = "sentence") -> list[Source]:

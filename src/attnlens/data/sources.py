@@ -152,9 +152,12 @@ def label_cells(df: pd.DataFrame, cfg, where: str) -> pd.Series:
 
 def extra_columns(df: pd.DataFrame, cfg, where: str) -> dict[str, pd.Series]:
     """The columns the task reads beyond text and label (:attr:`attnlens.tasks.Task.extra_columns`: a question),
-    each from the column ``data.<name>_column`` names; a missing one names the column."""
+    each from the column ``data.<name>_column`` names; a missing one names the column. The task's optional columns
+    (:attr:`attnlens.tasks.Task.optional_columns`) where their key names one, each cell read by its parser."""
     out = {}
-    for name in get_task(cfg.task).extra_columns:
+    task = get_task(cfg.task)
+    optional = {n: parse for n, parse in task.optional_columns.items() if getattr(cfg, f"{n}_column") is not None}
+    for name in (*task.extra_columns, *optional):
         column = getattr(cfg, f"{name}_column")
         if column not in df.columns:
             raise InputError(
@@ -163,6 +166,14 @@ def extra_columns(df: pd.DataFrame, cfg, where: str) -> dict[str, pd.Series]:
                 f"expected a {name} column {column!r} for data.task {cfg.task!r}; found {list(map(str, df.columns))}",
             )
         out[name] = df[column].to_numpy()
+    for name, parse in optional.items():
+        cells = []
+        for i, cell in enumerate(out[name]):
+            try:
+                cells.append(parse(cell))
+            except ValueError as err:
+                raise InputError(where, getattr(cfg, f"{name}_column"), f"row {i + 1}: {err}") from None
+        out[name] = pd.Series(cells, dtype=object).to_numpy()
     return out
 
 
@@ -425,7 +436,10 @@ def prepare_dataset(cfg) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
     task = get_task(cfg.task)
     label_name = source.label_field
     text_field = cfg.text_column if cfg.source in ("file", "hub") else "text"
-    fields = {n: getattr(cfg, f"{n}_column") if cfg.source in ("file", "hub") else n for n in task.extra_columns}
+    given = [n for n in task.optional_columns if cfg.source in ("file", "hub") and getattr(cfg, f"{n}_column")]
+    fields = {
+        n: getattr(cfg, f"{n}_column") if cfg.source in ("file", "hub") else n for n in (*task.extra_columns, *given)
+    }
     df = _assign_splits(
         check_examples(source, label_name, text_field, task, fields), cfg, source.where, label_name, task
     )
@@ -434,7 +448,7 @@ def prepare_dataset(cfg) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
     )
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
-    columns = ["example_id", "text", "label", *task.extra_columns]
+    columns = ["example_id", "text", "label", *task.extra_columns, *given]
     frames = {s: df[df["split"] == s][columns].reset_index(drop=True) for s in SPLITS}
     rationales = source.rationales
     if rationales is None:

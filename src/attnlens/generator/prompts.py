@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt, split_context, token_sources
+from attnlens.data.context import (
+    PROMPT_TEMPLATE,
+    Source,
+    build_prompt,
+    locate_sources,
+    split_context,
+    token_sources,
+)
 from attnlens.errors import InputError
 
 
@@ -60,9 +67,11 @@ def encode_prompt(
     template: str = PROMPT_TEMPLATE,
     max_positions: int,
     reserve: int,
+    given: Sequence[str] | None = None,
 ) -> AnswerPrompt:
-    """``context`` cut into sources by the splitter ``sources`` and put with ``question`` into ``template``; sources
-    dropped from the end until the prompt leaves ``reserve`` positions of ``max_positions`` for the answer.
+    """``context`` cut into sources by the splitter ``sources`` (or into the ``given`` sources, spans of it in
+    order: ``data.sources_column``) and put with ``question`` into ``template``; sources dropped from the end until
+    the prompt leaves ``reserve`` positions of ``max_positions`` for the answer.
 
     An empty context, a source of no token and a prompt that fits with no source are one :class:`InputError` each,
     naming the example."""
@@ -71,7 +80,10 @@ def encode_prompt(
         raise InputError(where, "context", "expected a context with text, got an empty one")
     offset = len(context) - len(context.lstrip())
     context = context.strip()
-    spans = split_context(context, sources)
+    try:
+        spans = locate_sources(context, given) if given is not None and len(given) else split_context(context, sources)
+    except ValueError as err:
+        raise InputError(where, "sources", str(err)) from None
     ids, owner = _tokenized(tokenizer, context, spans, question, template)
     empty = [k for k in range(len(spans)) if not (owner == k).any()]
     if empty:

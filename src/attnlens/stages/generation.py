@@ -192,6 +192,7 @@ def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> 
         template=cfg.template,
         max_positions=positions,
         reserve=len(answer),
+        given=getattr(row, "sources", None),
     )
     return TrainingExample(prompt.input_ids, answer)
 
@@ -208,6 +209,7 @@ def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationCo
             template=cfg.template,
             max_positions=positions,
             reserve=cfg.max_new_tokens,
+            given=getattr(r, "sources", None),
         )
         for r in test_df.itertuples(index=False)
     ]
@@ -262,6 +264,7 @@ def run_generate_answers(
             template=cfg.template,
             max_positions=positions,
             reserve=cfg.max_new_tokens,
+            given=getattr(r, "sources", None),
         )
         for r in chosen.itertuples(index=False)
     ]

@@ -42,6 +42,9 @@ class Task(ABC):
     head: ClassVar[str] = "sequence_classification"
     #: the columns a split frame keeps beyond ``example_id``, ``text`` and ``label`` (a question)
     extra_columns: ClassVar[tuple[str, ...]] = ()
+    #: columns a file or hub source may give (``data.<name>_column`` set), each with the parser of one cell, which
+    #: raises :class:`ValueError` on a cell it cannot read: a generation context's own sources
+    optional_columns: ClassVar[dict] = {}
     #: whether :meth:`logits` has a token axis last (``(batch, k, n)``: a start and an end logit per token), which
     #: batched inference pads with ``-inf`` (:func:`attnlens.classifier.prediction.predict_logits`)
     token_logits: ClassVar[bool] = False
@@ -81,6 +84,13 @@ class Task(ABC):
                 f"expected none for data.task {self.name!r} (one column "
                 "per label is a multi-label dataset: data.task 'multilabel')",
             )
+        for name in ("sources",):
+            if data.get(f"{name}_column") and name not in self.optional_columns:
+                raise InputError(
+                    where,
+                    f"data.{name}_column",
+                    f"expected none for data.task {self.name!r} (no task but generation reads a context's sources)",
+                )
         if data.get("source") == "folders" and self.folders_refused:
             raise InputError(
                 where,

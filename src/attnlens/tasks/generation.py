@@ -13,11 +13,13 @@ every task's are.
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from attnlens.data.context import given_sources, locate_sources
 from attnlens.errors import InputError
 from attnlens.tasks.base import REGISTRY, Task, no_empty_cell
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of the corpus's sentences
@@ -43,6 +45,7 @@ class Generation(Task):
     role_pattern = re.compile(r"answered_right|answered_wrong")
     headline_metrics = (("exact match", "exact_match", True), ("answer log-probability", "mean_answer_log_prob", True))
     extra_columns = ("question",)
+    optional_columns: ClassVar[dict] = {"sources": given_sources}
     studies = ("generation", "pairs")
     folders_refused = "a folder per class holds no question or answer"
     classes_refused = "an answer is text, not a class"
@@ -82,6 +85,12 @@ class Generation(Task):
             raise InputError(
                 where, fields.get("question", "question"), "expected a question column for data.task 'generation'"
             )
+        if "sources" in examples.columns:  # each given source a span of its context, in order
+            for eid, text, given in zip(examples["example_id"], examples["text"], examples["sources"], strict=True):
+                try:
+                    locate_sources(str(text).strip(), list(given))
+                except ValueError as err:
+                    raise InputError(where, fields.get("sources", "sources"), f"example {eid!r}: {err}") from None
 
     def strata(self, labels, where, field):
         return np.zeros(len(labels), dtype=np.int64)  # one stratum: a seeded random split
