@@ -327,6 +327,8 @@ def run_generate_answers(
         row.update(token_log_probs=lp.tolist(), log_prob=float(log_p), logit=float(logit))
     frame = pd.DataFrame(rows)
     notes = _response_notes(frame, unfinished, empty, cfg, positions)
+    if not getattr(tokenizer, "chat_template", None):
+        notes.append("the tokenizer has no chat template: each prompt is generation.template alone")
     for note in notes:
         log.warning("%s", note)
     prov = provenance(

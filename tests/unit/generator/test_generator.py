@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from transformers import LongformerConfig
 
 from attnlens.data.context import build_prompt, split_context, token_sources
 from attnlens.errors import InputError
@@ -18,6 +19,8 @@ from attnlens.generator.decoding import Answer, generation_metrics, greedy_answe
 from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
 from attnlens.generator.training import TrainingExample, answer_loss, train_generator
 from attnlens.models.checkpoints import source_tokenizer
+from attnlens.models.loading import load_causal_lm
+from tests.support.helpers import ROOT
 from tests.support.tiny_models import context_cite_model, tiny_decoder
 
 
@@ -131,3 +134,13 @@ def test_the_metrics_are_exact_match_unfinished_share_and_mean_log_probability(m
     got = generation_metrics(minilm, answers, ["Ada Byrne", "1983", "Rust"], [-0.5, -1.0, -3.0])
     assert got == {"n": 3, "exact_match": pytest.approx(2 / 3), "unfinished": pytest.approx(1 / 3),
                    "mean_answer_log_prob": pytest.approx(-1.5)}  # fmt: skip
+
+
+def test_a_causal_language_model_folder_loads_and_any_other_model_is_one_line(tmp_path):
+    folder = ROOT / "tests" / "reference" / "context_cite" / "model"
+    model, tokenizer = load_causal_lm(str(folder), "model.name_or_path")
+    assert type(model).__name__ == "LlamaForCausalLM" and not model.training
+    assert tokenizer.pad_token_id is not None and model.config.pad_token_id == tokenizer.pad_token_id
+    LongformerConfig().save_pretrained(tmp_path / "encoder")
+    with pytest.raises(InputError, match="Hugging Face has no Longformer causal-lm model"):
+        load_causal_lm(str(tmp_path / "encoder"), "model.name_or_path")
