@@ -5,7 +5,6 @@ the one device policy every GPU rule asks."""
 from __future__ import annotations
 
 import json
-import re
 
 import pandas as pd
 import torch
@@ -13,18 +12,13 @@ import torch
 from attnlens.attention.summaries import load_summaries
 from attnlens.classifier.importance import IMPORTANCE_SCHEMA
 from attnlens.io import load_tensors
-from tests.support.helpers import EPS32, ROOT
+from tests.support.helpers import EPS32, ROOT, gpu_rules
 
 
 def _gpu_rules() -> set[str]:
-    """Rules whose resources ask for a GPU (``gpu=1``), read from workflow/rules/*.smk."""
-    rules = set()
-    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
-        for block in re.split(r"^\s*rule ", smk.read_text(encoding="utf-8"), flags=re.M)[1:]:
-            name = block.split(":", 1)[0].strip()
-            if re.search(r"^\s*gpu=1,", block, re.M):
-                rules.add(name)
-    return rules
+    """Rules whose resources ask for a GPU (``gpu=1``), read from workflow/rules/*.smk, but the generation study's
+    (its own run checks them: tests/e2e/test_generation_run.py)."""
+    return gpu_rules(p for p in (ROOT / "workflow" / "rules").glob("*.smk") if p.name != "generation.smk")
 
 
 #: GPU rules a run has only in a grid (read in a run of conftest.architecture_grid).

@@ -24,7 +24,7 @@ from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
 from attnlens.stages.generation import ABLATION_COLUMNS, RESPONSE_COLUMNS, SCORE_COLUMNS, random_masks
-from tests.support.helpers import GUARD, ROOT, merged, run_snakemake, tiny_config, write_config
+from tests.support.helpers import GUARD, ROOT, gpu_rules, merged, run_snakemake, tiny_config, write_config
 from tests.support.session_runs import session_run
 
 pytestmark = pytest.mark.workflow
@@ -132,3 +132,16 @@ def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generat
     assert all(f">{m}<" in page for m in method_names(ANSWER)) and "Content-Security-Policy" in page
     manifest = load_json(generation_run / "results/manifest.json")
     assert "results/generation/judged.parquet" in str(manifest)
+
+
+def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(generation_run):
+    """As the classification study's (tests/e2e/test_architecture_runs.py): each rule that asks SLURM for a GPU
+    logged the policy's ``device:`` line and was given ``model.device``."""
+    rules = gpu_rules([ROOT / "workflow" / "rules" / "generation.smk"])
+    assert rules == {"train_generator", "generate_answers", "ablate_contexts", "explain_answers", "judge_answers"}
+    for rule in sorted(rules):
+        folder = generation_run / "results" / "logs" / rule
+        (log,) = folder.glob("*.log")
+        assert "device: cpu (model.device auto)" in log.read_text(encoding="utf-8"), rule
+        (record,) = folder.glob("*.job.json")
+        assert "model.device" in record.read_text(encoding="utf-8"), rule

@@ -467,7 +467,8 @@ def test_snakemake_report(root, tiny_run, tmp_path):
         assert category in text
     captions = sorted((root / "workflow/report").glob("*.rst"))
     rules = "".join(p.read_text() for p in (root / "workflow/rules").glob("*.smk"))
-    tagged = r'caption="\.\./report/(\w+)\.rst"|report_\w+\([^)]*"(\w+)",\s*(?:CLASSIFICATION|TOPOLOGY|PAIRS|FINDINGS)'
+    categories = "CLASSIFICATION|TOPOLOGY|PAIRS|FINDINGS|GENERATION"
+    tagged = rf'caption="\.\./report/(\w+)\.rst"|report_\w+\([^)]*"(\w+)",\s*(?:{categories})'
     used = re.findall(tagged, rules)
     names = {a or b for a, b in used}
     assert names == {p.stem for p in captions} - {"workflow"}, "every caption is used and every used caption exists"

@@ -356,3 +356,14 @@ def write_config(work: Path, cfg: dict) -> Path:
     (work / "config").mkdir(parents=True, exist_ok=True)
     (work / "config/config.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
     return work
+
+
+def gpu_rules(rule_files) -> set[str]:
+    """Rules whose resources ask for a GPU (``gpu=1``), read from the given ``workflow/rules/*.smk`` files."""
+    rules = set()
+    for smk in rule_files:
+        for block in re.split(r"^\s*rule ", Path(smk).read_text(encoding="utf-8"), flags=re.M)[1:]:
+            name = block.split(":", 1)[0].strip()
+            if re.search(r"^\s*gpu=1,", block, re.M):
+                rules.add(name)
+    return rules
