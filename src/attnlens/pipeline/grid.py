@@ -46,6 +46,7 @@ PREPARE_DATASET_KEYS = {
         "label_columns",
         "id_column",
         "question_column",
+        "sources_column",
         "layout",
         "path",
         "classes",
