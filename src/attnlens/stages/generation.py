@@ -197,8 +197,8 @@ def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> 
     return TrainingExample(prompt.input_ids, answer)
 
 
-def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationConfig, positions: int) -> dict:
-    end = end_token(tokenizer)
+def _greedy(model, tokenizer, frame: pd.DataFrame, cfg: GenerationConfig, positions: int):
+    """Each example's prompt (room left for ``generation.max_new_tokens``) and the model's greedy answer to it."""
     prompts = [
         encode_prompt(
             tokenizer,
@@ -211,16 +211,21 @@ def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationCo
             reserve=cfg.max_new_tokens,
             given=getattr(r, "sources", None),
         )
-        for r in test_df.itertuples(index=False)
+        for r in frame.itertuples(index=False)
     ]
     answers = greedy_answers(
         model,
         [p.input_ids for p in prompts],
         max_new_tokens=cfg.max_new_tokens,
-        end=end,
+        end=end_token(tokenizer),
         pad=tokenizer.pad_token_id,
         batch_size=cfg.batch_size,
     )
+    return prompts, answers
+
+
+def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationConfig, positions: int) -> dict:
+    prompts, answers = _greedy(model, tokenizer, test_df, cfg, positions)
     references = [str(a) for a in test_df["label"]]
     ref_ids = [answer_ids(tokenizer, a, end=True) for a in references]
     log_probs = answer_token_log_probs(
@@ -254,28 +259,7 @@ def run_generate_answers(
     test_df, _ = load_examples(test_path)
     rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
     chosen = test_df.head(cfg.n_examples)
-    prompts = [
-        encode_prompt(
-            tokenizer,
-            str(r.example_id),
-            str(r.text),
-            str(r.question),
-            sources=cfg.sources,
-            template=cfg.template,
-            max_positions=positions,
-            reserve=cfg.max_new_tokens,
-            given=getattr(r, "sources", None),
-        )
-        for r in chosen.itertuples(index=False)
-    ]
-    greedy = greedy_answers(
-        model,
-        [p.input_ids for p in prompts],
-        max_new_tokens=cfg.max_new_tokens,
-        end=end_token(tokenizer),
-        pad=tokenizer.pad_token_id,
-        batch_size=cfg.batch_size,
-    )
+    prompts, greedy = _greedy(model, tokenizer, chosen, cfg, positions)
     rows, unfinished, empty = [], [], []
     for r, prompt, g in zip(chosen.itertuples(index=False), prompts, greedy, strict=True):
         reference = str(r.label)

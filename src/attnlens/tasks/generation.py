@@ -22,7 +22,7 @@ import pyarrow as pa
 from attnlens.data.context import given_sources, locate_sources
 from attnlens.errors import InputError
 from attnlens.tasks.base import REGISTRY, Task, no_empty_cell
-from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of the corpus's sentences
+from attnlens.tasks.qa import QA  # the corpus's kinds of sentences are question answering's
 
 #: Why the classification study's head-side questions have no answer for a generated answer.
 _NO_HEAD = (
@@ -116,12 +116,8 @@ class Generation(Task):
         return [str(q) for q in examples["question"]], [str(t) for t in examples["text"]]
 
     def regions(self, rationales):
-        """The answer's sentence, the supporting sentence and the distractors of the embedded corpus."""
-        if not len(rationales):
-            return {}
-        kind = rationales["phrase_label"]
-        names = {"supporting sentence": QA_SUPPORTING, "answer sentence": QA_ANSWER, "distractors": QA_DISTRACTOR}
-        return {name: rationales[kind == value] for name, value in names.items()}
+        """The answer's sentence, the supporting sentence and the distractors: the question-answering corpus's."""
+        return QA.regions(rationales)
 
     # --- the head: none (the generation study's rules decode and explain)
     def _no_head(self):
