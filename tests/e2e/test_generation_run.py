@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
+from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS
 from attnlens.attribution.methods import ANSWER, method_names
-from attnlens.attribution.surrogate import answer_scores
-from attnlens.data.context import Source
+from attnlens.attribution.surrogate import answer_masks, answer_scores
+from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
-from attnlens.stages.generation import ABLATION_COLUMNS, RESPONSE_COLUMNS, SCORE_COLUMNS, random_masks
 from tests.support.helpers import GUARD, ROOT, gpu_rules, merged, run_snakemake, tiny_config, write_config
 from tests.support.session_runs import session_run
 
@@ -66,10 +66,6 @@ def _config(run: Path) -> GenerationConfig:
     return GenerationConfig.from_dict(validate_config(merged(tiny_config(ROOT), GENERATION_RUN))["generation"])
 
 
-def _sources(row) -> list[Source]:
-    return [Source(int(a), int(b), row.context[a:b]) for a, b in zip(row.source_start, row.source_end, strict=True)]
-
-
 def test_the_responses_are_the_references_scored_by_the_trained_model(generation_run):
     responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
     test, _ = load_parquet(generation_run / "results/data/test.parquet")
@@ -94,20 +90,20 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
     cfg = _config(generation_run)
     responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
     ablations, _ = load_parquet(generation_run / "results/generation/ablations.parquet", columns=ABLATION_COLUMNS)
-    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=SCORE_COLUMNS)
+    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
     model, tokenizer = load_causal_lm(str(generation_run / "results/models/generator"), "model")
     assert sorted(scores["method"].unique()) == sorted(method_names(ANSWER))
     for k, row in enumerate(responses.itertuples(index=False)):
         mine = ablations[ablations["example_id"] == row.example_id].set_index("kind")
         n = len(row.source_start)
-        train, heldout = random_masks(cfg, k, n)
+        train, heldout = answer_masks(cfg.seed, k, n, cfg.n_ablations, cfg.n_heldout, cfg.keep)
         assert np.array_equal(np.array([list(m) for m in mine.loc["random", "masks"]]), train)
         assert np.array_equal(np.array([list(m) for m in mine.loc["heldout", "masks"]]), heldout)
         loo = np.array([list(m) for m in mine.loc["leave_one_out", "masks"]])
         assert np.array_equal(loo, ~np.eye(n, dtype=bool))
         # an ablation's cached scores are the answer's on its rebuilt prompt
         answer = list(row.input_ids[len(row.input_ids) - row.answer_length :])
-        again = ablation_log_probs(model, tokenizer, row.context, _sources(row), row.question, answer, loo[:2])
+        again = ablation_log_probs(model, tokenizer, row.context, response_sources(row), row.question, answer, loo[:2])
         np.testing.assert_allclose(
             again, np.array([list(t) for t in mine.loc["leave_one_out", "token_log_probs"][:2]]), rtol=0, atol=1e-5
         )  # fmt: skip  (float32 model, another batch: rounding)

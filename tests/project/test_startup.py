@@ -55,6 +55,9 @@ LIGHT = (
     "attnlens.render.tables",
     "attnlens.render.findings",
     # the light rules' stage modules: every rule of report.smk and findings.smk
+    "attnlens.generator.artifacts",
+    "attnlens.attribution.answer_leaderboard",
+    "attnlens.attribution.surrogate",
     "attnlens.stages.report",
     "attnlens.stages.findings",
 )

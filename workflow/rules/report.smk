@@ -239,3 +239,49 @@ rule plot_pairs:
         cfg=keys(pairs=["attribution.n_showcase", "topology.estimators"], figures=["dpi"]),
     script:
         "../scripts/plot_pairs.py"
+
+
+rule answer_leaderboard:
+    input:
+        judged=at("results/generation/judged.parquet"),
+    output:
+        summary=at("results/generation/leaderboard.parquet"),
+        figure=report_figure(
+            "results/paper/figures/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"
+        ),
+        table=report_table("results/paper/tables/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"),
+        long=report_table(
+            "results/paper/tables/answer_leaderboard_long", "answer_leaderboard", GENERATION, "Leaderboard"
+        ),
+    log:
+        at("results/logs/answer_leaderboard/answer_leaderboard.log"),
+    benchmark:
+        at("results/benchmarks/answer_leaderboard/answer_leaderboard.tsv")
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(
+            generation=["methods", "score", "removal", "n_heldout", "top_k", "baseline", "seed", "n_bootstrap"],
+            figures=["dpi"],
+        ),
+    script:
+        "../scripts/answer_leaderboard.py"
+
+
+rule answer_explorer:
+    input:
+        responses=at("results/generation/responses.parquet"),
+        scores=at("results/generation/scores.parquet"),
+        metrics=at("results/models/generator_metrics.json"),
+    output:
+        pages=report_dir("results/generation/explorer", "{name}.html", "answer_explorer", GENERATION, "Explorer"),
+    log:
+        at("results/logs/answer_explorer/answer_explorer.log"),
+    localrule: True
+    conda:
+        "../envs/pipeline.yaml"
+    params:
+        cfg=keys(generation=["showcase"]),
+    script:
+        "../scripts/answer_explorer.py"

@@ -6,7 +6,7 @@ forward()  # a warm job server, where one is up, runs this job (attnlens.pipelin
 
 from attnlens.pipeline.config import rule_section
 from attnlens.pipeline.runtime import rule_job
-from attnlens.stages.generation import run_answer_explorer
+from attnlens.stages.report import run_answer_explorer
 
 with rule_job(snakemake):
     run_answer_explorer(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attnlens.pipeline.config import rule_section
 from attnlens.pipeline.runtime import rule_job
-from attnlens.stages.generation import run_answer_leaderboard
+from attnlens.stages.report import run_answer_leaderboard
 
 with rule_job(snakemake):
     cfg = snakemake.params.cfg

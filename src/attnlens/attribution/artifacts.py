@@ -1,6 +1,6 @@
 """What the attribution rules write and read back: the shards of ``attribute``, ``attribute_embeddings`` and
-``explain`` — their schemas and columns, and the readers (the methods' names, labels and signs:
-:mod:`attnlens.attribution.methods`).
+``explain``, and the generation study's ablations, answer scores and judgements — their schemas and columns, and the
+readers (the methods' names, labels and signs: :mod:`attnlens.attribution.methods`).
 
 Plain pandas and pyarrow: the rules that tabulate and draw attributions read them without loading a model
 (the computations: :mod:`attnlens.attribution.ig`, :mod:`attnlens.attribution.explanations`).
@@ -161,3 +161,39 @@ def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
             frame["scores"].iloc[r], dtype=np.float64
         )
     return out
+
+
+# --- answers (ablate_contexts, explain_answers, judge_answers) ----------------------------------------------------
+
+ABLATIONS_SCHEMA = "generation_ablations/v1"
+ANSWER_SCORES_SCHEMA = "answer_scores/v1"
+JUDGED_SCHEMA = "answer_judgements/v1"
+
+#: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
+#: ``heldout`` (the linear datamodeling score's), ``leave_one_out``; each mask's answer token log-probabilities and
+#: the kind's wall seconds.
+ABLATION_COLUMNS = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("kind", pa.string()),
+        ("masks", pa.list_(pa.list_(pa.bool_()))),
+        ("token_log_probs", pa.list_(pa.list_(pa.float64()))),
+        ("seconds", pa.float64()),
+    ]
+)
+
+#: Columns of ``scores.parquet``, one row an answer and method: its source scores and what they cost.
+ANSWER_SCORE_COLUMNS = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("method", pa.string()),
+        ("scores", pa.list_(pa.float64())),
+        ("seconds", pa.float64()),
+        ("forward_seconds", pa.float64()),
+        ("n_forwards", pa.int64()),
+        ("n_backwards", pa.int64()),
+        ("peak_bytes", pa.int64()),
+        ("explained", pa.float64()),
+        ("delta", pa.float64()),
+    ]
+)

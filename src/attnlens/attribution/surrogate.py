@@ -19,8 +19,6 @@ by precision and recall at ``k`` (:func:`precision_recall_at_k`).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.linear_model import Lasso
-from sklearn.preprocessing import StandardScaler
 
 #: ContextCite's defaults: a source kept with probability ½, the Lasso's α on standardised masks.
 KEEP = 0.5
@@ -36,6 +34,22 @@ def ablation_masks(n_sources: int, n_masks: int, seed: int, keep: float = KEEP) 
     for i in range(n_masks):
         masks[i] = np.random.RandomState(seed + i).choice([False, True], size=n_sources, p=[1 - keep, keep])
     return masks
+
+
+#: Answer ``k``'s random masks are drawn from ``RandomState(seed + MASK_STRIDE · k + i)``: disjoint seeds for up to
+#: this many masks an answer (the surrogate's and the held-out ones).
+MASK_STRIDE = 100_003
+
+
+def answer_masks(
+    seed: int, k: int, n_sources: int, n_ablations: int, n_heldout: int, keep: float = KEEP
+) -> tuple[np.ndarray, np.ndarray]:
+    """Answer ``k``'s random masks: the surrogate's ``n_ablations``, then the ``n_heldout`` of the linear
+    datamodeling score, mask ``i`` from ``RandomState(seed + MASK_STRIDE · k + i)``."""
+    if n_ablations + n_heldout > MASK_STRIDE:
+        raise ValueError(f"expected at most {MASK_STRIDE} masks an answer in all, got {n_ablations + n_heldout}")
+    masks = ablation_masks(n_sources, n_ablations + n_heldout, seed + MASK_STRIDE * k, keep)
+    return masks[:n_ablations], masks[n_ablations:]
 
 
 def answer_scores(token_log_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +73,9 @@ def fit_surrogate(
     mean and unit variance, as ContextCite fits it, so α means the same for answers of any length; the weights and
     bias are then expressed in the masks' own 0/1 units and the score's scale. A source that every mask keeps (or
     drops) has no variance to fit: its weight is 0."""
+    from sklearn.linear_model import Lasso  # noqa: PLC0415 (scikit-learn: 1.7 s to import; the fitting jobs only)
+    from sklearn.preprocessing import StandardScaler  # noqa: PLC0415
+
     masks = np.asarray(masks)
     scores = np.asarray(scores)
     if masks.ndim != 2 or len(masks) != len(scores):

@@ -2,7 +2,7 @@
 analyses' tables, and ``results/manifest.json``. :mod:`~.attributions` (IG's tables and overlays),
 :mod:`~.explanations` (the leaderboard, the faithfulness figure and AOPC tables), :mod:`~.similarity` (Tables 1–4
 and their figures), :mod:`~.topology` (the persistence diagrams' figures), :mod:`~.pairs` (the pair attributions'
-tables and figures) and :mod:`~.manifest`.
+tables and figures), :mod:`~.generation` (the answers' leaderboard and explorer) and :mod:`~.manifest`.
 
 Light jobs: nothing here loads torch, transformers or a model; the tokenizer is read as a
 :class:`~attnlens.data.tokens.Vocabulary` (``tests/project/test_startup.py``).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from attnlens.stages.report.attributions import run_attribution_overlays, run_attribution_tables
 from attnlens.stages.report.explanations import run_explanation_leaderboard, run_plot_faithfulness
+from attnlens.stages.report.generation import run_answer_explorer, run_answer_leaderboard
 from attnlens.stages.report.manifest import run_manifest
 from attnlens.stages.report.pairs import run_pair_tables, run_plot_pairs
 from attnlens.stages.report.similarity import run_aggregate_similarity, run_plot_similarity
@@ -19,6 +20,8 @@ from attnlens.stages.report.topology import run_plot_topology
 
 __all__ = [
     "run_aggregate_similarity",
+    "run_answer_explorer",
+    "run_answer_leaderboard",
     "run_attribution_overlays",
     "run_attribution_tables",
     "run_explanation_leaderboard",

@@ -1,0 +1,50 @@
+"""What the generator's rules write and read back: the trained model's and its metrics' schemas, and the columns of
+``generate_answers``' responses (one row an explained answer: its prompt and answer ids, each token's source, the
+sources' spans and planted flags, the answer's token log-probabilities and scores).
+
+Plain pyarrow: the light rules that tabulate and draw the answers read them without loading a model.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from attnlens.data.context import Source
+
+GENERATOR_SCHEMA = "generator/v1"
+GENERATOR_METRICS_SCHEMA = "generator_metrics/v1"
+RESPONSES_SCHEMA = "generation_responses/v1"
+
+RESPONSE_COLUMNS = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("context", pa.string()),
+        ("question", pa.string()),
+        ("reference", pa.string()),
+        ("answer", pa.string()),
+        ("target", pa.string()),
+        ("exact_match", pa.float64()),
+        ("input_ids", pa.list_(pa.int32())),
+        ("answer_length", pa.int32()),
+        ("owner", pa.list_(pa.int32())),
+        ("source_start", pa.list_(pa.int64())),
+        ("source_end", pa.list_(pa.int64())),
+        ("source_kind", pa.list_(pa.int32())),
+        ("planted", pa.list_(pa.bool_())),
+        ("token_log_probs", pa.list_(pa.float64())),
+        ("log_prob", pa.float64()),
+        ("logit", pa.float64()),
+        ("cut_sources", pa.int32()),
+        ("cut_tokens", pa.int32()),
+    ]
+)
+
+
+def response_sources(row) -> list[Source]:
+    """A response row's sources: spans of its (possibly cut) context."""
+    return [Source(int(a), int(b), row.context[a:b]) for a, b in zip(row.source_start, row.source_end, strict=True)]
+
+
+def answer_of(row) -> list[int]:
+    """A response row's answer ids: the last ``answer_length`` of its ``input_ids``."""
+    return [int(t) for t in row.input_ids[len(row.input_ids) - row.answer_length :]]

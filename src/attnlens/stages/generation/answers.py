@@ -1,0 +1,213 @@
+"""Rules ``ablate_contexts``, ``explain_answers`` and ``judge_answers``: every ablation's answer scores (computed once),
+every answer method's source scores, and their judgement."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.attribution.ablation import ablation_log_probs
+from attnlens.attribution.answer_leaderboard import judge_answer, removal_masks
+from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.artifacts import (
+    ABLATION_COLUMNS,
+    ABLATIONS_SCHEMA,
+    ANSWER_SCORE_COLUMNS,
+    ANSWER_SCORES_SCHEMA,
+    JUDGED_SCHEMA,
+)
+from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
+from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks
+from attnlens.device import place
+from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA, answer_of, response_sources
+from attnlens.io import StrPath, load_parquet, provenance, save_parquet
+from attnlens.models.loading import load_causal_lm
+from attnlens.pipeline.config import GenerationConfig
+from attnlens.stages.generation.generator import generation_keys
+
+log = logging.getLogger(__name__)
+
+
+# --- ablate_contexts ---------------------------------------------------------------------------------------------
+
+
+def run_ablate_contexts(
+    cfg: GenerationConfig, device: str, model_dir: StrPath, responses_path: StrPath, ablations_path: StrPath
+) -> pd.DataFrame:
+    """Rule ``ablate_contexts``: every answer's token log-probabilities on its context with sources removed
+    (``generation.removal``) — the surrogate's random ablations, the held-out ones and leave-one-out — and the
+    wall seconds of each kind's forwards."""
+    model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
+    place(model, device)
+    responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
+    rows = []
+    for k, row in enumerate(responses.itertuples(index=False)):
+        sources = response_sources(row)
+        answer = answer_of(row)
+        train, heldout = answer_masks(cfg.seed, k, len(sources), cfg.n_ablations, cfg.n_heldout, cfg.keep)
+        for kind, masks in (
+            ("random", train),
+            ("heldout", heldout),
+            ("leave_one_out", leave_one_out_masks(len(sources))),
+        ):
+            t0 = time.perf_counter()
+            lp = ablation_log_probs(
+                model,
+                tokenizer,
+                row.context,
+                sources,
+                row.question,
+                answer,
+                masks,
+                cfg.removal,
+                cfg.template,
+                cfg.batch_size,
+            )
+            rows.append(
+                {
+                    "example_id": row.example_id,
+                    "kind": kind,
+                    "masks": masks.tolist(),
+                    "token_log_probs": lp.tolist(),
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+    frame = pd.DataFrame(rows)
+    save_parquet(frame, ablations_path, provenance(ABLATIONS_SCHEMA, generation_keys(cfg), cfg.seed), ABLATION_COLUMNS)
+    log.info("%d answers, %d ablations", len(responses), sum(len(r["masks"]) for r in rows))
+    return frame
+
+
+def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) -> Ablated:
+    row = ablations[(ablations["example_id"] == example_id) & (ablations["kind"] == kind)].iloc[0]
+    masks = np.array([list(m) for m in row["masks"]], dtype=bool)
+    lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64)
+    log_p, logit = answer_scores(lp) if len(lp) else (np.zeros(0), np.zeros(0))
+    return Ablated(masks, log_p if score == "log_prob" else logit, float(row["seconds"]))
+
+
+# --- explain_answers ---------------------------------------------------------------------------------------------
+
+
+def run_explain_answers(
+    cfg: GenerationConfig,
+    device: str,
+    model_dir: StrPath,
+    responses_path: StrPath,
+    ablations_path: StrPath,
+    scores_path: StrPath,
+) -> pd.DataFrame:
+    """Rule ``explain_answers``: every method of ``generation.methods`` scores every answer's sources; what each
+    cost (seconds, forwards, backwards, peak memory) and one plain forward's seconds beside it."""
+    model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
+    dev = place(model, device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
+    ablations, _ = load_parquet(ablations_path, ABLATIONS_SCHEMA, ABLATION_COLUMNS)
+    rows = []
+    for row in responses.itertuples(index=False):
+        x = _answer_example(model, tokenizer, row, ablations, cfg, dev)
+        res = explain_answer(x, cfg.methods)
+        for method in cfg.methods:
+            rows.append(
+                {
+                    "example_id": row.example_id,
+                    "method": method,
+                    "scores": res.scores[method].tolist(),
+                    "seconds": res.seconds[method],
+                    "forward_seconds": res.forward_seconds,
+                    "n_forwards": res.n_forwards[method],
+                    "n_backwards": res.n_backwards[method],
+                    "peak_bytes": res.peak_bytes[method],
+                    "explained": res.explained.get(method, np.nan),
+                    "delta": res.delta.get(method, np.nan),
+                }
+            )
+    frame = pd.DataFrame(rows)
+    prov = provenance(ANSWER_SCORES_SCHEMA, generation_keys(cfg), cfg.seed)
+    save_parquet(frame, scores_path, prov, ANSWER_SCORE_COLUMNS)
+    log.info("%d answers, methods %s", len(responses), list(cfg.methods))
+    return frame
+
+
+def _answer_example(model, tokenizer, row, ablations: pd.DataFrame, cfg: GenerationConfig, device) -> AnswerExample:
+    return AnswerExample(
+        model=model,
+        input_ids=torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(device),
+        answer_length=int(row.answer_length),
+        owner=np.asarray(row.owner, dtype=np.int64),
+        n_sources=len(row.source_start),
+        full_score=float(row.log_prob if cfg.score == "log_prob" else row.logit),
+        n_answer_tokens=int(row.answer_length),
+        leave_one_out=_ablated(ablations, row.example_id, "leave_one_out", cfg.score),
+        random=_ablated(ablations, row.example_id, "random", cfg.score),
+        pad_id=int(tokenizer.pad_token_id),
+        pool_k=cfg.pool_k,
+        ig_steps=cfg.ig_steps,
+        batch_size=cfg.batch_size,
+        alpha=cfg.alpha,
+    )
+
+
+# --- judge_answers -----------------------------------------------------------------------------------------------
+
+
+def run_judge_answers(
+    cfg: GenerationConfig,
+    device: str,
+    model_dir: StrPath,
+    responses_path: StrPath,
+    ablations_path: StrPath,
+    scores_path: StrPath,
+    judged_path: StrPath,
+) -> pd.DataFrame:
+    """Rule ``judge_answers``: per answer and method, the top-``k`` drops (the removals run once per distinct mask),
+    the linear datamodeling score on the held-out ablations, precision and recall at ``k`` against the planted
+    sources, and the cost."""
+    model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
+    place(model, device)
+    responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
+    ablations, _ = load_parquet(ablations_path, ABLATIONS_SCHEMA, ABLATION_COLUMNS)
+    scored, _ = load_parquet(scores_path, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS)
+    ks = tuple(cfg.top_k)
+    rows: list[tuple] = []
+    for row in responses.itertuples(index=False):
+        mine = scored[scored["example_id"] == row.example_id]
+        scores = {m.method: np.asarray(m.scores, dtype=np.float64) for m in mine.itertuples(index=False)}
+        masks, where = removal_masks(scores, ks)
+        answer = answer_of(row)
+        lp = ablation_log_probs(
+            model,
+            tokenizer,
+            row.context,
+            response_sources(row),
+            row.question,
+            answer,
+            masks,
+            cfg.removal,
+            cfg.template,
+            cfg.batch_size,
+        )
+        log_p, logit = answer_scores(lp)
+        removed = log_p if cfg.score == "log_prob" else logit
+        full = float(row.log_prob if cfg.score == "log_prob" else row.logit)
+        heldout = _ablated(ablations, row.example_id, "heldout", cfg.score)
+        planted = np.asarray(row.planted, dtype=bool)
+        rows += judge_answer(row.example_id, scores, ks, full, removed, where, heldout.masks, heldout.scores, planted)
+        for m in mine.itertuples(index=False):
+            rows += [
+                (row.example_id, m.method, "seconds", m.seconds, np.nan),
+                (row.example_id, m.method, "cost_ratio", m.seconds / m.forward_seconds, np.nan),
+                (row.example_id, m.method, "forwards", float(m.n_forwards), np.nan),
+                (row.example_id, m.method, "backwards", float(m.n_backwards), np.nan),
+                (row.example_id, m.method, "peak_mib", m.peak_bytes / 2**20, np.nan),
+            ]
+    frame = pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
+    save_parquet(frame, judged_path, provenance(JUDGED_SCHEMA, generation_keys(cfg), cfg.seed))
+    log.info("%d answers judged", len(responses))
+    return frame

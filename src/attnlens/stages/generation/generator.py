@@ -1,0 +1,277 @@
+"""Rules ``train_generator`` and ``generate_answers``: the causal language model that answers from a context, and the
+answers the study explains."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from attnlens.attribution.ablation import answer_token_log_probs
+from attnlens.attribution.surrogate import answer_scores
+from attnlens.data.context import Source
+from attnlens.data.sources import RATIONALES_SCHEMA, load_examples
+from attnlens.device import place
+from attnlens.errors import InputError
+from attnlens.generator.artifacts import (
+    GENERATOR_METRICS_SCHEMA,
+    GENERATOR_SCHEMA,
+    RESPONSE_COLUMNS,
+    RESPONSES_SCHEMA,
+)
+from attnlens.generator.decoding import generation_metrics, greedy_answers, normalized
+from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
+from attnlens.generator.training import TrainingExample, train_generator
+from attnlens.io import StrPath, load_parquet, provenance, save_json, save_parquet, save_pretrained
+from attnlens.models.loading import build_generator, load_causal_lm
+from attnlens.pipeline.config import GenerationConfig, ModelConfig
+
+log = logging.getLogger(__name__)
+
+
+def generation_keys(cfg: GenerationConfig) -> dict:
+    """The provenance section of the generation study's artifacts."""
+    return {"generation": cfg.to_dict()}
+
+
+# --- train_generator ---------------------------------------------------------------------------------------------
+
+
+def run_train_generator(
+    model_cfg: ModelConfig,
+    cfg: GenerationConfig,
+    train_path: StrPath,
+    test_path: StrPath,
+    model_dir: StrPath,
+    metrics_path: StrPath,
+) -> dict:
+    """Rule ``train_generator``: the causal language model (``model.source``: drawn and trained from scratch on the
+    training split's answers, or a pretrained one as it is), and what it learned — exact match of its greedy answers
+    and the reference answers' mean log-probability on the test split."""
+    model, tokenizer = build_generator(
+        model_cfg, cfg.scratch.hidden_size, cfg.scratch.num_layers, cfg.scratch.num_heads
+    )
+    device = place(model, model_cfg.device)
+    positions = int(model.config.max_position_embeddings)
+    train_df, _ = load_examples(train_path)
+    test_df, _ = load_examples(test_path)
+    losses: list[float] = []
+    trained = model_cfg.source == "from_config"
+    if trained:
+        examples = [_training_example(tokenizer, row, cfg, positions) for row in train_df.itertuples(index=False)]
+        t0 = time.perf_counter()
+        losses = train_generator(
+            model,
+            examples,
+            steps=cfg.train.steps,
+            batch_size=cfg.train.batch_size,
+            learning_rate=cfg.train.learning_rate,
+            warmup=cfg.train.warmup,
+            seed=cfg.train.seed,
+            pad=tokenizer.pad_token_id,
+        )
+        log.info("trained %d steps in %.1f s", cfg.train.steps, time.perf_counter() - t0)
+    model.eval()
+    metrics = _held_out_metrics(model, tokenizer, test_df, cfg, positions)
+    metrics.update(
+        {
+            "trained_from_scratch": trained,
+            "steps": cfg.train.steps if trained else 0,
+            "final_loss": float(np.mean(losses[-max(1, len(losses) // 10) :])) if losses else None,
+            "n_parameters": int(sum(p.numel() for p in model.parameters())),
+            "device": str(device),
+        }
+    )
+    log.info(
+        "held-out: exact match %.3f, answer log-probability %.3f, unfinished %.3f (%d answers)",
+        metrics["exact_match"],
+        metrics["mean_answer_log_prob"],
+        metrics["unfinished"],
+        metrics["n"],
+    )
+    section = {"model": model_cfg.to_dict(), **generation_keys(cfg)}
+    save_pretrained(model.cpu(), tokenizer, model_dir, provenance(GENERATOR_SCHEMA, section, model_cfg.seed))
+    save_json(metrics, metrics_path, provenance(GENERATOR_METRICS_SCHEMA, section, model_cfg.seed))
+    return metrics
+
+
+def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> TrainingExample:
+    answer = answer_ids(tokenizer, str(row.label), end=True)
+    prompt = encode_prompt(
+        tokenizer,
+        str(row.example_id),
+        str(row.text),
+        str(row.question),
+        sources=cfg.sources,
+        template=cfg.template,
+        max_positions=positions,
+        reserve=len(answer),
+        given=getattr(row, "sources", None),
+    )
+    return TrainingExample(prompt.input_ids, answer)
+
+
+def _greedy(model, tokenizer, frame: pd.DataFrame, cfg: GenerationConfig, positions: int):
+    """Each example's prompt (room left for ``generation.max_new_tokens``) and the model's greedy answer to it."""
+    prompts = [
+        encode_prompt(
+            tokenizer,
+            str(r.example_id),
+            str(r.text),
+            str(r.question),
+            sources=cfg.sources,
+            template=cfg.template,
+            max_positions=positions,
+            reserve=cfg.max_new_tokens,
+            given=getattr(r, "sources", None),
+        )
+        for r in frame.itertuples(index=False)
+    ]
+    answers = greedy_answers(
+        model,
+        [p.input_ids for p in prompts],
+        max_new_tokens=cfg.max_new_tokens,
+        end=end_token(tokenizer),
+        pad=tokenizer.pad_token_id,
+        batch_size=cfg.batch_size,
+    )
+    return prompts, answers
+
+
+def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationConfig, positions: int) -> dict:
+    prompts, answers = _greedy(model, tokenizer, test_df, cfg, positions)
+    references = [str(a) for a in test_df["label"]]
+    ref_ids = [answer_ids(tokenizer, a, end=True) for a in references]
+    log_probs = answer_token_log_probs(
+        model,
+        [p.input_ids + a for p, a in zip(prompts, ref_ids, strict=True)],
+        [len(a) for a in ref_ids],
+        batch_size=cfg.batch_size,
+    )
+    return generation_metrics(tokenizer, answers, references, [float(lp.sum()) for lp in log_probs])
+
+
+# --- generate_answers --------------------------------------------------------------------------------------------
+
+
+def run_generate_answers(
+    cfg: GenerationConfig,
+    target: str,
+    device: str,
+    model_dir: StrPath,
+    test_path: StrPath,
+    rationales_path: StrPath,
+    responses_path: StrPath,
+) -> pd.DataFrame:
+    """Rule ``generate_answers``: the explained answers of the first ``generation.n_examples`` test examples — the
+    model's greedy answer (``attribution.target: predicted``) or the reference (``true``) — with each prompt's
+    sources, the planted ones flagged, and the answer's log-probability and logit. Prompts cut to the model's
+    positions, and greedy answers left unfinished, are counted in the run notes."""
+    model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
+    place(model, device)
+    positions = int(model.config.max_position_embeddings)
+    test_df, _ = load_examples(test_path)
+    rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
+    chosen = test_df.head(cfg.n_examples)
+    prompts, greedy = _greedy(model, tokenizer, chosen, cfg, positions)
+    rows, unfinished, empty = [], [], []
+    for r, prompt, g in zip(chosen.itertuples(index=False), prompts, greedy, strict=True):
+        reference = str(r.label)
+        if target == "true":
+            ids = answer_ids(tokenizer, reference)
+        elif not g.finished:
+            unfinished.append(str(r.example_id))
+            continue
+        else:
+            ids = list(g.ids)
+        if not ids:
+            empty.append(str(r.example_id))
+            continue
+        kinds, planted = _planted(rationales[rationales["example_id"] == r.example_id], prompt.sources, prompt.offset)
+        rows.append(
+            {
+                "example_id": str(r.example_id),
+                "context": prompt.context,
+                "question": prompt.question,
+                "reference": reference,
+                "answer": reference if target == "true" else tokenizer.decode(ids, skip_special_tokens=True).strip(),
+                "target": target,
+                "exact_match": float(
+                    normalized(tokenizer, g.ids) == normalized(tokenizer, answer_ids(tokenizer, reference))
+                ),
+                "input_ids": prompt.input_ids + ids,
+                "answer_length": len(ids),
+                "owner": [*prompt.owner.tolist(), *([-1] * len(ids))],
+                "source_start": [s.start for s in prompt.sources],
+                "source_end": [s.end for s in prompt.sources],
+                "source_kind": kinds,
+                "planted": planted,
+                "cut_sources": prompt.cut_sources,
+                "cut_tokens": prompt.cut_tokens,
+            }
+        )
+    if not rows:
+        raise InputError(
+            str(test_path),
+            "answers",
+            f"expected an answer to explain, got none of {len(chosen)}: {len(unfinished)} not finished within "
+            f"generation.max_new_tokens {cfg.max_new_tokens}, {len(empty)} empty",
+        )
+    token_lp = answer_token_log_probs(
+        model, [row["input_ids"] for row in rows], [row["answer_length"] for row in rows], batch_size=cfg.batch_size
+    )
+    for row, lp in zip(rows, token_lp, strict=True):
+        log_p, logit = answer_scores(lp)
+        row.update(token_log_probs=lp.tolist(), log_prob=float(log_p), logit=float(logit))
+    frame = pd.DataFrame(rows)
+    notes = _response_notes(frame, unfinished, empty, cfg, positions)
+    if not getattr(tokenizer, "chat_template", None):
+        notes.append("the tokenizer has no chat template: each prompt is generation.template alone")
+    for note in notes:
+        log.warning("%s", note)
+    prov = provenance(
+        RESPONSES_SCHEMA, {**generation_keys(cfg), "attribution": {"target": target}}, cfg.seed, notes=notes
+    )
+    save_parquet(frame, responses_path, prov, RESPONSE_COLUMNS)
+    log.info(
+        "%d answers (%s), exact match %.3f, mean log-probability %.3f",
+        len(frame),
+        target,
+        frame["exact_match"].mean(),
+        frame["log_prob"].mean(),
+    )
+    return frame
+
+
+def _planted(rationales: pd.DataFrame, sources: Sequence[Source], offset: int) -> tuple[list[int], list[bool]]:
+    """Each source's planted kind (the ``phrase_label`` of a planted sentence inside it; −1 for none) and whether
+    it holds planted evidence (the answer's sentence; the supporting sentence of a two-hop question)."""
+    kinds, planted = [], []
+    for s in sources:
+        a, b = s.start + offset, s.end + offset
+        inside = rationales[(rationales["char_start"] < b) & (rationales["char_end"] > a)]
+        kinds.append(int(inside["phrase_label"].iloc[0]) if len(inside) else -1)
+        planted.append(bool(inside["evidence"].any()) if len(inside) else False)
+    return kinds, planted
+
+
+def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str], cfg, positions: int) -> list[str]:
+    notes = []
+    if unfinished:
+        notes.append(
+            f"{len(unfinished)} greedy answers not finished within generation.max_new_tokens {cfg.max_new_tokens} "
+            f"were left out (first: {unfinished[0]})"
+        )
+    if empty:
+        notes.append(f"{len(empty)} empty answers were left out (first: {empty[0]})")
+    cut = frame[frame["cut_sources"] > 0]
+    if len(cut):
+        notes.append(
+            f"{len(cut)} of {len(frame)} prompts were cut to the model's {positions} positions: "
+            f"{int(cut['cut_sources'].sum())} sources ({int(cut['cut_tokens'].sum())} tokens) left out of their "
+            "contexts"
+        )
+    return notes
