@@ -7,8 +7,8 @@ provenance. Two suites run scripts of their own in a fresh interpreter: ``attnlr
 ``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
 
 Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
-[--only foundation|attention|architectures|decoders|explanations|attribution|targets|similarity|topology|pairs|explorer|
-attnlrp|startup|paper_shape]``.
+[--only foundation|attention|architectures|decoders|contexts|explanations|attribution|targets|similarity|topology|
+pairs|explorer|attnlrp|startup|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -30,6 +30,7 @@ from benchmarks.suites import (
     architectures,
     attention,
     attribution,
+    contexts,
     decoders,
     explanations,
     explorer,
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         "attention": lambda: {"lengths": attention.bench_attention()},
         "architectures": lambda: {"lengths": architectures.bench_architectures(args.lengths, args.architectures)},
         "decoders": lambda: {"rows": decoders.bench_decoders()},
+        "contexts": lambda: {"rows": contexts.bench_contexts()},
         "explanations": lambda: explanations.bench_explanations(),
         "pairs": lambda: {"pairs": pairs.bench_pairs()},
         "explorer": lambda: explorer.bench_explorer(),

@@ -15,9 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
-from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS
+from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS, LEARNED_SCHEMA, load_head_weights
+from attnlens.attribution.context import answer_head_attention
+from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
 from attnlens.attribution.surrogate import answer_masks, answer_scores
 from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
@@ -44,6 +47,7 @@ GENERATION_RUN = {
         "n_bootstrap": 50,
         "scratch": {"hidden_size": 32, "num_layers": 1, "num_heads": 2},
         "train": {"steps": 8, "batch_size": 4},
+        "learned": {"n_examples": 4, "n_ablations": 8, "steps": 50},
     },
 }
 
@@ -113,6 +117,26 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
         assert got["n_forwards"] == n
 
 
+def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explained_ones(generation_run):
+    """The weights come from the first training examples (never the explained test ones), one a layer and head, L1
+    norm 1; an explained answer's learned-attention scores are its sources' head attentions weighted by them."""
+    record = load_json(generation_run / "results/generation/learned_attention.json", LEARNED_SCHEMA)
+    weights = load_head_weights(generation_run / "results/generation/learned_attention.json")
+    assert weights.shape == (1, 2) and np.abs(weights).sum() == pytest.approx(1.0)
+    assert (record["n_examples"], record["n_fit"], record["n_heldout"], record["n_ablations"]) == (4, 3, 1, 8)
+    assert np.isfinite([record["fit_correlation"], record["uniform_fit_correlation"]]).all()
+    train, _ = load_parquet(generation_run / "results/data/train.parquet")
+    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    assert not set(train["example_id"]) & set(responses["example_id"])
+    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    model, _ = load_causal_lm(str(generation_run / "results/models/generator"), "model")
+    row = next(responses.itertuples(index=False))
+    rows = answer_head_attention(model, torch.tensor([list(row.input_ids)]), int(row.answer_length))
+    expected = learned_scores(source_features(rows, np.asarray(row.owner), len(row.source_start)), weights)
+    got = scores[(scores["example_id"] == row.example_id) & (scores["method"] == "learned_attention")].iloc[0]
+    np.testing.assert_allclose(got["scores"], expected, rtol=1e-6, atol=1e-9)  # float32 model, the same pass
+
+
 def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generation_run):
     summary, _ = load_parquet(generation_run / "results/generation/leaderboard.parquet")
     assert set(summary["method"]) == set(method_names(ANSWER))
@@ -134,7 +158,14 @@ def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(gene
     """As the classification study's (tests/e2e/test_architecture_runs.py): each rule that asks SLURM for a GPU
     logged the policy's ``device:`` line and was given ``model.device``."""
     rules = gpu_rules([ROOT / "workflow" / "rules" / "generation.smk"])
-    assert rules == {"train_generator", "generate_answers", "ablate_contexts", "explain_answers", "judge_answers"}
+    assert rules == {
+        "train_generator",
+        "generate_answers",
+        "fit_learned_attention",
+        "ablate_contexts",
+        "explain_answers",
+        "judge_answers",
+    }
     for rule in sorted(rules):
         folder = generation_run / "results" / "logs" / rule
         (log,) = folder.glob("*.log")

@@ -189,3 +189,10 @@ wildcard_constraints:
     run=group_pattern(GRID.groups("run") if GRID else []),
     dataset_group=group_pattern(GRID.groups("data") if GRID else []),
     base_group=group_pattern(GRID.groups("base") if GRID else []),
+
+
+def learned_weights(wildcards):
+    """Learned attention's head weights, where the run's generation.methods asks for the method (none otherwise)."""
+    if "learned_attention" not in run_config(wildcards)["generation"]["methods"]:
+        return []
+    return at("results/generation/learned_attention.json").format(**wildcards)

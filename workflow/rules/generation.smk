@@ -100,11 +100,50 @@ rule ablate_contexts:
         "../scripts/ablate_contexts.py"
 
 
+rule fit_learned_attention:
+    input:
+        model=at("results/models/generator"),
+        train=at("results/data/train.parquet"),
+    output:
+        weights=at("results/generation/learned_attention.json"),
+    log:
+        at("results/logs/fit_learned_attention/fit_learned_attention.log"),
+    benchmark:
+        at("results/benchmarks/fit_learned_attention/fit_learned_attention.tsv")
+    priority: 1
+    conda:
+        "../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=120,
+    params:
+        cfg=keys(
+            model=["device"],
+            attribution=["target"],
+            generation=[
+                "sources",
+                "template",
+                "max_new_tokens",
+                "score",
+                "removal",
+                "keep",
+                "batch_size",
+                "seed",
+                "learned",
+            ],
+        ),
+    script:
+        "../scripts/fit_learned_attention.py"
+
+
 rule explain_answers:
     input:
         model=at("results/models/generator"),
         responses=at("results/generation/responses.parquet"),
         ablations=at("results/generation/ablations.parquet"),
+        learned=learned_weights,
     output:
         scores=at("results/generation/scores.parquet"),
     log:

@@ -18,4 +18,5 @@ with rule_job(snakemake):
         responses_path=snakemake.input.responses,
         ablations_path=snakemake.input.ablations,
         scores_path=snakemake.output.scores,
+        learned_path=snakemake.input.learned or None,
     )

@@ -12,6 +12,9 @@ pad keys are excluded, top-k ties go to the smaller position, partners of score 
 The functions of :mod:`attnlens.attention.band` and :mod:`attnlens.attention.weighted` accept a
 :class:`FullLayer` (or a :class:`Combination` of layers of different forms) wherever they accept a band, and
 come here. The functions below take anything with ``heads``, ``n``, ``length``, ``dtype`` and ``blocks()``.
+
+A generated answer needs only its own rows: :class:`QueryRows` keeps a few queries of a causal layer beside all its
+keys, so that what an answer attends to is read at tens of thousands of tokens in ``rows × n`` memory.
 """
 
 from __future__ import annotations
@@ -117,23 +120,7 @@ class FullLayer:
         (:meth:`key_range`; the causal and window limits inside it at −∞), and ``lo``. ``out``: a flat buffer of
         at least as many elements to write them into (outside autograd)."""
         lo, hi = self.key_range(start, stop)
-        rows, group = stop - start, self.heads // self.key_heads
-        query = self.query[:, start:stop]
-        if group > 1:  # query heads h = k·group + g read key head k: one product per key head
-            query = query.reshape(self.key_heads, group * rows, -1)
-        keys = self.key[:, lo:hi].transpose(1, 2)
-        if out is None:
-            scores = query @ keys
-        else:
-            scores = torch.bmm(
-                query,
-                keys,
-                out=out[: query.shape[0] * query.shape[1] * (hi - lo)].view(query.shape[0], query.shape[1], hi - lo),
-            )
-        scores = scores.view(self.heads, rows, hi - lo)
-        if self.causal:
-            _mask_unreachable(scores, start, lo, self.window)
-        return scores, lo
+        return block_scores(self.query[:, start:stop], self.key, start, lo, hi, self.causal, self.window, out), lo
 
     def probabilities(self, start: int, stop: int) -> torch.Tensor:
         """``(heads, stop − start, n)`` attention of queries ``start … stop − 1`` (real ones) over every key; pad
@@ -199,6 +186,90 @@ def _mask_unreachable(scores: torch.Tensor, start: int, lo: int, window: int | N
         if end > 0:
             j = torch.arange(lo, lo + end, device=device)[None, :]
             scores[..., :end].masked_fill_(j <= i - window, float("-inf"))
+
+
+def block_scores(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    start: int,
+    lo: int,
+    hi: int,
+    causal: bool,
+    window: int | None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``(heads, rows, hi − lo)`` scores of the queries ``(heads, rows, d)`` of positions ``start …`` over the keys
+    ``lo … hi − 1`` of ``key`` ``(key_heads, n, d)`` (query head ``h`` reads key head ``h // (heads / key_heads)``:
+    one product per key head, the keys never repeated), a causal layer's unreachable keys at −∞. ``out``: a flat
+    buffer of at least as many elements to write them into (outside autograd)."""
+    heads, rows = query.shape[0], query.shape[1]
+    key_heads = key.shape[0]
+    group = heads // key_heads
+    if group > 1:  # query heads h = k·group + g read key head k
+        query = query.reshape(key_heads, group * rows, -1)
+    keys = key[:, lo:hi].transpose(1, 2)
+    if out is None:
+        scores = query @ keys
+    else:
+        scores = torch.bmm(
+            query,
+            keys,
+            out=out[: query.shape[0] * query.shape[1] * (hi - lo)].view(query.shape[0], query.shape[1], hi - lo),
+        )
+    scores = scores.view(heads, rows, hi - lo)
+    if causal:
+        _mask_unreachable(scores, start, lo, window)
+    return scores
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """A few consecutive queries of one causal layer over all its keys: what a generated answer's rows read, at any
+    length, in memory that grows as ``rows × n``, never ``n × n``.
+
+    Attributes:
+        query: ``(heads, rows, d)`` the scaled, rotated queries of positions ``first … first + rows − 1``.
+        key: ``(key_heads, n, d)`` every key (shared by groups of query heads as :class:`FullLayer`'s are).
+        first: the position of the first query.
+        window: a sliding window of ``window`` keys (``i − window < j ≤ i``); ``None``: every earlier key.
+    """
+
+    query: torch.Tensor
+    key: torch.Tensor
+    first: int
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.query.dim() != 3 or self.key.dim() != 3 or self.query.shape[2] != self.key.shape[2]:
+            raise ValueError(f"queries {tuple(self.query.shape)} and keys {tuple(self.key.shape)} must be (H, ·, d)")
+        if self.key.shape[0] == 0 or self.query.shape[0] % self.key.shape[0]:
+            raise ValueError(f"{self.key.shape[0]} key heads do not divide {self.query.shape[0]} query heads")
+        if self.first < 0 or self.first + self.rows > self.n:
+            raise ValueError(f"query rows {self.first} to {self.first + self.rows} outside the {self.n} keys")
+
+    @property
+    def heads(self) -> int:
+        return self.query.shape[0]
+
+    @property
+    def rows(self) -> int:
+        return self.query.shape[1]
+
+    @property
+    def n(self) -> int:
+        return self.key.shape[1]
+
+    def blocks(self) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """``(start, stop, probabilities)``: the rows in blocks of :data:`BLOCK_BYTES`, each ``(heads, stop − start,
+        n)`` over every key (0 where a query cannot reach), ``start`` and ``stop`` positions."""
+        step = max(1, BLOCK_BYTES // (2 * self.heads * self.query.element_size() * max(self.n, 1)))
+        for a in range(0, self.rows, step):
+            start, stop = self.first + a, min(self.first + a + step, self.first + self.rows)
+            lo = 0 if self.window is None else max(0, start - self.window + 1)
+            hi = min(stop, self.n)
+            scores = block_scores(self.query[:, a : a + stop - start], self.key, start, lo, hi, True, self.window)
+            probs = torch.softmax(scores, -1)
+            yield start, stop, torch.nn.functional.pad(probs, (lo, self.n - hi))
 
 
 @dataclass(frozen=True)

@@ -22,17 +22,17 @@ import numpy as np
 import torch
 
 from attnlens.attribution.context import (
-    answer_attention,
     answer_attnlrp,
     answer_gradient_x_input,
+    answer_head_attention,
     answer_integrated_gradients,
     source_sums,
     top_k_pooled,
 )
+from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, PASSES, REGISTRY, get_method
 from attnlens.attribution.surrogate import fit_surrogate
 from attnlens.device import PeakMemory, synchronize
-from attnlens.models import architecture
 from attnlens.registry import Registry
 
 
@@ -59,6 +59,7 @@ class AnswerExample:
     n_answer_tokens: int  # the answer's tokens, what the surrogate's fit is scaled by
     leave_one_out: Ablated | None = None
     random: Ablated | None = None
+    head_weights: np.ndarray | None = None  # (layers, heads): learned attention's, fitted on training examples
     pad_id: int = 0
     pool_k: int = 5
     ig_steps: int = 16
@@ -116,12 +117,9 @@ def source_scorer(name: str):
 
 
 @answer_pass("attention")
-@torch.no_grad()
 def _attention(x: AnswerExample) -> np.ndarray:
-    """``(layers, n)``: the attention each token receives from the answer's rows, per layer."""
-    batch = {"input_ids": x.input_ids, "attention_mask": torch.ones_like(x.input_ids)}
-    _, layers = architecture(x.model).run(x.model, batch, attentions=True)
-    return answer_attention(layers[0], x.answer_start, x.n)
+    """``(layers, heads, n)``: the attention each token receives from the answer's rows, per layer and head."""
+    return answer_head_attention(x.model, x.input_ids, x.answer_length)
 
 
 @answer_pass("embedding_gradient")
@@ -140,17 +138,26 @@ def _own(x: AnswerExample) -> None:
 
 @source_scorer("attention_last")
 def _attention_last(x: AnswerExample, rows: np.ndarray) -> SourceScored:
-    return SourceScored(x.sums(rows[-1]))
+    return SourceScored(x.sums(rows[-1].mean(axis=0)))
 
 
 @source_scorer("attention_all")
 def _attention_all(x: AnswerExample, rows: np.ndarray) -> SourceScored:
-    return SourceScored(x.sums(rows.mean(axis=0)))
+    return SourceScored(x.sums(rows.mean(axis=(0, 1))))
 
 
 @source_scorer("attntrace")
 def _attntrace(x: AnswerExample, rows: np.ndarray) -> SourceScored:
-    return SourceScored(top_k_pooled(rows.mean(axis=0), x.owner, x.n_sources, x.pool_k))
+    return SourceScored(top_k_pooled(rows.mean(axis=(0, 1)), x.owner, x.n_sources, x.pool_k))
+
+
+@source_scorer("learned_attention")
+def _learned_attention(x: AnswerExample, rows: np.ndarray) -> SourceScored:
+    if x.head_weights is None:
+        raise ValueError("learned_attention: no fitted head weights (rule fit_learned_attention)")
+    if x.head_weights.shape != rows.shape[:2]:
+        raise ValueError(f"learned_attention: weights {x.head_weights.shape} for {rows.shape[:2]} layers × heads")
+    return SourceScored(learned_scores(source_features(rows, x.owner, x.n_sources), x.head_weights))
 
 
 @source_scorer("grad_input")

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.attribution.methods import method_names
-from attnlens.io import load_parquet, load_shards
+from attnlens.io import load_json, load_parquet, load_shards
 from attnlens.tasks import Task
 
 # --- integrated gradients (attribute, attribute_embeddings) -------------------------------------------
@@ -168,6 +168,7 @@ def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
 ABLATIONS_SCHEMA = "generation_ablations/v1"
 ANSWER_SCORES_SCHEMA = "answer_scores/v1"
 JUDGED_SCHEMA = "answer_judgements/v1"
+LEARNED_SCHEMA = "learned_attention/v1"
 
 #: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
 #: ``heldout`` (the linear datamodeling score's), ``leave_one_out``; each mask's answer token log-probabilities and
@@ -197,3 +198,9 @@ ANSWER_SCORE_COLUMNS = pa.schema(
         ("delta", pa.float64()),
     ]
 )
+
+
+def load_head_weights(path) -> np.ndarray:
+    """Learned attention's ``(layers, heads)`` weights from ``fit_learned_attention``'s JSON."""
+    record = load_json(path, LEARNED_SCHEMA)
+    return np.asarray(record["weights"], dtype=np.float64)

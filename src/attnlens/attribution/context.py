@@ -3,9 +3,11 @@ of attention, and any token-level score summed or pooled over each source's toke
 
 The answer's rows are those of the positions that predict its tokens (the prompt's last token and every answer
 token but the last): the rows the explained score ``F = Σ log p(answer token | what precedes it)`` is computed at.
-Only those rows are formed, block by block of the layer's queries (:meth:`FullLayer.probabilities`), never a
-``heads × n × n`` matrix. A token's weight is the attention it receives from those rows, averaged over the rows,
-the heads and the layers (or the last layer alone); a source's score is the sum of its tokens' weights, or
+Only those rows are formed, each layer's as the forward reaches it (:meth:`Architecture.query_rows`: the rows'
+queries against the layer's keys, after its rotation, query/key norms, grouped keys and window), so memory grows as
+answer × context, never ``n × n``. A token's weight is the attention it receives from those rows, averaged over the
+rows (per layer and head: :func:`answer_head_attention`), then over the heads and the layers (or the last layer
+alone); a source's score is the sum of its tokens' weights, or
 AttnTrace's pooling: the mean of the source's ``k`` largest token weights (Wang et al., 2025), which does not grow
 with a source's length. The gradient methods differentiate ``F`` itself (:class:`AnswerForward`): gradient × input,
 IG and AttnLRP at the embedding output, as for the classifiers.
@@ -13,12 +15,9 @@ IG and AttnLRP at the embedding output, as for the classifiers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import torch
 
-from attnlens.attention.full import FullLayer
 from attnlens.attribution.attnlrp import Relevance, attnlrp_rules
 from attnlens.attribution.ig import Attribution, freeze, integrate
 from attnlens.models import architecture
@@ -31,17 +30,22 @@ def answer_rows(answer_start: int, answer_stop: int) -> tuple[int, int]:
     return answer_start - 1, answer_stop - 1
 
 
-def answer_attention(layers: Sequence[FullLayer], answer_start: int, answer_stop: int) -> np.ndarray:
-    """``(layers, n)`` float64: per layer, the attention each token receives from the rows that predict the answer
-    (:func:`answer_rows`), averaged over those rows and the heads."""
-    start, stop = answer_rows(answer_start, answer_stop)
-    out = np.zeros((len(layers), layers[0].n)) if layers else np.zeros((0, 0))
-    for i, layer in enumerate(layers):
-        if stop > layer.length:
-            raise ValueError(f"answer rows up to {stop} past the {layer.length} real tokens")
-        with torch.no_grad():
-            probs = layer.probabilities(start, stop)  # (heads, rows, n)
-        out[i] = probs.double().mean(dim=(0, 1)).cpu().numpy()
+def answer_head_attention(model, input_ids: torch.Tensor, answer_length: int) -> np.ndarray:
+    """``(layers, heads, n)`` float64: per layer and query head, the attention each token of ``input_ids`` ``(1, n)``
+    receives from the rows that predict its last ``answer_length`` tokens (:func:`answer_rows`), averaged over
+    those rows; one forward without gradient, the rows formed layer by layer as it reaches them."""
+    n = int(input_ids.shape[1])
+    start, stop = answer_rows(n - answer_length, n)
+    arch = architecture(model)
+    out = np.zeros((len(arch.layers(model)), int(model.config.num_attention_heads), n))
+
+    def each(index: int, rows) -> None:
+        total = torch.zeros(rows.heads, rows.n, dtype=torch.float64, device=rows.key.device)
+        for _, _, probs in rows.blocks():
+            total += probs.double().sum(1)
+        out[index] = (total / rows.rows).cpu().numpy()
+
+    arch.query_rows(model, input_ids, start, stop, each)
     return out
 
 

@@ -216,6 +216,16 @@ register(
 )
 register(
     Method(
+        "learned_attention",
+        "learned attention (AT2, Cohen-Wang et al. 2025)",
+        signed=True,
+        needs="attention",
+        cost="forward",
+        scopes=(ANSWER,),
+    )
+)
+register(
+    Method(
         "integrated_gradients",
         "integrated gradients (Captum)",
         signed=True,

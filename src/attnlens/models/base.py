@@ -243,6 +243,13 @@ class Architecture(ABC):
         The gradient is not switched off here: a caller that needs none runs it under ``torch.no_grad()``.
         """
 
+    def query_rows(self, model: nn.Module, input_ids: torch.Tensor, start: int, stop: int, each) -> None:
+        """One forward of ``input_ids`` ``(1, n)`` (a causal language model's), without gradient, handing each layer's
+        queries ``start … stop − 1`` and all its keys to ``each(layer_index, QueryRows)`` as the forward reaches
+        the layer (:class:`~attnlens.attention.full.QueryRows`): what a generated answer's rows attend to, one
+        layer's keys alive at a time. Only the decoders have it."""
+        raise ValueError(f"{self.name} is not a causal language model: it has no answer rows to read")
+
 
 #: Every architecture attnlens reads, by ``config.json``'s ``model_type`` (each package registers its own).
 ARCHITECTURES: Registry[Architecture] = Registry(

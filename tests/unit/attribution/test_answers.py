@@ -16,15 +16,15 @@ from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.attribution.answer_leaderboard import answer_metrics, judge_answer, removal_masks
 from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
 from attnlens.attribution.context import (
-    answer_attention,
     answer_attnlrp,
     answer_gradient_x_input,
+    answer_head_attention,
     source_sums,
     top_k_pooled,
 )
+from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
 from attnlens.attribution.surrogate import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
-from attnlens.models import architecture
 from tests.support.tiny_models import tiny_decoder
 
 PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
@@ -59,6 +59,7 @@ def example():
         n_answer_tokens=len(ANSWER_IDS),
         leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5),
         random=Ablated(random, _masked_scores(model, random), 2.0),
+        head_weights=np.array([[0.5, -0.25, 0.0, 0.125], [0.0625, 0.0, -0.03125, 0.03125]]),  # (layers, heads)
         pad_id=0,
         pool_k=2,
         ig_steps=8,
@@ -70,15 +71,12 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
     x = example
     got = explain_answer(x, method_names(ANSWER))
     assert set(got.scores) == set(method_names(ANSWER))  # by pass, in registry order within a pass
-    with torch.no_grad():
-        _, layers = architecture(x.model).run(
-            x.model, {"input_ids": x.input_ids, "attention_mask": torch.ones_like(x.input_ids)}, attentions=True
-        )
-    rows = answer_attention(layers[0], x.answer_start, x.n)
+    rows = answer_head_attention(x.model, x.input_ids, x.answer_length)
     expected = {
-        "attention_last": source_sums(rows[-1], x.owner, 4),
-        "attention_all": source_sums(rows.mean(0), x.owner, 4),
-        "attntrace": top_k_pooled(rows.mean(0), x.owner, 4, 2),
+        "attention_last": source_sums(rows[-1].mean(0), x.owner, 4),
+        "attention_all": source_sums(rows.mean((0, 1)), x.owner, 4),
+        "attntrace": top_k_pooled(rows.mean((0, 1)), x.owner, 4, 2),
+        "learned_attention": learned_scores(source_features(rows, x.owner, 4), x.head_weights),
         "grad_input": source_sums(answer_gradient_x_input(x.model, x.input_ids, 2), x.owner, 4),
         "attnlrp": source_sums(answer_attnlrp(x.model, x.input_ids, 2).scores, x.owner, 4),
         "leave_one_out": x.full_score - x.leave_one_out.scores,  # mask i drops source i

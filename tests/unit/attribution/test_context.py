@@ -4,7 +4,7 @@ attention matrices and plain loops.
 Bounds: the random layers are float64 and their dense matrices the same softmax of the same scores, so 1e-12
 absolute (sums of at most 21 probabilities, averaged). Against Hugging Face's eager attention weights of a float64
 causal language model: its softmax runs in float32 whatever the model's precision, so 1e-6 relative (as the
-decoders' tests bound it).
+decoders' tests bound it) and 1e-9 absolute (float32's resolution near the smallest weights compared, ~1e-3).
 """
 
 from __future__ import annotations
@@ -13,47 +13,64 @@ import numpy as np
 import pytest
 import torch
 
+from attnlens.attention import full
+from attnlens.attention.full import QueryRows
 from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.attribution.context import (
     AnswerForward,
-    answer_attention,
     answer_gradient_x_input,
+    answer_head_attention,
     answer_integrated_gradients,
     answer_rows,
     source_sums,
     top_k_pooled,
 )
 from attnlens.models import architecture
+from benchmarks.suites.contexts import bench_context_length
 from tests.support.dense import CAUSAL, random_causal
-from tests.support.tiny_models import tiny_decoder
+from tests.support.tiny_models import DECODER_WINDOW, tiny_decoder, tiny_modernbert
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 
 
 @pytest.mark.parametrize(("heads", "key_heads", "n", "length", "window"), CAUSAL)
-def test_the_answers_attention_is_its_rows_of_the_dense_matrix(heads, key_heads, n, length, window):
-    layers = [random_causal(heads, key_heads, n, length, window, seed=s) for s in range(3)]
-    answer = (length - 3, length)  # a three-token answer at the end
-    got = answer_attention(layers, *answer)
-    start, stop = answer_rows(*answer)
-    assert (start, stop) == (length - 4, length - 1)
-    for layer, row in zip(layers, got, strict=True):
-        expected = layer.dense()[:, start:stop].mean(dim=(0, 1))
-        np.testing.assert_allclose(row, expected.numpy(), rtol=0, atol=1e-12)
-        assert row[stop:].sum() == 0 and row.sum() == pytest.approx(1.0, abs=1e-12)  # no later token is reached
+def test_query_rows_are_their_rows_of_the_dense_matrix(heads, key_heads, n, length, window, monkeypatch):
+    """A few queries against every key give the dense matrix's rows, in one block or (a tiny block budget) in
+    blocks of one row."""
+    layer = random_causal(heads, key_heads, length, length, window, seed=n)
+    start, stop = length - 4, length - 1
+    rows = QueryRows(layer.query[:, start:stop], layer.key, start, window)
+    expected = layer.dense()[:, start:stop]
+    for budget in (full.BLOCK_BYTES, 1):
+        monkeypatch.setattr(full, "BLOCK_BYTES", budget)
+        blocks = list(rows.blocks())
+        assert len(blocks) == (1 if budget > 1 else 3)
+        got = torch.cat([probs for _, _, probs in blocks], dim=1)
+        assert blocks[0][0] == start and blocks[-1][1] == stop
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="outside"):
+        QueryRows(layer.query[:, :3], layer.key, length - 2, window)
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma3"])
-def test_a_causal_language_models_answer_rows_are_its_eager_attention(kind):
+@pytest.mark.parametrize("kind", ["llama", "mistral", "qwen2", "qwen3", "gemma3"])
+def test_a_causal_language_models_answer_rows_are_its_eager_attention_past_the_window(kind):
+    """Every family's answer rows, per layer and head, on a prompt four times its window: Gemma 3's and Mistral's
+    windows (and Qwen 2's windowed layer), Qwen 3's and Gemma 3's query/key norms, grouped keys, against Hugging
+    Face's eager weights; a windowed layer's rows reach no key a window back."""
     model = tiny_decoder(kind, head="causal_lm")
-    ids = torch.randint(5, 60, (1, 15), generator=torch.Generator().manual_seed(2))
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    n = 4 * DECODER_WINDOW + 3
+    ids = torch.randint(5, 60, (1, n), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        _, layers = architecture(model).run(model, batch, attentions=True)
-        eager = model(**batch, output_attentions=True).attentions
-    got = answer_attention(layers[0], 11, 15)
-    for weights, row in zip(eager, got, strict=True):
-        np.testing.assert_allclose(row, weights[0, :, 10:14].double().mean(dim=(0, 1)).numpy(), rtol=1e-6, atol=1e-9)
+        eager = model(input_ids=ids, output_attentions=True).attentions
+    got = answer_head_attention(model, ids, 4)
+    assert got.shape == (2, 4, n)
+    windows = architecture(model).windows(model.config)
+    for weights, row, window in zip(eager, got, windows, strict=True):
+        expected = weights[0, :, n - 5 : n - 1].double()
+        np.testing.assert_allclose(row, expected.mean(dim=1).numpy(), rtol=1e-6, atol=1e-9)
+        first_reached = n - 5 - DECODER_WINDOW + 1
+        assert (row[:, :first_reached].sum() == 0) == (window is not None)
+        assert np.allclose(row.sum(axis=1), 1.0)
 
 
 def test_source_sums_and_attntrace_pooling_are_the_loops():
@@ -83,8 +100,8 @@ def test_bad_arguments_are_refused():
         source_sums(np.zeros(3), np.zeros(4, dtype=int), 2)
     with pytest.raises(ValueError, match="at least 1"):
         top_k_pooled(np.zeros(3), np.zeros(3, dtype=int), 1, k=0)
-    with pytest.raises(ValueError, match="past the"):
-        answer_attention([random_causal(2, 1, 10, 6, None, seed=0)], 5, 9)
+    with pytest.raises(ValueError, match="not a causal language model"):
+        answer_head_attention(tiny_modernbert(), torch.ones(1, 6, dtype=torch.long), 2)
 
 
 def _sequence(n: int = 14, answer: int = 3):
@@ -141,3 +158,16 @@ def test_integrated_gradients_of_the_answer_are_complete(kind):
     assert fine.scores.shape == (ids.shape[1],) and fine.scores.sum() == pytest.approx(
         fine.gap, abs=1e-6 * abs(fine.gap)
     )
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_the_contexts_benchmark_measures_a_family_on_its_tiny_shape(family):
+    """``make bench``'s long-context rows (``benchmarks/suites/contexts.py``) on the ``tiny`` shape at 96 tokens, in
+    this process: every time and ratio is written, and leave-one-out from the shared prefix gives the recomputed
+    numbers (float32: 1e-4 on log-probabilities of order 10, a few ulps of the logits through two layers)."""
+    row = bench_context_length(family, "tiny", 96)
+    timed = ("forward_s", "attention_s", "forward_backward_s", "attnlrp_s", "loo_recompute_s", "loo_shared_prefix_s")
+    for field in timed:
+        assert isinstance(row[field], float) and row[field] > 0, field
+    assert row["tokens"] == 96 and row["dense_bytes"] == 2 * 6 * 96 * 96 * 4
+    assert row["loo_largest_difference"] < 1e-4 and "not run" in row["context_cite"]

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from attnlens.attention.full import FullLayer
-from attnlens.models.base import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs
+from attnlens.attention.full import FullLayer, QueryRows
+from attnlens.models.base import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs, hidden_state
 
 #: The head groups' modules in a decoder layer's attention, by attnlens's group names.
 PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
@@ -173,17 +173,53 @@ class Llama(Architecture, family="llama"):
                     bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(length), True, window))
         return outputs, bands
 
+    def query_rows(self, model: nn.Module, input_ids: torch.Tensor, start: int, stop: int, each) -> None:
+        """:meth:`Architecture.query_rows`: a hook on each layer's attention projects the queries of rows ``start …
+        stop − 1`` and every key from the layer's own input, as :func:`queries_and_keys` does, and hands them on
+        before the layer runs; the forward computes no logits (``logits_to_keep``: one position)."""
+        n = int(input_ids.shape[1])
+        if input_ids.shape[0] != 1 or not 0 <= start < stop <= n:
+            raise ValueError(f"expected one sequence and rows inside its {n} tokens, got {tuple(input_ids.shape)}")
+        windows = self.windows(model.config)
+
+        def hook_of(index: int, window: int | None):
+            def hook(module, hook_args, kwargs):
+                hidden = hidden_state(hook_args, kwargs)
+                cos, sin = kwargs["position_embeddings"]
+                query = projected(module, "q", hidden[:, start:stop], cos[:, start:stop], sin[:, start:stop])
+                key = projected(module, "k", hidden, cos, sin)
+                each(index, QueryRows((query * module.scaling)[0], key[0], start, window))
+
+            return hook
+
+        handles = [
+            self.self_attention(layer).register_forward_pre_hook(hook_of(i, w), with_kwargs=True)
+            for i, (layer, w) in enumerate(zip(self.layers(model), windows, strict=True))
+        ]
+        try:
+            with torch.no_grad():
+                model(input_ids=input_ids, logits_to_keep=1)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+def projected(attn: nn.Module, which: str, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """A decoder attention module's rotated queries (``which`` = ``q``: ``(B, H, n, d)``, unscaled) or keys (``k``:
+    ``(B, KV, n, d)``), as its forward computes them: its projection, its ``q_norm`` / ``k_norm`` where it has them,
+    its module's own rotation (applied to the one tensor)."""
+    x = getattr(attn, f"{which}_proj")(hidden).view(*hidden.shape[:-1], -1, attn.head_dim)
+    norm = getattr(attn, f"{which}_norm", None)
+    if norm is not None:
+        x = norm(x)
+    x = x.transpose(1, 2)
+    return sys.modules[type(attn).__module__].apply_rotary_pos_emb(x, x, cos, sin)[0]
+
 
 def queries_and_keys(attn: nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """A decoder attention module's scaled, rotated queries ``(B, H, n, d)`` and rotated keys ``(B, KV, n, d)``, as
-    its forward computes them (its ``q_norm`` / ``k_norm`` where it has them, its module's own rotation)."""
-    shape = (*hidden.shape[:-1], -1, attn.head_dim)
-    q, k = attn.q_proj(hidden).view(shape), attn.k_proj(hidden).view(shape)
-    if getattr(attn, "q_norm", None) is not None:
-        q, k = attn.q_norm(q), attn.k_norm(k)
-    rotate = sys.modules[type(attn).__module__].apply_rotary_pos_emb
-    q, k = rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-    return q * attn.scaling, k
+    its forward computes them (:func:`projected`) and scores them (the queries scaled by the module's ``scaling``)."""
+    return projected(attn, "q", hidden, cos, sin) * attn.scaling, projected(attn, "k", hidden, cos, sin)
 
 
 class Mistral(Llama, family="mistral"):

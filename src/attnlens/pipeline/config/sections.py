@@ -171,6 +171,7 @@ SECTION_CLASSES = {
     "generation": "GenerationConfig",
     "generation.scratch": "GenerationScratchConfig",
     "generation.train": "GenerationTrainConfig",
+    "generation.learned": "GenerationLearnedConfig",
     "figures": "FiguresConfig",
     "report": "ReportConfig",
     "report.explorer": "ExplorerConfig",
@@ -272,6 +273,7 @@ PairTopologyConfig = _CLASSES["pairs.topology"]
 GenerationConfig = _CLASSES["generation"]
 GenerationScratchConfig = _CLASSES["generation.scratch"]
 GenerationTrainConfig = _CLASSES["generation.train"]
+GenerationLearnedConfig = _CLASSES["generation.learned"]
 FiguresConfig = _CLASSES["figures"]
 ReportConfig = _CLASSES["report"]
 ExplorerConfig = _CLASSES["report.explorer"]

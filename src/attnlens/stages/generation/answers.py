@@ -19,6 +19,7 @@ from attnlens.attribution.artifacts import (
     ANSWER_SCORE_COLUMNS,
     ANSWER_SCORES_SCHEMA,
     JUDGED_SCHEMA,
+    load_head_weights,
 )
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
 from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks
@@ -100,18 +101,21 @@ def run_explain_answers(
     responses_path: StrPath,
     ablations_path: StrPath,
     scores_path: StrPath,
+    learned_path: StrPath | None = None,
 ) -> pd.DataFrame:
     """Rule ``explain_answers``: every method of ``generation.methods`` scores every answer's sources; what each
-    cost (seconds, forwards, backwards, peak memory) and one plain forward's seconds beside it."""
+    cost (seconds, forwards, backwards, peak memory) and one plain forward's seconds beside it. ``learned_path``:
+    learned attention's head weights (``fit_learned_attention``), where the method is asked for."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     dev = place(model, device)
     for p in model.parameters():
         p.requires_grad_(False)
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
     ablations, _ = load_parquet(ablations_path, ABLATIONS_SCHEMA, ABLATION_COLUMNS)
+    head_weights = load_head_weights(learned_path) if learned_path else None
     rows = []
     for row in responses.itertuples(index=False):
-        x = _answer_example(model, tokenizer, row, ablations, cfg, dev)
+        x = _answer_example(model, tokenizer, row, ablations, cfg, dev, head_weights)
         res = explain_answer(x, cfg.methods)
         for method in cfg.methods:
             rows.append(
@@ -135,7 +139,9 @@ def run_explain_answers(
     return frame
 
 
-def _answer_example(model, tokenizer, row, ablations: pd.DataFrame, cfg: GenerationConfig, device) -> AnswerExample:
+def _answer_example(
+    model, tokenizer, row, ablations: pd.DataFrame, cfg: GenerationConfig, device, head_weights: np.ndarray | None
+) -> AnswerExample:
     return AnswerExample(
         model=model,
         input_ids=torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(device),
@@ -146,6 +152,7 @@ def _answer_example(model, tokenizer, row, ablations: pd.DataFrame, cfg: Generat
         n_answer_tokens=int(row.answer_length),
         leave_one_out=_ablated(ablations, row.example_id, "leave_one_out", cfg.score),
         random=_ablated(ablations, row.example_id, "random", cfg.score),
+        head_weights=head_weights,
         pad_id=int(tokenizer.pad_token_id),
         pool_k=cfg.pool_k,
         ig_steps=cfg.ig_steps,

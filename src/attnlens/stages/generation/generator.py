@@ -172,10 +172,41 @@ def run_generate_answers(
     positions, and greedy answers left unfinished, are counted in the run notes."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     place(model, device)
-    positions = int(model.config.max_position_embeddings)
     test_df, _ = load_examples(test_path)
     rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
-    chosen = test_df.head(cfg.n_examples)
+    frame, notes = responses(model, tokenizer, test_df.head(cfg.n_examples), cfg, target, rationales, str(test_path))
+    if not getattr(tokenizer, "chat_template", None):
+        notes.append("the tokenizer has no chat template: each prompt is generation.template alone")
+    for note in notes:
+        log.warning("%s", note)
+    prov = provenance(
+        RESPONSES_SCHEMA, {**generation_keys(cfg), "attribution": {"target": target}}, cfg.seed, notes=notes
+    )
+    save_parquet(frame, responses_path, prov, RESPONSE_COLUMNS)
+    log.info(
+        "%d answers (%s), exact match %.3f, mean log-probability %.3f",
+        len(frame),
+        target,
+        frame["exact_match"].mean(),
+        frame["log_prob"].mean(),
+    )
+    return frame
+
+
+def responses(
+    model,
+    tokenizer,
+    chosen: pd.DataFrame,
+    cfg: GenerationConfig,
+    target: str,
+    rationales: pd.DataFrame | None,
+    where: str,
+) -> tuple[pd.DataFrame, list[str]]:
+    """The responses (:data:`~attnlens.generator.artifacts.RESPONSE_COLUMNS`) of the examples ``chosen``: each
+    prompt, the greedy answer (``target`` = ``predicted``) or the reference (``true``), the sources (flagged
+    planted from ``rationales``; none flagged without them) and the answer's scores; and the run notes on the
+    answers left out and the prompts cut."""
+    positions = int(model.config.max_position_embeddings)
     prompts, greedy = _greedy(model, tokenizer, chosen, cfg, positions)
     rows, unfinished, empty = [], [], []
     for r, prompt, g in zip(chosen.itertuples(index=False), prompts, greedy, strict=True):
@@ -190,7 +221,8 @@ def run_generate_answers(
         if not ids:
             empty.append(str(r.example_id))
             continue
-        kinds, planted = _planted(rationales[rationales["example_id"] == r.example_id], prompt.sources, prompt.offset)
+        mine = None if rationales is None else rationales[rationales["example_id"] == r.example_id]
+        kinds, planted = _planted(mine, prompt.sources, prompt.offset)
         rows.append(
             {
                 "example_id": str(r.example_id),
@@ -215,7 +247,7 @@ def run_generate_answers(
         )
     if not rows:
         raise InputError(
-            str(test_path),
+            where,
             "answers",
             f"expected an answer to explain, got none of {len(chosen)}: {len(unfinished)} not finished within "
             f"generation.max_new_tokens {cfg.max_new_tokens}, {len(empty)} empty",
@@ -227,28 +259,14 @@ def run_generate_answers(
         log_p, logit = answer_scores(lp)
         row.update(token_log_probs=lp.tolist(), log_prob=float(log_p), logit=float(logit))
     frame = pd.DataFrame(rows)
-    notes = _response_notes(frame, unfinished, empty, cfg, positions)
-    if not getattr(tokenizer, "chat_template", None):
-        notes.append("the tokenizer has no chat template: each prompt is generation.template alone")
-    for note in notes:
-        log.warning("%s", note)
-    prov = provenance(
-        RESPONSES_SCHEMA, {**generation_keys(cfg), "attribution": {"target": target}}, cfg.seed, notes=notes
-    )
-    save_parquet(frame, responses_path, prov, RESPONSE_COLUMNS)
-    log.info(
-        "%d answers (%s), exact match %.3f, mean log-probability %.3f",
-        len(frame),
-        target,
-        frame["exact_match"].mean(),
-        frame["log_prob"].mean(),
-    )
-    return frame
+    return frame, _response_notes(frame, unfinished, empty, cfg, positions)
 
 
-def _planted(rationales: pd.DataFrame, sources: Sequence[Source], offset: int) -> tuple[list[int], list[bool]]:
+def _planted(rationales: pd.DataFrame | None, sources: Sequence[Source], offset: int) -> tuple[list[int], list[bool]]:
     """Each source's planted kind (the ``phrase_label`` of a planted sentence inside it; −1 for none) and whether
     it holds planted evidence (the answer's sentence; the supporting sentence of a two-hop question)."""
+    if rationales is None:
+        return [-1] * len(sources), [False] * len(sources)
     kinds, planted = [], []
     for s in sources:
         a, b = s.start + offset, s.end + offset

@@ -1,0 +1,144 @@
+"""``contexts.json``: what each answer method of the generation study costs at the lengths retrieval-augmented
+prompts reach — 2 048, 8 192, 16 384 and 32 768 tokens — per answer, for a causal language model of each decoder
+family in the decoders' ``small`` shape (:mod:`benchmarks.suites.decoders`: 6 layers, hidden 384, 12 query heads
+sharing 4 key/value heads; random weights, float32; Mistral's window of 4 096 keys, Gemma 3's of 1 024 in five layers
+of six). The context is cut into 16 sources of equal length; the answer is its last 8 tokens.
+
+Per family and length:
+
+* ``forward_s``: one forward of prompt + answer, only the answer's rows reaching the vocabulary;
+* ``attention_s``, ``attention_over_forward`` (learned attention's target ≤ 1.2: its pass is this one, the weights
+  a product over ``layers · heads`` numbers a source) and ``attention_peak_extra_over_dense`` (target ≤ 2 %): the
+  answer's rows' attention per layer and head (:func:`~attnlens.attribution.context.answer_head_attention`, which
+  ``attention_last``, ``attention_all``, AttnTrace and learned attention read), its peak extra memory over the dense
+  ``layers · heads · n² · 4`` bytes that ``output_attentions`` returns;
+* ``forward_backward_s``, ``attnlrp_s`` and ``attnlrp_over_forward_backward`` (target ≤ 2): AttnLRP of the answer's
+  log-probability against gradient × input of it (one forward and one backward);
+* ``loo_recompute_s``, ``loo_shared_prefix_s`` and ``loo_speedup`` (target ≥ 1.8): leave-one-out's 16 ablations,
+  every prompt recomputed one a forward (:func:`~attnlens.attribution.ablation.answer_token_log_probs`) against the
+  shared prefix run once (:func:`~attnlens.attribution.ablation.shared_prefix_log_probs`), their largest difference
+  beside them; up to :data:`LOO_TOKENS` tokens on a CPU (two cores recompute 16 prompts of 32 768 tokens in about an
+  hour);
+* ``context_cite`` and ``inseq``: not run here, and why.
+
+Each family and length runs in an interpreter of its own under the strict allocator, as ``decoders.json``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix_log_probs
+from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input, answer_head_attention
+from attnlens.attribution.ig import freeze
+from attnlens.models import architecture, draw_decoder
+from benchmarks.measuring import STRICT_MALLOC, bench_child, measured, over
+from benchmarks.suites.decoders import FAMILIES, SHAPES, WINDOWS
+
+LENGTHS = (2048, 8192, 16384, 32768)
+SOURCES, ANSWER = 16, 8
+#: Leave-one-out is timed both ways up to this many tokens on a CPU.
+LOO_TOKENS = 8192
+NOT_RUN = {
+    "context_cite": "not run: context-cite 0.0.4 needs its own environment (tests/reference/build_context_cite_env.sh)"
+    " and runs one ablation a forward from the whole prompt, what loo_recompute_s times",
+    "inseq": "not run: not installed beside the project's pins; its attention and gradient methods return the dense "
+    "n × n attention (output_attentions), what dense_bytes counts",
+}
+
+
+def language_model(family: str, shape: str, n: int, seed: int = 0):
+    """A random-weight float32 causal language model of ``family`` and ``shape`` taking ``n`` tokens, frozen."""
+    s = SHAPES[shape]
+    head_dim = s["hidden"] // s["heads"]
+    extra = dict(WINDOWS[family])
+    if family == "gemma3":
+        extra["query_pre_attn_scalar"] = head_dim
+    model = draw_decoder(
+        family,
+        seed,
+        "causal_lm",
+        vocab_size=s["vocab"],
+        hidden_size=s["hidden"],
+        intermediate_size=s["ffn"],
+        num_hidden_layers=s["layers"],
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["key_heads"],
+        head_dim=head_dim,
+        max_position_embeddings=n,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        **extra,
+    )
+    return freeze(model)
+
+
+def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_TOKENS) -> dict:
+    """One family, shape and length, in this process (see the module docstring)."""
+    model = language_model(family, shape, n)
+    config = model.config
+    ids = torch.randint(5, config.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+    dense = config.num_hidden_layers * config.num_attention_heads * n * n * 4
+    row = {
+        "family": family,
+        "shape": shape,
+        "tokens": n,
+        "describe": architecture(model).describe(config),
+        "dense_bytes": dense,
+        **NOT_RUN,
+    }
+    with torch.no_grad():
+        model(input_ids=ids, logits_to_keep=ANSWER + 1)  # warm-up
+        _, seconds, peak = measured(lambda: model(input_ids=ids, logits_to_keep=ANSWER + 1))
+    row["forward_s"] = round(seconds, 3)
+    row["forward_peak_extra_over_dense"] = over(peak, dense)
+    _, seconds, peak = measured(lambda: answer_head_attention(model, ids, ANSWER))
+    row["attention_s"] = round(seconds, 3)
+    row["attention_over_forward"] = round(seconds / row["forward_s"], 3)
+    row["attention_over_forward_target"] = 1.2
+    row["attention_peak_extra_over_dense"] = over(peak, dense)
+    row["attention_peak_extra_over_dense_target"] = 0.02
+    _, seconds, peak = measured(lambda: answer_gradient_x_input(model, ids, ANSWER))
+    row["forward_backward_s"] = round(seconds, 3)
+    relevance, seconds, peak = measured(lambda: answer_attnlrp(model, ids, ANSWER))
+    row["attnlrp_s"] = round(seconds, 3)
+    row["attnlrp_peak_extra_over_dense"] = over(peak, dense)
+    row["attnlrp_over_forward_backward"] = round(seconds / row["forward_backward_s"], 3)
+    row["attnlrp_over_forward_backward_target"] = 2.0
+    row["attnlrp_conservation_delta"] = float(relevance.delta)
+    if n > loo_tokens:
+        row["loo"] = f"not run on a CPU past {loo_tokens} tokens (16 forwards of the whole prompt)"
+        return row
+    full = ids[0].tolist()
+    bounds = np.linspace(1, n - ANSWER - 1, SOURCES + 1).astype(int)
+    deleted = [full[: bounds[s]] + full[bounds[s + 1] :] for s in range(SOURCES)]
+    recomputed, seconds, _ = measured(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1))
+    row["loo_recompute_s"] = round(seconds, 3)
+    shared, seconds, _ = measured(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8))
+    row["loo_shared_prefix_s"] = round(seconds, 3)
+    row["loo_speedup"] = round(row["loo_recompute_s"] / row["loo_shared_prefix_s"], 3)
+    row["loo_speedup_target"] = 1.8
+    row["loo_largest_difference"] = float(np.abs(np.stack(recomputed) - shared).max())
+    return row
+
+
+#: What ``make bench`` runs on the CPU: the small shape at every length.
+CPU_PLAN = tuple(("small", n) for n in LENGTHS)
+
+
+def bench_contexts(families=FAMILIES, plan=CPU_PLAN) -> list[dict]:
+    """Every family at every ``(shape, length)`` of ``plan`` on the CPU, each in a fresh interpreter with strict
+    memory accounting; a row that does not fit this machine says so."""
+    strict = {**os.environ, **STRICT_MALLOC}
+    rows = []
+    for shape, n in plan:
+        for family in families:
+            try:
+                rows.append(bench_child("contexts", "bench_context_length", n, strict, family, shape))
+            except RuntimeError as failed:
+                rows.append({"family": family, "shape": shape, "tokens": n, "not_run": str(failed).splitlines()[0]})
+    return rows
