@@ -8,7 +8,9 @@ One document, without the pipeline (:mod:`attnlens.api`)::
     import attnlens
     doc = attnlens.explain(text, attnlens.load("results/models/finetuned"))
 
-``load``, ``explain`` and the API's classes are resolved on first use (PEP 562), so that ``import attnlens``
+One generated answer's sources: ``attnlens.cite(context, question, "results/")``.
+
+``load``, ``explain``, ``cite`` and the API's classes are resolved on first use (PEP 562), so that ``import attnlens``
 from a light rule does not import torch and transformers.
 """
 
@@ -18,7 +20,7 @@ from attnlens.errors import InputError
 from attnlens.version import __version__
 
 #: Names of :mod:`attnlens.api` re-exported here.
-API = ("Classifier", "DocumentExplanation", "Settings", "explain", "load")
+API = ("Citation", "Classifier", "DocumentExplanation", "Settings", "cite", "explain", "load")
 
 __all__ = ["InputError", "__version__", *API]
 

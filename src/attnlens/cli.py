@@ -1,4 +1,6 @@
-"""``python -m attnlens explain FILE --model DIR [--out DIR] [--question Q]``: one document, without the pipeline.
+"""``python -m attnlens explain FILE --model DIR [--out DIR] [--question Q]``: one document, without the pipeline;
+``python -m attnlens cite FILE --question Q --model DIR [--methods M …] [--answer A] [--out DIR]``: one generated
+answer's sources.
 
 Writes the explorer page, ``scores.json`` (prediction, IG with δ and convergence, every token's scores, the
 fixed-mode agreement of attention and IG with chance levels) and the document's artifacts in the pipeline's
@@ -6,6 +8,10 @@ formats (:meth:`attnlens.api.DocumentExplanation.save`). The summary says how mu
 (a text longer than the model's length is cut; a text the vocabulary cannot spell is mostly unknown tokens) in
 the pipeline's own words. Bad input — a missing or unreadable file, an empty text, a model folder that is not a
 classifier, an ``--out`` that is a file — is one line on stderr and exit status 2.
+
+``cite`` writes ``cite.html`` (the context's sources coloured by each method) and ``citation.json`` (the answer,
+every source's scores, the notes: a context cut to the model's positions, an answer that did not finish), and
+prints each method's top source.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from pathlib import Path
 
 import transformers
 
-from attnlens.api import explain, load
+from attnlens.api import cite, explain, load
 from attnlens.api.document import check_out_folder
 from attnlens.errors import InputError
 
@@ -61,6 +67,16 @@ def parser() -> argparse.ArgumentParser:
         "--question", default=None, help="the question a question-answering model answers from the file (its context)"
     )
     cmd.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    cited = commands.add_parser("cite", help="which sources of a context a generated answer rests on: cite.html")
+    cited.add_argument("file", help="the context, a UTF-8 text file (- for standard input)")
+    cited.add_argument("--question", required=True, help="what the model is asked about the context")
+    cited.add_argument("--model", required=True, help="a causal language model's folder, a run's results/ or a hub id")
+    cited.add_argument("--methods", nargs="+", default=None, help="answer methods (default: generation.methods)")
+    cited.add_argument("--weights", default=None, help="learned attention's learned_attention.json")
+    cited.add_argument("--answer", default=None, help="an answer to explain in place of the model's greedy one")
+    cited.add_argument("--out", default=None, help="output folder (default: cited-<file stem>)")
+    cited.add_argument("--config", default=None, help="a pipeline config whose generation section applies")
+    cited.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return top
 
 
@@ -68,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     transformers.utils.logging.disable_progress_bar()  # the output is the summary lines below, or one error line
     transformers.utils.logging.set_verbosity_error()
+    if args.command == "cite":
+        return _cite(args)
     t0 = time.perf_counter()
     try:
         text = read_text(args.file)
@@ -95,4 +113,34 @@ def main(argv: list[str] | None = None) -> int:
     for note in doc.notes:  # the cut and the unknown tokens, as the pipeline's run notes say them
         print(note if note.startswith("warning:") else f"note: {note}")
     print(f"page: {paths['explorer']}\nscores: {paths['scores']}")
+    return 0
+
+
+def _cite(args) -> int:
+    t0 = time.perf_counter()
+    try:
+        context = read_text(args.file)
+        name = "stdin" if args.file == "-" else Path(args.file).stem
+        if not context.strip():  # before the model loads, as explain's empty text
+            raise InputError(args.file, "text", "expected a context with some text, found an empty one")
+        out = Path(args.out or f"cited-{name}")
+        check_out_folder(out)
+        citation = cite(
+            context,
+            args.question,
+            args.model,
+            methods=args.methods,
+            config=args.config,
+            weights=args.weights,
+            answer=args.answer,
+            device=args.device,
+        )
+        paths = citation.save(out)
+    except InputError as err:
+        print(f"attnlens: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{citation.summary()}; {time.perf_counter() - t0:.1f} s")
+    for note in citation.notes:
+        print(f"note: {note}")
+    print(f"page: {paths['page']}\ncitation: {paths['citation']}")
     return 0

@@ -10,6 +10,8 @@ measured in docs/benchmarks.md.
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
+import attnlens
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS, LEARNED_SCHEMA, load_head_weights
 from attnlens.attribution.context import answer_head_attention
@@ -27,7 +30,17 @@ from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
-from tests.support.helpers import GUARD, ROOT, gpu_rules, merged, run_snakemake, tiny_config, write_config
+from tests.support.helpers import (
+    GUARD,
+    ROOT,
+    gpu_rules,
+    local_env,
+    merged,
+    run_guarded,
+    run_snakemake,
+    tiny_config,
+    write_config,
+)
 from tests.support.session_runs import session_run
 
 pytestmark = pytest.mark.workflow
@@ -172,3 +185,49 @@ def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(gene
         assert "device: cpu (model.device auto)" in log.read_text(encoding="utf-8"), rule
         (record,) = folder.glob("*.job.json")
         assert "model.device" in record.read_text(encoding="utf-8"), rule
+
+
+def test_one_call_gives_the_runs_scores_for_its_first_answer(generation_run):
+    """``attnlens.cite`` on the run's first explained question, with the run's config and its reference answer (the
+    run explains references: ``attribution.target: true``): every method's scores are the run's — the same model,
+    prompt, answer-0 masks and learned weights (found in ``results/``). Bounds: the float32 model's forwards batched
+    otherwise (the random ablations without the held-out ones), so 1e-5 on scores of order 1."""
+    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    test, _ = load_parquet(generation_run / "results/data/test.parquet")
+    first = test.iloc[0]
+    assert first["example_id"] == responses["example_id"].iloc[0]
+    config = merged(tiny_config(ROOT), GENERATION_RUN)
+    cited = attnlens.cite(
+        first["text"], first["question"], generation_run / "results", config=config, answer=first["label"]
+    )
+    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    mine = scores[scores["example_id"] == first["example_id"]].set_index("method")
+    assert set(cited.scores) == set(method_names(ANSWER)) and cited.context == responses["context"].iloc[0]
+    for method, values in cited.scores.items():
+        np.testing.assert_allclose(values, mine.loc[method, "scores"], rtol=1e-5, atol=1e-5, err_msg=method)
+    ranked = cited.ranked("leave_one_out")
+    assert [k for k, _, _ in ranked] == list(np.argsort(-cited.scores["leave_one_out"], kind="stable"))
+    assert "the tokenizer has no chat template" in " ".join(cited.notes)
+
+
+def test_the_command_line_cites_a_file_and_refuses_an_empty_question(generation_run, tmp_path):
+    """``python -m attnlens cite`` in a fresh process: the page and citation.json out, each method's top source in
+    the summary (the reference explained, ``--answer``: the run's eight-step model answers nothing right); an empty
+    question is one line and exit status 2."""
+    test, _ = load_parquet(generation_run / "results/data/test.parquet")
+    (tmp_path / "context.txt").write_text(test["text"].iloc[1], encoding="utf-8")
+    command = [sys.executable, "-m", "attnlens", "cite", str(tmp_path / "context.txt"), "--model"]
+    command += [str(generation_run / "results"), "--methods", "attention_all", "leave_one_out"]
+    command += ["--question", test["question"].iloc[1], "--out"]
+    out = run_guarded([*command, str(tmp_path / "out"), "--answer", test["label"].iloc[1]],
+                      cwd=tmp_path, timeout=GUARD["stage"], env=local_env())  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "top source by method: attention_all" in out.stdout and "page:" in out.stdout
+    record = json.loads((tmp_path / "out/citation.json").read_text(encoding="utf-8"))
+    assert set(record["scores"]) == {"attention_all", "leave_one_out"}
+    assert len(record["scores"]["leave_one_out"]) == len(record["sources"]) > 0
+    assert "Content-Security-Policy" in (tmp_path / "out/cite.html").read_text(encoding="utf-8")
+    bad = run_guarded(
+        [*command, str(tmp_path / "bad"), "--question", " "], cwd=tmp_path, timeout=GUARD["stage"], env=local_env()
+    )  # fmt: skip  (the last --question)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "question" in bad.stderr

@@ -16,21 +16,26 @@ dataset-wide run adds is the dataset: head importance is estimated on the traini
 explained alone is scaled by the importance of the run it came from (:func:`load` of a run's ``results/``
 finds it, or ``importance=``) and, without one, by uniform weights (scaled and unscaled agree).
 
-One module a job: :mod:`~.explain` (the classifier and the call), :mod:`~.document` (what the call returns).
+One module a job: :mod:`~.explain` (the classifier and the call), :mod:`~.document` (what the call returns), and
+:mod:`~.cite`, one generated answer's sources (``attnlens.cite(context, question, model)``).
 """
 
 from __future__ import annotations
 
+from attnlens.api.cite import CITATION_SCHEMA, Citation, cite
 from attnlens.api.document import SCORES_SCHEMA, DocumentExplanation, Settings
 from attnlens.api.explain import RUN_IMPORTANCE, RUN_MODEL, Classifier, explain, load
 
 __all__ = [
+    "CITATION_SCHEMA",
     "RUN_IMPORTANCE",
     "RUN_MODEL",
     "SCORES_SCHEMA",
+    "Citation",
     "Classifier",
     "DocumentExplanation",
     "Settings",
+    "cite",
     "explain",
     "load",
 ]

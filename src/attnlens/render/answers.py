@@ -40,7 +40,8 @@ def _cell(value: float, scale: float) -> str:
 
 
 def answer_page(row, methods: Sequence[tuple[str, str, np.ndarray]], why: str) -> str:
-    """One answer's page: ``row`` a responses row, ``methods`` ``(name, label, source scores)``."""
+    """One answer's page: ``row`` a responses row (``reference`` None: an answer with none, as
+    :func:`attnlens.cite` gives), ``methods`` ``(name, label, source scores)``."""
     context = str(row["context"])
     spans = list(zip(row["source_start"], row["source_end"], strict=True))
     head = "".join(f"<th title='{html_text(lab)}'>{html_text(name)}</th>" for name, lab, _ in methods)
@@ -53,11 +54,17 @@ def answer_page(row, methods: Sequence[tuple[str, str, np.ndarray]], why: str) -
         text = f"<span class='p'>{text}</span>" if planted else text
         cells = "".join(_cell(float(s[k]), scale) for (_, _, s), scale in zip(methods, scales, strict=True))
         body_rows.append(f"<tr><td class='n'>{k}</td><td class='s'>{text}</td><td>{html_text(kind)}</td>{cells}</tr>")
-    verdict = "right" if row["exact_match"] == 1.0 else "wrong"
+    if row["reference"] is None:  # an answer no reference judges (attnlens.cite)
+        answered = f"<b>Answer:</b> {html_text(row['answer'])}<br>"
+    else:
+        verdict = "right" if row["exact_match"] == 1.0 else "wrong"
+        answered = (
+            f"<b>Answer</b> ({html_text(row['target'])}, {verdict}): {html_text(row['answer'])}<br>"
+            f"<b>Reference:</b> {html_text(row['reference'])}<br>"
+        )
     body = (
         f"<h1>Answer {html_text(row['example_id'])}</h1><p>{html_text(why)}.</p>"
-        f"<p><b>Question:</b> {html_text(row['question'])}<br><b>Answer</b> ({html_text(row['target'])}, "
-        f"{verdict}): {html_text(row['answer'])}<br><b>Reference:</b> {html_text(row['reference'])}<br>"
+        f"<p><b>Question:</b> {html_text(row['question'])}<br>{answered}"
         f"log-probability {float(row['log_prob']):.3f}, logit {float(row['logit']):.3f}</p>"
         f"<p>Each method's column is scaled by its largest magnitude on this answer; {html_text(SIGNED_SCALE)}. "
         "Planted evidence is in bold.</p>"

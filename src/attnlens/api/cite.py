@@ -1,0 +1,315 @@
+"""One answer in one call: which sources of a context a causal language model's answer rests on, ranked by each
+requested method, without the pipeline::
+
+    import attnlens
+    c = attnlens.cite(open("report.txt").read(), "Who signed the treaty?", "results/")
+    c.answer                    # the model's greedy answer
+    c.ranked("attnlrp")         # the sources, most relied on first
+    c.to_frame()                # one row per source, a column per method
+    c.save("cited/")            # cite.html and citation.json
+
+Every number comes from the functions the generation study's rules call for each answer — the prompt and greedy
+answer of ``generate_answers``, the ablations of ``ablate_contexts`` (from the shared prefix), the methods of
+``explain_answers`` and the page of ``answer_explorer`` — with the settings of a pipeline config's ``generation``
+section (the defaults, or ``config=``). The model is a causal language model's folder or hub id, or a run's
+``results/`` (its trained generator, and learned attention's weights where the run fitted them).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
+from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
+from attnlens.attribution.methods import label
+from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks
+from attnlens.data.context import Source
+from attnlens.device import place
+from attnlens.errors import InputError
+from attnlens.generator.decoding import greedy_answers
+from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
+from attnlens.io import provenance
+from attnlens.models import architecture
+from attnlens.models.loading import load_causal_lm
+from attnlens.pipeline.config import GenerationConfig, read_config_file, validate_config
+from attnlens.render.answers import answer_page
+
+#: Where a run's ``results/`` keeps the generator and learned attention's weights.
+RUN_GENERATOR = "models/generator"
+RUN_WEIGHTS = "generation/learned_attention.json"
+#: The JSON :meth:`Citation.save` writes beside the page.
+CITATION_SCHEMA = "citation/v1"
+
+
+@dataclass
+class Citation:
+    """One answer and its sources' scores by every requested method (:func:`cite`)."""
+
+    context: str  # the context as the model read it (cut where it did not fit)
+    question: str
+    answer: str
+    finished: bool  # the greedy answer ended with the end token within generation.max_new_tokens
+    sources: list[Source]
+    scores: dict[str, np.ndarray]  # per method, one score per source
+    seconds: dict[str, float]
+    log_prob: float
+    logit: float
+    notes: list[str] = field(default_factory=list)
+    model: str = ""
+
+    def ranked(self, method: str) -> list[tuple[int, str, float]]:
+        """``(source index, text, score)``, the highest score first (ties: the earlier source)."""
+        if method not in self.scores:
+            raise KeyError(f"{method!r} was not run: {sorted(self.scores)}")
+        order = np.argsort(-np.nan_to_num(self.scores[method], nan=-np.inf), kind="stable")
+        return [(int(k), self.sources[k].text, float(self.scores[method][k])) for k in order]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per source (its index, text and character span in :attr:`context`), a column per method."""
+        frame = pd.DataFrame(
+            {
+                "source": range(len(self.sources)),
+                "text": [s.text for s in self.sources],
+                "start": [s.start for s in self.sources],
+                "end": [s.end for s in self.sources],
+            }
+        )
+        for method, scores in self.scores.items():
+            frame[method] = scores
+        return frame
+
+    def html(self) -> str:
+        """The answer's page: its sources coloured by every method, beside the question and the answer."""
+        row = {
+            "example_id": "answer",
+            "context": self.context,
+            "question": self.question,
+            "answer": self.answer,
+            "reference": None,
+            "target": "predicted",
+            "exact_match": float("nan"),
+            "source_start": [s.start for s in self.sources],
+            "source_end": [s.end for s in self.sources],
+            "source_kind": [-1] * len(self.sources),
+            "planted": [False] * len(self.sources),
+            "log_prob": self.log_prob,
+            "logit": self.logit,
+        }
+        methods = [(m, label(m), s) for m, s in self.scores.items()]
+        why = "; ".join(self.notes) if self.notes else "the model's greedy answer"
+        return answer_page(row, methods, why)
+
+    def show(self):
+        """The page inline in Jupyter."""
+        from IPython.display import HTML  # noqa: PLC0415 (IPython: in a notebook only)
+
+        return HTML(self.html())
+
+    def summary(self) -> str:
+        best = {m: self.ranked(m)[0][0] for m in self.scores if len(self.sources)}
+        tops = ", ".join(f"{m} {k}" for m, k in best.items())
+        return f"answer {self.answer!r} ({len(self.sources)} sources); top source by method: {tops}"
+
+    def save(self, out: str | Path) -> dict[str, Path]:
+        """``cite.html`` and ``citation.json`` (the answer, every source's scores, the notes) in the folder ``out``."""
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise InputError(str(out), "(folder)", "expected a folder to write the citation into, found a file")
+        out.mkdir(parents=True, exist_ok=True)
+        page, record = out / "cite.html", out / "citation.json"
+        page.write_text(self.html(), encoding="utf-8")
+        payload = {
+            "provenance": provenance(CITATION_SCHEMA, {}, 0, notes=self.notes),
+            "model": self.model,
+            "question": self.question,
+            "answer": self.answer,
+            "finished": self.finished,
+            "log_prob": self.log_prob,
+            "logit": self.logit,
+            "sources": [{"start": s.start, "end": s.end, "text": s.text} for s in self.sources],
+            "scores": {m: [None if not np.isfinite(v) else float(v) for v in s] for m, s in self.scores.items()},
+            "seconds": self.seconds,
+        }
+        record.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return {"page": page, "citation": record}
+
+
+def _generation(config: str | Path | Mapping[str, Any] | None) -> GenerationConfig:
+    if config is None:
+        raw, where = {}, "config"
+    elif isinstance(config, Mapping):
+        raw, where = copy.deepcopy(dict(config)), "config"
+    else:
+        raw, where = copy.deepcopy(read_config_file(config)), str(config)
+    return GenerationConfig.from_dict(validate_config(raw, where)["generation"])
+
+
+def _load(model, device: str) -> tuple[Any, Any, str, Path | None]:
+    """The model, its tokenizer, what it was loaded from, and learned weights found beside it (a run's)."""
+    if isinstance(model, tuple):
+        return model[0], model[1], type(model[0]).__name__, None
+    path = Path(model)
+    if (path / RUN_GENERATOR).is_dir():
+        weights = path / RUN_WEIGHTS
+        lm, tokenizer = load_causal_lm(str(path / RUN_GENERATOR), "model")
+        return lm, tokenizer, str(path / RUN_GENERATOR), weights if weights.is_file() else None
+    lm, tokenizer = load_causal_lm(str(model), "model")
+    return lm, tokenizer, str(model), None
+
+
+def cite(
+    context: str,
+    question: str,
+    model,
+    *,
+    methods: Sequence[str] | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+    weights: str | Path | None = None,
+    answer: str | None = None,
+    device: str = "auto",
+) -> Citation:
+    """The model's greedy answer to ``question`` from ``context`` and its sources' scores by each of ``methods``
+    (default: ``generation.methods``; learned attention where weights are found).
+
+    Args:
+        context: the text the answer is drawn from, cut into sources by ``generation.sources`` (sentences by
+            default); sources dropped from the end where the prompt does not fit the model (a note says so).
+        question: what the model is asked.
+        model: a causal language model's folder or hub id (the network), a run's ``results/``, or
+            ``(model, tokenizer)`` already loaded.
+        methods: answer methods (``attnlens.attribution.methods.method_names("answer")``).
+        config: a pipeline config (YAML path or mapping) whose ``generation`` section applies.
+        weights: learned attention's ``learned_attention.json`` (a run's is found in its ``results/``).
+        answer: an answer to explain in place of the model's greedy one (``attribution.target: true``'s way).
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+    """
+    if not str(question).strip():
+        raise InputError("question", "(text)", "expected a question, got an empty one")
+    cfg = _generation(config)
+    lm, tokenizer, source, found = _load(model, device)
+    dev = place(lm, device)
+    for p in lm.parameters():
+        p.requires_grad_(False)
+    notes: list[str] = []
+    weights = weights or found
+    wanted = list(methods) if methods is not None else list(cfg.methods)
+    head_weights = None
+    if "learned_attention" in wanted:
+        if weights is None and methods is None:
+            wanted.remove("learned_attention")
+            notes.append("learned_attention left out: no fitted weights (weights=, or a run's results/)")
+        elif weights is None:
+            raise InputError("methods", "learned_attention", "expected fitted weights: weights= or a run's results/")
+        else:
+            head_weights = _weights(weights, lm)
+    positions = int(lm.config.max_position_embeddings)
+    prompt = encode_prompt(
+        tokenizer,
+        "answer",
+        context,
+        question,
+        sources=cfg.sources,
+        template=cfg.template,
+        max_positions=positions,
+        reserve=cfg.max_new_tokens,
+    )
+    if prompt.cut_sources:
+        notes.append(
+            f"{prompt.cut_sources} sources ({prompt.cut_tokens} tokens) were left out of the context: the prompt "
+            f"was cut to the model's {positions} positions"
+        )
+    if not getattr(tokenizer, "chat_template", None):
+        notes.append("the tokenizer has no chat template: the prompt is generation.template alone")
+    if answer is None:
+        (greedy,) = greedy_answers(
+            lm,
+            [prompt.input_ids],
+            max_new_tokens=cfg.max_new_tokens,
+            end=end_token(tokenizer),
+            pad=tokenizer.pad_token_id,
+            batch_size=1,
+        )
+        ids, finished = list(greedy.ids), greedy.finished  # without the end token
+        if not finished:
+            notes.append(
+                f"the answer did not finish within generation.max_new_tokens {cfg.max_new_tokens}: explained as it "
+                "stands"
+            )
+    else:
+        ids, finished = answer_ids(tokenizer, answer), True
+    if not ids:
+        raise InputError("answer", "(text)", "expected the model to answer, got an empty answer")
+    sequence = prompt.input_ids + ids
+    (token_lp,) = answer_token_log_probs(lm, [sequence], [len(ids)])
+    log_p, logit = answer_scores(token_lp)
+    full = float(log_p if cfg.score == "log_prob" else logit)
+    sources = list(prompt.sources)
+    ablated = {}
+    for kind, masks in (
+        ("leave_one_out", leave_one_out_masks(len(sources))),
+        ("random", answer_masks(cfg.seed, 0, len(sources), cfg.n_ablations, 0, cfg.keep)[0]),
+    ):
+        t0 = time.perf_counter()
+        lp = ablation_log_probs(
+            lm, tokenizer, prompt.context, sources, prompt.question, ids, masks, cfg.removal, cfg.template,
+            cfg.batch_size,
+        )  # fmt: skip
+        lp_sum, lp_logit = answer_scores(lp)
+        ablated[kind] = Ablated(masks, lp_sum if cfg.score == "log_prob" else lp_logit, time.perf_counter() - t0)
+    x = AnswerExample(
+        model=lm,
+        input_ids=torch.as_tensor([sequence], device=dev),
+        answer_length=len(ids),
+        owner=np.concatenate([prompt.owner, np.full(len(ids), -1)]),
+        n_sources=len(sources),
+        full_score=full,
+        n_answer_tokens=len(ids),
+        leave_one_out=ablated["leave_one_out"],
+        random=ablated["random"],
+        head_weights=head_weights,
+        pad_id=int(tokenizer.pad_token_id),
+        pool_k=cfg.pool_k,
+        ig_steps=cfg.ig_steps,
+        batch_size=cfg.batch_size,
+        alpha=cfg.alpha,
+    )
+    try:
+        res = explain_answer(x, wanted)
+    except ValueError as err:
+        raise InputError("methods", ",".join(wanted), str(err)) from None
+    return Citation(
+        context=prompt.context,
+        question=prompt.question,
+        answer=answer if answer is not None else tokenizer.decode(ids, skip_special_tokens=True).strip(),
+        finished=finished,
+        sources=sources,
+        scores={m: res.scores[m] for m in wanted},
+        seconds={m: res.seconds[m] for m in wanted},
+        log_prob=float(log_p),
+        logit=float(logit),
+        notes=notes,
+        model=source,
+    )
+
+
+def _weights(path: str | Path, model) -> np.ndarray:
+    """Learned attention's weights, checked against the model's layers and heads."""
+    try:
+        w = load_head_weights(path)
+    except FileNotFoundError:
+        raise InputError(str(path), "(file)", f"expected {LEARNED_SCHEMA} weights, found nothing") from None
+    shape = (len(architecture(model).layers(model)), int(model.config.num_attention_heads))
+    if w.shape != shape:
+        raise InputError(str(path), "weights", f"expected {shape[0]} × {shape[1]} (layers × heads), got {w.shape}")
+    return w
