@@ -22,12 +22,16 @@ import torch
 from transformers import DynamicCache
 
 from attnlens.data.context import PROMPT_TEMPLATE, REMOVALS, Source
+from attnlens.models import architecture
 
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
-#: What the fixed cost of a forward is worth in tokens, for batching ablations (docs/benchmarks.md, "Ablations
-#: from the shared prefix").
-FORWARD_OVERHEAD = 256
+#: A forward's fixed cost in floating-point operations, per device type: what batching ablations saves. A token
+#: costs about twice the decoder layers' parameters, so the overhead in tokens shrinks as the model grows
+#: (:func:`forward_overhead`; docs/benchmarks.md, "Ablations from the shared prefix"). The CPU's is measured (1.7 ms
+#: of fixed cost at 11.5 µs a token on the default's 2-layer decoder of 131 k layer parameters: 145 tokens); a
+#: card's is not yet, set to what 10 ms of launches cost at 50 TFLOP/s.
+FORWARD_OVERHEAD_FLOP = {"cpu": 4.0e7, "cuda": 5.0e11}
 
 
 @torch.no_grad()
@@ -95,6 +99,14 @@ def shared_prefix(full: Sequence[int], ids: Sequence[int], keep: Sequence[int] |
     return n
 
 
+def forward_overhead(model) -> int:
+    """What a forward's fixed cost is worth in tokens of ``model`` on its device (:data:`FORWARD_OVERHEAD_FLOP`):
+    deterministic, so a run's batches, and its numbers, do not depend on the machine's speed."""
+    device = next(model.parameters()).device.type
+    layers = sum(p.numel() for layer in architecture(model).layers(model) for p in layer.parameters())
+    return int(FORWARD_OVERHEAD_FLOP.get(device, FORWARD_OVERHEAD_FLOP["cpu"]) // max(2 * layers, 1))
+
+
 def _batches(order: Sequence[int], prefix: Sequence[int], lengths: Sequence[int], size: int, overhead: int):
     """Consecutive runs of ``order`` (by shared prefix, longest first) of at most ``size``, a run running every
     sequence from its shortest prefix on, right-padded. A sequence joins the run before it where that costs less
@@ -122,7 +134,7 @@ def shared_prefix_log_probs(
     answer_length: int,
     keep: Sequence[Sequence[int]] | None = None,
     batch_size: int = BATCH,
-    overhead: int = FORWARD_OVERHEAD,
+    overhead: int | None = None,
 ) -> np.ndarray:
     """``(sequences, answer_length)`` float64, equal to :func:`answer_token_log_probs` (float rounding aside) at a
     fraction of its cost: each answer token's log-probability in each of ``sequences`` (ablations of ``full``, each
@@ -131,8 +143,9 @@ def shared_prefix_log_probs(
 
     The sequences run in batches of consecutive shared prefixes (:func:`_batches`), each from the batch's shortest
     one, its keys and values repeated along the batch, right-padded, with explicit positions: a token's position
-    is its index, so a sliding window's keys are the same as without the cache. Only the positions that predict the
-    answer reach the vocabulary (``logits_to_keep``)."""
+    is its index, so a sliding window's keys are the same as without the cache. ``overhead``: what a forward's fixed
+    cost is worth in tokens (default :func:`forward_overhead`). Only the positions that predict the answer reach the
+    vocabulary (``logits_to_keep``)."""
     a = int(answer_length)
     if keep is not None and len(keep) != len(sequences):
         raise ValueError("expected one keep list per sequence")
@@ -158,6 +171,7 @@ def shared_prefix_log_probs(
         cached = [(layer.keys, layer.values) for layer in head.layers]
     lengths = [len(ids) for ids in sequences]
     order = sorted(range(len(sequences)), key=lambda i: (-prefix[i], i))
+    overhead = forward_overhead(model) if overhead is None else overhead
     for run in _batches(order, prefix, lengths, batch_size, overhead):
         start = min(prefix[i] for i in run)
         width = max(lengths[i] - start for i in run)
