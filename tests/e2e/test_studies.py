@@ -107,6 +107,31 @@ def test_no_explanation_methods_means_no_explain_and_no_leaderboard(root, tmp_pa
     assert planned == expected
 
 
+#: The generation study's jobs: one each, the dataset's included.
+GENERATION = {
+    "prepare_dataset": 1,
+    "train_generator": 1,
+    "fit_learned_attention": 1,
+    "generate_answers": 1,
+    "ablate_contexts": 1,
+    "explain_answers": 1,
+    "judge_answers": 1,
+    "answer_leaderboard": 1,
+    "answer_explorer": 1,
+}
+
+
+def test_the_rag_recipe_plans_every_generation_rule_without_the_network(root, tmp_path):
+    """config/hotpotqa_rag.yaml over the default (a hub dataset and a hub model, read by the jobs, not the plan):
+    its dry run plans every rule of the generation study."""
+    configs = [str(root / "config" / name) for name in ("config.yaml", "hotpotqa_rag.yaml")]
+    args = ("--directory", str(tmp_path), "-n", "--forceall", "--quiet", "rules", "--configfile", *configs)
+    out = run_snakemake(root, *args, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    table = out.stdout.split("Job stats:")[1].split("total")[0]
+    assert {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, re.M)} == {**GENERATION, **ALWAYS}
+
+
 def test_a_ranking_that_is_not_explained_is_refused(root, tmp_path):
     cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
     cfg["explanations"] = {"methods": ["attention_all", "rollout"]}

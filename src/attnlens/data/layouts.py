@@ -14,7 +14,9 @@ dataset's own columns and writes one example a row in the columns the config nam
   for the others), every sentence of a distractor paragraph a ``QA_DISTRACTOR``. A question answered yes or no,
   or whose answer the context does not contain, has no span for an extractive reader: it is left out and counted
   (:attr:`Laid.left_out`, the run notes); so is a supporting fact naming a sentence its paragraph does not have
-  (a known flaw of a few HotpotQA rows).
+  (a known flaw of a few HotpotQA rows). For ``data.task: generation`` (retrieval-augmented answering) the label
+  is the answer's text, yes and no included, each titled paragraph is a source (``data.sources_column``, where the
+  config names one), and the supporting facts are the planted evidence the generation study scores against.
 
 Adding a layout: a :class:`Layout` subclass registered below, and its tests (``tests/unit/data/test_data_layouts.py``).
 """
@@ -41,6 +43,8 @@ class Columns:
     text: str
     label: str
     question: str
+    sources: str | None = None  # data.sources_column: each context's own sources, where the task reads them
+    task: str = "qa"
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def _as_list(value) -> list:
 
 class HotpotQA(Layout):
     name = "hotpot_qa"
-    tasks = ("qa",)
+    tasks = ("qa", "generation")
     description = "HotpotQA's distractor setting: ten titled paragraphs, supporting facts as rationales"
     #: the answers an extractive reader has no span for
     YES_NO = frozenset({"yes", "no"})
@@ -143,7 +147,7 @@ class HotpotQA(Layout):
                     f"found {list(map(str, df.columns))}",
                 )
         left_out: Counter = Counter()
-        kept, texts, answers, rationales = [], [], [], []
+        kept, texts, answers, rationales, paragraph_texts = [], [], [], [], []
         for row, (answer, context, facts) in enumerate(
             zip(df["answer"], df["context"], df["supporting_facts"], strict=True)
         ):
@@ -168,7 +172,8 @@ class HotpotQA(Layout):
                 else:
                     left_out["supporting facts naming a sentence their paragraph does not have (the fact dropped)"] += 1
             answer = str(answer) if answer is not None else ""
-            if answer.strip().lower() in self.YES_NO:
+            generated = columns.task == "generation"
+            if answer.strip().lower() in self.YES_NO and not generated:
                 left_out["questions answered yes or no (no span to extract)"] += 1
                 continue
             start, in_fact = -1, None
@@ -180,13 +185,17 @@ class HotpotQA(Layout):
                     break
             if start < 0 and answer:
                 start = text.find(answer)
-            if start < 0:
+            if start < 0 and not generated:
                 left_out["answers their context does not contain"] += 1
+                continue
+            if generated and not answer.strip():
+                left_out["questions without an answer"] += 1
                 continue
             position = len(kept)
             kept.append(row)
             texts.append(text)
-            answers.append({"text": [answer], "answer_start": [start]})
+            answers.append(answer if generated else {"text": [answer], "answer_start": [start]})
+            paragraph_texts.append(self._paragraph_texts(text, spans, paragraphs))
             support_paragraphs = {p for p, _ in supporting}
             for key in supporting:
                 kind = QA_ANSWER if key == in_fact else QA_SUPPORTING
@@ -198,9 +207,22 @@ class HotpotQA(Layout):
         frame.index = pd.Index(kept)  # the source's rows kept
         frame[columns.text] = texts
         frame[columns.label] = answers
+        if columns.sources is not None:
+            frame[columns.sources] = paragraph_texts
         if columns.question != "question":
             frame[columns.question] = frame["question"]
         return Laid(frame, rationales, dict(left_out))
+
+    @staticmethod
+    def _paragraph_texts(text: str, spans: dict, paragraphs: list) -> list[str]:
+        """Each titled paragraph as a span of the joined context: its title line through its last sentence."""
+        out, at = [], 0
+        for p, (title, sentences) in enumerate(paragraphs):
+            start = text.index(title + "\n", at)
+            end = spans[p, len(sentences) - 1][1] if sentences else start + len(title)
+            out.append(text[start:end])
+            at = end
+        return out
 
     @staticmethod
     def _rationale(row: int, text: str, span: tuple[int, int], kind: int) -> dict:

@@ -206,7 +206,8 @@ def _table_examples(df: pd.DataFrame, cfg, where: str, id_of) -> tuple[pd.DataFr
     out by ``data.layout`` (:mod:`attnlens.data.layouts`): with the rationales it annotates and the rows it left out, by
     reason. The result's index is the source's rows kept (their positions); ``id_of(i)`` names the source's row ``i``
     without ``data.id_column``."""
-    laid = get_layout(cfg.layout).lay_out(df, Columns(cfg.text_column, cfg.label_column, cfg.question_column), where)
+    columns = Columns(cfg.text_column, cfg.label_column, cfg.question_column, cfg.sources_column, cfg.task)
+    laid = get_layout(cfg.layout).lay_out(df, columns, where)
     df = laid.frame
     labels = label_cells(df, cfg, where)
     if cfg.id_column is not None and cfg.id_column not in df.columns:

@@ -132,7 +132,7 @@ def test_what_a_hotpot_row_cannot_give_is_counted_or_refused_in_one_line():
         HOTPOT.lay_out(pd.DataFrame([_hotpot_row(0)]).drop(columns="supporting_facts"), COLUMNS, "f")
 
 
-def _file_cfg(path, **data) -> DataConfig:
+def _file_cfg(path, studies=("classification",), model=None, **data) -> DataConfig:
     config = {
         "data": {
             "task": "qa",
@@ -144,7 +144,8 @@ def _file_cfg(path, **data) -> DataConfig:
             "id_column": "_id",
             **data,
         },
-        "studies": ["classification"],
+        "studies": list(studies),
+        **({"model": model} if model else {}),
     }
     return DataConfig.from_dict(validate_config(config)["data"])
 
@@ -194,7 +195,7 @@ def test_a_layout_is_refused_where_it_cannot_mean_anything(tmp_path):
         ),
         (
             {"task": "classification", "source": "file", "path": "x.json", "layout": "hotpot_qa"},
-            "expected data.task one of \\['qa'\\] for data.layout 'hotpot_qa', got 'classification'",
+            "expected data.task one of \\['qa', 'generation'\\] for data.layout 'hotpot_qa', got 'classification'",
         ),
     ):
         with pytest.raises(InputError, match=f"^config: data.layout: {match}"):
@@ -246,3 +247,57 @@ def test_the_hotpot_overlay_offline_is_one_line(root, monkeypatch):
         r"'train\[:2000\]'",
     ):
         prepare_dataset(cfg)
+
+
+def test_a_hotpot_file_as_generation_gives_answers_paragraph_sources_and_supporting_facts(tmp_path):
+    """``data.task: generation`` on HotpotQA: the answer's text is the label (yes and no kept: a generated answer
+    needs no span), each titled paragraph a source of ``data.sources_column`` (spans of the context, in order), the
+    supporting facts the evidence the generation study scores against."""
+    rows = [_hotpot_row(i) for i in range(10)]
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    frames, rationales, manifest = prepare_dataset(
+        _file_cfg(
+            path,
+            ["generation"],
+            {"source": "from_config", "architecture": "llama"},
+            task="generation",
+            label_column="answer",
+            question_column="question",
+            sources_column="paras",
+        )
+    )
+    both = pd.concat(frames.values()).set_index("example_id")
+    assert (len(both) == 10 and "left_out" not in manifest) or not manifest.get("left_out")
+    assert both.loc["train004", "label"] == "yes" and both.loc["train003", "label"] == "Lake Train 3"
+    for example_id, row in both.iterrows():
+        paragraphs = list(row["sources"])
+        assert len(paragraphs) == 4 and paragraphs[1].startswith(f"Bridge {example_id[-1]}\n")
+        assert [row["text"].index(p) for p in paragraphs] == sorted(row["text"].index(p) for p in paragraphs)
+    evidence = rationales[rationales["evidence"]]
+    assert len(evidence) == 2 * 10 and set(evidence["phrase_label"]) <= {QA_ANSWER, QA_SUPPORTING}
+
+
+def _rag_overlay(root) -> dict:
+    """config/hotpotqa_rag.yaml laid over config/config.yaml and validated."""
+    config = merged(read_config_file(root / "config/config.yaml"), read_config_file(root / "config/hotpotqa_rag.yaml"))
+    return validate_config(config, "config/hotpotqa_rag.yaml")
+
+
+def test_the_rag_recipe_reads_a_hub_dataset_of_its_shape_and_offline_is_one_line(root, tmp_path, monkeypatch):
+    """config/hotpotqa_rag.yaml on a local dataset of Hugging Face's HotpotQA shape: questions, answers, the ten
+    (here four) titled paragraphs as sources; offline, its hub dataset is one line naming data.hub.name."""
+    config = _rag_overlay(root)
+    assert config["studies"] == ["generation"] and config["model"]["source"] == "pretrained"
+    pd.DataFrame([_hugging_face_form(_hotpot_row(i, "validation")) for i in range(6)]).to_parquet(
+        tmp_path / "validation.parquet"
+    )
+    pd.DataFrame([_hugging_face_form(_hotpot_row(i)) for i in range(12)]).to_parquet(tmp_path / "train.parquet")
+    hub = {**config["data"]["hub"], "name": str(tmp_path), "config": None}
+    frames, _, _ = prepare_dataset(DataConfig.from_dict({**config["data"], "hub": hub}))
+    assert (len(frames["train"]), len(frames["test"])) == (12, 6)
+    assert all(len(s) == 4 for s in frames["test"]["sources"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(InputError, match=r"^config: data.hub.name: could not load 'hotpotqa/hotpot_qa'"):
+        prepare_dataset(DataConfig.from_dict(config["data"]))
