@@ -36,9 +36,9 @@ import torch
 from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.ig import freeze
-from attnlens.models import architecture, draw_decoder
+from attnlens.models import architecture
 from benchmarks.measuring import STRICT_MALLOC, bench_child, measured, over
-from benchmarks.suites.decoders import FAMILIES, SHAPES, WINDOWS
+from benchmarks.suites.decoders import FAMILIES, decoder
 
 LENGTHS = (2048, 8192, 16384, 32768)
 SOURCES, ANSWER = 16, 8
@@ -54,29 +54,7 @@ NOT_RUN = {
 
 def language_model(family: str, shape: str, n: int, seed: int = 0):
     """A random-weight float32 causal language model of ``family`` and ``shape`` taking ``n`` tokens, frozen."""
-    s = SHAPES[shape]
-    head_dim = s["hidden"] // s["heads"]
-    extra = dict(WINDOWS[family])
-    if family == "gemma3":
-        extra["query_pre_attn_scalar"] = head_dim
-    model = draw_decoder(
-        family,
-        seed,
-        "causal_lm",
-        vocab_size=s["vocab"],
-        hidden_size=s["hidden"],
-        intermediate_size=s["ffn"],
-        num_hidden_layers=s["layers"],
-        num_attention_heads=s["heads"],
-        num_key_value_heads=s["key_heads"],
-        head_dim=head_dim,
-        max_position_embeddings=n,
-        pad_token_id=0,
-        tie_word_embeddings=False,
-        attn_implementation="sdpa",
-        **extra,
-    )
-    return freeze(model)
+    return freeze(decoder(family, shape, n, seed=seed, head="causal_lm"))
 
 
 def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_TOKENS) -> dict:

@@ -65,8 +65,11 @@ LENGTHS = (8192, 16384, 32768)
 HF_ATTENTIONS_LIMIT = 8 * 2**30
 
 
-def decoder(family: str, shape: str, n: int, implementation: str = "sdpa", seed: int = 0):
-    """A random-weight float32 decoder classifier of ``family`` and ``shape`` taking ``n`` tokens, in eval mode."""
+def decoder(
+    family: str, shape: str, n: int, implementation: str = "sdpa", seed: int = 0, head: str = "sequence_classification"
+):
+    """A random-weight float32 decoder of ``family`` and ``shape`` taking ``n`` tokens, in eval mode: a classifier,
+    or another ``head`` (``causal_lm``: :mod:`benchmarks.suites.contexts`)."""
     s = SHAPES[shape]
     head_dim = s["hidden"] // s["heads"]
     extra = dict(WINDOWS[family])
@@ -75,6 +78,7 @@ def decoder(family: str, shape: str, n: int, implementation: str = "sdpa", seed:
     return draw_decoder(
         family,
         seed,
+        head,
         vocab_size=s["vocab"],
         hidden_size=s["hidden"],
         intermediate_size=s["ffn"],

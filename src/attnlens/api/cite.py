@@ -17,7 +17,6 @@ section (the defaults, or ``config=``). The model is a causal language model's f
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -29,11 +28,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlens.api.document import full_config
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
 from attnlens.attribution.methods import label
-from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks
+from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks, score_of
 from attnlens.data.context import Source
 from attnlens.device import place
 from attnlens.errors import InputError
@@ -42,7 +42,7 @@ from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
-from attnlens.pipeline.config import GenerationConfig, read_config_file, validate_config
+from attnlens.pipeline.config import GenerationConfig
 from attnlens.render.answers import answer_page
 
 #: Where a run's ``results/`` keeps the generator and learned attention's weights.
@@ -145,16 +145,6 @@ class Citation:
         return {"page": page, "citation": record}
 
 
-def _generation(config: str | Path | Mapping[str, Any] | None) -> GenerationConfig:
-    if config is None:
-        raw, where = {}, "config"
-    elif isinstance(config, Mapping):
-        raw, where = copy.deepcopy(dict(config)), "config"
-    else:
-        raw, where = copy.deepcopy(read_config_file(config)), str(config)
-    return GenerationConfig.from_dict(validate_config(raw, where)["generation"])
-
-
 def _load(model, device: str) -> tuple[Any, Any, str, Path | None]:
     """The model, its tokenizer, what it was loaded from, and learned weights found beside it (a run's)."""
     if isinstance(model, tuple):
@@ -196,7 +186,7 @@ def cite(
     """
     if not str(question).strip():
         raise InputError("question", "(text)", "expected a question, got an empty one")
-    cfg = _generation(config)
+    cfg = GenerationConfig.from_dict(full_config(config)["generation"])
     lm, tokenizer, source, found = _load(model, device)
     dev = place(lm, device)
     for p in lm.parameters():
@@ -253,7 +243,7 @@ def cite(
     sequence = prompt.input_ids + ids
     (token_lp,) = answer_token_log_probs(lm, [sequence], [len(ids)])
     log_p, logit = answer_scores(token_lp)
-    full = float(log_p if cfg.score == "log_prob" else logit)
+    full = float(score_of(token_lp, cfg.score))
     sources = list(prompt.sources)
     ablated = {}
     for kind, masks in (
@@ -265,8 +255,7 @@ def cite(
             lm, tokenizer, prompt.context, sources, prompt.question, ids, masks, cfg.removal, cfg.template,
             cfg.batch_size,
         )  # fmt: skip
-        lp_sum, lp_logit = answer_scores(lp)
-        ablated[kind] = Ablated(masks, lp_sum if cfg.score == "log_prob" else lp_logit, time.perf_counter() - t0)
+        ablated[kind] = Ablated(masks, score_of(lp, cfg.score), time.perf_counter() - t0)
     x = AnswerExample(
         model=lm,
         input_ids=torch.as_tensor([sequence], device=dev),

@@ -57,6 +57,18 @@ except ImportError:  # pragma: no cover - IPython is a test requirement
 SCORES_SCHEMA = "document_scores/v1"
 
 
+def full_config(config: str | Path | Mapping[str, Any] | None) -> dict:
+    """A pipeline config for one call: ``None`` (the defaults), a YAML file, or a mapping, validated (defaults
+    filled; bad input one line naming the file or ``config``)."""
+    if config is None:
+        raw, where = {}, "config"
+    elif isinstance(config, Mapping):
+        raw, where = copy.deepcopy(dict(config)), "config"
+    else:
+        raw, where = copy.deepcopy(read_config_file(config)), str(config)
+    return validate_config(raw, where)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The config sections one document is explained with (the pipeline's, key for key)."""
@@ -70,13 +82,7 @@ class Settings:
     @classmethod
     def of(cls, config: str | Path | Mapping[str, Any] | None) -> Settings:
         """From a pipeline config: ``None`` (the defaults), a YAML file, or a mapping (validated, defaults filled)."""
-        if config is None:
-            raw, where = {}, "config"
-        elif isinstance(config, Mapping):
-            raw, where = copy.deepcopy(dict(config)), "config"
-        else:
-            raw, where = copy.deepcopy(read_config_file(config)), str(config)
-        full = validate_config(raw, where)
+        full = full_config(config)
         return cls(
             attention=AttentionConfig.from_dict(full["attention"]),
             attribution=AttributionConfig.from_dict(full["attribution"]),

@@ -64,6 +64,15 @@ def answer_scores(token_log_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return log_p, log_p - log_rest
 
 
+def score_of(token_log_probs: np.ndarray, score: str) -> np.ndarray:
+    """The answer's score ``F`` (``generation.score``) over the last axis: its log-probability (``log_prob``) or its
+    logit (``logit``), as :func:`answer_scores` gives them."""
+    log_p, logit = answer_scores(token_log_probs)
+    if score not in ("log_prob", "logit"):
+        raise ValueError(f"score: expected log_prob or logit, got {score!r}")
+    return log_p if score == "log_prob" else logit
+
+
 def fit_surrogate(
     masks: np.ndarray, scores: np.ndarray, n_tokens: int, alpha: float = ALPHA
 ) -> tuple[np.ndarray, float]:

@@ -22,7 +22,7 @@ from attnlens.attribution.artifacts import (
     load_head_weights,
 )
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
-from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks
+from attnlens.attribution.surrogate import answer_masks, leave_one_out_masks, score_of
 from attnlens.device import place
 from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA, answer_of, response_sources
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
@@ -48,7 +48,6 @@ def run_ablate_contexts(
     rows = []
     for k, row in enumerate(responses.itertuples(index=False)):
         sources = response_sources(row)
-        answer = answer_of(row)
         train, heldout = answer_masks(cfg.seed, k, len(sources), cfg.n_ablations, cfg.n_heldout, cfg.keep)
         for kind, masks in (
             ("random", train),
@@ -56,18 +55,7 @@ def run_ablate_contexts(
             ("leave_one_out", leave_one_out_masks(len(sources))),
         ):
             t0 = time.perf_counter()
-            lp = ablation_log_probs(
-                model,
-                tokenizer,
-                row.context,
-                sources,
-                row.question,
-                answer,
-                masks,
-                cfg.removal,
-                cfg.template,
-                cfg.batch_size,
-            )
+            lp = row_ablations(model, tokenizer, row, masks, cfg)
             rows.append(
                 {
                     "example_id": row.example_id,
@@ -87,8 +75,24 @@ def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) ->
     row = ablations[(ablations["example_id"] == example_id) & (ablations["kind"] == kind)].iloc[0]
     masks = np.array([list(m) for m in row["masks"]], dtype=bool)
     lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64)
-    log_p, logit = answer_scores(lp) if len(lp) else (np.zeros(0), np.zeros(0))
-    return Ablated(masks, log_p if score == "log_prob" else logit, float(row["seconds"]))
+    return Ablated(masks, score_of(lp, score) if len(lp) else np.zeros(0), float(row["seconds"]))
+
+
+def row_ablations(model, tokenizer, row, masks: np.ndarray, cfg: GenerationConfig) -> np.ndarray:
+    """``(masks, answer tokens)``: a response row's answer token log-probabilities on its context with each mask's
+    removed sources taken out (``generation.removal``), from the shared prefix."""
+    return ablation_log_probs(
+        model,
+        tokenizer,
+        row.context,
+        response_sources(row),
+        row.question,
+        answer_of(row),
+        masks,
+        cfg.removal,
+        cfg.template,
+        cfg.batch_size,
+    )
 
 
 # --- explain_answers ---------------------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ def _answer_example(
         answer_length=int(row.answer_length),
         owner=np.asarray(row.owner, dtype=np.int64),
         n_sources=len(row.source_start),
-        full_score=float(row.log_prob if cfg.score == "log_prob" else row.logit),
+        full_score=float(getattr(row, cfg.score)),
         n_answer_tokens=int(row.answer_length),
         leave_one_out=_ablated(ablations, row.example_id, "leave_one_out", cfg.score),
         random=_ablated(ablations, row.example_id, "random", cfg.score),
@@ -187,22 +191,8 @@ def run_judge_answers(
         mine = scored[scored["example_id"] == row.example_id]
         scores = {m.method: np.asarray(m.scores, dtype=np.float64) for m in mine.itertuples(index=False)}
         masks, where = removal_masks(scores, ks)
-        answer = answer_of(row)
-        lp = ablation_log_probs(
-            model,
-            tokenizer,
-            row.context,
-            response_sources(row),
-            row.question,
-            answer,
-            masks,
-            cfg.removal,
-            cfg.template,
-            cfg.batch_size,
-        )
-        log_p, logit = answer_scores(lp)
-        removed = log_p if cfg.score == "log_prob" else logit
-        full = float(row.log_prob if cfg.score == "log_prob" else row.logit)
+        removed = score_of(row_ablations(model, tokenizer, row, masks, cfg), cfg.score)
+        full = float(getattr(row, cfg.score))
         heldout = _ablated(ablations, row.example_id, "heldout", cfg.score)
         planted = np.asarray(row.planted, dtype=bool)
         rows += judge_answer(row.example_id, scores, ks, full, removed, where, heldout.masks, heldout.scores, planted)

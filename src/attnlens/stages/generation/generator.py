@@ -98,9 +98,9 @@ def run_train_generator(
     return metrics
 
 
-def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> TrainingExample:
-    answer = answer_ids(tokenizer, str(row.label), end=True)
-    prompt = encode_prompt(
+def _prompt(tokenizer, row, cfg: GenerationConfig, positions: int, reserve: int):
+    """An example's prompt (:func:`~attnlens.generator.prompts.encode_prompt`), ``reserve`` positions left."""
+    return encode_prompt(
         tokenizer,
         str(row.example_id),
         str(row.text),
@@ -108,28 +108,19 @@ def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> 
         sources=cfg.sources,
         template=cfg.template,
         max_positions=positions,
-        reserve=len(answer),
+        reserve=reserve,
         given=getattr(row, "sources", None),
     )
-    return TrainingExample(prompt.input_ids, answer)
+
+
+def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> TrainingExample:
+    answer = answer_ids(tokenizer, str(row.label), end=True)
+    return TrainingExample(_prompt(tokenizer, row, cfg, positions, len(answer)).input_ids, answer)
 
 
 def _greedy(model, tokenizer, frame: pd.DataFrame, cfg: GenerationConfig, positions: int):
     """Each example's prompt (room left for ``generation.max_new_tokens``) and the model's greedy answer to it."""
-    prompts = [
-        encode_prompt(
-            tokenizer,
-            str(r.example_id),
-            str(r.text),
-            str(r.question),
-            sources=cfg.sources,
-            template=cfg.template,
-            max_positions=positions,
-            reserve=cfg.max_new_tokens,
-            given=getattr(r, "sources", None),
-        )
-        for r in frame.itertuples(index=False)
-    ]
+    prompts = [_prompt(tokenizer, r, cfg, positions, cfg.max_new_tokens) for r in frame.itertuples(index=False)]
     answers = greedy_answers(
         model,
         [p.input_ids for p in prompts],

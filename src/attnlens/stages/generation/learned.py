@@ -9,18 +9,18 @@ import time
 import numpy as np
 import torch
 
-from attnlens.attribution.ablation import ablation_log_probs
 from attnlens.attribution.artifacts import LEARNED_SCHEMA
 from attnlens.attribution.context import answer_head_attention
 from attnlens.attribution.learned import FitExample, fit_head_weights, source_features
-from attnlens.attribution.surrogate import answer_masks, answer_scores
+from attnlens.attribution.surrogate import answer_masks, score_of
 from attnlens.data.sources import load_examples
 from attnlens.device import place
-from attnlens.generator.artifacts import answer_of, response_sources
+from attnlens.generator.artifacts import response_sources
 from attnlens.io import StrPath, provenance, save_json
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
+from attnlens.stages.generation.answers import row_ablations
 from attnlens.stages.generation.generator import generation_keys, responses
 
 log = logging.getLogger(__name__)
@@ -44,23 +44,11 @@ def run_fit_learned_attention(
     for k, row in enumerate(frame.itertuples(index=False)):
         sources = response_sources(row)
         masks, _ = answer_masks(learned.seed, k, len(sources), learned.n_ablations, 0, cfg.keep)
-        lp = ablation_log_probs(
-            model,
-            tokenizer,
-            row.context,
-            sources,
-            row.question,
-            answer_of(row),
-            masks,
-            cfg.removal,
-            cfg.template,
-            cfg.batch_size,
-        )
-        log_p, logit = answer_scores(lp)
+        scores = score_of(row_ablations(model, tokenizer, row, masks, cfg), cfg.score)
         ids = torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(dev)
         rows = answer_head_attention(model, ids, int(row.answer_length))
         features = source_features(rows, np.asarray(row.owner), len(sources))
-        examples.append(FitExample(features, masks, log_p if cfg.score == "log_prob" else logit))
+        examples.append(FitExample(features, masks, scores))
     ablation_seconds = time.perf_counter() - t0
     layers = len(architecture(model).layers(model))
     heads = int(model.config.num_attention_heads)
