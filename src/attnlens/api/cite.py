@@ -145,7 +145,7 @@ class Citation:
         return {"page": page, "citation": record}
 
 
-def _load(model, device: str) -> tuple[Any, Any, str, Path | None]:
+def _load(model) -> tuple[Any, Any, str, Path | None]:
     """The model, its tokenizer, what it was loaded from, and learned weights found beside it (a run's)."""
     if isinstance(model, tuple):
         return model[0], model[1], type(model[0]).__name__, None
@@ -187,7 +187,7 @@ def cite(
     if not str(question).strip():
         raise InputError("question", "(text)", "expected a question, got an empty one")
     cfg = GenerationConfig.from_dict(full_config(config)["generation"])
-    lm, tokenizer, source, found = _load(model, device)
+    lm, tokenizer, source, found = _load(model)
     dev = place(lm, device)
     for p in lm.parameters():
         p.requires_grad_(False)
