@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from benchmarks.measuring import STRICT_MALLOC, bench_child, write_result
-from benchmarks.suites.contexts import LENGTHS, SHAPES
-from benchmarks.suites.decoders import FAMILIES
+from benchmarks.suites.contexts import LENGTHS
+from benchmarks.suites.decoders import FAMILIES, SHAPES
 
 
 def main(argv: list[str] | None = None) -> None:
