@@ -16,6 +16,7 @@ import yaml
 from attnlens.findings.statements import ALL_MODELS
 from attnlens.findings.verdicts import HOLDS, NOT_STABLE, TOO_FEW
 from attnlens.pipeline.compare import differences
+from tests.conftest import ARCHITECTURE_ALPHA
 from tests.support.helpers import (
     GUARD,
     ROOT,
@@ -26,7 +27,6 @@ from tests.support.helpers import (
     tiny_config,
     write_config,
 )
-from tests.conftest import ARCHITECTURE_ALPHA
 from tests.support.session_runs import session_run
 from tests.unit.pipeline.test_grid import TEST_GRID
 

@@ -164,7 +164,8 @@ def test_a_failing_job_fails_the_run_instead_of_hanging(root, cluster, tmp_path)
 @pytest.mark.workflow
 def test_a_grid_runs_through_slurm(root, cluster, architecture_grid, tmp_path):
     """The architecture grid (conftest.architecture_grid: three models, the decoder at two seeds), its four runs'
-    bottleneck jobs again through sbatch side by side, then the findings across them: each run's claim as the local run's, the findings complete."""
+    bottleneck jobs again through sbatch side by side, then the findings across them: each run's claim as the local
+    run's, the findings complete."""
     work = copy_run(architecture_grid, tmp_path / "work")
     out, seconds = _slurm_run(
         root, work, node_profile(root, tmp_path), "results/findings/findings.csv", "--forcerun", "bottleneck_distances"
