@@ -25,7 +25,10 @@ from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMN
 from attnlens.attribution.context import answer_head_attention
 from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
+from attnlens.attribution.sanity import SANITY_SCHEMA
 from attnlens.attribution.surrogate import answer_masks, answer_scores
+from attnlens.findings.statements import FAILS, PASSES
+from attnlens.findings.verdicts import TOO_FEW
 from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
@@ -65,18 +68,42 @@ GENERATION_RUN = {
 }
 
 
-@session_run("generation_run", seconds=35)
+#: The grid's seeds (``generation.train.seed`` of each run): the first run is built to the end, the second as far as
+#: rule findings reads.
+SEEDS = (0, 1)
+RUNS = tuple(f"default__default__s{seed}" for seed in SEEDS)
+
+
+@session_run("generation_run", seconds=55)
 def _generation(work: Path) -> Path:
-    """The `.test` configuration as a generation run, to the end of its study."""
-    write_config(work, merged(tiny_config(ROOT), GENERATION_RUN))
-    out = run_snakemake(ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", timeout=GUARD["run"])
+    """The `.test` configuration as a generation grid of two training seeds: the first run to the end of its study,
+    the second as far as the findings read, and the findings (with the randomisation check of one answer)."""
+    cfg = merged(tiny_config(ROOT), GENERATION_RUN)
+    cfg["grid"] = {"seeds": list(SEEDS)}
+    cfg["findings"] = {**cfg.get("findings", {}), "sanity_examples": 1}
+    write_config(work, cfg)
+    targets = [f"results/runs/{RUNS[0]}/manifest.json", "results/findings/findings.csv"]
+    out = run_snakemake(
+        ROOT, "--directory", str(work), "--cores", "1", "--show-failed-logs", *targets, timeout=GUARD["run"]
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return work
 
 
 @pytest.fixture(scope="session")
-def generation_run(session_runs) -> Path:
+def generation_grid(session_runs) -> Path:
     return session_runs.get("generation_run")
+
+
+@pytest.fixture(scope="session")
+def generation_run(generation_grid) -> Path:
+    """The grid's first run, built to the end (the one-run layout of ``results/``)."""
+    return generation_grid / "results/runs" / RUNS[0]
+
+
+def _data(run: Path) -> Path:
+    """The prepared dataset a run of the grid reads (its runs share it)."""
+    return run.parents[1] / "datasets/default/data"
 
 
 def _config(run: Path) -> GenerationConfig:
@@ -84,11 +111,11 @@ def _config(run: Path) -> GenerationConfig:
 
 
 def test_the_responses_are_the_references_scored_by_the_trained_model(generation_run):
-    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
-    test, _ = load_parquet(generation_run / "results/data/test.parquet")
+    responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    test, _ = load_parquet(_data(generation_run) / "test.parquet")
     assert list(responses["example_id"]) == list(test["example_id"].head(3))
     assert (responses["answer"] == responses["reference"]).all() and set(responses["target"]) == {"true"}
-    model, _ = load_causal_lm(str(generation_run / "results/models/generator"), "model")
+    model, _ = load_causal_lm(str(generation_run / "models/generator"), "model")
     # the stage's batch again (every answer in one, generation.batch_size 16): the same forwards, the same bits
     again = answer_token_log_probs(
         model, [list(ids) for ids in responses["input_ids"]], list(responses["answer_length"]), batch_size=16
@@ -98,17 +125,17 @@ def test_the_responses_are_the_references_scored_by_the_trained_model(generation
         assert row.log_prob == pytest.approx(lp.sum(), abs=1e-12)
         assert sum(row.planted) == 1 and row.source_kind[int(np.argmax(row.planted))] == 0  # the answer's sentence
         assert row.reference in row.context[row.source_start[int(np.argmax(row.planted))] :]
-    metrics = load_json(generation_run / "results/models/generator_metrics.json")
+    metrics = load_json(generation_run / "models/generator_metrics.json")
     assert metrics["trained_from_scratch"] and metrics["steps"] == 8 and 0 <= metrics["exact_match"] <= 1
     assert metrics["n"] == len(test) and np.isfinite(metrics["mean_answer_log_prob"])
 
 
 def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_run):
     cfg = _config(generation_run)
-    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
-    ablations, _ = load_parquet(generation_run / "results/generation/ablations.parquet", columns=ABLATION_COLUMNS)
-    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
-    model, tokenizer = load_causal_lm(str(generation_run / "results/models/generator"), "model")
+    responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    ablations, _ = load_parquet(generation_run / "generation/ablations.parquet", columns=ABLATION_COLUMNS)
+    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    model, tokenizer = load_causal_lm(str(generation_run / "models/generator"), "model")
     assert sorted(scores["method"].unique()) == sorted(method_names(ANSWER))
     for k, row in enumerate(responses.itertuples(index=False)):
         mine = ablations[ablations["example_id"] == row.example_id].set_index("kind")
@@ -133,16 +160,16 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
 def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explained_ones(generation_run):
     """The weights come from the first training examples (never the explained test ones), one a layer and head, L1
     norm 1; an explained answer's learned-attention scores are its sources' head attentions weighted by them."""
-    record = load_json(generation_run / "results/generation/learned_attention.json", LEARNED_SCHEMA)
-    weights = load_head_weights(generation_run / "results/generation/learned_attention.json")
+    record = load_json(generation_run / "generation/learned_attention.json", LEARNED_SCHEMA)
+    weights = load_head_weights(generation_run / "generation/learned_attention.json")
     assert weights.shape == (1, 2) and np.abs(weights).sum() == pytest.approx(1.0)
     assert (record["n_examples"], record["n_fit"], record["n_heldout"], record["n_ablations"]) == (4, 3, 1, 8)
     assert np.isfinite([record["fit_correlation"], record["uniform_fit_correlation"]]).all()
-    train, _ = load_parquet(generation_run / "results/data/train.parquet")
-    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    train, _ = load_parquet(_data(generation_run) / "train.parquet")
+    responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
     assert not set(train["example_id"]) & set(responses["example_id"])
-    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
-    model, _ = load_causal_lm(str(generation_run / "results/models/generator"), "model")
+    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    model, _ = load_causal_lm(str(generation_run / "models/generator"), "model")
     row = next(responses.itertuples(index=False))
     rows = answer_head_attention(model, torch.tensor([list(row.input_ids)]), int(row.answer_length))
     expected = learned_scores(source_features(rows, np.asarray(row.owner), len(row.source_start)), weights)
@@ -151,20 +178,20 @@ def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explaine
 
 
 def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generation_run):
-    summary, _ = load_parquet(generation_run / "results/generation/leaderboard.parquet")
+    summary, _ = load_parquet(generation_run / "generation/leaderboard.parquet")
     assert set(summary["method"]) == set(method_names(ANSWER))
     assert {"top1_drop", "top5_drop", "lds", "precision_at_1", "recall_at_3", "cost_ratio", "peak_mib"} <= set(
         summary["metric"]
     )
-    table = pd.read_csv(generation_run / "results/paper/tables/answer_leaderboard.csv")
+    table = pd.read_csv(generation_run / "paper/tables/answer_leaderboard.csv")
     assert list(table["method"]) == list(method_names(ANSWER))
-    assert (generation_run / "results/paper/figures/answer_leaderboard.png").stat().st_size > 0
-    pages = sorted(p.name for p in (generation_run / "results/generation/explorer").glob("*.html"))
+    assert (generation_run / "paper/figures/answer_leaderboard.png").stat().st_size > 0
+    pages = sorted(p.name for p in (generation_run / "generation/explorer").glob("*.html"))
     assert "index.html" in pages and len(pages) == 3
-    page = next(p for p in (generation_run / "results/generation/explorer").glob("syn*.html")).read_text()
+    page = next(p for p in (generation_run / "generation/explorer").glob("syn*.html")).read_text()
     assert all(f">{m}<" in page for m in method_names(ANSWER)) and "Content-Security-Policy" in page
-    manifest = load_json(generation_run / "results/manifest.json")
-    assert "results/generation/judged.parquet" in str(manifest)
+    manifest = load_json(generation_run / "manifest.json")
+    assert f"results/runs/{RUNS[0]}/generation/judged.parquet" in str(manifest)
 
 
 def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(generation_run):
@@ -178,9 +205,10 @@ def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(gene
         "ablate_contexts",
         "explain_answers",
         "judge_answers",
+        "answer_sanity",
     }
     for rule in sorted(rules):
-        folder = generation_run / "results" / "logs" / rule
+        folder = generation_run / "logs" / rule
         (log,) = folder.glob("*.log")
         assert "device: cpu (model.device auto)" in log.read_text(encoding="utf-8"), rule
         (record,) = folder.glob("*.job.json")
@@ -192,15 +220,13 @@ def test_one_call_gives_the_runs_scores_for_its_first_answer(generation_run):
     run explains references: ``attribution.target: true``): every method's scores are the run's — the same model,
     prompt, answer-0 masks and learned weights (found in ``results/``). Bounds: the float32 model's forwards batched
     otherwise (the random ablations without the held-out ones), so 1e-5 on scores of order 1."""
-    responses, _ = load_parquet(generation_run / "results/generation/responses.parquet", columns=RESPONSE_COLUMNS)
-    test, _ = load_parquet(generation_run / "results/data/test.parquet")
+    responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    test, _ = load_parquet(_data(generation_run) / "test.parquet")
     first = test.iloc[0]
     assert first["example_id"] == responses["example_id"].iloc[0]
     config = merged(tiny_config(ROOT), GENERATION_RUN)
-    cited = attnlens.cite(
-        first["text"], first["question"], generation_run / "results", config=config, answer=first["label"]
-    )
-    scores, _ = load_parquet(generation_run / "results/generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    cited = attnlens.cite(first["text"], first["question"], generation_run, config=config, answer=first["label"])
+    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
     mine = scores[scores["example_id"] == first["example_id"]].set_index("method")
     assert set(cited.scores) == set(method_names(ANSWER)) and cited.context == responses["context"].iloc[0]
     for method, values in cited.scores.items():
@@ -214,10 +240,10 @@ def test_the_command_line_cites_a_file_and_refuses_an_empty_question(generation_
     """``python -m attnlens cite`` in a fresh process: the page and citation.json out, each method's top source in
     the summary (the reference explained, ``--answer``: the run's eight-step model answers nothing right); an empty
     question is one line and exit status 2."""
-    test, _ = load_parquet(generation_run / "results/data/test.parquet")
+    test, _ = load_parquet(_data(generation_run) / "test.parquet")
     (tmp_path / "context.txt").write_text(test["text"].iloc[1], encoding="utf-8")
     command = [sys.executable, "-m", "attnlens", "cite", str(tmp_path / "context.txt"), "--model"]
-    command += [str(generation_run / "results"), "--methods", "attention_all", "leave_one_out"]
+    command += [str(generation_run), "--methods", "attention_all", "leave_one_out"]
     command += ["--question", test["question"].iloc[1], "--out"]
     out = run_guarded([*command, str(tmp_path / "out"), "--answer", test["label"].iloc[1]],
                       cwd=tmp_path, timeout=GUARD["stage"], env=local_env())  # fmt: skip
@@ -231,3 +257,42 @@ def test_the_command_line_cites_a_file_and_refuses_an_empty_question(generation_
         [*command, str(tmp_path / "bad"), "--question", " "], cwd=tmp_path, timeout=GUARD["stage"], env=local_env()
     )  # fmt: skip  (the last --question)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "question" in bad.stderr
+
+
+def test_the_findings_of_a_generation_grid_judge_the_methods_across_seeds(generation_grid):
+    """Rule findings over the two seeds: each answer method's leaderboard columns, its LDS as a share of the
+    surrogate's, the best method per column, every method ordering, and the randomisation check of every method with
+    the randomised scores' agreement with position; two runs are too few for the sign test, and say so."""
+    out = generation_grid / "results/findings"
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs["run"].tolist() == list(RUNS) and runs["seed"].tolist() == list(SEEDS)
+    for run, seed in zip(RUNS, SEEDS, strict=True):  # the grid's seed is the decoder's training seed
+        metrics = load_json(generation_grid / "results/runs" / run / "models/generator_metrics.json")
+        assert metrics["provenance"]["config"]["generation"]["train"]["seed"] == seed
+    methods = set(method_names(ANSWER))
+    quantities = pd.read_csv(out / "quantities.csv", keep_default_na=False, na_values=[""])
+    assert {"generation from a context", "answer leaderboard", "against the surrogate"} <= set(quantities["family"])
+    board = quantities[quantities["family"] == "answer leaderboard"]
+    assert set(board["item"]) == methods and {"lds", "top1_drop", "precision_at_1", "seconds"} <= set(board["metric"])
+    shares = quantities[quantities["family"] == "against the surrogate"]
+    assert set(shares["item"]) == methods - {"surrogate"} and set(shares["n_runs"]) <= {0, 1, 2}
+    statements = pd.read_csv(out / "statements.csv")
+    assert {"best method", "method ordering", "against the surrogate"} <= set(statements["kind"])
+    best = statements[statements["kind"] == "best method"]
+    ks = _config(generation_grid).top_k
+    ranked = {
+        "lds",
+        *(f"{name}{k}{end}" for k in ks for name, end in (("top", "_drop"), ("precision_at_", ""), ("recall_at_", ""))),
+    }
+    assert set(best["metric"]) == ranked  # one per ranked column; the cost columns are not ranked
+    assert set(statements["verdict"]) == {TOO_FEW} and statements["n_runs"].eq(2).all()
+    learned = statements[(statements["kind"] == "against the surrogate")]
+    assert learned["statement"].str.contains("80%").all() and "learned_attention" in " ".join(learned["statement"])
+    sanity = pd.read_csv(out / "sanity.csv", keep_default_na=False, na_values=[""])
+    assert set(sanity["level"]) == {"head", "top1"}  # the one-layer decoder's cascade, its untied head first
+    assert set(sanity["method"]) == methods
+    final = sanity[sanity["level"] == "top1"]
+    assert set(final["verdict"].fillna("")) <= {FAILS, PASSES, ""} and final["mean_position_rho"].abs().le(1).all()
+    rows, _ = load_parquet(generation_grid / "results/runs" / RUNS[0] / "generation/sanity.parquet", SANITY_SCHEMA)
+    assert len(rows) == len(methods) * 2 and rows["example_id"].nunique() == 1  # findings.sanity_examples: 1
+    assert "Sanity check" in (out / "findings.md").read_text(encoding="utf-8")

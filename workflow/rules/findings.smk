@@ -17,7 +17,7 @@ rule findings:
     conda:
         "../envs/pipeline.yaml"
     params:
-        cfg=keys(findings=["min_share", "alpha", "sanity_max_rho"], figures=["dpi"]),
+        cfg=keys(findings=["min_share", "alpha", "sanity_max_rho", "surrogate_share"], figures=["dpi"]),
         runs=grid_runs(),
     script:
         "../scripts/findings.py"

@@ -3,8 +3,8 @@
 
 rule train_generator:
     input:
-        train=at("results/data/train.parquet"),
-        test=at("results/data/test.parquet"),
+        train=shared("results/data/train.parquet"),
+        test=shared("results/data/test.parquet"),
     output:
         model=directory(at("results/models/generator")),
         metrics=at("results/models/generator_metrics.json"),
@@ -47,8 +47,8 @@ rule train_generator:
 rule generate_answers:
     input:
         model=at("results/models/generator"),
-        test=at("results/data/test.parquet"),
-        rationales=at("results/data/rationales.parquet"),
+        test=shared("results/data/test.parquet"),
+        rationales=shared("results/data/rationales.parquet"),
     output:
         responses=at("results/generation/responses.parquet"),
     log:
@@ -103,7 +103,7 @@ rule ablate_contexts:
 rule fit_learned_attention:
     input:
         model=at("results/models/generator"),
-        train=at("results/data/train.parquet"),
+        train=shared("results/data/train.parquet"),
     output:
         weights=at("results/generation/learned_attention.json"),
     log:
@@ -194,3 +194,46 @@ rule judge_answers:
         ),
     script:
         "../scripts/judge_answers.py"
+
+
+rule answer_sanity:
+    input:
+        model=at("results/models/generator"),
+        responses=at("results/generation/responses.parquet"),
+        scores=at("results/generation/scores.parquet"),
+        learned=learned_weights,
+    output:
+        sanity=at("results/generation/sanity.parquet"),
+    log:
+        at("results/logs/answer_sanity/answer_sanity.log"),
+    benchmark:
+        at("results/benchmarks/answer_sanity/answer_sanity.tsv")
+    priority: 1
+    conda:
+        "../envs/pipeline.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        cfg=keys(
+            model=["device"],
+            generation=[
+                "methods",
+                "template",
+                "score",
+                "removal",
+                "keep",
+                "n_ablations",
+                "n_heldout",
+                "pool_k",
+                "ig_steps",
+                "alpha",
+                "batch_size",
+                "seed",
+            ],
+            findings=["sanity_examples", "seed"],
+        ),
+    script:
+        "../scripts/answer_sanity.py"

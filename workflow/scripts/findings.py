@@ -15,11 +15,6 @@ with rule_job(snakemake):
         runs=snakemake.params.runs,
         out_dir=snakemake.output.statements.rsplit("/", 1)[0],
         figures_dir=snakemake.output.figures,
-        metrics_paths=snakemake.input.get("metrics", []),
-        summary_paths=snakemake.input.get("summary", []),
-        similarity_dirs=snakemake.input.get("similarity", []),
-        leaderboard_paths=snakemake.input.get("leaderboard", []),
-        claim_paths=snakemake.input.get("claims", []),
-        sanity_paths=snakemake.input.get("sanity", []),
+        inputs={name: paths for name, paths in snakemake.input.items() if name != "pairs"},
         pair_tables=snakemake.input.get("pairs"),
     )

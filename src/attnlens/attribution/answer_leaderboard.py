@@ -17,6 +17,7 @@ bootstrap 95 % interval and a paired Wilcoxon test against a baseline method.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,8 @@ from attnlens.attribution.leaderboard import Metric
 from attnlens.attribution.surrogate import linear_datamodeling_score, precision_recall_at_k, top_k_masks
 
 ANSWER_LEADERBOARD_SCHEMA = "answer_leaderboard/v1"
+#: The method the others' linear datamodeling scores are measured against (ContextCite's surrogate).
+SURROGATE = "surrogate"
 
 
 def answer_metrics(ks: Sequence[int]) -> list[Metric]:
@@ -40,6 +43,16 @@ def answer_metrics(ks: Sequence[int]) -> list[Metric]:
         Metric("backwards", "cost", "backwards per answer", None),
         Metric("peak_mib", "cost", "peak memory (MiB)", None),
     ]
+
+
+def answer_direction(name: str) -> bool | None:
+    """Whether a larger value of the answers' leaderboard column ``name`` is better; None for the cost columns,
+    which are reported, not ranked."""
+    k = re.search(r"\d+", name)
+    for metric in answer_metrics((int(k.group()),) if k else ()):
+        if metric.name == name:
+            return metric.higher_is_better
+    raise KeyError(f"no column {name!r} in the answers' leaderboard")
 
 
 def removal_masks(scores: dict[str, np.ndarray], ks: Sequence[int]) -> tuple[np.ndarray, dict[str, list[int]]]:

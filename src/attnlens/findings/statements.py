@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attnlens.attribution.answer_leaderboard import SURROGATE, answer_direction
 from attnlens.attribution.leaderboard import higher_is_better
 from attnlens.findings.verdicts import kendall_w, verdict
 from attnlens.tasks import get_task
@@ -35,6 +36,12 @@ VALUE_COLUMNS = ["family", "item", "metric", "value", "chance", "higher_is_bette
 RUN_COLUMNS = ["run", "dataset", "model", "seed"]
 #: The model column of a statistic over every model of a dataset.
 ALL_MODELS = "all models"
+#: The families of leaderboard rows: a classifier's explanation leaderboard, the generation study's answer leaderboard.
+LEADERBOARD, ANSWER_LEADERBOARD = "leaderboard", "answer leaderboard"
+#: The family of each answer method's linear datamodeling score as a share of the surrogate's.
+AGAINST_SURROGATE = "against the surrogate"
+#: Its metric.
+SHARE_OF_LDS = "LDS / the surrogate's"
 
 
 def _row(family: str, item: str, metric: str, value: Any, chance: Any = math.nan, higher=True) -> dict[str, Any]:
@@ -50,6 +57,21 @@ def _row(family: str, item: str, metric: str, value: Any, chance: Any = math.nan
     }
 
 
+def surrogate_shares(answer_leaderboard: pd.DataFrame, threshold: float) -> list[dict[str, Any]]:
+    """Each answer method's mean linear datamodeling score as a share of the surrogate's (ContextCite's, fitted on
+    the same ablations), with ``threshold`` as the level it is judged against; NaN where the surrogate's LDS is not
+    above 0 (no share of it means anything)."""
+    lds = answer_leaderboard[answer_leaderboard["metric"] == "lds"].set_index("method")["mean"]
+    if SURROGATE not in lds.index:
+        return []
+    reference = float(lds[SURROGATE])
+    return [
+        _row(AGAINST_SURROGATE, method, SHARE_OF_LDS, float(v) / reference if reference > 0 else math.nan, threshold)
+        for method, v in lds.items()
+        if method != SURROGATE
+    ]
+
+
 def similarity_item(configuration: str, scaled: bool, mask: str) -> str:
     """How a fixed-mode similarity cell is named: its layers, scaling and mask."""
     return f"{configuration} layers, {'scaled' if scaled else 'unscaled'}, mask {mask}"
@@ -61,6 +83,8 @@ def headline_values(
     masking: pd.DataFrame | None = None,
     leaderboard: pd.DataFrame | None = None,
     claims: Sequence[Mapping[str, Any]] | None = None,
+    answer_leaderboard: pd.DataFrame | None = None,
+    surrogate_share: float = 0.8,
 ) -> pd.DataFrame:
     """The headline quantities of one run, from its tables (each ``None`` when the run did not make it).
 
@@ -71,6 +95,8 @@ def headline_values(
         masking: ``paper/tables/similarity/masking_increase.csv`` (metric, mode, name, pct_increase).
         leaderboard: ``explanations/leaderboard.parquet`` (method, metric, group, mean, chance).
         claims: ``topology/claim.json``'s claims (estimator, dim, gap, knn_accuracy, knn_majority_rate).
+        answer_leaderboard: ``generation/leaderboard.parquet`` (method, metric, group, mean, chance): its rows, and
+            each answer method's LDS as a share of the surrogate's, against ``surrogate_share``.
     """
     rows = []
     if metrics is not None:
@@ -90,6 +116,10 @@ def headline_values(
     if leaderboard is not None:
         for r in leaderboard.itertuples(index=False):
             rows.append(_row("leaderboard", r.method, r.metric, r.mean, r.chance, higher_is_better(r.metric, r.group)))
+    if answer_leaderboard is not None:
+        for r in answer_leaderboard.itertuples(index=False):
+            rows.append(_row(ANSWER_LEADERBOARD, r.method, r.metric, r.mean, r.chance, answer_direction(r.metric)))
+        rows += surrogate_shares(answer_leaderboard, surrogate_share)
     for c in claims or ():
         item = f"{c['estimator']} H{c['dim']}"
         rows.append(_row("topology", item, "gap", c.get("gap"), 0.0))
@@ -141,15 +171,16 @@ def describe(values: pd.DataFrame) -> pd.DataFrame:
 
 def _ranked(values: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard rows with a direction, as scores where higher ranks first."""
-    board = values[(values["family"] == "leaderboard") & values["higher_is_better"].notna()].copy()
+    board = values[values["family"].isin([LEADERBOARD, ANSWER_LEADERBOARD]) & values["higher_is_better"].notna()]
+    board = board.copy()
     sign = np.where(board["higher_is_better"].astype(bool), 1.0, -1.0)
     board["score"] = board["value"].to_numpy(dtype=float) * sign
     return board
 
 
 def rankings(values: pd.DataFrame) -> pd.DataFrame:
-    """Each run's ranking of the explanation methods by each leaderboard column (1 = best; ties share the
-    average rank; a method without a value is not ranked)."""
+    """Each run's ranking of the explanation (or answer) methods by each leaderboard column (1 = best; ties share
+    the average rank; a method without a value is not ranked)."""
     board = _ranked(values)
     board = board[np.isfinite(board["score"])].copy()
     board["rank"] = board.groupby(["run", "metric"])["score"].rank(ascending=False, method="average")
@@ -213,6 +244,41 @@ def _per_run(frame: pd.DataFrame, runs: list[str], column: str = "value") -> np.
     return frame.set_index("run")[column].reindex(runs).to_numpy(dtype=float)
 
 
+def _best_method(
+    base: dict[str, Any],
+    metric: str,
+    by_method: Mapping[str, np.ndarray],
+    higher: bool,
+    n_runs: int,
+    min_share: float,
+    alpha: float,
+) -> dict[str, Any]:
+    """ "A is the best method on ``metric``": A is the method best in most runs (strictly: a run whose best is tied
+    goes neither way). The sign test against one half is conservative here: were the rankings random, a method would
+    be best in 1 / (number of methods) of the runs."""
+    names = list(by_method)
+    table = np.vstack([by_method[m] for m in names])  # (methods, runs)
+    table = table if higher else -table
+    filled = np.where(np.isfinite(table), table, -np.inf)
+    top = filled.max(axis=0)
+    unique = (filled == top).sum(axis=0) == 1
+    best = np.where(unique & np.isfinite(top), filled.argmax(axis=0), -1)
+    counts = np.bincount(best[best >= 0], minlength=len(names))
+    winner = int(counts.argmax())
+    said = f"{names[winner]} is the best method on {metric}"
+    if not counts.any():
+        said = f"no method is the best on {metric} alone in any run (ties, or no values)"
+    return _judge(
+        {**base, "kind": "best method", "metric": metric},
+        best == winner,
+        (best >= 0) & (best != winner),
+        n_runs,
+        (said, f"no method is the best on {metric} in most runs ({names[winner]} most often)"),
+        min_share,
+        alpha,
+    )
+
+
 def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataFrame:
     """Every ordinal statement of a single run's tables, counted over the runs of each scope, with its verdict."""
     out = []
@@ -221,13 +287,14 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
         n_runs = len(runs)
         base = {"dataset": dataset, "model": model}
 
-        board = rows[rows["family"] == "leaderboard"]
+        board = rows[rows["family"].isin([LEADERBOARD, ANSWER_LEADERBOARD])]
         for metric, group in board.groupby("metric", sort=False):
             higher = group["higher_is_better"].iloc[0]
             if higher is None or (isinstance(higher, float) and math.isnan(higher)):
                 continue
             methods = group["item"].unique().tolist()
             by_method = {m: _per_run(group[group["item"] == m], runs) for m in methods}
+            out.append(_best_method(base, metric, by_method, bool(higher), n_runs, min_share, alpha))
             word = "above" if higher else "below"
             for a, b in itertools.combinations(methods, 2):
                 x, y = by_method[a], by_method[b]
@@ -278,6 +345,23 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
                             alpha,
                         )
                     )
+        for item, group in rows[rows["family"] == AGAINST_SURROGATE].groupby("item", sort=False):
+            v, c = _per_run(group, runs), _per_run(group, runs, "chance")
+            share = f"{np.nanmax(c):.0%}" if np.isfinite(c).any() else "the set share"
+            out.append(
+                _judge(
+                    {**base, "kind": "against the surrogate", "metric": "lds"},
+                    v >= c,
+                    v < c,
+                    n_runs,
+                    (
+                        f"{item} reaches {share} of the surrogate's LDS",
+                        f"{item} stays under {share} of the surrogate's LDS",
+                    ),
+                    min_share,
+                    alpha,
+                )
+            )
         for (item, metric), group in rows[rows["family"] == "topology"].groupby(["item", "metric"], sort=False):
             v, c = _per_run(group, runs), _per_run(group, runs, "chance")
             reference = "0" if metric == "gap" else "the majority rate"
@@ -297,6 +381,11 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
 
 #: The verdicts of the sanity check (at the deepest level of the cascade).
 FAILS, PASSES = "fails the sanity check", "passes the sanity check"
+#: Why a method's scores on a randomised model can follow position.
+POSITIONAL = (
+    "a bias of the architecture, not of what the model learned (in a causal layer a key is attended by every query "
+    "after it, so received attention falls with position whatever the weights)"
+)
 
 
 def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
@@ -304,9 +393,12 @@ def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
     runs of each run's mean Spearman ρ over its examples; at the deepest level (every layer and the head drawn
     anew) the verdict: :data:`FAILS` when the mean ρ stays above ``max_rho``.
 
-    ``sanity``: rule sanity_check's rows (example_id, method, level, layers, spearman) with :data:`RUN_COLUMNS`.
+    ``sanity``: rule sanity_check's or answer_sanity's rows (example_id, method, level, layers, spearman, position)
+    with :data:`RUN_COLUMNS`. Beside the verdict, the mean ρ of the randomised scores with position; where it is
+    above ``max_rho`` in size, the note says the scores follow position (:data:`POSITIONAL`).
     """
-    per_run = sanity.groupby([*RUN_COLUMNS, "method", "level", "layers"], sort=False)["spearman"].mean().reset_index()
+    keys = [*RUN_COLUMNS, "method", "level", "layers"]
+    per_run = sanity.groupby(keys, sort=False)[["spearman", "position"]].mean().reset_index()
     out = []
     for dataset, model, rows in scopes(per_run):
         deepest = rows["layers"].max()
@@ -314,11 +406,14 @@ def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
             v = group["spearman"].to_numpy(dtype=float)
             v = v[np.isfinite(v)]
             mean = float(v.mean()) if v.size else math.nan
+            position = float(np.nanmean(group["position"])) if group["position"].notna().any() else math.nan
             verdict, note = "", ""
             if layers == deepest:
                 if not v.size:
                     note = "not computable: constant scores in every run"
                 verdict = (FAILS if mean > max_rho else PASSES) if v.size else ""
+                if abs(position) > max_rho:
+                    note = f"its scores on the randomised model follow position (mean ρ {position:+.2f}): {POSITIONAL}"
             out.append(
                 {
                     "dataset": dataset,
@@ -330,6 +425,7 @@ def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
                     "mean_rho": mean,
                     "min_rho": float(v.min()) if v.size else math.nan,
                     "max_rho": float(v.max()) if v.size else math.nan,
+                    "mean_position_rho": position,
                     "verdict": verdict,
                     "note": note,
                 }

@@ -16,9 +16,15 @@ from attnlens.models import architecture
 
 
 def head_modules(model: nn.Module) -> list[nn.Module]:
-    """The classifier's modules outside its encoder (the classification head, and any pooling before it)."""
+    """The model's modules outside its encoder (a classification head and any pooling before it; a language-model
+    head), but one whose weights are the encoder's (a head tied to the kept embeddings is not drawn anew)."""
     encoder = architecture(model).encoder(model)
-    return [child for child in model.children() if child is not encoder]
+    kept = {id(p) for p in encoder.parameters()}
+    return [
+        child
+        for child in model.children()
+        if child is not encoder and not any(id(p) in kept for p in child.parameters())
+    ]
 
 
 def _reset(module: nn.Module) -> int:

@@ -3,14 +3,16 @@
 A config with a ``grid:`` section (its ``datasets``, ``models`` and ``seeds`` axes; an axis left out is the one
 section above it) is expanded by :func:`expand_grid` into :class:`Run` s. Each run's config is the config's
 sections with the run's dataset entry merged over ``data``, its model entry over ``model`` and ``train``, and
-its seed as ``train.seed`` (and ``data.seed`` with ``grid.split_follows_seed``); it is validated like any config.
+its seed as the seed of what it trains (its task's :attr:`~attnlens.tasks.base.Task.seed_key`: ``train.seed``, a
+generation run's ``generation.train.seed``; and ``data.seed`` with ``grid.split_follows_seed``); it is validated like
+any config.
 
-A run is named ``<dataset>__<model>__s<seed>`` (``<dataset>__<model>`` for a classifier of the user's own, which is
-not fine-tuned and so runs once per dataset) and is a Snakemake wildcard: its files are the one-run layout under
-``results/runs/<run>/`` (:func:`grid_path`). Two jobs are shared by the runs that give them the same keys: the
-prepared dataset (rule ``prepare_dataset``, under ``results/datasets/<group>/``) and the base model (rule
-``build_base_model``, under ``results/base_models/<group>/``). The keys are those the rule is given (its
-``keys(...)`` in the workflow), so runs share a job exactly when the job could not tell them apart. The pair
+A run is named ``<dataset>__<model>__s<seed>`` (``<dataset>__<model>`` for a model that is not trained — a classifier
+of the user's own, a pretrained generator — which runs once per dataset) and is a Snakemake wildcard: its files are
+the one-run layout under ``results/runs/<run>/`` (:func:`grid_path`). Two jobs are shared by the runs that give
+them the same keys: the prepared dataset (rule ``prepare_dataset``, under ``results/datasets/<group>/``) and the
+base model (rule ``build_base_model``, under ``results/base_models/<group>/``). The keys are those the rule is given
+(its ``keys(...)`` in the workflow), so runs share a job exactly when the job could not tell them apart. The pair
 study reads none of the grid's axes and runs once, at its one-run paths.
 """
 
@@ -25,6 +27,7 @@ from typing import Any
 
 from attnlens.errors import InputError
 from attnlens.pipeline.config import validate_config
+from attnlens.tasks import get_task
 
 #: Between the parts of a run's name (a dataset or model name may not hold it).
 SEP = "__"
@@ -222,6 +225,13 @@ def _check_overrides(grid: Mapping[str, Any], where: str) -> None:
                 )
 
 
+def _at_path(config: dict[str, Any], parts: Sequence[str]) -> dict[str, Any]:
+    """The nested section of ``config`` that ``parts`` name."""
+    for part in parts:
+        config = config[part]
+    return config
+
+
 def _excluded(exclude: Sequence[Mapping[str, Any]], dataset: str, model: str, seed: int | None) -> bool:
     here = {"dataset": dataset, "model": model, "seed": seed}
     return any(all(here[k] == v for k, v in rule.items()) for rule in exclude)
@@ -294,25 +304,29 @@ def expand_grid(
     base = {k: copy.deepcopy(v) for k, v in config.items() if k != "grid"}
     datasets = dict(grid.get("datasets") or {DEFAULT_NAME: {}})
     models = dict(grid.get("models") or {DEFAULT_NAME: {}})
-    seeds: list[int | None] = list(grid.get("seeds") or [base["train"]["seed"]])
+    given: list[int | None] = list(grid.get("seeds") or [])
     try:
-        _check_exclude(grid, list(datasets), list(models), seeds)
+        _check_exclude(grid, list(datasets), list(models), given or [base["train"]["seed"]])
     except InputError as err:
         raise InputError(where, err.field, err.expected) from None
     made = []
     for d, d_entry in datasets.items():
+        data = _merge(base["data"], d_entry or {})
+        task = get_task(data.get("task"))
+        *section, leaf = task.seed_key.split(".")
+        seeds = given or [_at_path(base, section)[leaf]]  # no seed axis: the run's own seed
         for m, m_entry in models.items():
             m_entry = m_entry or {}
             model = _merge(base["model"], m_entry.get("model", {}))
-            for seed in [None] if model["source"] == "classifier" else seeds:
+            for seed in seeds if task.trains(model) else [None]:
                 if _excluded(grid.get("exclude", []), d, m, seed):
                     continue
                 cfg = copy.deepcopy(base)
-                cfg["data"] = _merge(base["data"], d_entry or {})
+                cfg["data"] = copy.deepcopy(data)
                 cfg["model"] = model
                 cfg["train"] = _merge(base["train"], m_entry.get("train", {}))
                 if seed is not None:
-                    cfg["train"]["seed"] = seed
+                    _at_path(cfg, section)[leaf] = seed
                     if grid.get("split_follows_seed"):
                         cfg["data"]["seed"] = seed
                 name = SEP.join([d, m] + ([] if seed is None else [f"s{seed}"]))

@@ -81,12 +81,14 @@ def _sanity_section(sanity: pd.DataFrame | None, max_rho: float) -> str:
     if sanity is None or sanity.empty:
         return ""
     final = sanity[sanity["verdict"] != ""]
-    columns = ["dataset", "model", "method", "level", "n_runs", "mean_rho", "min_rho", "max_rho", "verdict", "note"]
+    columns = ["dataset", "model", "method", "level", "n_runs", "mean_rho", "min_rho", "max_rho"]
+    columns += ["mean_position_rho", "verdict", "note"]
     caption = (
         f"Sanity check: Spearman ρ of each method's scores on the trained model and on the model with every "
-        f"layer and the head drawn anew (fails above {max_rho:g}; every level in sanity.csv)"
+        f"layer and the head drawn anew (fails above {max_rho:g}; every level in sanity.csv), and of the randomised "
+        "scores with position"
     )
-    return markdown_table(_rounded(final[columns], ["mean_rho", "min_rho", "max_rho"]), caption)
+    return markdown_table(_rounded(final[columns], ["mean_rho", "min_rho", "max_rho", "mean_position_rho"]), caption)
 
 
 def _rounded(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from attnlens.attribution.explanations import (
     occlusion_batch,
 )
 from attnlens.attribution.ig import freeze, prepare_inputs
-from attnlens.attribution.sanity import SANITY_SCHEMA, layers_of, levels, sanity_rows
+from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.data.tokens import structural_mask
 from attnlens.device import place
 from attnlens.io import StrPath, provenance, save_parquet
@@ -166,7 +166,7 @@ def run_sanity_check(
             ~structural_mask(tokenizer, ids),
             cfg.methods,
         )
-    frame = pd.DataFrame(rows, columns=["example_id", "method", "level", "layers", "spearman"])
+    frame = pd.DataFrame(rows, columns=SANITY_COLUMNS)
     seconds = time.perf_counter() - t0
     prov = provenance(
         SANITY_SCHEMA,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from attnlens.attribution.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA
 from attnlens.attribution.leaderboard import LEADERBOARD_SCHEMA
 from attnlens.attribution.sanity import SANITY_SCHEMA
 from attnlens.classifier.selection import PREDICTIONS_SCHEMA
@@ -22,6 +23,7 @@ from attnlens.findings.statements import (
     sanity_verdicts,
     statements,
 )
+from attnlens.generator.artifacts import GENERATOR_METRICS_SCHEMA
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
 from attnlens.pipeline.config import FiguresConfig, FindingsConfig
 from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
@@ -33,35 +35,35 @@ logger = logging.getLogger(__name__)
 CLAIM_SCHEMA = "topology_claim/v1"
 
 
-def _at(paths: Sequence[StrPath], i: int) -> StrPath | None:
-    return paths[i] if paths else None
+def _generator_metrics(path: StrPath) -> dict[str, Any]:
+    return {**load_json(path, GENERATOR_METRICS_SCHEMA), "task": "generation"}
+
+
+#: How rule findings reads each artifact of a run (its input name): the loader, and the argument of
+#: :func:`~attnlens.findings.statements.headline_values` it fills.
+READERS: dict[str, tuple[Callable[[StrPath], Any], str]] = {
+    "metrics": (lambda p: load_json(p, PREDICTIONS_SCHEMA), "metrics"),
+    "generator_metrics": (_generator_metrics, "metrics"),
+    "summary": (lambda p: load_parquet(p, SUMMARY_SCHEMA)[0], "summary"),
+    "similarity": (lambda p: read_csv_table(Path(p) / "masking_increase.csv"), "masking"),
+    "leaderboard": (lambda p: load_parquet(p, LEADERBOARD_SCHEMA)[0], "leaderboard"),
+    "answer_leaderboard": (lambda p: load_parquet(p, ANSWER_LEADERBOARD_SCHEMA)[0], "answer_leaderboard"),
+    "claims": (lambda p: load_json(p, CLAIM_SCHEMA)["claims"], "claims"),
+}
+#: The inputs that hold a run's sanity-check rows (rules sanity_check and answer_sanity).
+SANITY_INPUTS = ("sanity", "answer_sanity")
 
 
 def collect_values(
-    runs: Sequence[Mapping[str, Any]],
-    metrics_paths: Sequence[StrPath] = (),
-    summary_paths: Sequence[StrPath] = (),
-    similarity_dirs: Sequence[StrPath] = (),
-    leaderboard_paths: Sequence[StrPath] = (),
-    claim_paths: Sequence[StrPath] = (),
+    runs: Sequence[Mapping[str, Any]], inputs: Mapping[str, Sequence[StrPath]], surrogate_share: float = 0.8
 ) -> pd.DataFrame:
     """Every run's headline quantities (:func:`attnlens.findings.statements.headline_values`), with the run's name and
-    place in the grid; a list of paths is one per run, in the order of ``runs``, or empty when the runs did not
-    make that artifact."""
+    place in the grid; ``inputs``: per artifact of :data:`READERS`, one path per run in the order of ``runs`` (an
+    artifact the runs did not make is left out)."""
     frames = []
     for i, run in enumerate(runs):
-        metrics = _at(metrics_paths, i)
-        summary = _at(summary_paths, i)
-        tables = _at(similarity_dirs, i)
-        board = _at(leaderboard_paths, i)
-        claim = _at(claim_paths, i)
-        values = headline_values(
-            metrics=load_json(metrics, PREDICTIONS_SCHEMA) if metrics else None,
-            summary=load_parquet(summary, SUMMARY_SCHEMA)[0] if summary else None,
-            masking=read_csv_table(Path(tables) / "masking_increase.csv") if tables else None,
-            leaderboard=load_parquet(board, LEADERBOARD_SCHEMA)[0] if board else None,
-            claims=load_json(claim, CLAIM_SCHEMA)["claims"] if claim else None,
-        )
+        given = {READERS[name][1]: READERS[name][0](paths[i]) for name, paths in inputs.items() if name in READERS}
+        values = headline_values(**given, surrogate_share=surrogate_share)
         for column in RUN_COLUMNS:
             values[column] = run[column]
         frames.append(values)
@@ -69,7 +71,8 @@ def collect_values(
 
 
 def collect_sanity(runs: Sequence[Mapping[str, Any]], sanity_paths: Sequence[StrPath]) -> pd.DataFrame:
-    """Every run's sanity-check rows (rule sanity_check), with the run's name and place in the grid."""
+    """Every run's sanity-check rows (rule sanity_check or answer_sanity), with the run's name and place in the
+    grid."""
     frames = []
     for run, path in zip(runs, sanity_paths, strict=True):
         frame = load_parquet(path, SANITY_SCHEMA)[0]
@@ -108,21 +111,18 @@ def run_findings(
     runs: Sequence[Mapping[str, Any]],
     out_dir: StrPath,
     figures_dir: StrPath,
-    metrics_paths: Sequence[StrPath] = (),
-    summary_paths: Sequence[StrPath] = (),
-    similarity_dirs: Sequence[StrPath] = (),
-    leaderboard_paths: Sequence[StrPath] = (),
-    claim_paths: Sequence[StrPath] = (),
-    sanity_paths: Sequence[StrPath] = (),
+    inputs: Mapping[str, Sequence[StrPath]],
     pair_tables: StrPath | None = None,
 ) -> pd.DataFrame:
     """Rule ``findings``: the findings tables into ``out_dir`` and one figure per headline quantity into
-    ``figures_dir``; returns the statements."""
-    values = collect_values(runs, metrics_paths, summary_paths, similarity_dirs, leaderboard_paths, claim_paths)
+    ``figures_dir``; returns the statements. ``inputs``: per artifact (:data:`READERS`, :data:`SANITY_INPUTS`), one
+    path per run in the order of ``runs``."""
+    values = collect_values(runs, inputs, cfg.surrogate_share)
     quantities = describe(values)
     if pair_tables:
         quantities = pd.concat([quantities, pair_quantities(pair_tables)], ignore_index=True)
     agreement = concordance(values)
+    sanity_paths = next((inputs[name] for name in SANITY_INPUTS if inputs.get(name)), None)
     sanity = sanity_verdicts(collect_sanity(runs, sanity_paths), cfg.sanity_max_rho) if sanity_paths else None
     said = statements(values, cfg.min_share, cfg.alpha)
     if sanity is not None:

@@ -72,6 +72,13 @@ class Task(ABC):
     topology_refused: ClassVar[str | None] = None
     #: why ``data.classes`` means nothing for the task (its outputs are not classes); ``None``: it names them
     classes_refused: ClassVar[str | None] = None
+    #: the key a grid's seed sets (``grid.seeds``): the seed of what a run trains, dotted
+    seed_key: ClassVar[str] = "train.seed"
+
+    def trains(self, model: dict) -> bool:
+        """Whether a run of ``model`` (its config section) trains a model, so that a grid's seeds give it runs: every
+        source but a classifier of the user's own, which runs once per dataset."""
+        return model.get("source") != "classifier"
 
     def check_config(self, config: dict, where: str) -> None:
         """The config's keys that must agree with the task (a validated config, defaults filled in). A subclass

@@ -54,6 +54,10 @@ class Generation(Task):
 
     #: the model sources that give a causal language model: drawn and trained, or pretrained as it is
     MODEL_SOURCES = ("from_config", "pretrained")
+    seed_key = "generation.train.seed"  # the drawn decoder's weights and batches
+
+    def trains(self, model):
+        return model.get("source") == "from_config"  # a pretrained model is used as it is: one run per dataset
 
     def check_config(self, config, where):
         super().check_config(config, where)

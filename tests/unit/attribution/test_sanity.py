@@ -12,9 +12,10 @@ from scipy.stats import spearmanr
 
 from attnlens.attribution.explanations import explain_example
 from attnlens.attribution.ig import freeze, prepare_inputs
-from attnlens.attribution.sanity import layers_of, levels, rank_agreement, sanity_rows
+from attnlens.attribution.sanity import layers_of, levels, position_agreement, rank_agreement, sanity_rows
 from attnlens.models import architecture
 from attnlens.models.randomisation import head_modules, randomise_top
+from tests.support.tiny_models import tiny_decoder
 
 
 def randomised(model, level: str, seed: int):
@@ -62,6 +63,28 @@ def test_rank_agreement_is_spearman_of_magnitudes_over_content_tokens():
     assert rank_agreement(a, b, content) == pytest.approx(expected, abs=1e-15)
     assert rank_agreement(a, -a, content) == pytest.approx(1.0)  # magnitudes: the sign does not count
     assert math.isnan(rank_agreement(a, np.ones(12), content))
+    # against the place of each content token: scipy's ρ of |scores| with 1 … 10
+    expected = spearmanr(np.arange(1, 11), np.abs(b[1:11])).statistic
+    assert position_agreement(b, content) == pytest.approx(expected, abs=1e-15)
+    assert position_agreement(np.arange(12.0)[::-1], content) == pytest.approx(-1.0)
+
+
+def test_a_language_model_head_tied_to_the_kept_embeddings_is_not_drawn_anew():
+    """A decoder's cascade starts with its language-model head; a head tied to the input embeddings is the
+    embeddings, which the check keeps, so it is left out and the cascade starts at the top layer."""
+    untied = tiny_decoder(head="causal_lm")
+    assert [type(m).__name__ for m in head_modules(untied)] == ["Linear"] and levels(2, head=True)[0] == "head"
+    state = _state(untied)
+    changed = _changed(state, randomise_top(copy.deepcopy(untied), 0, seed=1))
+    assert changed == {"lm_head.weight"}
+    tied = tiny_decoder(head="causal_lm")
+    tied.lm_head.weight = tied.model.embed_tokens.weight
+    assert head_modules(tied) == [] and levels(2, head=bool(head_modules(tied))) == ["top1", "top2"]
+    with pytest.raises(ValueError, match="no parameter of the model could be drawn anew"):
+        randomise_top(copy.deepcopy(tied), 0, seed=1)
+    before = _state(tied)
+    moved = _changed(before, randomise_top(copy.deepcopy(tied), 1, seed=1))
+    assert moved and all(k.startswith("model.layers.1.") for k in moved)  # the embeddings (and the head) are kept
 
 
 def test_randomising_the_model_moves_gradient_explanations_but_not_rank_of_an_input_echo(tiny_classifier):

@@ -167,6 +167,7 @@ def test_a_method_that_ignores_the_weights_fails_the_sanity_check():
                         "level": level,
                         "layers": layers,
                         "spearman": rho,
+                        "position": 0.9 if method == "echo" else 0.1,
                         "run": run,
                         "dataset": "syn",
                         "model": model,
@@ -181,3 +182,55 @@ def test_a_method_that_ignores_the_weights_fails_the_sanity_check():
     flagged = said[said["note"].str.contains(FAILS)]
     assert len(flagged) and flagged["statement"].str.contains("echo").all()
     assert (flagged["kind"] == "method ordering").all()
+    # the echo's randomised scores follow position: the verdict's note says so, the other's says nothing
+    notes = verdicts[verdicts["verdict"] != ""].set_index(["model", "method"])["note"]
+    assert "follow position (mean ρ +0.90)" in notes[(ALL_MODELS, "echo")] and notes[(ALL_MODELS, "grad")] == ""
+
+
+def _answer_board(lds: dict[str, float], drop: dict[str, float]) -> pd.DataFrame:
+    rows = [
+        {"method": m, "metric": metric, "group": group, "mean": v, "chance": np.nan}
+        for metric, group, values in (("lds", "ablation", lds), ("top1_drop", "ablation", drop))
+        for m, v in values.items()
+    ]
+    rows += [{"method": m, "metric": "seconds", "group": "cost", "mean": 1.0, "chance": np.nan} for m in lds]
+    return pd.DataFrame(rows)
+
+
+def test_an_answer_leaderboard_gives_ranked_rows_and_each_methods_share_of_the_surrogates_lds():
+    board = _answer_board({"surrogate": 0.5, "learned_attention": 0.42, "attention_all": -0.1}, {"surrogate": 1.0})
+    values = headline_values(answer_leaderboard=board, surrogate_share=0.8).set_index(["family", "item", "metric"])
+    assert values.loc[("answer leaderboard", "learned_attention", "lds"), "higher_is_better"]
+    assert values.loc[("answer leaderboard", "surrogate", "seconds"), "higher_is_better"] is None  # not ranked
+    share = values.loc[("against the surrogate", "learned_attention", "LDS / the surrogate's")]
+    assert (share["value"], share["chance"]) == (pytest.approx(0.42 / 0.5, rel=1e-15), 0.8)
+    assert values.loc[("against the surrogate", "attention_all", "LDS / the surrogate's"), "value"] < 0
+    assert ("against the surrogate", "surrogate", "LDS / the surrogate's") not in values.index
+    # a surrogate that predicts nothing (LDS ≤ 0): no share of it means anything
+    none = headline_values(answer_leaderboard=_answer_board({"surrogate": 0.0, "learned_attention": 0.3}, {}))
+    assert none[none["family"] == "against the surrogate"]["value"].isna().all()
+
+
+def _answer_runs(n_runs: int) -> pd.DataFrame:
+    """Answer leaderboards with planted effects: leave-one-out is best on LDS in every run; learned attention reaches
+    85 % of the surrogate's LDS in every run, raw attention 20 %; on the top-1 drop every method ties."""
+    frames = []
+    for i in range(n_runs):
+        lds = {"surrogate": 0.6, "leave_one_out": 0.7 + 0.01 * i, "learned_attention": 0.51, "attention_all": 0.12}
+        board = _answer_board(lds, dict.fromkeys(lds, 1.0))
+        v = headline_values(answer_leaderboard=board, surrogate_share=0.8)
+        v["run"], v["dataset"], v["model"], v["seed"] = f"r{i}", "syn", "m", i
+        frames.append(v)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_best_method_and_the_share_of_the_surrogate_are_stated_across_runs():
+    said = statements(_answer_runs(6), min_share=0.8, alpha=0.05)
+    said = said[said["model"] == "m"]
+    assert _verdict_of(said, "leave_one_out is the best method on lds", "m") == HOLDS
+    tie = said[(said["kind"] == "best method") & (said["metric"] == "top1_drop")].iloc[0]
+    assert tie["statement"].startswith("no method is the best on top1_drop alone") and tie["verdict"] == TOO_FEW
+    assert _verdict_of(said, "learned_attention reaches 80% of the surrogate's LDS", "m") == HOLDS
+    assert _verdict_of(said, "attention_all stays under 80% of the surrogate's LDS", "m") == HOLDS
+    assert not said["statement"].str.contains("seconds").any()  # cost columns are reported, not ranked
+    assert set(rankings(_answer_runs(2))["metric"]) == {"lds", "top1_drop"}

@@ -72,6 +72,28 @@ def test_a_classifier_of_ones_own_runs_once_per_dataset(tmp_path):
     assert grid.run("default__mine").base_group is None and not grid.run("default__mine").trains
 
 
+#: A generation run of the `.test` corpus with a Llama drawn from its configuration (what differs from `.test`).
+GENERATION = {
+    "studies": ["generation"],
+    "model": {"source": "from_config", "architecture": "llama", "max_length": 128},
+    "attribution": {"target": "true"},
+}
+
+
+def test_a_generation_grids_seed_is_its_decoders_training_seed_and_a_pretrained_one_runs_once():
+    data = {**tiny_config(ROOT)["data"], "task": "generation"}
+    drawn = expand_grid(_config({"seeds": [3, 4]}, data=data, **GENERATION))
+    assert drawn.names == ["default__default__s3", "default__default__s4"]
+    assert [r.config["generation"]["train"]["seed"] for r in drawn.runs] == [3, 4]
+    assert {r.config["train"]["seed"] for r in drawn.runs} == {7}  # the classifier's seed is not the generator's
+    pretrained = {"source": "pretrained", "name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "max_length": 128}
+    grid = {"seeds": [3, 4], "models": {"qwen": {"model": pretrained}, "drawn": {}}}
+    both = expand_grid(_config(grid, data=data, **GENERATION))
+    assert both.names == ["default__qwen", "default__drawn__s3", "default__drawn__s4"]  # nothing to train: one run
+    no_axis = expand_grid(_config({"models": {"a": {}}}, data=data, **GENERATION))
+    assert no_axis.names == ["default__a__s0"]  # no seed axis: the run's own generation.train.seed
+
+
 def test_paths_keep_the_one_run_layout_under_their_scope():
     grid = expand_grid(_config(TEST_GRID))
     run = grid.run("default__bigbird__s7")

@@ -1,0 +1,117 @@
+"""Rule ``answer_sanity``: the model-randomisation sanity check of the answer methods on a generated answer's sources
+(:mod:`attnlens.attribution.sanity`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
+from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
+from attnlens.attribution.surrogate import answer_masks, leave_one_out_masks, score_of
+from attnlens.device import place
+from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
+from attnlens.io import StrPath, load_parquet, provenance, save_parquet
+from attnlens.models import architecture
+from attnlens.models.loading import load_causal_lm
+from attnlens.models.randomisation import head_modules, randomise_top
+from attnlens.pipeline.config import FindingsConfig, GenerationConfig
+from attnlens.stages.generation.answers import row_ablations
+
+log = logging.getLogger(__name__)
+
+
+def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, device, head_weights) -> AnswerExample:
+    """Response row ``k`` as the scorers see it on ``model``: its full score and the surrogate's and leave-one-out's
+    ablations computed again on this model (the cached ones are the trained model's), with the same masks."""
+    n_sources = len(row.source_start)
+    train, _ = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
+    loo = leave_one_out_masks(n_sources)
+    everything = np.ones((1, n_sources), dtype=bool)
+    t0 = time.perf_counter()
+    scores = score_of(row_ablations(model, tokenizer, row, np.vstack([everything, train, loo]), cfg), cfg.score)
+    seconds = time.perf_counter() - t0
+    return AnswerExample(
+        model=model,
+        input_ids=torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(device),
+        answer_length=int(row.answer_length),
+        owner=np.asarray(row.owner, dtype=np.int64),
+        n_sources=n_sources,
+        full_score=float(scores[0]),
+        n_answer_tokens=int(row.answer_length),
+        leave_one_out=Ablated(loo, scores[1 + len(train) :], seconds),
+        random=Ablated(train, scores[1 : 1 + len(train)], seconds),
+        head_weights=head_weights,
+        pad_id=int(tokenizer.pad_token_id),
+        pool_k=cfg.pool_k,
+        ig_steps=cfg.ig_steps,
+        batch_size=cfg.batch_size,
+        alpha=cfg.alpha,
+    )
+
+
+def run_answer_sanity(
+    cfg: GenerationConfig,
+    findings: FindingsConfig,
+    device: str,
+    model_dir: StrPath,
+    responses_path: StrPath,
+    scores_path: StrPath,
+    out_path: StrPath,
+    learned_path: StrPath | None = None,
+) -> pd.DataFrame:
+    """Rule ``answer_sanity``: the first ``findings.sanity_examples`` explained answers (by id), every method of
+    ``generation.methods`` on each randomised copy of the generator (the cascade from its head down to every layer,
+    ``findings.seed``), and each method's Spearman ρ with the trained model's scores (``scores.parquet``) over the
+    sources that have tokens, beside the randomised scores' ρ with the sources' order."""
+    model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
+    responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
+    scored, _ = load_parquet(scores_path, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS)
+    head_weights = load_head_weights(learned_path) if learned_path else None
+    positions = {eid: k for k, eid in enumerate(responses["example_id"])}  # k: the row's masks (answer_masks)
+    chosen = sorted(positions)[: findings.sanity_examples]
+    cascade = levels(len(architecture(model).layers(model)), head=bool(head_modules(model)))
+    del model
+    trained = {
+        eid: {m.method: np.asarray(m.scores, dtype=np.float64) for m in rows.itertuples(index=False)}
+        for eid, rows in scored[scored["example_id"].isin(chosen)].groupby("example_id", sort=False)
+    }
+    by_id = responses.set_index("example_id", drop=False)
+    t0 = time.perf_counter()
+    by_level: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    for level in cascade:
+        fresh, _ = load_causal_lm(str(model_dir), "model_dir")
+        randomise_top(fresh, layers_of(level), findings.seed)
+        dev = place(fresh, device)
+        for p in fresh.parameters():
+            p.requires_grad_(False)
+        by_level[level] = {}
+        for eid in chosen:
+            x = _randomised_example(fresh, tokenizer, by_id.loc[eid], positions[eid], cfg, dev, head_weights)
+            by_level[level][eid] = explain_answer(x, cfg.methods).scores
+        del fresh
+        log.info("%s: %d answers explained again", level, len(chosen))
+    rows = []
+    for eid in chosen:
+        owner = np.asarray(by_id.loc[eid, "owner"], dtype=np.int64)
+        n_sources = len(by_id.loc[eid, "source_start"])
+        has_tokens = np.bincount(owner[owner >= 0], minlength=n_sources)[:n_sources] > 0
+        rows += sanity_rows(eid, trained[eid], {lv: by_level[lv][eid] for lv in cascade}, has_tokens, cfg.methods)
+    frame = pd.DataFrame(rows, columns=SANITY_COLUMNS)
+    keys = {"generation": cfg.to_dict(), "findings": findings.to_dict()}
+    prov = provenance(
+        SANITY_SCHEMA,
+        keys,
+        findings.seed,
+        levels=cascade,
+        model=str(model_dir),
+        seconds=round(time.perf_counter() - t0, 2),
+    )
+    save_parquet(frame, out_path, prov)
+    log.info("%d answers x %d methods x %d levels", len(chosen), len(cfg.methods), len(cascade))
+    return frame
