@@ -132,6 +132,19 @@ def test_the_rag_recipe_plans_every_generation_rule_without_the_network(root, tm
     assert {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, re.M)} == {**GENERATION, **ALWAYS}
 
 
+def test_the_generation_grid_recipe_plans_six_runs_each_checked_and_their_findings(root, tmp_path):
+    """config/generation_grid.yaml over the generation default: six runs of the study (one prepared dataset), each
+    with its randomisation check, and the findings across them."""
+    configs = [str(root / "config" / name) for name in ("config.yaml", "generation.yaml", "generation_grid.yaml")]
+    args = ("--directory", str(tmp_path), "-n", "--forceall", "--quiet", "rules", "--configfile", *configs)
+    out = run_snakemake(root, *args, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    table = out.stdout.split("Job stats:")[1].split("total")[0]
+    per_run = {rule: 6 * n for rule, n in {**GENERATION, **ALWAYS, "answer_sanity": 1}.items()}
+    expected = {**per_run, "prepare_dataset": 1, "findings": 1, "all": 1}
+    assert {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, re.M)} == expected
+
+
 def test_a_ranking_that_is_not_explained_is_refused(root, tmp_path):
     cfg = yaml.safe_load((root / ".test/config/config.yaml").read_text(encoding="utf-8"))
     cfg["explanations"] = {"methods": ["attention_all", "rollout"]}
