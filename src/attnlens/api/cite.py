@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from attnlens.api.document import full_config
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
@@ -256,23 +255,11 @@ def cite(
             cfg.batch_size,
         )  # fmt: skip
         ablated[kind] = Ablated(masks, score_of(lp, cfg.score), time.perf_counter() - t0)
-    x = AnswerExample(
-        model=lm,
-        input_ids=torch.as_tensor([sequence], device=dev),
-        answer_length=len(ids),
-        owner=np.concatenate([prompt.owner, np.full(len(ids), -1)]),
-        n_sources=len(sources),
-        full_score=full,
-        n_answer_tokens=len(ids),
-        leave_one_out=ablated["leave_one_out"],
-        random=ablated["random"],
-        head_weights=head_weights,
-        pad_id=int(tokenizer.pad_token_id),
-        pool_k=cfg.pool_k,
-        ig_steps=cfg.ig_steps,
-        batch_size=cfg.batch_size,
-        alpha=cfg.alpha,
-    )
+    owner = np.concatenate([prompt.owner, np.full(len(ids), -1)])
+    x = AnswerExample.build(
+        lm, sequence, len(ids), owner, len(sources), full, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights,
+        leave_one_out=ablated["leave_one_out"], random=ablated["random"],
+    )  # fmt: skip
     try:
         res = explain_answer(x, wanted)
     except ValueError as err:

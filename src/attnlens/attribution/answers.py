@@ -66,6 +66,40 @@ class AnswerExample:
     batch_size: int = 8
     alpha: float = 0.01
 
+    @classmethod
+    def build(
+        cls,
+        model,
+        sequence,
+        answer_length: int,
+        owner,
+        n_sources: int,
+        full_score: float,
+        settings,
+        pad_id: int,
+        device=None,
+        **cached,
+    ) -> AnswerExample:
+        """One answer on ``model``: ``sequence`` (the prompt, then the answer's ``answer_length`` tokens) on
+        ``device``; ``settings``: what the scorers read of the generation section (``pool_k``, ``ig_steps``,
+        ``batch_size``, ``alpha``; any object that has them); ``cached``: ``leave_one_out``, ``random``,
+        ``head_weights``."""
+        return cls(
+            model=model,
+            input_ids=torch.as_tensor(np.asarray(sequence, dtype=np.int64))[None].to(device),
+            answer_length=int(answer_length),
+            owner=np.asarray(owner, dtype=np.int64),
+            n_sources=int(n_sources),
+            full_score=float(full_score),
+            n_answer_tokens=int(answer_length),
+            pad_id=int(pad_id),
+            pool_k=settings.pool_k,
+            ig_steps=settings.ig_steps,
+            batch_size=settings.batch_size,
+            alpha=settings.alpha,
+            **cached,
+        )
+
     @property
     def n(self) -> int:
         return int(self.input_ids.shape[1])

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pandas as pd
-import torch
 
 from attnlens.attribution.ablation import ablation_log_probs
 from attnlens.attribution.answer_leaderboard import judge_answer, removal_masks
@@ -146,22 +145,19 @@ def run_explain_answers(
 def _answer_example(
     model, tokenizer, row, ablations: pd.DataFrame, cfg: GenerationConfig, device, head_weights: np.ndarray | None
 ) -> AnswerExample:
-    return AnswerExample(
-        model=model,
-        input_ids=torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(device),
-        answer_length=int(row.answer_length),
-        owner=np.asarray(row.owner, dtype=np.int64),
-        n_sources=len(row.source_start),
-        full_score=float(getattr(row, cfg.score)),
-        n_answer_tokens=int(row.answer_length),
+    return AnswerExample.build(
+        model,
+        row.input_ids,
+        row.answer_length,
+        row.owner,
+        len(row.source_start),
+        getattr(row, cfg.score),
+        cfg,
+        tokenizer.pad_token_id,
+        device,
         leave_one_out=_ablated(ablations, row.example_id, "leave_one_out", cfg.score),
         random=_ablated(ablations, row.example_id, "random", cfg.score),
         head_weights=head_weights,
-        pad_id=int(tokenizer.pad_token_id),
-        pool_k=cfg.pool_k,
-        ig_steps=cfg.ig_steps,
-        batch_size=cfg.batch_size,
-        alpha=cfg.alpha,
     )
 
 

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pandas as pd
-import torch
 
 from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
@@ -36,22 +35,19 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     t0 = time.perf_counter()
     scores = score_of(row_ablations(model, tokenizer, row, np.vstack([everything, train, loo]), cfg), cfg.score)
     seconds = time.perf_counter() - t0
-    return AnswerExample(
-        model=model,
-        input_ids=torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(device),
-        answer_length=int(row.answer_length),
-        owner=np.asarray(row.owner, dtype=np.int64),
-        n_sources=n_sources,
-        full_score=float(scores[0]),
-        n_answer_tokens=int(row.answer_length),
+    return AnswerExample.build(
+        model,
+        row.input_ids,
+        row.answer_length,
+        row.owner,
+        n_sources,
+        scores[0],
+        cfg,
+        tokenizer.pad_token_id,
+        device,
         leave_one_out=Ablated(loo, scores[1 + len(train) :], seconds),
         random=Ablated(train, scores[1 : 1 + len(train)], seconds),
         head_weights=head_weights,
-        pad_id=int(tokenizer.pad_token_id),
-        pool_k=cfg.pool_k,
-        ig_steps=cfg.ig_steps,
-        batch_size=cfg.batch_size,
-        alpha=cfg.alpha,
     )
 
 
