@@ -80,7 +80,7 @@ def findings_markdown(
 def _sanity_section(sanity: pd.DataFrame | None, max_rho: float) -> str:
     if sanity is None or sanity.empty:
         return ""
-    final = sanity[sanity["verdict"] != ""]
+    final = sanity[(sanity["verdict"] != "") | (sanity["note"] != "")]  # the full cascade, a verdict or why none
     columns = ["dataset", "model", "method", "level", "n_runs", "mean_rho", "min_rho", "max_rho"]
     columns += ["mean_position_rho", "verdict", "note"]
     caption = (
