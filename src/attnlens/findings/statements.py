@@ -383,8 +383,8 @@ def statements(values: pd.DataFrame, min_share: float, alpha: float) -> pd.DataF
 FAILS, PASSES = "fails the sanity check", "passes the sanity check"
 #: Why a method's scores on a randomised model can follow position.
 POSITIONAL = (
-    "a bias of the architecture, not of what the model learned (in a causal layer a key is attended by every query "
-    "after it, so received attention falls with position whatever the weights)"
+    "a bias of the architecture, not of what the model learned (in a causal layer a token reaches every position "
+    "after it, so the attention it receives and what it feeds forward fall with its position whatever the weights)"
 )
 
 
