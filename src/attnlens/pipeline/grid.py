@@ -232,6 +232,12 @@ def _at_path(config: dict[str, Any], parts: Sequence[str]) -> dict[str, Any]:
     return config
 
 
+def _own_seed(config: dict[str, Any], task) -> int:
+    """The seed a run of ``task`` trains with when the grid has no seed axis (the value at its ``seed_key``)."""
+    *section, leaf = task.seed_key.split(".")
+    return _at_path(config, section)[leaf]
+
+
 def _excluded(exclude: Sequence[Mapping[str, Any]], dataset: str, model: str, seed: int | None) -> bool:
     here = {"dataset": dataset, "model": model, "seed": seed}
     return any(all(here[k] == v for k, v in rule.items()) for rule in exclude)
@@ -305,16 +311,17 @@ def expand_grid(
     datasets = dict(grid.get("datasets") or {DEFAULT_NAME: {}})
     models = dict(grid.get("models") or {DEFAULT_NAME: {}})
     given: list[int | None] = list(grid.get("seeds") or [])
+    tasks = {d: get_task(_merge(base["data"], entry or {}).get("task")) for d, entry in datasets.items()}
+    own = {_own_seed(base, task) for task in tasks.values()}  # no seed axis: each run's own seed
     try:
-        _check_exclude(grid, list(datasets), list(models), given or [base["train"]["seed"]])
+        _check_exclude(grid, list(datasets), list(models), given or sorted(own))
     except InputError as err:
         raise InputError(where, err.field, err.expected) from None
     made = []
     for d, d_entry in datasets.items():
-        data = _merge(base["data"], d_entry or {})
-        task = get_task(data.get("task"))
+        data, task = _merge(base["data"], d_entry or {}), tasks[d]
         *section, leaf = task.seed_key.split(".")
-        seeds = given or [_at_path(base, section)[leaf]]  # no seed axis: the run's own seed
+        seeds = given or [_own_seed(base, task)]
         for m, m_entry in models.items():
             m_entry = m_entry or {}
             model = _merge(base["model"], m_entry.get("model", {}))
