@@ -13,7 +13,7 @@ if GRID or not trains_classifier():
         benchmark:
             at("results/benchmarks/import_classifier/import_classifier.tsv")
         wildcard_constraints:
-            run=group_pattern([r.name for r in GRID.runs if not r.trains] if GRID else []),
+            run=group_pattern([r.name for r in GRID.runs if not r.trains_classifier] if GRID else []),
         conda:
             "../envs/pipeline.yaml"
         resources:
@@ -57,7 +57,7 @@ if GRID or trains_classifier():
         benchmark:
             at("results/benchmarks/train_classifier/train_classifier.tsv")
         wildcard_constraints:
-            run=group_pattern([r.name for r in GRID.runs if r.trains] if GRID else []),
+            run=group_pattern([r.name for r in GRID.runs if r.trains_classifier] if GRID else []),
         priority: 1
         conda:
             "../envs/pipeline.yaml"

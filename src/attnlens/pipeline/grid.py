@@ -120,7 +120,9 @@ class Run:
     config: dict[str, Any] = field(compare=False, repr=False)
 
     @property
-    def trains(self) -> bool:
+    def trains_classifier(self) -> bool:
+        """Whether the run fine-tunes a classifier of its own (what ``train_classifier`` runs for; a generation
+        run's generator is trained, or not, by its own rules: ``Task.trains``)."""
         return trains_classifier(self.config["model"])
 
 

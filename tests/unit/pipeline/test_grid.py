@@ -69,7 +69,7 @@ def test_a_classifier_of_ones_own_runs_once_per_dataset(tmp_path):
         )
     )
     assert grid.names == ["default__mine", "default__lf__s1"]
-    assert grid.run("default__mine").base_group is None and not grid.run("default__mine").trains
+    assert grid.run("default__mine").base_group is None and not grid.run("default__mine").trains_classifier
 
 
 #: A generation run of the `.test` corpus with a Llama drawn from its configuration (what differs from `.test`).
