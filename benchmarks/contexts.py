@@ -16,6 +16,9 @@ from benchmarks.measuring import STRICT_MALLOC, bench_child, write_result
 from benchmarks.suites.contexts import LENGTHS
 from benchmarks.suites.decoders import FAMILIES, SHAPES
 
+#: What ``--only`` runs of each row: its function in :mod:`benchmarks.suites.contexts`.
+PARTS = {"all": "bench_context_length", "leave_one_out": "bench_leave_one_out"}
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -23,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     parser.add_argument("--shape", choices=list(SHAPES), default="small")
     parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--only", choices=list(PARTS), default="all", help="every method, or leave-one-out alone")
     args = parser.parse_args(argv)
     strict = {**os.environ, **STRICT_MALLOC}
     rows: list[dict] = []
@@ -30,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         for family in args.families:
             t0 = time.perf_counter()
             try:
-                row = bench_child("contexts", "bench_context_length", n, strict, family, args.shape)
+                row = bench_child("contexts", PARTS[args.only], n, strict, family, args.shape)
             except RuntimeError as failed:
                 row = {"family": family, "shape": args.shape, "tokens": n, "not_run": str(failed).splitlines()[0]}
             row["wall_s"] = round(time.perf_counter() - t0, 2)

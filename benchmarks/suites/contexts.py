@@ -20,7 +20,7 @@ Per family and length:
   shared prefix run once (:func:`~attnlens.attribution.ablation.shared_prefix_log_probs`), their largest difference
   and the ratio of the tokens each runs (``loo_token_ratio``: the speed-up where a token's cost is all linear)
   beside them; up to :data:`LOO_TOKENS` tokens on a CPU (two cores recompute 16 prompts of 32 768 tokens in about an
-  hour);
+  hour); ``--only leave_one_out`` times it alone (:func:`bench_leave_one_out`), at any length;
 * ``context_cite`` and ``inseq``: not run here, and why.
 
 Each family and length runs in an interpreter of its own under the strict allocator, as ``decoders.json``.
@@ -29,6 +29,7 @@ Each family and length runs in an interpreter of its own under the strict alloca
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import torch
@@ -96,19 +97,35 @@ def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_
     if n > loo_tokens:
         row["loo"] = f"not run on a CPU past {loo_tokens} tokens (16 forwards of the whole prompt)"
         return row
-    full = ids[0].tolist()
-    bounds = np.linspace(1, n - ANSWER - 1, SOURCES + 1).astype(int)
+    return {**row, **leave_one_out(model, ids[0].tolist())}
+
+
+def bench_leave_one_out(family: str, shape: str, n: int) -> dict:
+    """Leave-one-out alone, at any length (``python -m benchmarks.contexts --only leave_one_out``): what two
+    commits' shared prefix costs, side by side, without the other methods' minutes."""
+    model = language_model(family, shape, n)
+    ids = torch.randint(5, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+    return {"family": family, "shape": shape, "tokens": n, **leave_one_out(model, ids[0].tolist())}
+
+
+def leave_one_out(model, full: list[int]) -> dict:
+    """The ``loo_*`` fields of a row: the 16 sources' ablations of ``full`` recomputed and from the shared prefix,
+    wall and CPU seconds (the process's, every thread)."""
+    bounds = np.linspace(1, len(full) - ANSWER - 1, SOURCES + 1).astype(int)
     deleted = [full[: bounds[s]] + full[bounds[s + 1] :] for s in range(SOURCES)]
+    row: dict = {}
+    cpu = time.process_time()
     recomputed, seconds, _ = measured(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1))
-    row["loo_recompute_s"] = round(seconds, 3)
+    row["loo_recompute_s"], row["loo_recompute_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)
     counted: list[int] = []
     embeddings = model.get_input_embeddings()
     handle = embeddings.register_forward_hook(lambda m, args, out: counted.append(args[0].numel()))
+    cpu = time.process_time()
     try:
         shared, seconds, _ = measured(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8))
     finally:
         handle.remove()
-    row["loo_shared_prefix_s"] = round(seconds, 3)
+    row["loo_shared_prefix_s"], row["loo_shared_prefix_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)
     row["loo_token_ratio"] = round(sum(len(d) for d in deleted) / sum(counted), 3)
     row["loo_speedup"] = round(row["loo_recompute_s"] / row["loo_shared_prefix_s"], 3)
     row["loo_speedup_target"] = 1.8

@@ -26,7 +26,7 @@ from attnlens.attribution.context import (
     top_k_pooled,
 )
 from attnlens.models import architecture
-from benchmarks.suites.contexts import bench_context_length
+from benchmarks.suites.contexts import bench_context_length, bench_leave_one_out
 from tests.support.dense import CAUSAL, random_causal
 from tests.support.tiny_models import DECODER_WINDOW, tiny_decoder, tiny_modernbert
 
@@ -171,3 +171,6 @@ def test_the_contexts_benchmark_measures_a_family_on_its_tiny_shape(family):
         assert isinstance(row[field], float) and row[field] > 0, field
     assert row["tokens"] == 96 and row["dense_bytes"] == 2 * 6 * 96 * 96 * 4
     assert row["loo_largest_difference"] < 1e-4 and "not run" in row["context_cite"]
+    alone = bench_leave_one_out(family, "tiny", 96)  # ``--only leave_one_out``: the same fields, nothing else timed
+    assert {k for k in alone if k.startswith("loo")} == {k for k in row if k.startswith("loo")}
+    assert "forward_s" not in alone and alone["loo_largest_difference"] < 1e-4 and alone["loo_shared_prefix_cpu_s"] > 0
