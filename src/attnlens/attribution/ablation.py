@@ -12,25 +12,18 @@ An ablated prompt is the full one up to its first removed source. :func:`shared_
 prompt's longest shared prefix once, keeps its keys and values, and runs each ablation from its own shared prefix
 on: leave-one-out, whose ablations share on average half the prompt, costs about half a forward per source.
 
-There a suffix's queries attend to the cached prefix and to their own earlier tokens: a causal mask aligned to the
-bottom right, which PyTorch's fused causal kernel (aligned to the top left) does not take, so Hugging Face's sdpa
-would score every one of the ``suffix × (prefix + suffix)`` pairs through an explicit mask — as many, for a suffix
-of half the prompt, as the whole causal prompt. In a layer of full causal attention :func:`causal_suffix_attention`
-runs it as two fused kernels instead, the suffix against the prefix's keys unmasked and against its own keys
-causally, merged by their log-sum-exps: ``(n² − p²) / 2`` pairs for a suffix from ``p`` of ``n`` tokens.
+
+Every forward runs under the model's :meth:`~attnlens.models.base.Architecture.long_context`: a decoder's
+suffix attends to its cached prefix, and a sliding window to its keys, without an ``n × n`` mask.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.nn.attention.bias import causal_lower_right
-from transformers import AttentionInterface, AttentionMaskInterface, DynamicCache
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import sdpa_mask
+from transformers import DynamicCache
 
 from attnlens.data.context import PROMPT_TEMPLATE, REMOVALS, Source
 from attnlens.models import architecture
@@ -43,62 +36,6 @@ BATCH = 8
 #: of fixed cost at 11.5 µs a token on the default's 2-layer decoder of 131 k layer parameters: 145 tokens); a
 #: card's is not yet, set to what 10 ms of launches cost at 50 TFLOP/s.
 FORWARD_OVERHEAD_FLOP = {"cpu": 4.0e7, "cuda": 5.0e11}
-#: The attention implementation a suffix runs under (:func:`causal_suffix_attention`), registered with Hugging Face.
-CAUSAL_SUFFIX = "attnlens_causal_suffix"
-
-
-def causal_suffix_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """Hugging Face's sdpa attention, except for the last ``q`` of ``n`` keys' queries under a plain causal mask (no
-    mask given: :func:`causal_suffix_mask` gives none to a full causal layer): :func:`bottom_right_causal` then.
-    Right padding needs no mask: no real query comes after it."""
-    q, n = query.shape[2], key.shape[2]
-    if attention_mask is not None or q in (1, n) or dropout:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
-    groups = getattr(module, "num_key_value_groups", 1)
-    out = bottom_right_causal(query, repeat_kv(key, groups), repeat_kv(value, groups), scaling)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def bottom_right_causal(query, key, value, scale=None) -> torch.Tensor:
-    """``(B, H, q, d)``: the ``q`` queries, the last of ``n`` keys, each attending to every key up to its own
-    (PyTorch's :func:`~torch.nn.attention.bias.causal_lower_right`). On a CPU, where PyTorch would materialise that
-    mask, as two fused kernels: the first ``n − q`` keys unmasked and the last ``q`` causally, merged by their
-    log-sum-exps; on a card, PyTorch's own bottom-right causal kernel."""
-    q, n = query.shape[-2], key.shape[-2]
-    if query.device.type != "cpu":
-        return torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=causal_lower_right(q, n), scale=scale
-        )
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # the kernel that returns its log-sum-exp
-    before, lse_before = flash(query, key[..., : n - q, :], value[..., : n - q, :], 0.0, False, scale=scale)
-    within, lse_within = flash(query, key[..., n - q :, :], value[..., n - q :, :], 0.0, True, scale=scale)
-    lse = torch.logaddexp(lse_before, lse_within)
-    return before * (lse_before - lse).exp()[..., None] + within * (lse_within - lse).exp()[..., None]
-
-
-def causal_suffix_mask(*args, local_size=None, **kwargs):
-    """sdpa's mask for a layer with a sliding window (``local_size``); none for a full causal layer, whose queries
-    :func:`causal_suffix_attention` aligns causally to the bottom right of the keys."""
-    return None if local_size is None else sdpa_mask(*args, local_size=local_size, **kwargs)
-
-
-AttentionInterface.register(CAUSAL_SUFFIX, causal_suffix_attention)
-AttentionMaskInterface.register(CAUSAL_SUFFIX, causal_suffix_mask)
-
-
-@contextmanager
-def causal_suffixes(model, padding_only: bool) -> Iterator[None]:
-    """``model`` running :func:`causal_suffix_attention` where it runs sdpa and its batches hold nothing but right
-    padding (``padding_only``: no masked token, whose zeros a full causal layer would then not see)."""
-    before = getattr(model.config, "_attn_implementation", None)
-    if before != "sdpa" or not padding_only:
-        yield
-        return
-    model.set_attn_implementation(CAUSAL_SUFFIX)
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(before)
 
 
 @torch.no_grad()
@@ -139,12 +76,13 @@ def answer_token_log_probs(
             mask[row, :n] = torch.as_tensor(list(keep[i])) if keep is not None else 1
         positions = torch.arange(width).expand(len(index), width)
         first = min(len(sequences[i]) - answer_lengths[i] - 1 for i in index)  # the earliest answer row
-        logits = model(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=positions.to(device),
-            logits_to_keep=width - first,
-        ).logits
+        with architecture(model).long_context(model):
+            logits = model(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=positions.to(device),
+                logits_to_keep=width - first,
+            ).logits
         log_probs = torch.log_softmax(logits.double(), dim=-1).cpu()
         for row, i in enumerate(index):
             n, a = len(sequences[i]), answer_lengths[i]
@@ -227,32 +165,34 @@ def shared_prefix_log_probs(
     if not len(sequences):
         return out
     longest = max(prefix)
+    long_context = architecture(model).long_context
     cached: list[tuple[torch.Tensor, torch.Tensor]] = []
     if longest:
-        head = model(
-            input_ids=torch.as_tensor([list(full[:longest])], device=device),
-            past_key_values=DynamicCache(),
-            use_cache=True,
-            logits_to_keep=1,
-        ).past_key_values
+        with long_context(model):
+            head = model(
+                input_ids=torch.as_tensor([list(full[:longest])], device=device),
+                past_key_values=DynamicCache(),
+                use_cache=True,
+                logits_to_keep=1,
+            ).past_key_values
         cached = [(layer.keys, layer.values) for layer in head.layers]
     lengths = [len(ids) for ids in sequences]
     order = sorted(range(len(sequences)), key=lambda i: (-prefix[i], i))
     overhead = forward_overhead(model) if overhead is None else overhead
-    with causal_suffixes(model, padding_only=all(k is None or all(k) for k in kept)):
-        for run in _batches(order, prefix, lengths, batch_size, overhead):
-            start = min(prefix[i] for i in run)
-            width = max(lengths[i] - start for i in run)
-            ids = torch.full((len(run), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(run), start + width), dtype=torch.long)
-            mask[:, :start] = 1
-            for row, i in enumerate(run):
-                suffix = list(sequences[i][start:])
-                ids[row, : len(suffix)] = torch.as_tensor(suffix)
-                mask[row, start : start + len(suffix)] = torch.as_tensor(list(kept[i][start:])) if kept[i] else 1
-            positions = torch.arange(start, start + width).expand(len(run), width)
-            past = _repeated(cached, start, len(run))
-            first = min(lengths[i] - start for i in run) - a - 1  # the earliest row that predicts an answer token
+    for run in _batches(order, prefix, lengths, batch_size, overhead):
+        start = min(prefix[i] for i in run)
+        width = max(lengths[i] - start for i in run)
+        ids = torch.full((len(run), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(run), start + width), dtype=torch.long)
+        mask[:, :start] = 1
+        for row, i in enumerate(run):
+            suffix = list(sequences[i][start:])
+            ids[row, : len(suffix)] = torch.as_tensor(suffix)
+            mask[row, start : start + len(suffix)] = torch.as_tensor(list(kept[i][start:])) if kept[i] else 1
+        positions = torch.arange(start, start + width).expand(len(run), width)
+        past = _repeated(cached, start, len(run))
+        first = min(lengths[i] - start for i in run) - a - 1  # the earliest row that predicts an answer token
+        with long_context(model):
             logits = model(
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),
@@ -261,11 +201,11 @@ def shared_prefix_log_probs(
                 use_cache=True,
                 logits_to_keep=width - first,
             ).logits
-            log_probs = torch.log_softmax(logits.double(), dim=-1).cpu()
-            targets = torch.as_tensor(list(full[len(full) - a :]))
-            for row, i in enumerate(run):
-                at = lengths[i] - start - a - 1 - first  # its first answer row among the logits kept
-                out[i] = log_probs[row, at : at + a].gather(-1, targets[:, None])[:, 0].numpy()
+        log_probs = torch.log_softmax(logits.double(), dim=-1).cpu()
+        targets = torch.as_tensor(list(full[len(full) - a :]))
+        for row, i in enumerate(run):
+            at = lengths[i] - start - a - 1 - first  # its first answer row among the logits kept
+            out[i] = log_probs[row, at : at + a].gather(-1, targets[:, None])[:, 0].numpy()
     return out
 
 

@@ -84,7 +84,8 @@ class AnswerForward(torch.nn.Module):
         self.model, self.answer_ids = model, answer_ids.reshape(1, -1)
 
     def forward(self, input_ids, attention_mask, position_ids):
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
+        with architecture(self.model).long_context(self.model):
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits
         n, a = input_ids.shape[1], self.answer_ids.shape[1]
         rows = logits[:, n - a - 1 : n - 1]
         log_p = torch.log_softmax(rows.float() if rows.dtype in (torch.float16, torch.bfloat16) else rows, dim=-1)

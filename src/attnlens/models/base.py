@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -242,6 +243,12 @@ class Architecture(ABC):
 
         The gradient is not switched off here: a caller that needs none runs it under ``torch.no_grad()``.
         """
+
+    def long_context(self, model: nn.Module) -> AbstractContextManager:
+        """``with arch.long_context(model):`` its forwards' attention without an ``n × n`` mask where the family
+        has such a path (the decoders: :mod:`attnlens.models.llama.attention`), the same numbers to float
+        rounding; a no-op elsewhere."""
+        return nullcontext()
 
     def query_rows(self, model: nn.Module, input_ids: torch.Tensor, start: int, stop: int, each) -> None:
         """One forward of ``input_ids`` ``(1, n)`` (a causal language model's), without gradient, handing each layer's

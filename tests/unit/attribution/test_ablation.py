@@ -12,12 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.nn.attention.bias import causal_lower_right
 
-from attnlens.attribution import ablation
 from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix, shared_prefix_log_probs
 from attnlens.attribution.surrogate import ablation_masks, leave_one_out_masks
 from attnlens.models import architecture
+from attnlens.models.llama import attention as long_context_attention
 from tests.support.tiny_models import tiny_decoder
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -121,42 +120,36 @@ def test_leave_one_out_from_the_shared_prefix_costs_less_than_a_forward_per_sour
     assert [shared_prefix(full, s, None, 3) for s in sequences] == [a for a, _ in SPANS]
 
 
-@pytest.mark.parametrize(("q", "n"), [(1, 9), (5, 9), (8, 9), (7, 40)])
-def test_a_suffix_attends_to_the_prefix_and_causally_to_itself(q, n):
-    """The two fused kernels merged by their log-sum-exps against PyTorch's own bottom-right causal bias (its mask
-    materialised on a CPU) and a dense softmax under the explicit mask ``key ≤ query + n − q``: float64, one
-    softmax summed in another order, 1e-12."""
-    g = torch.Generator().manual_seed(q * n)
-    query, key, value = (torch.randn(2, 3, m, 8, generator=g, dtype=torch.float64) for m in (q, n, n))
-    got = ablation.bottom_right_causal(query, key, value, scale=0.3)
-    torch_bias = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=causal_lower_right(q, n), scale=0.3
-    )
-    allowed = torch.arange(n)[None, :] <= torch.arange(q)[:, None] + n - q
-    dense = torch.softmax((0.3 * query @ key.transpose(-1, -2)).masked_fill(~allowed, -torch.inf), -1) @ value
-    torch.testing.assert_close(got, torch_bias, rtol=0, atol=1e-12)
-    torch.testing.assert_close(got, dense, rtol=0, atol=1e-12)
-
-
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("removal", ["delete", "mask"])
-def test_a_full_causal_layers_suffix_runs_without_a_mask(kind, removal, monkeypatch):
-    """Deleted sources leave nothing but right padding: every batch's every layer of full causal attention runs
-    :func:`~attnlens.attribution.ablation.bottom_right_causal` (the windowed ones keep sdpa's mask); masked sources
-    need their zeros, so none does. The model runs sdpa again afterwards."""
+def test_a_suffix_runs_without_an_n_by_n_mask(kind, removal, monkeypatch):
+    """Deleted sources leave nothing but right padding: every batch's every layer runs attnlens's long-context
+    attention (:mod:`attnlens.models.llama.attention`), the full causal ones over the cached prefix by
+    :func:`~attnlens.models.llama.attention.bottom_right_causal`, the windowed ones by blocks; masked sources need
+    their zeros, so every layer of their batches gets Hugging Face's mask. The model runs sdpa again afterwards."""
     model = tiny_decoder(kind, head="causal_lm", implementation="sdpa")
     full, sequences, keep = _ablations(leave_one_out_masks(6), removal)
-    fused, forwards = [], []
-    original = ablation.bottom_right_causal
-    monkeypatch.setattr(ablation, "bottom_right_causal", lambda *args, **kw: fused.append(1) or original(*args, **kw))
+    calls: dict[str, int] = {"bottom_right_causal": 0, "banded_causal": 0}
+    for name in calls:
+        original = getattr(long_context_attention, name)
+        monkeypatch.setattr(
+            long_context_attention,
+            name,
+            lambda *a, name=name, f=original, **k: calls.__setitem__(name, calls[name] + 1) or f(*a, **k),
+        )
+    forwards: list[int] = []
     handle = model.model.embed_tokens.register_forward_hook(lambda m, args, out: forwards.append(1))
     try:
         shared_prefix_log_probs(model, full, sequences, 3, keep, batch_size=8, overhead=0)
     finally:
         handle.remove()
-    full_layers = sum(w is None for w in architecture(model).windows(model.config))
-    batches = len(forwards) - 1  # the shared prefix's forward first, its queries and keys the same length
-    assert len(fused) == (batches * full_layers if removal == "delete" else 0)
+    windows = architecture(model).windows(model.config)
+    full_layers, windowed = windows.count(None), len(windows) - windows.count(None)
+    batches = len(forwards) - 1  # after the shared prefix's own forward, whose queries are its keys
+    if removal == "delete":
+        assert calls == {"bottom_right_causal": batches * full_layers, "banded_causal": len(forwards) * windowed}
+    else:  # only the shared prefix, unmasked, runs without Hugging Face's mask
+        assert calls == {"bottom_right_causal": 0, "banded_causal": windowed}
     assert model.config._attn_implementation == "sdpa"
 
 

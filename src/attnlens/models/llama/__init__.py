@@ -35,6 +35,7 @@ from torch import nn
 
 from attnlens.attention.full import FullLayer, QueryRows
 from attnlens.models.base import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs, hidden_state
+from attnlens.models.llama.attention import long_context
 
 #: The head groups' modules in a decoder layer's attention, by attnlens's group names.
 PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
@@ -173,6 +174,11 @@ class Llama(Architecture, family="llama"):
                     bands[b].append(FullLayer(q[b].contiguous(), k[b].contiguous(), int(length), True, window))
         return outputs, bands
 
+    def long_context(self, model: nn.Module):
+        """Causal attention over a cached prefix and within sliding windows without an ``n × n`` mask
+        (:mod:`attnlens.models.llama.attention`)."""
+        return long_context(model)
+
     def query_rows(self, model: nn.Module, input_ids: torch.Tensor, start: int, stop: int, each) -> None:
         """:meth:`Architecture.query_rows`: a hook on each layer's attention projects the queries of rows ``start …
         stop − 1`` and every key from the layer's own input, as :func:`queries_and_keys` does, and hands them on
@@ -197,7 +203,7 @@ class Llama(Architecture, family="llama"):
             for i, (layer, w) in enumerate(zip(self.layers(model), windows, strict=True))
         ]
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.long_context(model):
                 model(input_ids=input_ids, logits_to_keep=1)
         finally:
             for handle in handles:
