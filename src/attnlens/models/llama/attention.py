@@ -37,14 +37,18 @@ LONG_CONTEXT = "attnlens_long_context"
 MIN_BLOCK = 128
 
 
-def causal_attention(query, key, value, scale=None, window: int | None = None) -> torch.Tensor:
-    """``(B, H, q, d)``: the ``q`` queries, the last of ``n`` keys (as many heads), each attending causally to every
-    key up to its own, or within its ``window`` (keys ``i − window < j ≤ i``, Hugging Face's sliding window)."""
+def causal_attention(query, key, value, scale=None, window: int | None = None, groups: int = 1) -> torch.Tensor:
+    """``(B, H, q, d)``: the ``q`` queries, the last of ``n`` keys, each attending causally to every key up to its
+    own, or within its ``window`` (keys ``i − window < j ≤ i``, Hugging Face's sliding window); each of the
+    ``H / groups`` key/value heads shared by ``groups`` consecutive query heads."""
     q, n = query.shape[-2], key.shape[-2]
+    if (window is None or window >= n) and q in (1, n):  # the fused kernel's own alignment; one query sees every key
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, is_causal=q > 1, scale=scale, enable_gqa=groups > 1
+        )
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     if window is not None and window < n:
         return banded_causal(query, key, value, window, scale)
-    if q == n or q == 1:  # the fused kernel's own alignment; one query attends to every key
-        return torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=q > 1, scale=scale)
     return bottom_right_causal(query, key, value, scale)
 
 
@@ -97,9 +101,7 @@ def long_context_attention(module, query, key, value, attention_mask, dropout=0.
     if dropout:
         raise ValueError("attnlens's long-context attention runs a model in eval mode (no attention dropout)")
     groups = getattr(module, "num_key_value_groups", 1)
-    out = causal_attention(
-        query, repeat_kv(key, groups), repeat_kv(value, groups), scaling, kwargs.get("sliding_window")
-    )
+    out = causal_attention(query, key, value, scaling, kwargs.get("sliding_window"), groups)
     return out.transpose(1, 2).contiguous(), None
 
 
