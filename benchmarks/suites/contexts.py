@@ -6,7 +6,9 @@ of six). The context is cut into 16 sources of equal length; the answer is its l
 
 Per family and length:
 
-* ``forward_s``: one forward of prompt + answer, only the answer's rows reaching the vocabulary;
+* ``forward_s``: one forward of prompt + answer under Hugging Face's sdpa, only the answer's rows reaching the
+  vocabulary (the answer methods run under :meth:`~attnlens.models.base.Architecture.long_context`: for a sliding
+  window, cheaper than this forward);
 * ``attention_s``, ``attention_over_forward`` (learned attention's target ≤ 1.2: its pass is this one, the weights
   a product over ``layers · heads`` numbers a source) and ``attention_peak_extra_over_dense`` (target ≤ 2 %): the
   answer's rows' attention per layer and head (:func:`~attnlens.attribution.context.answer_head_attention`, which

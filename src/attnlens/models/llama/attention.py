@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 import torch
 from torch.nn.attention.bias import causal_lower_right
-from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import sdpa_mask
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 #: The attention implementation :func:`long_context` runs a model with, registered with Hugging Face.
 LONG_CONTEXT = "attnlens_long_context"
@@ -114,8 +114,14 @@ def long_context_mask(*args, attention_mask=None, allow_is_causal_skip=True, **k
     return sdpa_mask(*args, attention_mask=attention_mask, allow_is_causal_skip=allow_is_causal_skip, **kwargs)
 
 
-AttentionInterface.register(LONG_CONTEXT, long_context_attention)
-AttentionMaskInterface.register(LONG_CONTEXT, long_context_mask)
+@cache
+def _register() -> None:
+    """:data:`LONG_CONTEXT` in Hugging Face's interfaces, once: at the first use, as the attention interface's module
+    loads accelerate, which importing :mod:`attnlens.models` should not."""
+    from transformers import AttentionInterface  # noqa: PLC0415 (transformers.modeling_utils: a model exists by now)
+
+    AttentionInterface.register(LONG_CONTEXT, long_context_attention)
+    AttentionMaskInterface.register(LONG_CONTEXT, long_context_mask)
 
 
 @contextmanager
@@ -125,6 +131,7 @@ def long_context(model) -> Iterator[None]:
     if before != "sdpa":
         yield
         return
+    _register()
     model.set_attn_implementation(LONG_CONTEXT)
     try:
         yield
