@@ -12,7 +12,6 @@ An ablated prompt is the full one up to its first removed source. :func:`shared_
 prompt's longest shared prefix once, keeps its keys and values, and runs each ablation from its own shared prefix
 on: leave-one-out, whose ablations share on average half the prompt, costs about half a forward per source.
 
-
 Every forward runs under the model's :meth:`~attnlens.models.base.Architecture.long_context`: a decoder's
 suffix attends to its cached prefix, and a sliding window to its keys, without an ``n × n`` mask.
 """
