@@ -15,9 +15,9 @@ kept for the backward). Two cases reach that at the lengths the generation study
   by every block: ``n · (window + block)`` pairs and memory.
 
 Both are exact (float rounding aside; the tests hold them, in float64, to the dense softmax and to Hugging Face's
-sdpa with its own masks, whose eager path takes the softmax in float32). They apply where
-the layers' only mask is causality, a window and right padding (no real query comes after padding); any other
-mask (a masked token, left padding, a custom pattern) goes to Hugging Face's sdpa unchanged.
+sdpa with its own masks, whose eager path takes the softmax in float32). They apply where the layers' only mask is
+causality, a window and right padding (no real query comes after padding); any other mask (a masked token, left
+padding, a custom pattern) goes to Hugging Face's sdpa unchanged.
 """
 
 from __future__ import annotations
