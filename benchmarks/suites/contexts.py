@@ -22,8 +22,10 @@ Per family and length:
   shared prefix run once (:func:`~attnlens.attribution.ablation.shared_prefix_log_probs`), their largest difference
   and the ratio of the tokens each runs (``loo_token_ratio``: the speed-up where a token's cost is all linear)
   beside them; up to :data:`LOO_TOKENS` tokens on a CPU (two cores recompute 16 prompts of 32 768 tokens in about an
-  hour); ``--only leave_one_out`` times it alone (:func:`bench_leave_one_out`), at any length;
-* ``context_cite`` and ``inseq``: not run here, and why.
+  hour); ``--only leave_one_out`` times it alone (:func:`bench_leave_one_out`), at any length.
+
+context-cite's surrogate and inseq's attributions, which need environments of their own, are timed on the same
+decoders by ``python -m benchmarks.beside`` (``beside.json``).
 
 Each family and length runs in an interpreter of its own under the strict allocator, as ``decoders.json``.
 """
@@ -47,12 +49,6 @@ LENGTHS = (2048, 8192, 16384, 32768)
 SOURCES, ANSWER = 16, 8
 #: Leave-one-out is timed both ways up to this many tokens on a CPU.
 LOO_TOKENS = 8192
-NOT_RUN = {
-    "context_cite": "not run: context-cite 0.0.4 needs its own environment (tests/reference/build_context_cite_env.sh)"
-    " and runs one ablation a forward from the whole prompt, what loo_recompute_s times",
-    "inseq": "not run: not installed beside the project's pins; its attention and gradient methods return the dense "
-    "n × n attention (output_attentions), what dense_bytes counts",
-}
 
 
 def language_model(family: str, shape: str, n: int, seed: int = 0):
@@ -72,7 +68,6 @@ def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_
         "tokens": n,
         "describe": architecture(model).describe(config),
         "dense_bytes": dense,
-        **NOT_RUN,
     }
     with torch.no_grad():
         model(input_ids=ids, logits_to_keep=ANSWER + 1)  # warm-up

@@ -65,34 +65,37 @@ LENGTHS = (8192, 16384, 32768)
 HF_ATTENTIONS_LIMIT = 8 * 2**30
 
 
-def decoder(
-    family: str, shape: str, n: int, implementation: str = "sdpa", seed: int = 0, head: str = "sequence_classification"
-):
-    """A random-weight float32 decoder of ``family`` and ``shape`` taking ``n`` tokens, in eval mode: a classifier,
-    or another ``head`` (``causal_lm``: :mod:`benchmarks.suites.contexts`)."""
+def decoder_entries(family: str, shape: str, n: int, implementation: str = "sdpa") -> dict:
+    """The configuration entries of a random-weight decoder of ``family`` and ``shape`` taking ``n`` tokens (also
+    what :mod:`benchmarks.beside` hands the other tools' environments, to build the same model there)."""
     s = SHAPES[shape]
     head_dim = s["hidden"] // s["heads"]
     extra = dict(WINDOWS[family])
     if family == "gemma3":
         extra["query_pre_attn_scalar"] = head_dim
-    return draw_decoder(
-        family,
-        seed,
-        head,
-        vocab_size=s["vocab"],
-        hidden_size=s["hidden"],
-        intermediate_size=s["ffn"],
-        num_hidden_layers=s["layers"],
-        num_attention_heads=s["heads"],
-        num_key_value_heads=s["key_heads"],
-        head_dim=head_dim,
-        max_position_embeddings=n,
-        pad_token_id=0,
-        num_labels=2,
-        tie_word_embeddings=False,
-        attn_implementation=implementation,
+    return {
+        "vocab_size": s["vocab"],
+        "hidden_size": s["hidden"],
+        "intermediate_size": s["ffn"],
+        "num_hidden_layers": s["layers"],
+        "num_attention_heads": s["heads"],
+        "num_key_value_heads": s["key_heads"],
+        "head_dim": head_dim,
+        "max_position_embeddings": n,
+        "pad_token_id": 0,
+        "num_labels": 2,
+        "tie_word_embeddings": False,
+        "attn_implementation": implementation,
         **extra,
-    )
+    }
+
+
+def decoder(
+    family: str, shape: str, n: int, implementation: str = "sdpa", seed: int = 0, head: str = "sequence_classification"
+):
+    """A random-weight float32 decoder of ``family`` and ``shape`` taking ``n`` tokens, in eval mode: a classifier,
+    or another ``head`` (``causal_lm``: :mod:`benchmarks.suites.contexts`)."""
+    return draw_decoder(family, seed, head, **decoder_entries(family, shape, n, implementation))
 
 
 class _Clock:

@@ -9,6 +9,6 @@ env="${1:-/tmp/cc-env}"
 sklearn="$(grep -i '^scikit-learn==' "$here/envs/requirements.txt")"
 numpy="$(grep -i '^numpy==' "$here/envs/requirements.txt")"
 python3 -m venv "$env"
-"$env/bin/pip" install --quiet "torch==2.13.0" "$sklearn" "$numpy" "transformers<5" datasets pandas nltk spacy tqdm
+"$env/bin/pip" install --quiet "torch==2.13.0" "$sklearn" "$numpy" "transformers==4.57.6" datasets pandas nltk spacy tqdm
 "$env/bin/pip" install --quiet --no-deps "context-cite==0.0.4"
 "$env/bin/python" -c "import context_cite, sklearn, torch; print('context-cite reference environment:', sklearn.__version__, torch.__version__)"

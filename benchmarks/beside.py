@@ -1,0 +1,107 @@
+"""attnlens beside context-cite and inseq at long contexts on the CPU: ``python -m benchmarks.beside --context-cite
+/tmp/cc-env/bin/python --inseq /tmp/inseq-env/bin/python`` writes ``results/bench/beside.json``.
+
+For each family and length, the contexts bench's decoder (:mod:`benchmarks.suites.contexts`: the ``small`` shape,
+random weights, 16 sources, an answer of 8 tokens) is built once, in context-cite's environment, with a word-level
+tokenizer and a prompt of that many tokens (:mod:`benchmarks.beside_tools`); then, each in an interpreter of its
+own under the strict allocator, one after the other:
+
+* ``context_cite``: ContextCite 0.0.4's ``get_attributions`` at its defaults (64 ablations, batch size 1), in its
+  environment (``tests/reference/build_context_cite_env.sh``);
+* ``attnlens``: the surrogate on the same masks, the answer's rows' attention and gradient × input
+  (:mod:`benchmarks.suites.beside`), with the largest difference of its ablations' scores from context-cite's;
+* ``inseq_<method>``: inseq 0.7.1's ``attention`` and ``input_x_gradient``, in its environment
+  (``tests/reference/build_inseq_env.sh``), the model loaded as inseq loads one (eager attention).
+
+A tool that fails (out of memory, killed) gets the first line of why; ``dense_bytes`` is the ``layers · heads · n² ·
+4`` bytes of the attention that ``output_attentions`` returns, for scale. The ratios ``*_over_attnlens`` are the
+tool's seconds over attnlens's for the same answer. The file is rewritten after each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from attnlens.models.llama.scratch import CLASSES
+from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, write_result
+from benchmarks.suites.contexts import ANSWER, SOURCES
+from benchmarks.suites.decoders import FAMILIES, decoder_entries
+
+#: The lengths at which context-cite's 64 whole-prompt forwards fit in minutes on two cores.
+LENGTHS = (2048, 8192)
+INSEQ_METHODS = ("attention", "input_x_gradient")
+
+
+def tool(python: str, env: dict, *args: str) -> dict:
+    """``python -m benchmarks.beside_tools *args`` in a tool's environment: its JSON line, or why it gave none."""
+    run = subprocess.run(
+        [python, "-m", "benchmarks.beside_tools", *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+    )
+    if run.returncode == -9:
+        gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        return {"not_run": f"killed (SIGKILL): out of memory on a machine of {gib:.0f} GiB"}
+    if run.returncode:
+        last = (run.stderr.strip().splitlines() or [""])[-1]
+        return {"not_run": f"exit {run.returncode}: {last}"[:300]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def ratio(theirs: dict, ours: dict) -> float | None:
+    """The tool's seconds over attnlens's, where both ran."""
+    return round(theirs["s"] / ours["s"], 2) if "s" in theirs and "s" in ours else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--context-cite", required=True, help="the python of context-cite's environment")
+    parser.add_argument("--inseq", required=True, help="the python of inseq's environment")
+    parser.add_argument("--families", nargs="+", choices=FAMILIES, default=["llama"])
+    parser.add_argument("--shape", default="small")
+    parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--ablations", type=int, default=64)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/attnlens-beside"))
+    parser.add_argument("--out", default="results/bench")
+    args = parser.parse_args(argv)
+    strict = {**os.environ, **STRICT_MALLOC}
+    rows: list[dict] = []
+    for n in args.lengths:
+        for family in args.families:
+            folder = args.work / f"{family}-{n}"
+            config = {"class": CLASSES[family][0], "entries": decoder_entries(family, args.shape, n)}
+            built = tool(args.context_cite, strict, "build", str(folder), "--config", json.dumps(config),
+                         "--tokens", str(n), "--sources", str(SOURCES), "--answer", str(ANSWER))  # fmt: skip
+            entries = config["entries"]
+            dense = entries["num_hidden_layers"] * entries["num_attention_heads"] * n * n * 4
+            row: dict = {"family": family, "shape": args.shape, "tokens": n, "dense_bytes": dense}
+            if "not_run" in built:
+                rows.append({**row, **built})
+                continue
+            cc = tool(args.context_cite, strict, "context_cite", str(folder), "--ablations", str(args.ablations))
+            if "masks" in cc:
+                (folder / "context_cite.json").write_text(json.dumps(cc) + "\n", encoding="utf-8")
+            row["context_cite"] = {k: v for k, v in cc.items() if k not in ("masks", "token_logit_probs", "weights")}
+            try:
+                row["attnlens"] = bench_child("beside", "bench_attnlens", args.ablations, strict, str(folder))
+            except RuntimeError as failed:
+                row["attnlens"] = {"not_run": str(failed).splitlines()[0]}
+            for method in INSEQ_METHODS:
+                row[f"inseq_{method}"] = tool(args.inseq, strict, "inseq", str(folder), "--method", method)
+            ours = row["attnlens"]
+            row["context_cite_over_attnlens"] = ratio(row["context_cite"], ours.get("surrogate", {}))
+            row["inseq_attention_over_attnlens"] = ratio(row["inseq_attention"], ours.get("attention", {}))
+            row["inseq_input_x_gradient_over_attnlens"] = ratio(
+                row["inseq_input_x_gradient"], ours.get("gradient_x_input", {})
+            )
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            write_result(args.out, "beside", {"rows": rows})
+
+
+if __name__ == "__main__":
+    main()
