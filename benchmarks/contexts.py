@@ -1,6 +1,8 @@
-"""The answer methods at long contexts on the CPU: ``python -m benchmarks.contexts --out results/bench`` writes
-``contexts.json`` (see ``benchmarks/suites/contexts.py`` for what each row measures); ``make bench`` runs the same
-plan through ``bench.py``. The file is rewritten after each row, so that a run stopped early keeps what it measured.
+"""The answer methods at long contexts: ``python -m benchmarks.contexts --out results/bench`` writes ``contexts.json``
+(see ``benchmarks/suites/contexts.py`` for what each row measures); ``make bench`` runs the same plan through
+``bench.py``. On a card, ``--device cuda --shape 0.5b`` writes ``contexts_cuda.json``: every row in this process,
+times synchronised, memory the card's peak allocated bytes, leave-one-out at every length. The file is rewritten
+after each row, so that a run stopped early keeps what it measured.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from benchmarks.measuring import STRICT_MALLOC, bench_child, write_result
-from benchmarks.suites.contexts import LENGTHS
+from benchmarks.suites.contexts import LENGTHS, bench_context_length, bench_leave_one_out
 from benchmarks.suites.decoders import FAMILIES, SHAPES
 
 #: What ``--only`` runs of each row: its function in :mod:`benchmarks.suites.contexts`.
@@ -27,21 +31,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shape", choices=list(SHAPES), default="small")
     parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
     parser.add_argument("--only", choices=list(PARTS), default="all", help="every method, or leave-one-out alone")
+    parser.add_argument("--device", default="cpu", help="cpu (default: each row in a fresh interpreter) or cuda[:N]")
     args = parser.parse_args(argv)
+    on_card = args.device.startswith("cuda")
+    if on_card and not torch.cuda.is_available():
+        sys.exit("contexts: error: --device: no CUDA device is visible here")
     strict = {**os.environ, **STRICT_MALLOC}
+    name = "contexts_cuda" if on_card else "contexts"
+    card = {"card": torch.cuda.get_device_name(torch.device(args.device))} if on_card else {}
     rows: list[dict] = []
     for n in args.lengths:  # every family at a length before the next: a stopped run covers them all
         for family in args.families:
             t0 = time.perf_counter()
             try:
-                row = bench_child("contexts", PARTS[args.only], n, strict, family, args.shape)
-            except RuntimeError as failed:
+                row = (
+                    on_card_row(args.only, family, args.shape, n, args.device, max(args.lengths))
+                    if on_card
+                    else bench_child("contexts", PARTS[args.only], n, strict, family, args.shape)
+                )
+            except (RuntimeError, torch.OutOfMemoryError) as failed:
                 row = {"family": family, "shape": args.shape, "tokens": n, "not_run": str(failed).splitlines()[0]}
+                if on_card:
+                    torch.cuda.empty_cache()
             row["wall_s"] = round(time.perf_counter() - t0, 2)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
             Path(args.out).mkdir(parents=True, exist_ok=True)
-            write_result(args.out, "contexts", {"rows": rows})
+            write_result(args.out, name, {**card, "rows": rows})
+
+
+def on_card_row(only: str, family: str, shape: str, n: int, device: str, loo_tokens: int) -> dict:
+    """One row on a card, in this process: leave-one-out at every length up to ``loo_tokens``."""
+    if only == "leave_one_out":
+        return bench_leave_one_out(family, shape, n, device)
+    return bench_context_length(family, shape, n, loo_tokens, device)
 
 
 if __name__ == "__main__":

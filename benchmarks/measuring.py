@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import model_shape, source_config
 from attnlens.pipeline.config import ModelConfig
@@ -44,6 +47,27 @@ def measured(fn) -> tuple[object, float, int | None]:
     seconds = time.perf_counter() - t0
     peak = (rss_kib("VmHWM") - before) * 1024 if resettable else None
     return result, seconds, peak
+
+
+class Clock:
+    """Seconds and peak extra memory of one call on ``device``: the card's peak allocated bytes on CUDA (the device
+    synchronised before the clock stops), else peak RSS (:func:`measured`)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def __call__(self, fn) -> tuple[object, float, int | None]:
+        if self.device.type != "cuda":
+            return measured(fn)
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        before = torch.cuda.memory_allocated(self.device)
+        t0 = time.perf_counter()
+        result = fn()
+        synchronize(self.device)
+        seconds = time.perf_counter() - t0
+        return result, seconds, torch.cuda.max_memory_allocated(self.device) - before
 
 
 def measure(fn) -> tuple[float, int | None]:

@@ -27,7 +27,9 @@ Per family and length:
 context-cite's surrogate and inseq's attributions, which need environments of their own, are timed on the same
 decoders by ``python -m benchmarks.beside`` (``beside.json``).
 
-Each family and length runs in an interpreter of its own under the strict allocator, as ``decoders.json``.
+On the CPU each family and length runs in an interpreter of its own under the strict allocator, as
+``decoders.json``; on a card (``--device cuda``, the ``0.5b`` shape) in one process, each time synchronised and each
+peak the card's allocated bytes (:class:`~benchmarks.measuring.Clock`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix_
 from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.ig import freeze
 from attnlens.models import architecture
-from benchmarks.measuring import STRICT_MALLOC, bench_child, measured, over
+from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, measured, over
 from benchmarks.suites.decoders import FAMILIES, decoder
 
 LENGTHS = (2048, 8192, 16384, 32768)
@@ -56,11 +58,15 @@ def language_model(family: str, shape: str, n: int, seed: int = 0):
     return freeze(decoder(family, shape, n, seed=seed, head="causal_lm"))
 
 
-def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_TOKENS) -> dict:
-    """One family, shape and length, in this process (see the module docstring)."""
-    model = language_model(family, shape, n)
+def bench_context_length(
+    family: str, shape: str, n: int, loo_tokens: int = LOO_TOKENS, device_name: str = "cpu"
+) -> dict:
+    """One family, shape and length, in this process, on ``device_name`` (see the module docstring)."""
+    device = torch.device(device_name)
+    clock = Clock(device)
+    model = language_model(family, shape, n).to(device)
     config = model.config
-    ids = torch.randint(5, config.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+    ids = prompt(config.vocab_size, n).to(device)
     dense = config.num_hidden_layers * config.num_attention_heads * n * n * 4
     row = {
         "family": family,
@@ -71,10 +77,10 @@ def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_
     }
     with torch.no_grad():
         model(input_ids=ids, logits_to_keep=ANSWER + 1)  # warm-up
-        _, seconds, peak = measured(lambda: model(input_ids=ids, logits_to_keep=ANSWER + 1))
+        _, seconds, peak = clock(lambda: model(input_ids=ids, logits_to_keep=ANSWER + 1))
     row["forward_s"] = round(seconds, 3)
     row["forward_peak_extra_over_dense"] = over(peak, dense)
-    _, seconds, peak = measured(lambda: answer_head_attention(model, ids, ANSWER))
+    _, seconds, peak = clock(lambda: answer_head_attention(model, ids, ANSWER))
     row["attention_s"] = round(seconds, 3)
     row["attention_over_forward"] = round(seconds / row["forward_s"], 3)
     row["attention_over_forward_target"] = 1.2
@@ -83,43 +89,50 @@ def bench_context_length(family: str, shape: str, n: int, loo_tokens: int = LOO_
     if row["attention_peak_extra_over_dense"] is not None and forward_peak is not None:  # beyond the forward's own
         row["attention_extra_over_dense"] = round(max(row["attention_peak_extra_over_dense"] - forward_peak, 0.0), 4)
     row["attention_extra_over_dense_target"] = 0.02
-    _, seconds, peak = measured(lambda: answer_gradient_x_input(model, ids, ANSWER))
+    _, seconds, peak = clock(lambda: answer_gradient_x_input(model, ids, ANSWER))
     row["forward_backward_s"] = round(seconds, 3)
-    relevance, seconds, peak = measured(lambda: answer_attnlrp(model, ids, ANSWER))
+    relevance, seconds, peak = clock(lambda: answer_attnlrp(model, ids, ANSWER))
     row["attnlrp_s"] = round(seconds, 3)
     row["attnlrp_peak_extra_over_dense"] = over(peak, dense)
     row["attnlrp_over_forward_backward"] = round(seconds / row["forward_backward_s"], 3)
     row["attnlrp_over_forward_backward_target"] = 2.0
     row["attnlrp_conservation_delta"] = float(relevance.delta)
     if n > loo_tokens:
-        row["loo"] = f"not run on a CPU past {loo_tokens} tokens (16 forwards of the whole prompt)"
+        row["loo"] = f"not run past {loo_tokens} tokens (16 forwards of the whole prompt)"
         return row
-    return {**row, **leave_one_out(model, ids[0].tolist())}
+    return {**row, **leave_one_out(model, ids[0].tolist(), clock)}
 
 
-def bench_leave_one_out(family: str, shape: str, n: int) -> dict:
+def prompt(vocab_size: int, n: int) -> torch.Tensor:
+    """``(1, n)``: the bench's seeded random token ids (the first five ids left out: a tokenizer's specials)."""
+    return torch.randint(5, vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+
+
+def bench_leave_one_out(family: str, shape: str, n: int, device_name: str = "cpu") -> dict:
     """Leave-one-out alone, at any length (``python -m benchmarks.contexts --only leave_one_out``): what two
     commits' shared prefix costs, side by side, without the other methods' minutes."""
-    model = language_model(family, shape, n)
-    ids = torch.randint(5, model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
-    return {"family": family, "shape": shape, "tokens": n, **leave_one_out(model, ids[0].tolist())}
+    device = torch.device(device_name)
+    model = language_model(family, shape, n).to(device)
+    full = prompt(model.config.vocab_size, n)[0].tolist()
+    return {"family": family, "shape": shape, "tokens": n, **leave_one_out(model, full, Clock(device))}
 
 
-def leave_one_out(model, full: list[int]) -> dict:
+def leave_one_out(model, full: list[int], clock=measured) -> dict:
     """The ``loo_*`` fields of a row: the 16 sources' ablations of ``full`` recomputed and from the shared prefix,
-    wall and CPU seconds (the process's, every thread)."""
+    wall and CPU seconds (the process's, every thread), timed by ``clock`` (:class:`~benchmarks.measuring.Clock`
+    on a card)."""
     bounds = np.linspace(1, len(full) - ANSWER - 1, SOURCES + 1).astype(int)
     deleted = [full[: bounds[s]] + full[bounds[s + 1] :] for s in range(SOURCES)]
     row: dict = {}
     cpu = time.process_time()
-    recomputed, seconds, _ = measured(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1))
+    recomputed, seconds, _ = clock(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1))
     row["loo_recompute_s"], row["loo_recompute_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)
     counted: list[int] = []
     embeddings = model.get_input_embeddings()
     handle = embeddings.register_forward_hook(lambda m, args, out: counted.append(args[0].numel()))
     cpu = time.process_time()
     try:
-        shared, seconds, _ = measured(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8))
+        shared, seconds, _ = clock(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8))
     finally:
         handle.remove()
     row["loo_shared_prefix_s"], row["loo_shared_prefix_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)

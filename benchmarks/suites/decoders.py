@@ -31,9 +31,7 @@ the CPU each family, shape and length runs in an interpreter of its own under th
 
 from __future__ import annotations
 
-import gc
 import os
-import time
 from functools import partial
 
 import torch
@@ -42,9 +40,8 @@ from attnlens.attention.summaries import compute_example_summaries
 from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import gradient_pass
 from attnlens.attribution.ig import Inputs, freeze
-from attnlens.device import synchronize
 from attnlens.models import architecture, draw_decoder, forward_bands
-from benchmarks.measuring import STRICT_MALLOC, bench_child, measured, over
+from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, over
 
 #: The two shapes (see the module docstring), and a tiny one the test suite runs.
 SHAPES = {
@@ -98,26 +95,6 @@ def decoder(
     return draw_decoder(family, seed, head, **decoder_entries(family, shape, n, implementation))
 
 
-class _Clock:
-    """Seconds and peak extra memory of one call: the card's peak allocated bytes on CUDA, else peak RSS."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-
-    def __call__(self, fn) -> tuple[object, float, int | None]:
-        if self.device.type != "cuda":
-            return measured(fn)
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(self.device)
-        before = torch.cuda.memory_allocated(self.device)
-        t0 = time.perf_counter()
-        result = fn()
-        synchronize(self.device)
-        seconds = time.perf_counter() - t0
-        return result, seconds, torch.cuda.max_memory_allocated(self.device) - before
-
-
 def probabilities_only(bands) -> None:
     """Form every block of every layer's probabilities and drop it (the summaries' work before any reduction)."""
     for band in bands:
@@ -128,7 +105,7 @@ def probabilities_only(bands) -> None:
 def bench_decoder_length(family: str, shape: str, n: int, device_name: str = "cpu", k: int = 10) -> dict:
     """One family, shape and length, in this process (see the module docstring)."""
     device = torch.device(device_name)
-    clock = _Clock(device)
+    clock = Clock(device)
     model = decoder(family, shape, n).to(device)
     freeze(model)
     arch = architecture(model)

@@ -31,6 +31,8 @@ from attnlens.attribution.context import (
 from attnlens.data.context import build_prompt
 from attnlens.models import architecture
 from benchmarks.beside_tools import build, prompt_ids
+from benchmarks.contexts import main as contexts_main
+from benchmarks.contexts import on_card_row
 from benchmarks.suites.beside import bench_attnlens, given_sources
 from benchmarks.suites.contexts import bench_context_length, bench_leave_one_out
 from benchmarks.suites.decoders import decoder_entries
@@ -201,3 +203,13 @@ def test_the_beside_benchmark_scores_the_tools_prompt(tmp_path):
     assert row["tokens"] == 256 and row["surrogate"]["ablations"] == 8
     for part in ("surrogate", "attention", "gradient_x_input"):
         assert row[part]["s"] > 0 and row[part]["cpu_s"] >= 0, part
+
+
+def test_the_contexts_benchmark_on_a_card_runs_in_process_and_refuses_without_one():
+    """``python -m benchmarks.contexts --device cuda`` runs each row in this process (here on the CPU, the card's
+    path but for its clock), and says in one line that there is no card where there is none."""
+    row = on_card_row("leave_one_out", "llama", "tiny", 96, "cpu", 96)
+    assert row["loo_largest_difference"] < 1e-4 and row["loo_shared_prefix_s"] > 0
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="--device: no CUDA device is visible here"):
+            contexts_main(["--device", "cuda", "--out", "unused"])
