@@ -9,7 +9,7 @@ own under the strict allocator, one after the other:
 * ``context_cite``: ContextCite 0.0.4's ``get_attributions`` at its defaults (64 ablations, batch size 1), in its
   environment (``tests/reference/build_context_cite_env.sh``);
 * ``attnlens``: the surrogate on the same masks, the answer's rows' attention and gradient × input
-  (:mod:`benchmarks.suites.beside`), with the largest difference of its ablations' scores from context-cite's;
+  (:func:`bench_attnlens`, below), with the largest difference of its ablations' scores from context-cite's;
 * ``inseq_<method>``: inseq 0.7.1's ``attention`` and ``input_x_gradient``, in its environment
   (``tests/reference/build_inseq_env.sh``), the model loaded as inseq loads one (eager attention).
 
@@ -25,10 +25,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from attnlens.models.llama.scratch import CLASSES
-from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, write_result
+import numpy as np
+import torch
+import transformers
+
+from attnlens.attribution.ablation import ablation_log_probs
+from attnlens.attribution.context import answer_gradient_x_input, answer_head_attention
+from attnlens.attribution.ig import freeze
+from attnlens.attribution.surrogate import ablation_masks, answer_scores, fit_surrogate
+from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt
+from attnlens.models import DECODERS
+from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measured, write_result
 from benchmarks.suites.contexts import ANSWER, SOURCES
 from benchmarks.suites.decoders import FAMILIES, decoder_entries
 
@@ -56,6 +66,66 @@ def ratio(theirs: dict, ours: dict) -> float | None:
     return round(theirs["s"] / ours["s"], 2) if "s" in theirs and "s" in ours else None
 
 
+# --- attnlens's half, in an interpreter of its own ----------------------------------------------------------------
+
+
+def timed(fn) -> tuple[object, dict]:
+    """``fn()``'s result, and its wall seconds, CPU seconds and peak extra RSS in bytes."""
+    cpu = time.process_time()
+    result, seconds, peak = measured(fn)
+    return result, {"s": round(seconds, 3), "cpu_s": round(time.process_time() - cpu, 2), "peak_bytes": peak}
+
+
+def given_sources(parts: list[str]) -> tuple[str, list[Source]]:
+    """The context of ``parts`` joined by one space (as context-cite's half joins them) and each part's span."""
+    sources, start = [], 0
+    for part in parts:
+        sources.append(Source(start, start + len(part), part))
+        start += len(part) + 1
+    return " ".join(parts), sources
+
+
+def bench_attnlens(folder: str, ablations: int) -> dict:
+    """attnlens's counterparts on the model, tokenizer and prompt :mod:`benchmarks.beside_tools` built in ``folder``,
+    each with wall seconds, CPU seconds and peak extra RSS:
+
+    * ``surrogate``: ContextCite's ``ablations`` masks (the same ``RandomState`` seeds), every ablated prompt's answer
+      scored (:func:`~attnlens.attribution.ablation.ablation_log_probs`, from the shared prefix) and the Lasso
+      fitted; where context-cite's half ran first (``context_cite.json``), the largest difference of the per-token
+      logit-probabilities ``log p − log(1 − p)`` and of the weights;
+    * ``attention``: the answer's rows' attention per layer and head
+      (:func:`~attnlens.attribution.context.answer_head_attention`), beside inseq's ``attention``;
+    * ``gradient_x_input``: of the answer's log-probability, one forward and one backward
+      (:func:`~attnlens.attribution.context.answer_gradient_x_input`), beside inseq's ``input_x_gradient``."""
+    folder = Path(folder)
+    record = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = freeze(transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa").eval())
+    context, sources = given_sources(record["sources"])
+    answer = tokenizer(record["answer"], add_special_tokens=False)["input_ids"]
+    prompt = build_prompt(tokenizer, context, record["question"], PROMPT_TEMPLATE)
+    ids = torch.tensor([tokenizer(prompt.text, add_special_tokens=False)["input_ids"] + answer])
+    masks = ablation_masks(len(sources), ablations, seed=0)
+
+    def surrogate():
+        log_p = ablation_log_probs(model, tokenizer, context, sources, record["question"], answer, masks)
+        return log_p, fit_surrogate(masks, answer_scores(log_p)[1].astype(np.float32), len(answer))[0]
+
+    (log_p, weights), row = timed(surrogate)
+    row = {"tokens": int(ids.shape[1]), "surrogate": {**row, "ablations": ablations}}
+    theirs = folder / "context_cite.json"
+    if theirs.exists():
+        cc = json.loads(theirs.read_text(encoding="utf-8"))
+        np.testing.assert_array_equal(np.array(cc["masks"], dtype=bool), masks)  # the same ablations, or no parity
+        logit_probs = log_p - np.log1p(-np.exp(log_p))  # ContextCite's per-token value
+        row["surrogate"]["largest_logit_prob_difference"] = float(np.abs(logit_probs - cc["token_logit_probs"]).max())
+        row["surrogate"]["largest_weight_difference"] = float(np.abs(weights - cc["weights"]).max())
+    with torch.no_grad():
+        _, row["attention"] = timed(lambda: answer_head_attention(model, ids, len(answer)))
+    _, row["gradient_x_input"] = timed(lambda: answer_gradient_x_input(model, ids, len(answer)))
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--context-cite", required=True, help="the python of context-cite's environment")
@@ -72,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     for n in args.lengths:
         for family in args.families:
             folder = args.work / f"{family}-{n}"
-            config = {"class": CLASSES[family][0], "entries": decoder_entries(family, args.shape, n)}
+            config = {"class": DECODERS[family][0], "entries": decoder_entries(family, args.shape, n)}
             built = tool(args.context_cite, strict, "build", str(folder), "--config", json.dumps(config),
                          "--tokens", str(n), "--sources", str(SOURCES), "--answer", str(ANSWER))  # fmt: skip
             entries = config["entries"]
@@ -86,7 +156,9 @@ def main(argv: list[str] | None = None) -> None:
                 (folder / "context_cite.json").write_text(json.dumps(cc) + "\n", encoding="utf-8")
             row["context_cite"] = {k: v for k, v in cc.items() if k not in ("masks", "token_logit_probs", "weights")}
             try:
-                row["attnlens"] = bench_child("beside", "bench_attnlens", args.ablations, strict, str(folder))
+                row["attnlens"] = bench_child(
+                    "beside", "bench_attnlens", args.ablations, strict, str(folder), package="benchmarks"
+                )
             except RuntimeError as failed:
                 row["attnlens"] = {"not_run": str(failed).splitlines()[0]}
             for method in INSEQ_METHODS:

@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STRICT_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
-def bench_child(suite: str, function: str, n: int, env: dict, *first) -> dict:
-    """``suites.<suite>.function(*first, n)`` in a fresh interpreter under ``env``: its JSON result."""
+def bench_child(suite: str, function: str, n: int, env: dict, *first, package: str = "benchmarks.suites") -> dict:
+    """``<package>.<suite>.function(*first, n)`` in a fresh interpreter under ``env``: its JSON result."""
     args = ", ".join([*(repr(a) for a in first), str(n)])
-    code = f"import json; from benchmarks.suites.{suite} import {function} as b; print(json.dumps(b({args})))"
+    code = f"import json; from {package}.{suite} import {function} as b; print(json.dumps(b({args})))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if run.returncode:
         killed = " (killed: SIGKILL, the kernel's out-of-memory killer)" if run.returncode == -9 else ""

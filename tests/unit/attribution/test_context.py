@@ -30,10 +30,10 @@ from attnlens.attribution.context import (
 )
 from attnlens.data.context import build_prompt
 from attnlens.models import architecture
+from benchmarks.beside import bench_attnlens, given_sources
 from benchmarks.beside_tools import build, prompt_ids
 from benchmarks.contexts import main as contexts_main
 from benchmarks.contexts import on_card_row
-from benchmarks.suites.beside import bench_attnlens, given_sources
 from benchmarks.suites.contexts import bench_context_length, bench_leave_one_out
 from benchmarks.suites.decoders import decoder_entries
 from tests.support.dense import CAUSAL, random_causal
