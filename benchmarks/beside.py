@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +37,7 @@ from attnlens.attribution.ig import freeze
 from attnlens.attribution.surrogate import ablation_masks, answer_scores, fit_surrogate
 from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt
 from attnlens.models import DECODERS
-from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measured, write_result
+from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
 from benchmarks.suites.contexts import ANSWER, SOURCES
 from benchmarks.suites.decoders import FAMILIES, decoder_entries
 
@@ -67,13 +66,6 @@ def ratio(theirs: dict, ours: dict) -> float | None:
 
 
 # --- attnlens's half, in an interpreter of its own ----------------------------------------------------------------
-
-
-def timed(fn) -> tuple[object, dict]:
-    """``fn()``'s result, and its wall seconds, CPU seconds and peak extra RSS in bytes."""
-    cpu = time.process_time()
-    result, seconds, peak = measured(fn)
-    return result, {"s": round(seconds, 3), "cpu_s": round(time.process_time() - cpu, 2), "peak_bytes": peak}
 
 
 def given_sources(parts: list[str]) -> tuple[str, list[Source]]:

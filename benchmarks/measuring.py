@@ -49,6 +49,14 @@ def measured(fn) -> tuple[object, float, int | None]:
     return result, seconds, peak
 
 
+def timed(fn, clock=measured) -> tuple[object, dict]:
+    """``fn()``'s result, and its wall seconds (``s``), CPU seconds of the process, every thread (``cpu_s``), and
+    peak extra memory in bytes (``peak_bytes``) as ``clock`` reads it (:func:`measured`, or a :class:`Clock`)."""
+    cpu = time.process_time()
+    result, seconds, peak = clock(fn)
+    return result, {"s": round(seconds, 3), "cpu_s": round(time.process_time() - cpu, 2), "peak_bytes": peak}
+
+
 class Clock:
     """Seconds and peak extra memory of one call on ``device``: the card's peak allocated bytes on CUDA (the device
     synchronised before the clock stops), else peak RSS (:func:`measured`)."""

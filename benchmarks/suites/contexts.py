@@ -35,7 +35,6 @@ peak the card's allocated bytes (:class:`~benchmarks.measuring.Clock`).
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import torch
@@ -44,7 +43,7 @@ from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix_
 from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.ig import freeze
 from attnlens.models import architecture
-from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, measured, over
+from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, measured, over, timed
 from benchmarks.suites.decoders import FAMILIES, decoder
 
 LENGTHS = (2048, 8192, 16384, 32768)
@@ -124,18 +123,16 @@ def leave_one_out(model, full: list[int], clock=measured) -> dict:
     bounds = np.linspace(1, len(full) - ANSWER - 1, SOURCES + 1).astype(int)
     deleted = [full[: bounds[s]] + full[bounds[s + 1] :] for s in range(SOURCES)]
     row: dict = {}
-    cpu = time.process_time()
-    recomputed, seconds, _ = clock(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1))
-    row["loo_recompute_s"], row["loo_recompute_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)
+    recomputed, t = timed(lambda: answer_token_log_probs(model, deleted, [ANSWER] * SOURCES, batch_size=1), clock)
+    row["loo_recompute_s"], row["loo_recompute_cpu_s"] = t["s"], t["cpu_s"]
     counted: list[int] = []
     embeddings = model.get_input_embeddings()
     handle = embeddings.register_forward_hook(lambda m, args, out: counted.append(args[0].numel()))
-    cpu = time.process_time()
     try:
-        shared, seconds, _ = clock(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8))
+        shared, t = timed(lambda: shared_prefix_log_probs(model, full, deleted, ANSWER, batch_size=8), clock)
     finally:
         handle.remove()
-    row["loo_shared_prefix_s"], row["loo_shared_prefix_cpu_s"] = round(seconds, 3), round(time.process_time() - cpu, 2)
+    row["loo_shared_prefix_s"], row["loo_shared_prefix_cpu_s"] = t["s"], t["cpu_s"]
     row["loo_token_ratio"] = round(sum(len(d) for d in deleted) / sum(counted), 3)
     row["loo_speedup"] = round(row["loo_recompute_s"] / row["loo_shared_prefix_s"], 3)
     row["loo_speedup_target"] = 1.8
