@@ -2,13 +2,15 @@
 
 One module per suite under ``benchmarks/suites/`` (its docstring says what it measures and against which
 target); this driver runs them, one after another in this process, and writes each result with its
-provenance. Two suites run scripts of their own in a fresh interpreter: ``attnlrp.json``
-(``benchmarks/attnlrp.py``, which also runs on a GPU) and ``startup.json`` (``benchmarks/startup.py``); and
+provenance. Three suites run scripts of their own in a fresh interpreter: ``attnlrp.json``
+(``benchmarks/attnlrp.py``, which also runs on a GPU), ``startup.json`` (``benchmarks/startup.py``) and
+``kernel_sets.json`` (``benchmarks/kernel_sets.py``: the generation default trained and judged under the native and
+the portable CPU kernels, about 20 minutes); and
 ``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
 
 Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
 [--only foundation|attention|architectures|decoders|contexts|explanations|attribution|targets|similarity|topology|
-pairs|explorer|attnlrp|startup|paper_shape]``.
+pairs|explorer|attnlrp|startup|kernel_sets|paper_shape]``.
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         "explorer": lambda: explorer.bench_explorer(),
         "attnlrp": lambda: _script("attnlrp"),
         "startup": lambda: _script("startup"),
+        "kernel_sets": lambda: _script("kernel_sets"),
         "foundation": lambda: foundation.run(args.config, args.skip_pipeline),
         "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }

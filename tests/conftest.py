@@ -15,6 +15,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from transformers import AutoTokenizer, BertModel
 
+from attnlens.device import cpu_kernels
 from attnlens.models.checkpoints import packaged_model_dir
 from tests.support.helpers import (
     GUARD,
@@ -37,9 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def pytest_report_header(config) -> str:
     """The CPU kernels float results depend on (tests/e2e/test_kernel_sets.py reads this line)."""
-    libraries = ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
-    env = ", ".join(f"{k}={os.environ[k]}" for k in libraries if os.environ.get(k))
-    return f"CPU kernels: {torch.backends.cpu.get_cpu_capability()}" + (f" ({env})" if env else "")
+    return f"CPU kernels: {cpu_kernels()}"
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ AttnLRP's documents per pass) is the most a card's free memory holds, measured o
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable
 
@@ -97,6 +98,24 @@ def precision_name(device: torch.device | str, precision: bool | str, where: str
     """What :func:`autocast_dtype` computes in, by name (``float16``, ``bfloat16``, ``float32``): for a log or an
     artifact's provenance."""
     return str(autocast_dtype(device, precision, where) or torch.float32).removeprefix("torch.")
+
+
+#: The portable CPU kernel set, as the environment variables torch, MKL and oneDNN read when they load: PyTorch's
+#: kernels without SIMD, MKL held to SSE4.2, oneDNN to SSE4.1. Each kernel set orders its float sums its own way, so
+#: a float32 result differs in its last bits from one CPU to the next; a process started with these computes as
+#: no particular CPU does (tests/README.md, "CPU kernels"; ``benchmarks/kernel_sets.py``).
+PORTABLE_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+}
+
+
+def cpu_kernels() -> str:
+    """The CPU kernel set this process computes with: PyTorch's (``AVX512``, ``AVX2`` or ``DEFAULT``), and MKL's and
+    oneDNN's limits where the environment sets them."""
+    limits = ", ".join(f"{k}={os.environ[k]}" for k in list(PORTABLE_KERNELS)[1:] if os.environ.get(k))
+    return torch.backends.cpu.get_cpu_capability() + (f" ({limits})" if limits else "")
 
 
 def synchronize(device: torch.device | str) -> None:

@@ -27,12 +27,14 @@ from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
 from attnlens.attribution.sanity import SANITY_SCHEMA
 from attnlens.attribution.surrogate import answer_masks, answer_scores
+from attnlens.errors import InputError
 from attnlens.findings.statements import FAILS, PASSES
 from attnlens.findings.verdicts import TOO_FEW
 from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
+from attnlens.stages.generation.generator import check_learned, run_generate_answers
 from tests.support.helpers import (
     GUARD,
     ROOT,
@@ -63,6 +65,7 @@ GENERATION_RUN = {
         "n_bootstrap": 50,
         "scratch": {"hidden_size": 32, "num_layers": 1, "num_heads": 2},
         "train": {"steps": 8, "batch_size": 4},
+        "min_exact_match": 0.0,  # 8 steps teach a decoder nothing: explained all the same, to test the study's path
         "learned": {"n_examples": 4, "n_ablations": 8, "steps": 50},
     },
 }
@@ -128,6 +131,35 @@ def test_the_responses_are_the_references_scored_by_the_trained_model(generation
     metrics = load_json(generation_run / "models/generator_metrics.json")
     assert metrics["trained_from_scratch"] and metrics["steps"] == 8 and 0 <= metrics["exact_match"] <= 1
     assert metrics["n"] == len(test) and np.isfinite(metrics["mean_answer_log_prob"])
+
+
+def test_a_decoder_that_has_not_learned_to_answer_is_not_explained(generation_run, tmp_path):
+    """Under ``generation.min_exact_match`` a decoder trained from scratch is refused before its answers are
+    generated: one line naming the metrics file, the field, the bar and what to change; nothing written. A
+    pretrained model is explained as it answers."""
+    metrics_path = generation_run / "models/generator_metrics.json"
+    metrics = load_json(metrics_path)
+    assert metrics["exact_match"] < 1  # 8 steps: the bar of 1 is out of reach
+    cfg = GenerationConfig.from_dict({**_config(generation_run).to_dict(), "min_exact_match": 1.0})
+    out = tmp_path / "responses.parquet"
+    with pytest.raises(InputError) as err:
+        run_generate_answers(
+            cfg,
+            "true",
+            "cpu",
+            generation_run / "models/generator",
+            metrics_path,
+            _data(generation_run) / "test.parquet",
+            _data(generation_run) / "rationales.parquet",
+            out,
+        )
+    assert str(err.value) == (
+        f"{metrics_path}: exact_match: expected at least generation.min_exact_match 1 on the held-out questions "
+        f"before a decoder trained from scratch is explained, got {metrics['exact_match']:.3f} of {metrics['n']} "
+        "after 8 steps: train it longer (generation.train.steps) or lower the bar"
+    )
+    assert not out.exists()
+    check_learned({**metrics, "trained_from_scratch": False}, 1.0, str(metrics_path))
 
 
 def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_run):

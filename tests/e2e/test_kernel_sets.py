@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from attnlens.device import PORTABLE_KERNELS
 from tests.support.helpers import GUARD, ROOT, run_guarded
 from tests.support.session_runs import session_run
 
-#: The portable kernel set, as environment variables read when torch, MKL and oneDNN load.
-PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 #: Hang guard: the numerics tests take ~35 s here under the portable kernels (tests/README.md).
 LIMIT = GUARD["stage"]
 
@@ -44,7 +43,7 @@ def _portable_kernels(work: Path) -> subprocess.CompletedProcess:
         "--basetemp",
         work / "tmp",
     ]
-    return run_guarded(cmd, timeout=LIMIT, cwd=ROOT, env={**os.environ, **PORTABLE, "OMP_NUM_THREADS": "1"})
+    return run_guarded(cmd, timeout=LIMIT, cwd=ROOT, env={**os.environ, **PORTABLE_KERNELS, "OMP_NUM_THREADS": "1"})
 
 
 @pytest.fixture(scope="session")

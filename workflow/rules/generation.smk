@@ -47,6 +47,7 @@ rule train_generator:
 rule generate_answers:
     input:
         model=at("results/models/generator"),
+        metrics=at("results/models/generator_metrics.json"),
         test=shared("results/data/test.parquet"),
         rationales=shared("results/data/rationales.parquet"),
     output:
@@ -67,7 +68,15 @@ rule generate_answers:
         cfg=keys(
             model=["device"],
             attribution=["target"],
-            generation=["sources", "template", "max_new_tokens", "n_examples", "batch_size", "seed"],
+            generation=[
+                "sources",
+                "template",
+                "max_new_tokens",
+                "n_examples",
+                "batch_size",
+                "seed",
+                "min_exact_match",
+            ],
         ),
     script:
         "../scripts/generate_answers.py"

@@ -16,6 +16,7 @@ with rule_job(snakemake):
         target=rule_section(cfg, "attribution").target,
         device=rule_section(cfg, "model").device,
         model_dir=snakemake.input.model,
+        metrics_path=snakemake.input.metrics,
         test_path=snakemake.input.test,
         rationales_path=snakemake.input.rationales,
         responses_path=snakemake.output.responses,

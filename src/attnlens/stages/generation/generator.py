@@ -14,7 +14,7 @@ from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.attribution.surrogate import answer_scores
 from attnlens.data.context import Source
 from attnlens.data.sources import RATIONALES_SCHEMA, load_examples
-from attnlens.device import place
+from attnlens.device import cpu_kernels, place
 from attnlens.errors import InputError
 from attnlens.generator.artifacts import (
     GENERATOR_METRICS_SCHEMA,
@@ -25,7 +25,7 @@ from attnlens.generator.artifacts import (
 from attnlens.generator.decoding import generation_metrics, greedy_answers, normalized
 from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
 from attnlens.generator.training import TrainingExample, train_generator
-from attnlens.io import StrPath, load_parquet, provenance, save_json, save_parquet, save_pretrained
+from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, ModelConfig
 
@@ -83,6 +83,7 @@ def run_train_generator(
             "final_loss": float(np.mean(losses[-max(1, len(losses) // 10) :])) if losses else None,
             "n_parameters": int(sum(p.numel() for p in model.parameters())),
             "device": str(device),
+            "cpu_kernels": cpu_kernels() if device.type == "cpu" else None,
         }
     )
     log.info(
@@ -93,9 +94,21 @@ def run_train_generator(
         metrics["n"],
     )
     section = {"model": model_cfg.to_dict(), **generation_keys(cfg)}
+    notes = [_training_note(metrics, cfg)] if trained else []
     save_pretrained(model.cpu(), tokenizer, model_dir, provenance(GENERATOR_SCHEMA, section, model_cfg.seed))
-    save_json(metrics, metrics_path, provenance(GENERATOR_METRICS_SCHEMA, section, model_cfg.seed))
+    save_json(metrics, metrics_path, provenance(GENERATOR_METRICS_SCHEMA, section, model_cfg.seed, notes=notes))
     return metrics
+
+
+def _training_note(metrics: dict, cfg: GenerationConfig) -> str:
+    """The run note of a decoder trained here: what its figures rest on, and that they move with it."""
+    where = f"the CPU kernels {metrics['cpu_kernels']}" if metrics["cpu_kernels"] else metrics["device"]
+    return (
+        f"the decoder was trained from scratch ({metrics['steps']} steps, generation.train.seed {cfg.train.seed}, on "
+        f"{where}) to held-out exact match {metrics['exact_match']:.3f}: the answers and every figure of the study "
+        "rest on this training, and move with its seed and the machine's float rounding (docs/benchmarks.md gives "
+        "their spread across seeds and kernel sets)"
+    )
 
 
 def _prompt(tokenizer, row, cfg: GenerationConfig, positions: int, reserve: int):
@@ -153,6 +166,7 @@ def run_generate_answers(
     target: str,
     device: str,
     model_dir: StrPath,
+    metrics_path: StrPath,
     test_path: StrPath,
     rationales_path: StrPath,
     responses_path: StrPath,
@@ -160,7 +174,9 @@ def run_generate_answers(
     """Rule ``generate_answers``: the explained answers of the first ``generation.n_examples`` test examples — the
     model's greedy answer (``attribution.target: predicted``) or the reference (``true``) — with each prompt's
     sources, the planted ones flagged, and the answer's log-probability and logit. Prompts cut to the model's
-    positions, and greedy answers left unfinished, are counted in the run notes."""
+    positions, and greedy answers left unfinished, are counted in the run notes. A decoder trained from scratch is
+    explained only once it answers (:func:`check_learned`)."""
+    check_learned(load_json(metrics_path, GENERATOR_METRICS_SCHEMA), cfg.min_exact_match, str(metrics_path))
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     place(model, device)
     test_df, _ = load_examples(test_path)
@@ -182,6 +198,21 @@ def run_generate_answers(
         frame["log_prob"].mean(),
     )
     return frame
+
+
+def check_learned(metrics: dict, bar: float, where: str) -> None:
+    """Refuse, in one line, to explain a decoder trained from scratch whose held-out exact match is under ``bar``
+    (``generation.min_exact_match``): one that has not learned to answer from the context would make every method's
+    verdict a verdict on an unfinished training run, which moves with the seed and the CPU's kernels. A pretrained
+    model is explained as it answers, whatever its exact match."""
+    if metrics["trained_from_scratch"] and metrics["exact_match"] < bar:
+        raise InputError(
+            where,
+            "exact_match",
+            f"expected at least generation.min_exact_match {bar:g} on the held-out questions before a decoder trained "
+            f"from scratch is explained, got {metrics['exact_match']:.3f} of {metrics['n']} after "
+            f"{metrics['steps']} steps: train it longer (generation.train.steps) or lower the bar",
+        )
 
 
 def responses(
