@@ -23,16 +23,14 @@ import datetime
 import json
 import os
 import re
-import resource
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
+
+from benchmarks.measuring import snakemake_in, timed_command
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The paper's study (recipes §2): fine-tuning on 4 280 documents for two epochs, every analysis on 1 070.
@@ -159,14 +157,8 @@ def run(work: Path, cores: int, tiny: bool) -> dict:
     if tiny:
         (work / "config" / "tiny.yaml").write_text(yaml.safe_dump(TINY), encoding="utf-8")
         files.append(work / "config" / "tiny.yaml")
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(work),
+    cmd = snakemake_in(
+        work,
         "--profile",
         str(ROOT / "workflow" / "profiles" / "workstation"),
         "--cores",
@@ -175,13 +167,8 @@ def run(work: Path, cores: int, tiny: bool) -> dict:
         "gpu=1",
         "--configfile",
         *map(str, files),
-    ]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=work)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    )
+    _, wall, cpu = timed_command(cmd, check=True, cwd=work)
     return summarise(work, wall, cpu)
 
 

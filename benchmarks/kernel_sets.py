@@ -26,11 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +37,7 @@ import pandas as pd
 from attnlens.attribution.answer_leaderboard import answer_direction
 from attnlens.device import PORTABLE_KERNELS
 from attnlens.io import git_commit, load_json, load_parquet
-from benchmarks.measuring import ROOT, write_result
+from benchmarks.measuring import ROOT, snakemake_in, timed_command, write_result
 
 #: The environment of each kernel set: what it adds (``native`` removes the portable set's variables instead).
 KERNEL_SETS = {"native": {}, "portable": PORTABLE_KERNELS}
@@ -56,32 +54,17 @@ def run(folder: Path, kernels: str, seed: int, cores: int) -> dict:
     shutil.copytree(ROOT / "config", folder / "config")
     (folder / "config" / "seed.yaml").write_text(f"generation:\n  train:\n    seed: {seed}\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KERNELS} | KERNEL_SETS[kernels]
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(ROOT / "Snakefile"),
-        "--directory",
-        str(folder),
-        "--cores",
-        str(cores),
-        "--configfile",
-        "config/generation.yaml",
-        "config/seed.yaml",
-        "--",
-        *TARGETS,
-    ]
+    cmd = snakemake_in(
+        folder, "--cores", str(cores), "--configfile", "config/generation.yaml", "config/seed.yaml", "--", *TARGETS
+    )
     print(f"kernel_sets: {kernels}, seed {seed}, in {folder}", file=sys.stderr, flush=True)
-    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     with (folder / "run.log").open("w", encoding="utf-8") as log:
-        out = subprocess.run(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
-    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        out, wall, cpu = timed_command(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     if out.returncode != 0:
         raise SystemExit(f"kernel_sets: error: {folder}: the run failed; see {folder / 'run.log'}")
     timing = {
         "wall_seconds": round(wall, 1),
-        "cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
+        "cpu_seconds": round(cpu, 1),
     }
     done.write_text(json.dumps(timing), encoding="utf-8")
     return timing

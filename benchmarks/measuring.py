@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -20,6 +21,21 @@ from benchmarks.shapes import reset_peak_rss, rss_kib
 
 #: The checkout: the working folder of every fresh interpreter, so that it imports the benchmarks package.
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def snakemake_in(work: Path, *args: str) -> list[str]:
+    """The command that runs this checkout's pipeline in ``work`` (which holds the run's ``config/`` and gets its
+    ``results/``), with Snakemake's ``args``."""
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args]
+
+
+def timed_command(cmd: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``subprocess.run(cmd, **kwargs)``, its wall seconds and its CPU seconds (the children's user + system)."""
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run(cmd, **kwargs)
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
 
 #: glibc told to map every large block freshly and never trim: a peak RSS that counts every byte a step allocates,
 #: even where a normal run would reuse memory the forward pass freed.

@@ -34,7 +34,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ from attnlens.data.corpus import CLASS_NAMES
 from attnlens.data.sources import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
+from benchmarks.measuring import snakemake_in
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"
@@ -265,19 +265,7 @@ def rehearse(n_test: int = 2, ig_steps: int = 4, cores: int = 2, keep: Path | No
             shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
             overrides = work / "config" / "paper_shape.yaml"
             overrides.write_text(yaml.safe_dump(cfg, sort_keys=False))
-            cmd = [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "--snakefile",
-                str(ROOT / "Snakefile"),
-                "--directory",
-                str(work),
-                "--configfile",
-                str(overrides),
-                "--cores",
-                str(cores),
-            ]
+            cmd = snakemake_in(work, "--configfile", str(overrides), "--cores", str(cores))
             run = subprocess.run(cmd, capture_output=True, text=True)
             if run.returncode:
                 raise RuntimeError(f"the rehearsal's pipeline failed:\n{run.stderr[-3000:]}")

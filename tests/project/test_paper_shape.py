@@ -4,13 +4,13 @@ Snakemake log is read into per-job seconds, and the extrapolation is the stated 
 from __future__ import annotations
 
 import copy
-import sys
 
 import pytest
 import yaml
 
 from attnlens.pipeline.config import read_config_file, validate_config
 from benchmarks import gpu_run, paper_shape, rule_times
+from benchmarks.measuring import snakemake_in
 from tests.support.helpers import GUARD, ROOT, merged, run_guarded
 
 
@@ -141,21 +141,15 @@ def test_the_card_overlay_is_valid_and_plans_every_rule_of_every_study(tmp_path)
     )
     assert {config[section][key] for section, key in batches} == {"auto"}
     out = run_guarded(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "Snakefile"),
-            "--directory",
-            str(tmp_path),
+        snakemake_in(
+            tmp_path,
             "--configfile",
             str(ROOT / "config/config.yaml"),
             str(ROOT / "config/gpu.yaml"),
             "-n",
             "--quiet",
             "rules",
-        ],
+        ),
         timeout=GUARD["plan"],
         cwd=tmp_path,
     )
