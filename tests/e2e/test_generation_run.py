@@ -156,7 +156,7 @@ def test_a_decoder_that_has_not_learned_to_answer_is_not_explained(generation_ru
     assert str(err.value) == (
         f"{metrics_path}: exact_match: expected at least generation.min_exact_match 1 on the held-out questions "
         f"before a decoder trained from scratch is explained, got {metrics['exact_match']:.3f} of {metrics['n']} "
-        "after 8 steps: train it longer (generation.train.steps) or lower the bar"
+        "after 8 steps: train it longer or at a lower rate (generation.train.steps, learning_rate) or lower the bar"
     )
     assert not out.exists()
     check_learned({**metrics, "trained_from_scratch": False}, 1.0, str(metrics_path))

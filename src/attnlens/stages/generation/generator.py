@@ -211,7 +211,8 @@ def check_learned(metrics: dict, bar: float, where: str) -> None:
             "exact_match",
             f"expected at least generation.min_exact_match {bar:g} on the held-out questions before a decoder trained "
             f"from scratch is explained, got {metrics['exact_match']:.3f} of {metrics['n']} after "
-            f"{metrics['steps']} steps: train it longer (generation.train.steps) or lower the bar",
+            f"{metrics['steps']} steps: train it longer or at a lower rate (generation.train.steps, learning_rate) or "
+            "lower the bar",
         )
 
 
