@@ -60,12 +60,11 @@ def run(folder: Path, kernels: str, seed: int, cores: int) -> dict:
     print(f"kernel_sets: {kernels}, seed {seed}, in {folder}", file=sys.stderr, flush=True)
     with (folder / "run.log").open("w", encoding="utf-8") as log:
         out, wall, cpu = timed_command(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"kernel_sets: error: {folder}: the run failed; see {folder / 'run.log'}")
-    timing = {
-        "wall_seconds": round(wall, 1),
-        "cpu_seconds": round(cpu, 1),
-    }
+    if out.returncode != 0:  # a decoder that did not learn the task is refused by generate_answers: say so
+        said = [ln for ln in (folder / "run.log").read_text(encoding="utf-8").splitlines() if "attnlens: error" in ln]
+        why = said[-1] if said else f"see {folder / 'run.log'}"
+        raise SystemExit(f"kernel_sets: error: {kernels}, seed {seed}: the run failed: {why}")
+    timing = {"wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
     done.write_text(json.dumps(timing), encoding="utf-8")
     return timing
 
