@@ -114,7 +114,8 @@ PORTABLE_KERNELS = {
 def cpu_kernels() -> str:
     """The CPU kernel set this process computes with: PyTorch's (``AVX512``, ``AVX2`` or ``DEFAULT``), and MKL's and
     oneDNN's limits where the environment sets them."""
-    limits = ", ".join(f"{k}={os.environ[k]}" for k in list(PORTABLE_KERNELS)[1:] if os.environ.get(k))
+    libraries = [k for k in PORTABLE_KERNELS if k != "ATEN_CPU_CAPABILITY"]  # PyTorch's own: the capability itself
+    limits = ", ".join(f"{k}={os.environ[k]}" for k in libraries if os.environ.get(k))
     return torch.backends.cpu.get_cpu_capability() + (f" ({limits})" if limits else "")
 
 
