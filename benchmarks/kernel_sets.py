@@ -103,14 +103,15 @@ def apart(a: dict, b: dict) -> dict:
     shared = sorted(set(a["answers"]) & set(b["answers"]))
     columns = ranked(a["leaderboard"])
     cells = {m: {c: b["leaderboard"][m][c] - row[c] for c in columns} for m, row in a["leaderboard"].items()}
+    bests = {c: [best(a["leaderboard"], c), best(b["leaderboard"], c)] for c in columns}
     return {
         "exact_match_difference": b["exact_match"] - a["exact_match"],
         "same_answers": sum(a["answers"][i] == b["answers"][i] for i in shared) / max(1, len(shared)),
         "explained_in_both": len(shared),
         "leaderboard_difference": cells,
         "largest_difference": {c: max(abs(cells[m][c]) for m in cells) for c in columns},
-        "same_best": {c: best(a["leaderboard"], c) == best(b["leaderboard"], c) for c in columns},
-        "best": {c: [best(a["leaderboard"], c), best(b["leaderboard"], c)] for c in columns},
+        "same_best": {c: first == second for c, (first, second) in bests.items()},
+        "best": bests,
     }
 
 

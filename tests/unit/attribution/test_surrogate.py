@@ -12,6 +12,7 @@ the largest weight.
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -157,14 +158,12 @@ def test_the_whole_method_on_a_model_is_context_cites():
     answer = record["answer_ids"]
     log_p = ablation_log_probs(model, tokenizer, context, sources, record["query"], answer, masks, removal="delete")
     logit_probs = _logit_probs(log_p)  # ContextCite's per-token value, log p − log(1 − p)
-    bound = _float32_forward_bound(model, record["prompt_ids"] + answer)
-    exact = _logit_probs(
-        ablation_log_probs(model.double(), tokenizer, context, sources, record["query"], answer, masks, "delete")
-    )
+    model64 = copy.deepcopy(model).double()
+    bound = _float32_forward_bound(model64, record["prompt_ids"] + answer)
+    exact = _logit_probs(ablation_log_probs(model64, tokenizer, context, sources, record["query"], answer, masks))
     np.testing.assert_allclose(logit_probs, exact, rtol=0, atol=bound)  # this machine's float32 rounding
     np.testing.assert_allclose(record["token_logit_probs"], exact, rtol=0, atol=bound)  # the reference's
     np.testing.assert_allclose(logit_probs, record["token_logit_probs"], rtol=0, atol=2 * bound)
-    model.float()
     _, scores = answer_scores(log_p)
     weights, _ = fit_surrogate(masks, scores.astype(np.float32), len(answer))
     reference = np.array(record["weights"])
@@ -176,18 +175,18 @@ def _logit_probs(log_p: np.ndarray) -> np.ndarray:
     return log_p - np.log1p(-np.exp(log_p))
 
 
-def _float32_forward_bound(model, ids: list[int]) -> float:
-    """How far a float32 forward of ``model`` on ``ids`` may lie from its float64 values, at any summation order:
-    8 float32 roundings (``EPS32`` relative each) of the largest value its sums take (the largest hidden state of
-    the float64 forward: this model's residual stream reaches 130, its initial weights being drawn at 0.5).
+def _float32_forward_bound(model64, ids: list[int]) -> float:
+    """How far a float32 forward of a model on ``ids`` may lie from its float64 values (``model64``: the model in
+    float64), at any summation order: 8 float32 roundings (``EPS32`` relative each) of the largest value its sums take
+    (the largest hidden state of the float64 forward: this model's residual stream reaches 130, its initial weights
+    being drawn at 0.5).
 
     The per-token log-probabilities carry the residual stream's rounding through the final norm and the output
     layer (2 layers, sums of at most 64 terms); measured against the float64 forward: 0.8 such roundings for
     context-cite's reference, 1.2 on AVX-512 and 2.3 under the portable kernels (tests/README.md,
     "CPU kernels")."""
     with torch.no_grad():
-        states = model.double()(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
-    model.float()
+        states = model64(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
     return 8 * EPS32 * max(float(h.abs().max()) for h in states)
 
 
@@ -205,7 +204,7 @@ def test_a_masked_source_is_its_tokens_out_of_attention():
     encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
     # the same float32 model on one machine, each ablation in its own forward against a batch read from the shared
     # prefix: sums in another order, each side within the float32 bound of the float64 values, so twice it apart
-    bound = 2 * _float32_forward_bound(model, encoded["input_ids"] + answer)
+    bound = 2 * _float32_forward_bound(copy.deepcopy(model).double(), encoded["input_ids"] + answer)
     for keep, row in zip(masks, got, strict=True):
         flags = []
         for a, _ in encoded["offset_mapping"]:
