@@ -43,7 +43,7 @@ PORTAL = (
     "胸痛 since Monday 😀 thanks"
 )
 
-_EVIDENCE = {
+EVIDENCE_PHRASES = {
     "cardiology": [
         "atrial fibrillation with rapid ventricular response",
         "troponin peaked at 2.3 ng/mL",
@@ -82,7 +82,7 @@ _FILLER = [
 
 
 def _note(service: str, k: int, rng: random.Random, n_paragraphs: int) -> str:
-    evidence = _EVIDENCE[service]
+    evidence = EVIDENCE_PHRASES[service]
     date = f"[**2101-{rng.randint(1, 12)}-{rng.randint(1, 28)}**]"
     lines = [
         f"Admission Date:  {date}              Discharge Date:   [**2101-{rng.randint(1, 12)}-{rng.randint(1, 28)}**]",

@@ -28,8 +28,8 @@ from attnlens.errors import InputError
 from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32
 from attnlens.tasks.spans import (
     MAX_ANSWER_TOKENS,
-    _gold_span,
     best_span,
+    gold_span,
     gold_spans,
     span_index,
     span_of,
@@ -37,7 +37,7 @@ from attnlens.tasks.spans import (
     span_scores,
     spans_within,
 )
-from attnlens.tasks.squad import _answer_list, check_answers, exact_match, qa_metrics, token_f1
+from attnlens.tasks.squad import answer_list, check_answers, exact_match, qa_metrics, token_f1
 
 #: ``phrase_label`` of a question-answering document's planted sentences (``rationales.parquet``): the answer's fact,
 #: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence).
@@ -75,7 +75,7 @@ class QuestionAnswering(Task):
 
     # --- labels
     def resolve_labels(self, labels, ids, classes, where, field):
-        cells = [_answer_list(cell, i, str(ids.iloc[i]), where, field) for i, cell in enumerate(labels)]
+        cells = [answer_list(cell, i, str(ids.iloc[i]), where, field) for i, cell in enumerate(labels)]
         rows = [[{"text": text, "answer_start": start} for text, start in cell] for cell in cells]
         return pd.Series(rows, index=labels.index, dtype=object), ()
 
@@ -148,7 +148,7 @@ class QuestionAnswering(Task):
         first_sep = next((k for k in range(1, n) if encoded.in_text[index][k]), n) - 1  # the [SEP] before the context
         question[1:first_sep] = True
         answer = np.zeros(n, dtype=bool)
-        s, e = _gold_span(label, encoded.offsets[index], encoded.in_text[index])
+        s, e = gold_span(label, encoded.offsets[index], encoded.in_text[index])
         if s >= 0:
             answer[s : e + 1] = True
         return {"question": question, "answer": answer}

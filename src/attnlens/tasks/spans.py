@@ -91,7 +91,7 @@ def token_span(
     return (inside[0], inside[-1]) if inside else None
 
 
-#: An ``answers`` cell as a CSV holds it: JSON text, in either of the forms :func:`_answer_list` reads.
+#: An ``answers`` cell as a CSV holds it: JSON text, in either of the forms :func:`answer_list` reads.
 
 
 def span_probabilities(scores):
@@ -109,11 +109,11 @@ def gold_spans(answers: Sequence, encoded) -> np.ndarray:
     """``(n, 2)`` int64 token spans ``(start, end)`` of each example's first gold answer that truncation left
     whole (:func:`token_span` over ``encoded``'s offsets in the context); ``(-1, -1)`` where none is left."""
     return np.array(
-        [_gold_span(cell, encoded.offsets[i], encoded.in_text[i]) for i, cell in enumerate(answers)], dtype=np.int64
+        [gold_span(cell, encoded.offsets[i], encoded.in_text[i]) for i, cell in enumerate(answers)], dtype=np.int64
     ).reshape(len(answers), 2)
 
 
-def _gold_span(answers, offsets, in_text) -> tuple[int, int]:
+def gold_span(answers, offsets, in_text) -> tuple[int, int]:
     """The token span of the first of one example's ``answers`` that truncation left whole; ``(-1, -1)`` else."""
     for answer in answers:
         start = int(answer["answer_start"])

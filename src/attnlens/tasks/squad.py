@@ -63,7 +63,7 @@ def qa_metrics(predictions: Sequence[str], answers: Sequence[Sequence[str]], tru
 ANSWERS_AS_JSON = '{"text": ["..."], "answer_start": [0]} or [{"text": "...", "answer_start": 0}]'
 
 
-def _answer_list(cell, row: int, example: str, where: str, field: str) -> list[tuple[str, int]]:
+def answer_list(cell, row: int, example: str, where: str, field: str) -> list[tuple[str, int]]:
     """One ``answers`` cell as ``[(text, answer_start), …]``: Hugging Face's ``{"text": [...], "answer_start": [...]}``
     or SQuAD's list of ``{"text": ..., "answer_start": ...}``, or either written as JSON text (a CSV's cell)."""
     at = f"row {row + 1} (example {example!r})"
@@ -129,7 +129,7 @@ def check_answers(
                 "question",
                 f"expected a question in every row, row {row + 1} (example {example!r}) has {question!r}",
             )
-        pairs = _answer_list(cell, row, str(example), where, field)
+        pairs = answer_list(cell, row, str(example), where, field)
         for text, start in pairs:
             found = context[start : start + len(text)] if 0 <= start <= len(context) else None
             if found != text:

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from attnlens.data.corpus import _EVIDENCE, CLASS_NAMES, generate_corpus, generate_pairs
+from attnlens.data.corpus import CLASS_NAMES, EVIDENCE_PHRASES, generate_corpus, generate_pairs
 from attnlens.pipeline.config import SyntheticConfig
 
 
@@ -52,7 +52,8 @@ def test_generated_pairs_have_the_stated_grades():
     assert pairs.equals(generate_pairs(30, seed=3, n_filler=1, n_phrases=2))  # deterministic
     for row in pairs.itertuples():
         phrases = {
-            side: {p for lab in (0, 1) for p in _EVIDENCE[lab] if p in getattr(row, f"text_{side}")} for side in "ab"
+            side: {p for lab in (0, 1) for p in EVIDENCE_PHRASES[lab] if p in getattr(row, f"text_{side}")}
+            for side in "ab"
         }
         assert len(phrases["a"]) >= 2 and len(phrases["b"]) >= 2
         same_field = row.field_a == row.field_b

@@ -7,7 +7,7 @@ registering its generator in :data:`GENERATORS` under the task's name; :mod:`~.b
 
 from __future__ import annotations
 
-from attnlens.data.corpus.base import _EVIDENCE, CLASS_NAMES, GENERATORS, SyntheticCorpus
+from attnlens.data.corpus.base import CLASS_NAMES, EVIDENCE_PHRASES, GENERATORS, SyntheticCorpus
 
 # isort: split
 # registration order (the tasks' order): each module registers its generator as it is imported
@@ -29,10 +29,10 @@ __all__ = [
     "CLASS_NAMES",
     "COUNTED_FIELD",
     "CO_OCCURRENCE",
+    "EVIDENCE_PHRASES",
     "GENERATORS",
     "PAIR_GRADES",
     "TOPIC_NAMES",
-    "_EVIDENCE",
     "SyntheticCorpus",
     "generate_corpus",
     "generate_generation_corpus",

@@ -18,7 +18,7 @@ from attnlens.registry import Registry
 #: Label → field name (label 1 = A.I., label 0 = Programming Languages, as in the paper).
 CLASS_NAMES = ("programming_languages", "artificial_intelligence")
 
-_EVIDENCE = {
+EVIDENCE_PHRASES = {
     1: (
         "neural network",
         "reinforcement learning",
@@ -65,7 +65,7 @@ _EVIDENCE = {
     ),
 }
 
-_CARRIERS = (
+CARRIERS = (
     "We rely on {p} throughout this part of the work.",
     "A central ingredient here is {p}.",
     "Our approach builds directly on {p}.",
@@ -162,7 +162,7 @@ class SyntheticCorpus:
     classes: tuple[str, ...] = CLASS_NAMES
 
 
-def _filler_sentence(rng: np.random.Generator) -> str:
+def filler_sentence(rng: np.random.Generator) -> str:
     s = _SUBJECTS[rng.integers(len(_SUBJECTS))]
     v = _VERBS[rng.integers(len(_VERBS))]
     o = _OBJECTS[rng.integers(len(_OBJECTS))]
@@ -170,35 +170,35 @@ def _filler_sentence(rng: np.random.Generator) -> str:
     return f"{s[0].upper()}{s[1:]} {v} {o}{t}."
 
 
-def _filler_sentences(rng: np.random.Generator, cfg) -> list[str]:
+def filler_sentences(rng: np.random.Generator, cfg) -> list[str]:
     """A document's filler: sentences until a length drawn from ``[min_words, max_words]`` is reached."""
     n_words = int(rng.integers(cfg.min_words, cfg.max_words + 1))
     sentences: list[str] = []
     words = 0
     while words < n_words:
-        sentence = _filler_sentence(rng)
+        sentence = filler_sentence(rng)
         sentences.append(sentence)
         words += sentence.count(" ") + 1
     return sentences
 
 
-def _document(
+def planted_document(
     rng: np.random.Generator,
     fields: Callable[[np.random.Generator], list[int]],
     cfg,
-    pools: dict[int, tuple[str, ...]] = _EVIDENCE,
+    pools: dict[int, tuple[str, ...]] = EVIDENCE_PHRASES,
 ) -> tuple[str, list[tuple[str, int, int, int]]]:
     """One document and its planted phrases ``(phrase, start, end, phrase_label)``: filler sentences, then one
     phrase of each field ``fields(rng)`` lists (drawn from ``pools[field]``), each in a carrier sentence at a
     random slot."""
-    sentences = _filler_sentences(rng, cfg)
+    sentences = filler_sentences(rng, cfg)
     planted = fields(rng)
     # insertion slot (before sentence j) for each planted phrase; several may share a slot
     slots = rng.integers(0, len(sentences) + 1, size=len(planted))
     inserts: dict[int, list[tuple[int, str]]] = {}
     for plabel, slot in zip(planted, slots, strict=True):
         phrase = pools[plabel][rng.integers(len(pools[plabel]))]
-        carrier = _CARRIERS[rng.integers(len(_CARRIERS))]
+        carrier = CARRIERS[rng.integers(len(CARRIERS))]
         inserts.setdefault(int(slot), []).append((plabel, carrier.format(p=phrase) + "\x00" + phrase))
     n_sections = min(len(_HEADINGS), max(3, len(sentences) // 12))
     section_at = set(np.linspace(0, len(sentences), n_sections, endpoint=False).astype(int).tolist())

@@ -29,7 +29,7 @@ import pandas as pd
 from attnlens.data.corpus.base import (
     GENERATORS,
     SyntheticCorpus,
-    _document,
+    planted_document,
 )
 
 
@@ -58,7 +58,7 @@ def generate_corpus(cfg, seed: int) -> SyntheticCorpus:
     noise = rng.random(cfg.n_documents) < cfg.label_noise
     for i, label in enumerate(labels.tolist()):
         example_id = f"syn{i:05d}"
-        text, planted = _document(rng, lambda r, label=label: _class_evidence(r, label, cfg), cfg)
+        text, planted = planted_document(rng, lambda r, label=label: _class_evidence(r, label, cfg), cfg)
         final = 1 - label if noise[i] else label
         if noise[i]:
             flipped.append(example_id)

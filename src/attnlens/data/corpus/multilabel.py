@@ -10,7 +10,7 @@ import pandas as pd
 from attnlens.data.corpus.base import (
     GENERATORS,
     SyntheticCorpus,
-    _document,
+    planted_document,
 )
 
 #: The labels of the multi-label corpus, each with its own ten phrases (the two fields' lists, split by topic).
@@ -115,7 +115,7 @@ def generate_multilabel_corpus(cfg, seed: int) -> SyntheticCorpus:
             m = min(int(r.integers(0, cfg.n_distractors + 1)), len(absent))
             return planted + [int(k) for k in r.permutation(absent)[:m]]
 
-        text, planted = _document(rng, fields, cfg, _TOPICS)
+        text, planted = planted_document(rng, fields, cfg, _TOPICS)
         flips = rng.random(k_labels) < cfg.label_noise
         final = np.where(flips, 1 - has, has)
         if flips.any():

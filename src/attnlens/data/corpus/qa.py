@@ -10,7 +10,7 @@ import pandas as pd
 from attnlens.data.corpus.base import (
     GENERATORS,
     SyntheticCorpus,
-    _filler_sentences,
+    filler_sentences,
 )
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
 
@@ -141,7 +141,7 @@ def _qa_document(
     """Filler sentences with ``planted`` ``(kind, sentence, where)`` inserted: ``where`` is ``first`` (the first
     sixth of the sentences), ``last`` (the last sixth) or ``any``; returns the text and each planted sentence's
     ``(sentence, char_start, char_end)``, in ``planted``'s order."""
-    sentences = _filler_sentences(rng, cfg)
+    sentences = filler_sentences(rng, cfg)
     n = len(sentences)
     sixth = max(1, n // 6)
     ranges = {"first": (0, sixth), "last": (n - sixth + 1, n + 1), "any": (0, n + 1)}

@@ -8,7 +8,7 @@ import pandas as pd
 from attnlens.data.corpus.base import (
     GENERATORS,
     SyntheticCorpus,
-    _document,
+    planted_document,
 )
 
 #: The field whose planted phrases a regression document's target counts (A.I.; the other field's are distractors).
@@ -37,7 +37,7 @@ def generate_regression_corpus(cfg, seed: int) -> SyntheticCorpus:
 
     for i, k in enumerate(counts.tolist()):
         example_id = f"syn{i:05d}"
-        text, planted = _document(rng, lambda r, k=k: fields(r, k), cfg)
+        text, planted = planted_document(rng, lambda r, k=k: fields(r, k), cfg)
         rows.append((example_id, text, float(k + noise[i])))
         spans += [(example_id, p, s, e, pl, pl == COUNTED_FIELD) for p, s, e, pl in planted]
     documents = pd.DataFrame(rows, columns=["example_id", "text", "label"]).astype({"label": "float64"})
