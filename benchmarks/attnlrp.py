@@ -7,8 +7,8 @@ and, per architecture and length (``--lengths``, default 2 048 and 4 096 tokens)
 
 * one forward pass without gradient, and one forward + backward of the explained logit to the embedding output
   (parameters frozen, as IG and AttnLRP run): the unit of the target "AttnLRP ≤ 2 × one forward + backward";
-* AttnLRP (:func:`attnlens.attribution.attnlrp.attnlrp`, the one-document API's call), and over ``--documents``
-  copies of the document in one pass (:func:`~attnlens.attribution.attnlrp.attnlrp_batch`, the ``explain`` rule's
+* AttnLRP (:func:`attnlens.attribution.lrp.attnlrp`, the one-document API's call), and over ``--documents``
+  copies of the document in one pass (:func:`~attnlens.attribution.lrp.attnlrp_batch`, the ``explain`` rule's
   call with ``explanations.batch_size``): seconds per document;
 * IG as the ``attribute`` rule runs it (:func:`attnlens.attribution.ig.attribute_example`, fixed steps, internal
   batch ``--ig-batch``) at ``--ig-steps`` steps. IG's cost is its endpoint forward (a batch of two, counted as two
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from attnlens.attribution.attnlrp import attnlrp, attnlrp_batch, logit_gradients
 from attnlens.attribution.ig import Inputs, attribute_example, freeze, stack_inputs
+from attnlens.attribution.lrp import attnlrp, attnlrp_batch, logit_gradients
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models import architecture

@@ -33,8 +33,8 @@ import transformers
 
 from attnlens.attribution.ablation import ablation_log_probs
 from attnlens.attribution.context import answer_gradient_x_input, answer_head_attention
+from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate
 from attnlens.attribution.ig import freeze
-from attnlens.attribution.surrogate import ablation_masks, answer_scores, fit_surrogate
 from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt
 from attnlens.models import DECODERS
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result

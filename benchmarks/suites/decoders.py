@@ -37,9 +37,9 @@ from functools import partial
 import torch
 
 from attnlens.attention.summaries import compute_example_summaries
-from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.explanations import gradient_pass
 from attnlens.attribution.ig import Inputs, freeze
+from attnlens.attribution.lrp import attnlrp
 from attnlens.models import architecture, draw_decoder, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, over
 

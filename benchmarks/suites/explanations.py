@@ -19,7 +19,7 @@ from scipy import sparse
 
 from attnlens.attention.weighted import rollout
 from attnlens.attribution.explanations import (
-    SCORERS,
+    Attention,
     Example,
     Gradients,
     attention_pass,
@@ -30,7 +30,7 @@ from attnlens.attribution.ig import (
     Inputs,
     freeze,
 )
-from attnlens.attribution.methods import ranking_source
+from attnlens.attribution.methods import DOCUMENT, REGISTRY, ranking_source
 from attnlens.models import architecture
 from attnlens.pipeline.config import load_config
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measure
@@ -70,7 +70,8 @@ def _attention_methods(model, inputs: Inputs, bands, hidden, forward: float, den
     methods = {}
     example = Example(model, inputs, 1, layers="all")
     for method in ("attention_all", "value_norm", "rollout"):
-        seconds, peak = measure(lambda m=method: SCORERS[m](example, (bands, hidden)))
+        scorer = REGISTRY[method].scorers[DOCUMENT]
+        seconds, peak = measure(lambda f=scorer: f(example, Attention(bands, hidden)))
         methods[method] = _method_row(seconds, peak, forward, dense)
     # gradient-weighted attention from ∂F/∂o of the right shape: its own cost, whatever gave the gradient
     g = torch.Generator().manual_seed(seed)

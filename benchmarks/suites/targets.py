@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, prepare_inputs
+from attnlens.attribution.lrp import attnlrp
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA

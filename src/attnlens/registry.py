@@ -1,8 +1,8 @@
-"""One registry idiom for every concept that varies: explanation methods and their scorers, tasks, data layouts,
-data sources, corpus generators, model families and architectures.
+"""One registry idiom for every concept that varies: explanation methods (their scorers on their cards), tasks,
+data layouts, data sources, corpus generators, model families and architectures.
 
 A :class:`Registry` holds the things of one kind by name, in registration order. Each thing is registered once, in
-the module that defines it (``METHODS.register(Method(...))``, ``@SCORERS.register("attnlrp")``); a second
+the module that defines it (``REGISTRY.register(Method(...))``, ``@REMOVALS.register("delete")``); a second
 registration of a name is a programming error. Asking for a name nobody registered is bad input: one
 :class:`UnknownName` line that names the config field and every registered choice. A leaf: it imports nothing
 of attnlens but the error type, so registries of plain data stay free of torch.

@@ -74,17 +74,26 @@ def test_render_never_reads_artifacts(root):
 
 def test_internal_imports_are_at_the_top(root):
     """No function-level ``from attnlens …`` (ruff PLC0415 checks third-party ones too); an ``if TYPE_CHECKING:``
-    block, which never runs, may name a heavy module for an annotation."""
+    block, which never runs, may name a heavy module for an annotation; a method's scorer
+    (``@METHOD.explains(scope)`` in ``attnlens/attribution/methods/``) imports the numerics it calls, torch with them,
+    inside itself: the config reads the method's card without torch (tests/project/test_startup.py)."""
 
     def typing_only(top) -> bool:
         return isinstance(top, ast.If) and isinstance(top.test, ast.Name) and top.test.id == "TYPE_CHECKING"
 
+    def scorer(top) -> bool:
+        return isinstance(top, ast.FunctionDef) and any(
+            isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr.startswith("explains")
+            for d in top.decorator_list
+        )
+
     for name, path in _modules(root).items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        method = name.startswith("attribution.methods.")
         nested = [
             n.lineno
             for top in tree.body
-            if not typing_only(top)
+            if not typing_only(top) and not (method and scorer(top))
             for n in ast.walk(top)
             if top is not n and isinstance(n, ast.ImportFrom) and (n.module or "").startswith("attnlens")
         ]
@@ -180,3 +189,51 @@ def test_the_benchmark_driver_is_thin(root):
     suites = {p.stem for p in (root / "benchmarks" / "suites").glob("*.py")} - {"__init__"}
     assert suites and all(f"{s}." in bench for s in suites), suites
     assert len(bench.splitlines()) < 120 and "perf_counter" not in bench
+
+
+def test_no_private_name_is_imported_from_another_module(root):
+    """A name with a leading underscore stays in its module: what another module needs is public where it lives."""
+    for name, path in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        private = [
+            (node.lineno, alias.name)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnlens")
+            for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")
+        ]
+        assert not private, f"{name} imports private names {private}"
+
+
+def test_no_stage_imports_another_stage(root):
+    """A stage is one rule file's functions: what two stages share lives below them (a package's numerics), so no
+    module of ``attnlens.stages`` imports another, a package's ``__init__`` (its rules' index) aside."""
+    for name, path in _modules(root).items():
+        if not name.startswith("stages.") or name.endswith("__init__"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stages = [
+            (node.lineno, node.module)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnlens.stages")
+        ]
+        assert not stages, f"{name} imports stages {stages}"
+
+
+#: The longest a function may be, in lines with its docstring: a door's (``attnlens.api``, ``attnlens.cli``) a thin
+#: front over the functions the stages call, a stage's a rule's steps in order.
+LONGEST = {"api.": 60, "cli": 60, "stages.": 80}
+
+
+def test_doors_and_stages_are_short(root):
+    for name, path in _modules(root).items():
+        limit = next((n for prefix, n in LONGEST.items() if name.startswith(prefix)), None)
+        if limit is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        long = [
+            (node.name, node.end_lineno - node.lineno + 1)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= limit
+        ]
+        assert not long, f"{name}: functions over {limit} lines {long}"

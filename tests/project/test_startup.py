@@ -57,7 +57,7 @@ LIGHT = (
     # the light rules' stage modules: every rule of report.smk and findings.smk
     "attnlens.generator.artifacts",
     "attnlens.attribution.answer_leaderboard",
-    "attnlens.attribution.surrogate",
+    "attnlens.attribution.datamodels",
     "attnlens.stages.report",
     "attnlens.stages.findings",
 )

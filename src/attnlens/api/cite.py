@@ -18,7 +18,6 @@ section (the defaults, or ``config=``). The model is a causal language model's f
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +27,16 @@ import numpy as np
 import pandas as pd
 
 from attnlens.api.document import full_config
-from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
-from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.answers import Ablated, AnswerExample
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import label
-from attnlens.attribution.surrogate import answer_masks, answer_scores, leave_one_out_masks, score_of
 from attnlens.data.context import Source
 from attnlens.device import place
 from attnlens.errors import InputError
-from attnlens.generator.decoding import greedy_answers
-from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
+from attnlens.generator.artifacts import response_sources
+from attnlens.generator.responses import one_response, timed_ablations
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -190,93 +189,54 @@ def cite(
     dev = place(lm, device)
     for p in lm.parameters():
         p.requires_grad_(False)
-    notes: list[str] = []
-    weights = weights or found
-    wanted = list(methods) if methods is not None else list(cfg.methods)
-    head_weights = None
-    if "learned_attention" in wanted:
-        if weights is None and methods is None:
-            wanted.remove("learned_attention")
-            notes.append("learned_attention left out: no fitted weights (weights=, or a run's results/)")
-        elif weights is None:
-            raise InputError("methods", "learned_attention", "expected fitted weights: weights= or a run's results/")
-        else:
-            head_weights = _weights(weights, lm)
-    positions = int(lm.config.max_position_embeddings)
-    prompt = encode_prompt(
-        tokenizer,
-        "answer",
-        context,
-        question,
-        sources=cfg.sources,
-        template=cfg.template,
-        max_positions=positions,
-        reserve=cfg.max_new_tokens,
-    )
-    if prompt.cut_sources:
-        notes.append(
-            f"{prompt.cut_sources} sources ({prompt.cut_tokens} tokens) were left out of the context: the prompt "
-            f"was cut to the model's {positions} positions"
-        )
-    if not getattr(tokenizer, "chat_template", None):
-        notes.append("the tokenizer has no chat template: the prompt is generation.template alone")
-    if answer is None:
-        (greedy,) = greedy_answers(
-            lm,
-            [prompt.input_ids],
-            max_new_tokens=cfg.max_new_tokens,
-            end=end_token(tokenizer),
-            pad=tokenizer.pad_token_id,
-            batch_size=1,
-        )
-        ids, finished = list(greedy.ids), greedy.finished  # without the end token
-        if not finished:
-            notes.append(
-                f"the answer did not finish within generation.max_new_tokens {cfg.max_new_tokens}: explained as it "
-                "stands"
-            )
-    else:
-        ids, finished = answer_ids(tokenizer, answer), True
-    if not ids:
-        raise InputError("answer", "(text)", "expected the model to answer, got an empty answer")
-    sequence = prompt.input_ids + ids
-    (token_lp,) = answer_token_log_probs(lm, [sequence], [len(ids)])
-    log_p, logit = answer_scores(token_lp)
-    full = float(score_of(token_lp, cfg.score))
-    sources = list(prompt.sources)
-    ablated = {}
-    for kind, masks in (
-        ("leave_one_out", leave_one_out_masks(len(sources))),
-        ("random", answer_masks(cfg.seed, 0, len(sources), cfg.n_ablations, 0, cfg.keep)[0]),
-    ):
-        t0 = time.perf_counter()
-        lp = ablation_log_probs(
-            lm, tokenizer, prompt.context, sources, prompt.question, ids, masks, cfg.removal, cfg.template,
-            cfg.batch_size,
-        )  # fmt: skip
-        ablated[kind] = Ablated(masks, score_of(lp, cfg.score), time.perf_counter() - t0)
-    owner = np.concatenate([prompt.owner, np.full(len(ids), -1)])
-    x = AnswerExample.build(
-        lm, sequence, len(ids), owner, len(sources), full, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights,
-        leave_one_out=ablated["leave_one_out"], random=ablated["random"],
-    )  # fmt: skip
+    wanted, head_weights, notes = _methods(methods, cfg, weights or found, lm)
+    row, finished, answer_notes = one_response(lm, tokenizer, context, question, answer, cfg)
+    cached = _ablations(lm, tokenizer, row, cfg)
+    x = AnswerExample.of_response(lm, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, **cached)
     try:
-        res = explain_answer(x, wanted)
+        res = explain(x, wanted)
     except ValueError as err:
         raise InputError("methods", ",".join(wanted), str(err)) from None
     return Citation(
-        context=prompt.context,
-        question=prompt.question,
-        answer=answer if answer is not None else tokenizer.decode(ids, skip_special_tokens=True).strip(),
+        context=row.context,
+        question=row.question,
+        answer=row.answer,
         finished=finished,
-        sources=sources,
+        sources=response_sources(row),
         scores={m: res.scores[m] for m in wanted},
         seconds={m: res.seconds[m] for m in wanted},
-        log_prob=float(log_p),
-        logit=float(logit),
-        notes=notes,
+        log_prob=float(row.log_prob),
+        logit=float(row.logit),
+        notes=notes + answer_notes,
         model=source,
     )
+
+
+def _ablations(model, tokenizer, row, cfg: GenerationConfig) -> dict[str, Ablated]:
+    """Leave-one-out's and the surrogate's ablations of the answer's context, as ``ablate_contexts`` runs them."""
+    n_sources = len(row.source_start)
+    kinds = {
+        "leave_one_out": leave_one_out_masks(n_sources),
+        "random": answer_masks(cfg.seed, 0, n_sources, cfg.n_ablations, 0, cfg.keep)[0],
+    }
+    return {
+        kind: Ablated(masks, score_of(lp, cfg.score), seconds)
+        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items()
+    }
+
+
+def _methods(methods: Sequence[str] | None, cfg: GenerationConfig, weights, model) -> tuple[list[str], Any, list[str]]:
+    """The methods to run (default: ``generation.methods``, learned attention left out where no weights are found),
+    learned attention's head weights where it runs, and the note on what was left out."""
+    wanted = list(methods) if methods is not None else list(cfg.methods)
+    if "learned_attention" not in wanted:
+        return wanted, None, []
+    if weights is not None:
+        return wanted, _weights(weights, model), []
+    if methods is not None:
+        raise InputError("methods", "learned_attention", "expected fitted weights: weights= or a run's results/")
+    wanted.remove("learned_attention")
+    return wanted, None, ["learned_attention left out: no fitted weights (weights=, or a run's results/)"]
 
 
 def _weights(path: str | Path, model) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import torch
 import transformers
 
 from attnlens.attention.summaries import compute_example_summaries
-from attnlens.attribution.explanations import explain_example, explanation_rows, occlusion_batch
+from attnlens.attribution.engine import explain as explain_one
+from attnlens.attribution.engine import explanation_rows
+from attnlens.attribution.explanations import Example, occlusion_batch
 from attnlens.attribution.ig import (
     attribute_configured,
     attribution_row,
@@ -137,110 +140,38 @@ def explain(
         raise InputError(example_id, "text", "expected a document with some text, found an empty one")
     clf = classifier if isinstance(classifier, Classifier) else load(classifier)
     s = Settings.of(config)
-    model, tokenizer, model_device = clf.model, clf.tokenizer, clf.device
-    task = task_of(model.config)
-    asks = "question" in task.extra_columns
-    if asks and (not isinstance(question, str) or not question.strip()):
-        raise InputError(example_id, "question", f"expected a question: the model answers questions ({task.label})")
-    if not asks and question is not None:
-        raise InputError(example_id, "question", f"expected none: the model reads no question ({task.label})")
-    true_label = None if label is None else task.parse_label(label, clf.class_names)
-    seconds: dict[str, float] = {}
+    task = task_of(clf.model.config)
+    true_label = _true_label(task, clf, label, question, example_id)
+    return _explained(clf, s, task, text, question, true_label, target, importance, example_id, showcased)
 
-    t0 = time.perf_counter()
-    frame = pd.DataFrame({"example_id": [example_id], "text": [text], **({"question": [question]} if asks else {})})
-    frame["label"] = [task.NO_LABEL if true_label is None else true_label]
-    if asks and true_label is not None:
-        task.check_rows(frame, example_id, {"label": "label"})  # an answer's text in the context at its start
-    encoded = encode_examples(tokenizer, frame, task)
-    ids = [int(i) for i in encoded.input_ids[0]]
-    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id, task, question)
-    probs = task.example_outputs(predict_logits(model, encoded, 1), encoded)[0]
-    seconds["predict"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    layers = forward_bands(model, encoded.batch([0], model_device, architecture(model)))
-    summary = compute_example_summaries(layers, s.attention.top_k)  # where the attention is
-    layers = [layer.cpu() for layer in layers]  # the page's views and the stored bands
-    received = summary.pop("received").numpy()
-    seconds["attention"] = time.perf_counter() - t0
-
-    kind = s.attribution.target if target is None else "given"  # the row's target_kind: why this output
-    if target is not None:
-        target = task.parse_target(target, clf.class_names)
-    elif s.attribution.target == "true" and true_label is None:
-        raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
-    else:
-        target = task.targets(s.attribution.target, true_label if true_label is not None else task.NO_LABEL, probs)[
-            0
-        ]  # the headline target
-    t0 = time.perf_counter()
-    inputs = prepare_inputs(model, tokenizer, ids, model_device)
-    batch, _ = configured_batch(s.attribution, model, inputs, target)
-    res = attribute_configured(s.attribution, model, inputs, target, batch, showcased)
-    synchronize(model_device)
-    seconds["ig"] = time.perf_counter() - t0
-    row = attribution_row(
-        example_id, ids, res, task.NO_LABEL if true_label is None else true_label, kind, showcased, seconds["ig"]
-    )
-
-    t0 = time.perf_counter()
+def _explained(
+    clf: Classifier, s: Settings, task, text, question, true_label, target, importance, example_id, showcased
+):
+    """The pipeline's per-example steps on one document, each step's wall seconds kept."""
+    clock = _Clock()
+    with clock("predict"):
+        encoded, ids, reading, notes, probs = _predict(clf, task, text, question, true_label, example_id)
+    with clock("attention"):
+        layers = forward_bands(clf.model, encoded.batch([0], clf.device, architecture(clf.model)))
+        summary = compute_example_summaries(layers, s.attention.top_k)  # where the attention is
+        layers = [layer.cpu() for layer in layers]  # the page's views and the stored bands
+        received = summary.pop("received").numpy()
+    target, kind = _target(task, s, clf, target, true_label, probs, example_id)
+    with clock("ig"):
+        row, res = _integrated_gradients(clf, s, ids, target, true_label, kind, showcased, example_id, task)
+    row["seconds"] = clock.seconds["ig"]
     e = s.explanations
-    keep, special = token_masks(tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses, too
-    copies, _ = occlusion_batch(e.copies_per_pass, e.methods, model, model_device, [ids])
-    explained = explain_example(
-        model,
-        inputs,
-        res.target,
-        e.methods,
-        layers=e.layers,
-        tokens=tokenizer.convert_ids_to_tokens(ids),
-        special=special,
-        pad_id=tokenizer.pad_token_id,
-        occlusion_max_tokens=e.occlusion_max_tokens,
-        batch_size=copies,
-    )
-    seconds["explanations"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    n_layers, n_heads = received.shape[:2]
-    weights = _importance(importance if importance is not None else clf.importance_path, n_layers, n_heads)
-    sim = s.similarity
-    similarity = compare_example(
-        example_id,
-        row["scores"],
-        received,
-        weights,
-        keep,
-        special,
-        n_permutations=sim.n_permutations,
-        top_fraction=sim.top_fraction,
-        rbo_p=sim.rbo_p,
-        seed=sim.seed,
-        legacy_sort=sim.legacy_sort,
-        target=target,
-    )
-    seconds["similarity"] = time.perf_counter() - t0
-
-    prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)
-    prov.pop("created")
-    example = {"example_id": example_id, "label": true_label}
-    page = document_for(
-        example,
-        ["document"],
-        layers,
-        ids,
-        row,
-        torch.from_numpy(weights[s.explorer.importance]),
-        tokenizer,
-        clf.class_names,
-        None,
-        s.explorer.top_k,
-        prov,
-        explained.scores,
-        notes=notes,
-        task=task,
-    )
+    with clock("explanations"):
+        copies, _ = occlusion_batch(e.copies_per_pass, e.methods, clf.model, clf.device, [ids])
+        explained = explain_one(
+            Example.of_document(clf.model, clf.tokenizer, ids, res.target, e, copies, clf.device), e.methods
+        )
+    with clock("similarity"):
+        weights = _importance(importance if importance is not None else clf.importance_path, *received.shape[:2])
+        keep, special = token_masks(clf.tokenizer, ids, s.similarity.legacy_mask)  # the masks compare() uses
+        similarity = _compare(s, example_id, row["scores"], received, weights, keep, special, target)
+    page = _page(s, clf, task, example_id, true_label, layers, ids, row, weights, explained, notes)
     return DocumentExplanation(
         example_id=example_id,
         text=text,
@@ -259,11 +190,110 @@ def explain(
         page=page,
         settings=s,
         model=clf.source,
-        seconds=seconds,
+        seconds=clock.seconds,
         reading=reading,
         notes=notes,
         task=task.name,
         _layers=layers,
+    )
+
+
+class _Clock:
+    """Wall seconds of each step of :func:`explain` (``with clock("ig"): …``), the device's queued work included."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, step: str):
+        t0 = time.perf_counter()
+        yield
+        self.seconds[step] = time.perf_counter() - t0
+
+
+def _true_label(task, clf: Classifier, label, question, example_id: str):
+    """The true label as the task reads it, once the question is checked against what the model reads."""
+    asks = "question" in task.extra_columns
+    if asks and (not isinstance(question, str) or not question.strip()):
+        raise InputError(example_id, "question", f"expected a question: the model answers questions ({task.label})")
+    if not asks and question is not None:
+        raise InputError(example_id, "question", f"expected none: the model reads no question ({task.label})")
+    return None if label is None else task.parse_label(label, clf.class_names)
+
+
+def _predict(clf: Classifier, task, text: str, question, true_label, example_id: str):
+    """The document encoded as the pipeline encodes it, how it was read (and the notes), and the model's outputs."""
+    asks = "question" in task.extra_columns
+    frame = pd.DataFrame({"example_id": [example_id], "text": [text], **({"question": [question]} if asks else {})})
+    frame["label"] = [task.NO_LABEL if true_label is None else true_label]
+    if asks and true_label is not None:
+        task.check_rows(frame, example_id, {"label": "label"})  # an answer's text in the context at its start
+    encoded = encode_examples(clf.tokenizer, frame, task)
+    ids = [int(i) for i in encoded.input_ids[0]]
+    tokenizer = clf.tokenizer
+    reading, notes = document_reading(tokenizer, text, tokenizer.model_max_length, example_id, task, question)
+    probs = task.example_outputs(predict_logits(clf.model, encoded, 1), encoded)[0]
+    return encoded, ids, reading, notes, probs
+
+
+def _target(task, s: Settings, clf: Classifier, target, true_label, probs, example_id: str):
+    """The output to explain and why (the row's ``target_kind``): the one given, or ``attribution.target``'s."""
+    if target is not None:
+        return task.parse_target(target, clf.class_names), "given"
+    if s.attribution.target == "true" and true_label is None:
+        raise InputError(example_id, "label", "expected the true label: attribution.target is 'true'")
+    label = true_label if true_label is not None else task.NO_LABEL
+    return task.targets(s.attribution.target, label, probs)[0], s.attribution.target  # the headline target
+
+
+def _integrated_gradients(clf: Classifier, s: Settings, ids, target, true_label, kind, showcased, example_id, task):
+    """IG of the target as the ``attribute`` rule computes it, and its ``attribute`` shard row."""
+    inputs = prepare_inputs(clf.model, clf.tokenizer, ids, clf.device)
+    batch, _ = configured_batch(s.attribution, clf.model, inputs, target)
+    res = attribute_configured(s.attribution, clf.model, inputs, target, batch, showcased)
+    synchronize(clf.device)
+    label = task.NO_LABEL if true_label is None else true_label
+    return attribution_row(example_id, ids, res, label, kind, showcased, float("nan")), res
+
+
+def _compare(s: Settings, example_id, scores, received, weights, keep, special, target):
+    """The ``compare`` rows of the document: attention against IG, both modes, every layer configuration."""
+    sim = s.similarity
+    return compare_example(
+        example_id,
+        scores,
+        received,
+        weights,
+        keep,
+        special,
+        n_permutations=sim.n_permutations,
+        top_fraction=sim.top_fraction,
+        rbo_p=sim.rbo_p,
+        seed=sim.seed,
+        legacy_sort=sim.legacy_sort,
+        target=target,
+    )
+
+
+def _page(s: Settings, clf: Classifier, task, example_id, true_label, layers, ids, row, weights, explained, notes):
+    """The document's explorer page, as rule ``build_explorers`` draws a showcased example's."""
+    prov = provenance(EXPLORER_SCHEMA, s.explorer.to_dict(), None)
+    prov.pop("created")
+    return document_for(
+        {"example_id": example_id, "label": true_label},
+        ["document"],
+        layers,
+        ids,
+        row,
+        torch.from_numpy(weights[s.explorer.importance]),
+        clf.tokenizer,
+        clf.class_names,
+        None,
+        s.explorer.top_k,
+        prov,
+        explained.scores,
+        notes=notes,
+        task=task,
     )
 
 

@@ -1,5 +1,5 @@
 """A generated answer's score under ablations of its context: the forwards that leave-one-out, the ablation surrogate
-and the top-k drop read (:mod:`attnlens.attribution.surrogate` turns them into scores and judgements).
+and the top-k drop read (:mod:`attnlens.attribution.datamodels` turns them into scores and judgements).
 
 A causal language model scores a sequence ``prompt + answer`` by each answer token's log-probability given every
 token before it. A source is taken out of the context in one of two ways, and the caller names which:

@@ -6,7 +6,7 @@ Per answer and method, four groups of numbers (long rows of :data:`~attnlens.att
 * **ablation** — the top-``k`` drop, the fall of the answer's score ``F`` when the method's ``k`` highest-scored
   sources are removed (``F(context) − F(context without them)``; larger is better), for each ``k``; and the linear
   datamodeling score, Spearman's ρ between the scores the method's linear model predicts on held-out random
-  ablations and the actual ones (:func:`~attnlens.attribution.surrogate.linear_datamodeling_score`);
+  ablations and the actual ones (:func:`~attnlens.attribution.datamodels.linear_datamodeling_score`);
 * **plausibility** — precision and recall at ``k`` against the planted sources (the answer's sentence, and the
   supporting sentence of a question that takes two hops);
 * **cost** — seconds, forwards and backwards of the answer, seconds over one plain forward, peak memory.
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnlens.attribution.datamodels import linear_datamodeling_score, precision_recall_at_k, top_k_masks
 from attnlens.attribution.leaderboard import Metric
-from attnlens.attribution.surrogate import linear_datamodeling_score, precision_recall_at_k, top_k_masks
 
 ANSWER_LEADERBOARD_SCHEMA = "answer_leaderboard/v1"
 #: The method the others' linear datamodeling scores are measured against (ContextCite's surrogate).

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlens.attribution.attnlrp import Relevance, attnlrp_rules
 from attnlens.attribution.ig import Attribution, freeze, integrate
+from attnlens.attribution.lrp import Relevance, attnlrp_rules
 from attnlens.models import architecture
 
 
@@ -138,7 +138,7 @@ def _answer_forward(model, input_ids: torch.Tensor, answer_length: int) -> tuple
 
 def answer_attnlrp(model, input_ids: torch.Tensor, answer_length: int) -> Relevance:
     """AttnLRP of the answer's log-probability for one sequence ``(1, n)`` ending in its answer: one forward and one
-    backward of ``F`` under AttnLRP's rules (:func:`attnlens.attribution.attnlrp.attnlrp_rules`), the log-softmax
+    backward of ``F`` under AttnLRP's rules (:func:`attnlens.attribution.lrp.attnlrp_rules`), the log-softmax
     and the sum over the answer's tokens differentiated as they are, relevance ``e · ∂̃F/∂e`` at the embedding
     output. ``delta``: ``F − Σ`` relevance, what the biases, the softmaxes and the log-softmax absorbed."""
     forward, args = _answer_forward(model, input_ids, answer_length)

@@ -42,7 +42,7 @@ the package in :mod:`attnlens.models`, and provide:
   (as modules, or applied inline between two modules) and the element-wise products of the feed-forward
   blocks. The attention's products are found through :meth:`~Architecture.projection` (queries, keys and
   values) and the normalisations are the model's ``nn.LayerNorm`` modules; the rules themselves are
-  :mod:`attnlens.attribution.attnlrp`'s.
+  :mod:`attnlens.attribution.lrp`'s.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from attnlens.registry import Registry
 @dataclass(frozen=True)
 class RelevanceWiring:
     """Where an architecture's non-linear element-wise operations sit, for AttnLRP's rules
-    (:mod:`attnlens.attribution.attnlrp`)."""
+    (:mod:`attnlens.attribution.lrp`)."""
 
     #: Modules computing an element-wise non-linearity ``y = f(x)`` of their one input (GELU modules …).
     activations: list[nn.Module] = field(default_factory=list)

@@ -45,6 +45,12 @@ MAY_DIFFER = {
     "rows with metric seconds or cost_ratio": "the explanation leaderboard's cost per example and its summary",
     "paper/figures/explanation_leaderboard.png": "two of its panels plot those wall times (its numbers are "
     "compared in explanations/leaderboard.parquet)",
+    "column or key ablation_seconds, fit_seconds, peak_bytes; rows with metric peak_mib": "the generation study's "
+    "wall times and peak memory per answer and method (generation/scores, judged, leaderboard, learned_attention): "
+    "off a card the peak is the rise of the process's resident peak, which its earlier work moves",
+    "columns seconds per answer, peak memory (MiB)": "the answer leaderboard's cost columns",
+    "paper/figures/answer_leaderboard.png": "its cost panels plot those wall times and peaks (its numbers are "
+    "compared in generation/leaderboard.parquet)",
 }
 #: Table columns and JSON keys holding wall times (see MAY_DIFFER).
 TIMING_COLUMNS = (
@@ -53,13 +59,18 @@ TIMING_COLUMNS = (
     "train_seconds",
     "seconds_per_step",
     "forward_seconds",
+    "ablation_seconds",
+    "fit_seconds",
+    "peak_bytes",
+    "seconds per answer",
+    "peak memory (MiB)",
     "seconds per example",
     "cost / one forward pass",
 )
 #: Values of a ``metric`` column whose rows are wall times (see MAY_DIFFER).
-TIMING_METRICS = ("seconds", "cost_ratio")
+TIMING_METRICS = ("seconds", "cost_ratio", "peak_mib")
 #: Files that plot wall times (see MAY_DIFFER).
-TIMING_FIGURES = ("paper/figures/explanation_leaderboard.png",)
+TIMING_FIGURES = ("paper/figures/explanation_leaderboard.png", "paper/figures/answer_leaderboard.png")
 
 
 def _parquet_rows(path: Path) -> dict:

@@ -129,54 +129,19 @@ def run_extract_attention(
     n_max = len(count)
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
-    received, input_ids, offsets = [], [], [0]
-    queries: dict[str, list[torch.Tensor]] = {}  # per query group of the task: its attention, example by example
-    query_rows: dict[str, list[int]] = {}
-    topk_parts: dict[str, list[torch.Tensor]] = {}
-    topk_ids, topk_offsets = [], [0]
+    acc = _ShardAttention(model.config.num_hidden_layers, model.config.num_attention_heads, cfg, count)
     bands_out: dict[str, torch.Tensor] = {}
     t0 = time.perf_counter()
     for i in mine:
         eid = ids[i]
         bands = forward_bands(model, encoded.batch([i], model_device, arch))
-        want_topk = cfg.topk_for == "all" or eid in showcased
-        summary = compute_example_summaries(bands, cfg.top_k if want_topk else None)
-        received.append(summary.pop("received"))
-        for name, rows in task.query_groups(examples["label"].iloc[i], encoded, i, arch.readout(lengths[i])).items():
-            query_rows.setdefault(name, []).append(int(rows.sum()))
-            queries.setdefault(name, []).append(query_attention(bands, torch.from_numpy(rows)))
-        input_ids.append(torch.tensor(encoded.input_ids[i], dtype=torch.int32))
-        offsets.append(offsets[-1] + lengths[i])
-        if want_topk:
-            topk_ids.append(eid)
-            topk_offsets.append(topk_offsets[-1] + lengths[i])
-            for key, value in summary.items():
-                topk_parts.setdefault(key, []).append(value)
-        for layer, band in enumerate(bands):
-            aggregate[layer] += binned_image(band, cfg.bins, n_max, count).double().cpu()
+        groups = task.query_groups(examples["label"].iloc[i], encoded, i, arch.readout(lengths[i]))
+        acc.add(eid, encoded.input_ids[i], bands, groups, cfg.topk_for == "all" or eid in showcased)
         if eid in showcased:
-            bands_out.update(band_tensors(eid, input_ids[-1], bands))
+            bands_out.update(band_tensors(eid, acc.input_ids[-1], bands))
     seconds = time.perf_counter() - t0
-    tensors = {
-        "received": torch.cat(received, -1) if received else torch.zeros(n_layers, n_heads, 0),
-        "input_ids": torch.cat(input_ids) if input_ids else torch.zeros(0, dtype=torch.int32),
-        "offsets": torch.tensor(offsets, dtype=torch.int64),
-        "topk_offsets": torch.tensor(topk_offsets, dtype=torch.int64),
-        # the ids, readable without the metadata (example e: example_id_bytes[example_id_offsets[e]:[e + 1]])
-        **_packed("example_id", [ids[i] for i in mine]),
-        **_packed("topk_id", topk_ids),
-        "aggregate": aggregate,
-        "position_count": count,
-    }
-    for name, parts in queries.items():  # every example has every group (an empty one is zeros, 0 rows)
-        tensors[f"query|{name}"] = torch.cat(parts, -1)
-        tensors[f"query|{name}|rows"] = torch.tensor(query_rows[name], dtype=torch.int64)
-    for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
-        parts = topk_parts.get(key)
-        dtype = torch.int32 if key.endswith("idx") else torch.float32
-        tensors[key] = torch.cat(parts, 2) if parts else torch.zeros(n_layers, n_heads, 0, cfg.top_k, dtype=dtype)
+    tensors = acc.tensors([ids[i] for i in mine])
+    topk_ids, queries = acc.topk_ids, acc.queries
     common = {"shard": shard, "n_shards": cfg.n_shards, "model": str(model_dir)}
     prov = provenance(
         SUMMARY_SCHEMA,
@@ -204,3 +169,61 @@ def run_extract_attention(
         seconds,
     )
     return {"n_examples": len(mine), "seconds": seconds}
+
+
+class _ShardAttention:
+    """What ``extract_attention`` keeps of a shard's examples, example by example (:meth:`add`), and the tensors of
+    its summary file (:meth:`tensors`)."""
+
+    def __init__(self, n_layers: int, n_heads: int, cfg: AttentionConfig, count: torch.Tensor):
+        self.n_layers, self.n_heads, self.cfg, self.count = n_layers, n_heads, cfg, count
+        self.aggregate = torch.zeros(n_layers, n_heads, cfg.bins, cfg.bins, dtype=torch.float64)
+        self.received: list[torch.Tensor] = []
+        self.input_ids: list[torch.Tensor] = []
+        self.offsets = [0]
+        self.queries: dict[
+            str, list[torch.Tensor]
+        ] = {}  # per query group of the task: its attention, example by example
+        self.query_rows: dict[str, list[int]] = {}
+        self.topk_parts: dict[str, list[torch.Tensor]] = {}
+        self.topk_ids: list[str] = []
+        self.topk_offsets = [0]
+
+    def add(self, eid: str, ids, bands, query_groups: dict, want_topk: bool) -> None:
+        summary = compute_example_summaries(bands, self.cfg.top_k if want_topk else None)
+        self.received.append(summary.pop("received"))
+        for name, rows in query_groups.items():
+            self.query_rows.setdefault(name, []).append(int(rows.sum()))
+            self.queries.setdefault(name, []).append(query_attention(bands, torch.from_numpy(rows)))
+        self.input_ids.append(torch.tensor(ids, dtype=torch.int32))
+        self.offsets.append(self.offsets[-1] + len(ids))
+        if want_topk:
+            self.topk_ids.append(eid)
+            self.topk_offsets.append(self.topk_offsets[-1] + len(ids))
+            for key, value in summary.items():
+                self.topk_parts.setdefault(key, []).append(value)
+        for layer, band in enumerate(bands):
+            self.aggregate[layer] += binned_image(band, self.cfg.bins, len(self.count), self.count).double().cpu()
+
+    def tensors(self, example_ids: list[str]) -> dict[str, torch.Tensor]:
+        """The summary file's tensors (:func:`run_extract_attention`'s docstring)."""
+        L, H = self.n_layers, self.n_heads
+        tensors = {
+            "received": torch.cat(self.received, -1) if self.received else torch.zeros(L, H, 0),
+            "input_ids": torch.cat(self.input_ids) if self.input_ids else torch.zeros(0, dtype=torch.int32),
+            "offsets": torch.tensor(self.offsets, dtype=torch.int64),
+            "topk_offsets": torch.tensor(self.topk_offsets, dtype=torch.int64),
+            # the ids, readable without the metadata (example e: example_id_bytes[example_id_offsets[e]:[e + 1]])
+            **_packed("example_id", example_ids),
+            **_packed("topk_id", self.topk_ids),
+            "aggregate": self.aggregate,
+            "position_count": self.count,
+        }
+        for name, parts in self.queries.items():  # every example has every group (an empty one is zeros, 0 rows)
+            tensors[f"query|{name}"] = torch.cat(parts, -1)
+            tensors[f"query|{name}|rows"] = torch.tensor(self.query_rows[name], dtype=torch.int64)
+        for key in ("attended_idx", "attended_val", "attending_idx", "attending_val"):
+            parts = self.topk_parts.get(key)
+            dtype = torch.int32 if key.endswith("idx") else torch.float32
+            tensors[key] = torch.cat(parts, 2) if parts else torch.zeros(L, H, 0, self.cfg.top_k, dtype=dtype)
+        return tensors

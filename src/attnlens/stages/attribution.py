@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,6 @@ def run_attribute(
     fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
     partial = _checkpoint_dir(out_path)
     partial.mkdir(parents=True, exist_ok=True)
-    rows, resumed = [], 0
     internal = NO_EXAMPLE  # IG's batch, measured on the job's longest example where it is auto on a card
     if mine:
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
@@ -106,49 +106,17 @@ def run_attribute(
         longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
         internal = configured_batch(cfg, model, longest, target)
     t0 = time.perf_counter()
+    checkpoints, rows = _Checkpoints(partial, fingerprint), []
     for i in mine:
-        eid = ids[i]
-        label = examples["label"].iloc[i]
-        is_showcase = eid in showcased
-        inputs = None
-        for rank, target in enumerate(task.targets(cfg.target, label, outputs_by_id[eid])):
-            key = hashlib.sha256(f"{eid}\x00{target}".encode()).hexdigest()[:16]
-            ckpt = partial / f"{fingerprint}-{key}.parquet"
-            if ckpt.exists():
-                rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
-                resumed += 1
-                continue
-            if inputs is None:
-                inputs = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
-            started = time.perf_counter()
-            res = attribute_configured(cfg, model, inputs, target, internal[0], is_showcase)
-            synchronize(model_device)
-            row = attribution_row(
-                eid, encoded.input_ids[i], res, label, cfg.target, is_showcase, time.perf_counter() - started, rank
-            )
-            with atomic_path(ckpt) as tmp:
-                pd.DataFrame([row]).to_parquet(tmp)
-            rows.append(row)
-            logger.info(
-                "%s (target %d): %d tokens, %d steps, |δ|/|gap| = %.4f%s",
-                eid,
-                target,
-                len(encoded.input_ids[i]),
-                res.n_steps,
-                row["relative_delta"],
-                "" if res.converged else " (NOT converged)",
-            )
+        label, outputs = examples["label"].iloc[i], outputs_by_id[ids[i]]
+        rows += _attribute_example(
+            cfg, model, tokenizer, model_device, ids[i], encoded.input_ids[i], label, outputs, ids[i] in showcased,
+            internal[0], checkpoints,
+        )  # fmt: skip
+    resumed = checkpoints.resumed
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
-    n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
-    notes = (
-        [
-            f"IG: {n_bad} of {len(frame)} explanations of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
-            f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
-        ]
-        if n_bad
-        else []
-    )
+    n_bad, notes = _not_converged(frame, cfg, shard)
     prov = provenance(
         ATTRIBUTION_SCHEMA,
         cfg.to_dict(),
@@ -178,6 +146,64 @@ def run_attribute(
         seconds,
     )
     return {"n_examples": len(frame), "seconds": seconds, "not_converged": n_bad, "resumed": resumed}
+
+
+@dataclass
+class _Checkpoints:
+    """Where one shard keeps each finished (example, target) row, under the fingerprint of its config and inputs."""
+
+    folder: Path
+    fingerprint: str
+    resumed: int = 0
+
+    def path(self, example_id: str, target: int) -> Path:
+        key = hashlib.sha256(f"{example_id}\x00{target}".encode()).hexdigest()[:16]
+        return self.folder / f"{self.fingerprint}-{key}.parquet"
+
+
+def _attribute_example(
+    cfg: AttributionConfig, model, tokenizer, device, eid: str, input_ids, label, outputs, showcased: bool, batch: int,
+    checkpoints: _Checkpoints,
+) -> list[dict]:  # fmt: skip
+    """IG's rows of one example, one per target it explains; a target already checkpointed is read back."""
+    task = task_of(model.config)
+    rows, inputs = [], None
+    for rank, target in enumerate(task.targets(cfg.target, label, outputs)):
+        ckpt = checkpoints.path(eid, target)
+        if ckpt.exists():
+            rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
+            checkpoints.resumed += 1
+            continue
+        if inputs is None:
+            inputs = prepare_inputs(model, tokenizer, input_ids, device)
+        started = time.perf_counter()
+        res = attribute_configured(cfg, model, inputs, target, batch, showcased)
+        synchronize(device)
+        row = attribution_row(eid, input_ids, res, label, cfg.target, showcased, time.perf_counter() - started, rank)
+        with atomic_path(ckpt) as tmp:
+            pd.DataFrame([row]).to_parquet(tmp)
+        rows.append(row)
+        logger.info(
+            "%s (target %d): %d tokens, %d steps, |δ|/|gap| = %.4f%s",
+            eid,
+            target,
+            len(input_ids),
+            res.n_steps,
+            row["relative_delta"],
+            "" if res.converged else " (NOT converged)",
+        )
+    return rows
+
+
+def _not_converged(frame: pd.DataFrame, cfg: AttributionConfig, shard: int) -> tuple[int, list[str]]:
+    """How many of a shard's explanations miss IG's tolerance, and the run note that says so."""
+    n_bad = int((~frame["converged"].astype(bool)).sum()) if len(frame) else 0
+    if not n_bad:
+        return 0, []
+    return n_bad, [
+        f"IG: {n_bad} of {len(frame)} explanations of shard {shard} miss the tolerance |δ| ≤ {cfg.tolerance}·|gap| "
+        f"(worst |δ|/|gap| = {frame['relative_delta'].max():.3f}); see paper/tables/attributions/convergence.csv"
+    ]
 
 
 def run_attribute_embeddings(
@@ -214,57 +240,16 @@ def run_attribute_embeddings(
     rows = []
     t0 = time.perf_counter()
     for eid in showcased:
-        i = row_of[eid]
-        ids = encoded[eid]
-        label = examples["label"].iloc[i]
+        label = examples["label"].iloc[row_of[eid]]
         target = task.targets(cfg.target, label, outputs_by_id[eid])[0]  # the headline target's
-        inputs = prepare_inputs(model, tokenizer, ids, model_device)
-        res = embedding_ig(model, inputs, target, cfg.embeddings_steps, internal[0], cfg.embeddings_mode)
-        relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
-        converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])
-        rows.append(
-            {
-                "example_id": eid,
-                "input_ids": np.asarray(ids, dtype=np.int32),
-                "mode": cfg.embeddings_mode,
-                "target": target,
-                "word": res["word"],
-                "position": res.get("position"),
-                "token_type": res.get("token_type"),
-                "delta": res["delta"],
-                "gap": res["gap"],
-                "relative_delta": relative,
-                "converged": converged,
-            }
-        )
-        logger.log(
-            logging.INFO if converged else logging.WARNING,
-            "%s: per-embedding IG, delta %.3g of %.3g (|δ|/|gap| = %.3f)%s",
-            eid,
-            res["delta"],
-            res["gap"],
-            relative,
-            "" if converged else f" NOT within the tolerance {cfg.tolerance} at {cfg.embeddings_steps} steps",
-        )
+        inputs = prepare_inputs(model, tokenizer, encoded[eid], model_device)
+        rows.append(_embedding_row(cfg, eid, encoded[eid], target, embedding_ig(
+            model, inputs, target, cfg.embeddings_steps, internal[0], cfg.embeddings_mode
+        )))  # fmt: skip
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows)
     missed = [r for r in rows if not r["converged"]]
-    notes = (
-        [
-            f"per-embedding IG: {len(missed)} of {len(rows)} showcased examples miss the tolerance "
-            f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
-            f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
-        ]
-        if missed
-        else []
-    )
-    wanted = EMBEDDING_LAYERS if cfg.embeddings_mode == "legacy" else ("word", "position")
-    absent = [name for name in wanted if name not in architecture(model).embedding_layers(model)]
-    if absent:
-        notes.append(
-            f"per-embedding IG: the model has no {' or '.join(absent)} embeddings (e.g. rotary positions); "
-            f"it attributes to the ones it has"
-        )
+    notes = _embedding_notes(cfg, missed, len(rows), architecture(model).embedding_layers(model))
     deviations = [] if cfg.embeddings_mode == "legacy" else ["B-14"]
     prov = provenance(
         EMBEDDING_SCHEMA,
@@ -278,3 +263,50 @@ def run_attribute_embeddings(
     )
     save_parquet(frame, out_path, prov, EMBEDDING_TYPES)
     return {"n_examples": len(frame), "seconds": seconds}
+
+
+def _embedding_row(cfg: AttributionConfig, eid: str, ids, target: int, res: dict) -> dict:
+    """One showcased example's per-embedding IG row, its convergence logged."""
+    relative = abs(res["delta"]) / max(abs(res["gap"]), 1e-12)
+    converged = cfg.tolerance is None or abs(res["delta"]) <= cfg.tolerance * abs(res["gap"])
+    logger.log(
+        logging.INFO if converged else logging.WARNING,
+        "%s: per-embedding IG, delta %.3g of %.3g (|δ|/|gap| = %.3f)%s",
+        eid,
+        res["delta"],
+        res["gap"],
+        relative,
+        "" if converged else f" NOT within the tolerance {cfg.tolerance} at {cfg.embeddings_steps} steps",
+    )
+    return {
+        "example_id": eid,
+        "input_ids": np.asarray(ids, dtype=np.int32),
+        "mode": cfg.embeddings_mode,
+        "target": target,
+        "word": res["word"],
+        "position": res.get("position"),
+        "token_type": res.get("token_type"),
+        "delta": res["delta"],
+        "gap": res["gap"],
+        "relative_delta": relative,
+        "converged": converged,
+    }
+
+
+def _embedding_notes(cfg: AttributionConfig, missed: list[dict], n: int, present) -> list[str]:
+    """The run notes of per-embedding IG: examples that miss the tolerance, embeddings the model does not have."""
+    notes = []
+    if missed:
+        notes.append(
+            f"per-embedding IG: {len(missed)} of {n} showcased examples miss the tolerance "
+            f"|δ| ≤ {cfg.tolerance}·|gap| at attribution.embeddings_steps = {cfg.embeddings_steps} (worst "
+            f"|δ|/|gap| = {max(r['relative_delta'] for r in missed):.3f}); raise embeddings_steps"
+        )
+    wanted = EMBEDDING_LAYERS if cfg.embeddings_mode == "legacy" else ("word", "position")
+    absent = [name for name in wanted if name not in present]
+    if absent:
+        notes.append(
+            f"per-embedding IG: the model has no {' or '.join(absent)} embeddings (e.g. rotary positions); "
+            f"it attributes to the ones it has"
+        )
+    return notes

@@ -15,14 +15,9 @@ from attnlens.attribution.artifacts import (
     EXPLANATIONS_SCHEMA,
     load_attributions,
 )
-from attnlens.attribution.explanations import (
-    Example,
-    documents_batch,
-    explain_examples,
-    explanation_rows,
-    occlusion_batch,
-)
-from attnlens.attribution.ig import freeze, prepare_inputs
+from attnlens.attribution.engine import documents_batch, explain_together, explanation_rows
+from attnlens.attribution.explanations import Example, occlusion_batch
+from attnlens.attribution.ig import freeze
 from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.data.tokens import structural_mask
 from attnlens.device import place
@@ -34,23 +29,6 @@ from attnlens.pipeline.config import ExplanationsConfig, FindingsConfig
 from attnlens.sharding import shard_of
 
 logger = logging.getLogger(__name__)
-
-
-def _example(
-    model, tokenizer, model_device, ids: list[int], target: int, cfg: ExplanationsConfig, copies: int
-) -> Example:
-    """One document as the explanation methods see it: IG's token ids and target, the run's options."""
-    return Example(
-        model,
-        prepare_inputs(model, tokenizer, ids, model_device),
-        target,
-        cfg.layers,
-        tokens=tokenizer.convert_ids_to_tokens(ids),
-        special=structural_mask(tokenizer, ids),
-        pad_id=tokenizer.pad_token_id,
-        occlusion_max_tokens=cfg.occlusion_max_tokens,
-        batch_size=copies,
-    )
 
 
 def run_explain(
@@ -75,12 +53,14 @@ def run_explain(
         cfg.copies_per_pass, cfg.methods, model, model_device, [list(ids) for ids in mine["input_ids"]]
     )
     examples = [
-        _example(model, tokenizer, model_device, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0])
+        Example.of_document(
+            model, tokenizer, [int(i) for i in row.input_ids], int(row.target), cfg, occlusion[0], model_device
+        )
         for row in mine.itertuples(index=False)
     ]
     documents = documents_batch(cfg.documents_per_pass, cfg.methods, examples)
     t0 = time.perf_counter()
-    results = explain_examples(examples, cfg.methods, documents[0])
+    results = explain_together(examples, cfg.methods, documents[0])
     rows = []
     for row, x, res in zip(mine.itertuples(index=False), examples, results, strict=True):
         ids = [int(i) for i in row.input_ids]
@@ -139,10 +119,12 @@ def run_sanity_check(
     )
 
     def examples_of(net) -> list[Example]:
-        return [_example(net, tokenizer, model_device, ids, t, cfg, occlusion[0]) for _, ids, t in chosen_ids]
+        return [
+            Example.of_document(net, tokenizer, ids, t, cfg, occlusion[0], model_device) for _, ids, t in chosen_ids
+        ]
 
     def explain_all(examples: list[Example]) -> dict[str, dict[str, np.ndarray]]:
-        results = explain_examples(examples, cfg.methods, documents[0])
+        results = explain_together(examples, cfg.methods, documents[0])
         return {example_id: res.scores for (example_id, _, _), res in zip(chosen_ids, results, strict=True)}
 
     on_trained = examples_of(model)

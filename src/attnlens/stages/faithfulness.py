@@ -85,20 +85,7 @@ def run_evaluate_faithfulness(
         ids = [int(i) for i in row.input_ids]
         special = structural_mask(tokenizer, ids)
         eligible = ~special
-        scores = {REFERENCE: np.asarray(row.scores, dtype=np.float64)}
-        for name in cfg.rankings:
-            source = ranking_source(name)
-            if source == "attention":
-                ex = summaries[eid]
-                if ex.input_ids.tolist() != ids:
-                    raise ValueError(f"{eid}: attention and attribution saw different token ids")
-                scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
-            elif source == "explain":
-                if name not in explained.get(eid, {}):
-                    raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
-                scores[name] = explained[eid][name]
-                if len(scores[name]) != len(ids):
-                    raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
+        scores = _ranking_scores(cfg, row, ids, summaries, explained)
         orders = {
             name: random_ranking(eligible, cfg.seed, eid) if name == CONTROL else ranking(scores[name], eligible)
             for name in cfg.rankings
@@ -106,23 +93,9 @@ def run_evaluate_faithfulness(
         frame = evaluate_example(model, ids, special, orders, int(row.target), cfg.fractions, copies[0], tokenizer)
         frame.insert(0, "example_id", eid)
         curves.append(frame)
-        ev = task.evidence(rationales, int(row.target))
-        ev = ev[ev["example_id"] == eid] if len(ev) else ev
-        if len(ev):
-            spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
-            labels = example_evidence(encoded, row_of[eid], ids, spans, eid)
-            if CONTROL in orders:  # scores that reproduce the random order
-                scores[CONTROL] = np.zeros(len(ids))
-                scores[CONTROL][orders[CONTROL]] = np.arange(len(orders[CONTROL]), 0, -1)
-            for name in cfg.rankings:
-                plaus.append(
-                    {
-                        "example_id": eid,
-                        "ranking": name,
-                        "n_evidence": int(labels[eligible].sum()),
-                        **plausibility(scores[name], labels, eligible, cfg.plausibility_k),
-                    }
-                )
+        plaus += _plausibility(
+            cfg, task, rationales, encoded, row_of[eid], eid, int(row.target), ids, scores, orders, eligible
+        )
     seconds = time.perf_counter() - t0
     curves_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     prov = provenance(
@@ -141,3 +114,48 @@ def run_evaluate_faithfulness(
     save_parquet(plaus_frame, plausibility_path, provenance(PLAUSIBILITY_SCHEMA, cfg.to_dict(), cfg.seed))
     logger.info("%d examples x %d rankings in %.1f s", len(attributions), len(cfg.rankings), seconds)
     return {"n_examples": len(attributions), "seconds": seconds}
+
+
+def _ranking_scores(cfg: FaithfulnessConfig, row, ids: list[int], summaries: dict, explained: dict) -> dict:
+    """Every ranking's scores of one example: IG's, received attention's (the attention summaries), the explanation
+    methods' (the explain shards); the random control has none."""
+    eid = row.example_id
+    scores = {REFERENCE: np.asarray(row.scores, dtype=np.float64)}
+    for name in cfg.rankings:
+        source = ranking_source(name)
+        if source == "attention":
+            ex = summaries[eid]
+            if ex.input_ids.tolist() != ids:
+                raise ValueError(f"{eid}: attention and attribution saw different token ids")
+            scores[name] = attention_scores(ex.received, name.removeprefix("attention_"))
+        elif source == "explain":
+            if name not in explained.get(eid, {}):
+                raise ValueError(f"{eid}: no {name!r} explanation in the explain shards")
+            scores[name] = explained[eid][name]
+            if len(scores[name]) != len(ids):
+                raise ValueError(f"{eid}: the {name} explanation has {len(scores[name])} tokens, IG {len(ids)}")
+    return scores
+
+
+def _plausibility(
+    cfg: FaithfulnessConfig, task, rationales, encoded, index: int, eid: str, target: int, ids, scores, orders, eligible
+) -> list[dict]:
+    """Every ranking's plausibility against the planted evidence of one example's target (none without evidence)."""
+    ev = task.evidence(rationales, target)
+    ev = ev[ev["example_id"] == eid] if len(ev) else ev
+    if not len(ev):
+        return []
+    spans = list(zip(ev["char_start"], ev["char_end"], strict=True))
+    labels = example_evidence(encoded, index, ids, spans, eid)
+    if CONTROL in orders:  # scores that reproduce the random order
+        scores[CONTROL] = np.zeros(len(ids))
+        scores[CONTROL][orders[CONTROL]] = np.arange(len(orders[CONTROL]), 0, -1)
+    return [
+        {
+            "example_id": eid,
+            "ranking": name,
+            "n_evidence": int(labels[eligible].sum()),
+            **plausibility(scores[name], labels, eligible, cfg.plausibility_k),
+        }
+        for name in cfg.rankings
+    ]

@@ -112,38 +112,9 @@ def run_bottleneck_distances(
     rows, claims = [], []
     t0 = time.perf_counter()
     for est in cfg.estimators:
-        part = diagrams[diagrams["estimator"] == est]
-        per_dim = {}
-        for dim in range(cfg.max_dimension + 1):
-            sub = part[part["dim"] == dim]
-            grouped = {e: g[["birth", "death"]].to_numpy() for e, g in sub.groupby("example_id")}
-            dgms = [grouped.get(e, np.zeros((0, 2))) for e in ids]
-            per_dim[dim] = bottleneck_matrix(dgms)
-        per_dim["max"] = np.max(np.stack([per_dim[d] for d in range(cfg.max_dimension + 1)]), 0)
-        labels = np.array([label_of[e] for e in ids])
-        bars = part.groupby(["dim", "example_id"]).size()
-        for dim, mat in per_dim.items():
-            iu = np.triu_indices(len(ids), 1)
-            rows.append(
-                pd.DataFrame(
-                    {
-                        "estimator": est,
-                        "dim": str(dim),
-                        "example_a": np.array(ids)[iu[0]],
-                        "example_b": np.array(ids)[iu[1]],
-                        "distance": mat[iu],
-                    }
-                )
-            )
-            n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
-            claims.append(
-                {
-                    "estimator": est,
-                    "dim": str(dim),
-                    "mean_bars": None if dim == "max" else float(n_bars),
-                    **class_separation(mat, labels, cfg.n_permutations, cfg.seed),
-                }
-            )
+        got, claimed = _estimator_distances(cfg, diagrams[diagrams["estimator"] == est], est, ids, label_of)
+        rows += got
+        claims += claimed
     seconds = time.perf_counter() - t0
     frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     prov = provenance(BOTTLENECK_SCHEMA, cfg.to_dict(), cfg.seed, example_ids=ids, seconds=round(seconds, 2))
@@ -151,6 +122,49 @@ def run_bottleneck_distances(
     notes = sorted({f"topology claim ({c['estimator']}, dim {c['dim']}): {c['note']}" for c in claims if c["note"]})
     claim_prov = provenance("topology_claim/v1", cfg.to_dict(), cfg.seed, notes=notes)
     save_json({"claims": claims, "example_ids": ids}, claim_path, claim_prov)
+    _claim_table(cfg, claims, table_stem)
+    logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
+    return {"seconds": seconds}
+
+
+def _estimator_distances(cfg: TopologyConfig, part: pd.DataFrame, est: str, ids: list, label_of: dict):
+    """One estimator's all-pairs bottleneck distances per dimension (and their maximum), and each one's claim test."""
+    per_dim = {}
+    for dim in range(cfg.max_dimension + 1):
+        sub = part[part["dim"] == dim]
+        grouped = {e: g[["birth", "death"]].to_numpy() for e, g in sub.groupby("example_id")}
+        per_dim[dim] = bottleneck_matrix([grouped.get(e, np.zeros((0, 2))) for e in ids])
+    per_dim["max"] = np.max(np.stack([per_dim[d] for d in range(cfg.max_dimension + 1)]), 0)
+    labels = np.array([label_of[e] for e in ids])
+    bars = part.groupby(["dim", "example_id"]).size()
+    iu = np.triu_indices(len(ids), 1)
+    rows, claims = [], []
+    for dim, mat in per_dim.items():
+        rows.append(
+            pd.DataFrame(
+                {
+                    "estimator": est,
+                    "dim": str(dim),
+                    "example_a": np.array(ids)[iu[0]],
+                    "example_b": np.array(ids)[iu[1]],
+                    "distance": mat[iu],
+                }
+            )
+        )
+        n_bars = bars.loc[dim].reindex(ids, fill_value=0).mean() if dim in bars.index.levels[0] else 0.0
+        claims.append(
+            {
+                "estimator": est,
+                "dim": str(dim),
+                "mean_bars": None if dim == "max" else float(n_bars),
+                **class_separation(mat, labels, cfg.n_permutations, cfg.seed),
+            }
+        )
+    return rows, claims
+
+
+def _claim_table(cfg: TopologyConfig, claims: list[dict], table_stem: StrPath) -> None:
+    """The claim test's table: per estimator and dimension, the class gap and the nearest-neighbour accuracy."""
     table = pd.DataFrame(claims)[
         [
             "estimator",
@@ -177,5 +191,3 @@ def run_bottleneck_distances(
         "1-NN = leave-one-out nearest-neighbour accuracy (dim max = the larger of the H0 and H1 distances; "
         "note: why a cell is empty).",
     )
-    logger.info("bottleneck matrices for %d examples in %.1f s", len(ids), seconds)
-    return {"seconds": seconds}

@@ -238,7 +238,7 @@ class Task(ABC):
     def logits(self, output):
         """The logits the readout reads, from a Hugging Face model's ``output``: a sequence classifier's ``logits``
         ``(batch, n_outputs)``; with :attr:`token_logits`, ``(batch, k, n)``. :meth:`explained_logits` of them is
-        what AttnLRP explains (:mod:`attnlens.attribution.attnlrp`)."""
+        what AttnLRP explains (:mod:`attnlens.attribution.lrp`)."""
         return output.logits
 
     def explained_logits(self, logits):

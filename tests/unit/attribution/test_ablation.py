@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix, shared_prefix_log_probs
-from attnlens.attribution.surrogate import ablation_masks, leave_one_out_masks
+from attnlens.attribution.datamodels import ablation_masks, leave_one_out_masks
 from attnlens.models import architecture
 from attnlens.models.llama import attention as long_context_attention
 from tests.support.tiny_models import tiny_decoder

@@ -14,7 +14,7 @@ import torch
 
 from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.attribution.answer_leaderboard import answer_metrics, judge_answer, removal_masks
-from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.answers import Ablated, AnswerExample
 from attnlens.attribution.context import (
     answer_attnlrp,
     answer_gradient_x_input,
@@ -22,9 +22,10 @@ from attnlens.attribution.context import (
     source_sums,
     top_k_pooled,
 )
+from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
+from attnlens.attribution.engine import explain
 from attnlens.attribution.learned import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
-from attnlens.attribution.surrogate import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
 from tests.support.tiny_models import tiny_decoder
 
 PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
@@ -69,7 +70,7 @@ def example():
 
 def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
     x = example
-    got = explain_answer(x, method_names(ANSWER))
+    got = explain(x, method_names(ANSWER))
     assert set(got.scores) == set(method_names(ANSWER))  # by pass, in registry order within a pass
     rows = answer_head_attention(x.model, x.input_ids, x.answer_length)
     expected = {
@@ -95,7 +96,7 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
 
 
 def test_the_cost_of_each_method_counts_its_passes_and_the_ablations_it_read(example):
-    got = explain_answer(
+    got = explain(
         example, ["attention_all", "attntrace", "grad_input", "integrated_gradients", "leave_one_out", "surrogate"]
     )
     assert got.n_forwards["attention_all"] == got.n_forwards["attntrace"] == 1 and got.n_backwards["attention_all"] == 0
@@ -104,8 +105,8 @@ def test_the_cost_of_each_method_counts_its_passes_and_the_ablations_it_read(exa
     assert (got.n_forwards["leave_one_out"], got.n_forwards["surrogate"]) == (4, 24)
     assert got.seconds["leave_one_out"] >= 0.5 and got.seconds["surrogate"] >= 2.0  # the cached ablations' seconds
     assert got.forward_seconds > 0 and all(v >= 0 for v in got.peak_bytes.values())
-    with pytest.raises(ValueError, match=r"\['rollout'\] have no scorer"):
-        explain_answer(example, ["rollout"])
+    with pytest.raises(ValueError, match=r"\['rollout'\] have no answer scorer"):
+        explain(example, ["rollout"])
 
 
 def test_removal_masks_share_the_forwards_of_methods_that_agree():

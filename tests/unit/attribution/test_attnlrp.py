@@ -1,4 +1,4 @@
-"""AttnLRP (:mod:`attnlens.attribution.attnlrp`) against a reference written apart from it.
+"""AttnLRP (:mod:`attnlens.attribution.lrp`) against a reference written apart from it.
 
 The released ``lxt`` 2.1 does not import beside the pinned transformers 5 (it imports
 ``transformers.pytorch_utils.find_pruneable_heads_and_indices``, removed in transformers 5; lxt issue #47), so the
@@ -17,23 +17,18 @@ import transformers
 from scipy.stats import spearmanr
 from torch import nn
 
-from attnlens.attribution import explanations
-from attnlens.attribution.attnlrp import (
+from attnlens.attribution import engine
+from attnlens.attribution.engine import document_groups, documents_batch, explain_document, explain_together
+from attnlens.attribution.explanations import Example
+from attnlens.attribution.ig import Inputs, freeze, prepare_inputs, stack_inputs
+from attnlens.attribution.lrp import (
     attnlrp,
     attnlrp_rules,
     identity_rule,
     layer_norm_rule,
     scale_gradient,
 )
-from attnlens.attribution.explanations import (
-    Example,
-    document_groups,
-    documents_batch,
-    driver,
-    explain_example,
-    explain_examples,
-)
-from attnlens.attribution.ig import Inputs, freeze, prepare_inputs, stack_inputs
+from attnlens.attribution.methods import DOCUMENT, REGISTRY
 from attnlens.models import architecture
 from attnlens.models.bigbird import BIGBIRD
 from attnlens.models.bigbird.conversion import convert_bert_to_bigbird
@@ -411,10 +406,10 @@ def test_a_pass_over_several_documents_gives_each_what_it_gets_alone(name):
     else:
         assert groups == [[0, 2], [1]]  # only documents of one length share a pass
         # why: padded to the longer one, the shorter document's last block is no longer global (measured 1.6e-6)
-        mixed = explanations.BATCH_SCORERS["attnlrp"](examples[:2])[1].scores
+        mixed = REGISTRY["attnlrp"].batch_scorers[DOCUMENT](examples[:2])[1].scores
         alone = attnlrp(model, examples[1].inputs, examples[1].target).scores
         assert np.abs(mixed - alone).max() > 1e-7 * np.abs(alone).max()
-    together = explain_examples(examples, ["attnlrp", "saliency"], documents=3)
+    together = explain_together(examples, ["attnlrp", "saliency"], documents=3)
     bound = 1e-6 if name == "longformer" else 1e-10
     for x, got in zip(examples, together, strict=True):
         alone = attnlrp(model, x.inputs, x.target)
@@ -423,9 +418,9 @@ def test_a_pass_over_several_documents_gives_each_what_it_gets_alone(name):
         assert np.abs(got.scores["attnlrp"] - alone.scores).max() <= bound * scale
         assert got.explained["attnlrp"] == pytest.approx(alone.explained, rel=bound, abs=bound)
         assert got.delta["attnlrp"] == pytest.approx(got.explained["attnlrp"] - got.scores["attnlrp"].sum(), abs=1e-9)
-        # the methods without a batched pass are run alone, as explain_example runs them
+        # the methods without a batched pass are run alone, as explain_document runs them
         np.testing.assert_array_equal(
-            got.scores["saliency"], explain_example(model, x.inputs, x.target, ["saliency"]).scores["saliency"]
+            got.scores["saliency"], explain_document(model, x.inputs, x.target, ["saliency"]).scores["saliency"]
         )
 
 
@@ -455,13 +450,12 @@ def test_documents_per_pass_are_as_configured_or_probed_with_copies_of_the_longe
     assert documents_batch("auto", ["attnlrp", "saliency"], examples)[0] == 1
     assert documents_batch("auto", ["saliency"], examples)[0] == 1
     probed = []
-    probing = {**dict(explanations.BATCH_SCORERS.items()), "attnlrp": lambda xs: probed.append([x.n for x in xs])}
-    monkeypatch.setattr(driver, "BATCH_SCORERS", probing)
+    monkeypatch.setitem(REGISTRY["attnlrp"].batch_scorers, DOCUMENT, lambda xs: probed.append([x.n for x in xs]))
 
     def on_a_card(requested, device, probe, most, what, cpu):
         probe(1), probe(2)
         return 2, {"most": most, "cpu": cpu}
 
-    monkeypatch.setattr(driver, "batch_size", on_a_card)
+    monkeypatch.setattr(engine, "batch_size", on_a_card)
     assert documents_batch("auto", ["attnlrp"], examples) == (2, {"most": 3, "cpu": 1})
     assert probed == [[9], [9, 9]]

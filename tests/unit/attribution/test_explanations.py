@@ -33,9 +33,10 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 
 from attnlens.attention.band import Band, received_attention
 from attnlens.attention.weighted import band_products, grad_attention_received, rollout, value_norm_received
-from attnlens.attribution.attnlrp import attnlrp
-from attnlens.attribution.explanations import EmbeddingForward, explain_example, occlusion_scores, sentence_spans
+from attnlens.attribution.engine import explain_document
+from attnlens.attribution.explanations import EmbeddingForward, occlusion_scores, sentence_spans
 from attnlens.attribution.ig import freeze, prepare_inputs
+from attnlens.attribution.lrp import attnlrp
 from attnlens.attribution.methods import method_names
 from tests.support.tiny_models import tiny_longformer
 
@@ -169,7 +170,7 @@ def test_dense_reference_reproduces_the_model(toy_model, monkeypatch):
 def test_attention_methods_match_dense_references(toy_model, monkeypatch):
     inputs = toy_inputs(toy_model)
     n, target = inputs.input_ids.shape[1], 2
-    got = explain_example(
+    got = explain_document(
         toy_model,
         inputs,
         target,
@@ -213,7 +214,7 @@ def test_gradient_methods_match_captum(toy_model, monkeypatch):
     calls = []
     forward_of_e = EmbeddingForward.forward
     monkeypatch.setattr(EmbeddingForward, "forward", lambda self, e: calls.append(e.shape) or forward_of_e(self, e))
-    got = explain_example(toy_model, inputs, target, ["saliency", "grad_input"])
+    got = explain_document(toy_model, inputs, target, ["saliency", "grad_input"])
     assert len(calls) == 1
     monkeypatch.undo()
     emb = toy_model.longformer.embeddings
@@ -264,7 +265,7 @@ def test_occlusion_matches_captum_brute_force_and_a_toy(toy_model):
     assert [s.tolist() for s in spans][:4] == [[1, 2, 3, 4], [5], [6, 7, 8, 9], [10, 11, 12]]
     assert sorted(np.concatenate(spans).tolist()) == list(range(1, len(ids) - 1))
     target = 0
-    got = explain_example(
+    got = explain_document(
         toy_model,
         inputs,
         target,
@@ -387,7 +388,7 @@ def test_every_method_on_a_real_classifier(tiny_classifier):
     inputs = prepare_inputs(model, tokenizer, ids)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = np.array([i in tokenizer.all_special_ids for i in ids])
-    got = explain_example(
+    got = explain_document(
         model, inputs, 1, method_names(), tokens=tokens, special=special, pad_id=tokenizer.pad_token_id
     )
     assert set(got.scores) == set(method_names())

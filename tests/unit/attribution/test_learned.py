@@ -18,8 +18,8 @@ import transformers
 from scipy.stats import pearsonr
 
 from attnlens.attribution.context import answer_head_attention
+from attnlens.attribution.datamodels import ablation_masks
 from attnlens.attribution.learned import FitExample, fit_head_weights, learned_scores, pearson, source_features
-from attnlens.attribution.surrogate import ablation_masks
 from tests.support.helpers import ROOT
 
 

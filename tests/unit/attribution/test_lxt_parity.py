@@ -1,7 +1,7 @@
 """AttnLRP against its authors' code: lxt 2.1's relevances for small seeded random-weight decoders of each family it
 covers (Llama, Qwen 3, Gemma 3), written by ``tests/reference/lxt_reference.py`` in an environment of its own
 (transformers 4.52, the version lxt was tested with; ``tests/reference/build_lxt_env.sh``) and committed under
-``tests/reference/lxt``, against :func:`attnlens.attribution.attnlrp.attnlrp` on the same weights and tokens; and
+``tests/reference/lxt``, against :func:`attnlens.attribution.lrp.attnlrp` on the same weights and tokens; and
 the same families as causal language models explaining a generated answer's log-probability
 (:func:`attnlens.attribution.context.answer_attnlrp`).
 
@@ -22,10 +22,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import attnlens.attribution.attnlrp as attnlrp_module
-from attnlens.attribution.attnlrp import attnlrp
+import attnlens.attribution.lrp as attnlrp_module
 from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input
 from attnlens.attribution.ig import Inputs, freeze
+from attnlens.attribution.lrp import attnlrp
 from attnlens.models import architecture, draw_decoder
 from tests.support.helpers import ROOT
 

@@ -1,9 +1,10 @@
-"""The explanation-method registry (:mod:`attnlens.attribution.methods`): every card has its computation, the
-config, the docs and the readers list what is registered, a shared pass runs once per example, and a new method
-is one card and one scorer — a method registered here, in the test, is computed, validated, labelled and ranked
-without a line changed anywhere else.
+"""The explanation methods (:mod:`attnlens.attribution.methods`): every card has its computation for each scope it
+explains, the config, the docs and the readers list what is registered, a shared pass runs once per example, and a
+new method is one file — ``tests/support/toy_method.py``, registered here, is computed for a document and for an
+answer, validated, labelled, ranked and judged on both leaderboards without a line changed anywhere else.
 
-The scores themselves are checked against independent references in ``tests/unit/attribution/test_explanations.py``.
+The scores themselves are checked against independent references in ``tests/unit/attribution/test_explanations.py``
+and ``tests/unit/attribution/test_answers.py``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from attnlens.attribution import explanations
-from attnlens.attribution.answers import ANSWER_PASSES, SOURCE_SCORERS, SourceScored, source_scorer
-from attnlens.attribution.explanations import PASS_RUNNERS, SCORERS, Scored, driver, explain_example, scorer
+from attnlens.attribution.ablation import answer_token_log_probs
+from attnlens.attribution.answer_leaderboard import answer_metrics, judge_answer, removal_masks
+from attnlens.attribution.answers import AnswerExample
+from attnlens.attribution.datamodels import ablation_masks, answer_scores
+from attnlens.attribution.engine import explain, explain_document, explanation_rows
 from attnlens.attribution.ig import freeze, prepare_inputs
+from attnlens.attribution.leaderboard import agreement_metrics, agreement_rows, summarise
 from attnlens.attribution.methods import (
     ANSWER,
     ATTENTION_RANKINGS,
@@ -25,6 +31,7 @@ from attnlens.attribution.methods import (
     DOCUMENT,
     PASSES,
     REGISTRY,
+    SCOPES,
     Method,
     get_method,
     label,
@@ -36,8 +43,9 @@ from attnlens.attribution.methods import (
 from attnlens.errors import InputError
 from attnlens.pipeline.config import load_schema, validate_config
 from attnlens.registry import UnknownName
+from tests.support import toy_method
 from tests.support.helpers import ROOT
-from tests.support.tiny_models import tiny_longformer
+from tests.support.tiny_models import tiny_decoder, tiny_longformer
 
 
 class _Tokenizer:
@@ -67,61 +75,116 @@ def toy():
     return model, prepare_inputs(model, _Tokenizer(), ids), ids
 
 
+PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
+OWNER = [-1, 0, 0, 0, 1, 1, 2, 2, 2, 3, 3, -1, -1]  # four sources, the template's tokens −1
+ANSWER_IDS = [47, 53]
+
+
+@pytest.fixture(scope="module")
+def answer():
+    """A tiny decoder's answer of two tokens after a prompt of four sources, as the answer scope's scorers see it."""
+    model = tiny_decoder("llama", head="causal_lm", seed=4)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    (full,) = answer_token_log_probs(model, [PROMPT + ANSWER_IDS], [len(ANSWER_IDS)])
+    return AnswerExample(
+        model=model,
+        input_ids=torch.tensor([PROMPT + ANSWER_IDS]),
+        answer_length=len(ANSWER_IDS),
+        owner=np.array(OWNER + [-1] * len(ANSWER_IDS)),
+        n_sources=4,
+        full_score=float(full.sum()),
+        n_answer_tokens=len(ANSWER_IDS),
+    )
+
+
+def _answer_scores(model, masks: np.ndarray) -> np.ndarray:
+    """The answer's log-probability with each mask's removed sources' tokens out of attention."""
+    keep = [[int(o < 0 or m[o]) for o in OWNER] + [1] * len(ANSWER_IDS) for m in masks]
+    lp = answer_token_log_probs(model, [PROMPT + ANSWER_IDS] * len(masks), [len(ANSWER_IDS)] * len(masks), keep)
+    return answer_scores(np.stack(lp))[0]
+
+
 @pytest.fixture()
-def uniform_method():
-    """A method of the test's own: every non-padded token scores 1 / n (closed form), read from the attention pass."""
-    card = register(Method("uniform", "uniform control (test)", signed=False, needs="attention", cost="forward"))
-
-    @scorer("uniform")
-    def _uniform(x, shared):
-        bands, _hidden = shared
-        assert len(bands) == 2  # it was given the shared pass's output
-        return Scored(np.full(x.n, 1.0 / x.n))
-
+def position_method():
+    """``tests/support/toy_method.py``'s method, registered for the test."""
+    card = register(toy_method.METHOD)
     yield card
-    REGISTRY.unregister("uniform")
-    SCORERS.unregister("uniform")
+    REGISTRY.unregister(card.name)
 
 
-def test_every_card_has_a_scorer_and_a_pass():
-    assert set(SCORERS) == set(method_names(DOCUMENT))
-    assert set(SOURCE_SCORERS) == set(method_names(ANSWER))
-    assert set(SCORERS) | set(SOURCE_SCORERS) == set(REGISTRY)  # every card explains something
-    assert set(PASS_RUNNERS) == set(PASSES)
-    assert {get_method(m).needs for m in method_names(ANSWER)} == set(ANSWER_PASSES)
+def test_every_card_has_a_scorer_and_its_pass_a_runner_for_each_scope():
     for card in REGISTRY.values():
+        assert card.scopes, f"{card.name} explains nothing"
         assert card.needs in PASSES and card.cost in COST_CLASSES, card
+        for scope in card.scopes:
+            assert scope in PASSES[card.needs].runners, (card.name, scope)
+        assert set(card.batch_scorers) <= set(card.scorers)  # a batch of one is the scorer's
+    assert {scope for card in REGISTRY.values() for scope in card.scopes} == set(SCOPES)
     assert method_names()[:2] == ("attention_last", "attention_all")  # leaderboard order: registration order
     assert method_names(ANSWER)[:2] == ("attention_last", "attention_all")
 
 
-def test_an_answer_method_is_one_card_and_one_source_scorer():
-    card = register(Method("first", "first source (test)", signed=False, needs="own", cost="forward", scopes=(ANSWER,)))
-    try:
+def test_a_new_method_for_both_scopes_is_one_file(toy, answer, position_method):
+    """The toy method's one file reaches the schema's two method lists, a document's explanation and its leaderboard,
+    and an answer's explanation and its judges, with nothing else changed."""
+    model, inputs, ids = toy
+    assert position_method.scopes == SCOPES and label("position") == "token position (test)"
+    assert method_names()[-1] == method_names(ANSWER)[-1] == "position"
+    props = load_schema()["properties"]
+    assert "position" in props["explanations"]["properties"]["methods"]["default"]
+    assert "position" in props["generation"]["properties"]["methods"]["default"]
+    assert "position" in props["faithfulness"]["properties"]["rankings"]["items"]["enum"]
+    assert ranking_source("position") == "explain"
 
-        @source_scorer("first")
-        def _first(x, shared):
-            scores = np.zeros(x.n_sources)
-            scores[0] = 1.0
-            return SourceScored(scores)
-
-        assert "first" in method_names(ANSWER) and "first" not in method_names(DOCUMENT)
-        cfg = validate_config(
-            {
-                "data": {"task": "generation"},
-                "studies": ["generation"],
-                "model": {"source": "from_config", "architecture": "llama"},
-            }
+    # a document: explained beside a shipped method, its rows and its leaderboard row
+    got = explain_document(model, inputs, 1, ["attention_all", "position"])
+    np.testing.assert_array_equal(got.scores["position"], np.arange(len(ids)) / len(ids))
+    assert got.n_forwards["position"] == 1 and got.seconds["position"] > 0 and "position" not in got.explained
+    rows = explanation_rows("doc", ids, 1, got, ["attention_all", "position"])
+    assert [r["method"] for r in rows] == ["attention_all", "position"] and np.isnan(rows[1]["explained"])
+    ig = np.linspace(0.0, 1.0, len(ids))
+    special = np.zeros(len(ids), dtype=bool)
+    per_example = [
+        row
+        for eid in ("a", "b", "c")
+        for row in agreement_rows(
+            eid, ig, got.scores, special, n_permutations=4, top_fraction=0.2, rbo_p=(0.9,), seed=0
         )
-        assert "first" in cfg["generation"]["methods"] and "first" not in cfg["explanations"]["methods"]
-        assert card.scopes == (ANSWER,)
-    finally:
-        REGISTRY.unregister("first")
-        SOURCE_SCORERS.unregister("first")
-    with pytest.raises(ValueError, match="does not explain a generated answer"):
-        source_scorer("rollout")
-    with pytest.raises(ValueError, match=r"scopes \('essay',\)"):
-        Method("x", "x", signed=False, needs="own", cost="forward", scopes=("essay",))
+    ]
+    frame = pd_frame(per_example)
+    board = summarise(frame, agreement_metrics(0.2, (0.9,)), "attention_all", seed=0, n_boot=20)
+    spearman = board[(board["method"] == "position") & (board["metric"] == "spearman")]
+    assert spearman["mean"].item() == pytest.approx(1.0)  # its ranking is IG's here: position against a ramp
+
+    # an answer: explained beside a shipped method, judged by its top-k removals and held-out ablations
+    got = explain(answer, ["attention_all", "position"])
+    np.testing.assert_array_equal(got.scores["position"], np.arange(4) / 4)
+    assert (got.n_forwards["position"], got.n_backwards["position"]) == (1, 0)
+    masks, where = removal_masks(got.scores, (1, 2))
+    heldout = ablation_masks(4, 8, seed=3)
+    judged = judge_answer(
+        "q",
+        got.scores,
+        (1, 2),
+        answer.full_score,
+        _answer_scores(answer.model, masks),
+        where,
+        heldout,
+        _answer_scores(answer.model, heldout),
+        np.array([False, False, False, True]),
+    )
+    board = summarise(pd_frame(judged), answer_metrics((1, 2)), "attention_all", seed=0, n_boot=20)
+    mine = board[board["method"] == "position"].set_index("metric")["mean"]
+    assert mine["precision_at_1"] == 1.0  # the last source ranks first, and it is the planted one
+    assert mine["top1_drop"] == pytest.approx(
+        answer.full_score - _answer_scores(answer.model, masks[[where["position"][0]]])[0]
+    )
+
+
+def pd_frame(rows: list[tuple]) -> pd.DataFrame:
+    """Per-example leaderboard rows as :func:`~attnlens.attribution.leaderboard.summarise` reads them."""
+    return pd.DataFrame(rows, columns=["example_id", "method", "metric", "value", "chance"])
 
 
 def test_cards_check_their_fields():
@@ -138,8 +201,12 @@ def test_cards_check_their_fields():
     )
     with pytest.raises(UnknownName, match=unknown):
         get_method("lime")
-    with pytest.raises(UnknownName, match=unknown):
-        scorer("lime")
+    with pytest.raises(ValueError, match=r"scope 'essay': expected one of \['document', 'answer'\]"):
+        Method("x", "x", signed=False, needs="own", cost="forward").explains("essay")
+    with pytest.raises(ValueError, match="method 'saliency' has a document computation already"):
+        get_method("saliency").explains(DOCUMENT)(lambda x, shared: None)
+    with pytest.raises(ValueError, match="pass 'own' has a document computation already"):
+        PASSES["own"].runs_for(DOCUMENT)(lambda x: None)
 
 
 def test_the_schema_lists_what_is_registered():
@@ -176,44 +243,39 @@ def test_the_docs_table_names_every_method():
     assert set(REGISTRY) <= documented, set(REGISTRY) - documented
 
 
-def test_a_shared_pass_runs_once_for_all_its_methods(toy, monkeypatch):
+def test_a_shared_pass_runs_once_for_all_its_methods(toy, answer, monkeypatch):
     model, inputs, _ = toy
     calls = []
-    counted = {name: lambda x, run=run, name=name: calls.append(name) or run(x) for name, run in PASS_RUNNERS.items()}
-    monkeypatch.setattr(driver, "PASS_RUNNERS", counted)
-    got = explain_example(model, inputs, 1, ["rollout", "saliency", "attention_all", "grad_input", "value_norm"])
-    assert calls == ["attention", "embedding_gradient"]  # in PASSES order, each once
+    for name, shared_pass in PASSES.items():
+        for scope, run in list(shared_pass.runners.items()):
+            counted = lambda x, run=run, name=name, scope=scope: calls.append((scope, name)) or run(x)  # noqa: E731
+            monkeypatch.setitem(shared_pass.runners, scope, counted)
+    got = explain_document(model, inputs, 1, ["rollout", "saliency", "attention_all", "grad_input", "value_norm"])
+    assert calls == [(DOCUMENT, "attention"), (DOCUMENT, "embedding_gradient")]  # in PASSES order, each once
     assert list(got.scores) == ["attention_all", "value_norm", "rollout", "saliency", "grad_input"]
     assert got.n_forwards == dict.fromkeys(got.scores, 1)
+    calls.clear()
+    got = explain(answer, ["grad_input", "attntrace", "attention_last", "attention_all"])
+    assert calls == [(ANSWER, "attention"), (ANSWER, "embedding_gradient")]
+    assert list(got.scores) == ["attention_last", "attention_all", "attntrace", "grad_input"]
 
 
-def test_a_new_method_is_one_card_and_one_scorer(toy, uniform_method):
-    model, inputs, ids = toy
-    assert method_names()[-1] == "uniform" and label("uniform") == "uniform control (test)"
-    got = explain_example(model, inputs, 1, ["attention_all", "uniform"])
-    np.testing.assert_array_equal(got.scores["uniform"], np.full(len(ids), 1 / len(ids)))
-    assert got.seconds["uniform"] > 0 and "uniform" not in got.explained
-    # the config accepts it, by default too, and faithfulness ranks it from the explain shards
-    cfg = validate_config({"faithfulness": {"rankings": ["ig", "uniform"]}})
-    assert "uniform" in cfg["explanations"]["methods"] and ranking_source("uniform") == "explain"
-    # the rows of an explain shard, as for any method
-    rows = explanations.explanation_rows("doc", ids, 1, got, ["attention_all", "uniform"])
-    assert [r["method"] for r in rows] == ["attention_all", "uniform"] and np.isnan(rows[1]["explained"])
-
-
-def test_a_card_without_a_scorer_is_named(toy):
+def test_a_card_without_a_scorer_for_the_scope_is_named(toy, answer):
     model, inputs, _ = toy
     register(Method("orphan", "no computation", signed=False, needs="own", cost="forward"))
     try:
-        with pytest.raises(ValueError, match=r"\['orphan'\] are registered without a scorer"):
-            explain_example(model, inputs, 1, ["orphan"])
+        with pytest.raises(ValueError, match=r"\['orphan'\] have no document scorer"):
+            explain_document(model, inputs, 1, ["orphan"])
+        assert "orphan" not in method_names(DOCUMENT) and "orphan" not in method_names(ANSWER)
     finally:
         REGISTRY.unregister("orphan")
+    with pytest.raises(ValueError, match=r"\['rollout'\] have no answer scorer"):
+        explain(answer, ["rollout"])
 
 
 def test_conserving_methods_keep_what_they_explain(toy):
     model, inputs, _ = toy
-    got = explain_example(model, inputs, 1, ["attnlrp", "saliency"])
+    got = explain_document(model, inputs, 1, ["attnlrp", "saliency"])
     conserving = {name for name, card in REGISTRY.items() if card.conserves}
     assert set(got.explained) == conserving & set(got.scores) == {"attnlrp"}
     logit = model(**{"input_ids": inputs.input_ids, **inputs.forward_kwargs()}).logits[0, 1]
@@ -227,13 +289,12 @@ def test_the_docs_worked_example_runs_and_matches_autograd(toy):
     model, inputs, ids = toy
     text = (ROOT / "docs" / "explanations.md").read_text(encoding="utf-8")
     block = text.split("## Adding a method", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    namespace = {**vars(explanations), "register": register, "Method": Method}
+    namespace: dict = {}
     exec(compile(block, "docs/explanations.md", "exec"), namespace)
     try:
-        got = explain_example(model, inputs, 1, ["grad_norm"]).scores["grad_norm"]
+        got = explain_document(model, inputs, 1, ["grad_norm"]).scores["grad_norm"]
     finally:
         REGISTRY.unregister("grad_norm")
-        SCORERS.unregister("grad_norm")
     args = {"input_ids": inputs.input_ids, **inputs.forward_kwargs()}
     forward = explanations.EmbeddingForward(model, model.longformer.embeddings, args)
     seen = []

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from attnlens.attribution.explanations import explain_example
+from attnlens.attribution.engine import explain_document
 from attnlens.attribution.ig import freeze, prepare_inputs
 from attnlens.attribution.sanity import layers_of, levels, position_agreement, rank_agreement, sanity_rows
 from attnlens.models import architecture
@@ -98,7 +98,7 @@ def test_randomising_the_model_moves_gradient_explanations_but_not_rank_of_an_in
     methods = ["saliency", "attention_last"]
 
     def scores(net):
-        return explain_example(net, prepare_inputs(net, tokenizer, ids), 1, methods).scores
+        return explain_document(net, prepare_inputs(net, tokenizer, ids), 1, methods).scores
 
     trained = scores(model)
     assert rank_agreement(trained["saliency"], scores(model)["saliency"], ~special) == pytest.approx(1.0)

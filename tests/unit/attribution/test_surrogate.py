@@ -1,4 +1,4 @@
-"""The ablation surrogate and the ablation judges (:mod:`attnlens.attribution.surrogate`) against the authors' code
+"""The ablation surrogate and the ablation judges (:mod:`attnlens.attribution.datamodels`) against the authors' code
 (context-cite 0.0.4's masks, sequence scores and Lasso fit, and the whole method on a tiny causal language model,
 committed by ``tests/reference/context_cite_reference.py``), against scipy, and on planted linear effects.
 
@@ -21,7 +21,7 @@ import torch
 from scipy.stats import rankdata
 
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
-from attnlens.attribution.surrogate import (
+from attnlens.attribution.datamodels import (
     ablation_masks,
     answer_scores,
     fit_surrogate,

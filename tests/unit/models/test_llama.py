@@ -16,9 +16,9 @@ import transformers
 from attnlens.attention.band import received_attention, topk_attended, topk_attending
 from attnlens.attention.full import FullLayer
 from attnlens.attention.weighted import rollout, value_norm_received, value_norms
-from attnlens.attribution.attnlrp import attnlrp, attnlrp_rules
 from attnlens.attribution.explanations import attention_pass
 from attnlens.attribution.ig import Inputs, attribute_example, freeze
+from attnlens.attribution.lrp import attnlrp, attnlrp_rules
 from attnlens.classifier.importance import estimate_head_importance, taylor_terms
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture, forward_bands

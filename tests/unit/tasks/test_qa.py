@@ -19,9 +19,10 @@ from transformers import AutoTokenizer
 
 from attnlens.attention.band import attention_from
 from attnlens.attention.summaries import query_attention
-from attnlens.attribution.attnlrp import attnlrp
-from attnlens.attribution.explanations import Example, explain_examples
+from attnlens.attribution.engine import explain_together
+from attnlens.attribution.explanations import Example
 from attnlens.attribution.ig import attribute_example, integrate, prepare_inputs
+from attnlens.attribution.lrp import attnlrp
 from attnlens.classifier.prediction import encode_examples
 from attnlens.data.corpus import generate_qa_corpus
 from attnlens.data.sources import prepare_dataset
@@ -700,7 +701,7 @@ def test_readers_explained_together_get_their_own_spans():
     ]
     examples = [Example(model, prepare_inputs(model, _Vocab(), ids), target) for ids, target in readers]
     assert [int(x.inputs.model_args["global_attention_mask"].sum()) for x in examples] == [3, 2]
-    together = explain_examples(examples, ["attnlrp"], documents=2)
+    together = explain_together(examples, ["attnlrp"], documents=2)
     for x, got in zip(examples, together, strict=True):
         alone = attnlrp(model, x.inputs, x.target)
         scale = np.abs(alone.scores).max()

@@ -10,8 +10,8 @@ import torch
 from scipy import stats
 from sklearn.metrics import f1_score, hamming_loss, mean_absolute_error, mean_squared_error, roc_auc_score
 
-from attnlens.attribution.attnlrp import attnlrp
 from attnlens.attribution.ig import attribute_example, baseline_ids, prepare_inputs
+from attnlens.attribution.lrp import attnlrp
 from attnlens.classifier.selection import outcome_text, role_left_out, roles_left_out, select_examples
 from attnlens.data.corpus import (
     CO_OCCURRENCE,

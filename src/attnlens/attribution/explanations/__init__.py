@@ -1,8 +1,10 @@
-"""Per-token explanations of a classifier beyond raw attention, computed on the band.
+"""A document's explanations beyond raw attention, computed on the band: what the ``document`` scope of
+:mod:`attnlens.attribution.methods` reads.
 
-One module a concern: :mod:`~.base` (what a method sees and gives, the registries), :mod:`~.passes` (the shared
-passes over the model), :mod:`~.scorers` and :mod:`~.occlusion` (the methods' computations), :mod:`~.driver` (one
-example, several documents per pass, the ``explain`` rows).
+One module a concern: :mod:`~.base` (the document as a scorer sees it), :mod:`~.passes` (the shared passes over the
+model and the band numerics of the attention methods), :mod:`~.sentence_occlusion` (occlusion's numerics); the
+methods' cards and scorers are in :mod:`attnlens.attribution.methods`, the scheduler in
+:mod:`attnlens.attribution.engine`.
 
 Every method gives one score per token of one example, for the output IG explains (its ``target``).
 ``F`` is the task's readout of that output (:mod:`attnlens.tasks`: the class's softmax probability for a
@@ -35,7 +37,7 @@ a head's attention with rows = attending queries, ``o_i = Σ_j A_ij v_j`` its ou
   classes each ran their own backward of the same function).
 * ``attnlrp`` — AttnLRP (Achtibat et al., ICML 2024): the relevance of the target class's *logit* (not its
   probability) from one forward and one backward pass with AttnLRP's modified gradients
-  (:mod:`attnlens.attribution.attnlrp`), ``Σ_d e_jd · ∂̃f/∂e_jd`` (signed); the row keeps the explained logit and
+  (:mod:`attnlens.attribution.lrp`), ``Σ_d e_jd · ∂̃f/∂e_jd`` (signed); the row keeps the explained logit and
   ``δ = f − Σ_j R_j``, what the biases and the softmax absorbed.
 * ``occlusion`` — sentence groups (whole sentences, each ending with a ``.``, ``!`` or ``?`` token,
   packed into spans of at most ``occlusion_max_tokens``; a longer sentence is cut) replaced on the token
@@ -53,64 +55,42 @@ against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy w
 closed form.
 """
 
-from attnlens.attribution.explanations.base import (
-    BATCH_SCORERS,
-    PASS_RUNNERS,
-    SCORERS,
-    Example,
-    Scored,
-    batch_scorer,
-    runs_pass,
-    scorer,
-    token_scores,
-)
-from attnlens.attribution.explanations.driver import (
-    Explanation,
-    document_groups,
-    documents_batch,
-    explain_example,
-    explain_examples,
-    explanation_rows,
-)
-from attnlens.attribution.explanations.occlusion import (
-    SENTENCE_ENDS,
-    occlusion_batch,
-    occlusion_scores,
-    sentence_spans,
-)
+from attnlens.attribution.explanations.base import Example
 from attnlens.attribution.explanations.passes import (
+    Attention,
     EmbeddingForward,
     EmbeddingGradient,
     Gradients,
     attention_pass,
     grad_attention_score,
     gradient_pass,
+    received_scores,
+    rollout_scores,
+    value_norm_scores,
+)
+from attnlens.attribution.explanations.sentence_occlusion import (
+    SENTENCE_ENDS,
+    occlude_sentences,
+    occlusion_batch,
+    occlusion_scores,
+    sentence_spans,
 )
 
 __all__ = [
-    "BATCH_SCORERS",
-    "PASS_RUNNERS",
-    "SCORERS",
     "SENTENCE_ENDS",
+    "Attention",
     "EmbeddingForward",
     "EmbeddingGradient",
     "Example",
-    "Explanation",
     "Gradients",
-    "Scored",
     "attention_pass",
-    "batch_scorer",
-    "document_groups",
-    "documents_batch",
-    "explain_example",
-    "explain_examples",
-    "explanation_rows",
     "grad_attention_score",
     "gradient_pass",
+    "occlude_sentences",
     "occlusion_batch",
     "occlusion_scores",
-    "runs_pass",
-    "scorer",
+    "received_scores",
+    "rollout_scores",
     "sentence_spans",
-    "token_scores",
+    "value_norm_scores",
 ]

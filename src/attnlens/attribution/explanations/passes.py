@@ -1,18 +1,21 @@
-"""The shared passes over the model: the forward with attention outputs, the embedding output and the gradient of
-``F`` at it, the forward + backward with ``∂F/∂o``, each run once per example for every method that reads it
-(:data:`attnlens.attribution.methods.PASSES`).
+"""A document's shared passes over the model — the forward with attention outputs, the embedding output and the
+gradient of ``F`` at it, the forward + backward with ``∂F/∂o``, each run once per example for every method that
+reads it (:data:`attnlens.attribution.methods.PASSES`) — and the band numerics the attention methods compute from
+them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from captum.attr import LayerActivation, Saliency
 
-from attnlens.attention.band import Band, layer_configuration
-from attnlens.attention.weighted import grad_attention_received
-from attnlens.attribution.explanations.base import Example, runs_pass
+from attnlens.attention.band import Band, layer_configuration, received_attention
+from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
+from attnlens.attribution.explanations.base import Example
+from attnlens.attribution.methods import DOCUMENT, PASSES
 from attnlens.models import architecture
 from attnlens.models.base import hidden_state
 from attnlens.tasks import task_of
@@ -85,11 +88,44 @@ class EmbeddingForward(torch.nn.Module):
         return self.task.readout(self.task.logits(out))
 
 
-def attention_pass(model, args: dict[str, torch.Tensor]) -> tuple[list[Band], list[torch.Tensor]]:
+class Attention(NamedTuple):
+    """What the ``attention`` pass leaves: every layer's :class:`Band` and the hidden state entering it."""
+
+    bands: list[Band]
+    hidden: list[torch.Tensor]
+
+
+def attention_pass(model, args: dict[str, torch.Tensor]) -> Attention:
     """One forward without gradient: every layer's :class:`Band` and the hidden states entering it."""
     with torch.no_grad(), _Capture(model, grad=False) as cap:
         bands = architecture(model).run(model, args, attentions=True)[1][0]
-    return bands, [h[0] for h in cap.hidden]
+    return Attention(bands, [h[0] for h in cap.hidden])
+
+
+@torch.no_grad()
+def received_scores(bands: list[Band], layers: str) -> torch.Tensor:
+    """``(n,)`` the attention each token receives, summed over the heads of the layer configuration ``layers``."""
+    return layer_configuration(torch.stack([received_attention(b) for b in bands]), layers)
+
+
+@torch.no_grad()
+def value_norm_scores(model, bands: list[Band], hidden: list[torch.Tensor], layers: str) -> torch.Tensor:
+    """``(n,)`` value-norm weighted received attention (Kobayashi et al. 2020), global rows with a value projection
+    of their own weighted with its norm, summed over the heads of ``layers``."""
+    heads = model.config.num_attention_heads
+    arch = architecture(model)
+    per_layer = []
+    for layer, band, h in zip(arch.layers(model), bands, hidden, strict=True):
+        values, proj = arch.value_projections(layer), arch.output_projection(layer)
+        norm_global = value_norms(h, values.get("global", values["local"]), proj, heads) if band.n_global else None
+        per_layer.append(value_norm_received(band, value_norms(h, values["local"], proj, heads), norm_global))
+    return layer_configuration(torch.stack(per_layer), layers)
+
+
+@torch.no_grad()
+def rollout_scores(model, bands: list[Band], n: int) -> torch.Tensor:
+    """``(n,)`` attention rollout from the token the head reads ([CLS], a decoder's last token)."""
+    return rollout(bands, start=architecture(model).readout(n)[1])
 
 
 @dataclass
@@ -136,8 +172,8 @@ def grad_attention_score(model, grads: Gradients, layers: str) -> torch.Tensor:
 # --- the shared passes, each run once per example for every method that reads it -------------------------
 
 
-@runs_pass("attention")
-def _attention(x: Example) -> tuple[list[Band], list[torch.Tensor]]:
+@PASSES["attention"].runs_for(DOCUMENT)
+def _attention(x: Example) -> Attention:
     return attention_pass(x.model, x.args)
 
 
@@ -152,7 +188,7 @@ class EmbeddingGradient:
     gradient: torch.Tensor
 
 
-@runs_pass("embedding_gradient")
+@PASSES["embedding_gradient"].runs_for(DOCUMENT)
 def _embedding_gradient(x: Example) -> EmbeddingGradient:
     forward = EmbeddingForward(x.model, architecture(x.model).embeddings(x.model), x.args)
     embeddings = LayerActivation(forward.from_ids, forward.layer).attribute(x.inputs.input_ids).requires_grad_()
@@ -160,11 +196,11 @@ def _embedding_gradient(x: Example) -> EmbeddingGradient:
     return EmbeddingGradient(forward, embeddings.detach(), gradient)
 
 
-@runs_pass("gradient")
+@PASSES["gradient"].runs_for(DOCUMENT)
 def _gradient(x: Example) -> Gradients:
     return gradient_pass(x.model, x.args, x.target, attentions=True)
 
 
-@runs_pass("own")
+@PASSES["own"].runs_for(DOCUMENT)
 def _own(x: Example) -> None:
     return None

@@ -4,14 +4,12 @@ every answer method's source scores, and their judgement."""
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.ablation import ablation_log_probs
 from attnlens.attribution.answer_leaderboard import judge_answer, removal_masks
-from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.answers import Ablated, AnswerExample
 from attnlens.attribution.artifacts import (
     ABLATION_COLUMNS,
     ABLATIONS_SCHEMA,
@@ -20,14 +18,15 @@ from attnlens.attribution.artifacts import (
     JUDGED_SCHEMA,
     load_head_weights,
 )
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.engine import explain
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
-from attnlens.attribution.surrogate import answer_masks, leave_one_out_masks, score_of
 from attnlens.device import place
-from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA, answer_of, response_sources
+from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
+from attnlens.generator.responses import ablate, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
-from attnlens.stages.generation.generator import generation_keys
 
 log = logging.getLogger(__name__)
 
@@ -46,26 +45,23 @@ def run_ablate_contexts(
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
     rows = []
     for k, row in enumerate(responses.itertuples(index=False)):
-        sources = response_sources(row)
-        train, heldout = answer_masks(cfg.seed, k, len(sources), cfg.n_ablations, cfg.n_heldout, cfg.keep)
-        for kind, masks in (
-            ("random", train),
-            ("heldout", heldout),
-            ("leave_one_out", leave_one_out_masks(len(sources))),
-        ):
-            t0 = time.perf_counter()
-            lp = row_ablations(model, tokenizer, row, masks, cfg)
+        n_sources = len(row.source_start)
+        train, heldout = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
+        kinds = {"random": train, "heldout": heldout, "leave_one_out": leave_one_out_masks(n_sources)}
+        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
             rows.append(
                 {
                     "example_id": row.example_id,
                     "kind": kind,
                     "masks": masks.tolist(),
                     "token_log_probs": lp.tolist(),
-                    "seconds": time.perf_counter() - t0,
+                    "seconds": seconds,
                 }
             )
     frame = pd.DataFrame(rows)
-    save_parquet(frame, ablations_path, provenance(ABLATIONS_SCHEMA, generation_keys(cfg), cfg.seed), ABLATION_COLUMNS)
+    save_parquet(
+        frame, ablations_path, provenance(ABLATIONS_SCHEMA, {"generation": cfg.to_dict()}, cfg.seed), ABLATION_COLUMNS
+    )
     log.info("%d answers, %d ablations", len(responses), sum(len(r["masks"]) for r in rows))
     return frame
 
@@ -75,23 +71,6 @@ def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) ->
     masks = np.array([list(m) for m in row["masks"]], dtype=bool)
     lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64)
     return Ablated(masks, score_of(lp, score) if len(lp) else np.zeros(0), float(row["seconds"]))
-
-
-def row_ablations(model, tokenizer, row, masks: np.ndarray, cfg: GenerationConfig) -> np.ndarray:
-    """``(masks, answer tokens)``: a response row's answer token log-probabilities on its context with each mask's
-    removed sources taken out (``generation.removal``), from the shared prefix."""
-    return ablation_log_probs(
-        model,
-        tokenizer,
-        row.context,
-        response_sources(row),
-        row.question,
-        answer_of(row),
-        masks,
-        cfg.removal,
-        cfg.template,
-        cfg.batch_size,
-    )
 
 
 # --- explain_answers ---------------------------------------------------------------------------------------------
@@ -118,8 +97,9 @@ def run_explain_answers(
     head_weights = load_head_weights(learned_path) if learned_path else None
     rows = []
     for row in responses.itertuples(index=False):
-        x = _answer_example(model, tokenizer, row, ablations, cfg, dev, head_weights)
-        res = explain_answer(x, cfg.methods)
+        cached = {kind: _ablated(ablations, row.example_id, kind, cfg.score) for kind in ("leave_one_out", "random")}
+        x = AnswerExample.of_response(model, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, **cached)
+        res = explain(x, cfg.methods)
         for method in cfg.methods:
             rows.append(
                 {
@@ -136,29 +116,10 @@ def run_explain_answers(
                 }
             )
     frame = pd.DataFrame(rows)
-    prov = provenance(ANSWER_SCORES_SCHEMA, generation_keys(cfg), cfg.seed)
+    prov = provenance(ANSWER_SCORES_SCHEMA, {"generation": cfg.to_dict()}, cfg.seed)
     save_parquet(frame, scores_path, prov, ANSWER_SCORE_COLUMNS)
     log.info("%d answers, methods %s", len(responses), list(cfg.methods))
     return frame
-
-
-def _answer_example(
-    model, tokenizer, row, ablations: pd.DataFrame, cfg: GenerationConfig, device, head_weights: np.ndarray | None
-) -> AnswerExample:
-    return AnswerExample.build(
-        model,
-        row.input_ids,
-        row.answer_length,
-        row.owner,
-        len(row.source_start),
-        getattr(row, cfg.score),
-        cfg,
-        tokenizer.pad_token_id,
-        device,
-        leave_one_out=_ablated(ablations, row.example_id, "leave_one_out", cfg.score),
-        random=_ablated(ablations, row.example_id, "random", cfg.score),
-        head_weights=head_weights,
-    )
 
 
 # --- judge_answers -----------------------------------------------------------------------------------------------
@@ -187,7 +148,7 @@ def run_judge_answers(
         mine = scored[scored["example_id"] == row.example_id]
         scores = {m.method: np.asarray(m.scores, dtype=np.float64) for m in mine.itertuples(index=False)}
         masks, where = removal_masks(scores, ks)
-        removed = score_of(row_ablations(model, tokenizer, row, masks, cfg), cfg.score)
+        removed = score_of(ablate(model, tokenizer, row, masks, cfg), cfg.score)
         full = float(getattr(row, cfg.score))
         heldout = _ablated(ablations, row.example_id, "heldout", cfg.score)
         planted = np.asarray(row.planted, dtype=bool)
@@ -201,6 +162,6 @@ def run_judge_answers(
                 (row.example_id, m.method, "peak_mib", m.peak_bytes / 2**20, np.nan),
             ]
     frame = pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
-    save_parquet(frame, judged_path, provenance(JUDGED_SCHEMA, generation_keys(cfg), cfg.seed))
+    save_parquet(frame, judged_path, provenance(JUDGED_SCHEMA, {"generation": cfg.to_dict()}, cfg.seed))
     log.info("%d answers judged", len(responses))
     return frame

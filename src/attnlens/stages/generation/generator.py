@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from attnlens.attribution.ablation import answer_token_log_probs
-from attnlens.attribution.surrogate import answer_scores
-from attnlens.data.context import Source
 from attnlens.data.sources import RATIONALES_SCHEMA, load_examples
 from attnlens.device import cpu_kernels, place
 from attnlens.errors import InputError
@@ -22,19 +19,15 @@ from attnlens.generator.artifacts import (
     RESPONSE_COLUMNS,
     RESPONSES_SCHEMA,
 )
-from attnlens.generator.decoding import generation_metrics, greedy_answers, normalized
-from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
+from attnlens.generator.decoding import generation_metrics
+from attnlens.generator.prompts import answer_ids
+from attnlens.generator.responses import example_prompt, prompts_and_answers, responses
 from attnlens.generator.training import TrainingExample, train_generator
 from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, ModelConfig
 
 log = logging.getLogger(__name__)
-
-
-def generation_keys(cfg: GenerationConfig) -> dict:
-    """The provenance section of the generation study's artifacts."""
-    return {"generation": cfg.to_dict()}
 
 
 # --- train_generator ---------------------------------------------------------------------------------------------
@@ -93,7 +86,7 @@ def run_train_generator(
         metrics["unfinished"],
         metrics["n"],
     )
-    section = {"model": model_cfg.to_dict(), **generation_keys(cfg)}
+    section = {"model": model_cfg.to_dict(), "generation": cfg.to_dict()}
     notes = [_training_note(metrics, cfg)] if trained else []
     save_pretrained(model.cpu(), tokenizer, model_dir, provenance(GENERATOR_SCHEMA, section, model_cfg.seed))
     save_json(metrics, metrics_path, provenance(GENERATOR_METRICS_SCHEMA, section, model_cfg.seed, notes=notes))
@@ -111,42 +104,13 @@ def _training_note(metrics: dict, cfg: GenerationConfig) -> str:
     )
 
 
-def _prompt(tokenizer, row, cfg: GenerationConfig, positions: int, reserve: int):
-    """An example's prompt (:func:`~attnlens.generator.prompts.encode_prompt`), ``reserve`` positions left."""
-    return encode_prompt(
-        tokenizer,
-        str(row.example_id),
-        str(row.text),
-        str(row.question),
-        sources=cfg.sources,
-        template=cfg.template,
-        max_positions=positions,
-        reserve=reserve,
-        given=getattr(row, "sources", None),
-    )
-
-
 def _training_example(tokenizer, row, cfg: GenerationConfig, positions: int) -> TrainingExample:
     answer = answer_ids(tokenizer, str(row.label), end=True)
-    return TrainingExample(_prompt(tokenizer, row, cfg, positions, len(answer)).input_ids, answer)
-
-
-def _greedy(model, tokenizer, frame: pd.DataFrame, cfg: GenerationConfig, positions: int):
-    """Each example's prompt (room left for ``generation.max_new_tokens``) and the model's greedy answer to it."""
-    prompts = [_prompt(tokenizer, r, cfg, positions, cfg.max_new_tokens) for r in frame.itertuples(index=False)]
-    answers = greedy_answers(
-        model,
-        [p.input_ids for p in prompts],
-        max_new_tokens=cfg.max_new_tokens,
-        end=end_token(tokenizer),
-        pad=tokenizer.pad_token_id,
-        batch_size=cfg.batch_size,
-    )
-    return prompts, answers
+    return TrainingExample(example_prompt(tokenizer, row, cfg, positions, len(answer)).input_ids, answer)
 
 
 def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationConfig, positions: int) -> dict:
-    prompts, answers = _greedy(model, tokenizer, test_df, cfg, positions)
+    prompts, answers = prompts_and_answers(model, tokenizer, test_df, cfg, positions)
     references = [str(a) for a in test_df["label"]]
     ref_ids = [answer_ids(tokenizer, a, end=True) for a in references]
     log_probs = answer_token_log_probs(
@@ -187,7 +151,7 @@ def run_generate_answers(
     for note in notes:
         log.warning("%s", note)
     prov = provenance(
-        RESPONSES_SCHEMA, {**generation_keys(cfg), "attribution": {"target": target}}, cfg.seed, notes=notes
+        RESPONSES_SCHEMA, {"generation": cfg.to_dict(), "attribution": {"target": target}}, cfg.seed, notes=notes
     )
     save_parquet(frame, responses_path, prov, RESPONSE_COLUMNS)
     log.info(
@@ -214,105 +178,3 @@ def check_learned(metrics: dict, bar: float, where: str) -> None:
             f"{metrics['steps']} steps: train it longer or at a lower rate (generation.train.steps, learning_rate) or "
             "lower the bar",
         )
-
-
-def responses(
-    model,
-    tokenizer,
-    chosen: pd.DataFrame,
-    cfg: GenerationConfig,
-    target: str,
-    rationales: pd.DataFrame | None,
-    where: str,
-) -> tuple[pd.DataFrame, list[str]]:
-    """The responses (:data:`~attnlens.generator.artifacts.RESPONSE_COLUMNS`) of the examples ``chosen``: each
-    prompt, the greedy answer (``target`` = ``predicted``) or the reference (``true``), the sources (flagged
-    planted from ``rationales``; none flagged without them) and the answer's scores; and the run notes on the
-    answers left out and the prompts cut."""
-    positions = int(model.config.max_position_embeddings)
-    prompts, greedy = _greedy(model, tokenizer, chosen, cfg, positions)
-    rows, unfinished, empty = [], [], []
-    for r, prompt, g in zip(chosen.itertuples(index=False), prompts, greedy, strict=True):
-        reference = str(r.label)
-        if target == "true":
-            ids = answer_ids(tokenizer, reference)
-        elif not g.finished:
-            unfinished.append(str(r.example_id))
-            continue
-        else:
-            ids = list(g.ids)
-        if not ids:
-            empty.append(str(r.example_id))
-            continue
-        mine = None if rationales is None else rationales[rationales["example_id"] == r.example_id]
-        kinds, planted = _planted(mine, prompt.sources, prompt.offset)
-        rows.append(
-            {
-                "example_id": str(r.example_id),
-                "context": prompt.context,
-                "question": prompt.question,
-                "reference": reference,
-                "answer": reference if target == "true" else tokenizer.decode(ids, skip_special_tokens=True).strip(),
-                "target": target,
-                "exact_match": float(
-                    normalized(tokenizer, g.ids) == normalized(tokenizer, answer_ids(tokenizer, reference))
-                ),
-                "input_ids": prompt.input_ids + ids,
-                "answer_length": len(ids),
-                "owner": [*prompt.owner.tolist(), *([-1] * len(ids))],
-                "source_start": [s.start for s in prompt.sources],
-                "source_end": [s.end for s in prompt.sources],
-                "source_kind": kinds,
-                "planted": planted,
-                "cut_sources": prompt.cut_sources,
-                "cut_tokens": prompt.cut_tokens,
-            }
-        )
-    if not rows:
-        raise InputError(
-            where,
-            "answers",
-            f"expected an answer to explain, got none of {len(chosen)}: {len(unfinished)} not finished within "
-            f"generation.max_new_tokens {cfg.max_new_tokens}, {len(empty)} empty",
-        )
-    token_lp = answer_token_log_probs(
-        model, [row["input_ids"] for row in rows], [row["answer_length"] for row in rows], batch_size=cfg.batch_size
-    )
-    for row, lp in zip(rows, token_lp, strict=True):
-        log_p, logit = answer_scores(lp)
-        row.update(token_log_probs=lp.tolist(), log_prob=float(log_p), logit=float(logit))
-    frame = pd.DataFrame(rows)
-    return frame, _response_notes(frame, unfinished, empty, cfg, positions)
-
-
-def _planted(rationales: pd.DataFrame | None, sources: Sequence[Source], offset: int) -> tuple[list[int], list[bool]]:
-    """Each source's planted kind (the ``phrase_label`` of a planted sentence inside it; −1 for none) and whether
-    it holds planted evidence (the answer's sentence; the supporting sentence of a two-hop question)."""
-    if rationales is None:
-        return [-1] * len(sources), [False] * len(sources)
-    kinds, planted = [], []
-    for s in sources:
-        a, b = s.start + offset, s.end + offset
-        inside = rationales[(rationales["char_start"] < b) & (rationales["char_end"] > a)]
-        kinds.append(int(inside["phrase_label"].iloc[0]) if len(inside) else -1)
-        planted.append(bool(inside["evidence"].any()) if len(inside) else False)
-    return kinds, planted
-
-
-def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str], cfg, positions: int) -> list[str]:
-    notes = []
-    if unfinished:
-        notes.append(
-            f"{len(unfinished)} greedy answers not finished within generation.max_new_tokens {cfg.max_new_tokens} "
-            f"were left out (first: {unfinished[0]})"
-        )
-    if empty:
-        notes.append(f"{len(empty)} empty answers were left out (first: {empty[0]})")
-    cut = frame[frame["cut_sources"] > 0]
-    if len(cut):
-        notes.append(
-            f"{len(cut)} of {len(frame)} prompts were cut to the model's {positions} positions: "
-            f"{int(cut['cut_sources'].sum())} sources ({int(cut['cut_tokens'].sum())} tokens) left out of their "
-            "contexts"
-        )
-    return notes

@@ -11,17 +11,16 @@ import torch
 
 from attnlens.attribution.artifacts import LEARNED_SCHEMA
 from attnlens.attribution.context import answer_head_attention
+from attnlens.attribution.datamodels import answer_masks, score_of
 from attnlens.attribution.learned import FitExample, fit_head_weights, source_features
-from attnlens.attribution.surrogate import answer_masks, score_of
 from attnlens.data.sources import load_examples
 from attnlens.device import place
 from attnlens.generator.artifacts import response_sources
+from attnlens.generator.responses import ablate, responses
 from attnlens.io import StrPath, provenance, save_json
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
-from attnlens.stages.generation.answers import row_ablations
-from attnlens.stages.generation.generator import generation_keys, responses
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def run_fit_learned_attention(
     for k, row in enumerate(frame.itertuples(index=False)):
         sources = response_sources(row)
         masks, _ = answer_masks(learned.seed, k, len(sources), learned.n_ablations, 0, cfg.keep)
-        scores = score_of(row_ablations(model, tokenizer, row, masks, cfg), cfg.score)
+        scores = score_of(ablate(model, tokenizer, row, masks, cfg), cfg.score)
         ids = torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(dev)
         rows = answer_head_attention(model, ids, int(row.answer_length))
         features = source_features(rows, np.asarray(row.owner), len(sources))
@@ -75,7 +74,7 @@ def run_fit_learned_attention(
     for note in notes:
         log.warning("%s", note)
     prov = provenance(
-        LEARNED_SCHEMA, {**generation_keys(cfg), "attribution": {"target": target}}, cfg.seed, notes=notes
+        LEARNED_SCHEMA, {"generation": cfg.to_dict(), "attribution": {"target": target}}, cfg.seed, notes=notes
     )
     save_json(record, weights_path, prov)
     log.info(

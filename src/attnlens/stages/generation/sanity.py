@@ -9,18 +9,19 @@ import time
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answers import Ablated, AnswerExample, explain_answer
+from attnlens.attribution.answers import Ablated, AnswerExample
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
-from attnlens.attribution.surrogate import answer_masks, leave_one_out_masks, score_of
 from attnlens.device import place
 from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
+from attnlens.generator.responses import ablate
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.models.randomisation import head_modules, randomise_top
 from attnlens.pipeline.config import FindingsConfig, GenerationConfig
-from attnlens.stages.generation.answers import row_ablations
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     loo = leave_one_out_masks(n_sources)
     everything = np.ones((1, n_sources), dtype=bool)
     t0 = time.perf_counter()
-    scores = score_of(row_ablations(model, tokenizer, row, np.vstack([everything, train, loo]), cfg), cfg.score)
+    scores = score_of(ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg), cfg.score)
     seconds = time.perf_counter() - t0
     return AnswerExample.build(
         model,
@@ -89,7 +90,7 @@ def run_answer_sanity(
         by_level[level] = {}
         for eid in chosen:
             x = _randomised_example(fresh, tokenizer, by_id.loc[eid], positions[eid], cfg, dev, head_weights)
-            by_level[level][eid] = explain_answer(x, cfg.methods).scores
+            by_level[level][eid] = explain(x, cfg.methods).scores
         del fresh
         log.info("%s: %d answers explained again", level, len(chosen))
     rows = []

@@ -1,4 +1,5 @@
-"""Sentence occlusion: Captum's ``FeatureAblation`` with one feature group per sentence span, and its scorer."""
+"""Sentence occlusion's numerics: sentence spans, Captum's ``FeatureAblation`` with one feature group per span, and
+one document occluded (what :mod:`attnlens.attribution.methods.occlusion` scores)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import torch
 from captum.attr import FeatureAblation
 
-from attnlens.attribution.explanations.base import Example, Scored, scorer
+from attnlens.attribution.explanations.base import Example
 from attnlens.attribution.removal import copies_probe
 from attnlens.device import batch_size
 from attnlens.tasks import task_of
@@ -96,8 +97,8 @@ def occlusion_batch(
     return batch_size(requested, model_device, copies_probe(model, longest), len(longest), "occlusion's batch")
 
 
-@scorer("occlusion")
-def _occlusion(x: Example, shared) -> Scored:
+def occlude_sentences(x: Example) -> tuple[np.ndarray, int]:
+    """``(n,)`` occlusion scores of one document's sentence spans and the forwards they took."""
     if x.special is None or x.pad_id is None:
         raise ValueError("occlusion needs the example's tokens, special-token mask and pad id")
     spans = sentence_spans(x.tokens, x.special, x.occlusion_max_tokens)
@@ -108,4 +109,4 @@ def _occlusion(x: Example, shared) -> Scored:
         return task.readout(task.logits(x.model(input_ids=ids, **x.inputs.forward_kwargs(ids.shape[0]))))
 
     scores = occlusion_scores(prob_fn, x.inputs.input_ids, spans, x.pad_id, x.target, x.batch_size)
-    return Scored(scores, n_forwards=len(spans) + 1)
+    return scores, len(spans) + 1

@@ -1,0 +1,24 @@
+"""The ablation surrogate (ContextCite, Cohen-Wang et al. 2024): a sparse linear model of the answer's score on the
+cached random ablations of its context (:func:`attnlens.attribution.datamodels.fit_surrogate`); a source scores its
+weight."""
+
+from attnlens.attribution.datamodels import fit_surrogate
+from attnlens.attribution.methods.cards import ANSWER, Method, Scored, register
+
+METHOD = register(
+    Method(
+        "surrogate",
+        "ablation surrogate (ContextCite, Cohen-Wang et al. 2024)",
+        signed=True,
+        needs="own",
+        cost="forward per ablation",
+    )
+)
+
+
+@METHOD.explains(ANSWER)
+def answer_scores(x, _shared) -> Scored:
+    if x.random is None:
+        raise ValueError("surrogate: the answer has no cached random ablations")
+    weights, _bias = fit_surrogate(x.random.masks, x.random.scores, x.n_answer_tokens, x.alpha)
+    return Scored(weights, len(x.random.masks), 0, x.random.seconds)
