@@ -29,6 +29,7 @@ from tests.support.helpers import (
 )
 from tests.support.notes_corpus import FOLDERS_TARGETS, HOSTILE_NOTE, PAIR_SHARDS, SERVICES, write_notes
 from tests.support.session_runs import REGISTRY, SessionRuns, module_order, session_run
+from tests.support.task_runs import multilabel_run, qa_run, regression_run  # noqa: F401 (session fixtures)
 from tests.support.tiny_models import tiny_longformer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

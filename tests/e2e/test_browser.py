@@ -21,7 +21,6 @@ from attnlens.attention.summaries import load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
 from attnlens.attribution.methods import method_names, signed
 from attnlens.render.explorer import combine_bands, configuration_weights, read_explorer
-from tests.e2e.test_task_runs import multilabel_run  # noqa: F401 (the fixture, read here too)
 from tests.support.dense import dense_reference
 from tests.support.helpers import GUARD, SNAKEMAKE, local_env, run_guarded, unavailable
 from tests.support.hostile_corpus import HOSTILE_CLASS, HOSTILE_ID, HOSTILE_TOKENS, hostile_pages
@@ -202,7 +201,7 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
     page.close()
 
 
-def test_a_multilabel_page_shows_the_label_chosen(browser, multilabel_run):  # noqa: F811 (the fixture imported)
+def test_a_multilabel_page_shows_the_label_chosen(browser, multilabel_run):
     """The target selector: each explained label's IG scores, legend and planted evidence, from the run's shards."""
     res = multilabel_run / "results"
     path = next((res / "explorer").glob("*.html"))

@@ -21,6 +21,7 @@ from tests.support.helpers import (
     GUARD,
     ROOT,
     SNAKEMAKE,
+    TEST_GRID,
     local_env,
     run_guarded,
     run_snakemake,
@@ -28,7 +29,6 @@ from tests.support.helpers import (
     write_config,
 )
 from tests.support.session_runs import session_run
-from tests.unit.pipeline.test_grid import TEST_GRID
 
 #: The architecture grid's models, in its order (conftest.ARCHITECTURES)
 MODELS = ("bigbird", "modernbert", "mistral")

@@ -237,3 +237,18 @@ def test_doors_and_stages_are_short(root):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= limit
         ]
         assert not long, f"{name}: functions over {limit} lines {long}"
+
+
+def test_no_test_module_imports_another(root):
+    """What two test modules share — runs, fixtures, configs — lives in ``tests/support`` or conftest, so a test
+    module can be read, moved or deleted alone."""
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        shared = [
+            (node.lineno, node.module)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("tests.")
+            and node.module.rsplit(".", 1)[-1].startswith("test_")
+        ]
+        assert not shared, f"{path.relative_to(root)} imports test modules {shared}"

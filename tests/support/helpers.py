@@ -27,6 +27,17 @@ from attnlens.pipeline import jobserver
 from attnlens.pipeline.config import SyntheticConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The `.test` grid: the `.test` model and a BigBird of it (blocks of 8, one random block), two seeds (the grid's
+#: unit tests, tests/unit/pipeline/test_grid.py, and its end-to-end run, tests/e2e/test_grid_runs.py).
+TEST_GRID = {
+    "models": {
+        "minilm_w32": {},
+        "bigbird": {
+            "model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}
+        },
+    },
+    "seeds": [7, 8],
+}
 #: float32's machine epsilon (2⁻²³ ≈ 1.2e-7): the relative size of one float32 rounding, the unit of the bounds
 #: of comparisons whose path rounds to float32 somewhere (see tests/README.md, "Tolerances").
 EPS32 = torch.finfo(torch.float32).eps

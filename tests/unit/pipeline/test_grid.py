@@ -9,11 +9,7 @@ import pytest
 from attnlens.errors import InputError
 from attnlens.pipeline.config import validate_config
 from attnlens.pipeline.grid import expand_grid, grid_path, has_grid, resolve_path, scope_of
-from tests.support.helpers import ROOT, tiny_config
-
-BIGBIRD = {"model": {"attention_window": None, "architecture": "bigbird", "block_size": 8, "num_random_blocks": 1}}
-#: The `.test` grid: the `.test` model and a BigBird of it, two seeds.
-TEST_GRID = {"models": {"minilm_w32": {}, "bigbird": BIGBIRD}, "seeds": [7, 8]}
+from tests.support.helpers import ROOT, TEST_GRID, tiny_config
 
 
 def _config(grid: dict, **sections) -> dict:
