@@ -76,7 +76,8 @@ class Classifier:
 
 
 def load(name_or_path: str | Path, device: str = "auto") -> Classifier:
-    """A fine-tuned classifier of any architecture behind the seam (Longformer, BigBird, ModernBERT).
+    """A fine-tuned sequence classifier of any architecture behind the seam (Longformer, BigBird, ModernBERT, the
+    decoders: Llama, Mistral, Qwen 2 and 3, Gemma 3).
 
     Args:
         name_or_path: a classifier folder (``results/models/finetuned``, or one saved by ``save_pretrained``),

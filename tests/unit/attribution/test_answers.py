@@ -1,6 +1,6 @@
-"""The answer methods (:mod:`attnlens.attribution.answers`) and their judges
-(:mod:`attnlens.attribution.answer_leaderboard`) against the functions they are built from, called directly, and
-against hand counts.
+"""The answer methods (their scorers in :mod:`attnlens.attribution.methods`, run by
+:func:`attnlens.attribution.engine.explain`) and their judges (:mod:`attnlens.attribution.answer_leaderboard`)
+against the functions they are built from, called directly, and against hand counts.
 
 Bounds: the tiny decoder is float64 and each method is computed twice from the same float64 passes, so the source
 scores agree to float64 rounding of sums of at most a few hundred terms of order 1: 1e-10 absolute.
