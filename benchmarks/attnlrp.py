@@ -44,6 +44,7 @@ from attnlens.attribution.lrp import attnlrp, attnlrp_batch, logit_gradients
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models import architecture
+from benchmarks.records import figures_beside, span, write_record
 from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,6 +240,53 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps({**result, "provenance": provenance("bench/attnlrp", vars(args), 0)}, indent=1))
     print(json.dumps(result, indent=1))
+    kind = torch.device(args.device).type
+    write_record("attnlrp_vs_ig", *attnlrp_answer(figures_beside("attnlrp_vs_ig", kind, _cost(result))))
+    together = [r["attnlrp_per_document_over_alone"] for r in result["rows"] if "attnlrp_per_document_over_alone" in r]
+    if together:
+        per_pass = {"documents": result["rows"][0]["attnlrp_documents"], "per_document": [min(together), max(together)]}
+        write_record("documents_per_pass", *documents_answer(figures_beside("documents_per_pass", kind, per_pass)))
+
+
+def _cost(result: dict) -> dict:
+    """One device's figures of ``attnlrp_vs_ig``: IG at 50 steps over AttnLRP, AttnLRP over a forward + backward."""
+    rows = result["rows"]
+    return {
+        "device": result["device"],
+        "ig50_over_attnlrp": [min(r["ig50_over_attnlrp"] for r in rows), max(r["ig50_over_attnlrp"] for r in rows)],
+        "attnlrp_over_forward_backward": [
+            min(r["attnlrp_over_forward_backward"] for r in rows),
+            max(r["attnlrp_over_forward_backward"] for r in rows),
+        ],
+    }
+
+
+def attnlrp_answer(figures: dict) -> tuple:
+    """The question, answer, section, bench and figures of ``attnlrp_vs_ig`` (benchmarks.records), every device's."""
+    parts = [f"{span(f['ig50_over_attnlrp'])} × on {f['device']}" for f in figures.values()]
+    fb = [v for f in figures.values() for v in f["attnlrp_over_forward_backward"]]
+    answer = "; ".join(parts) + f"; AttnLRP {span(fb)} × one forward + backward"
+    section = "[AttnLRP against IG](#attnlrp-against-integrated-gradients)"
+    return "How much cheaper is AttnLRP than IG at 50 steps?", answer, section, "benchmarks.attnlrp", figures
+
+
+def documents_answer(figures: dict) -> tuple:
+    """The question, answer, section, bench and figures of ``documents_per_pass`` (benchmarks.records)."""
+    parts = []
+    for kind, f in figures.items():
+        pays = max(f["per_document"]) < 1
+        where = "a CPU" if kind == "cpu" else "a card"
+        parts.append(
+            f"{'yes' if pays else 'not'} on {where} ({span(f['per_document'])} × per document at {f['documents']})"
+        )
+    section = "[AttnLRP against IG](#attnlrp-against-integrated-gradients)"
+    return (
+        "Does explaining several documents in one pass pay?",
+        "; ".join(parts),
+        section,
+        "benchmarks.attnlrp",
+        figures,
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ provenance. Three suites run scripts of their own in a fresh interpreter: ``attn
 (``benchmarks/attnlrp.py``, which also runs on a GPU), ``startup.json`` (``benchmarks/startup.py``) and
 ``kernel_sets.json`` (``benchmarks/kernel_sets.py``: the generation default trained and judged under the native and
 the portable CPU kernels, about 20 minutes); and
-``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``).
+``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``). A suite that answers
+a question of ``benchmarks/records`` writes its record too (``record(result)`` in its module; the scripts write
+theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs.
 
 Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
 [--only foundation|attention|architectures|decoders|contexts|explanations|attribution|targets|similarity|topology|
@@ -84,9 +86,25 @@ def main(argv: list[str] | None = None) -> None:
         "--lengths", nargs="+", type=int, default=[2048, 4096, 8192], help="architectures.json: these lengths only"
     )
     args = parser.parse_args(argv)
+    #: The suites that answer a question of benchmarks.records: each writes its record from its result.
+    recorders = {
+        "attention": attention.record,
+        "architectures": architectures.record,
+        "decoders": decoders.record,
+        "explanations": explanations.record,
+        "attribution": attribution.record,
+        "targets": targets.record,
+        "similarity": similarity.record,
+        "topology": topology.record,
+        "pairs": pairs.record,
+        "explorer": explorer.record,
+    }
     for name, suite in suites.items():
         if args.only in (None, name):
-            write_result(args.out, name, suite())
+            result = suite()
+            write_result(args.out, name, result)
+            if name in recorders:
+                recorders[name](result)
 
 
 if __name__ == "__main__":

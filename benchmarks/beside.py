@@ -38,6 +38,7 @@ from attnlens.attribution.ig import freeze
 from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt
 from attnlens.models import DECODERS
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
+from benchmarks.records import span, write_record
 from benchmarks.suites.contexts import ANSWER, SOURCES
 from benchmarks.suites.decoders import FAMILIES, decoder_entries
 
@@ -165,6 +166,33 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
             Path(args.out).mkdir(parents=True, exist_ok=True)
             write_result(args.out, "beside", {"rows": rows})
+    record_beside(rows)
+
+
+def record_beside(rows: list[dict]) -> None:
+    """The record ``beside`` (benchmarks.records): each tool's seconds over attnlens's counterpart, over the lengths
+    where both ran, and the lengths where the tool did not."""
+    parts, figures = [], {}
+    for key, name in (
+        ("context_cite_over_attnlens", "context-cite's surrogate"),
+        ("inseq_attention_over_attnlens", "inseq's attention"),
+        ("inseq_input_x_gradient_over_attnlens", "inseq's input × gradient"),
+    ):
+        ran = [(r["tokens"], r[key]) for r in rows if r.get(key) is not None]
+        if not ran:
+            continue
+        lengths = [n for n, _ in ran]
+        parts.append(f"{name} {span([v for _, v in ran])} × attnlens's at {min(lengths)}–{max(lengths)} tokens")
+        figures[key] = dict(ran)
+    if parts:
+        write_record(
+            "beside",
+            "What do context-cite and inseq cost on the same answer?",
+            "; ".join(parts),
+            "[context-cite and inseq beside attnlens](#context-cite-and-inseq-beside-attnlens-besidejson)",
+            "benchmarks.beside",
+            {k: {str(n): v for n, v in d.items()} for k, d in figures.items()},
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.measuring import STRICT_MALLOC, bench_child, write_result
+from benchmarks.records import span, write_record
 from benchmarks.suites.contexts import LENGTHS, bench_context_length, bench_leave_one_out
 from benchmarks.suites.decoders import FAMILIES, SHAPES
 
@@ -58,6 +59,41 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
             Path(args.out).mkdir(parents=True, exist_ok=True)
             write_result(args.out, name, {**card, "rows": rows})
+    if args.only == "all" and not on_card:
+        record_contexts(rows)
+
+
+def record_contexts(rows: list[dict]) -> None:
+    """The record ``long_contexts`` (benchmarks.records) from a CPU run over the families and lengths: at the shortest
+    and the longest length run, the answer rows' attention and AttnLRP against a forward (+ backward), the memory
+    beyond the forward, and leave-one-out's gain from the shared prefix where it ran."""
+    run = [r for r in rows if "attention_over_forward" in r]
+    if not run:
+        return
+    parts, figures = [], {}
+    for n in sorted({min(r["tokens"] for r in run), max(r["tokens"] for r in run)}):
+        at = [r for r in run if r["tokens"] == n]
+        extra = [r["attention_extra_over_dense"] for r in at if r.get("attention_extra_over_dense") is not None]
+        lrp = [r["attnlrp_over_forward_backward"] for r in at]
+        attention = [r["attention_over_forward"] for r in at]
+        text = f"at {n:,} tokens".replace(",", " ") + f" the answer rows' attention {span(attention)} × a forward"
+        text += f" (≤ {100 * max(extra):.1f} % of the dense attention beyond it)" if extra else ""
+        parts.append(text + f", AttnLRP {span(lrp)} × a forward + backward")
+        figures[str(n)] = {"attention_over_forward": attention, "attnlrp_over_forward_backward": lrp, "extra": extra}
+    loo = [r["loo_speedup"] for r in run if "loo_speedup" in r]
+    if loo:
+        longest = max(r["tokens"] for r in run if "loo_speedup" in r)
+        parts.append(f"leave-one-out from the shared prefix {span(loo)} × cheaper (up to {longest} tokens)")
+        figures["loo_speedup"] = loo
+    families = sorted({r["family"] for r in run})
+    write_record(
+        "long_contexts",
+        "What do the answer methods cost at long contexts?",
+        "; ".join(parts) + f" ({', '.join(families)})",
+        "[the answer methods at long contexts](#the-answer-methods-at-long-contexts-contextsjson-issue-70)",
+        "benchmarks.contexts",
+        figures,
+    )
 
 
 def on_card_row(only: str, family: str, shape: str, n: int, device: str, loo_tokens: int) -> dict:

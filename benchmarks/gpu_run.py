@@ -28,9 +28,11 @@ import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import torch
 import yaml
 
 from benchmarks.measuring import snakemake_in, timed_command
+from benchmarks.records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The paper's study (recipes §2): fine-tuning on 4 280 documents for two epochs, every analysis on 1 070.
@@ -189,6 +191,25 @@ def main(argv: list[str] | None = None) -> None:
         json.dumps(
             {k: summary[k] for k in ("wall_s", "gpu_busy_s", "analysis_per_document_s", "paper_study")}, indent=2
         )
+    )
+    if not args.tiny:
+        record_run(summary)
+
+
+def record_run(summary: dict) -> None:
+    """The record ``gpu_run`` (benchmarks.records): the whole pipeline's wall time on the card, its busy time, and
+    the paper's study extrapolated in card hours."""
+    paper = summary["paper_study"]
+    write_record(
+        "gpu_run",
+        "How long does the whole pipeline take on a card?",
+        f"{summary['wall_s']:.0f} s of wall for {summary['test_documents']} test documents, the card busy "
+        f"{summary['gpu_busy_s']:.0f} s; the paper's study about {paper['gpu_hours']:.1f} card hours",
+        "[the pipeline on a card](#the-pipeline-on-a-card-make-gpu-run)",
+        "benchmarks.gpu_run",
+        {k: summary[k] for k in ("wall_s", "gpu_busy_s", "analysis_per_document_s", "test_documents")}
+        | {"paper_gpu_hours": paper["gpu_hours"]},
+        measured_on=f"one {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}",
     )
 
 

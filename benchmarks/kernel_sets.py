@@ -38,6 +38,7 @@ from attnlens.attribution.answer_leaderboard import answer_direction
 from attnlens.device import PORTABLE_KERNELS
 from attnlens.io import git_commit, load_json, load_parquet
 from benchmarks.measuring import ROOT, snakemake_in, timed_command, write_result
+from benchmarks.records import write_record
 
 #: The environment of each kernel set: what it adds (``native`` removes the portable set's variables instead).
 KERNEL_SETS = {"native": {}, "portable": PORTABLE_KERNELS}
@@ -151,6 +152,31 @@ def main(argv: list[str] | None = None) -> None:
     }
     write_result(args.out, "kernel_sets", record)
     print(summary_table(record))
+    if record["seeds"] and record["kernel_sets"]:
+        write_record("generation_kernel_sets", *kernel_sets_answer(record))
+
+
+def kernel_sets_answer(record: dict) -> tuple:
+    """The question, the answer and its figures of ``generation_kernel_sets`` (benchmarks.records), from a run over
+    seeds and kernel sets."""
+    exact = [r["exact_match"] for r in record["runs"].values()]
+    seeds, columns = record["seeds"]["largest"], list(record["seeds"]["largest"])
+    worst = {c: max(d["largest_difference"][c] for d in record["kernel_sets"].values()) for c in columns}
+    within = all(worst[c] <= seeds[c] for c in columns)
+    same = min(d["same_answers"] for d in record["kernel_sets"].values())
+    answer = (
+        f"{'yes' if within else 'no'}, {'within' if within else 'beyond'} its seeds' spread: exact match "
+        f"{min(exact):.3f}–{max(exact):.3f} over {len(record['runs'])} runs, {same:.0%} of the answers the same; "
+        + ", ".join(f"{c} {worst[c]:.3f} apart against the seeds' {seeds[c]:.3f}" for c in columns)
+    )
+    figures = {"exact_match": [min(exact), max(exact)], "same_answers": same, "kernels": worst, "seeds": seeds}
+    return (
+        "Does the generation default give one answer on every CPU?",
+        answer,
+        "[across seeds and CPU kernel sets](#the-generation-default-across-seeds-and-cpu-kernel-sets-issue-79)",
+        "benchmarks.kernel_sets",
+        figures,
+    )
 
 
 def summary_table(record: dict) -> str:

@@ -49,6 +49,7 @@ from attnlens.data.sources import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from benchmarks.measuring import snakemake_in
+from benchmarks.records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"
@@ -336,6 +337,22 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_path(Path(args.out) / "paper_shape.json") as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
+    write_record("paper_shape", *paper_shape_answer(result))
+
+
+def paper_shape_answer(result: dict) -> tuple:
+    """The question, answer, section, bench and figures of ``paper_shape`` (benchmarks.records): the paper's whole
+    study extrapolated from the rehearsal, in CPU hours, and IG's share."""
+    ig = sum(
+        r.get("hours_paper", 0.0)
+        for name, r in result["rules"].items()
+        if name in ("attribute", "attribute_embeddings")
+    )
+    cores = result["rehearsal"]["cores"]
+    answer = f"about {result['cpu_hours_paper']:.0f} CPU hours on {cores} cores (IG {ig:.0f})"
+    figures = {"cpu_hours": result["cpu_hours_paper"], "ig_hours": round(ig, 1), "cores": cores}
+    section = "[the paper-shape rehearsal](#the-paper-shape-rehearsal-make-paper-shape-part-of-make-bench)"
+    return "What would the paper's whole study cost?", answer, section, "benchmarks.paper_shape", figures
 
 
 if __name__ == "__main__":

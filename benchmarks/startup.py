@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.records import write_record
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "transformers", "captum", "sklearn", "seaborn", "scipy.stats", "numba", "matplotlib")
 _PROBE = (
@@ -98,6 +100,21 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "startup.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if "rules" in record:
+        write_record("job_start", *startup_answer(record))
+
+
+def startup_answer(record: dict) -> tuple:
+    """The question, answer and figures of ``job_start`` (benchmarks.records): the run's median job start-up (a warm
+    job server's, in a local run of more than four jobs) beside a stage module's import in a fresh process."""
+    starts = [r["startup_median"] for r in record["rules"].values()]
+    fresh = [m["seconds"] + record["imports"]["interpreter_seconds"] for m in record["imports"]["modules"].values()]
+    run = statistics.median(starts)
+    answer = f"median {run:.2f} s a job in the run; {min(fresh):.1f}–{max(fresh):.1f} s a fresh process to its stage"
+    figures = {"run_median_s": round(run, 2), "fresh_s": [round(min(fresh), 2), round(max(fresh), 2)]}
+    section = "[`startup.json`](#startupjson-how-long-a-job-takes-to-start-commit-d52e668), "
+    section += "[warm job starts](#warm-job-starts)"
+    return "How long does a job take to start?", answer, section, "benchmarks.startup", figures
 
 
 if __name__ == "__main__":

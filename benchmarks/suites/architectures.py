@@ -19,6 +19,7 @@ from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, bench_child, measure, measured, over
+from benchmarks.records import span, write_record
 from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert
 from benchmarks.suites.attention import tiny_band
 
@@ -96,3 +97,21 @@ def bench_architectures(lengths=(2048, 4096, 8192), names=tuple(BASE_MODELS)) ->
     return [
         bench_child("architectures", "bench_architecture_length", n, strict, name) for name in names for n in lengths
     ]
+
+
+def record(result: dict) -> None:
+    """The record ``architectures`` (benchmarks.records): each architecture's summaries over its forward, and the
+    largest peak memory against the dense attention's, over the lengths run."""
+    rows = [r for r in result["lengths"] if "summaries_over_forward" in r]
+    names = list(dict.fromkeys(r["architecture"] for r in rows))
+    per = {n: [r["summaries_over_forward"] for r in rows if r["architecture"] == n] for n in names}
+    dense = [100 * r["peak_extra_over_dense"] for r in rows if r["peak_extra_over_dense"] is not None]
+    longest = max(r["tokens"] for r in rows)
+    write_record(
+        "architectures",
+        f"… for every encoder architecture, up to {longest:,} tokens?".replace(",", " "),
+        ", ".join(f"{n} {span(v, 2)} ×" for n, v in per.items()) + f" the forward; ≤ {max(dense):.1f} % of dense",
+        "[`architectures.json`](#architecturesjson-commit-1971590)",
+        "benchmarks.suites.architectures",
+        {"summaries_over_forward": per, "peak_extra_over_dense_max": max(dense) / 100, "longest": longest},
+    )

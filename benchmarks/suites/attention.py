@@ -11,6 +11,7 @@ from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, bench_child, measured
+from benchmarks.records import span, write_record
 from benchmarks.shapes import base_longformer
 
 
@@ -116,3 +117,20 @@ def bench_attention(lengths=(2048, 4096)) -> list[dict]:
         timed["memory_method"] += " (separate run, MALLOC_MMAP_THRESHOLD_=131072)"
         out.append(timed)
     return out
+
+
+def record(result: dict) -> None:
+    """The record ``attention_summaries`` (benchmarks.records): the summaries' time over the forward that gives the
+    bands, and their peak memory against the dense attention's, over the lengths run."""
+    rows = result["lengths"]
+    tokens = [r["tokens"] for r in rows]
+    over_dense = [100 * r["peak_extra_over_dense"] for r in rows if r["peak_extra_over_dense"] is not None]
+    write_record(
+        "attention_summaries",
+        "What do the attention summaries cost beside the forward?",
+        f"{span([r['summaries_over_forward'] for r in rows], 2)} × the forward, {span(over_dense, 1)} % of the dense "
+        f"attention's memory ({span(tokens, 0)} tokens)",
+        "[`attention.json`](#attentionjson-commit-3762dc1)",
+        "benchmarks.suites.attention",
+        {str(r["tokens"]): {k: r[k] for k in ("summaries_over_forward", "peak_extra_over_dense")} for r in rows},
+    )

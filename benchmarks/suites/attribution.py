@@ -26,6 +26,7 @@ from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION
 from benchmarks.measuring import ROOT, resolved_model
+from benchmarks.records import write_record
 
 
 def _ig_input(cfg: ModelConfig, model, tokenizer):
@@ -165,3 +166,17 @@ def run(config_path: str) -> dict:
     else:
         result["adaptive"] = "skipped: run `make run` first (needs the trained default model and test split)"
     return result
+
+
+def record(result: dict) -> None:
+    """The record ``ig_step`` (benchmarks.records): IG's steps against as many plain forward + backward passes."""
+    t = result["throughput"]
+    write_record(
+        "ig_step",
+        "Is IG's step as cheap as a plain forward + backward?",
+        f"{t['n_steps']} steps in batches of {t['internal_batch_size']}: {t['ig_over_steps_x_forward_backward']:.2f} × "
+        f"{t['n_steps']} passes with parameter gradients ({t['tokens']} tokens)",
+        "[`attribution.json`](#attributionjson-commit-c4f3e3b)",
+        "benchmarks.suites.attribution",
+        {k: t[k] for k in ("tokens", "n_steps", "internal_batch_size", "ig_over_steps_x_forward_backward")},
+    )

@@ -42,6 +42,7 @@ from attnlens.attribution.ig import Inputs, freeze
 from attnlens.attribution.lrp import attnlrp
 from attnlens.models import architecture, draw_decoder, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, over
+from benchmarks.records import span, write_record
 
 #: The two shapes (see the module docstring), and a tiny one the test suite runs.
 SHAPES = {
@@ -192,3 +193,25 @@ def bench_decoders(families=FAMILIES, plan=CPU_PLAN) -> list[dict]:
             except RuntimeError as failed:  # a row that does not fit this machine says so; the rest still run
                 rows.append({"family": family, "shape": shape, "tokens": n, "not_run": str(failed).splitlines()[0]})
     return rows
+
+
+def record(result: dict) -> None:
+    """The record ``decoders`` (benchmarks.records): at the longest length run, the summaries over the forward of the
+    families with a sliding window and of the full causal ones, and AttnLRP over a forward + backward."""
+    rows = [r for r in result["rows"] if "summaries_over_forward" in r]
+    n = max(r["tokens"] for r in rows)
+    at = [r for r in rows if r["tokens"] == n]
+    windowed = [r["summaries_over_forward"] for r in at if WINDOWS[r["family"]].get("sliding_window")]
+    full = [r["summaries_over_forward"] for r in at if not WINDOWS[r["family"]].get("sliding_window")]
+    lrp = [r["attnlrp_over_forward_backward"] for r in rows]
+    shares = [f"the windowed families' summaries {span(windowed, 2)} × the forward"] if windowed else []
+    shares += [f"the full causal ones {span(full, 2)} ×"] if full else []
+    answer = f"at {n} tokens " + ", ".join(shares) + f"; AttnLRP {span(lrp, 2)} × a forward + backward"
+    write_record(
+        "decoders",
+        "What do the decoders' summaries and AttnLRP cost on a CPU?",
+        answer,
+        "[`decoders.json`](#decodersjson-the-cpu-plan)",
+        "benchmarks.suites.decoders",
+        {"tokens": n, "windowed": windowed, "full": full, "attnlrp_over_forward_backward": lrp},
+    )

@@ -34,6 +34,7 @@ from attnlens.attribution.methods import DOCUMENT, REGISTRY, ranking_source
 from attnlens.models import architecture
 from attnlens.pipeline.config import load_config
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measure
+from benchmarks.records import write_record
 from benchmarks.shapes import base_longformer
 
 
@@ -188,3 +189,19 @@ def bench_explanations(lengths=(2048, 4096)) -> dict:
         )
         out.append(timed)
     return {"lengths": out, "default_run": _run_share(ROOT / "results")}
+
+
+def record(result: dict) -> None:
+    """The record ``explanation_methods`` (benchmarks.records): the attention-based methods' largest time over the
+    forward and largest peak memory against the dense attention's, over the lengths run."""
+    methods = [m for r in result["lengths"] for m in r["methods"].values()]
+    times = [m["over_forward"] for m in methods if m.get("over_forward") is not None]
+    memory = [100 * m["peak_extra_over_dense"] for m in methods if m.get("peak_extra_over_dense") is not None]
+    write_record(
+        "explanation_methods",
+        "What do the attention-based explanation methods cost?",
+        f"≤ {max(times):.2f} × the forward, ≤ {max(memory):.1f} % of dense",
+        "[`explanations.json`](#explanationsjson-commit-02604cb)",
+        "benchmarks.suites.explanations",
+        {"over_forward_max": max(times), "peak_extra_over_dense_max": max(memory) / 100},
+    )

@@ -22,6 +22,7 @@ from attnlens.models.checkpoints import packaged_model_dir
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, SyntheticConfig
 from attnlens.render.explorer import ExplorerDocument, compute_views, payload, render_explorer
+from benchmarks.records import write_record
 
 
 def _minilm_longformer_12(max_length: int, window: int = 512):
@@ -102,3 +103,16 @@ def bench_explorer(n: int = 4096, top_ks=(1, 3, 5)) -> dict:
         "target_mb": 10.0,
         "pages": rows,
     }
+
+
+def record(result: dict) -> None:
+    """The record ``explorer`` (benchmarks.records): the page's size at the smallest top-k."""
+    page = min(result["pages"], key=lambda p: p["top_k"])
+    write_record(
+        "explorer",
+        "How large is an explorer page?",
+        f"{page['page_mb']:.2f} MB for {result['tokens']} tokens × {result['heads']} heads at `top_k: {page['top_k']}`",
+        "[`explorer.json`](#explorerjson-commit-4bf4077)",
+        "benchmarks.suites.explorer",
+        {"page_mb": page["page_mb"], "tokens": result["tokens"], "top_k": page["top_k"]},
+    )

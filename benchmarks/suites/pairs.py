@@ -12,6 +12,7 @@ import torch
 from attnlens.pairs.encoder import SiameseEncoder
 from attnlens.pairs.jacobians import attribute_pair
 from benchmarks.measuring import measured
+from benchmarks.records import write_record
 
 
 def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int = 64) -> list[dict]:
@@ -47,3 +48,17 @@ def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int
             }
         )
     return rows
+
+
+def record(result: dict) -> None:
+    """The record ``pairs`` (benchmarks.records): one pair attribution's seconds at each text length."""
+    rows = result["pairs"]
+    parts = [f"{r['seconds_per_pair']:.1f} s per pair of {r['tokens_per_text']}-token texts" for r in rows]
+    write_record(
+        "pairs",
+        "What does a token-pair attribution cost?",
+        "; ".join(parts) + f" ({rows[0]['n_steps']} steps)",
+        "[`pairs.json`](#pairsjson-commit-5f39ab0)",
+        "benchmarks.suites.pairs",
+        {str(r["tokens_per_text"]): r["seconds_per_pair"] for r in rows},
+    )

@@ -19,6 +19,7 @@ from attnlens.io import provenance, save_json, save_parquet
 from attnlens.pipeline.config import SimilarityConfig
 from attnlens.similarity.metrics import SIMILARITY_SCHEMA, compare_example, head_agreement
 from attnlens.stages.report import run_aggregate_similarity
+from benchmarks.records import write_record
 
 
 def _similarity_example(n: int, seed: int):
@@ -81,3 +82,16 @@ def bench_similarity(n: int = 2048, n_examples: int = 1000, repeats: int = 5) ->
         "aggregate_ratio_to_target": round(aggregate_s / 30.0, 3),
         "threads": torch.get_num_threads(),
     }
+
+
+def record(result: dict) -> None:
+    """The record ``similarity`` (benchmarks.records): one document's comparison, and the aggregation of many."""
+    write_record(
+        "similarity",
+        "What does the similarity study cost?",
+        f"{result['compare_seconds']:.2f} s per {result['tokens']}-token document; {result['aggregate_seconds']:.1f} s "
+        f"to aggregate {result['aggregate_examples']}",
+        "[`similarity.json`](#similarityjson-commit-adca97d)",
+        "benchmarks.suites.similarity",
+        {k: result[k] for k in ("tokens", "compare_seconds", "aggregate_examples", "aggregate_seconds")},
+    )

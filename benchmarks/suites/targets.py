@@ -29,6 +29,7 @@ from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
 from attnlens.tasks.spans import span_index
 from benchmarks.measuring import resolved_model
+from benchmarks.records import span, write_record
 
 #: the multi-label default's labels (attnlens.data.corpus.TOPIC_NAMES)
 N_LABELS = 4
@@ -133,3 +134,20 @@ def run(config_path: str, lengths: tuple[tuple[int | None, int], ...] = LENGTHS)
         rows.append(bench_length(cfg, length or cfg.max_length, n_steps=steps))
         print(f"targets: {rows[-1]}", file=sys.stderr, flush=True)
     return {"threads": torch.get_num_threads(), "lengths": rows}
+
+
+def record(result: dict) -> None:
+    """The record ``targets`` (benchmarks.records): N labels explained against one, for IG and AttnLRP, and an answer
+    span against a class of the same document."""
+    rows = result["lengths"]
+    ig, lrp = [r["ig"]["ratio_k_over_one"] for r in rows], [r["attnlrp"]["ratio_k_over_one"] for r in rows]
+    span_ratio = [r["qa"][m]["ratio_over_classification"] for r in rows for m in ("ig", "attnlrp")]
+    write_record(
+        "targets",
+        "What does a second explained output cost?",
+        f"a whole explanation each ({N_LABELS} labels: {span(ig, 2)} × IG, {span(lrp, 2)} × AttnLRP); an answer span "
+        f"{span(span_ratio, 2)} × a class",
+        "[`targets.json`](#targetsjson-commit-20de140--the-qa-span-rows)",
+        "benchmarks.suites.targets",
+        {"ig_k_over_one": ig, "attnlrp_k_over_one": lrp, "span_over_class": span_ratio, "labels": N_LABELS},
+    )

@@ -15,6 +15,7 @@ from attnlens.models import architecture, forward_bands
 from attnlens.pipeline.config import TopologyConfig
 from attnlens.topology.persistence import bottleneck_matrix, example_topology
 from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
+from benchmarks.records import write_record
 from benchmarks.shapes import base_longformer, reset_peak_rss, rss_kib
 
 
@@ -84,3 +85,18 @@ def bench_topology(lengths=(512, 1024, 2048), chunk_size: int = 16, n_pairs_exam
         "threads": torch.get_num_threads(),
         "memory_method": "peak RSS (VmHWM reset) minus RSS before pooling; bands already in memory",
     }
+
+
+def record(result: dict) -> None:
+    """The record ``topology`` (benchmarks.records): pooling, MI and persistence per example beside the forward."""
+    rows = result["per_length"]
+    lo, hi = rows[0], rows[-1]
+    write_record(
+        "topology",
+        "What does the topology study cost?",
+        f"{lo['topology_s_per_example']:.2f} s ({lo['tokens']} tokens) to {hi['topology_s_per_example']:.2f} s "
+        f"({hi['tokens']}) per example beside the forward",
+        "[`topology.json`](#topologyjson-commit-9d96a88)",
+        "benchmarks.suites.topology",
+        {str(r["tokens"]): r["topology_s_per_example"] for r in rows},
+    )

@@ -1,0 +1,188 @@
+"""Every measured figure the docs generate comes from one record (``benchmarks/records/``), and every record from a
+bench that writes it (:mod:`benchmarks.records`)."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from benchmarks import records
+from tests.support.helpers import ROOT
+
+
+def test_the_docs_say_what_the_records_say():
+    """docs/benchmarks.md's question table and every quoted figure are the records' (``python -m
+    benchmarks.records`` rewrites them)."""
+    assert records.stale() == []
+
+
+def test_every_question_has_one_record_and_every_record_a_question():
+    found = records.records()
+    assert set(found) == set(records.QUESTIONS)
+    for rid, record in found.items():
+        assert record.id == rid
+        assert record.written == "bench" or record.written.startswith("transcribed from "), rid
+
+
+@pytest.mark.parametrize("rid", records.QUESTIONS)
+def test_every_record_names_a_bench_that_writes_it(rid):
+    """The record's bench is a module of ``benchmarks/`` with a ``write_record(<its id>, …)`` call."""
+    bench = records.records()[rid].bench
+    path = ROOT / (bench.replace(".", "/") + ".py")
+    assert path.is_file(), f"{rid}: no bench {bench}"
+    calls = [
+        node
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "write_record"
+    ]
+    written = {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
+    assert rid in written, f"{rid}: {bench} writes the records {sorted(written)}"
+
+
+def test_a_doc_that_differs_from_its_record_is_found(tmp_path, monkeypatch):
+    """The check can fail: a quoted figure typed by hand, and a table row edited, are both named."""
+    found = records.records()
+    doc = tmp_path / "doc.md"
+    pipeline = found["default_run"].figures.get("pipeline", found["default_run"].answer)
+    table = records.question_table(found)
+    doc.write_text(
+        f"about <!-- record: default_run.answer -->8 ½ minutes<!-- /record -->\n\n"
+        f"{records.TABLE_START}\n{table.replace('|', '¦', 3)}\n{records.TABLE_END}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(records, "DOCS", (doc,))
+    monkeypatch.setattr(records, "ROOT", tmp_path)
+    assert records.stale(found) == ["doc.md"]
+    fixed = records.rendered(doc.read_text(encoding="utf-8"), found)
+    assert f"<!-- record: default_run.answer -->{found['default_run'].answer}<!-- /record -->" in fixed
+    assert table in fixed and pipeline
+    doc.write_text(fixed, encoding="utf-8")
+    assert records.stale(found) == []
+
+
+def test_a_bench_writes_its_record_with_its_provenance(tmp_path, monkeypatch):
+    """:func:`benchmarks.records.write_record` stamps the commit, the date and this machine."""
+    monkeypatch.setattr(records, "RECORDS", tmp_path)
+    path = records.write_record("x", "Q?", "A.", "[s](#s)", "benchmarks.x", {"n": 1}, measured_on="a machine")
+    got = json.loads(path.read_text(encoding="utf-8"))
+    assert got["id"] == "x" and got["figures"] == {"n": 1} and got["written"] == "bench"
+    assert got["date"][:4].isdigit() and got["commit"] and got["measured_on"] == "a machine"
+
+
+def _row(**kw):
+    return kw
+
+
+#: Each writer of a record, fed a made-up result of its bench's shape: ``(writer, result, id, what its answer says)``.
+def _writers():
+    from benchmarks import attnlrp, beside, contexts, gpu, kernel_sets, paper_shape, pipeline_runs, startup  # noqa: PLC0415
+    from benchmarks.suites import (  # noqa: PLC0415
+        architectures,
+        attention,
+        attribution,
+        decoders,
+        explanations,
+        explorer,
+        pairs,
+        similarity,
+        targets,
+        topology,
+    )
+
+    lengths = [
+        _row(tokens=2048, summaries_over_forward=0.21, peak_extra_over_dense=0.011),
+        _row(tokens=4096, summaries_over_forward=0.26, peak_extra_over_dense=0.027),
+    ]
+    yield attention.record, {"lengths": lengths}, "attention_summaries", "0.21–0.26 × the forward, 1.1–2.7 %"
+    arch = [{**r, "architecture": a} for a in ("longformer", "modernbert") for r in lengths]
+    arch[2]["summaries_over_forward"], arch[3]["summaries_over_forward"] = 0.30, 0.36
+    yield architectures.record, {"lengths": arch}, "architectures", "longformer 0.21–0.26 ×, modernbert 0.30–0.36 ×"
+    dec = [
+        _row(family=f, tokens=n, summaries_over_forward=s, attnlrp_over_forward_backward=1.1)
+        for f, s in (("llama", 2.2), ("mistral", 0.42))
+        for n in (8192, 16384)
+    ]
+    yield decoders.record, {"rows": dec}, "decoders", "at 16384 tokens the windowed families' summaries 0.42 ×"
+    methods = {"rollout": {"over_forward": 0.21, "peak_extra_over_dense": 0.016}}
+    yield explanations.record, {"lengths": [{"methods": methods}]}, "explanation_methods", "≤ 0.21 ×"
+    throughput = {"tokens": 256, "n_steps": 32, "internal_batch_size": 8, "ig_over_steps_x_forward_backward": 0.8}
+    yield attribution.record, {"throughput": throughput}, "ig_step", "0.80 × 32 passes"
+    t = {"ig": {"ratio_k_over_one": 4.2}, "attnlrp": {"ratio_k_over_one": 3.8}}
+    qa = {"qa": {"ig": {"ratio_over_classification": 1.0}, "attnlrp": {"ratio_over_classification": 1.02}}}
+    yield targets.record, {"lengths": [{**t, **qa}]}, "targets", "4.20 × IG, 3.80 × AttnLRP"
+    sim = {"tokens": 2048, "compare_seconds": 0.44, "aggregate_examples": 1000, "aggregate_seconds": 1.0}
+    yield similarity.record, sim, "similarity", "0.44 s per 2048-token document"
+    topo = [{"tokens": 512, "topology_s_per_example": 0.31}, {"tokens": 1024, "topology_s_per_example": 0.79}]
+    yield topology.record, {"per_length": topo}, "topology", "0.31 s (512 tokens) to 0.79 s (1024)"
+    pair = [{"tokens_per_text": 32, "seconds_per_pair": 21.9, "n_steps": 50}]
+    yield pairs.record, {"pairs": pair}, "pairs", "21.9 s per pair of 32-token texts"
+    page = {"tokens": 4096, "heads": 144, "pages": [{"top_k": 3, "page_mb": 9.0}, {"top_k": 1, "page_mb": 4.27}]}
+    yield explorer.record, page, "explorer", "4.27 MB for 4096 tokens × 144 heads at `top_k: 1`"
+    ctx = [
+        _row(family="llama", tokens=2048, attention_over_forward=0.9, attention_extra_over_dense=0.002,
+             attnlrp_over_forward_backward=1.5, loo_speedup=1.6),
+        _row(family="llama", tokens=32768, attention_over_forward=1.0, attnlrp_over_forward_backward=1.3),
+    ]  # fmt: skip
+    yield contexts.record_contexts, ctx, "long_contexts", "leave-one-out from the shared prefix 1.6 × cheaper"
+    side = [{"tokens": 2048, "context_cite_over_attnlens": 1.45, "inseq_attention_over_attnlens": None}]
+    yield beside.record_beside, side, "beside", "context-cite's surrogate 1.45 × attnlens's at 2048–2048 tokens"
+    proof = {
+        "card": "NVIDIA H200", "torch": "2.11.0", "shape": {"max_length": 2048}, "stages": {"attribute": {}},
+        "ig": {"seconds_per_document": 0.99, "steps": 50, "paper_t4_seconds_per_document": 43.5},
+    }  # fmt: skip
+    yield gpu.record_proof, proof, "gpu_proof", "yes; IG 0.99 s per 2048-token document at 50 steps (paper: 43.5"
+    runs = {"a-s0": {"exact_match": 1.0}, "a-s1": {"exact_match": 0.999}, "p-s0": {"exact_match": 0.999}}
+    ks = {
+        "runs": runs,
+        "seeds": {"largest": {"lds": 0.2}},
+        "kernel_sets": {"p": {"largest_difference": {"lds": 0.1}, "same_answers": 1.0}},
+    }
+    yield (
+        lambda r: kernel_sets.write_record("generation_kernel_sets", *kernel_sets.kernel_sets_answer(r)),
+        ks,
+        ("generation_kernel_sets"),
+        "yes, within its seeds' spread: exact match 0.999–1.000",
+    )
+    boot = {"rules": {"explain": {"startup_median": 0.35}}, "imports": {"interpreter_seconds": 0.05, "modules": {
+        "attnlens.stages.model": {"seconds": 5.0}}}}  # fmt: skip
+    yield lambda r: startup.write_record("job_start", *startup.startup_answer(r)), boot, "job_start", "median 0.35 s"
+    shape = {"rules": {"attribute": {"hours_paper": 190.0}}, "rehearsal": {"cores": 2}, "cpu_hours_paper": 339.2}
+    yield (
+        lambda r: paper_shape.write_record("paper_shape", *paper_shape.paper_shape_answer(r)),
+        shape,
+        ("paper_shape"),
+        "about 339 CPU hours on 2 cores (IG 190)",
+    )
+    lrp = {"device": "CPU", "rows": [{"ig50_over_attnlrp": 53.0, "attnlrp_over_forward_backward": 1.1}]}
+    yield (
+        lambda r: attnlrp.write_record("attnlrp_vs_ig", *attnlrp.attnlrp_answer({"cpu": attnlrp._cost(r)})),
+        lrp,
+        ("attnlrp_vs_ig"),
+        "53 × on CPU; AttnLRP 1.1 × one forward + backward",
+    )
+    base = {"pipeline_s": 579.0, "cpu_s": 1086.0, "jobs": 34, "headline": {}}
+    gen = {"pipeline_s": 300.0, "cpu_s": 700.0, "jobs": 20, "headline": {"exact_match": 1.0}, "lds": {"surrogate": 0.8}}
+    pipeline = {pipeline_runs.CLASSIFICATION: base, "config/generation.yaml": gen}
+    yield pipeline_runs._records, pipeline, "default_run", "9 min 39 s of pipeline"
+    yield pipeline_runs._records, pipeline, "generation_default", "0.52 × the classification default (5 min 00 s"
+
+
+@pytest.mark.parametrize("case", list(_writers()), ids=lambda c: c[2])
+def test_each_bench_writes_its_record_from_its_result(case, tmp_path, monkeypatch):
+    """Every writer runs on a result of its bench's shape and states its figures: a bench that ran for an hour does
+    not fail at its record."""
+    writer, result, rid, says = case
+    monkeypatch.setattr(records, "RECORDS", tmp_path)
+    monkeypatch.setattr(records, "machine", lambda: "a 2-core test machine")
+    writer(result)
+    got = json.loads((tmp_path / f"{rid}.json").read_text(encoding="utf-8"))
+    assert says in got["answer"], got["answer"]
+    assert got["bench"] == records.records()[rid].bench and got["question"]
+
+
+def test_a_quoted_figure_no_record_holds_is_one_line():
+    found = records.records()
+    with pytest.raises(ValueError, match=r"default_run\.lunch -->: no such record figure"):
+        records.rendered("<!-- record: default_run.lunch -->1 h<!-- /record -->", found)
