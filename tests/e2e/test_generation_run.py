@@ -47,29 +47,9 @@ from tests.support.helpers import (
     write_config,
 )
 from tests.support.session_runs import session_run
+from tests.support.task_runs import GENERATION_RUN
 
 pytestmark = pytest.mark.workflow
-
-#: The `.test` configuration as a generation run: what differs from it.
-GENERATION_RUN = {
-    "studies": ["generation"],
-    "data": {"task": "generation", "synthetic": {"n_documents": 24, "min_words": 20, "max_words": 30, "hops": 1}},
-    "model": {"source": "from_config", "architecture": "llama", "max_length": 128},
-    "attribution": {"target": "true"},
-    "generation": {
-        "n_examples": 3,
-        "n_ablations": 16,
-        "n_heldout": 8,
-        "ig_steps": 4,
-        "showcase": 2,
-        "n_bootstrap": 50,
-        "scratch": {"hidden_size": 32, "num_layers": 1, "num_heads": 2},
-        "train": {"steps": 8, "batch_size": 4},
-        "min_exact_match": 0.0,  # 8 steps teach a decoder nothing: explained all the same, to test the study's path
-        "learned": {"n_examples": 4, "n_ablations": 8, "steps": 50},
-    },
-}
-
 
 #: The grid's seeds (``generation.train.seed`` of each run): the first run is built to the end, the second as far as
 #: rule findings reads.

@@ -1,7 +1,8 @@
 """The tasks' session runs (``regression_run``, ``multilabel_run``, ``qa_run``): the `.test` configuration with
 ``data.task`` set and the smallest corpus that still trains, splits and showcases (12 documents, one shard per
 sharded rule). Their fixtures reach every test module through conftest (``tests/e2e/test_task_runs.py`` and
-``tests/e2e/test_browser.py`` read them)."""
+``tests/e2e/test_browser.py`` read them). And the generation study's overlay, :data:`GENERATION_RUN` (its run:
+``tests/e2e/test_generation_run.py``; its stages one by one: ``tests/unit/stages/test_generation_stages.py``)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,24 @@ def _qa(work: Path) -> Path:
 @pytest.fixture(scope="session")
 def qa_run(session_runs) -> Path:
     return session_runs.get("qa_run")
+
+
+#: The `.test` configuration as a generation run: what differs from it.
+GENERATION_RUN = {
+    "studies": ["generation"],
+    "data": {"task": "generation", "synthetic": {"n_documents": 24, "min_words": 20, "max_words": 30, "hops": 1}},
+    "model": {"source": "from_config", "architecture": "llama", "max_length": 128},
+    "attribution": {"target": "true"},
+    "generation": {
+        "n_examples": 3,
+        "n_ablations": 16,
+        "n_heldout": 8,
+        "ig_steps": 4,
+        "showcase": 2,
+        "n_bootstrap": 50,
+        "scratch": {"hidden_size": 32, "num_layers": 1, "num_heads": 2},
+        "train": {"steps": 8, "batch_size": 4},
+        "min_exact_match": 0.0,  # 8 steps teach a decoder nothing: explained all the same, to test the study's path
+        "learned": {"n_examples": 4, "n_ablations": 8, "steps": 50},
+    },
+}

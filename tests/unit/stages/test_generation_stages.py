@@ -1,0 +1,119 @@
+"""The generation study's stages called one by one, without Snakemake, on the `.test` generation overlay
+(``tests/support/task_runs.GENERATION_RUN``: a one-layer decoder of width 32 trained 8 steps): what each writes, and
+that each stage's numbers are the ones the stage before it left — the ablations' scores are what leave-one-out and
+the judges read, a method's cost counts the ablations it read, the leaderboard's means are the judged rows' means.
+The same path through Snakemake, with its notes, sharding and grid, is ``tests/e2e/test_generation_run.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlens.attribution.artifacts import ABLATIONS_SCHEMA, ANSWER_SCORES_SCHEMA, JUDGED_SCHEMA
+from attnlens.attribution.datamodels import score_of
+from attnlens.generator.artifacts import RESPONSES_SCHEMA
+from attnlens.io import load_parquet
+from attnlens.pipeline.config import DataConfig, FiguresConfig, GenerationConfig, ModelConfig, validate_config
+from attnlens.stages.data import run_prepare_dataset
+from attnlens.stages.generation import (
+    run_ablate_contexts,
+    run_explain_answers,
+    run_fit_learned_attention,
+    run_generate_answers,
+    run_judge_answers,
+    run_train_generator,
+)
+from attnlens.stages.report import run_answer_leaderboard
+from tests.support.helpers import ROOT, merged, tiny_config
+from tests.support.task_runs import GENERATION_RUN
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Every stage of the study up to its leaderboard, in order, in one folder; the generation section."""
+    d = tmp_path_factory.mktemp("generation")
+    full = validate_config(merged(tiny_config(ROOT), GENERATION_RUN))
+    cfg = GenerationConfig.from_dict(full["generation"])
+    model = ModelConfig.from_dict(full["model"])
+    target = full["attribution"]["target"]
+    run_prepare_dataset(
+        DataConfig.from_dict(full["data"]),
+        model,
+        d / "train.parquet",
+        d / "test.parquet",
+        d / "rat.parquet",
+        d / "m.json",
+    )
+    run_train_generator(model, cfg, d / "train.parquet", d / "test.parquet", d / "model", d / "metrics.json")
+    common = {"device": "cpu", "model_dir": d / "model"}
+    run_generate_answers(cfg, target, **common, metrics_path=d / "metrics.json", test_path=d / "test.parquet",
+                         rationales_path=d / "rat.parquet", responses_path=d / "responses.parquet")  # fmt: skip
+    run_fit_learned_attention(cfg, target, **common, train_path=d / "train.parquet", weights_path=d / "learned.json")
+    run_ablate_contexts(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet")
+    run_explain_answers(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet",
+                        scores_path=d / "scores.parquet", learned_path=d / "learned.json")  # fmt: skip
+    run_judge_answers(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet",
+                      scores_path=d / "scores.parquet", judged_path=d / "judged.parquet")  # fmt: skip
+    figures = FiguresConfig.from_dict(full["figures"])
+    run_answer_leaderboard(cfg, figures, d / "judged.parquet", d / "board.parquet", d / "tables", d / "board")
+    return d, cfg
+
+
+def _read(path, schema) -> pd.DataFrame:
+    return load_parquet(path, schema)[0]
+
+
+def test_generate_answers_writes_one_response_an_example(run):
+    d, cfg = run
+    responses = _read(d / "responses.parquet", RESPONSES_SCHEMA)
+    assert len(responses) == cfg.n_examples and responses["target"].eq("true").all()  # attribution.target: true
+    for row in responses.itertuples():
+        assert len(row.owner) == len(row.input_ids) and row.answer_length >= 1
+        assert row.log_prob == pytest.approx(np.sum(row.token_log_probs), abs=1e-12)
+
+
+def test_ablate_contexts_writes_each_kind_of_ablation_an_answer(run):
+    d, cfg = run
+    responses = _read(d / "responses.parquet", RESPONSES_SCHEMA)
+    ablations = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
+    assert sorted(ablations.groupby("example_id").size().unique()) == [3]
+    for row in ablations.itertuples():
+        n_sources = len(responses.set_index("example_id").loc[row.example_id, "source_start"])
+        masks = np.array([list(m) for m in row.masks])
+        expected = {"random": cfg.n_ablations, "heldout": cfg.n_heldout, "leave_one_out": n_sources}[row.kind]
+        assert masks.shape == (expected, n_sources) and len(row.token_log_probs) == expected and row.seconds > 0
+        if row.kind == "leave_one_out":
+            np.testing.assert_array_equal(masks, ~np.eye(n_sources, dtype=bool))
+
+
+def test_explain_answers_reads_the_ablations_the_stage_before_wrote(run):
+    """Leave-one-out's scores are the full score less each ablation's, from ``ablate_contexts``' rows; its cost is
+    their forwards and seconds; every method scores every source of every answer."""
+    d, cfg = run
+    responses = _read(d / "responses.parquet", RESPONSES_SCHEMA).set_index("example_id")
+    ablations = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
+    scores = _read(d / "scores.parquet", ANSWER_SCORES_SCHEMA)
+    assert len(scores) == len(responses) * len(cfg.methods) and set(scores["method"]) == set(cfg.methods)
+    for row in scores[scores["method"] == "leave_one_out"].itertuples():
+        loo = ablations[(ablations["example_id"] == row.example_id) & (ablations["kind"] == "leave_one_out")].iloc[0]
+        lp = np.array([list(t) for t in loo["token_log_probs"]])
+        full = responses.loc[row.example_id, cfg.score]
+        np.testing.assert_array_equal(row.scores, full - score_of(lp, cfg.score))  # the same float64 arithmetic
+        assert row.n_forwards == len(lp) and row.seconds >= loo["seconds"]
+    for row in scores.itertuples():
+        assert len(row.scores) == len(responses.loc[row.example_id, "source_start"])
+
+
+def test_judge_answers_and_the_leaderboard_agree(run):
+    """Every method is judged on every answer; the leaderboard's mean of a column is the judged rows' mean."""
+    d, cfg = run
+    judged = _read(d / "judged.parquet", JUDGED_SCHEMA)
+    board = pd.read_parquet(d / "board.parquet")
+    for method in cfg.methods:
+        mine = judged[(judged["method"] == method) & (judged["metric"] == "top1_drop")]
+        assert len(mine) == cfg.n_examples
+        mean = board[(board["method"] == method) & (board["metric"] == "top1_drop")]["mean"].item()
+        assert mean == pytest.approx(mine["value"].mean(), rel=1e-12)
+    assert (d / "tables" / "answer_leaderboard.csv").exists() and (d / "board.png").exists()
