@@ -103,7 +103,9 @@ def test_explorer_in_a_real_browser(browser, tiny_run, root):
         dtype=np.float64,
     )
     received = load_summaries(sorted(res.glob("attention/shard*.safetensors"))).examples[eid].received
-    explained = scores_by_example(load_explanations(sorted(res.glob("explanations/shard*.parquet"))))[eid]
+    explained = scores_by_example(load_explanations(sorted(res.glob("explanations/shard*.parquet"))), method_names())[
+        eid
+    ]
     bands, ids = load_bands(sorted(res.glob("attention/bands/shard*.safetensors")), eid)
     dense_all = dense_reference(combine_bands(bands, configuration_weights(len(bands), bands[0].heads, "all", None)))
     dense_all = dense_all[0].numpy()

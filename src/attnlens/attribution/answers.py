@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnlens.attribution.context import answer_gradient_x_input, answer_head_attention, source_sums, top_k_pooled
-from attnlens.attribution.methods import ANSWER, PASSES
+from attnlens.attribution.methods.cards import ANSWER, PASSES
 
 
 @dataclass(frozen=True)

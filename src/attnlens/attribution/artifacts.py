@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from attnlens.attribution.methods import method_names
 from attnlens.io import load_json, load_parquet, load_shards
 from attnlens.tasks import Task
 
@@ -151,10 +150,11 @@ def load_explanations(paths: Sequence, every_target: bool = False) -> pd.DataFra
     return frame.sort_values(["example_id", "target_rank", "method"], kind="stable").reset_index(drop=True)
 
 
-def scores_by_example(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
-    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, in registry order."""
+def scores_by_example(frame: pd.DataFrame, order: Sequence[str] = ()) -> dict[str, dict[str, np.ndarray]]:
+    """``{example_id: {method: (n,) scores}}`` of a :func:`load_explanations` frame, the methods in ``order`` (the
+    stages pass the registry's, :func:`attnlens.attribution.methods.method_names`), any other after them."""
     out: dict[str, dict[str, np.ndarray]] = {}
-    rank = {m: i for i, m in enumerate(method_names())}
+    rank = {m: i for i, m in enumerate(order)}
     order = sorted(range(len(frame)), key=lambda r: rank.get(str(frame["method"].iloc[r]), len(rank)))
     for r in order:
         out.setdefault(str(frame["example_id"].iloc[r]), {})[str(frame["method"].iloc[r])] = np.asarray(

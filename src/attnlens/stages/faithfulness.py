@@ -21,7 +21,7 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
-from attnlens.attribution.methods import CONTROL, REFERENCE, ranking_source
+from attnlens.attribution.methods import CONTROL, REFERENCE, method_names, ranking_source
 from attnlens.attribution.removal import copies_probe, evaluate_example
 from attnlens.classifier.prediction import encode_examples
 from attnlens.data.sources import load_examples
@@ -65,7 +65,7 @@ def run_evaluate_faithfulness(
     row_of = {str(e): i for i, e in enumerate(examples["example_id"])}
     attributions = load_attributions(attribution_paths)
     summaries = load_summaries(summary_paths).examples if summary_paths else {}
-    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
+    explained = scores_by_example(load_explanations(explanation_paths), method_names()) if explanation_paths else {}
     curves, plaus = [], []
     longest = max(attributions["input_ids"], key=len, default=None)
     copies = (

@@ -15,6 +15,7 @@ from attnlens.attention.band import bin_cells, binned_image, layer_configuration
 from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
 from attnlens.attribution.faithfulness import example_evidence
+from attnlens.attribution.methods import method_names
 from attnlens.classifier.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
 from attnlens.classifier.prediction import encode_examples
 from attnlens.classifier.selection import SELECTION_SCHEMA, load_selection, outcome_text, role_left_out
@@ -280,7 +281,7 @@ def run_build_explorers(
     encoded = encode_examples(tokenizer, shown, task)  # the showcased examples' offsets, for their evidence
     shown_row = {str(e): i for i, e in enumerate(shown["example_id"])}
     class_names = list(task.output_names(manifest["classes"]))
-    explained = scores_by_example(load_explanations(explanation_paths)) if explanation_paths else {}
+    explained = scores_by_example(load_explanations(explanation_paths), method_names()) if explanation_paths else {}
     roles: dict[str, list[str]] = {}
     first: dict[str, dict] = {}
     for e in selection:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from attnlens.attribution.ig import Inputs, prepare_inputs
-from attnlens.attribution.methods import DOCUMENT
+from attnlens.attribution.methods.cards import DOCUMENT
 from attnlens.data.tokens import structural_mask
 
 

@@ -7,14 +7,30 @@ scores. A scorer reads the shared pass its card ``needs`` (run once per example 
 by :func:`attnlens.attribution.engine.explain`) and returns a :class:`~attnlens.attribution.methods.cards.Scored`.
 
 The modules are light: the config reads their cards without torch (``tests/project/test_startup.py``), so a
-scorer imports the numerics it calls inside itself. :data:`MODULES` lists them in the leaderboards' order.
+scorer imports the numerics it calls inside itself. Their imports below are in the leaderboards' order.
 
-Adding a method is one module here, its name in :data:`MODULES`, a test against an independent reference and its
+Adding a method is one module here, its import below, a test against an independent reference and its
 docs row (docs/explanations.md, "Adding a method").
 """
 
-import importlib
+# Importing a method's module registers it: this order is the leaderboards' (isort keeps it).
+# isort: off
+from attnlens.attribution.methods import attention_last  # noqa: F401
+from attnlens.attribution.methods import attention_all  # noqa: F401
+from attnlens.attribution.methods import value_norm  # noqa: F401
+from attnlens.attribution.methods import rollout  # noqa: F401
+from attnlens.attribution.methods import grad_attention  # noqa: F401
+from attnlens.attribution.methods import saliency  # noqa: F401
+from attnlens.attribution.methods import grad_input  # noqa: F401
+from attnlens.attribution.methods import attnlrp  # noqa: F401
+from attnlens.attribution.methods import occlusion  # noqa: F401
+from attnlens.attribution.methods import attntrace  # noqa: F401
+from attnlens.attribution.methods import learned_attention  # noqa: F401
+from attnlens.attribution.methods import integrated_gradients  # noqa: F401
+from attnlens.attribution.methods import leave_one_out  # noqa: F401
+from attnlens.attribution.methods import surrogate  # noqa: F401
 
+# isort: on
 from attnlens.attribution.methods.cards import (
     ANSWER,
     ATTENTION_RANKINGS,
@@ -58,23 +74,3 @@ __all__ = [
     "schema_lists",
     "signed",
 ]
-
-#: The methods' modules, in the leaderboards' order: importing one registers its card and scorers.
-MODULES = (
-    "attention_last",
-    "attention_all",
-    "value_norm",
-    "rollout",
-    "grad_attention",
-    "saliency",
-    "grad_input",
-    "attnlrp",
-    "occlusion",
-    "attntrace",
-    "learned_attention",
-    "integrated_gradients",
-    "leave_one_out",
-    "surrogate",
-)
-for _module in MODULES:
-    importlib.import_module(f"{__name__}.{_module}")

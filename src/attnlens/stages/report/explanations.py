@@ -26,7 +26,7 @@ from attnlens.attribution.leaderboard import (
     metrics,
 )
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
-from attnlens.attribution.methods import CONTROL, REFERENCE
+from attnlens.attribution.methods import CONTROL, REFERENCE, method_names
 from attnlens.data.tokens import load_vocabulary, structural_ids
 from attnlens.io import (
     StrPath,
@@ -144,7 +144,7 @@ def comparison_frame(
     special_set: set[int],
 ) -> pd.DataFrame:
     """Per example, method and metric (long): agreement with IG, faithfulness, plausibility and cost."""
-    scores = scores_by_example(explanations)
+    scores = scores_by_example(explanations, method_names())
     forward = explanations.groupby("example_id")["forward_seconds"].first()
     cost = explanations.set_index(["example_id", "method"])["seconds"]
     rows: list[tuple] = []
