@@ -35,8 +35,8 @@ from attnlens.attribution.ablation import ablation_log_probs
 from attnlens.attribution.context import answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate
 from attnlens.attribution.ig import freeze
-from attnlens.data.context import PROMPT_TEMPLATE, Source, build_prompt
 from attnlens.models import DECODERS
+from attnlens.tasks.contexts import PROMPT_TEMPLATE, Source, build_prompt
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
 from benchmarks.records import span, write_record
 from benchmarks.suites.contexts import ANSWER, SOURCES

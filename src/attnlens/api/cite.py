@@ -32,7 +32,6 @@ from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
 from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
 from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import label
-from attnlens.data.context import Source
 from attnlens.device import place
 from attnlens.errors import InputError
 from attnlens.generator.artifacts import response_sources
@@ -42,6 +41,7 @@ from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
 from attnlens.render.answers import answer_page
+from attnlens.tasks.contexts import Source
 
 #: Where a run's ``results/`` keeps the generator and learned attention's weights.
 RUN_GENERATOR = "models/generator"

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from attnlens.data.context import PROMPT_TEMPLATE, REMOVALS, Source
 from attnlens.models import architecture
+from attnlens.tasks.contexts import PROMPT_TEMPLATE, REMOVALS, Source
 
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
@@ -231,8 +231,8 @@ def ablation_log_probs(
     batch_size: int = BATCH,
 ) -> np.ndarray:
     """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
-    each mask's zeros taken out by ``removal`` (:data:`~attnlens.data.context.REMOVALS`: ``delete``, ``mask``); the
-    prompt is :func:`~attnlens.data.context.build_prompt`'s."""
+    each mask's zeros taken out by ``removal`` (:data:`~attnlens.tasks.contexts.REMOVALS`: ``delete``, ``mask``); the
+    prompt is :func:`~attnlens.tasks.contexts.build_prompt`'s."""
     masks, answer = np.asarray(masks, dtype=bool), list(answer_ids)
     ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, template, answer, masks)
     full = REMOVALS.get(removal)(

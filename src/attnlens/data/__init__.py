@@ -5,7 +5,8 @@
 * :mod:`~attnlens.data.layouts` — how a dataset's rows become examples (``data.layout``: columns, HotpotQA);
 * :mod:`~attnlens.data.corpus` — the generated corpus of every task (one module a task), with its planted rationales;
 * :mod:`~attnlens.data.reading` — what the model reads of each split: truncation and unknown tokens, and their notes;
-* :mod:`~attnlens.data.tokens` — token surface strings and the token masks, for WordPiece and byte-level BPE;
-* :mod:`~attnlens.data.context` — a context cut into sources (split, or given), its prompt, and the ways to remove
-  a source.
+* :mod:`~attnlens.data.tokens` — token surface strings and the token masks, for WordPiece and byte-level BPE.
+
+A context cut into sources, its prompt and the ways to remove a source are the generation task's
+(:mod:`attnlens.tasks.contexts`): the data side reads the tasks, never the other way round.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from attnlens.data.context import Source
+from attnlens.tasks.contexts import Source
 
 GENERATOR_SCHEMA = "generator/v1"
 GENERATOR_METRICS_SCHEMA = "generator_metrics/v1"

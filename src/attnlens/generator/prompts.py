@@ -1,5 +1,5 @@
 """One example's prompt as a causal language model reads it: the context cut into sources, put into the template
-(:func:`attnlens.data.context.build_prompt`), tokenized with each token's source, and cut to the model's positions.
+(:func:`attnlens.tasks.contexts.build_prompt`), tokenized with each token's source, and cut to the model's positions.
 
 A prompt that would leave fewer than ``max_new_tokens`` positions for the answer loses sources from the context's
 end, whole, until it fits; how many sources and tokens were cut is kept with it (the run notes count them). The
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlens.data.context import (
+from attnlens.errors import InputError
+from attnlens.tasks.contexts import (
     PROMPT_TEMPLATE,
     Source,
     build_prompt,
@@ -21,7 +22,6 @@ from attnlens.data.context import (
     split_context,
     token_sources,
 )
-from attnlens.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ import pandas as pd
 
 from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.datamodels import answer_scores
-from attnlens.data.context import Source
 from attnlens.errors import InputError
 from attnlens.generator.artifacts import answer_of, response_sources
 from attnlens.generator.decoding import greedy_answers, normalized
 from attnlens.generator.prompts import AnswerPrompt, answer_ids, encode_prompt, end_token
+from attnlens.tasks.contexts import Source
 
 
 def example_prompt(tokenizer, row, cfg, positions: int, reserve: int) -> AnswerPrompt:

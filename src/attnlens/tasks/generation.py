@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from attnlens.data.context import given_sources, locate_sources
 from attnlens.errors import InputError
 from attnlens.tasks.base import REGISTRY, Task, no_empty_cell
+from attnlens.tasks.contexts import given_sources, locate_sources
 from attnlens.tasks.qa import QA  # the corpus's kinds of sentences are question answering's
 
 #: Why the classification study's head-side questions have no answer for a generated answer.

@@ -28,8 +28,8 @@ from attnlens.attribution.context import (
     source_sums,
     top_k_pooled,
 )
-from attnlens.data.context import build_prompt
 from attnlens.models import architecture
+from attnlens.tasks.contexts import build_prompt
 from benchmarks.beside import bench_attnlens, given_sources
 from benchmarks.beside_tools import build, prompt_ids
 from benchmarks.contexts import main as contexts_main

@@ -30,7 +30,7 @@ from attnlens.attribution.datamodels import (
     precision_recall_at_k,
     top_k_masks,
 )
-from attnlens.data.context import build_prompt, split_context
+from attnlens.tasks.contexts import build_prompt, split_context
 from tests.support.helpers import EPS32, ROOT
 from tests.support.tiny_models import context_cite_model
 

@@ -9,12 +9,12 @@ import json
 import pandas as pd
 import pytest
 
-from attnlens.data.context import Source, given_sources, locate_sources
 from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
 from attnlens.generator.prompts import encode_prompt
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.pipeline.config import DataConfig, validate_config
+from attnlens.tasks.contexts import Source, given_sources, locate_sources
 
 CONTEXT = "Falcon was designed by Ada Byrne; Heron is written in Rust. The lab is in Lund."
 

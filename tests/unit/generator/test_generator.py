@@ -13,13 +13,13 @@ import pytest
 import torch
 from transformers import LongformerConfig
 
-from attnlens.data.context import build_prompt, split_context, token_sources
 from attnlens.errors import InputError
 from attnlens.generator.decoding import Answer, generation_metrics, greedy_answers
 from attnlens.generator.prompts import answer_ids, encode_prompt, end_token
 from attnlens.generator.training import TrainingExample, answer_loss, train_generator
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.models.loading import load_causal_lm
+from attnlens.tasks.contexts import build_prompt, split_context, token_sources
 from tests.support.helpers import ROOT
 from tests.support.tiny_models import context_cite_model, tiny_decoder
 

@@ -15,12 +15,12 @@ from typing import Any, Literal
 import yaml
 
 from attnlens.attribution.methods import schema_lists
-from attnlens.data.context import REMOVALS, SPLITTERS
 from attnlens.data.layouts import DEFAULT as DEFAULT_LAYOUT
 from attnlens.data.layouts import layout_names
 from attnlens.errors import InputError
 from attnlens.tasks import DEFAULT as DEFAULT_TASK
 from attnlens.tasks import task_names
+from attnlens.tasks.contexts import REMOVALS, SPLITTERS
 
 #: The schema, shipped inside the package (a link to ``workflow/schemas/config.schema.yaml`` in a checkout; a copy
 #: in an installed package), so the section classes exist wherever attnlens is installed.

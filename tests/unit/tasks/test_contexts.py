@@ -1,4 +1,4 @@
-"""A context cut into sources (:mod:`attnlens.data.context`): sentences and paragraphs against hand-cut texts and
+"""A context cut into sources (:mod:`attnlens.tasks.contexts`): sentences and paragraphs against hand-cut texts and
 against the generated corpus, whose every planted sentence must come out as one source, and each token of a
 prompt read back to its source with a WordPiece and a byte-level BPE tokenizer."""
 
@@ -10,11 +10,11 @@ import pytest
 from tokenizers import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 
-from attnlens.data.context import SPLITTERS, Source, ablated_context, build_prompt, split_context, token_sources
 from attnlens.data.corpus import generate_qa_corpus
 from attnlens.errors import InputError
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from attnlens.pipeline.config import SyntheticConfig
+from attnlens.tasks.contexts import SPLITTERS, Source, ablated_context, build_prompt, split_context, token_sources
 from tests.support.hostile_corpus import HOSTILE
 
 TEXT = (

@@ -228,7 +228,7 @@ REMOVALS: Registry[Callable[..., Ablations]] = Registry("source removals", "gene
 
 @REMOVALS.register("delete")
 def deleted(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
-    """Each mask's prompt rebuilt from its kept sources (:func:`~attnlens.data.context.ablated_context`)."""
+    """Each mask's prompt rebuilt from its kept sources (:func:`~attnlens.tasks.contexts.ablated_context`)."""
     prompts = [build_prompt(tokenizer, ablated_context(context, sources, keep), question, template) for keep in masks]
     return Ablations([_prompt_ids(tokenizer, prompt) + answer for prompt in prompts], None)
 
@@ -236,7 +236,7 @@ def deleted(tokenizer, context, sources, question, template, answer, masks) -> A
 @REMOVALS.register("mask")
 def masked(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
     """The full prompt for every mask, its removed sources' tokens out of attention
-    (:func:`~attnlens.data.context.token_sources`)."""
+    (:func:`~attnlens.tasks.contexts.token_sources`)."""
     prompt = build_prompt(tokenizer, context, question, template)
     encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
     owner = token_sources(encoded["offset_mapping"], sources, prompt.context_start)
