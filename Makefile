@@ -65,7 +65,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/snakemake --lint
-	$(BIN)/snakefmt --check Snakefile workflow
+	$(BIN)/snakefmt --check workflow
 	$(BIN)/lint-imports
 
 bench: $(STAMP)

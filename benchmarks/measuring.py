@@ -26,7 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def snakemake_in(work: Path, *args: str) -> list[str]:
     """The command that runs this checkout's pipeline in ``work`` (which holds the run's ``config/`` and gets its
     ``results/``), with Snakemake's ``args``."""
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(work),
+        *args,
+    ]
 
 
 def timed_command(cmd: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float, float]:

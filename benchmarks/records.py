@@ -66,7 +66,7 @@ QUESTIONS = (
     "paper_shape",
 )
 #: What a measurement runs: a record's commit says "+ uncommitted changes" where these differ from it.
-MEASURED = ("src", "workflow", "Snakefile", "config", "envs", "pyproject.toml")
+MEASURED = ("src", "workflow", "config", "envs", "pyproject.toml")
 TABLE_START, TABLE_END = "<!-- records: questions -->", "<!-- records: end -->"
 #: A quoted figure: its text on one line, between the two comments.
 QUOTE = re.compile(r"<!-- record: (?P<id>\w+)\.(?P<field>\w+) -->(?P<text>[^<\n]*)<!-- /record -->")

@@ -76,7 +76,15 @@ def bench_pipeline(config_path: Path, cores: int | None = None) -> dict:
         work = Path(tmp)
         (work / "config").mkdir()
         shutil.copy(config_path, work / "config" / "config.yaml")
-        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(work),
+        ]
         cmd += ["--cores", str(cores), "all"]
         t0 = time.perf_counter()
         first = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)

@@ -223,7 +223,7 @@ def _run(work: Path, env: dict | None, obey_permissions: bool, forked: ForkedSna
         out = forked.run(*args, env=env)
         return subprocess.CompletedProcess(out.args, out.returncode, out.stdout, "")  # the output once
     # a job without the capabilities dropped here must not run in a fork of the (root) job server
-    cmd = [*AS_USER, *SNAKEMAKE, "--snakefile", ROOT / "Snakefile", *args]
+    cmd = [*AS_USER, *SNAKEMAKE, "--snakefile", ROOT / "workflow" / "Snakefile", *args]
     return run_guarded(cmd, cwd=work, timeout=GUARD["plan"], env={**fresh_env(), **(env or {})})
 
 

@@ -293,7 +293,15 @@ def test_the_notes_run_pages_and_report_run_nothing_they_did_not_ship(browser, n
     overlays and the Snakemake report built from it fire no dialog and show the hostile id as text."""
     report = tmp_path / "report.html"
     out = run_guarded(
-        [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(notes_run), "--report", str(report)],
+        [
+            *SNAKEMAKE,
+            "--snakefile",
+            str(root / "workflow" / "Snakefile"),
+            "--directory",
+            str(notes_run),
+            "--report",
+            str(report),
+        ],
         timeout=GUARD["plan"],
         env=local_env(),
     )

@@ -161,7 +161,16 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     (work / "results").mkdir()
     target = "results/models/base"
     smk = " ".join(
-        [*SNAKEMAKE, "--snakefile", str(root / "Snakefile"), "--directory", str(work), "--cores", "2", target]
+        [
+            *SNAKEMAKE,
+            "--snakefile",
+            str(root / "workflow" / "Snakefile"),
+            "--directory",
+            str(work),
+            "--cores",
+            "2",
+            target,
+        ]
     )
     # results/ on a 3 MB tmpfs, private to this command: the data fit, the base model (90 MB) does not
     script = (
@@ -185,7 +194,7 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
         [
             *SNAKEMAKE,
             "--snakefile",
-            str(root / "Snakefile"),
+            str(root / "workflow" / "Snakefile"),
             "--directory",
             str(work),
             "--cores",

@@ -163,7 +163,17 @@ def test_the_grid_dag_shares_jobs_that_do_not_depend_on_an_axis(tmp_path):
     (tmp_path / "config/grid.yaml").write_text(yaml.safe_dump({"grid": TEST_GRID}), encoding="utf-8")
 
     def counts(*extra) -> Counter:
-        cmd = [*SNAKEMAKE, "--snakefile", ROOT / "Snakefile", "--directory", tmp_path, "-n", "--quiet", "rules", *extra]
+        cmd = [
+            *SNAKEMAKE,
+            "--snakefile",
+            ROOT / "workflow" / "Snakefile",
+            "--directory",
+            tmp_path,
+            "-n",
+            "--quiet",
+            "rules",
+            *extra,
+        ]
         out = run_guarded(cmd, cwd=tmp_path, timeout=GUARD["plan"], env=local_env())
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         table = re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.M)

@@ -1,8 +1,8 @@
 """attnlens as a Snakemake module: a user's own directory, own config, a three-line Snakefile, no clone edited.
 
-The user's ``Snakefile`` declares ``module attnlens`` with the checkout's ``Snakefile`` and ``use rule * from
+The user's ``Snakefile`` declares ``module attnlens`` with the checkout's ``workflow/Snakefile`` and ``use rule * from
 attnlens`` — what ``snakedeploy deploy-workflow`` writes, with a local path where a release would give
-``github("…/attnlens", path="Snakefile", tag=…)``. With the `.test` config it must plan exactly the jobs the
+``github("…/attnlens", path="workflow/Snakefile", tag=…)``. With the `.test` config it must plan exactly the jobs the
 checkout's own Snakefile plans, and its jobs must compute what the session run (``tiny_run``) computed: the
 prepared data, the fine-tuned model and the predictions, compared byte for byte (:mod:`attnlens.pipeline.compare`).
 Its jobs run
@@ -52,7 +52,7 @@ def _user_dir(user: Path) -> Path:
     """A user's directory: the `.test` config and the three-line module Snakefile."""
     (user / "config").mkdir(parents=True)
     shutil.copy(ROOT / ".test/config/config.yaml", user / "config/config.yaml")
-    (user / "Snakefile").write_text(USER_SNAKEFILE.format(snakefile=ROOT / "Snakefile"), encoding="utf-8")
+    (user / "Snakefile").write_text(USER_SNAKEFILE.format(snakefile=ROOT / "workflow" / "Snakefile"), encoding="utf-8")
     return user
 
 

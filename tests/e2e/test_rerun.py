@@ -110,7 +110,7 @@ def _killed_and_resumed(work: Path) -> Path:
     to the end (the module's docstring); what each interruption must leave is checked as it happens."""
     shutil.copytree(ROOT / ".test" / "config", work / "config")
     res = work / "results"
-    base = [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), "--cores", "1"]
+    base = [*SNAKEMAKE, "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(work), "--cores", "1"]
 
     def resume(*targets: str) -> list[str]:
         unlock = run_snakemake(ROOT, "--directory", str(work), "--unlock")

@@ -116,13 +116,13 @@ def hang_report(cmd, limit: float, log: str) -> str:
 
 
 def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False):
-    """``snakemake --snakefile <root>/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``), under
+    """``snakemake --snakefile <root>/workflow/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``), under
     the hang guard ``timeout`` (:data:`GUARD`).
 
     Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
     """
     return run_guarded(
-        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "Snakefile"), *args],
+        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "workflow" / "Snakefile"), *args],
         timeout=timeout,
         cwd=cwd or root,
         env=None if slurm else local_env(),
@@ -176,9 +176,9 @@ class ForkedSnakemake:
         )
 
     def run(self, *args, timeout: float = GUARD["plan"], env: dict | None = None) -> subprocess.CompletedProcess:
-        """``snakemake --snakefile <root>/Snakefile *args``, with ``env`` added to its environment; its output
+        """``snakemake --snakefile <root>/workflow/Snakefile *args``, with ``env`` added to its environment; its output
         (stdout and stderr together) in both fields."""
-        cmd = ["--snakefile", str(self.root / "Snakefile"), *map(str, args)]
+        cmd = ["--snakefile", str(self.root / "workflow" / "Snakefile"), *map(str, args)]
         log = self.logs / f"{self.count}.log"
         self.count += 1
         job = {"args": cmd, "cwd": str(self.root), "log": str(log), "env": env or {}}
