@@ -72,7 +72,7 @@ def bench_explorer(n: int = 4096, top_ks=(1, 3, 5)) -> dict:
         doc = ExplorerDocument(
             example_id="bench",
             title="bench",
-            info={},
+            info={"explained": "class 1", "ig_steps": 0, "ig_delta": 0.0},  # what the page names of its IG row
             tokens=tokens,
             starts_word=[True] * length,
             special=np.zeros(length, dtype=bool),
