@@ -15,7 +15,6 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 from attnlens.models import architecture
 from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
-from benchmarks.measuring import ROOT, resolved_model
+from benchmarks.measuring import resolved_model, snakemake_in
 
 
 def bench_model(cfg: ModelConfig, batch_size: int = 1, repeats: int = 5) -> dict:
@@ -76,16 +75,7 @@ def bench_pipeline(config_path: Path, cores: int | None = None) -> dict:
         work = Path(tmp)
         (work / "config").mkdir()
         shutil.copy(config_path, work / "config" / "config.yaml")
-        cmd = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(work),
-        ]
-        cmd += ["--cores", str(cores), "all"]
+        cmd = snakemake_in(work, "--cores", str(cores), "all")
         t0 = time.perf_counter()
         first = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)
         full = time.perf_counter() - t0

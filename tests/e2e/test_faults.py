@@ -35,7 +35,16 @@ from attnlens.io import load_tensors, provenance, save_csv, save_json, save_parq
 from attnlens.models.checkpoints import load_classifier, packaged_model_dir
 from attnlens.models.loading import source_config
 from attnlens.render.figures import plot_skipped
-from tests.support.helpers import GUARD, ROOT, SNAKEMAKE, fresh_env, local_env, run_guarded, tiny_config, write_config
+from tests.support.helpers import (
+    GUARD,
+    ROOT,
+    fresh_env,
+    local_env,
+    run_guarded,
+    snakemake_cmd,
+    tiny_config,
+    write_config,
+)
 
 
 def _cut(path: Path, how: str) -> None:
@@ -160,18 +169,7 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     write_config(work, tiny_config(root))
     (work / "results").mkdir()
     target = "results/models/base"
-    smk = " ".join(
-        [
-            *SNAKEMAKE,
-            "--snakefile",
-            str(root / "workflow" / "Snakefile"),
-            "--directory",
-            str(work),
-            "--cores",
-            "2",
-            target,
-        ]
-    )
+    smk = " ".join(snakemake_cmd(root, "--directory", work, "--cores", "2", target))
     # results/ on a 3 MB tmpfs, private to this command: the data fit, the base model (90 MB) does not
     script = (
         f"mount -t tmpfs -o size=3m tmpfs {work / 'results'} && {{ {smk}; echo rc=$?; }}; "
@@ -191,17 +189,7 @@ def test_a_rule_on_a_full_disk_says_one_line_and_resumes(root, tiny_run, tmp_pat
     shutil.rmtree(work / "results")
     shutil.copytree(kept, work / "results")
     out = run_guarded(
-        [
-            *SNAKEMAKE,
-            "--snakefile",
-            str(root / "workflow" / "Snakefile"),
-            "--directory",
-            str(work),
-            "--cores",
-            "2",
-            "--rerun-incomplete",
-            target,
-        ],
+        snakemake_cmd(root, "--directory", work, "--cores", "2", "--rerun-incomplete", target),
         timeout=GUARD["stage"],
         env=local_env(),
     )

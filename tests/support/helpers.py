@@ -115,6 +115,11 @@ def hang_report(cmd, limit: float, log: str) -> str:
     )
 
 
+def snakemake_cmd(root, *args) -> list[str]:
+    """``snakemake --snakefile <root>/workflow/Snakefile *args``, as a command line."""
+    return [*SNAKEMAKE, "--snakefile", str(root / "workflow" / "Snakefile"), *map(str, args)]
+
+
 def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm=False):
     """``snakemake --snakefile <root>/workflow/Snakefile *args`` (optionally behind ``prefix``, e.g. ``timeout``), under
     the hang guard ``timeout`` (:data:`GUARD`).
@@ -122,7 +127,7 @@ def run_snakemake(root, *args, cwd=None, timeout=GUARD["plan"], prefix=(), slurm
     Local runs see no SLURM commands (:func:`local_env`); ``slurm=True`` keeps them, for runs that submit to it.
     """
     return run_guarded(
-        [*prefix, *SNAKEMAKE, "--snakefile", str(root / "workflow" / "Snakefile"), *args],
+        [*prefix, *snakemake_cmd(root, *args)],
         timeout=timeout,
         cwd=cwd or root,
         env=None if slurm else local_env(),
