@@ -139,6 +139,7 @@ def test_a_new_method_for_both_scopes_is_one_file(toy, answer, position_method):
 
     # a document: explained beside a shipped method, its rows and its leaderboard row
     got = explain_document(model, inputs, 1, ["attention_all", "position"])
+    # exact: the scorer returns this very float64 expression, no model arithmetic in between (any CPU)
     np.testing.assert_array_equal(got.scores["position"], np.arange(len(ids)) / len(ids))
     assert got.n_forwards["position"] == 1 and got.seconds["position"] > 0 and "position" not in got.explained
     rows = explanation_rows("doc", ids, 1, got, ["attention_all", "position"])
@@ -159,6 +160,7 @@ def test_a_new_method_for_both_scopes_is_one_file(toy, answer, position_method):
 
     # an answer: explained beside a shipped method, judged by its top-k removals and held-out ablations
     got = explain(answer, ["attention_all", "position"])
+    # exact, as above: the answer scorer's own float64 expression
     np.testing.assert_array_equal(got.scores["position"], np.arange(4) / 4)
     assert (got.n_forwards["position"], got.n_backwards["position"]) == (1, 0)
     masks, where = removal_masks(got.scores, (1, 2))
