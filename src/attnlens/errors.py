@@ -1,7 +1,7 @@
 """One exception type for bad input, rendered as a single clear line.
 
 Every check on user-supplied data or configuration raises :class:`InputError` naming the
-file (or config file), the field and what was expected. Rule adapters catch it and print
+file (or config file), the field and what was expected. A rule's job catches it and prints
 exactly one line (see :func:`attnlens.pipeline.runtime.log_to`), so bad input never ends in a traceback.
 """
 

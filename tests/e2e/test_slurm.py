@@ -54,29 +54,53 @@ def cluster(root):
     assert had_slurm or shutil.which("scontrol") is None, "cluster.sh clean left SLURM's client installed"
 
 
-def test_profile_has_placeholders_and_every_gpu_rule_a_partition(root):
-    profile = yaml.safe_load((root / "workflow/profiles/slurm/config.yaml").read_text(encoding="utf-8"))
+def _kinds(root):
+    """Each rule of workflow/rules by its kind (workflow/rules/kinds.smk); train_classifier, a rule of its own."""
+    rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
+    kinds: dict[str, set[str]] = {}
+    for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", rules, re.M):
+        kinds.setdefault(kind, set()).add(rule)
+    return kinds
+
+
+def test_profile_has_placeholders_and_says_only_sizes(root):
+    """The profile says what a cluster needs and nothing the rules say: the account and the partitions are
+    placeholders, a job that asks for a GPU can go to the GPU partition only, threads stay the rules', and each
+    rule the profile sizes exists."""
+    folder = root / "workflow/profiles/slurm"
+    profile = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
     assert profile["executor"] == "slurm" and profile["rerun-incomplete"] and profile["retries"] >= 1
     assert profile["latency-wait"] >= 60
     assert profile["default-resources"]["slurm_account"].startswith("EDIT_ME")
-    rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
-    gpu_rules = re.findall(r"^\s*rule (\w+):(?:(?!^\s*rule ).)*?gpu=1", rules, re.S | re.M)
-    assert len(gpu_rules) >= 5
-    for rule in gpu_rules:
-        assert profile["set-resources"][rule]["slurm_partition"] == "EDIT_ME_gpu_partition", rule
+    partitions = yaml.safe_load((folder / profile["slurm-partition-config"]).read_text(encoding="utf-8"))["partitions"]
+    assert all(name.startswith("EDIT_ME") for name in partitions)
+    assert sorted(p.get("max_gpu", 0) > 0 for p in partitions.values()) == [False, True]
+    assert "set-threads" not in profile
+    sized = profile["set-resources"]
+    assert all(set(values) <= {"mem_mb", "runtime"} for values in sized.values())
+    kinds = _kinds(root)
+    assert set(sized) <= set().union(*kinds.values()) | {"train_classifier"}
+    assert kinds["model_job"] <= set(sized), "every model job is sized for the paper's shape"
 
 
 def test_light_rules_are_local_and_model_rules_are_not(root):
-    """Figures, tables, overlays, explorers and the manifest say ``localrule: True``: they run in the Snakemake
-    process (no queue wait for seconds of work); no rule that asks for a GPU is local."""
+    """Figures, tables, overlays, explorers and the manifest are light jobs that say ``localrule: True``: they run
+    where Snakemake does (no queue wait for seconds of work); no rule that asks for a GPU is local. Each light rule
+    says it itself: ``use rule … with:`` resets the directive, so its kind cannot (workflow/rules/kinds.smk)."""
     rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
-    blocks = {m.group(1): m.group(2) for m in re.finditer(r"^\s*rule (\w+):\n((?:(?!^\s*rule ).*\n?)*)", rules, re.M)}
-    local = {name for name, block in blocks.items() if re.search(r"^\s*localrule: True$", block, re.M)}
+    blocks = {
+        m.group(2): (m.group(1), m.group(3))
+        for m in re.finditer(r"^\s*use rule (\w+) as (\w+) with:\n((?:(?!^\s*(?:use )?rule ).*\n?)*)", rules, re.M)
+    }
+    local = {name for name, (_, block) in blocks.items() if re.search(r"^\s*localrule: True$", block, re.M)}
+    kinds = _kinds(root)
     light = {r for r in blocks if r.startswith("plot_") or r.endswith(("_tables", "_overlays", "_leaderboard"))}
     light |= {"count_topk", "similarity_examples", "build_explorers", "manifest"}
-    assert light <= local, f"light rules not local: {sorted(light - local)}"
-    gpu = {name for name, block in blocks.items() if re.search(r"^\s*gpu=1,", block, re.M)}
-    assert gpu and not gpu & local, f"GPU rules declared local: {sorted(gpu & local)}"
+    assert light <= kinds["light_job"] == local, f"light rules not local: {sorted(kinds['light_job'] - local)}"
+    text = (root / "workflow/rules/kinds.smk").read_text(encoding="utf-8")
+    kind_blocks = dict(re.findall(r"^rule (\w+):\n((?:    .*\n|\n)*)", text, re.M))
+    assert re.search(r"^\s*gpu=1,$", kind_blocks["model_job"], re.M)
+    assert not local & kinds["model_job"]
 
 
 def node_profile(root, tmp_path) -> str:

@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from attnlens.families import FAMILIES
+from attnlens.pipeline.entry import stage_module
 from tests.support.helpers import REQUIRED
 
 
@@ -100,22 +101,27 @@ def test_internal_imports_are_at_the_top(root):
         assert not nested, f"{name}: imports inside functions at lines {nested}"
 
 
-def test_rule_script_function_convention(root):
-    """Rule X = workflow/scripts/X.py = attnlens.stages.<rule file>.run_X; no `run_` outside attnlens.stages."""
-    expected = {}
+def test_rule_function_convention(root):
+    """Rule X is `use rule <kind> as X` of a kind in workflow/rules/kinds.smk and runs
+    attnlens.stages.<rule file>.run_X (marked with the sections it takes) through the one script; train_classifier,
+    a command, is the one rule of its own; no `run_` outside attnlens.stages."""
+    kinds_smk = (root / "workflow/rules/kinds.smk").read_text(encoding="utf-8")
+    kinds = set(re.findall(r"^rule (\w+):", kinds_smk, re.M))
+    assert kinds and set(re.findall(r"script:\n\s+\"(.+)\"", kinds_smk)) == {"../scripts/stage.py"}
+    assert {p.name for p in (root / "workflow/scripts").glob("*.py")} == {"stage.py", "train_classifier.py"}
+    seen = 0
     for smk in (root / "workflow/rules").glob("*.smk"):
-        for rule in re.findall(r"^\s*rule (\w+):", smk.read_text(encoding="utf-8"), re.M):
-            expected[rule] = smk.stem
-    scripts = {p.stem for p in (root / "workflow/scripts").glob("*.py")}
-    assert scripts == set(expected) - {"all"}, "one script per rule, named after it"
-    for rule, stage in expected.items():
-        if rule == "all":
-            continue
-        tree = ast.parse((root / "workflow/scripts" / f"{rule}.py").read_text(encoding="utf-8"))
-        imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-        function = "train_classifier_command" if rule == "train_classifier" else f"run_{rule}"
-        assert (f"attnlens.stages.{stage}", function) in imported, f"{rule}: expected stages.{stage}.{function}"
-        assert callable(getattr(importlib.import_module(f"attnlens.stages.{stage}"), function))
+        text = smk.read_text(encoding="utf-8")
+        own = set(re.findall(r"^\s*rule (\w+):", text, re.M))
+        assert own == (kinds if smk.stem == "kinds" else ({"train_classifier"} if smk.stem == "model" else set()))
+        for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", text, re.M):
+            assert kind in kinds, f"{rule}: {kind} is no kind of workflow/rules/kinds.smk"
+            module = stage_module(rule)
+            assert module == f"attnlens.stages.{smk.stem}" or module.startswith(f"attnlens.stages.{smk.stem}.")
+            assert hasattr(getattr(importlib.import_module(module), f"run_{rule}"), "sections"), f"{rule}: @stage"
+            seen += 1
+    assert seen > 40
+    assert callable(importlib.import_module("attnlens.stages.model").train_classifier_command)
     for path in (root / "src/attnlens").rglob("*.py"):
         if "stages" in path.parts:
             continue

@@ -26,7 +26,7 @@ def local_profile(max_threads: int = 2, mem_mb: int = 2500) -> dict:
     profile["default-resources"] = {"slurm_partition": "debug", "mem_mb": mem_mb, "runtime": 30}
     for values in profile["set-resources"].values():
         values.update(node)
-    profile.pop("set-threads", None)
+    profile.pop("slurm-partition-config")  # one partition: every job is sent to it by name
     profile.update(
         {
             "max-threads": max_threads,  # a rule asking for more CPUs than the node has would never be scheduled

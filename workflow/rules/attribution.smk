@@ -1,23 +1,15 @@
-rule attribute:
+use rule model_job as attribute with:
     input:
-        model=at("results/models/finetuned"),
-        test=shared("results/data/test.parquet"),
-        predictions=at("results/predictions/test.parquet"),
-        selection=at("results/predictions/selection.json"),
+        model_dir=at("results/models/finetuned"),
+        test_path=shared("results/data/test.parquet"),
+        predictions_path=at("results/predictions/test.parquet"),
+        selection_path=at("results/predictions/selection.json"),
     output:
-        attributions=at("results/attributions/shard{shard}.parquet"),
+        out_path=at("results/attributions/shard{shard}.parquet"),
     log:
         at("results/logs/attribute/shard{shard}.log"),
     benchmark:
         at("results/benchmarks/attribute/shard{shard}.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=720,
     params:
         cfg=keys(
             model=["device"],
@@ -34,34 +26,22 @@ rule attribute:
                 "autocast",
             ],
         ),
-    script:
-        "../scripts/attribute.py"
 
 
-rule attribute_embeddings:
+use rule model_job as attribute_embeddings with:
     input:
-        model=at("results/models/finetuned"),
-        test=shared("results/data/test.parquet"),
-        predictions=at("results/predictions/test.parquet"),
-        selection=at("results/predictions/selection.json"),
+        model_dir=at("results/models/finetuned"),
+        test_path=shared("results/data/test.parquet"),
+        predictions_path=at("results/predictions/test.parquet"),
+        selection_path=at("results/predictions/selection.json"),
     output:
-        embeddings=at("results/attributions/embeddings.parquet"),
+        out_path=at("results/attributions/embeddings.parquet"),
     log:
         at("results/logs/attribute_embeddings/attribute_embeddings.log"),
     benchmark:
         at("results/benchmarks/attribute_embeddings/attribute_embeddings.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=240,
     params:
         cfg=keys(
             model=["device"],
             attribution=["target", "steps_per_pass", "embeddings_mode", "embeddings_steps", "tolerance"],
         ),
-    script:
-        "../scripts/attribute_embeddings.py"

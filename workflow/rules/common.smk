@@ -7,7 +7,8 @@ from pathlib import Path
 from attnlens.errors import InputError
 from attnlens.families import classifier_label
 from attnlens.pipeline import outputs
-from attnlens.pipeline.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, grid_path, resolve_path
+from attnlens.pipeline.config.shared_keys import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS
+from attnlens.pipeline.grid import grid_path, resolve_path
 from attnlens.pipeline.outputs import FINDINGS, RUN_NOTES, TOPK_TABLES, group_pattern
 from attnlens.pipeline.startup import start_workflow
 
@@ -46,11 +47,6 @@ def run_config(wildcards=None):
 def job_keys(wildcards, **sections):
     """The config values of ``sections`` (as :func:`keys` names them) for the run of a job's wildcards."""
     return outputs.select_keys(run_config(wildcards), sections)
-
-
-# Rules that run a model (and the comparison and topology shards) say `priority: 1`: on a workstation they go
-# first, so the one-thread figure and table jobs wait and then run two at a time, instead of one at a time beside
-# a core left idle (docs/benchmarks.md, "The default run"); on a cluster every ready job is submitted anyway.
 
 
 def keys(**sections):
@@ -116,13 +112,13 @@ def train_launcher(wildcards, resources):
 
 def exact_model(wildcards):
     """The exact-mode pair encoder, when pairs.exact.enabled."""
-    return {"exact": "results/models/pair_encoder_exact"} if config["pairs"]["exact"]["enabled"] else {}
+    return {"exact_dir": "results/models/pair_encoder_exact"} if config["pairs"]["exact"]["enabled"] else {}
 
 
 def exact_metrics(wildcards):
     """The exact-mode training metrics, when pairs.exact.enabled."""
     return (
-        {"exact_metrics": "results/models/pair_encoder_exact_metrics.json"}
+        {"exact_metrics_path": "results/models/pair_encoder_exact_metrics.json"}
         if config["pairs"]["exact"]["enabled"]
         else {}
     )
@@ -139,7 +135,9 @@ def for_run(paths, wildcards):
 def explanation_shards(wildcards):
     """The explain shards, when explanations.methods is not empty (the explorer's overlays)."""
     if outputs.explains(config):
-        return {"explanations": for_run(shards("explanations", "results/explanations/shard{shard}.parquet"), wildcards)}
+        return {
+            "explanation_paths": for_run(shards("explanations", "results/explanations/shard{shard}.parquet"), wildcards)
+        }
     return {}
 
 

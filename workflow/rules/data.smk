@@ -1,16 +1,12 @@
-rule prepare_dataset:
+use rule cpu_job as prepare_dataset with:
     output:
-        train=at("results/data/train.parquet"),
-        test=at("results/data/test.parquet"),
-        rationales=at("results/data/rationales.parquet"),
-        manifest=at("results/data/split_manifest.json"),
+        train_path=at("results/data/train.parquet"),
+        test_path=at("results/data/test.parquet"),
+        rationales_path=at("results/data/rationales.parquet"),
+        manifest_path=at("results/data/split_manifest.json"),
     log:
         at("results/logs/prepare_dataset/prepare_dataset.log"),
     benchmark:
         at("results/benchmarks/prepare_dataset/prepare_dataset.tsv")
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(**PREPARE_DATASET_KEYS),
-    script:
-        "../scripts/prepare_dataset.py"

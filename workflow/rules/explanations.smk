@@ -1,21 +1,13 @@
-rule explain:
+use rule model_job as explain with:
     input:
-        model=at("results/models/finetuned"),
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        model_dir=at("results/models/finetuned"),
+        attribution_paths=shards("attribution", "results/attributions/shard{shard}.parquet"),
     output:
-        explanations=at("results/explanations/shard{shard}.parquet"),
+        out_path=at("results/explanations/shard{shard}.parquet"),
     log:
         at("results/logs/explain/shard{shard}.log"),
     benchmark:
         at("results/benchmarks/explain/shard{shard}.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=240,
     params:
         cfg=keys(
             model=["device"],
@@ -29,33 +21,21 @@ rule explain:
                 "targets",
             ],
         ),
-    script:
-        "../scripts/explain.py"
 
 
-rule sanity_check:
+use rule model_job as sanity_check with:
     input:
-        model=at("results/models/finetuned"),
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        model_dir=at("results/models/finetuned"),
+        attribution_paths=shards("attribution", "results/attributions/shard{shard}.parquet"),
     output:
-        sanity=at("results/sanity/sanity.parquet"),
+        out_path=at("results/sanity/sanity.parquet"),
     log:
         at("results/logs/sanity_check/sanity_check.log"),
     benchmark:
         at("results/benchmarks/sanity_check/sanity_check.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=240,
     params:
         cfg=keys(
             model=["device"],
             explanations=["methods", "layers", "occlusion_max_tokens", "copies_per_pass", "documents_per_pass"],
             findings=["sanity_examples", "seed"],
         ),
-    script:
-        "../scripts/sanity_check.py"

@@ -1,23 +1,19 @@
-rule findings:
+use rule light_job as findings with:
     input:
         unpack(findings_inputs),
     output:
         table=report_table("results/findings/findings", "findings", FINDINGS, "Statements"),
-        runs="results/findings/runs.csv",
-        statements="results/findings/statements.csv",
+        runs_table="results/findings/runs.csv",
+        statements_path="results/findings/statements.csv",
         quantities="results/findings/quantities.csv",
         concordance="results/findings/concordance.csv",
         rankings="results/findings/rankings.csv",
-        figures=report_dir("results/findings/figures", "{name}.png", "findings_figures", FINDINGS, "Figures"),
+        figures_dir=report_dir("results/findings/figures", "{name}.png", "findings_figures", FINDINGS, "Figures"),
     log:
         "results/logs/findings/findings.log",
     benchmark:
         "results/benchmarks/findings/findings.tsv"
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(findings=["min_share", "alpha", "sanity_max_rho", "surrogate_share"], figures=["dpi"]),
         runs=grid_runs(),
-    script:
-        "../scripts/findings.py"

@@ -1,25 +1,17 @@
 # The generation study: which sources of a context a causal language model's generated answer rests on.
 
 
-rule train_generator:
+use rule model_job as train_generator with:
     input:
-        train=shared("results/data/train.parquet"),
-        test=shared("results/data/test.parquet"),
+        train_path=shared("results/data/train.parquet"),
+        test_path=shared("results/data/test.parquet"),
     output:
-        model=directory(at("results/models/generator")),
-        metrics=at("results/models/generator_metrics.json"),
+        model_dir=directory(at("results/models/generator")),
+        metrics_path=at("results/models/generator_metrics.json"),
     log:
         at("results/logs/train_generator/train_generator.log"),
     benchmark:
         at("results/benchmarks/train_generator/train_generator.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
     params:
         cfg=keys(
             model=[
@@ -40,30 +32,20 @@ rule train_generator:
                 "train",
             ],
         ),
-    script:
-        "../scripts/train_generator.py"
 
 
-rule generate_answers:
+use rule model_job as generate_answers with:
     input:
-        model=at("results/models/generator"),
-        metrics=at("results/models/generator_metrics.json"),
-        test=shared("results/data/test.parquet"),
-        rationales=shared("results/data/rationales.parquet"),
+        model_dir=at("results/models/generator"),
+        metrics_path=at("results/models/generator_metrics.json"),
+        test_path=shared("results/data/test.parquet"),
+        rationales_path=shared("results/data/rationales.parquet"),
     output:
-        responses=at("results/generation/responses.parquet"),
+        responses_path=at("results/generation/responses.parquet"),
     log:
         at("results/logs/generate_answers/generate_answers.log"),
     benchmark:
         at("results/benchmarks/generate_answers/generate_answers.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
     params:
         cfg=keys(
             model=["device"],
@@ -78,55 +60,35 @@ rule generate_answers:
                 "min_exact_match",
             ],
         ),
-    script:
-        "../scripts/generate_answers.py"
 
 
-rule ablate_contexts:
+use rule model_job as ablate_contexts with:
     input:
-        model=at("results/models/generator"),
-        responses=at("results/generation/responses.parquet"),
+        model_dir=at("results/models/generator"),
+        responses_path=at("results/generation/responses.parquet"),
     output:
-        ablations=at("results/generation/ablations.parquet"),
+        ablations_path=at("results/generation/ablations.parquet"),
     log:
         at("results/logs/ablate_contexts/ablate_contexts.log"),
     benchmark:
         at("results/benchmarks/ablate_contexts/ablate_contexts.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
     params:
         cfg=keys(
             model=["device"],
             generation=["template", "removal", "n_ablations", "n_heldout", "keep", "batch_size", "seed"],
         ),
-    script:
-        "../scripts/ablate_contexts.py"
 
 
-rule fit_learned_attention:
+use rule model_job as fit_learned_attention with:
     input:
-        model=at("results/models/generator"),
-        train=shared("results/data/train.parquet"),
+        model_dir=at("results/models/generator"),
+        train_path=shared("results/data/train.parquet"),
     output:
-        weights=at("results/generation/learned_attention.json"),
+        weights_path=at("results/generation/learned_attention.json"),
     log:
         at("results/logs/fit_learned_attention/fit_learned_attention.log"),
     benchmark:
         at("results/benchmarks/fit_learned_attention/fit_learned_attention.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
     params:
         cfg=keys(
             model=["device"],
@@ -143,88 +105,58 @@ rule fit_learned_attention:
                 "learned",
             ],
         ),
-    script:
-        "../scripts/fit_learned_attention.py"
 
 
-rule explain_answers:
+use rule model_job as explain_answers with:
     input:
-        model=at("results/models/generator"),
-        responses=at("results/generation/responses.parquet"),
-        ablations=at("results/generation/ablations.parquet"),
-        learned=learned_weights,
+        model_dir=at("results/models/generator"),
+        responses_path=at("results/generation/responses.parquet"),
+        ablations_path=at("results/generation/ablations.parquet"),
+        learned_path=learned_weights,
     output:
-        scores=at("results/generation/scores.parquet"),
+        scores_path=at("results/generation/scores.parquet"),
     log:
         at("results/logs/explain_answers/explain_answers.log"),
     benchmark:
         at("results/benchmarks/explain_answers/explain_answers.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
     params:
         cfg=keys(
             model=["device"],
             generation=["methods", "score", "pool_k", "ig_steps", "alpha", "batch_size", "seed"],
         ),
-    script:
-        "../scripts/explain_answers.py"
 
 
-rule judge_answers:
+use rule model_job as judge_answers with:
     input:
-        model=at("results/models/generator"),
-        responses=at("results/generation/responses.parquet"),
-        ablations=at("results/generation/ablations.parquet"),
-        scores=at("results/generation/scores.parquet"),
+        model_dir=at("results/models/generator"),
+        responses_path=at("results/generation/responses.parquet"),
+        ablations_path=at("results/generation/ablations.parquet"),
+        scores_path=at("results/generation/scores.parquet"),
     output:
-        judged=at("results/generation/judged.parquet"),
+        judged_path=at("results/generation/judged.parquet"),
     log:
         at("results/logs/judge_answers/judge_answers.log"),
     benchmark:
         at("results/benchmarks/judge_answers/judge_answers.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
     params:
         cfg=keys(
             model=["device"],
             generation=["template", "removal", "score", "top_k", "batch_size", "seed"],
         ),
-    script:
-        "../scripts/judge_answers.py"
 
 
-rule answer_sanity:
+use rule model_job as answer_sanity with:
     input:
-        model=at("results/models/generator"),
-        responses=at("results/generation/responses.parquet"),
-        scores=at("results/generation/scores.parquet"),
-        learned=learned_weights,
+        model_dir=at("results/models/generator"),
+        responses_path=at("results/generation/responses.parquet"),
+        scores_path=at("results/generation/scores.parquet"),
+        learned_path=learned_weights,
     output:
-        sanity=at("results/generation/sanity.parquet"),
+        out_path=at("results/generation/sanity.parquet"),
     log:
         at("results/logs/answer_sanity/answer_sanity.log"),
     benchmark:
         at("results/benchmarks/answer_sanity/answer_sanity.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=240,
     params:
         cfg=keys(
             model=["device"],
@@ -244,5 +176,3 @@ rule answer_sanity:
             ],
             findings=["sanity_examples", "seed"],
         ),
-    script:
-        "../scripts/answer_sanity.py"

@@ -3,47 +3,37 @@ import json
 # Without a grid the run imports its classifier or trains one; a grid may do both, each rule for its own runs.
 if GRID or not trains_classifier():
 
-    rule import_classifier:
+    use rule cpu_job as import_classifier with:
         input:
-            manifest=shared("results/data/split_manifest.json"),
+            manifest_path=shared("results/data/split_manifest.json"),
         output:
-            model=directory(at("results/models/finetuned")),
+            out_dir=directory(at("results/models/finetuned")),
         log:
             at("results/logs/import_classifier/import_classifier.log"),
         benchmark:
             at("results/benchmarks/import_classifier/import_classifier.tsv")
         wildcard_constraints:
             run=group_pattern([r.name for r in GRID.runs if not r.trains_classifier] if GRID else []),
-        conda:
-            "../envs/pipeline.yaml"
-        resources:
-            mem_mb=8000,
         params:
             cfg=keys(model=["source", "name_or_path", "max_length", "attention_window", "architecture"]),
-        script:
-            "../scripts/import_classifier.py"
 
 
 if GRID or trains_classifier():
 
-    rule build_base_model:
+    use rule cpu_job as build_base_model with:
         input:
-            manifest=shared("results/data/split_manifest.json"),
+            manifest_path=shared("results/data/split_manifest.json"),
         output:
-            model=directory(at("results/models/base")),
+            out_dir=directory(at("results/models/base")),
         log:
             at("results/logs/build_base_model/build_base_model.log"),
         benchmark:
             at("results/benchmarks/build_base_model/build_base_model.tsv")
-        conda:
-            "../envs/pipeline.yaml"
-        resources:
-            mem_mb=4000,
         params:
             cfg=keys(**BUILD_BASE_MODEL_KEYS),
-        script:
-            "../scripts/build_base_model.py"
 
+    # A command, not a script (`accelerate launch` starts one process per GPU), so a rule of its own: a model_job's
+    # conda env, priority and GPU, and eight threads.
     rule train_classifier:
         input:
             base=shared("results/models/base"),
@@ -64,8 +54,6 @@ if GRID or trains_classifier():
         threads: 8
         resources:
             gpu=1,
-            mem_mb=16000,
-            runtime=240,
         params:
             cfg=lambda wildcards: json.dumps(
                 job_keys(
@@ -94,27 +82,18 @@ if GRID or trains_classifier():
             "--metrics-file {output.metrics:q} --log-file {log:q} --n-threads {threads}"
 
 
-rule predict:
+use rule model_job as predict with:
     input:
-        model=at("results/models/finetuned"),
-        test=shared("results/data/test.parquet"),
+        model_dir=at("results/models/finetuned"),
+        test_path=shared("results/data/test.parquet"),
     output:
-        predictions=at("results/predictions/test.parquet"),
-        metrics=at("results/predictions/metrics.json"),
-        selection=at("results/predictions/selection.json"),
+        predictions_path=at("results/predictions/test.parquet"),
+        metrics_path=at("results/predictions/metrics.json"),
+        selection_path=at("results/predictions/selection.json"),
     log:
         at("results/logs/predict/predict.log"),
     benchmark:
         at("results/benchmarks/predict/predict.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
     threads: 4
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
     params:
         cfg=keys(model=["device"], predict=["batch_size", "seed", "extra_ids"]),
-    script:
-        "../scripts/predict.py"

@@ -1,48 +1,42 @@
-rule manifest:
+use rule light_job as manifest with:
     input:
         targets=manifest_targets,
     output:
-        manifest=at("results/manifest.json"),
-        notes=report(at("results/run_notes.csv"), caption="../report/run_notes.rst", category=RUN_NOTES),
+        out_path=at("results/manifest.json"),
+        notes_path=report(at("results/run_notes.csv"), caption="../report/run_notes.rst", category=RUN_NOTES),
     log:
         at("results/logs/manifest/manifest.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
-        logs=at("results/logs"),
-    script:
-        "../scripts/manifest.py"
+        logs_dir=at("results/logs"),
 
 
-rule plot_faithfulness:
+use rule light_job as plot_faithfulness with:
     input:
-        curves=at("results/faithfulness/curves.parquet"),
-        plausibility=at("results/faithfulness/plausibility.parquet"),
+        curves_path=at("results/faithfulness/curves.parquet"),
+        plausibility_path=at("results/faithfulness/plausibility.parquet"),
     output:
-        figure=report_figure(
+        figure_stem=report_figure(
             "results/paper/figures/faithfulness_curves", "faithfulness_curves", CLASSIFICATION, "Faithfulness"
         ),
-        aopc=report_table("results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"),
+        tables_dir=report_table(
+            "results/paper/tables/faithfulness_aopc", "faithfulness_aopc", CLASSIFICATION, "Faithfulness"
+        ),
         plausibility=report_table("results/paper/tables/plausibility", "plausibility", CLASSIFICATION, "Faithfulness"),
     log:
         at("results/logs/plot_faithfulness/plot_faithfulness.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(faithfulness=["fractions", "plausibility_k", "seed"], figures=["dpi"]),
-    script:
-        "../scripts/plot_faithfulness.py"
 
 
-rule aggregate_similarity:
+use rule cpu_job as aggregate_similarity with:
     input:
-        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        manifest=shared("results/data/split_manifest.json"),
+        similarity_paths=shards("attention", "results/similarity/shard{shard}.parquet"),
+        manifest_path=shared("results/data/split_manifest.json"),
     output:
-        summary=at("results/similarity/summary.parquet"),
-        tables=report_dir(
+        summary_path=at("results/similarity/summary.parquet"),
+        tables_dir=report_dir(
             "results/paper/tables/similarity",
             "{name}.csv",
             "similarity_tables",
@@ -53,20 +47,16 @@ rule aggregate_similarity:
         at("results/logs/aggregate_similarity/aggregate_similarity.log"),
     benchmark:
         at("results/benchmarks/aggregate_similarity/aggregate_similarity.tsv")
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(similarity=["n_permutations", "rbo_p", "n_boot", "seed", "dataset_name", "extra_datasets"]),
-    script:
-        "../scripts/aggregate_similarity.py"
 
 
-rule plot_similarity:
+use rule light_job as plot_similarity with:
     input:
-        similarity=shards("attention", "results/similarity/shard{shard}.parquet"),
-        heads=shards("attention", "results/similarity/heads_shard{shard}.parquet"),
+        similarity_paths=shards("attention", "results/similarity/shard{shard}.parquet"),
+        heads_paths=shards("attention", "results/similarity/heads_shard{shard}.parquet"),
     output:
-        distributions=report_figure(
+        distributions_stem=report_figure(
             "results/paper/figures/similarity_distributions",
             "similarity_distributions",
             CLASSIFICATION,
@@ -78,37 +68,33 @@ rule plot_similarity:
             CLASSIFICATION,
             "Attention vs attribution",
         ),
-        heads=report_figure(
+        heads_stem=report_figure(
             "results/paper/figures/head_agreement", "head_agreement", CLASSIFICATION, "Attention vs attribution"
         ),
     log:
         at("results/logs/plot_similarity/plot_similarity.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(similarity=["rbo_p"], figures=["dpi"]),
-    script:
-        "../scripts/plot_similarity.py"
 
 
-rule explanation_leaderboard:
+use rule light_job as explanation_leaderboard with:
     input:
-        explanations=shards("explanations", "results/explanations/shard{shard}.parquet"),
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        curves=at("results/faithfulness/curves.parquet"),
-        plausibility=at("results/faithfulness/plausibility.parquet"),
-        model=at("results/models/finetuned"),
+        explanation_paths=shards("explanations", "results/explanations/shard{shard}.parquet"),
+        attribution_paths=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        curves_path=at("results/faithfulness/curves.parquet"),
+        plausibility_path=at("results/faithfulness/plausibility.parquet"),
+        model_dir=at("results/models/finetuned"),
     output:
-        comparison=at("results/explanations/comparison.parquet"),
-        summary=at("results/explanations/leaderboard.parquet"),
-        figure=report_figure(
+        comparison_path=at("results/explanations/comparison.parquet"),
+        summary_path=at("results/explanations/leaderboard.parquet"),
+        figure_stem=report_figure(
             "results/paper/figures/explanation_leaderboard",
             "explanation_leaderboard",
             CLASSIFICATION,
             "Explanations",
         ),
-        table=report_table(
+        tables_dir=report_table(
             "results/paper/tables/explanation_leaderboard",
             "explanation_leaderboard",
             CLASSIFICATION,
@@ -125,8 +111,6 @@ rule explanation_leaderboard:
     benchmark:
         at("results/benchmarks/explanation_leaderboard/explanation_leaderboard.tsv")
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(
             explanations=["methods", "baseline"],
@@ -134,18 +118,16 @@ rule explanation_leaderboard:
             faithfulness=["fractions", "plausibility_k"],
             figures=["dpi"],
         ),
-    script:
-        "../scripts/explanation_leaderboard.py"
 
 
-rule attribution_tables:
+use rule light_job as attribution_tables with:
     input:
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        embeddings=at("results/attributions/embeddings.parquet"),
-        selection=at("results/predictions/selection.json"),
-        model=at("results/models/finetuned"),
+        attribution_paths=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        embeddings_path=at("results/attributions/embeddings.parquet"),
+        selection_path=at("results/predictions/selection.json"),
+        model_dir=at("results/models/finetuned"),
     output:
-        tables=report_dir(
+        out_dir=report_dir(
             "results/paper/tables/attributions",
             "{name}.csv",
             "attribution_tables",
@@ -155,22 +137,18 @@ rule attribution_tables:
     log:
         at("results/logs/attribution_tables/attribution_tables.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(figures=["mode", "mask", "top_n"]),
-    script:
-        "../scripts/attribution_tables.py"
 
 
-rule attribution_overlays:
+use rule light_job as attribution_overlays with:
     input:
-        attributions=shards("attribution", "results/attributions/shard{shard}.parquet"),
-        selection=at("results/predictions/selection.json"),
-        model=at("results/models/finetuned"),
-        manifest=shared("results/data/split_manifest.json"),
+        attribution_paths=shards("attribution", "results/attributions/shard{shard}.parquet"),
+        selection_path=at("results/predictions/selection.json"),
+        model_dir=at("results/models/finetuned"),
+        manifest_path=shared("results/data/split_manifest.json"),
     output:
-        overlays=report_dir(
+        out_dir=report_dir(
             "results/paper/attribution_overlays",
             "{name}.png",
             "attribution_overlays",
@@ -180,76 +158,62 @@ rule attribution_overlays:
     log:
         at("results/logs/attribution_overlays/attribution_overlays.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(figures=["dpi"]),
-    script:
-        "../scripts/attribution_overlays.py"
 
 
-rule plot_topology:
+use rule light_job as plot_topology with:
     input:
-        diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
-        matrix=at("results/topology/bottleneck.parquet"),
-        test=shared("results/data/test.parquet"),
-        selection=at("results/predictions/selection.json"),
+        diagram_paths=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
+        matrix_path=at("results/topology/bottleneck.parquet"),
+        test_path=shared("results/data/test.parquet"),
+        selection_path=at("results/predictions/selection.json"),
     output:
-        figures=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
+        out_dir=report_dir("results/topology/figures", "{name}.png", "topology_figures", TOPOLOGY, "Figures"),
     log:
         at("results/logs/plot_topology/plot_topology.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(topology=["pooling", "chunk_size", "estimators"], figures=["dpi"]),
-    script:
-        "../scripts/plot_topology.py"
 
 
-rule pair_tables:
+use rule light_job as pair_tables with:
     input:
         unpack(exact_metrics),
-        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
+        score_paths=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
     output:
-        tables=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
+        out_dir=report_dir("results/pairs/tables", "{name}.csv", "pair_tables", PAIRS, "Scores and errors"),
     log:
         at("results/logs/pair_tables/pair_tables.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
-    script:
-        "../scripts/pair_tables.py"
 
 
-rule plot_pairs:
+use rule light_job as plot_pairs with:
     input:
-        scores=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
-        matrices=shards("pairs.attribution", "results/pairs/matrices_shard{shard}.safetensors"),
-        convergence=at("results/pairs/convergence.parquet"),
-        topology=at("results/pairs/topology.parquet"),
+        score_paths=shards("pairs.attribution", "results/pairs/scores_shard{shard}.parquet"),
+        matrix_paths=shards("pairs.attribution", "results/pairs/matrices_shard{shard}.safetensors"),
+        convergence_path=at("results/pairs/convergence.parquet"),
+        topology_path=at("results/pairs/topology.parquet"),
     output:
-        figures=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
+        out_dir=report_dir("results/pairs/figures", "{name}.png", "pair_figures", PAIRS, "Figures"),
     log:
         at("results/logs/plot_pairs/plot_pairs.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(pairs=["attribution.n_showcase", "topology.estimators"], figures=["dpi"]),
-    script:
-        "../scripts/plot_pairs.py"
 
 
-rule answer_leaderboard:
+use rule light_job as answer_leaderboard with:
     input:
-        judged=at("results/generation/judged.parquet"),
+        judged_path=at("results/generation/judged.parquet"),
     output:
-        summary=at("results/generation/leaderboard.parquet"),
-        figure=report_figure(
+        summary_path=at("results/generation/leaderboard.parquet"),
+        figure_stem=report_figure(
             "results/paper/figures/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"
         ),
-        table=report_table("results/paper/tables/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"),
+        tables_dir=report_table(
+            "results/paper/tables/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"
+        ),
         long=report_table(
             "results/paper/tables/answer_leaderboard_long", "answer_leaderboard", GENERATION, "Leaderboard"
         ),
@@ -258,30 +222,22 @@ rule answer_leaderboard:
     benchmark:
         at("results/benchmarks/answer_leaderboard/answer_leaderboard.tsv")
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(
             generation=["methods", "score", "removal", "n_heldout", "top_k", "baseline", "seed", "n_bootstrap"],
             figures=["dpi"],
         ),
-    script:
-        "../scripts/answer_leaderboard.py"
 
 
-rule answer_explorer:
+use rule light_job as answer_explorer with:
     input:
-        responses=at("results/generation/responses.parquet"),
-        scores=at("results/generation/scores.parquet"),
-        metrics=at("results/models/generator_metrics.json"),
+        responses_path=at("results/generation/responses.parquet"),
+        scores_path=at("results/generation/scores.parquet"),
+        metrics_path=at("results/models/generator_metrics.json"),
     output:
-        pages=report_dir("results/generation/explorer", "{name}.html", "answer_explorer", GENERATION, "Explorer"),
+        out_dir=report_dir("results/generation/explorer", "{name}.html", "answer_explorer", GENERATION, "Explorer"),
     log:
         at("results/logs/answer_explorer/answer_explorer.log"),
     localrule: True
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(generation=["showcase"]),
-    script:
-        "../scripts/answer_explorer.py"

@@ -1,21 +1,15 @@
-rule topology:
+use rule kernel_job as topology with:
     input:
-        model=at("results/models/finetuned"),
-        test=shared("results/data/test.parquet"),
+        model_dir=at("results/models/finetuned"),
+        test_path=shared("results/data/test.parquet"),
     output:
-        diagrams=at("results/topology/diagrams_shard{shard}.parquet"),
-        matrices=at("results/topology/matrices_shard{shard}.safetensors"),
+        diagrams_path=at("results/topology/diagrams_shard{shard}.parquet"),
+        matrices_path=at("results/topology/matrices_shard{shard}.safetensors"),
     log:
         at("results/logs/topology/shard{shard}.log"),
     benchmark:
         at("results/benchmarks/topology/shard{shard}.tsv")
-    priority: 1
-    conda:
-        "../envs/pipeline.yaml"
-    threads: 2
-    resources:
-        mem_mb=4000,
-        runtime=120,
+    threads: 4  # cpus-per-task on a cluster; a workstation scales it down to the cores it has
     params:
         cfg=keys(
             model=["device"],
@@ -31,25 +25,19 @@ rule topology:
                 "n_shards",
             ],
         ),
-    script:
-        "../scripts/topology.py"
 
 
-rule bottleneck_distances:
+use rule cpu_job as bottleneck_distances with:
     input:
-        diagrams=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
-        test=shared("results/data/test.parquet"),
+        diagram_paths=shards("topology", "results/topology/diagrams_shard{shard}.parquet"),
+        test_path=shared("results/data/test.parquet"),
     output:
-        matrix=at("results/topology/bottleneck.parquet"),
-        claim=at("results/topology/claim.json"),
-        table=report_table("results/topology/claim", "topology_claim", TOPOLOGY, "Bottleneck distances"),
+        matrix_path=at("results/topology/bottleneck.parquet"),
+        claim_path=at("results/topology/claim.json"),
+        table_stem=report_table("results/topology/claim", "topology_claim", TOPOLOGY, "Bottleneck distances"),
     log:
         at("results/logs/bottleneck_distances/bottleneck_distances.log"),
     benchmark:
         at("results/benchmarks/bottleneck_distances/bottleneck_distances.tsv")
-    conda:
-        "../envs/pipeline.yaml"
     params:
         cfg=keys(topology=["estimators", "max_dimension", "n_permutations", "seed"]),
-    script:
-        "../scripts/bottleneck_distances.py"

@@ -27,6 +27,7 @@ from typing import Any
 
 from attnlens.errors import InputError
 from attnlens.pipeline.config import validate_config
+from attnlens.pipeline.config.shared_keys import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS
 from attnlens.tasks import get_task
 
 #: Between the parts of a run's name (a dataset or model name may not hold it).
@@ -35,41 +36,6 @@ SEP = "__"
 DEFAULT_NAME = "default"
 #: The axes of a grid, as ``grid:`` names them.
 AXES = ("datasets", "models", "seeds")
-
-#: The keys rule prepare_dataset is given, and those rule build_base_model is given (their ``keys(...)`` in the
-#: workflow): runs that give a rule the same values share its job.
-PREPARE_DATASET_KEYS = {
-    "data": [
-        "task",
-        "source",
-        "seed",
-        "test_fraction",
-        "text_column",
-        "label_column",
-        "label_columns",
-        "id_column",
-        "question_column",
-        "sources_column",
-        "layout",
-        "path",
-        "classes",
-        "hub",
-        "synthetic",
-    ],
-    "model": ["source", "name_or_path", "max_length"],
-}
-BUILD_BASE_MODEL_KEYS = {
-    "model": [
-        "source",
-        "name_or_path",
-        "max_length",
-        "attention_window",
-        "architecture",
-        "block_size",
-        "num_random_blocks",
-        "seed",
-    ],
-}
 
 #: Rules whose jobs are shared across runs, and the scope of their files.
 RULE_SCOPES = {

@@ -163,7 +163,7 @@ def findings_inputs(config: Mapping[str, Any], grid: Grid) -> dict[str, Any]:
         pick["answer_sanity"] = "results/generation/sanity.parquet"
     inputs: dict[str, Any] = {name: [resolve_path(path, run) for run in grid.runs] for name, path in pick.items()}
     if "pairs" in studies:
-        inputs["pairs"] = "results/pairs/tables"
+        inputs["pair_tables"] = "results/pairs/tables"
     return inputs
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlens.pipeline.config import validate_config
-from attnlens.pipeline.grid import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS, Grid, expand_grid, has_grid
+from attnlens.pipeline.config.shared_keys import BUILD_BASE_MODEL_KEYS, PREPARE_DATASET_KEYS
+from attnlens.pipeline.grid import Grid, expand_grid, has_grid
 from attnlens.pipeline.outputs import check_writable
 from attnlens.sharding import PLANNED_CPUS_ENV, machine_cpus, planned_cpus, resolve_shards
 

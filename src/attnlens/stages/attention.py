@@ -33,12 +33,14 @@ from attnlens.io import StrPath, pack_strings, provenance, save_tensors
 from attnlens.models import architecture, forward_bands
 from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttentionConfig, ImportanceConfig
+from attnlens.pipeline.entry import stage
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
 
 log = logging.getLogger(__name__)
 
 
+@stage("importance")
 def run_estimate_head_importance(
     cfg: ImportanceConfig, model_dir: StrPath, examples_path: StrPath, out_path: StrPath, device: str = "auto"
 ) -> dict:
@@ -95,6 +97,7 @@ def _packed(name: str, strings: list[str]) -> dict[str, torch.Tensor]:
     return {f"{name}_bytes": data, f"{name}_offsets": offsets}
 
 
+@stage("attention")
 def run_extract_attention(
     cfg: AttentionConfig,
     model_dir: StrPath,

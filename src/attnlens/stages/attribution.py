@@ -43,6 +43,7 @@ from attnlens.io import (
 from attnlens.models import architecture
 from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttributionConfig
+from attnlens.pipeline.entry import stage
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
 
@@ -69,6 +70,7 @@ def _checkpoint_dir(out_path) -> Path:
     return out.parent / f".{out.name}.partial"
 
 
+@stage("attribution")
 def run_attribute(
     cfg: AttributionConfig,
     model_dir: StrPath,
@@ -206,6 +208,7 @@ def _not_converged(frame: pd.DataFrame, cfg: AttributionConfig, shard: int) -> t
     ]
 
 
+@stage("attribution")
 def run_attribute_embeddings(
     cfg: AttributionConfig,
     model_dir: StrPath,

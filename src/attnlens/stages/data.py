@@ -12,11 +12,13 @@ from attnlens.io import StrPath, provenance, save_json, save_parquet
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.models.loading import check_labels, resolve_max_length, source_config
 from attnlens.pipeline.config import DataConfig, ModelConfig
+from attnlens.pipeline.entry import stage
 from attnlens.tasks import get_task, task_of
 
 log = logging.getLogger(__name__)
 
 
+@stage("data", "model")
 def run_prepare_dataset(
     cfg: DataConfig,
     model_cfg: ModelConfig,

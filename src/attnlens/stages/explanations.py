@@ -26,11 +26,13 @@ from attnlens.models import architecture
 from attnlens.models.checkpoints import load_classifier
 from attnlens.models.randomisation import randomise_top
 from attnlens.pipeline.config import ExplanationsConfig, FindingsConfig
+from attnlens.pipeline.entry import stage
 from attnlens.sharding import shard_of
 
 logger = logging.getLogger(__name__)
 
 
+@stage("explanations")
 def run_explain(
     cfg: ExplanationsConfig,
     model_dir: StrPath,
@@ -94,6 +96,7 @@ def run_explain(
     return {"n_examples": n_examples, "seconds": seconds}
 
 
+@stage("explanations", "findings")
 def run_sanity_check(
     cfg: ExplanationsConfig,
     findings: FindingsConfig,

@@ -34,11 +34,13 @@ from attnlens.io import (
 )
 from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import FaithfulnessConfig
+from attnlens.pipeline.entry import stage
 from attnlens.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
 
+@stage("faithfulness")
 def run_evaluate_faithfulness(
     cfg: FaithfulnessConfig,
     model_dir: StrPath,

@@ -36,6 +36,7 @@ from attnlens.io import (
 )
 from attnlens.models.checkpoints import load_tokenizer
 from attnlens.pipeline.config import ExplorerConfig, FiguresConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.explorer import EXPLORER_SCHEMA, document_for, payload, render_explorer
 from attnlens.render.figures import (
     plot_attention_grid,
@@ -51,7 +52,8 @@ from attnlens.tasks import get_task
 log = logging.getLogger(__name__)
 
 
-def run_plot_head_importance(cfg: FiguresConfig, importance_path: StrPath, stem: StrPath) -> list[Path]:
+@stage("figures")
+def run_plot_head_importance(cfg: FiguresConfig, importance_path: StrPath, figure_stem: StrPath) -> list[Path]:
     """Rule ``plot_head_importance``: legacy and fixed matrices and, where the global rows have projections of
     their own (Longformer), their share."""
     t, prov = load_tensors(importance_path, IMPORTANCE_SCHEMA)
@@ -66,9 +68,10 @@ def run_plot_head_importance(cfg: FiguresConfig, importance_path: StrPath, stem:
         total = (t["fixed_local"] + t["fixed_global"]).numpy()
         share = np.divide(t["fixed_global"].numpy(), total, out=np.zeros_like(total), where=total > 0)
         matrices["fixed: share from global projections"] = share
-    return plot_head_importance(matrices, stem, cfg.dpi)
+    return plot_head_importance(matrices, figure_stem, cfg.dpi)
 
 
+@stage("figures")
 def run_plot_attention(
     cfg: FiguresConfig,
     bins: int,
@@ -115,6 +118,7 @@ def run_plot_attention(
             plot_attention_grid(images, tmp / file_stem(eid), title, cfg.heatmap_scale, cfg.dpi)
 
 
+@stage("figures")
 def run_count_topk(
     cfg: FiguresConfig,
     summary_paths: Sequence[StrPath],
@@ -197,6 +201,7 @@ def _skip_count_topk(cfg: FiguresConfig, why: str, tables_dir: Path, figures_dir
     return {"example_id": None, "token_of_interest": None, "skipped": note}
 
 
+@stage("figures")
 def run_render_overlays(
     cfg: FiguresConfig,
     summary_paths: Sequence[StrPath],
@@ -253,6 +258,7 @@ def _target_evidence(
     return example_evidence(encoded, index, ids, [tuple(s) for s in spans.to_numpy()], eid)
 
 
+@stage("report.explorer")
 def run_build_explorers(
     cfg: ExplorerConfig,
     bands_paths: Sequence[StrPath],

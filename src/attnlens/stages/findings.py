@@ -26,6 +26,7 @@ from attnlens.findings.statements import (
 from attnlens.generator.artifacts import GENERATOR_METRICS_SCHEMA
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
 from attnlens.pipeline.config import FiguresConfig, FindingsConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA
 
@@ -105,16 +106,17 @@ def pair_quantities(tables_dir: StrPath) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@stage("findings", "figures")
 def run_findings(
     cfg: FindingsConfig,
     figures_cfg: FiguresConfig,
     runs: Sequence[Mapping[str, Any]],
-    out_dir: StrPath,
+    statements_path: StrPath,
     figures_dir: StrPath,
-    inputs: Mapping[str, Sequence[StrPath]],
     pair_tables: StrPath | None = None,
+    **inputs: Sequence[StrPath],
 ) -> pd.DataFrame:
-    """Rule ``findings``: the findings tables into ``out_dir`` and one figure per headline quantity into
+    """Rule ``findings``: the findings tables beside ``statements_path`` and one figure per headline quantity into
     ``figures_dir``; returns the statements. ``inputs``: per artifact (:data:`READERS`, :data:`SANITY_INPUTS`), one
     path per run in the order of ``runs``."""
     values = collect_values(runs, inputs, cfg.surrogate_share)
@@ -129,7 +131,7 @@ def run_findings(
         said = flag_failures(said, sanity)
     ranks = rankings(values)
     grid = pd.DataFrame([dict(r) for r in runs])
-    write_findings(Path(out_dir), grid, quantities, agreement, said, ranks, cfg, sanity)
+    write_findings(Path(statements_path).parent, grid, quantities, agreement, said, ranks, cfg, sanity)
     with atomic_dir(figures_dir) as tmp:
         plot_quantities(values, tmp, figures_cfg.dpi)
         if sanity is not None:

@@ -19,6 +19,7 @@ from attnlens.models import architecture
 from attnlens.models.checkpoints import load_classifier
 from attnlens.models.loading import build_base_model, import_classifier
 from attnlens.pipeline.config import ModelConfig, PredictConfig, TrainConfig, rule_section
+from attnlens.pipeline.entry import stage
 from attnlens.pipeline.runtime import JobClock, first_seed, log_to, use_threads, write_job_record
 from attnlens.tasks import get_task, output_labels, task_of
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 BASE_MODEL_SCHEMA = "base_model/v1"
 
 
+@stage("model")
 def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> None:
     """Rule ``build_base_model``: the model fine-tuning starts from, with the head of the dataset's task
     (``problem_type``, so that its loss is the task's) and the names of its outputs (the class names)."""
@@ -44,6 +46,7 @@ def run_build_base_model(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrP
     save_pretrained(model, tokenizer, out_dir, provenance(BASE_MODEL_SCHEMA, cfg.to_dict(), cfg.seed))
 
 
+@stage("model")
 def run_import_classifier(cfg: ModelConfig, manifest_path: StrPath, out_dir: StrPath) -> dict:
     """Rule ``import_classifier`` (``model.source: classifier``): an already fine-tuned classifier,
     saved as ``results/models/finetuned`` with its weights unchanged, in place of fine-tuning.
@@ -135,6 +138,7 @@ def train_classifier_command(argv: list[str] | None = None) -> None:
         write_job_record("train_classifier", inputs, [args.model_dir, args.metrics_file], args.log_file, clock=clock)
 
 
+@stage("predict")
 def run_predict(
     cfg: PredictConfig,
     model_dir: StrPath,

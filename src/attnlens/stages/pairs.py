@@ -40,6 +40,7 @@ from attnlens.pairs.encoder import PAIR_MODEL_FILE, SiameseEncoder, pair_inputs
 from attnlens.pairs.jacobians import QUADRATURES, attribute_pair
 from attnlens.pairs.training import train_pair_encoder
 from attnlens.pipeline.config import PairDataConfig, PairsConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.tables import write_table
 from attnlens.sharding import shard_of
 from attnlens.stats import rank_correlation
@@ -49,6 +50,7 @@ from attnlens.topology.pooling import text_topology
 logger = logging.getLogger(__name__)
 
 
+@stage("pairs.data")
 def run_prepare_pairs(cfg: PairDataConfig, train_path: StrPath, test_path: StrPath) -> dict:
     """Rule ``prepare_pairs``: the pair source, checked and split into train and test pairs."""
     df, where = load_pair_source(cfg)
@@ -65,6 +67,7 @@ def run_prepare_pairs(cfg: PairDataConfig, train_path: StrPath, test_path: StrPa
     return {"train": int((~is_test).sum()), "test": int(is_test.sum())}
 
 
+@stage("pairs")
 def run_train_pair_encoder(
     cfg: PairsConfig, train_path: StrPath, test_path: StrPath, model_dir: StrPath, metrics_path: StrPath
 ) -> dict:
@@ -92,8 +95,14 @@ def _models(cfg, exact_dir) -> list[tuple[str, str, tuple[str, ...]]]:
     return out
 
 
+@stage("pairs")
 def run_attribute_pairs(
-    cfg: PairsConfig, test_path: StrPath, exact_dir: StrPath, shard: int, matrices_path: StrPath, scores_path: StrPath
+    cfg: PairsConfig,
+    test_path: StrPath,
+    shard: int,
+    matrices_path: StrPath,
+    scores_path: StrPath,
+    exact_dir: StrPath | None = None,
 ) -> dict:
     """Rule ``attribute_pairs``: token × token matrices and score terms of the shard's test pairs, every model."""
     pairs = load_pairs(test_path)
@@ -131,7 +140,10 @@ def run_attribute_pairs(
     return {"pairs": len(mine)}
 
 
-def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPath, out_path: StrPath) -> dict:
+@stage("pairs")
+def run_pair_convergence(
+    cfg: PairsConfig, test_path: StrPath, out_path: StrPath, exact_dir: StrPath | None = None
+) -> dict:
     """Rule ``pair_convergence``: attribution error against the number of steps for one pair.
 
     Fixed mode is run with both quadrature rules (Gauss–Legendre and midpoint); legacy mode (when
@@ -159,6 +171,7 @@ def run_pair_convergence(cfg: PairsConfig, test_path: StrPath, exact_dir: StrPat
     return {"pair_id": pair_id}
 
 
+@stage("pairs")
 def run_pair_topology(
     cfg: PairsConfig, pair_paths: Sequence[StrPath], out_path: StrPath, correlation_path: StrPath, table_stem: StrPath
 ) -> dict:

@@ -35,6 +35,7 @@ from attnlens.io import (
 )
 from attnlens.models.checkpoints import load_tokenizer, model_architecture
 from attnlens.pipeline.config import FiguresConfig, SimilarityConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.escape import markdown_cell
 from attnlens.render.figures import plot_target_agreement
 from attnlens.render.tables import example_metrics_table, markdown_table, write_table
@@ -66,6 +67,7 @@ from attnlens.tasks import get_task
 logger = logging.getLogger(__name__)
 
 
+@stage("similarity")
 def run_compare(
     cfg: SimilarityConfig,
     summary_path: StrPath,
@@ -125,6 +127,7 @@ def run_compare(
     return {"n_examples": len(examples), "seconds": seconds}
 
 
+@stage("similarity")
 def run_similarity_examples(
     cfg: SimilarityConfig,
     summary_paths: Sequence[StrPath],
@@ -207,6 +210,7 @@ def _pairs_of(frame: pd.DataFrame, tokenizer, cfg: SimilarityConfig, task) -> pd
     return out
 
 
+@stage("similarity", "figures")
 def run_target_agreement(
     cfg: SimilarityConfig,
     figures_cfg: FiguresConfig,
@@ -265,6 +269,7 @@ def run_target_agreement(
     return {"n_documents": n_docs, "n_pairs": len(pair_frame)}
 
 
+@stage("similarity")
 def run_query_attention(
     cfg: SimilarityConfig,
     summary_paths: Sequence[StrPath],

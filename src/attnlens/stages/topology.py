@@ -26,6 +26,7 @@ from attnlens.io import (
 from attnlens.models import architecture, forward_bands
 from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import TopologyConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.tables import write_table
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
@@ -45,6 +46,7 @@ from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
 logger = logging.getLogger(__name__)
 
 
+@stage("topology")
 def run_topology(
     cfg: TopologyConfig,
     model_dir: StrPath,
@@ -96,6 +98,7 @@ def run_topology(
     return {"n_examples": len(timing), "seconds": total}
 
 
+@stage("topology")
 def run_bottleneck_distances(
     cfg: TopologyConfig,
     diagram_paths: Sequence[StrPath],

@@ -20,7 +20,7 @@ from attnlens.pipeline.config import (
     rule_section,
     validate_config,
 )
-from attnlens.pipeline.grid import PREPARE_DATASET_KEYS
+from attnlens.pipeline.config.shared_keys import PREPARE_DATASET_KEYS
 from attnlens.stages.data import run_prepare_dataset
 from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING
 from attnlens.tasks.squad import check_answers
@@ -169,7 +169,7 @@ def test_a_hotpot_json_file_gives_question_answering_splits_with_rationales(tmp_
 
 
 def test_rule_prepare_dataset_is_given_every_key_a_hotpot_file_reads(tmp_path):
-    """The rule's own keys (grid.PREPARE_DATASET_KEYS, strict: a key it reads but is not given fails), on a HotpotQA
+    """The rule's own keys (PREPARE_DATASET_KEYS, strict: a key it reads but is not given fails), on a HotpotQA
     file; the questions left out are a run note."""
     path = tmp_path / "hotpot.json"
     path.write_text(json.dumps([_hotpot_row(i) for i in range(10)]), encoding="utf-8")

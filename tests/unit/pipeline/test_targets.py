@@ -89,9 +89,9 @@ def test_the_findings_read_every_run_in_grid_order():
     cfg = _config(GRID, studies=["classification", "topology", "pairs"])
     grid = expand_grid(cfg)
     inputs = targets.findings_inputs(cfg, grid)
-    assert set(inputs) == {"metrics", "summary", "similarity", "leaderboard", "sanity", "claims", "pairs"}
+    assert set(inputs) == {"metrics", "summary", "similarity", "leaderboard", "sanity", "claims", "pair_tables"}
     assert inputs["metrics"] == [f"results/runs/{n}/predictions/metrics.json" for n in grid.names]
-    assert inputs["pairs"] == "results/pairs/tables"
+    assert inputs["pair_tables"] == "results/pairs/tables"
     quiet = _config(
         GRID, studies=["classification"], explanations={"methods": []}, faithfulness={"rankings": ["ig", "random"]}
     )

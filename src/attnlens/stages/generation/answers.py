@@ -27,6 +27,7 @@ from attnlens.generator.responses import ablate, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
+from attnlens.pipeline.entry import stage
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 # --- ablate_contexts ---------------------------------------------------------------------------------------------
 
 
+@stage("generation")
 def run_ablate_contexts(
     cfg: GenerationConfig, device: str, model_dir: StrPath, responses_path: StrPath, ablations_path: StrPath
 ) -> pd.DataFrame:
@@ -76,6 +78,7 @@ def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) ->
 # --- explain_answers ---------------------------------------------------------------------------------------------
 
 
+@stage("generation")
 def run_explain_answers(
     cfg: GenerationConfig,
     device: str,
@@ -125,6 +128,7 @@ def run_explain_answers(
 # --- judge_answers -----------------------------------------------------------------------------------------------
 
 
+@stage("generation")
 def run_judge_answers(
     cfg: GenerationConfig,
     device: str,

@@ -26,6 +26,7 @@ from attnlens.generator.training import TrainingExample, train_generator
 from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, ModelConfig
+from attnlens.pipeline.entry import stage
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 # --- train_generator ---------------------------------------------------------------------------------------------
 
 
+@stage("model", "generation")
 def run_train_generator(
     model_cfg: ModelConfig,
     cfg: GenerationConfig,
@@ -125,6 +127,7 @@ def _held_out_metrics(model, tokenizer, test_df: pd.DataFrame, cfg: GenerationCo
 # --- generate_answers --------------------------------------------------------------------------------------------
 
 
+@stage("generation")
 def run_generate_answers(
     cfg: GenerationConfig,
     target: str,

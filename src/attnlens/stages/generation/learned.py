@@ -21,10 +21,12 @@ from attnlens.io import StrPath, provenance, save_json
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
+from attnlens.pipeline.entry import stage
 
 log = logging.getLogger(__name__)
 
 
+@stage("generation")
 def run_fit_learned_attention(
     cfg: GenerationConfig, target: str, device: str, model_dir: StrPath, train_path: StrPath, weights_path: StrPath
 ) -> dict:

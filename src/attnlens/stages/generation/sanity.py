@@ -22,6 +22,7 @@ from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.models.randomisation import head_modules, randomise_top
 from attnlens.pipeline.config import FindingsConfig, GenerationConfig
+from attnlens.pipeline.entry import stage
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     )
 
 
+@stage("generation", "findings")
 def run_answer_sanity(
     cfg: GenerationConfig,
     findings: FindingsConfig,

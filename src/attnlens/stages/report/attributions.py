@@ -31,6 +31,7 @@ from attnlens.io import (
 from attnlens.pipeline.config import (
     FiguresConfig,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.render.overlays import (
     SIGNED_SCALE,
     AttributionRecord,
@@ -56,6 +57,7 @@ from attnlens.tasks import get_task
 logger = logging.getLogger(__name__)
 
 
+@stage("figures")
 def run_attribution_tables(
     cfg: FiguresConfig,
     attribution_paths: Sequence[StrPath],
@@ -130,6 +132,7 @@ def run_attribution_tables(
     return [Path(out_dir) / p.name for p in written]
 
 
+@stage("figures")
 def run_attribution_overlays(
     cfg: FiguresConfig,
     attribution_paths: Sequence[StrPath],

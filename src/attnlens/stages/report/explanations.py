@@ -40,6 +40,7 @@ from attnlens.pipeline.config import (
     FiguresConfig,
     SimilarityConfig,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.render.figures import (
     plot_faithfulness_curves,
     plot_leaderboard,
@@ -55,6 +56,7 @@ from attnlens.tasks import get_task
 logger = logging.getLogger(__name__)
 
 
+@stage("faithfulness", "figures")
 def run_plot_faithfulness(
     cfg: FaithfulnessConfig,
     figures_cfg: FiguresConfig,
@@ -86,6 +88,7 @@ def run_plot_faithfulness(
     write_table(ptable, Path(tables_dir) / "plausibility", cap)
 
 
+@stage("explanations", "similarity", "faithfulness", "figures")
 def run_explanation_leaderboard(
     cfg: ExplanationsConfig,
     sim: SimilarityConfig,

@@ -16,6 +16,7 @@ from attnlens.attribution.methods import label
 from attnlens.generator.artifacts import GENERATOR_METRICS_SCHEMA, RESPONSE_COLUMNS, RESPONSES_SCHEMA
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, provenance, save_parquet
 from attnlens.pipeline.config import FiguresConfig, GenerationConfig
+from attnlens.pipeline.entry import stage
 from attnlens.render.answers import answer_page, explorer_index
 from attnlens.render.figures import plot_leaderboard, save_figure
 from attnlens.render.tables import leaderboard_table, write_table
@@ -23,6 +24,7 @@ from attnlens.render.tables import leaderboard_table, write_table
 log = logging.getLogger(__name__)
 
 
+@stage("generation", "figures")
 def run_answer_leaderboard(
     cfg: GenerationConfig,
     figures: FiguresConfig,
@@ -75,6 +77,7 @@ def showcase(responses: pd.DataFrame, n: int) -> list[tuple[str, str]]:
     return picks[:n]
 
 
+@stage("generation")
 def run_answer_explorer(
     cfg: GenerationConfig, responses_path: StrPath, scores_path: StrPath, metrics_path: StrPath, out_dir: StrPath
 ) -> list[str]:

@@ -18,13 +18,15 @@ from attnlens.io import (
     save_csv,
     save_json,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.pipeline.manifest import MANIFEST_SCHEMA, NO_NOTES, artifact_notes, build_manifest, lacking_provenance
 
 logger = logging.getLogger(__name__)
 
 
+@stage()
 def run_manifest(
-    config: dict[str, Any], targets: Sequence[str], logs_dir: StrPath, out_path: StrPath, notes_path: StrPath
+    run_config: dict[str, Any], targets: Sequence[str], logs_dir: StrPath, out_path: StrPath, notes_path: StrPath
 ) -> dict[str, Any]:
     """Rule ``manifest``: write ``results/manifest.json`` and the run notes (``results/run_notes.csv``)."""
     artifacts = build_manifest(targets, logs_dir)
@@ -38,7 +40,7 @@ def run_manifest(
         "n_artifacts": len(artifacts),
         "n_files": sum(len(a.get("files", [])) or 1 for a in artifacts),
         "rules": sorted({a["rule"] for a in artifacts if a["rule"]}),
-        "run_config_sha256": config_sha256(config),
+        "run_config_sha256": config_sha256(run_config),
         "without_provenance": missing,
         "n_notes": len(notes),
     }

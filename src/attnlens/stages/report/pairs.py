@@ -27,6 +27,7 @@ from attnlens.pairs.artifacts import (
 from attnlens.pipeline.config import (
     PairsConfig,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.render.figures import (
     plot_pair_convergence,
     plot_pair_matrix,
@@ -38,7 +39,10 @@ from attnlens.render.tables import (
 )
 
 
-def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath, out_dir: StrPath) -> list[Path]:
+@stage()
+def run_pair_tables(
+    score_paths: Sequence[StrPath], out_dir: StrPath, exact_metrics_path: StrPath | None = None
+) -> list[Path]:
     """Rule ``pair_tables``: score / ΣA / error per pair, and the exact-vs-approximate error summary."""
     scores = load_scores(score_paths)
     columns = [
@@ -93,6 +97,7 @@ def run_pair_tables(score_paths: Sequence[StrPath], exact_metrics_path: StrPath,
     return [Path(out_dir) / p.relative_to(tmp) for p in written]
 
 
+@stage("pairs")
 def run_plot_pairs(
     cfg: PairsConfig,
     score_paths: Sequence[StrPath],

@@ -30,6 +30,7 @@ from attnlens.pipeline.config import (
     FiguresConfig,
     SimilarityConfig,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.render.figures import (
     plot_head_agreement,
     plot_similarity_distributions,
@@ -45,6 +46,7 @@ from attnlens.similarity.paper import MASKED_WITH, legacy_means_layout, masking_
 logger = logging.getLogger(__name__)
 
 
+@stage("similarity")
 def run_aggregate_similarity(
     cfg: SimilarityConfig,
     similarity_paths: Sequence[StrPath],
@@ -92,6 +94,7 @@ def run_aggregate_similarity(
     return {"seconds": seconds}
 
 
+@stage("similarity", "figures")
 def run_plot_similarity(
     cfg: SimilarityConfig,
     figures_cfg: FiguresConfig,

@@ -21,6 +21,7 @@ from attnlens.pipeline.config import (
     FiguresConfig,
     TopologyConfig,
 )
+from attnlens.pipeline.entry import stage
 from attnlens.render.figures import (
     plot_distance_matrix,
     plot_persistence,
@@ -28,6 +29,7 @@ from attnlens.render.figures import (
 from attnlens.topology.persistence import BOTTLENECK_SCHEMA, TWO_LN2, load_diagrams
 
 
+@stage("topology", "figures")
 def run_plot_topology(
     cfg: TopologyConfig,
     figures_cfg: FiguresConfig,
