@@ -21,6 +21,7 @@ from attnlens.pipeline.config import (
     schema_markdown,
     validate_config,
 )
+from attnlens.pipeline.config.markdown import readers, rule_keys
 from attnlens.pipeline.config.sections import _Section, _section_classes
 from attnlens.pipeline.config.validation import RENAMED_KEYS
 from attnlens.pipeline.startup import start_workflow
@@ -267,3 +268,19 @@ def test_a_renamed_key_still_runs_under_its_old_name_with_a_notice(capsys):
         validate_config({"faithfulness": {"batch_size": 2, "copies_per_pass": 2}}, where="old.yaml")
     validate_config({"attribution": {"steps_per_pass": 4}}, where="new.yaml")
     assert capsys.readouterr().err == ""
+
+
+def test_every_key_a_rule_lists_is_in_the_schema_and_read_by_shows_it(root):
+    """The rules' keys(...) are the one place a rule's keys are said: each names a key (or section) of the schema, and
+    config/README.md's "read by" column is drawn from them (prepare_dataset's come from shared_keys)."""
+    schema = load_schema()
+    listed = readers(rule_keys(root / "workflow" / "rules"))
+    for key in listed:
+        node = schema
+        for part in key.split("."):
+            assert part in node.get("properties", {}), f"a rule lists {key}, which the schema does not have"
+            node = node["properties"][part]
+    assert sorted(listed["data.seed"]) == ["prepare_dataset"]
+    assert {"explain", "extract_attention", "predict"} <= set(listed["model.device"])
+    row = next(line for line in schema_markdown().splitlines() if line.startswith("| `report.explorer.top_k`"))
+    assert row.endswith("| `build_explorers` |")
