@@ -31,10 +31,10 @@ import numpy as np
 import torch
 import transformers
 
-from attnlens.attribution.ablation import ablation_log_probs
-from attnlens.attribution.context import answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate
 from attnlens.attribution.ig import freeze
+from attnlens.attribution.source_scores import answer_gradient_x_input, answer_head_attention
+from attnlens.generation.ablation import ablation_log_probs
 from attnlens.models import DECODERS
 from attnlens.tasks.contexts import PROMPT_TEMPLATE, Source, build_prompt
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
@@ -83,13 +83,13 @@ def bench_attnlens(folder: str, ablations: int) -> dict:
     each with wall seconds, CPU seconds and peak extra RSS:
 
     * ``surrogate``: ContextCite's ``ablations`` masks (the same ``RandomState`` seeds), every ablated prompt's answer
-      scored (:func:`~attnlens.attribution.ablation.ablation_log_probs`, from the shared prefix) and the Lasso
+      scored (:func:`~attnlens.generation.ablation.ablation_log_probs`, from the shared prefix) and the Lasso
       fitted; where context-cite's half ran first (``context_cite.json``), the largest difference of the per-token
       logit-probabilities ``log p − log(1 − p)`` and of the weights;
     * ``attention``: the answer's rows' attention per layer and head
-      (:func:`~attnlens.attribution.context.answer_head_attention`), beside inseq's ``attention``;
+      (:func:`~attnlens.attribution.source_scores.answer_head_attention`), beside inseq's ``attention``;
     * ``gradient_x_input``: of the answer's log-probability, one forward and one backward
-      (:func:`~attnlens.attribution.context.answer_gradient_x_input`), beside inseq's ``input_x_gradient``."""
+      (:func:`~attnlens.attribution.source_scores.answer_gradient_x_input`), beside inseq's ``input_x_gradient``."""
     folder = Path(folder)
     record = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answer_leaderboard import answer_direction
 from attnlens.device import PORTABLE_KERNELS
+from attnlens.generation.answer_leaderboard import answer_direction
 from attnlens.io import git_commit, load_json, load_parquet
 from benchmarks.measuring import ROOT, snakemake_in, timed_command, write_result
 from benchmarks.records import write_record

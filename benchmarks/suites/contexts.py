@@ -7,19 +7,19 @@ of six). The context is cut into 16 sources of equal length; the answer is its l
 Per family and length:
 
 * ``forward_s``: one forward of prompt + answer under Hugging Face's sdpa, only the answer's rows reaching the
-  vocabulary (the answer methods run under :meth:`~attnlens.models.base.Architecture.long_context`: for a sliding
+  vocabulary (the answer methods run under :meth:`~attnlens.models.seam.Architecture.long_context`: for a sliding
   window, cheaper than this forward);
 * ``attention_s``, ``attention_over_forward`` (learned attention's target ≤ 1.2: its pass is this one, the weights
   a product over ``layers · heads`` numbers a source) and ``attention_peak_extra_over_dense`` (target ≤ 2 %): the
-  answer's rows' attention per layer and head (:func:`~attnlens.attribution.context.answer_head_attention`, which
+  answer's rows' attention per layer and head (:func:`~attnlens.attribution.source_scores.answer_head_attention`, which
   ``attention_last``, ``attention_all``, AttnTrace and learned attention read), its peak extra memory over the dense
   ``layers · heads · n² · 4`` bytes that ``output_attentions`` returns, and what it adds to the plain forward's
   (``attention_extra_over_dense``, target ≤ 2 %);
 * ``forward_backward_s``, ``attnlrp_s`` and ``attnlrp_over_forward_backward`` (target ≤ 2): AttnLRP of the answer's
   log-probability against gradient × input of it (one forward and one backward);
 * ``loo_recompute_s``, ``loo_shared_prefix_s`` and ``loo_speedup`` (target ≥ 1.8): leave-one-out's 16 ablations,
-  every prompt recomputed one a forward (:func:`~attnlens.attribution.ablation.answer_token_log_probs`) against the
-  shared prefix run once (:func:`~attnlens.attribution.ablation.shared_prefix_log_probs`), their largest difference
+  every prompt recomputed one a forward (:func:`~attnlens.generation.ablation.answer_token_log_probs`) against the
+  shared prefix run once (:func:`~attnlens.generation.ablation.shared_prefix_log_probs`), their largest difference
   and the ratio of the tokens each runs (``loo_token_ratio``: the speed-up where a token's cost is all linear)
   beside them; up to :data:`LOO_TOKENS` tokens on a CPU (two cores recompute 16 prompts of 32 768 tokens in about an
   hour); ``--only leave_one_out`` times it alone (:func:`bench_leave_one_out`), at any length.
@@ -39,9 +39,9 @@ import os
 import numpy as np
 import torch
 
-from attnlens.attribution.ablation import answer_token_log_probs, shared_prefix_log_probs
-from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input, answer_head_attention
 from attnlens.attribution.ig import freeze
+from attnlens.attribution.source_scores import answer_attnlrp, answer_gradient_x_input, answer_head_attention
+from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.models import architecture
 from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, measured, over, timed
 from benchmarks.suites.decoders import FAMILIES, decoder

@@ -20,17 +20,17 @@ import pytest
 import torch
 
 import attnlens
-from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS, LEARNED_SCHEMA, load_head_weights
-from attnlens.attribution.context import answer_head_attention
 from attnlens.attribution.datamodels import answer_masks, answer_scores
-from attnlens.attribution.learned import learned_scores, source_features
+from attnlens.attribution.head_weights import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
-from attnlens.attribution.sanity import SANITY_SCHEMA
+from attnlens.attribution.sanity_check import SANITY_SCHEMA
+from attnlens.attribution.source_scores import answer_head_attention
 from attnlens.errors import InputError
 from attnlens.findings.statements import FAILS, PASSES
 from attnlens.findings.verdicts import TOO_FEW
-from attnlens.generator.artifacts import RESPONSE_COLUMNS, response_sources
+from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
+from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, response_sources
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config

@@ -22,7 +22,13 @@ from attnlens.classifier.selection import load_selection
 from attnlens.data.sources import load_examples
 from attnlens.io import load_json, load_model_provenance, load_parquet, load_tensors, unpack_strings
 from attnlens.models.checkpoints import load_classifier
-from attnlens.pairs.artifacts import PAIR_CONVERGENCE_SCHEMA, PAIR_MATRICES_SCHEMA, load_pairs, load_scores, matrix_key
+from attnlens.pairs.pair_artifacts import (
+    PAIR_CONVERGENCE_SCHEMA,
+    PAIR_MATRICES_SCHEMA,
+    load_pairs,
+    load_scores,
+    matrix_key,
+)
 from attnlens.pipeline.config import AttributionConfig, ExplorerConfig, load_config
 from attnlens.pipeline.manifest import read_provenance, sha256_file, sha256_tree
 from attnlens.render.explorer import (

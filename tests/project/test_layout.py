@@ -101,6 +101,16 @@ def test_internal_imports_are_at_the_top(root):
         assert not nested, f"{name}: imports inside functions at lines {nested}"
 
 
+def test_no_two_modules_share_a_name(root):
+    """A module's name says which one it is: no two modules of src/ share a basename (a package's __init__ and
+    __main__ aside), so a traceback, a grep or a doc that names ``x.py`` means one file."""
+    seen: dict[str, list[str]] = {}
+    for path in (root / "src" / "attnlens").rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(path.name, []).append(str(path.relative_to(root / "src")))
+    assert not {n: p for n, p in seen.items() if len(p) > 1}
+
+
 def test_rule_function_convention(root):
     """Rule X is `use rule <kind> as X` of a kind in workflow/rules/kinds.smk and runs
     attnlens.stages.<rule file>.run_X (marked with the sections it takes) through the one script; train_classifier,

@@ -1,4 +1,4 @@
-"""AT2's attention features from its authors' code, for the parity test (tests/unit/attribution/test_learned.py).
+"""AT2's attention features from its authors' code, for the parity test (tests/unit/attribution/test_head_weights.py).
 
 Runs in the reference environment that ``tests/reference/build_at2_env.sh`` builds: at2 0.0.1 (PyPI ``at2``, MIT
 licence) beside the project's torch and transformers. It is not part of the suite; its output is committed:

@@ -131,7 +131,8 @@ def tiny_decoder(
 ):
     """A float64 two-layer decoder classifier (or another ``head``: a causal language model) of ``kind``: 4 query
     heads sharing 2 key/value heads, windows of 5 keys where the family has them (:data:`DECODER_SETTINGS`), its pad
-    row drawn as a model drawn from its configuration has it (:func:`~attnlens.models.llama.scratch.draw_decoder`)."""
+    row drawn as a model drawn from its configuration has it
+    (:func:`~attnlens.models.llama.scratch_decoder.draw_decoder`)."""
     return draw_decoder(
         kind,
         seed,

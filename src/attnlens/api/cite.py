@@ -27,20 +27,20 @@ import numpy as np
 import pandas as pd
 
 from attnlens.api.document import full_config
-from attnlens.attribution.answers import Ablated, AnswerExample
+from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
 from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
 from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import label
 from attnlens.device import place
 from attnlens.errors import InputError
-from attnlens.generator.artifacts import response_sources
-from attnlens.generator.responses import one_response, timed_ablations
+from attnlens.generation.answer_artifacts import response_sources
+from attnlens.generation.responses import one_response, timed_ablations
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
-from attnlens.render.answers import answer_page
+from attnlens.render.generation_pages import answer_page
 from attnlens.tasks.contexts import Source
 
 #: Where a run's ``results/`` keeps the generator and learned attention's weights.

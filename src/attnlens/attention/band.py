@@ -49,7 +49,7 @@ CHUNK_BYTES = 16 * 2**20
 class Band:
     """One example's attention at one layer in band form: sliding-window slots plus global slots and rows.
 
-    :meth:`attnlens.models.base.Architecture.run` produces it.
+    :meth:`attnlens.models.seam.Architecture.run` produces it.
 
     Attributes:
         local: ``(heads, n, x + w + 1)`` local attention (``n`` = tensor length, padding included).

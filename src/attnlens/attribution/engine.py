@@ -9,7 +9,7 @@ ablations it read; the forwards and backwards of its pass and its own; the peak 
 
 An example is any object with a ``scope`` (:data:`~attnlens.attribution.methods.SCOPES`), a ``device``, a
 ``forward()`` and what its scope's scorers read: :class:`attnlens.attribution.explanations.Example` (a document) and
-:class:`attnlens.attribution.answers.AnswerExample` (a generated answer).
+:class:`attnlens.attribution.answer_example.AnswerExample` (a generated answer).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnlens.attribution import answers, explanations  # noqa: F401 (importing them registers their passes)
+from attnlens.attribution import answer_example, explanations  # noqa: F401 (importing them registers their passes)
 from attnlens.attribution.methods import PASSES, REGISTRY, Scored, get_method
 from attnlens.device import PeakMemory, batch_size, synchronize
 from attnlens.models import architecture
@@ -102,7 +102,7 @@ def document_groups(examples: Sequence, documents: int) -> list[list[int]]:
     """Indices of ``examples`` in groups of at most ``documents`` that one pass of a batched method explains together:
     longest first, so that a group's documents are of about one length and its padding is small; only documents of
     one length share a group where the architecture's padded batch is not each document alone
-    (:attr:`attnlens.models.base.Architecture.pads_freely`)."""
+    (:attr:`attnlens.models.seam.Architecture.pads_freely`)."""
     order = sorted(range(len(examples)), key=lambda i: -examples[i].n)
     if not examples or architecture(examples[0].model).pads_freely:
         runs = [order]

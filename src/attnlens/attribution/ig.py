@@ -335,7 +335,7 @@ def embedding_ig(
     its L2 normalisation 0/0), baseline positions = the model's padding index, whose row is the
     neutral zero vector in a converted model (and the one the model itself uses for padding).
 
-    An architecture attributes only the embeddings it has (:meth:`~attnlens.models.base.Architecture.embedding_layers`):
+    An architecture attributes only the embeddings it has (:meth:`~attnlens.models.seam.Architecture.embedding_layers`):
     a model with rotary positions (ModernBERT) has no position embedding, and its baseline keeps the input's
     positions.
 

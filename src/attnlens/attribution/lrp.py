@@ -4,8 +4,8 @@ Layer-wise relevance propagation with the rules of AttnLRP, in its gradient × i
 modified gradients, so one backward pass of the explained logit through a model whose gradients are
 modified gives every token's relevance as ``R_j = Σ_d e_jd · ∂̃f/∂e_jd`` at the embedding output ``e`` (the
 layer IG, saliency and gradient × input attribute to). The modifications, each a gradient rule applied
-through hooks on the modules the model seam names (:meth:`attnlens.models.base.Architecture.relevance_wiring`,
-:meth:`~attnlens.models.base.Architecture.projection`), so that they act inside whatever attention path the
+through hooks on the modules the model seam names (:meth:`attnlens.models.seam.Architecture.relevance_wiring`,
+:meth:`~attnlens.models.seam.Architecture.projection`), so that they act inside whatever attention path the
 forward takes — Longformer's blocked band and global rows, BigBird's block-sparse blocks, ModernBERT's
 local and global layers — and no attention matrix is ever formed:
 

@@ -1,5 +1,5 @@
 """The removal curves: every ranking's deletion and insertion copies of a document through the classifier
-(what :mod:`attnlens.attribution.faithfulness` scores).
+(what :mod:`attnlens.attribution.ranking_faithfulness` scores).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlens.attribution.faithfulness import kept
+from attnlens.attribution.ranking_faithfulness import kept
 from attnlens.classifier.prediction import Encoded
 from attnlens.models import architecture
 from attnlens.stats import n_top

@@ -1,7 +1,7 @@
 """Head importance by first-order Taylor expansion (Molchanov et al. 2019; T3-vis; recipes §4).
 
 For layer ``l`` and head ``h`` with output features ``R_h = [h·d, (h+1)·d)`` the parameter groups are the
-architecture's head groups (:meth:`attnlens.models.base.Architecture.head_groups`):
+architecture's head groups (:meth:`attnlens.models.seam.Architecture.head_groups`):
 
 * local: rows ``R_h`` of ``W_Q, W_K, W_V`` and entries ``R_h`` of their biases (``query``, ``key``,
   ``value``), and columns ``R_h`` of the attention output dense ``W_O`` (``output``; bias excluded);
@@ -50,7 +50,7 @@ def taylor_terms(model, n_heads: int) -> dict[str, tuple[torch.Tensor, torch.Ten
     each at the default model size) alive until the end of the pass.
 
     A group whose rows split into fewer heads than the query heads (grouped-query attention's keys and values:
-    :meth:`~attnlens.models.base.Architecture.group_heads`) gives each query head an equal share of its key/value
+    :meth:`~attnlens.models.seam.Architecture.group_heads`) gives each query head an equal share of its key/value
     head's terms, so a layer's total is that of its parameters.
     """
     arch = architecture(model)

@@ -35,7 +35,7 @@ class Encoded:
         self, index: Sequence[int], device: torch.device | str = "cpu", arch: Architecture | None = None
     ) -> dict[str, torch.Tensor]:
         """Right-padded batch with attention mask and the forward arguments ``arch`` adds (a global-attention
-        mask, say; :meth:`~attnlens.models.base.Architecture.forward_args`)."""
+        mask, say; :meth:`~attnlens.models.seam.Architecture.forward_args`)."""
         rows = [self.input_ids[i] for i in index]
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)

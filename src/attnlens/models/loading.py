@@ -20,7 +20,7 @@ import transformers
 
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture
-from attnlens.models.bigbird.conversion import convert_bert_to_bigbird, validate_blocks
+from attnlens.models.bigbird.bert_to_bigbird import convert_bert_to_bigbird, validate_blocks
 from attnlens.models.checkpoints import (
     TEXT_AS_TEXT,
     agree_on_padding,
@@ -28,10 +28,10 @@ from attnlens.models.checkpoints import (
     resolve_pretrained,
     source_tokenizer,
 )
-from attnlens.models.llama.scratch import CLASSES as SCRATCH_DECODERS
-from attnlens.models.llama.scratch import decoder_from_config, draw_decoder, family_settings
-from attnlens.models.longformer.conversion import convert_bert_to_longformer, default_window, validate_window
-from attnlens.models.modernbert.scratch import modernbert_from_config
+from attnlens.models.llama.scratch_decoder import CLASSES as SCRATCH_DECODERS
+from attnlens.models.llama.scratch_decoder import decoder_from_config, draw_decoder, family_settings
+from attnlens.models.longformer.bert_to_longformer import convert_bert_to_longformer, default_window, validate_window
+from attnlens.models.modernbert.scratch_encoder import modernbert_from_config
 from attnlens.tasks import task_of
 
 
@@ -42,13 +42,13 @@ def build_base_model(
 
     ``cfg.source == "convert_bert"`` converts a BERT checkpoint (default: the packaged MiniLM) into a Longformer
     or, with ``cfg.architecture == "bigbird"``, a BigBird; ``cfg.source == "from_config"`` draws a ModernBERT of
-    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch`), or a decoder (Llama,
-    Mistral, Qwen 2 or 3, Gemma 3) with ``cfg.architecture`` (:mod:`attnlens.models.llama.scratch`);
+    the BERT checkpoint's sizes at random (:mod:`attnlens.models.modernbert.scratch_encoder`), or a decoder (Llama,
+    Mistral, Qwen 2 or 3, Gemma 3) with ``cfg.architecture`` (:mod:`attnlens.models.llama.scratch_decoder`);
     ``cfg.source == "pretrained"`` loads a pretrained encoder of any architecture behind the seam (hub id or
     folder: a Longformer, BigBird or ModernBERT checkpoint) and gives it a fresh ``num_labels`` head —
     ``"longformer"`` does the same for a Longformer checkpoint only —, a Longformer with the configured window.
     The length and window are :func:`model_shape`'s. ``head`` is the kind of head
-    (:meth:`~attnlens.models.base.Architecture.head_class`: a question-answering head in place of the classifier's,
+    (:meth:`~attnlens.models.seam.Architecture.head_class`: a question-answering head in place of the classifier's,
     :func:`with_head`).
     """
     name = resolve_pretrained(cfg.name_or_path)
@@ -79,7 +79,7 @@ def build_base_model(
 
 
 def with_head(model: transformers.PreTrainedModel, head: str, seed: int) -> transformers.PreTrainedModel:
-    """``model`` with a head of the kind ``head`` (:meth:`~attnlens.models.base.Architecture.head_class`) on its
+    """``model`` with a head of the kind ``head`` (:meth:`~attnlens.models.seam.Architecture.head_class`) on its
     encoder: ``model`` itself when it has one, else a new model of that class whose encoder holds ``model``'s
     weights (every one of them: a pooler the new head does not read is the only weight left behind) and whose
     head is drawn from ``seed``."""

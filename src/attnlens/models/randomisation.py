@@ -1,9 +1,9 @@
 """Weights drawn anew, cascading from the top: the model's side of the randomisation sanity check
-(:mod:`attnlens.attribution.sanity`).
+(:mod:`attnlens.attribution.sanity_check`).
 
 A randomised module gets each of its submodules' ``reset_parameters()`` (PyTorch's own initialisation of a linear
 layer, a layer norm, an embedding) under a seed, so this needs nothing of an architecture but its transformer
-layers (:meth:`attnlens.models.base.Architecture.layers`) and its head (every child of the classifier that is not
+layers (:meth:`attnlens.models.seam.Architecture.layers`) and its head (every child of the classifier that is not
 the encoder).
 """
 

@@ -30,6 +30,6 @@ pass gives both the ``dot`` and the ``cosine`` vectors (chain rule through the n
 Time grows as ``n² · N · (layers after l)`` per text.
 
 :mod:`~attnlens.pairs.jacobians` (the method), :mod:`~attnlens.pairs.encoder` (the model it runs),
-:mod:`~attnlens.pairs.training` (the exact variant's fine-tuning), :mod:`~attnlens.pairs.artifacts` (pairs and
-scores as files).
+:mod:`~attnlens.pairs.encoder_training` (the exact variant's fine-tuning), :mod:`~attnlens.pairs.pair_artifacts`
+(pairs and scores as files).
 """

@@ -3,7 +3,7 @@
 A config with a ``grid:`` section (its ``datasets``, ``models`` and ``seeds`` axes; an axis left out is the one
 section above it) is expanded by :func:`expand_grid` into :class:`Run` s. Each run's config is the config's
 sections with the run's dataset entry merged over ``data``, its model entry over ``model`` and ``train``, and
-its seed as the seed of what it trains (its task's :attr:`~attnlens.tasks.base.Task.seed_key`: ``train.seed``, a
+its seed as the seed of what it trains (its task's :attr:`~attnlens.tasks.task.Task.seed_key`: ``train.seed``, a
 generation run's ``generation.train.seed``; and ``data.seed`` with ``grid.split_follows_seed``); it is validated like
 any config.
 

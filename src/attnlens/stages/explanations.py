@@ -18,7 +18,7 @@ from attnlens.attribution.artifacts import (
 from attnlens.attribution.engine import documents_batch, explain_together, explanation_rows
 from attnlens.attribution.explanations import Example, occlusion_batch
 from attnlens.attribution.ig import freeze
-from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
+from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.data.tokens import structural_mask
 from attnlens.device import place
 from attnlens.io import StrPath, provenance, save_parquet
@@ -107,7 +107,7 @@ def run_sanity_check(
 ) -> pd.DataFrame:
     """Rule ``sanity_check``: the first ``findings.sanity_examples`` test examples (by id) explained by every method
     of ``explanations.methods`` on the trained classifier and on each randomised copy of the cascade
-    (:mod:`attnlens.attribution.sanity`), and each method's Spearman ρ between the two."""
+    (:mod:`attnlens.attribution.sanity_check`), and each method's Spearman ρ between the two."""
     model, tokenizer = load_classifier(model_dir)
     model_device = place(freeze(model), device)
     attributions = load_attributions(attribution_paths).sort_values("example_id", kind="stable")

@@ -13,7 +13,8 @@ import pandas as pd
 from attnlens.attention.band import attention_scores
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
-from attnlens.attribution.faithfulness import (
+from attnlens.attribution.methods import CONTROL, REFERENCE, method_names, ranking_source
+from attnlens.attribution.ranking_faithfulness import (
     FAITHFULNESS_SCHEMA,
     PLAUSIBILITY_SCHEMA,
     example_evidence,
@@ -21,7 +22,6 @@ from attnlens.attribution.faithfulness import (
     random_ranking,
     ranking,
 )
-from attnlens.attribution.methods import CONTROL, REFERENCE, method_names, ranking_source
 from attnlens.attribution.removal import copies_probe, evaluate_example
 from attnlens.classifier.prediction import encode_examples
 from attnlens.data.sources import load_examples

@@ -14,8 +14,8 @@ import torch
 from attnlens.attention.band import bin_cells, binned_image, layer_configuration
 from attnlens.attention.summaries import TOPK_COLUMNS, count_topk, intersect_counts, load_bands, load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations, scores_by_example
-from attnlens.attribution.faithfulness import example_evidence
 from attnlens.attribution.methods import method_names
+from attnlens.attribution.ranking_faithfulness import example_evidence
 from attnlens.classifier.importance import IMPORTANCE_SCHEMA, head_labels, load_importance, zero_heads
 from attnlens.classifier.prediction import encode_examples
 from attnlens.classifier.selection import SELECTION_SCHEMA, load_selection, outcome_text, role_left_out

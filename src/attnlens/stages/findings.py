@@ -9,9 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from attnlens.attribution.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA
 from attnlens.attribution.leaderboard import LEADERBOARD_SCHEMA
-from attnlens.attribution.sanity import SANITY_SCHEMA
+from attnlens.attribution.sanity_check import SANITY_SCHEMA
 from attnlens.classifier.selection import PREDICTIONS_SCHEMA
 from attnlens.findings.statements import (
     RUN_COLUMNS,
@@ -23,11 +22,12 @@ from attnlens.findings.statements import (
     sanity_verdicts,
     statements,
 )
-from attnlens.generator.artifacts import GENERATOR_METRICS_SCHEMA
+from attnlens.generation.answer_artifacts import GENERATOR_METRICS_SCHEMA
+from attnlens.generation.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, read_csv_table
 from attnlens.pipeline.config import FiguresConfig, FindingsConfig
 from attnlens.pipeline.entry import stage
-from attnlens.render.findings import plot_quantities, plot_sanity, write_findings
+from attnlens.render.findings_report import plot_quantities, plot_sanity, write_findings
 from attnlens.similarity.aggregate import SUMMARY_SCHEMA
 
 logger = logging.getLogger(__name__)

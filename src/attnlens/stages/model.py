@@ -9,9 +9,9 @@ import os
 
 from accelerate import PartialState
 
+from attnlens.classifier.fine_tuning import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 from attnlens.classifier.prediction import encode_examples, predict_logits
 from attnlens.classifier.selection import PREDICTIONS_SCHEMA, SELECTION_SCHEMA, roles_left_out, select_examples
-from attnlens.classifier.training import METRICS_SCHEMA, MODEL_SCHEMA, train_classifier
 from attnlens.data.sources import MANIFEST_SCHEMA, load_examples
 from attnlens.device import place
 from attnlens.io import Job, StrPath, load_json, provenance, save_json, save_parquet, save_pretrained, set_job

@@ -22,7 +22,10 @@ from attnlens.io import (
     save_parquet,
     save_tensors,
 )
-from attnlens.pairs.artifacts import (
+from attnlens.pairs.encoder import PAIR_MODEL_FILE, SiameseEncoder, pair_inputs
+from attnlens.pairs.encoder_training import train_pair_encoder
+from attnlens.pairs.jacobians import QUADRATURES, attribute_pair
+from attnlens.pairs.pair_artifacts import (
     PAIR_CONVERGENCE_SCHEMA,
     PAIR_MATRICES_SCHEMA,
     PAIR_SCORES_SCHEMA,
@@ -36,9 +39,6 @@ from attnlens.pairs.artifacts import (
     showcased_pairs,
     split_pairs,
 )
-from attnlens.pairs.encoder import PAIR_MODEL_FILE, SiameseEncoder, pair_inputs
-from attnlens.pairs.jacobians import QUADRATURES, attribute_pair
-from attnlens.pairs.training import train_pair_encoder
 from attnlens.pipeline.config import PairDataConfig, PairsConfig
 from attnlens.pipeline.entry import stage
 from attnlens.render.tables import write_table

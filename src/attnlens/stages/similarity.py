@@ -13,8 +13,8 @@ import pandas as pd
 
 from attnlens.attention.summaries import load_summaries
 from attnlens.attribution.artifacts import load_attributions, load_explanations
-from attnlens.attribution.faithfulness import evidence_labels
 from attnlens.attribution.methods import REFERENCE, method_names
+from attnlens.attribution.ranking_faithfulness import evidence_labels
 from attnlens.classifier.importance import load_importance_modes
 from attnlens.classifier.prediction import encode_examples
 from attnlens.classifier.selection import load_selection, outcome_text, showcased_once

@@ -20,13 +20,13 @@ model that carries its own). Plain NumPy and pandas, so the light rules read it 
 computed with the tensor's own methods.
 
 One module a task (:mod:`~attnlens.tasks.classification`, :mod:`~attnlens.tasks.regression`,
-:mod:`~attnlens.tasks.multilabel`, :mod:`~attnlens.tasks.qa`) beside the seam (:mod:`~attnlens.tasks.base`).
+:mod:`~attnlens.tasks.multilabel`, :mod:`~attnlens.tasks.qa`) beside the seam (:mod:`~attnlens.tasks.task`).
 Adding a task: a module with a :class:`Task` subclass that registers itself (``REGISTRY.register(MyTask())``),
 its import below, and its tests (``tests/unit/tasks/test_tasks.py`` checks every registered task's readout, metrics and
 roles against independent references).
 """
 
-from attnlens.tasks.base import (
+from attnlens.tasks.task import (
     DEFAULT,
     REGISTRY,
     Outcome,

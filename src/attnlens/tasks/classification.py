@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import (
+from attnlens.tasks.task import (
     REGISTRY,
     Outcome,
     Task,

@@ -3,9 +3,9 @@ study asks which sources of the context (sentences, paragraphs) the answer rests
 
 An example is a context (the ``text`` column), an optional question or instruction, and a reference answer (the
 label: its text). What is explained is the answer's log-probability given the prompt, summed over its tokens
-(:class:`attnlens.attribution.context.AnswerForward`): a generated answer has no head of a fixed number of outputs,
-so the classification study's stages (fine-tuning a head, the predictions table, IG of an output) do not run for
-it — :meth:`Generation.check_config` refuses them with one line — and the generation study's own rules train,
+(:class:`attnlens.attribution.source_scores.AnswerForward`): a generated answer has no head of a fixed number of
+outputs, so the classification study's stages (fine-tuning a head, the predictions table, IG of an output) do not run
+for it — :meth:`Generation.check_config` refuses them with one line — and the generation study's own rules train,
 decode and explain (:mod:`attnlens.stages.generation`). The labels are read, checked, split and counted here as
 every task's are.
 """
@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import REGISTRY, Task, no_empty_cell
 from attnlens.tasks.contexts import given_sources, locate_sources
 from attnlens.tasks.qa import QA  # the corpus's kinds of sentences are question answering's
+from attnlens.tasks.task import REGISTRY, Task, no_empty_cell
 
 #: Why the classification study's head-side questions have no answer for a generated answer.
 _NO_HEAD = (

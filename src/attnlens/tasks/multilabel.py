@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32
+from attnlens.tasks.task import REGISTRY, Outcome, Task, at_least_float32
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:

@@ -25,7 +25,6 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32
 from attnlens.tasks.spans import (
     MAX_ANSWER_TOKENS,
     best_span,
@@ -38,6 +37,7 @@ from attnlens.tasks.spans import (
     spans_within,
 )
 from attnlens.tasks.squad import answer_list, check_answers, exact_match, qa_metrics, token_f1
+from attnlens.tasks.task import REGISTRY, Outcome, Task, at_least_float32
 
 #: ``phrase_label`` of a question-answering document's planted sentences (``rationales.parquet``): the answer's fact,
 #: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence).

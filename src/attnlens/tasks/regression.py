@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from attnlens.errors import InputError
-from attnlens.tasks.base import REGISTRY, Outcome, Task, at_least_float32, first_bad_row, no_empty_cell
+from attnlens.tasks.task import REGISTRY, Outcome, Task, at_least_float32, first_bad_row, no_empty_cell
 
 
 def regression_metrics(labels: np.ndarray, values: np.ndarray) -> dict:

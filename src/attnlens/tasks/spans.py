@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlens.tasks.base import at_least_float32
+from attnlens.tasks.task import at_least_float32
 
 #: The longest answer a span may be, in tokens (the SQuAD baselines' and Hugging Face's pipeline's default).
 MAX_ANSWER_TOKENS = 30

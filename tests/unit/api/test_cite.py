@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import attnlens
-from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.errors import InputError
-from attnlens.generator.prompts import answer_ids, encode_prompt
+from attnlens.generation.ablation import answer_token_log_probs
+from attnlens.generation.prompts import answer_ids, encode_prompt
 from attnlens.models.loading import build_generator
 from attnlens.pipeline.config import ModelConfig
 

@@ -28,7 +28,7 @@ from transformers.models.longformer.modeling_longformer import LongformerModel, 
 from attnlens.attribution.ig import Inputs, attribute_example, baseline_ids
 from attnlens.models.checkpoints import load_classifier, load_tokenizer, packaged_model_dir
 from attnlens.models.longformer import LONGFORMER, global_attention_mask
-from attnlens.models.longformer.blocked import (
+from attnlens.models.longformer.sliding_window import (
     band_mask,
     blocked_self_attention,
     huggingface_attention,
@@ -198,7 +198,7 @@ def test_training_drops_the_weights_huggingface_drops(case, window, monkeypatch,
     """Same seed, same dropped attention weights: the loss, every gradient and the generator's state after."""
     calls = []
     monkeypatch.setattr(
-        "attnlens.models.longformer.blocked.blocked_self_attention",
+        "attnlens.models.longformer.sliding_window.blocked_self_attention",
         lambda *a, **k: calls.append(1) or blocked_self_attention(*a, **k),
     )
     model = classifier(window=window)

@@ -31,9 +31,9 @@ from attnlens.attribution.lrp import (
 from attnlens.attribution.methods import DOCUMENT, REGISTRY
 from attnlens.models import architecture
 from attnlens.models.bigbird import BIGBIRD
-from attnlens.models.bigbird.conversion import convert_bert_to_bigbird
-from attnlens.models.longformer.blocked import huggingface_attention
-from attnlens.models.longformer.conversion import convert_bert_to_longformer
+from attnlens.models.bigbird.bert_to_bigbird import convert_bert_to_bigbird
+from attnlens.models.longformer.bert_to_longformer import convert_bert_to_longformer
+from attnlens.models.longformer.sliding_window import huggingface_attention
 from tests.support.tiny_models import tiny_bigbird, tiny_decoder, tiny_longformer, tiny_modernbert
 
 pytestmark = pytest.mark.numerics

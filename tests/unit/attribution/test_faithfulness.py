@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnlens.attribution.faithfulness import (
+from attnlens.attribution.ranking_faithfulness import (
     aopc,
     evidence_labels,
     perturb,

@@ -3,7 +3,7 @@ covers (Llama, Qwen 3, Gemma 3), written by ``tests/reference/lxt_reference.py``
 (transformers 4.52, the version lxt was tested with; ``tests/reference/build_lxt_env.sh``) and committed under
 ``tests/reference/lxt``, against :func:`attnlens.attribution.lrp.attnlrp` on the same weights and tokens; and
 the same families as causal language models explaining a generated answer's log-probability
-(:func:`attnlens.attribution.context.answer_attnlrp`).
+(:func:`attnlens.attribution.source_scores.answer_attnlrp`).
 
 Both explain the classifier's logit by ``Σ_d e · ∂̃f/∂e`` at the embedding output under the same rules, computed
 differently: lxt rewrites the RMSNorm and MLP forwards and divides the gradients of the queries, keys and values
@@ -23,9 +23,9 @@ import torch
 from safetensors.torch import load_file
 
 import attnlens.attribution.lrp as attnlrp_module
-from attnlens.attribution.context import answer_attnlrp, answer_gradient_x_input
 from attnlens.attribution.ig import Inputs, freeze
 from attnlens.attribution.lrp import attnlrp
+from attnlens.attribution.source_scores import answer_attnlrp, answer_gradient_x_input
 from attnlens.models import architecture, draw_decoder
 from tests.support.helpers import ROOT
 
@@ -100,8 +100,8 @@ def test_leaving_out_any_rule_breaks_the_parity(rule, monkeypatch):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_attnlrp_of_a_generated_answer_equals_the_authors_code(family):
     """The family as a causal language model (``<family>_lm``): the relevance of a generated answer's
-    log-probability (:func:`attnlens.attribution.context.answer_attnlrp`) against lxt's, the log-softmax and the sum
-    over the answer's tokens plain autograd on top of the rules in both. The same bound as the classifiers'
+    log-probability (:func:`attnlens.attribution.source_scores.answer_attnlrp`) against lxt's, the log-softmax and
+    the sum over the answer's tokens plain autograd on top of the rules in both. The same bound as the classifiers'
     (measured: at most 2.2e-7 of the largest relevance)."""
     record = json.loads((REFERENCE / f"{family}_lm.json").read_text(encoding="utf-8"))
     model = draw_decoder(family, 0, "causal_lm", **record["settings"], attn_implementation="eager")

@@ -4,7 +4,7 @@ new method is one file — ``tests/support/toy_method.py``, registered here, is 
 answer, validated, labelled, ranked and judged on both leaderboards without a line changed anywhere else.
 
 The scores themselves are checked against independent references in ``tests/unit/attribution/test_explanations.py``
-and ``tests/unit/attribution/test_answers.py``.
+and ``tests/unit/attribution/test_answer_example.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import pytest
 import torch
 
 from attnlens.attribution import explanations
-from attnlens.attribution.ablation import answer_token_log_probs
-from attnlens.attribution.answer_leaderboard import answer_metrics, judge_answer, removal_masks
-from attnlens.attribution.answers import AnswerExample
+from attnlens.attribution.answer_example import AnswerExample
 from attnlens.attribution.datamodels import ablation_masks, answer_scores
 from attnlens.attribution.engine import explain, explain_document, explanation_rows
 from attnlens.attribution.ig import freeze, prepare_inputs
@@ -41,6 +39,8 @@ from attnlens.attribution.methods import (
     signed,
 )
 from attnlens.errors import InputError
+from attnlens.generation.ablation import answer_token_log_probs
+from attnlens.generation.answer_leaderboard import answer_metrics, judge_answer, removal_masks
 from attnlens.pipeline.config import load_schema, validate_config
 from attnlens.registry import UnknownName
 from tests.support import toy_method

@@ -20,7 +20,6 @@ import pytest
 import torch
 from scipy.stats import rankdata
 
-from attnlens.attribution.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.attribution.datamodels import (
     ablation_masks,
     answer_scores,
@@ -30,6 +29,7 @@ from attnlens.attribution.datamodels import (
     precision_recall_at_k,
     top_k_masks,
 )
+from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.tasks.contexts import build_prompt, split_context
 from tests.support.helpers import EPS32, ROOT
 from tests.support.tiny_models import context_cite_model

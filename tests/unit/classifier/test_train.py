@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnlens.classifier.training import _param_groups, mixed_precision, no_decay_names, train_classifier
+from attnlens.classifier.fine_tuning import _param_groups, mixed_precision, no_decay_names, train_classifier
 from attnlens.data.sources import EXAMPLES_SCHEMA
 from attnlens.io import load_json, provenance, save_parquet, save_pretrained
 from attnlens.models.checkpoints import load_classifier

@@ -11,7 +11,7 @@ import pytest
 
 from attnlens.data.sources import prepare_dataset
 from attnlens.errors import InputError
-from attnlens.generator.prompts import encode_prompt
+from attnlens.generation.prompts import encode_prompt
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.pipeline.config import DataConfig, validate_config
 from attnlens.tasks.contexts import Source, given_sources, locate_sources

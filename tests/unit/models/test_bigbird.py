@@ -16,8 +16,8 @@ from attnlens.attribution.explanations import attention_pass, gradient_pass
 from attnlens.attribution.ig import freeze
 from attnlens.models import ARCHITECTURES, architecture, forward_bands
 from attnlens.models.bigbird import BIGBIRD
-from attnlens.models.bigbird.blocked import full_threshold, uses_block_sparse
-from attnlens.models.bigbird.conversion import convert_bert_to_bigbird
+from attnlens.models.bigbird.bert_to_bigbird import convert_bert_to_bigbird
+from attnlens.models.bigbird.block_sparse import full_threshold, uses_block_sparse
 from tests.support.dense import dense_reference, dense_rollout
 from tests.support.tiny_models import BIGBIRD_BLOCK as BLOCK
 from tests.support.tiny_models import BIGBIRD_RANDOM as RANDOM

@@ -32,7 +32,7 @@ from transformers import (
     ModernBertModel,
 )
 
-from attnlens.classifier.training import train_classifier
+from attnlens.classifier.fine_tuning import train_classifier
 from attnlens.data.corpus import CLASS_NAMES
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, DECODERS, architecture, draw_decoder

@@ -235,7 +235,7 @@ def test_head_importance_shares_a_key_value_head_among_its_query_heads():
 def test_integrated_gradients_are_complete(kind, implementation):
     """Completeness at the embedding output (Gemma 3's scaled by sqrt(hidden): the baseline is the pad token's
     scaled embedding), from a drawn pad row (from a zero one Qwen 3 and Gemma 3 stay 14 % and 33 % incomplete at
-    256 steps: :mod:`attnlens.models.llama.scratch`)."""
+    256 steps: :mod:`attnlens.models.llama.scratch_decoder`)."""
     model = tiny_decoder(kind, implementation)
     ids = torch.tensor([[1, 17, 23, 9, 41, 5, 33, 2]])
     baseline = ids.clone()

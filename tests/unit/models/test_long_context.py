@@ -1,4 +1,4 @@
-"""The decoders' long-context attention (:mod:`attnlens.models.llama.attention`) against dense references and
+"""The decoders' long-context attention (:mod:`attnlens.models.llama.causal_attention`) against dense references and
 Hugging Face's own sdpa attention with its explicit masks (float64 throughout; its eager attention takes the softmax
 in float32, 2e-8 away).
 
@@ -14,7 +14,7 @@ import torch
 from torch.nn.attention.bias import causal_lower_right
 
 from attnlens.models import architecture
-from attnlens.models.llama import attention
+from attnlens.models.llama import causal_attention as attention
 from tests.support.tiny_models import tiny_decoder
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
@@ -79,8 +79,8 @@ def _alone(model, ids: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_decoder_under_long_context_gives_hugging_faces_logits_and_gradients(kind, monkeypatch):
     """Every family (windows of 5 keys, binding on 34 tokens; blocks of 2 query rows), a right-padded batch under
-    :func:`~attnlens.models.llama.attention.long_context` against each sequence alone under Hugging Face's sdpa: the
-    logits of every real token, and the gradient of their sum at the embeddings. A batch with a masked token gets
+    :func:`~attnlens.models.llama.causal_attention.long_context` against each sequence alone under Hugging Face's sdpa:
+    the logits of every real token, and the gradient of their sum at the embeddings. A batch with a masked token gets
     Hugging Face's mask, and equals the sequence without it at its own positions."""
     monkeypatch.setattr(attention, "MIN_BLOCK", 2)
     model = tiny_decoder(kind, head="causal_lm", implementation="sdpa")

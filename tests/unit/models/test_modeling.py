@@ -2,10 +2,10 @@ import pytest
 import torch
 
 from attnlens.errors import InputError
-from attnlens.models.conversion import tile_positions
+from attnlens.models.from_bert import tile_positions
 from attnlens.models.loading import build_base_model
 from attnlens.models.longformer import global_attention_mask
-from attnlens.models.longformer.conversion import convert_bert_to_longformer, validate_window
+from attnlens.models.longformer.bert_to_longformer import convert_bert_to_longformer, validate_window
 from attnlens.pipeline.config import ModelConfig
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)

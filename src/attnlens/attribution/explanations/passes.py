@@ -14,10 +14,10 @@ from captum.attr import LayerActivation, Saliency
 
 from attnlens.attention.band import Band, layer_configuration, received_attention
 from attnlens.attention.weighted import grad_attention_received, rollout, value_norm_received, value_norms
-from attnlens.attribution.explanations.base import Example
+from attnlens.attribution.explanations.document_example import Example
 from attnlens.attribution.methods.cards import DOCUMENT, PASSES
 from attnlens.models import architecture
-from attnlens.models.base import hidden_state
+from attnlens.models.seam import hidden_state
 from attnlens.tasks import task_of
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from captum.attr import FeatureAblation
 
-from attnlens.attribution.explanations.base import Example
+from attnlens.attribution.explanations.document_example import Example
 from attnlens.attribution.removal import copies_probe
 from attnlens.device import batch_size
 from attnlens.tasks import task_of

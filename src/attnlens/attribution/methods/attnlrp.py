@@ -35,7 +35,7 @@ def document_scores(x, _shared) -> Scored:
 
 @METHOD.explains(ANSWER)
 def answer_scores(x, _shared) -> Scored:
-    from attnlens.attribution.context import answer_attnlrp  # noqa: PLC0415 (torch: the card is read without it)
+    from attnlens.attribution.source_scores import answer_attnlrp  # noqa: PLC0415 (torch: the card is read without it)
 
     r = answer_attnlrp(x.model, x.input_ids, x.answer_length)
     return Scored(x.sums(r.scores), 1, 1, explained=r.explained, delta=r.delta)

@@ -22,7 +22,7 @@ from attnlens.attention.layers import LAYER_CONFIGURATIONS
 from attnlens.registry import Registry
 
 #: What a method explains: a document's output, per token (the classification study's tasks), or a generated answer,
-#: per source of its context (the generation study, :mod:`attnlens.attribution.context`).
+#: per source of its context (the generation study, :mod:`attnlens.attribution.source_scores`).
 DOCUMENT, ANSWER = "document", "answer"
 SCOPES = (DOCUMENT, ANSWER)
 

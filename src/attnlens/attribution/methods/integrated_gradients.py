@@ -18,7 +18,7 @@ METHOD = register(
 
 @METHOD.explains(ANSWER)
 def answer_scores(x, _shared) -> Scored:
-    from attnlens.attribution.context import answer_integrated_gradients  # noqa: PLC0415 (torch: the card is read without it)
+    from attnlens.attribution.source_scores import answer_integrated_gradients  # noqa: PLC0415 (torch: the card is read without it)
 
     a = answer_integrated_gradients(x.model, x.input_ids, x.baseline(), x.answer_length, x.ig_steps, x.batch_size)
     # delta as every method's: what it explains less Σ its token scores (IG's own δ has the other sign); the tokens

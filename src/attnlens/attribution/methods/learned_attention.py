@@ -16,7 +16,7 @@ METHOD = register(
 
 @METHOD.explains(ANSWER)
 def answer_scores(x, rows) -> Scored:
-    from attnlens.attribution.learned import learned_scores, source_features  # noqa: PLC0415 (torch: the card is read without it)
+    from attnlens.attribution.head_weights import learned_scores, source_features  # noqa: PLC0415 (torch: the card is read without it)
 
     if x.head_weights is None:
         raise ValueError("learned_attention: no fitted head weights (rule fit_learned_attention)")

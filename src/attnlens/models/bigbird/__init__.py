@@ -6,10 +6,10 @@ the global tokens (their rows attend to every key, every query attends to them),
 are block 0 again, counted ``1 + r`` times in the softmax): the band holds what each query gives each
 distinct key, so it is the attention graph of inference, not of training. Inputs of at most ``(5 + 2r)·b``
 tokens run full attention, as in Hugging Face, and read as a band whose window covers the sequence
-(:mod:`attnlens.models.bigbird.blocked`). The global rows share the layer's projections, so head importance
+(:mod:`attnlens.models.bigbird.block_sparse`). The global rows share the layer's projections, so head importance
 differentiates ``query, key, value, output`` only. Positions are absolute: ``0, 1, …``.
 
-The conversion of a BERT checkpoint (the embedded default) is :mod:`attnlens.models.bigbird.conversion`.
+The conversion of a BERT checkpoint (the embedded default) is :mod:`attnlens.models.bigbird.bert_to_bigbird`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from attnlens.models.base import ARCHITECTURES, Architecture
-from attnlens.models.bigbird.blocked import full_threshold, recording, use_block_sparse_attention
+from attnlens.models.bigbird.block_sparse import full_threshold, recording, use_block_sparse_attention
+from attnlens.models.seam import ARCHITECTURES, Architecture
 
 
 class BigBird(Architecture, family="bigbird"):

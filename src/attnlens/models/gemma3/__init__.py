@@ -23,8 +23,8 @@ question-answering head, so Gemma 3 runs the classification tasks only.
 from __future__ import annotations
 
 from attnlens.errors import InputError
-from attnlens.models.base import ARCHITECTURES
 from attnlens.models.llama import Llama
+from attnlens.models.seam import ARCHITECTURES
 
 
 class Gemma3(Llama, family="gemma3"):

@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from attnlens.attention.full import FullLayer, QueryRows
-from attnlens.models.base import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs, hidden_state
-from attnlens.models.llama.attention import long_context
+from attnlens.models.llama.causal_attention import long_context
+from attnlens.models.seam import ARCHITECTURES, Architecture, RelevanceWiring, forward_capturing_inputs, hidden_state
 
 #: The head groups' modules in a decoder layer's attention, by attnlens's group names.
 PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
@@ -176,7 +176,7 @@ class Llama(Architecture, family="llama"):
 
     def long_context(self, model: nn.Module):
         """Causal attention over a cached prefix and within sliding windows without an ``n × n`` mask
-        (:mod:`attnlens.models.llama.attention`)."""
+        (:mod:`attnlens.models.llama.causal_attention`)."""
         return long_context(model)
 
     def query_rows(self, model: nn.Module, input_ids: torch.Tensor, start: int, stop: int, each) -> None:

@@ -6,9 +6,9 @@ them as :class:`~attnlens.attention.band.Band` objects as they are. CLS is the o
 (:func:`global_attention_mask`) for a classifier, a question's tokens for a question-answering reader; the global
 rows have their own query, key and value projections, which head
 importance differentiates as groups of their own. Position ids are RoBERTa's: ``pad + 1, pad + 2, …``.
-The blocked self-attention (:mod:`attnlens.models.longformer.blocked`) replaces Hugging Face's on every pass
+The blocked self-attention (:mod:`attnlens.models.longformer.sliding_window`) replaces Hugging Face's on every pass
 without attention outputs; the BERT conversion of the embedded default is
-:mod:`attnlens.models.longformer.conversion`.
+:mod:`attnlens.models.longformer.bert_to_longformer`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from attnlens.attention.band import Band
-from attnlens.models.base import ARCHITECTURES, Architecture
-from attnlens.models.longformer.blocked import use_blocked_attention
+from attnlens.models.longformer.sliding_window import use_blocked_attention
+from attnlens.models.seam import ARCHITECTURES, Architecture
 
 
 def global_attention_mask(attention_mask: torch.Tensor, positions: tuple[int, ...] = (0,)) -> torch.Tensor:

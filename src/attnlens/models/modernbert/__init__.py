@@ -30,7 +30,7 @@ from torch import nn
 from attnlens.attention.band import Band
 from attnlens.attention.full import FullLayer
 from attnlens.attention.weighted import band_products
-from attnlens.models.base import ARCHITECTURES, Architecture, ProjectionRows, RelevanceWiring, forward_capturing_inputs
+from attnlens.models.seam import ARCHITECTURES, Architecture, ProjectionRows, RelevanceWiring, forward_capturing_inputs
 
 
 def window_band(query: torch.Tensor, key: torch.Tensor, length: int, half: int) -> Band:

@@ -14,8 +14,8 @@ SiLU MLP, the last real token read out. Two things differ, and both are read fro
 
 from __future__ import annotations
 
-from attnlens.models.base import ARCHITECTURES
 from attnlens.models.llama import Llama
+from attnlens.models.seam import ARCHITECTURES
 
 
 class Qwen2(Llama, family="qwen2"):

@@ -1,7 +1,8 @@
-"""The run's figures (PNG + PDF, 1-based layer and head labels), one module a study: :mod:`~.base` (matplotlib's
-headless set-up, saving with provenance, a figure a rule could not draw), :mod:`~.attention` (heat-maps, head
-importance and agreement, top-k counts), :mod:`~.similarity` (Tables 1–4's distributions, per-target agreement),
-:mod:`~.explanations` (faithfulness curves, the leaderboard), :mod:`~.topology` and :mod:`~.pairs`.
+"""The run's figures (PNG + PDF, 1-based layer and head labels), one module a study: :mod:`~.canvas` (matplotlib's
+headless set-up, saving with provenance, a figure a rule could not draw), :mod:`~.attention_figures` (heat-maps,
+head importance and agreement, top-k counts), :mod:`~.similarity_figures` (Tables 1–4's distributions, per-target
+agreement), :mod:`~.explanations_figures` (faithfulness curves, the leaderboard), :mod:`~.topology_figures` and
+:mod:`~.pairs_figures`.
 
 The layers × heads grid of binned attention is drawn as one mosaic image rather than 144 sub-plots, so a 12 × 12
 grid of 128 × 128 images renders in about a second.
@@ -11,10 +12,10 @@ from __future__ import annotations
 
 # isort: split
 # base first: it sets matplotlib's backend before any module draws
-from attnlens.render.figures.base import SCALES, figure_metadata, plot_skipped, save_figure
+from attnlens.render.figures.canvas import SCALES, figure_metadata, plot_skipped, save_figure
 
 # isort: split
-from attnlens.render.figures.attention import (
+from attnlens.render.figures.attention_figures import (
     plot_attention_grid,
     plot_head_agreement,
     plot_head_importance,
@@ -23,10 +24,10 @@ from attnlens.render.figures.attention import (
     plot_topk_counts,
     scale_per_head,
 )
-from attnlens.render.figures.explanations import plot_faithfulness_curves, plot_leaderboard
-from attnlens.render.figures.pairs import plot_pair_convergence, plot_pair_matrix, plot_pair_topology
-from attnlens.render.figures.similarity import plot_similarity_distributions, plot_target_agreement
-from attnlens.render.figures.topology import plot_distance_matrix, plot_persistence
+from attnlens.render.figures.explanations_figures import plot_faithfulness_curves, plot_leaderboard
+from attnlens.render.figures.pairs_figures import plot_pair_convergence, plot_pair_matrix, plot_pair_topology
+from attnlens.render.figures.similarity_figures import plot_similarity_distributions, plot_target_agreement
+from attnlens.render.figures.topology_figures import plot_distance_matrix, plot_persistence
 
 __all__ = [
     "SCALES",

@@ -3,7 +3,7 @@ generation``) — a causal language model's answers (:mod:`~.generator`), learne
 (:mod:`~.learned`), the ablations of their contexts, every answer method's source scores, and their judgement
 (:mod:`~.answers`), and the randomisation sanity check of the methods in a grid (:mod:`~.sanity`); the leaderboard and
 the explorer are report rules
-(:mod:`attnlens.stages.report.generation`).
+(:mod:`attnlens.stages.report.generation_report`).
 
 The responses and every ablation's answer scores are computed once, by ``generate_answers`` and ``ablate_contexts``,
 and every method and metric reads them: leave-one-out and the surrogate are scored from the cached ablations, the

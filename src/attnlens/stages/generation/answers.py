@@ -8,8 +8,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answer_leaderboard import judge_answer, removal_masks
-from attnlens.attribution.answers import Ablated, AnswerExample
+from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import (
     ABLATION_COLUMNS,
     ABLATIONS_SCHEMA,
@@ -22,8 +21,9 @@ from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, s
 from attnlens.attribution.engine import explain
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
 from attnlens.device import place
-from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generator.responses import ablate, timed_ablations
+from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
+from attnlens.generation.answer_leaderboard import judge_answer, removal_masks
+from attnlens.generation.responses import ablate, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig

@@ -9,20 +9,20 @@ import time
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.ablation import answer_token_log_probs
 from attnlens.data.sources import RATIONALES_SCHEMA, load_examples
 from attnlens.device import cpu_kernels, place
 from attnlens.errors import InputError
-from attnlens.generator.artifacts import (
+from attnlens.generation.ablation import answer_token_log_probs
+from attnlens.generation.answer_artifacts import (
     GENERATOR_METRICS_SCHEMA,
     GENERATOR_SCHEMA,
     RESPONSE_COLUMNS,
     RESPONSES_SCHEMA,
 )
-from attnlens.generator.decoding import generation_metrics
-from attnlens.generator.prompts import answer_ids
-from attnlens.generator.responses import example_prompt, prompts_and_answers, responses
-from attnlens.generator.training import TrainingExample, train_generator
+from attnlens.generation.decoder_training import TrainingExample, train_generator
+from attnlens.generation.decoding import generation_metrics
+from attnlens.generation.prompts import answer_ids
+from attnlens.generation.responses import example_prompt, prompts_and_answers, responses
 from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, ModelConfig

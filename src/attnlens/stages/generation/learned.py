@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from attnlens.attribution.artifacts import LEARNED_SCHEMA
-from attnlens.attribution.context import answer_head_attention
 from attnlens.attribution.datamodels import answer_masks, score_of
-from attnlens.attribution.learned import FitExample, fit_head_weights, source_features
+from attnlens.attribution.head_weights import FitExample, fit_head_weights, source_features
+from attnlens.attribution.source_scores import answer_head_attention
 from attnlens.data.sources import load_examples
 from attnlens.device import place
-from attnlens.generator.artifacts import response_sources
-from attnlens.generator.responses import ablate, responses
+from attnlens.generation.answer_artifacts import response_sources
+from attnlens.generation.responses import ablate, responses
 from attnlens.io import StrPath, provenance, save_json
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -33,8 +33,8 @@ def run_fit_learned_attention(
     """Rule ``fit_learned_attention``: the answers of the first ``generation.learned.n_examples`` training examples
     (as ``generate_answers`` makes the explained ones), ``learned.n_ablations`` random ablations of each, every
     source's attention per layer and head, and AT2's fit of one weight per head
-    (:func:`attnlens.attribution.learned.fit_head_weights`); the weights and the fit's correlations, fitted and held
-    out, beside those of every head weighted alike."""
+    (:func:`attnlens.attribution.head_weights.fit_head_weights`); the weights and the fit's correlations, fitted and
+    held out, beside those of every head weighted alike."""
     learned = cfg.learned
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     dev = place(model, device)

@@ -1,5 +1,5 @@
 """Rule ``answer_sanity``: the model-randomisation sanity check of the answer methods on a generated answer's sources
-(:mod:`attnlens.attribution.sanity`)."""
+(:mod:`attnlens.attribution.sanity_check`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answers import Ablated, AnswerExample
+from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
 from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
 from attnlens.attribution.engine import explain
-from attnlens.attribution.sanity import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
+from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.device import place
-from attnlens.generator.artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generator.responses import ablate
+from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
+from attnlens.generation.responses import ablate
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm

@@ -1,0 +1,150 @@
+"""The answer methods (their scorers in :mod:`attnlens.attribution.methods`, run by
+:func:`attnlens.attribution.engine.explain`) and their judges (:mod:`attnlens.generation.answer_leaderboard`)
+against the functions they are built from, called directly, and against hand counts.
+
+Bounds: the tiny decoder is float64 and each method is computed twice from the same float64 passes, so the source
+scores agree to float64 rounding of sums of at most a few hundred terms of order 1: 1e-10 absolute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlens.attribution.answer_example import Ablated, AnswerExample
+from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
+from attnlens.attribution.engine import explain
+from attnlens.attribution.head_weights import learned_scores, source_features
+from attnlens.attribution.methods import ANSWER, method_names
+from attnlens.attribution.source_scores import (
+    answer_attnlrp,
+    answer_gradient_x_input,
+    answer_head_attention,
+    source_sums,
+    top_k_pooled,
+)
+from attnlens.generation.ablation import answer_token_log_probs
+from attnlens.generation.answer_leaderboard import answer_metrics, judge_answer, removal_masks
+from tests.support.tiny_models import tiny_decoder
+
+PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
+OWNER = np.array([-1, 0, 0, 0, 1, 1, 2, 2, 2, 3, 3, -1, -1])  # four sources, the template's tokens −1
+ANSWER_IDS = [47, 53]
+
+
+def _masked_scores(model, masks: np.ndarray) -> np.ndarray:
+    """The answer's log-probability with each mask's sources' tokens out of attention: the cached ablations."""
+    keep = [[int(o < 0 or m[o]) for o in OWNER] + [1] * len(ANSWER_IDS) for m in masks]
+    lp = answer_token_log_probs(model, [PROMPT + ANSWER_IDS] * len(masks), [len(ANSWER_IDS)] * len(masks), keep)
+    return answer_scores(np.stack(lp))[0]
+
+
+@pytest.fixture(scope="module")
+def example():
+    model = tiny_decoder("llama", head="causal_lm", seed=4)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    ids = torch.tensor([PROMPT + ANSWER_IDS])
+    (full,) = answer_token_log_probs(model, [PROMPT + ANSWER_IDS], [len(ANSWER_IDS)])
+    loo = leave_one_out_masks(4)
+    random = ablation_masks(4, 24, seed=3)
+    owner = np.concatenate([OWNER, [-1] * len(ANSWER_IDS)])
+    return AnswerExample(
+        model=model,
+        input_ids=ids,
+        answer_length=len(ANSWER_IDS),
+        owner=owner,
+        n_sources=4,
+        full_score=float(full.sum()),
+        n_answer_tokens=len(ANSWER_IDS),
+        leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5),
+        random=Ablated(random, _masked_scores(model, random), 2.0),
+        head_weights=np.array([[0.5, -0.25, 0.0, 0.125], [0.0625, 0.0, -0.03125, 0.03125]]),  # (layers, heads)
+        pad_id=0,
+        pool_k=2,
+        ig_steps=8,
+        batch_size=4,
+    )
+
+
+def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
+    x = example
+    got = explain(x, method_names(ANSWER))
+    assert set(got.scores) == set(method_names(ANSWER))  # by pass, in registry order within a pass
+    rows = answer_head_attention(x.model, x.input_ids, x.answer_length)
+    expected = {
+        "attention_last": source_sums(rows[-1].mean(0), x.owner, 4),
+        "attention_all": source_sums(rows.mean((0, 1)), x.owner, 4),
+        "attntrace": top_k_pooled(rows.mean((0, 1)), x.owner, 4, 2),
+        "learned_attention": learned_scores(source_features(rows, x.owner, 4), x.head_weights),
+        "grad_input": source_sums(answer_gradient_x_input(x.model, x.input_ids, 2), x.owner, 4),
+        "attnlrp": source_sums(answer_attnlrp(x.model, x.input_ids, 2).scores, x.owner, 4),
+        "leave_one_out": x.full_score - x.leave_one_out.scores,  # mask i drops source i
+        "surrogate": fit_surrogate(x.random.masks, x.random.scores, 2)[0],
+    }
+    for method, scores in expected.items():
+        np.testing.assert_allclose(got.scores[method], scores, rtol=0, atol=1e-10, err_msg=method)
+    # IG: its completeness, Σ scores = F(x) − F(baseline) up to its δ, reported
+    ig = got.scores["integrated_gradients"]
+    assert got.explained["integrated_gradients"] - ig.sum() == pytest.approx(
+        got.delta["integrated_gradients"], abs=1e-9
+    )
+    assert abs(got.delta["integrated_gradients"]) < 0.05 * abs(got.explained["integrated_gradients"]) + 1e-6
+    # AttnLRP explains F itself: the answer's log-probability
+    assert got.explained["attnlrp"] == pytest.approx(x.full_score, abs=1e-9)
+
+
+def test_the_cost_of_each_method_counts_its_passes_and_the_ablations_it_read(example):
+    got = explain(
+        example, ["attention_all", "attntrace", "grad_input", "integrated_gradients", "leave_one_out", "surrogate"]
+    )
+    assert got.n_forwards["attention_all"] == got.n_forwards["attntrace"] == 1 and got.n_backwards["attention_all"] == 0
+    assert (got.n_forwards["grad_input"], got.n_backwards["grad_input"]) == (1, 1)
+    assert (got.n_forwards["integrated_gradients"], got.n_backwards["integrated_gradients"]) == (10, 8)
+    assert (got.n_forwards["leave_one_out"], got.n_forwards["surrogate"]) == (4, 24)
+    assert got.seconds["leave_one_out"] >= 0.5 and got.seconds["surrogate"] >= 2.0  # the cached ablations' seconds
+    assert got.forward_seconds > 0 and all(v >= 0 for v in got.peak_bytes.values())
+    with pytest.raises(ValueError, match=r"\['rollout'\] have no answer scorer"):
+        explain(example, ["rollout"])
+
+
+def test_removal_masks_share_the_forwards_of_methods_that_agree():
+    scores = {
+        "a": np.array([3.0, 1.0, 2.0, 0.0]),
+        "b": np.array([9.0, 0.0, 5.0, 1.0]),
+        "c": np.array([0.0, 1.0, 2.0, 3.0]),
+    }
+    masks, where = removal_masks(scores, (1, 2))
+    assert masks.tolist() == [
+        [False, True, True, True],
+        [False, True, False, True],
+        [True, True, True, False],
+        [True, True, False, False],
+    ]
+    assert where == {"a": [0, 1], "b": [0, 1], "c": [2, 3]}
+
+
+def test_judging_an_answer_is_its_drops_lds_and_planted_counts():
+    scores = {"a": np.array([3.0, 1.0, 2.0, 0.0])}
+    _, where = removal_masks(scores, (1, 2))
+    removed = np.array([-2.0, -4.0])  # F without source 0; without sources 0 and 2
+    heldout = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 1, 0]], dtype=bool)
+    actual = heldout.astype(float) @ np.array([2.0, 0.0, 1.0, 0.5])
+    planted = np.array([True, False, False, False])
+    rows = judge_answer("e", scores, (1, 2), -1.0, removed, where, heldout, actual, planted)
+    got = {metric: value for _, _, metric, value, _ in rows}
+    assert got["top1_drop"] == pytest.approx(1.0) and got["top2_drop"] == pytest.approx(3.0)
+    from scipy.stats import spearmanr  # noqa: PLC0415
+
+    assert got["lds"] == pytest.approx(spearmanr(heldout.astype(float) @ scores["a"], actual).statistic)
+    assert (got["precision_at_1"], got["recall_at_1"], got["precision_at_2"], got["recall_at_2"]) == (
+        1.0,
+        1.0,
+        0.5,
+        1.0,
+    )
+    no_truth = judge_answer("e", scores, (1,), -1.0, removed, {"a": [0]}, heldout, actual, np.zeros(4, dtype=bool))
+    assert np.isnan([v for _, _, m, v, _ in no_truth if m.startswith(("precision", "recall"))]).all()
+    names = [m.name for m in answer_metrics((1, 3))]
+    assert names[:3] == ["top1_drop", "top3_drop", "lds"] and "peak_mib" in names

