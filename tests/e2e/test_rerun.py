@@ -33,13 +33,16 @@ from tests.support.session_runs import session_run
 pytestmark = pytest.mark.workflow
 
 
-def _job_pids(pgid: int, script: str) -> list[int]:
-    """PIDs in process group ``pgid`` running rule script ``script`` (Snakemake runs a copy, ``tmp*.<script>.py``)."""
+def _job_pids(pgid: int, rule: str) -> list[int]:
+    """PIDs in process group ``pgid`` running a job of ``rule``: every rule runs workflow/scripts/stage.py, of which
+    Snakemake runs a copy (``tmp*.stage.py``) with the job, its rule's name among it, written into its preamble."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="ignore") if proc.name.isdigit() else ""
-            if f".{script}.py" in cmdline and os.getpgid(int(proc.name)) == pgid:
+            args = (proc / "cmdline").read_bytes().decode(errors="ignore").split("\0") if proc.name.isdigit() else []
+            scripts = [Path(a) for a in args if a.endswith(".stage.py")]
+            cwd = (proc / "cwd").readlink() if scripts else None
+            if any(rule.encode() in (cwd / s).read_bytes() for s in scripts) and os.getpgid(int(proc.name)) == pgid:
                 pids.append(int(proc.name))
         except (OSError, ProcessLookupError):
             continue

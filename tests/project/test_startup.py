@@ -29,6 +29,7 @@ LIGHT = (
     "attnlens.io",
     "attnlens.pipeline.runtime",
     "attnlens.pipeline.jobserver",
+    "attnlens.pipeline.entry",
     "attnlens.pipeline.manifest",
     "attnlens.data.corpus",
     "attnlens.data.sources",

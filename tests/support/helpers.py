@@ -375,11 +375,23 @@ def write_config(work: Path, cfg: dict) -> Path:
 
 
 def gpu_rules(rule_files) -> set[str]:
-    """Rules whose resources ask for a GPU (``gpu=1``), read from the given ``workflow/rules/*.smk`` files."""
+    """Rules that ask for a GPU, read from the given ``workflow/rules/*.smk`` files: a rule of a kind whose resources
+    say ``gpu=1`` (``workflow/rules/kinds.smk``), or a rule of its own that says it."""
+    kinds_smk = Path(ROOT / "workflow" / "rules" / "kinds.smk").read_text(encoding="utf-8")
+    gpu_kinds = {
+        block.split(":", 1)[0].strip()
+        for block in re.split(r"^rule ", kinds_smk, flags=re.M)[1:]
+        if re.search(r"^\s*gpu=1,", block, re.M)
+    }
     rules = set()
     for smk in rule_files:
-        for block in re.split(r"^\s*rule ", Path(smk).read_text(encoding="utf-8"), flags=re.M)[1:]:
-            name = block.split(":", 1)[0].strip()
+        text = Path(smk).read_text(encoding="utf-8")
+        rules |= {
+            rule for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", text, re.M) if kind in gpu_kinds
+        }
+        if Path(smk).name == "kinds.smk":
+            continue
+        for block in re.split(r"^\s*rule ", text, flags=re.M)[1:]:
             if re.search(r"^\s*gpu=1,", block, re.M):
-                rules.add(name)
+                rules.add(block.split(":", 1)[0].strip())
     return rules
