@@ -22,13 +22,16 @@ without importing any: a light job (a table, a figure) imports its own module on
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from attnlens.pipeline.config import rule_section
@@ -120,3 +123,44 @@ def call_stage(smk: Any) -> None:
             use_threads(smk.threads)
         positional, named = arguments(fn, smk)
         fn(*positional, **named)
+
+
+class _Named(dict):
+    """A job's named entries read back from its record, as a rule's function is given them (Snakemake's ``input``,
+    ``output``, ``params`` and ``wildcards`` by name)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def rerun_job(record: str | Path, workdir: str | Path, out_root: str | Path, config: dict | None = None) -> Callable:
+    """Call a finished job's function again, in this process, from its record (``results/logs/…/*.job.json``): its
+    inputs read in ``workdir`` (where the run ran, the call's working folder), its outputs written under ``out_root``
+    instead (the same paths below it), its config keys the ones it was given. ``config``: the run's whole config, for
+    the one rule that reads it (``manifest``). Returns the function; a step through a debugger, or a changed stage
+    tried on a run's files."""
+    job = json.loads(Path(record).read_text(encoding="utf-8"))
+    fn = stage_function(job["rule"])
+
+    def rebase(root: Path, value: Any) -> Any:
+        return [str(root / v) for v in value] if isinstance(value, list) else str(root / value)
+
+    given = job["given"]
+    smk = SimpleNamespace(
+        rule=job["rule"],
+        params=_Named(given["params"]),
+        input=_Named(given["input"]),  # as the job read them: relative to the run's folder, which the call runs in
+        output=_Named({k: rebase(Path(out_root).resolve(), v) for k, v in given["output"].items()}),
+        wildcards=_Named(job["wildcards"]),
+        config=config or {},
+    )
+    for paths in smk.output.values():
+        for path in [paths] if isinstance(paths, str) else paths:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    positional, named = arguments(fn, smk)
+    with contextlib.chdir(workdir):
+        fn(*positional, **named)
+    return fn

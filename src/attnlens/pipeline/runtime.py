@@ -162,9 +162,12 @@ def write_job_record(
     wildcards: Mapping[str, Any] | None = None,
     run_config_sha256: str | None = None,
     clock: JobClock | None = None,
+    given: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Record what a finished job read and wrote, and (with ``clock``) how long it took to start and to work;
-    ``results/manifest.json`` is built from these records, ``benchmarks/startup.py`` reads the times."""
+    ``results/manifest.json`` is built from these records, ``benchmarks/startup.py`` reads the times. ``given``: the
+    job's input, output and params by the names its function takes them (:func:`named`), from which
+    :func:`attnlens.pipeline.entry.rerun_job` calls the function again."""
     record = {
         "rule": rule,
         "wildcards": dict(wildcards or {}),
@@ -179,6 +182,7 @@ def write_job_record(
         "config_keys": sorted(KEYS_GIVEN),
         "config_keys_read": sorted(KEYS_READ),
         **(clock.seconds() if clock else {}),
+        **({"given": given} if given is not None else {}),
     }
     path = job_record_path(log)
     with atomic_path(path) as tmp:
@@ -210,10 +214,23 @@ def rule_job(smk) -> Iterator[None]:
             yield
             if log:  # inside: a full disk here is said in one line too
                 write_job_record(
-                    smk.rule, list(smk.input), list(smk.output), log, dict(smk.wildcards.items()), run_hash, clock
+                    smk.rule,
+                    list(smk.input),
+                    list(smk.output),
+                    log,
+                    dict(smk.wildcards.items()),
+                    run_hash,
+                    clock,
+                    {kind: named(getattr(smk, kind)) for kind in ("input", "output", "params")},
                 )
     finally:
         set_job(None)
+
+
+def named(entries: Any) -> dict[str, Any]:
+    """A Snakemake job's named entries (its ``input``, ``output`` or ``params``) as plain JSON data: a file a path, a
+    list of files a list."""
+    return json.loads(json.dumps(dict(entries.items()), default=str))
 
 
 def first_seed(cfg: Mapping[str, Any]) -> int | None:
