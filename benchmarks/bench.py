@@ -10,6 +10,7 @@ the portable CPU kernels, about 20 minutes); and
 a question of ``benchmarks/records`` writes its record too (``record(result)`` in its module; the scripts write
 theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs.
 
+``--record DIR`` runs nothing and writes the records of the results in ``DIR`` (their own commit and date).
 Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
 [--only foundation|attention|architectures|decoders|contexts|explanations|attribution|targets|similarity|topology|
 pairs|explorer|attnlrp|startup|kernel_sets|paper_shape]``.
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         "paper_shape": lambda: rehearse(cores=os.cpu_count() or 2),
     }
     parser.add_argument("--only", choices=list(suites), default=None)
+    parser.add_argument("--record", metavar="DIR", help="run nothing: record the results in DIR (their commit, date)")
     names = list(architectures.BASE_MODELS)
     parser.add_argument(
         "--architectures", nargs="+", choices=names, default=names, help="architectures.json: these architectures only"
@@ -99,6 +101,11 @@ def main(argv: list[str] | None = None) -> None:
         "pairs": pairs.record,
         "explorer": explorer.record,
     }
+    for name, write in recorders.items() if args.record else ():
+        if args.only in (None, name) and (path := Path(args.record) / f"{name}.json").exists():
+            write(json.loads(path.read_text(encoding="utf-8")))  # a result measured before: its provenance's commit
+    if args.record:
+        return
     for name, suite in suites.items():
         if args.only in (None, name):
             result = suite()

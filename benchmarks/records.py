@@ -12,6 +12,8 @@ What the docs print of a record is generated, never typed:
 
 * docs/benchmarks.md's question table (:func:`question_table`), between ``<!-- records: questions -->`` and
   ``<!-- records: end -->``;
+* a section's table of measured figures, between ``<!-- records: table ID.NAME -->`` and ``<!-- records: end -->``:
+  the record's ``tables[NAME]`` with a line saying when and on what it was measured (:func:`section_table`);
 * a figure quoted elsewhere, ``<!-- record: ID.FIELD -->text<!-- /record -->``: ``text`` is the record's
   ``figures[FIELD]`` (or ``answer``), as :func:`quoted` writes it.
 
@@ -68,6 +70,8 @@ QUESTIONS = (
 #: What a measurement runs: a record's commit says "+ uncommitted changes" where these differ from it.
 MEASURED = ("src", "workflow", "config", "envs", "pyproject.toml")
 TABLE_START, TABLE_END = "<!-- records: questions -->", "<!-- records: end -->"
+#: A section's table of a record: the lines between the two comments are generated.
+SECTION_TABLE = re.compile(r"<!-- records: table (?P<id>\w+)\.(?P<name>\w+) -->\n.*?<!-- records: end -->", re.S)
 #: A quoted figure: its text on one line, between the two comments.
 QUOTE = re.compile(r"<!-- record: (?P<id>\w+)\.(?P<field>\w+) -->(?P<text>[^<\n]*)<!-- /record -->")
 
@@ -86,6 +90,7 @@ class Record:
     bench: str  # the bench that writes it: benchmarks.<module>, one that calls write_record with this id
     written: str = "bench"  # "bench", or "transcribed from …" (its bench has not run since records began)
     figures: dict = field(default_factory=dict)  # the measured numbers the answer states, by name
+    tables: dict = field(default_factory=dict)  # a section's tables, by name: {"header": [...], "rows": [[...]]}
 
     @classmethod
     def load(cls, path: Path) -> Record:
@@ -118,26 +123,44 @@ def write_record(
     bench: str,
     figures: dict,
     measured_on: str | None = None,
+    tables: dict | None = None,
+    provenance: dict | None = None,
 ) -> Path:
     """``benchmarks/records/<id>.json``: what a bench measured, as the latest answer to its question, with this
-    checkout's commit, today's date and (unless given) :func:`machine`. A bench calls it with its own module name."""
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED)
-    dirty = " + uncommitted changes" if changed else ""
+    checkout's commit, today's date and (unless given) :func:`machine`. A bench calls it with its own module name.
+    ``provenance``: a result's own (``results/bench/<suite>.json``), for a record written from a result measured
+    before (``python -m benchmarks.bench --record DIR``): its commit and date are the result's (a result's "+dirty"
+    counts any change to the checkout; where the record of that commit said what its measured paths were, it stays)."""
+    path = RECORDS / f"{id}.json"
+    if provenance:
+        commit, dirty = provenance["git_commit"].partition("+")[::2]
+        commit, date = commit[:7] + (" + uncommitted changes" if dirty else ""), provenance["created"][:10]
+        before = Record.load(path).commit if path.exists() else ""
+        commit = before if before.startswith(commit[:7]) else commit
+    else:
+        changed = _git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED)
+        commit = _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if changed else "")
+        date = datetime.now(UTC).date().isoformat()
     record = Record(
         id=id,
         question=question,
         answer=answer,
         measured_on=measured_on or machine(),
-        commit=_git("rev-parse", "--short", "HEAD") + dirty,
-        date=datetime.now(UTC).date().isoformat(),
+        commit=commit,
+        date=date,
         section=section,
         bench=bench,
         figures=figures,
+        tables=tables or {},
     )
-    path = RECORDS / f"{id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(record), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def thousands(n: int) -> str:
+    """``2 048``: an integer with a space between thousands, as the docs print token counts."""
+    return f"{n:,}".replace(",", " ")
 
 
 def span(values, digits: int | None = None) -> str:
@@ -170,6 +193,18 @@ def question_table(found: dict[str, Record]) -> str:
     return "\n".join(rows)
 
 
+def section_table(found: dict[str, Record], rid: str, name: str) -> str:
+    """Record ``rid``'s table ``name`` in Markdown, after a line saying what, where and when it was measured."""
+    if rid not in found or name not in found[rid].tables:
+        have = sorted(found[rid].tables) if rid in found else sorted(found)
+        raise ValueError(f"<!-- records: table {rid}.{name} -->: no such record table (there are {have})")
+    r, table = found[rid], found[rid].tables[name]
+    lines = [f"Measured on {r.measured_on}, commit {r.commit}, {r.date} (`{r.bench}`):", ""]
+    lines += ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in table["rows"]]
+    return "\n".join(lines)
+
+
 def quoted(found: dict[str, Record], rid: str, name: str) -> str:
     """What a doc prints of record ``rid``'s figure ``name`` (``answer``: its answer)."""
     if rid not in found or (name != "answer" and name not in found[rid].figures):
@@ -185,6 +220,9 @@ def rendered(text: str, found: dict[str, Record]) -> str:
         head, rest = text.split(TABLE_START, 1)
         _, tail = rest.split(TABLE_END, 1)
         text = f"{head}{TABLE_START}\n{question_table(found)}\n{TABLE_END}{tail}"
+    text = SECTION_TABLE.sub(
+        lambda m: f"{m.group(0).split(chr(10))[0]}\n{section_table(found, m['id'], m['name'])}\n{TABLE_END}", text
+    )
     return QUOTE.sub(
         lambda m: f"<!-- record: {m['id']}.{m['field']} -->{quoted(found, m['id'], m['field'])}<!-- /record -->", text
     )

@@ -11,7 +11,7 @@ from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, bench_child, measured
-from benchmarks.records import span, write_record
+from benchmarks.records import span, thousands, write_record
 from benchmarks.shapes import base_longformer
 
 
@@ -130,7 +130,34 @@ def record(result: dict) -> None:
         "What do the attention summaries cost beside the forward?",
         f"{span([r['summaries_over_forward'] for r in rows], 2)} × the forward, {span(over_dense, 1)} % of the dense "
         f"attention's memory ({span(tokens, 0)} tokens)",
-        "[`attention.json`](#attentionjson-commit-3762dc1)",
+        "[`attention.json`](#attentionjson)",
         "benchmarks.suites.attention",
         {str(r["tokens"]): {k: r[k] for k in ("summaries_over_forward", "peak_extra_over_dense")} for r in rows},
+        tables={"lengths": {"header": HEADER, "rows": [_row(r) for r in rows]}},
+        provenance=result.get("provenance"),
     )
+
+
+HEADER = [
+    "tokens",
+    "forward (with attentions)",
+    "summaries",
+    "÷ forward (target ≤ 0.5)",
+    "peak extra memory / dense 144·n²·4 B (target ≤ 5 %)",
+    "original loop (extrapolated)",
+    "speed-up",
+]
+
+
+def _row(r: dict) -> list[str]:
+    share = 100 * r["peak_extra_over_dense"]
+    memory = f"{r['peak_extra_bytes'] / 1e6:.0f} MB / {r['dense_bytes'] / 1e9:.2f} GB = {share:.1f} %"
+    return [
+        thousands(r["tokens"]),
+        f"{r['forward_with_attentions_s']:.2f} s",
+        f"{r['summaries_s']:.2f} s",
+        f"{r['summaries_over_forward']:.2f}",
+        memory,
+        f"{r['legacy_all_heads_s_extrapolated']:.0f} s",
+        f"{r['speedup_over_legacy']:.0f}×",
+    ]

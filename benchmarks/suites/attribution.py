@@ -26,7 +26,7 @@ from attnlens.models.loading import build_base_model
 from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION
 from benchmarks.measuring import ROOT, resolved_model
-from benchmarks.records import write_record
+from benchmarks.records import thousands, write_record
 
 
 def _ig_input(cfg: ModelConfig, model, tokenizer):
@@ -176,7 +176,31 @@ def record(result: dict) -> None:
         "Is IG's step as cheap as a plain forward + backward?",
         f"{t['n_steps']} steps in batches of {t['internal_batch_size']}: {t['ig_over_steps_x_forward_backward']:.2f} × "
         f"{t['n_steps']} passes with parameter gradients ({t['tokens']} tokens)",
-        "[`attribution.json`](#attributionjson-commit-c4f3e3b)",
+        "[`attribution.json`](#attributionjson)",
         "benchmarks.suites.attribution",
         {k: t[k] for k in ("tokens", "n_steps", "internal_batch_size", "ig_over_steps_x_forward_backward")},
+        tables={
+            "throughput": {
+                "header": HEADER,
+                "rows": [
+                    [
+                        thousands(t["tokens"]),
+                        f"{t['n_steps']} in batches of {t['internal_batch_size']}",
+                        f"{t['ig_s']:.2f} s",
+                        f"{t['ig_over_steps_x_forward_backward']:.2f}",
+                        f"{t['ig_over_steps_x_input_grad_step']:.2f}",
+                    ]
+                ],
+            }
+        },
+        provenance=result.get("provenance"),
     )
+
+
+HEADER = [
+    "tokens",
+    "IG steps",
+    "IG",
+    "÷ as many forward + backward passes (target ≤ 1)",
+    "÷ as many passes with frozen parameters",
+]

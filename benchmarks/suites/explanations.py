@@ -34,7 +34,7 @@ from attnlens.attribution.methods import DOCUMENT, REGISTRY, ranking_source
 from attnlens.models import architecture
 from attnlens.pipeline.config import load_config
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, measure
-from benchmarks.records import write_record
+from benchmarks.records import thousands, write_record
 from benchmarks.shapes import base_longformer
 
 
@@ -201,7 +201,34 @@ def record(result: dict) -> None:
         "explanation_methods",
         "What do the attention-based explanation methods cost?",
         f"≤ {max(times):.2f} × the forward, ≤ {max(memory):.1f} % of dense",
-        "[`explanations.json`](#explanationsjson-commit-02604cb)",
+        "[`explanations.json`](#explanationsjson)",
         "benchmarks.suites.explanations",
         {"over_forward_max": max(times), "peak_extra_over_dense_max": max(memory) / 100},
+        tables={"methods": {"header": HEADER, "rows": [row for r in result["lengths"] for row in _rows(r)]}},
+        provenance=result.get("provenance"),
     )
+
+
+HEADER = [
+    "tokens",
+    "forward",
+    "method",
+    "extra time",
+    "÷ forward (target ≤ 1)",
+    "peak extra memory / dense 144·n²·4 B (target ≤ 5 %)",
+]
+LABELS = {
+    "attention_all": "raw attention (all layers)",
+    "value_norm": "value-norm weighting",
+    "rollout": "rollout",
+    "grad_attention": "gradient-weighted attention",
+}
+
+
+def _rows(r: dict) -> list[list[str]]:
+    rows = []
+    for i, (name, m) in enumerate(r["methods"].items()):
+        memory = f"{m['peak_extra_bytes'] / 1e6:.0f} MB = {100 * m['peak_extra_over_dense']:.1f} %"
+        first = [thousands(r["tokens"]), f"{r['forward_s']:.2f} s"] if i == 0 else ["", ""]
+        rows.append([*first, LABELS.get(name, name), f"{m['seconds']:.2f} s", f"{m['over_forward']:.2f}", memory])
+    return rows

@@ -112,7 +112,23 @@ def record(result: dict) -> None:
         "explorer",
         "How large is an explorer page?",
         f"{page['page_mb']:.2f} MB for {result['tokens']} tokens × {result['heads']} heads at `top_k: {page['top_k']}`",
-        "[`explorer.json`](#explorerjson-commit-4bf4077)",
+        "[`explorer.json`](#explorerjson)",
         "benchmarks.suites.explorer",
         {"page_mb": page["page_mb"], "tokens": result["tokens"], "top_k": page["top_k"]},
+        tables={
+            "pages": {
+                "header": ["top_k", "page", "deflated data", "views from the bands", "encode + render"],
+                "rows": [
+                    [
+                        str(p["top_k"]),
+                        f"{p['page_mb']:.2f} MB",
+                        f"{p['data_deflated_mb']:.2f} MB",
+                        f"{p['views_s']:.1f} s",
+                        f"{p['encode_s']:.1f} s",
+                    ]
+                    for p in result["pages"]
+                ],
+            }
+        },
+        provenance=result.get("provenance"),
     )

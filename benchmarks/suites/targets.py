@@ -29,7 +29,7 @@ from attnlens.pipeline.config import ModelConfig, load_config
 from attnlens.tasks import CLASSIFICATION, MULTILABEL, QA
 from attnlens.tasks.spans import span_index
 from benchmarks.measuring import resolved_model
-from benchmarks.records import span, write_record
+from benchmarks.records import span, thousands, write_record
 
 #: the multi-label default's labels (attnlens.data.corpus.TOPIC_NAMES)
 N_LABELS = 4
@@ -147,7 +147,60 @@ def record(result: dict) -> None:
         "What does a second explained output cost?",
         f"a whole explanation each ({N_LABELS} labels: {span(ig, 2)} × IG, {span(lrp, 2)} × AttnLRP); an answer span "
         f"{span(span_ratio, 2)} × a class",
-        "[`targets.json`](#targetsjson-commit-20de140--the-qa-span-rows)",
+        "[`targets.json`](#targetsjson)",
         "benchmarks.suites.targets",
         {"ig_k_over_one": ig, "attnlrp_k_over_one": lrp, "span_over_class": span_ratio, "labels": N_LABELS},
+        tables={
+            "labels": {"header": LABEL_HEADER, "rows": [_label_row(r) for r in rows]},
+            "spans": {"header": SPAN_HEADER, "rows": [_span_row(r) for r in rows]},
+        },
+        provenance=result.get("provenance"),
     )
+
+
+LABEL_HEADER = [
+    "tokens",
+    "IG steps",
+    "IG, 1 label",
+    f"IG, {N_LABELS} labels",
+    "ratio",
+    "AttnLRP, 1 label",
+    f"AttnLRP, {N_LABELS} labels",
+    "ratio",
+]
+SPAN_HEADER = [
+    "tokens",
+    "IG, a class",
+    "IG, an answer span",
+    "ratio",
+    "AttnLRP, a class",
+    "AttnLRP, an answer span",
+    "ratio",
+]
+
+
+def _label_row(r: dict) -> list[str]:
+    ig, lrp = r["ig"], r["attnlrp"]
+    return [
+        thousands(r["tokens"]),
+        str(r["n_steps"]),
+        f"{ig['one_label_s']:.2f} s",
+        f"{ig[f'{N_LABELS}_labels_s']:.2f} s",
+        f"{ig['ratio_k_over_one']:.2f}",
+        f"{lrp['one_label_s']:.3f} s",
+        f"{lrp[f'{N_LABELS}_labels_s']:.3f} s",
+        f"{lrp['ratio_k_over_one']:.2f}",
+    ]
+
+
+def _span_row(r: dict) -> list[str]:
+    ig, lrp = r["qa"]["ig"], r["qa"]["attnlrp"]
+    return [
+        thousands(r["tokens"]),
+        f"{ig['classification_s']:.2f} s",
+        f"{ig['qa_s']:.2f} s",
+        f"{ig['ratio_over_classification']:.2f}",
+        f"{lrp['classification_s']:.3f} s",
+        f"{lrp['qa_s']:.3f} s",
+        f"{lrp['ratio_over_classification']:.2f}",
+    ]

@@ -15,7 +15,7 @@ from attnlens.models import architecture, forward_bands
 from attnlens.pipeline.config import TopologyConfig
 from attnlens.topology.persistence import bottleneck_matrix, example_topology
 from attnlens.topology.pooling import pooled_from_bands, unit_frequencies, units
-from benchmarks.records import write_record
+from benchmarks.records import thousands, write_record
 from benchmarks.shapes import base_longformer, reset_peak_rss, rss_kib
 
 
@@ -96,7 +96,46 @@ def record(result: dict) -> None:
         "What does the topology study cost?",
         f"{lo['topology_s_per_example']:.2f} s ({lo['tokens']} tokens) to {hi['topology_s_per_example']:.2f} s "
         f"({hi['tokens']}) per example beside the forward",
-        "[`topology.json`](#topologyjson-commit-9d96a88)",
+        "[`topology.json`](#topologyjson)",
         "benchmarks.suites.topology",
         {str(r["tokens"]): r["topology_s_per_example"] for r in rows},
+        tables={
+            "lengths": {"header": HEADER, "rows": [_row(r) for r in rows]},
+            "bottleneck": {
+                "header": ["texts", "pairs", "mean bars (H0, H1)", "all pairs", "target"],
+                "rows": [
+                    [
+                        str(result["bottleneck_examples"]),
+                        thousands(result["bottleneck_pairs"]),
+                        f"{result['bottleneck_mean_bars']['0']:.0f}, {result['bottleneck_mean_bars']['1']:.0f}",
+                        f"{result['bottleneck_all_pairs_s']:.1f} s",
+                        f"≤ {result['bottleneck_target_s']:g} s",
+                    ]
+                ],
+            },
+        },
+        provenance=result.get("provenance"),
     )
+
+
+HEADER = [
+    "tokens",
+    "units",
+    "forward with attentions",
+    "pooling from the band",
+    "MI + persistence (3 estimators)",
+    "per example (without forward)",
+    "peak extra memory",
+]
+
+
+def _row(r: dict) -> list[str]:
+    return [
+        thousands(r["tokens"]),
+        str(r["units"]),
+        f"{r['forward_with_attentions_s']:.2f} s",
+        f"{r['pooling_s']:.2f} s",
+        f"{r['mi_and_persistence_s']:.2f} s",
+        f"{r['topology_s_per_example']:.2f} s",
+        f"{r['peak_extra_bytes'] / 1e6:.0f} MB",
+    ]

@@ -91,9 +91,11 @@ def _writers():
         topology,
     )
 
+    timing = {"forward_with_attentions_s": 4.0, "summaries_s": 1.0, "peak_extra_bytes": 6e7, "dense_bytes": 2.4e9,
+              "legacy_all_heads_s_extrapolated": 40.0, "speedup_over_legacy": 40.0}  # fmt: skip
     lengths = [
-        _row(tokens=2048, summaries_over_forward=0.21, peak_extra_over_dense=0.011),
-        _row(tokens=4096, summaries_over_forward=0.26, peak_extra_over_dense=0.027),
+        _row(tokens=2048, summaries_over_forward=0.21, peak_extra_over_dense=0.011, **timing),
+        _row(tokens=4096, summaries_over_forward=0.26, peak_extra_over_dense=0.027, **timing),
     ]
     yield attention.record, {"lengths": lengths}, "attention_summaries", "0.21–0.26 × the forward, 1.1–2.7 %"
     arch = [{**r, "architecture": a} for a in ("longformer", "modernbert") for r in lengths]
@@ -105,20 +107,43 @@ def _writers():
         for n in (8192, 16384)
     ]
     yield decoders.record, {"rows": dec}, "decoders", "at 16384 tokens the windowed families' summaries 0.42 ×"
-    methods = {"rollout": {"over_forward": 0.21, "peak_extra_over_dense": 0.016}}
-    yield explanations.record, {"lengths": [{"methods": methods}]}, "explanation_methods", "≤ 0.21 ×"
-    throughput = {"tokens": 256, "n_steps": 32, "internal_batch_size": 8, "ig_over_steps_x_forward_backward": 0.8}
+    methods = {
+        "rollout": {"over_forward": 0.21, "peak_extra_over_dense": 0.016, "seconds": 0.1, "peak_extra_bytes": 4e7}
+    }
+    run = {"tokens": 2048, "forward_s": 4.0, "methods": methods}
+    yield explanations.record, {"lengths": [run]}, "explanation_methods", "≤ 0.21 ×"
+    throughput = {"tokens": 256, "n_steps": 32, "internal_batch_size": 8, "ig_over_steps_x_forward_backward": 0.8,
+                  "ig_s": 3.3, "ig_over_steps_x_input_grad_step": 0.9}  # fmt: skip
     yield attribution.record, {"throughput": throughput}, "ig_step", "0.80 × 32 passes"
-    t = {"ig": {"ratio_k_over_one": 4.2}, "attnlrp": {"ratio_k_over_one": 3.8}}
-    qa = {"qa": {"ig": {"ratio_over_classification": 1.0}, "attnlrp": {"ratio_over_classification": 1.02}}}
+    ig, lrp = {"one_label_s": 3.3, "4_labels_s": 13.9}, {"one_label_s": 0.12, "4_labels_s": 0.46}
+    t = {
+        "tokens": 256,
+        "n_steps": 32,
+        "ig": {"ratio_k_over_one": 4.2, **ig},
+        "attnlrp": {"ratio_k_over_one": 3.8, **lrp},
+    }
+    span_ig, span_lrp = {"classification_s": 3.2, "qa_s": 3.2}, {"classification_s": 0.12, "qa_s": 0.12}
+    qa = {"qa": {"ig": {"ratio_over_classification": 1.0, **span_ig},
+                 "attnlrp": {"ratio_over_classification": 1.02, **span_lrp}}}  # fmt: skip
     yield targets.record, {"lengths": [{**t, **qa}]}, "targets", "4.20 × IG, 3.80 × AttnLRP"
-    sim = {"tokens": 2048, "compare_seconds": 0.44, "aggregate_examples": 1000, "aggregate_seconds": 1.0}
+    sim = {"tokens": 2048, "compare_seconds": 0.44, "aggregate_examples": 1000, "aggregate_seconds": 1.0,
+           "rows_per_example": 456, "n_permutations": 100, "head_agreement_seconds": 0.05,
+           "compare_target_seconds": 1.0, "aggregate_rows": 456000, "aggregate_target_seconds": 30.0}  # fmt: skip
     yield similarity.record, sim, "similarity", "0.44 s per 2048-token document"
-    topo = [{"tokens": 512, "topology_s_per_example": 0.31}, {"tokens": 1024, "topology_s_per_example": 0.79}]
-    yield topology.record, {"per_length": topo}, "topology", "0.31 s (512 tokens) to 0.79 s (1024)"
+    per = {"units": 32, "forward_with_attentions_s": 1.0, "pooling_s": 0.3, "mi_and_persistence_s": 0.02,
+           "peak_extra_bytes": 2e8}  # fmt: skip
+    topo = [
+        {"tokens": 512, "topology_s_per_example": 0.31, **per},
+        {"tokens": 1024, "topology_s_per_example": 0.79, **per},
+    ]
+    bottleneck = {"bottleneck_examples": 100, "bottleneck_pairs": 4950, "bottleneck_mean_bars": {"0": 31, "1": 15},
+                  "bottleneck_all_pairs_s": 3.4, "bottleneck_target_s": 60.0}  # fmt: skip
+    yield topology.record, {"per_length": topo, **bottleneck}, "topology", "0.31 s (512 tokens) to 0.79 s (1024)"
     pair = [{"tokens_per_text": 32, "seconds_per_pair": 21.9, "n_steps": 50}]
     yield pairs.record, {"pairs": pair}, "pairs", "21.9 s per pair of 32-token texts"
-    page = {"tokens": 4096, "heads": 144, "pages": [{"top_k": 3, "page_mb": 9.0}, {"top_k": 1, "page_mb": 4.27}]}
+    sizes = {"data_deflated_mb": 3.0, "views_s": 9.0, "encode_s": 2.0}
+    pages = [{"top_k": 3, "page_mb": 9.0, **sizes}, {"top_k": 1, "page_mb": 4.27, **sizes}]
+    page = {"tokens": 4096, "heads": 144, "pages": pages}
     yield explorer.record, page, "explorer", "4.27 MB for 4096 tokens × 144 heads at `top_k: 1`"
     ctx = [
         _row(family="llama", tokens=2048, attention_over_forward=0.9, attention_extra_over_dense=0.002,
@@ -186,3 +211,31 @@ def test_a_quoted_figure_no_record_holds_is_one_line():
     found = records.records()
     with pytest.raises(ValueError, match=r"default_run\.lunch -->: no such record figure"):
         records.rendered("<!-- record: default_run.lunch -->1 h<!-- /record -->", found)
+
+
+def test_a_section_table_is_the_records_and_an_edited_cell_is_found(tmp_path, monkeypatch):
+    """A section's table of measured figures is generated from its record's ``tables``, under a line that says what,
+    where and when; a cell typed over by hand makes the doc stale, and a table no record has is one clear error."""
+    found = records.records()
+    rid, name = "explorer", "pages"
+    rendered = records.section_table(found, rid, name)
+    row = found[rid].tables[name]["rows"][0]
+    assert f"| {' | '.join(row)} |" in rendered and found[rid].commit in rendered.splitlines()[0]
+    doc = tmp_path / "doc.md"
+    edited = rendered.replace(row[1], "1.00 MB", 1)
+    doc.write_text(f"<!-- records: table {rid}.{name} -->\n{edited}\n{records.TABLE_END}\n", encoding="utf-8")
+    monkeypatch.setattr(records, "DOCS", (doc,))
+    monkeypatch.setattr(records, "ROOT", tmp_path)
+    assert records.stale(found) == ["doc.md"]
+    doc.write_text(f"<!-- records: table {rid}.nope -->\n\n{records.TABLE_END}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"records: table explorer\.nope"):
+        records.stale(found)
+
+
+def test_the_suites_measured_since_records_began_generate_their_sections_tables():
+    """Each record its bench wrote with tables has every one of them in docs/benchmarks.md."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    tabled = {(rid, n) for rid, r in records.records().items() for n in r.tables}
+    assert len(tabled) >= 9
+    missing = [f"{rid}.{n}" for rid, n in sorted(tabled) if f"<!-- records: table {rid}.{n} -->" not in text]
+    assert not missing
