@@ -181,22 +181,23 @@ def differences(a_root: Path, b_root: Path) -> list[str]:
     files_a = {p.relative_to(a_root).as_posix() for p in a_root.rglob("*") if p.is_file()}
     files_b = {p.relative_to(b_root).as_posix() for p in b_root.rglob("*") if p.is_file()}
     out = [f"only in one run: {f}" for f in sorted(files_a ^ files_b) if not f.startswith(skip)]
-    for rel in sorted(files_a & files_b):
-        if (
-            rel.startswith(skip)
-            or rel.endswith((".provenance.json", ".pdf"))
-            or rel in ("manifest.json", *TIMING_FIGURES)
-        ):
-            continue
-        a, b = a_root / rel, b_root / rel
-        if a.read_bytes() == b.read_bytes():
-            continue
-        compare = _content(a)
-        if rel.startswith("models/") and rel.count("/") >= 2 and a.name != "provenance.json":
-            compare = _content(a) if a.suffix == ".safetensors" else None  # config.json, tokenizer: byte for byte
-        if compare is None or not _equal(compare(a), compare(b)):
-            out.append(rel)
-    return out
+    return out + [
+        rel for rel in sorted(files_a & files_b) if not rel.startswith(skip) and not same(a_root, b_root, rel)
+    ]
+
+
+def same(a_root: Path, b_root: Path, rel: str) -> bool:
+    """Whether artifact ``rel`` (a file's path below two ``results/`` folders) is the same in both, as
+    :func:`differences` compares it: its content to the last bit, what :data:`MAY_DIFFER` aside."""
+    if rel.endswith((".provenance.json", ".pdf")) or rel in ("manifest.json", *TIMING_FIGURES):
+        return True
+    a, b = a_root / rel, b_root / rel
+    if a.read_bytes() == b.read_bytes():
+        return True
+    compare = _content(a)
+    if rel.startswith("models/") and rel.count("/") >= 2 and a.name != "provenance.json":
+        compare = _content(a) if a.suffix == ".safetensors" else None  # config.json, tokenizer: byte for byte
+    return compare is not None and _equal(compare(a), compare(b))
 
 
 def describe(a_root: Path, b_root: Path, rel: str) -> str:

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from attnlens.io import Job, set_job
 from attnlens.pipeline.config import rule_section
 from attnlens.pipeline.grid import job_config
 from attnlens.pipeline.runtime import rule_job, use_threads
@@ -161,6 +162,11 @@ def rerun_job(record: str | Path, workdir: str | Path, out_root: str | Path, con
         for path in [paths] if isinstance(paths, str) else paths:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
     positional, named = arguments(fn, smk)
-    with contextlib.chdir(workdir):
-        fn(*positional, **named)
+    section = smk.params.get("cfg") if isinstance(smk.params.get("cfg"), dict) else {}
+    set_job(Job(job["rule"], section, job["seed"], job["run_config_sha256"]))  # its files' provenance, as the job's
+    try:
+        with contextlib.chdir(workdir):
+            fn(*positional, **named)
+    finally:
+        set_job(None)
     return fn

@@ -163,11 +163,12 @@ def write_job_record(
     run_config_sha256: str | None = None,
     clock: JobClock | None = None,
     given: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int | None = None,
 ) -> Path:
     """Record what a finished job read and wrote, and (with ``clock``) how long it took to start and to work;
     ``results/manifest.json`` is built from these records, ``benchmarks/startup.py`` reads the times. ``given``: the
-    job's input, output and params by the names its function takes them (:func:`named`), from which
-    :func:`attnlens.pipeline.entry.rerun_job` calls the function again."""
+    job's input, output and params by the names its function takes them (:func:`named`), and ``seed`` the seed its
+    provenance carried, from which :func:`attnlens.pipeline.entry.rerun_job` calls the function again."""
     record = {
         "rule": rule,
         "wildcards": dict(wildcards or {}),
@@ -182,7 +183,7 @@ def write_job_record(
         "config_keys": sorted(KEYS_GIVEN),
         "config_keys_read": sorted(KEYS_READ),
         **(clock.seconds() if clock else {}),
-        **({"given": given} if given is not None else {}),
+        **({"given": given, "seed": seed} if given is not None else {}),
     }
     path = job_record_path(log)
     with atomic_path(path) as tmp:
@@ -222,6 +223,7 @@ def rule_job(smk) -> Iterator[None]:
                     run_hash,
                     clock,
                     {kind: named(getattr(smk, kind)) for kind in ("input", "output", "params")},
+                    seed,
                 )
     finally:
         set_job(None)
