@@ -12,7 +12,9 @@ minutes apart (machines of one kind differ by up to 2 ×: docs/benchmarks.md). R
 
 Records written: ``default_run`` (the classification default), ``task_defaults`` (the task overlays' ratios),
 ``generation_default``, ``grid`` (``config/grid.yaml``) and ``generation_seeds`` (``config/generation_grid.yaml``:
-also each answer method's count of runs it is best in by LDS, from the grid's findings).
+also each answer method's count of runs it is best in by LDS, from the grid's findings); the first and the third
+with their per-rule tables (and the generation's LDS per method) that docs/benchmarks.md prints. ``--record
+pipeline_runs.json`` runs nothing and writes the records of a result written before, with its commit and date.
 """
 
 from __future__ import annotations
@@ -93,8 +95,15 @@ def best_by_lds(results: Path) -> dict[str, int]:
     return lds["method"].value_counts().to_dict()
 
 
-def _records(runs: dict[str, dict]) -> None:
-    """The records of the questions these runs answer (module docstring)."""
+def _rules_table(run: dict) -> dict:
+    """A run's rules by their jobs' wall seconds (Snakemake's benchmark files), the longest first."""
+    rows = sorted(run["rules"].items(), key=lambda kv: (-kv[1], kv[0]))
+    return {"header": ["rule", "wall s"], "rows": [[f"`{rule}`", f"{s:.0f}"] for rule, s in rows]}
+
+
+def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
+    """The records of the questions these runs answer (module docstring); ``provenance``: the result's, for runs
+    measured before (``--record``)."""
     base = runs.get(CLASSIFICATION)
     bench = "benchmarks.pipeline_runs"
     if base:
@@ -105,6 +114,8 @@ def _records(runs: dict[str, dict]) -> None:
             SECTIONS["default_run"],
             bench,
             {"pipeline": minutes(base["pipeline_s"]), "pipeline_s": round(base["pipeline_s"]), "jobs": base["jobs"]},
+            tables={"rules": _rules_table(base)},
+            provenance=provenance,
         )
     tasks = {TASKS[c]: runs[c]["pipeline_s"] / base["pipeline_s"] for c in TASKS if c in runs and base}
     if tasks:
@@ -115,6 +126,7 @@ def _records(runs: dict[str, dict]) -> None:
             SECTIONS["task_defaults"],
             bench,
             {name: round(ratio, 2) for name, ratio in tasks.items()},
+            provenance=provenance,
         )
     gen = runs.get("config/generation.yaml")
     if gen and base:
@@ -134,6 +146,11 @@ def _records(runs: dict[str, dict]) -> None:
                 "exact_match": round(exact, 4),
                 "lds": lds,
             },
+            tables={
+                "rules": _rules_table(gen),
+                "lds": {"header": ["method", "LDS"], "rows": [[f"`{m}`", f"{v:.3f}"] for m, v in _by_value(lds)]},
+            },
+            provenance=provenance,
         )
     grid = runs.get("config/grid.yaml")
     if grid:
@@ -144,6 +161,7 @@ def _records(runs: dict[str, dict]) -> None:
             SECTIONS["grid"],
             bench,
             {"pipeline": minutes(grid["pipeline_s"]), "jobs": grid["jobs"]},
+            provenance=provenance,
         )
     seeds = runs.get("config/generation_grid.yaml")
     if seeds:
@@ -158,14 +176,24 @@ def _records(runs: dict[str, dict]) -> None:
             SECTIONS["generation_seeds"],
             bench,
             {"best_by_lds": best, "most": n, "pipeline": minutes(seeds["pipeline_s"])},
+            provenance=provenance,
         )
+
+
+def _by_value(values: dict) -> list:
+    return sorted(values.items(), key=lambda kv: -kv[1])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", nargs="+", default=[CLASSIFICATION, "config/generation.yaml"])
     parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record a pipeline_runs.json")
     args = parser.parse_args(argv)
+    if args.record:
+        result = json.loads(Path(args.record).read_text(encoding="utf-8"))
+        _records(result["runs"], result["provenance"])
+        return
     configs = list(dict.fromkeys([CLASSIFICATION, *args.configs]))  # the classification first: each ratio's base
     runs: dict[str, dict] = {}
     for config in configs:
