@@ -19,7 +19,7 @@ from attnlens.attention.band import Band
 from attnlens.attention.summaries import compute_example_summaries
 from attnlens.models import architecture, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, bench_child, measure, measured, over
-from benchmarks.records import span, write_record
+from benchmarks.records import span, thousands, write_record
 from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert
 from benchmarks.suites.attention import tiny_band
 
@@ -111,7 +111,44 @@ def record(result: dict) -> None:
         "architectures",
         f"… for every encoder architecture, up to {longest:,} tokens?".replace(",", " "),
         ", ".join(f"{n} {span(v, 2)} ×" for n, v in per.items()) + f" the forward; ≤ {max(dense):.1f} % of dense",
-        "[`architectures.json`](#architecturesjson-commit-1971590)",
+        "[`architectures.json`](#architecturesjson)",
         "benchmarks.suites.architectures",
         {"summaries_over_forward": per, "peak_extra_over_dense_max": max(dense) / 100, "longest": longest},
+        tables={"lengths": {"header": HEADER, "rows": [_row(r) for r in rows]}},
+        provenance=result.get("provenance"),
     )
+
+
+HEADER = [
+    "model",
+    "tokens",
+    "HF forward",
+    "HF forward, peak / dense",
+    "attnlens forward with attention",
+    "summaries",
+    "summaries ÷ forward (≤ 0.5)",
+    "summaries' peak / dense (≤ 5 %)",
+    "every layer's attention kept / dense",
+]
+
+
+def _share(value) -> str:
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _seconds(value) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) else "–"
+
+
+def _row(r: dict) -> list[str]:
+    return [
+        r["architecture"],
+        thousands(r["tokens"]),
+        _seconds(r.get("huggingface_forward_s")),
+        _share(r.get("huggingface_forward_peak_extra_over_dense")),
+        _seconds(r["forward_with_bands_s"]),
+        _seconds(r["summaries_s"]),
+        f"{r['summaries_over_forward']:.2f}",
+        _share(r["peak_extra_over_dense"]),
+        _share(r["bands_over_dense"]),
+    ]
