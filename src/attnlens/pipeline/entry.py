@@ -7,11 +7,11 @@ calls :func:`call_stage` with Snakemake's ``snakemake`` object. What a stage fun
   ``keys(...)`` of that section as its dataclass, :func:`~attnlens.pipeline.config.rule_section`; a dotted name reaches
   into a nested section: ``@stage("report.explorer")``);
 - every other parameter by its name: the rule's output, input or params entry of that name (a rule names its files
-  as its function names its parameters), ``shard`` (the wildcard, as an int), ``run_config`` (the whole config of
-  the job's run), or one of the :data:`SHARED_KEYS` that stages of other sections read (``device`` is
-  ``model.device``); a parameter ending in ``_stem`` is given the stem that a
-  table's or figure's files share (``report_table``/``report_figure`` in the workflow), one ending in ``_dir`` given
-  several files the folder they are in;
+  as its function names its parameters; one name means one thing in a rule), ``shard`` (the wildcard, as an int),
+  ``run_config`` (the whole config of the job's run), or one of the :data:`SHARED_KEYS` that stages of other
+  sections read (``device`` is ``model.device``); a parameter ending in ``_stem`` is given the stem that a table's or
+  figure's files share (``report_table``/``report_figure`` in the workflow), one ending in ``_dir`` given several
+  files the folder they are in;
 - an input that is absent or empty leaves its parameter at its default, and where the function takes ``**inputs``,
   the inputs no parameter names go there.
 

@@ -86,12 +86,13 @@ def _rule_blocks(root):
         text = smk.read_text(encoding="utf-8")
         for m in re.finditer(r"^( *)use rule \w+ as (\w+) with:\n((?:\1 {4}.*\n|\n)*)", text, re.M):
             indent = len(m.group(1)) + 8
-            yield m.group(2), set(re.findall(rf"^ {{{indent}}}(\w+)=", m.group(3), re.M))
+            yield m.group(2), re.findall(rf"^ {{{indent}}}(\w+)=", m.group(3), re.M)
 
 
 def test_every_rule_gives_its_function_what_it_needs(root):
     """Each parameter a rule's function needs (no default) is a section its mark names, a file, param or wildcard
-    the rule names, or a key the entry reads from the config: a renamed file fails here, not in a run."""
+    the rule names, or a key the entry reads from the config: a renamed file fails here, not in a run; and one name
+    means one thing in a rule (the entry binds input, output and params by name alike)."""
     blocks = dict(_rule_blocks(root))
     assert len(blocks) > 40
     from_config = {"shard", "run_config", *entry.SHARED_KEYS}
@@ -102,5 +103,6 @@ def test_every_rule_gives_its_function_what_it_needs(root):
             for name, p in list(inspect.signature(fn).parameters.items())[len(fn.sections) :]
             if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
         ]
-        missing = [n for n in needed if n not in names | from_config]
+        assert len(names) == len(set(names)), f"rule {rule}: a name given twice (input, output, params) in {names}"
+        missing = [n for n in needed if n not in {*names, *from_config}]
         assert not missing, f"rule {rule}: run_{rule} needs {missing}, which the rule does not name"
