@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.support.helpers import GUARD, copy_run, hang_report, run_guarded, run_snakemake, unavailable
+from tests.support.helpers import GUARD, copy_run, hang_report, rules_by_kind, run_guarded, run_snakemake, unavailable
 
 pytestmark = pytest.mark.slurm
 
@@ -56,11 +56,7 @@ def cluster(root):
 
 def _kinds(root):
     """Each rule of workflow/rules by its kind (workflow/rules/kinds.smk); train_classifier, a rule of its own."""
-    rules = "".join(p.read_text(encoding="utf-8") for p in (root / "workflow/rules").glob("*.smk"))
-    kinds: dict[str, set[str]] = {}
-    for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", rules, re.M):
-        kinds.setdefault(kind, set()).add(rule)
-    return kinds
+    return rules_by_kind((root / "workflow/rules").glob("*.smk"))
 
 
 def test_profile_has_placeholders_and_says_only_sizes(root):

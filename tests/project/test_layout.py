@@ -11,7 +11,7 @@ import pytest
 
 from attnlens.families import FAMILIES
 from attnlens.pipeline.entry import stage_module
-from tests.support.helpers import REQUIRED
+from tests.support.helpers import REQUIRED, USE_RULE
 
 
 def _modules(root):
@@ -124,7 +124,7 @@ def test_rule_function_convention(root):
         text = smk.read_text(encoding="utf-8")
         own = set(re.findall(r"^\s*rule (\w+):", text, re.M))
         assert own == (kinds if smk.stem == "kinds" else ({"train_classifier"} if smk.stem == "model" else set()))
-        for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", text, re.M):
+        for kind, rule in USE_RULE.findall(text):
             assert kind in kinds, f"{rule}: {kind} is no kind of workflow/rules/kinds.smk"
             module = stage_module(rule)
             assert module == f"attnlens.stages.{smk.stem}" or module.startswith(f"attnlens.stages.{smk.stem}.")

@@ -374,6 +374,19 @@ def write_config(work: Path, cfg: dict) -> Path:
     return work
 
 
+#: A rule that takes its kind's defaults: ``use rule <kind> as <rule> with:`` (kinds: workflow/rules/kinds.smk).
+USE_RULE = re.compile(r"^\s*use rule (\w+) as (\w+) with:", re.M)
+
+
+def rules_by_kind(rule_files) -> dict[str, set[str]]:
+    """The rules of the given ``workflow/rules/*.smk`` files, by their kind."""
+    kinds: dict[str, set[str]] = {}
+    for smk in rule_files:
+        for kind, rule in USE_RULE.findall(Path(smk).read_text(encoding="utf-8")):
+            kinds.setdefault(kind, set()).add(rule)
+    return kinds
+
+
 def gpu_rules(rule_files) -> set[str]:
     """Rules that ask for a GPU, read from the given ``workflow/rules/*.smk`` files: a rule of a kind whose resources
     say ``gpu=1`` (``workflow/rules/kinds.smk``), or a rule of its own that says it."""
@@ -383,15 +396,12 @@ def gpu_rules(rule_files) -> set[str]:
         for block in re.split(r"^rule ", kinds_smk, flags=re.M)[1:]
         if re.search(r"^\s*gpu=1,", block, re.M)
     }
-    rules = set()
+    rule_files = list(rule_files)
+    rules = {rule for kind, named in rules_by_kind(rule_files).items() if kind in gpu_kinds for rule in named}
     for smk in rule_files:
-        text = Path(smk).read_text(encoding="utf-8")
-        rules |= {
-            rule for kind, rule in re.findall(r"^\s*use rule (\w+) as (\w+) with:", text, re.M) if kind in gpu_kinds
-        }
         if Path(smk).name == "kinds.smk":
             continue
-        for block in re.split(r"^\s*rule ", text, flags=re.M)[1:]:
+        for block in re.split(r"^\s*rule ", Path(smk).read_text(encoding="utf-8"), flags=re.M)[1:]:
             if re.search(r"^\s*gpu=1,", block, re.M):
                 rules.add(block.split(":", 1)[0].strip())
     return rules
