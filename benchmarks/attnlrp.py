@@ -44,7 +44,7 @@ from attnlens.attribution.lrp import attnlrp, attnlrp_batch, logit_gradients
 from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models import architecture
-from benchmarks.records import figures_beside, span, write_record
+from benchmarks.records import figures_beside, measured_paths_changed, seconds, span, stamp, thousands, write_record
 from benchmarks.shapes import base_bigbird, base_longformer_long, base_modernbert, reset_peak_rss, rss_kib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--documents", type=int, default=None, help="AttnLRP's documents per pass: 2 on the CPU, 8 on a GPU"
     )
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record an attnlrp.json written before")
     args = parser.parse_args(argv)
+    if args.record:
+        record_attnlrp(json.loads(Path(args.record).read_text(encoding="utf-8")))
+        return
     gpu = args.device.startswith("cuda")
     steps, batch = args.ig_steps or (50 if gpu else 4), args.ig_batch or (8 if gpu else 2)
     result = bench_attnlrp(
@@ -238,18 +242,67 @@ def main(argv: list[str] | None = None) -> None:
     path = Path(args.out) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps({**result, "provenance": provenance("bench/attnlrp", vars(args), 0)}, indent=1))
+        Path(tmp).write_text(
+            json.dumps(
+                {
+                    **result,
+                    "provenance": provenance(
+                        "bench/attnlrp", vars(args), 0, measured_paths_changed=measured_paths_changed()
+                    ),
+                },
+                indent=1,
+            )
+        )
     print(json.dumps(result, indent=1))
-    kind = torch.device(args.device).type
-    write_record("attnlrp_vs_ig", *attnlrp_answer(figures_beside("attnlrp_vs_ig", kind, _cost(result))))
+    record_attnlrp(json.loads(path.read_text(encoding="utf-8")))
+
+
+def record_attnlrp(result: dict) -> None:
+    """The records ``attnlrp_vs_ig`` and ``documents_per_pass`` (benchmarks.records) of one device's result (its
+    provenance says which commit), beside the other device's latest: each device's part keeps what, where and when
+    it was measured."""
+    kind = torch.device(result["provenance"]["config"]["device"]).type
+    commit, date = stamp(result.get("provenance"))
+    measured = {"measured": f"{result['device']}, torch {result['torch']}", "commit": commit, "date": date}
+    costs = figures_beside("attnlrp_vs_ig", kind, {**_cost(result), **measured})
+    write_record("attnlrp_vs_ig", *attnlrp_answer(costs), **_parts(costs), tables={"costs": _costs_table(costs)})
     together = [r["attnlrp_per_document_over_alone"] for r in result["rows"] if "attnlrp_per_document_over_alone" in r]
     if together:
         per_pass = {"documents": result["rows"][0]["attnlrp_documents"], "per_document": [min(together), max(together)]}
-        write_record("documents_per_pass", *documents_answer(figures_beside("documents_per_pass", kind, per_pass)))
+        passes = figures_beside("documents_per_pass", kind, {**per_pass, **measured})
+        write_record("documents_per_pass", *documents_answer(passes), **_parts(passes))
+
+
+def _parts(figures: dict) -> dict:
+    """``measured_on`` and ``commit`` of a record whose devices' parts were measured apart."""
+    on = "; ".join(f"{f['measured']} ({f['commit']}, {f['date']})" for f in figures.values())
+    return {"measured_on": on, "commit": ", ".join(dict.fromkeys(f["commit"] for f in figures.values()))}
+
+
+#: The columns of docs/benchmarks.md's table of AttnLRP's and IG's costs, one row a model, length and device.
+COSTS = ["model, tokens", "device", "forward", "forward + backward", "AttnLRP", "AttnLRP ÷ fwd + bwd", "IG, 50 steps",
+         "IG ÷ AttnLRP", "peak: fwd + bwd / AttnLRP / IG"]  # fmt: skip
+
+
+def _costs_table(figures: dict) -> dict:
+    return {"header": COSTS, "rows": [row for f in figures.values() for row in f["rows"]]}
+
+
+def _cost_row(r: dict, device: str) -> list:
+    lrp = seconds(r["attnlrp_s"]) + (f" (fp16 {seconds(r['attnlrp_fp16_s'])})" if "attnlrp_fp16_s" in r else "")
+    ig = seconds(r["ig50_s"]) + ("" if r["ig50_measured"] else f" (from {r['ig_steps']} steps)")
+    peaks = [r.get(k) for k in ("forward_backward_peak_bytes", "attnlrp_peak_bytes", "ig_peak_bytes")]
+    peak = " / ".join("–" if b is None else f"{b / 1e9:.2f}" for b in peaks) + " GB"
+    return [
+        f"{r['architecture']}, {thousands(r['tokens'])}", device, seconds(r["forward_s"]),
+        seconds(r["forward_backward_s"]), lrp, f"{r['attnlrp_over_forward_backward']:.2f}", ig,
+        f"{r['ig50_over_attnlrp']:.1f} ×", peak,
+    ]  # fmt: skip
 
 
 def _cost(result: dict) -> dict:
-    """One device's figures of ``attnlrp_vs_ig``: IG at 50 steps over AttnLRP, AttnLRP over a forward + backward."""
+    """One device's figures of ``attnlrp_vs_ig``: IG at 50 steps over AttnLRP, AttnLRP over a forward + backward,
+    and its rows of the costs table."""
     rows = result["rows"]
     return {
         "device": result["device"],
@@ -258,6 +311,7 @@ def _cost(result: dict) -> dict:
             min(r["attnlrp_over_forward_backward"] for r in rows),
             max(r["attnlrp_over_forward_backward"] for r in rows),
         ],
+        "rows": [_cost_row(r, result["device"]) for r in rows],
     }
 
 

@@ -38,7 +38,7 @@ from attnlens.generation.ablation import ablation_log_probs
 from attnlens.models import DECODERS
 from attnlens.tasks.contexts import PROMPT_TEMPLATE, Source, build_prompt
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
-from benchmarks.records import span, write_record
+from benchmarks.records import span, thousands, write_record
 from benchmarks.suites.contexts import ANSWER, SOURCES
 from benchmarks.suites.decoders import FAMILIES, decoder_entries
 
@@ -192,7 +192,39 @@ def record_beside(rows: list[dict]) -> None:
             "[context-cite and inseq beside attnlens](#context-cite-and-inseq-beside-attnlens-besidejson)",
             "benchmarks.beside",
             {k: {str(n): v for n, v in d.items()} for k, d in figures.items()},
+            tables={"tools": tools_table(rows)},
         )
+
+
+def _cell(measured: dict) -> str:
+    """``38.7 s (75), 0.66 GiB``: wall seconds (CPU seconds, every core), peak memory above the loaded model; or why
+    it did not run."""
+    if "s" not in measured:
+        return "killed for memory" if "out of memory" in measured.get("not_run", "") else "not run"
+    peak = measured.get("peak_bytes")
+    return f"{measured['s']:.1f} s ({measured['cpu_s']:.0f})" + ("" if peak is None else f", {peak / 2**30:.2f} GiB")
+
+
+def tools_table(rows: list[dict]) -> dict:
+    """One row a family and length: each tool's cell beside attnlens's counterpart and the ratio of their walls."""
+
+    def times(ratio: float | None) -> str:
+        return "–" if ratio is None else f"**{ratio:.2f}**"
+
+    table = []
+    for r in rows:
+        ours = r.get("attnlens", {})
+        cells = [r["family"], thousands(r["tokens"])]
+        for theirs, mine, ratio in (
+            ("context_cite", "surrogate", "context_cite_over_attnlens"),
+            ("inseq_attention", "attention", "inseq_attention_over_attnlens"),
+            ("inseq_input_x_gradient", "gradient_x_input", "inseq_input_x_gradient_over_attnlens"),
+        ):
+            cells += [_cell(r.get(theirs, {})), _cell(ours.get(mine, {})), times(r.get(ratio))]
+        table.append(cells)
+    header = ["family", "tokens", "context-cite, ablations", "attnlens's surrogate, the same masks", "×"]
+    header += ["inseq `attention`", "attnlens's answer rows' attention", "×", "inseq `input_x_gradient`"]
+    return {"header": [*header, "attnlens's gradient × input", "×"], "rows": table}
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.measuring import STRICT_MALLOC, bench_child, write_result
-from benchmarks.records import span, write_record
+from benchmarks.records import seconds, span, thousands, write_record
 from benchmarks.suites.contexts import LENGTHS, bench_context_length, bench_leave_one_out
 from benchmarks.suites.decoders import FAMILIES, SHAPES
 
@@ -93,7 +93,21 @@ def record_contexts(rows: list[dict]) -> None:
         "[the answer methods at long contexts](#the-answer-methods-at-long-contexts-contextsjson-issue-70)",
         "benchmarks.contexts",
         figures,
+        tables={"lengths": lengths_table(run)},
     )
+
+
+def lengths_table(rows: list[dict]) -> dict:
+    """One row a family and length: Hugging Face's forward, the answer rows' attention over it and its memory beyond
+    the forward's own, and AttnLRP over a forward + backward."""
+    table = [
+        [r["family"], thousands(r["tokens"]), seconds(r["forward_s"]), f"{r['attention_over_forward']:.2f}",
+         "–" if r.get("attention_extra_over_dense") is None else f"{100 * r['attention_extra_over_dense']:.2f} %",
+         f"{r['attnlrp_over_forward_backward']:.2f}"]
+        for r in sorted(rows, key=lambda r: r["tokens"])
+    ]  # fmt: skip
+    header = ["family", "tokens", "forward", "answer rows' attention ÷ forward"]
+    return {"header": [*header, "its memory beyond the forward ÷ dense", "AttnLRP ÷ fwd + bwd"], "rows": table}
 
 
 def on_card_row(only: str, family: str, shape: str, n: int, device: str, loo_tokens: int) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.measuring import write_result
-from benchmarks.suites.decoders import FAMILIES, LENGTHS, SHAPES, bench_decoder_length
+from benchmarks.suites.decoders import FAMILIES, LENGTHS, SHAPES, bench_decoder_length, record
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 Path(args.out).mkdir(parents=True, exist_ok=True)
                 write_result(args.out, name, {"card": card, "rows": rows})
+    if card == "cpu":  # the CPU's answer: the record decoders, from the result just written (its provenance)
+        record(json.loads((Path(args.out) / f"{name}.json").read_text(encoding="utf-8")))
 
 
 if __name__ == "__main__":

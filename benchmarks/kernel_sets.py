@@ -38,7 +38,7 @@ from attnlens.device import PORTABLE_KERNELS
 from attnlens.generation.answer_leaderboard import answer_direction
 from attnlens.io import git_commit, load_json, load_parquet
 from benchmarks.measuring import ROOT, snakemake_in, timed_command, write_result
-from benchmarks.records import write_record
+from benchmarks.records import thousands, write_record
 
 #: The environment of each kernel set: what it adds (``native`` removes the portable set's variables instead).
 KERNEL_SETS = {"native": {}, "portable": PORTABLE_KERNELS}
@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, help="the runs go here (default: /tmp/attnlens-kernel-sets/<commit>)")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     parser.add_argument("--out", default="results/bench", help="folder of kernel_sets.json")
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record a kernel_sets.json written before")
     args = parser.parse_args(argv)
+    if args.record:
+        record_kernel_sets(json.loads(Path(args.record).read_text(encoding="utf-8")))
+        return
     work = args.work or Path("/tmp/attnlens-kernel-sets") / git_commit()[:12]
     first, seed = args.kernels[0], args.seeds[0]
     plan = [(first, s) for s in args.seeds] + [(k, seed) for k in args.kernels[1:]]
@@ -152,8 +156,17 @@ def main(argv: list[str] | None = None) -> None:
     }
     write_result(args.out, "kernel_sets", record)
     print(summary_table(record))
-    if record["seeds"] and record["kernel_sets"]:
-        write_record("generation_kernel_sets", *kernel_sets_answer(record))
+    record_kernel_sets(record)
+
+
+def record_kernel_sets(result: dict) -> None:
+    """The record ``generation_kernel_sets`` (benchmarks.records) of a result over seeds and kernel sets, with its
+    tables (the runs; the leaderboard across seeds and kernel sets), its commit and date the result's own where it
+    has them; a result of one seed or one kernel set answers nothing and writes nothing."""
+    if result["seeds"] and result["kernel_sets"]:
+        tables = {"runs": runs_table(result), "leaderboard": leaderboard_table(result)}
+        provenance = result.get("provenance")
+        write_record("generation_kernel_sets", *kernel_sets_answer(result), tables=tables, provenance=provenance)
 
 
 def kernel_sets_answer(record: dict) -> tuple:
@@ -167,7 +180,7 @@ def kernel_sets_answer(record: dict) -> tuple:
     answer = (
         f"{'yes' if within else 'no'}, {'within' if within else 'beyond'} its seeds' spread: exact match "
         f"{min(exact):.3f}–{max(exact):.3f} over {len(record['runs'])} runs, {same:.0%} of the answers the same; "
-        + ", ".join(f"{c} {worst[c]:.3f} apart against the seeds' {seeds[c]:.3f}" for c in columns)
+        + ", ".join(f"{c} {worst[c]:.3f} apart against the seeds' {seeds[c]:.3f}" for c in SHOWN if c in worst)
     )
     figures = {"exact_match": [min(exact), max(exact)], "same_answers": same, "kernels": worst, "seeds": seeds}
     return (
@@ -177,6 +190,44 @@ def kernel_sets_answer(record: dict) -> tuple:
         "benchmarks.kernel_sets",
         figures,
     )
+
+
+#: The leaderboard columns docs/benchmarks.md prints (the others are in ``kernel_sets.json``).
+SHOWN = ("top1_drop", "top3_drop", "lds", "precision_at_1")
+
+
+def runs_table(result: dict) -> dict:
+    """One row a run: its seed and kernels, the held-out exact match, the reference answers' log-probability, and
+    the whole run's wall (beside the first run's) and CPU seconds."""
+    first = next(iter(result["runs"].values()))
+    rows = []
+    for r in result["runs"].values():
+        ratio = r["wall_seconds"] / first["wall_seconds"]
+        wall = f"{r['wall_seconds']:.0f} s" + (f" ({ratio:.1f} ×)" if r["kernels"] != first["kernels"] else "")
+        kernels = r["kernels"] + (f" ({r['cpu_kernels']})" if r["kernels"] == "native" else "")
+        exact = f"{r['exact_match']:.4f} of {thousands(r['n_held_out'])}"
+        log_prob = f"{r['mean_answer_log_prob']:.4f}".replace("-", "−")
+        rows.append([f"seed {r['seed']}", kernels, exact, log_prob, wall, f"{thousands(round(r['cpu_seconds']))} s"])
+    header = ["run", "CPU kernels", "exact match (held out)", "reference answers' log-probability", "wall"]
+    return {"header": [*header, "user + system CPU"], "rows": rows}
+
+
+def leaderboard_table(result: dict) -> dict:
+    """Each method's mean over the first kernel set's seeds with their range, then its mean under each other kernel
+    set at the first seed (``mean (min–max) · other``)."""
+    runs = list(result["runs"].values())
+    first = runs[0]["kernels"]
+    seeds = [r["leaderboard"] for r in runs if r["kernels"] == first]
+    others = [r["leaderboard"] for r in runs if r["kernels"] != first]
+    columns = [c for c in SHOWN if c in ranked(seeds[0])]
+
+    def cell(method: str, column: str) -> str:
+        values = [b[method][column] for b in seeds]
+        text = f"{np.mean(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+        return " · ".join([text, *(f"{b[method][column]:.2f}" for b in others)]).replace("-", "−")
+
+    rows = [[f"`{m}`", *(cell(m, c) for c in columns)] for m in seeds[0]]
+    return {"header": ["method", *columns], "rows": rows}
 
 
 def summary_table(record: dict) -> str:

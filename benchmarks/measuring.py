@@ -17,6 +17,7 @@ from attnlens.device import synchronize
 from attnlens.io import atomic_path, provenance
 from attnlens.models.loading import model_shape, source_config
 from attnlens.pipeline.config import ModelConfig
+from benchmarks.records import measured_paths_changed
 from benchmarks.shapes import reset_peak_rss, rss_kib
 
 #: The checkout: the working folder of every fresh interpreter, so that it imports the benchmarks package.
@@ -125,7 +126,7 @@ def resolved_model(section: dict) -> ModelConfig:
 
 def write_result(out_dir: str, name: str, result: dict) -> None:
     """``<out_dir>/<name>.json`` with provenance, atomically, and echo it."""
-    result = {**result, "provenance": provenance(f"bench_{name}/v1")}
+    result = {**result, "provenance": provenance(f"bench_{name}/v1", measured_paths_changed=measured_paths_changed())}
     with atomic_path(Path(out_dir) / f"{name}.json") as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))

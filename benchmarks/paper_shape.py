@@ -49,7 +49,7 @@ from attnlens.data.sources import load_examples
 from attnlens.io import atomic_path, provenance
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from benchmarks.measuring import snakemake_in
-from benchmarks.records import write_record
+from benchmarks.records import measured_paths_changed, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CONFIG = ROOT / "config" / "paper.yaml"
@@ -329,15 +329,51 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     parser.add_argument("--reuse", action="store_true", help="summarise the run already in --keep")
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record a paper_shape.json written before")
     args = parser.parse_args(argv)
+    if args.record:
+        record_paper_shape(json.loads(Path(args.record).read_text(encoding="utf-8")))
+        return
     result = {
         **rehearse(args.documents, args.ig_steps, args.cores, args.keep, args.reuse),
-        "provenance": provenance("bench_paper_shape/v1"),
+        "provenance": provenance("bench_paper_shape/v1", measured_paths_changed=measured_paths_changed()),
     }
     with atomic_path(Path(args.out) / "paper_shape.json") as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
-    write_record("paper_shape", *paper_shape_answer(result))
+    record_paper_shape(result)
+
+
+def record_paper_shape(result: dict) -> None:
+    """The record ``paper_shape`` (benchmarks.records), with its table of the rules whose cost grows with the data."""
+    tables = {"rules": rules_table(result)}
+    write_record("paper_shape", *paper_shape_answer(result), tables=tables, provenance=result.get("provenance"))
+
+
+def rules_table(result: dict) -> dict:
+    """One row a rule that grows with the data: the rehearsal's seconds and jobs, peak RSS, its unit, seconds per
+    unit, the paper's CPU hours and hours a shard, and the SLURM profile's check of memory and runtime."""
+
+    def fits(ok: bool | None, limit: str) -> str:
+        return "–" if ok is None else f"{'fits' if ok else 'exceeds'} {limit}"
+
+    rows = []
+    for rule, r in result["rules"].items():
+        if r["unit"] == "fixed":
+            continue
+        rss = f"{r['max_rss_mb'] / 1000:.1f} GB" if "max_rss_mb" in r else "–"
+        slurm = r.get("slurm")
+        check = "–"
+        if slurm:
+            memory = fits(slurm.get("memory_fits"), f"{slurm['mem_mb'] / 1000:.0f} GB" if slurm.get("mem_mb") else "")
+            runtime = fits(slurm.get("cpu_runtime_fits"), f"{slurm.get('runtime_min')} min")
+            check = f"{memory} / {runtime}"
+        rows.append(
+            [f"`{rule}`", f"{r['seconds']:.0f} ({r['jobs']})", rss, r["unit"], f"{r['seconds_per_unit']:.1f}",
+             f"{r['hours_paper']:.1f}", f"{r['paper_shards']} → {r['hours_per_shard_paper']:.2f}", check]
+        )  # fmt: skip
+    header = ["rule", "rehearsal s (jobs)", "peak RSS", "grows with", "s per unit", "paper, CPU hours"]
+    return {"header": [*header, "paper shards → h each", "SLURM profile: memory / runtime (CPU)"], "rows": rows}
 
 
 def paper_shape_answer(result: dict) -> tuple:

@@ -101,6 +101,25 @@ def _rules_table(run: dict) -> dict:
     return {"header": ["rule", "wall s"], "rows": [[f"`{rule}`", f"{s:.0f}"] for rule, s in rows]}
 
 
+def _headline_text(headline: dict) -> str:
+    """What a run's model learned, in words: each metric to two places (counts as they are)."""
+    return ", ".join(f"{k.replace('_', ' ')} {v}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v:.2f}"
+                     for k, v in headline.items())  # fmt: skip
+
+
+def _runs_table(runs: dict[str, dict], base: dict) -> dict:
+    """The classification default and each task's: pipeline wall, CPU, jobs, the ratio to the classification's wall,
+    and what its model learned."""
+    names = {CLASSIFICATION: "classification", **TASKS}
+    rows = [
+        [f"{names[c]} (`{c}`)", minutes(r["pipeline_s"]), f"{r['cpu_s']:.0f} s", r["jobs"],
+         f"{r['pipeline_s'] / base['pipeline_s']:.2f}", _headline_text(r.get("headline", {}))]
+        for c, r in runs.items() if c in names
+    ]  # fmt: skip
+    header = ["run", "pipeline", "user + system CPU", "jobs", "ratio to classification", "headline"]
+    return {"header": header, "rows": rows}
+
+
 def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
     """The records of the questions these runs answer (module docstring); ``provenance``: the result's, for runs
     measured before (``--record``)."""
@@ -126,6 +145,7 @@ def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
             SECTIONS["task_defaults"],
             bench,
             {name: round(ratio, 2) for name, ratio in tasks.items()},
+            tables={"runs": _runs_table(runs, base)},
             provenance=provenance,
         )
     gen = runs.get("config/generation.yaml")
@@ -161,6 +181,7 @@ def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
             SECTIONS["grid"],
             bench,
             {"pipeline": minutes(grid["pipeline_s"]), "jobs": grid["jobs"]},
+            tables={"rules": _rules_table(grid)},
             provenance=provenance,
         )
     seeds = runs.get("config/generation_grid.yaml")
@@ -176,6 +197,13 @@ def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
             SECTIONS["generation_seeds"],
             bench,
             {"best_by_lds": best, "most": n, "pipeline": minutes(seeds["pipeline_s"])},
+            tables={
+                "best_by_lds": {
+                    "header": ["method", "runs best by LDS"],
+                    "rows": [[f"`{m}`", k] for m, k in _by_value(best)],
+                },
+                "rules": _rules_table(seeds),
+            },
             provenance=provenance,
         )
 

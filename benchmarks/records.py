@@ -125,28 +125,22 @@ def write_record(
     measured_on: str | None = None,
     tables: dict | None = None,
     provenance: dict | None = None,
+    commit: str | None = None,
 ) -> Path:
     """``benchmarks/records/<id>.json``: what a bench measured, as the latest answer to its question, with this
     checkout's commit, today's date and (unless given) :func:`machine`. A bench calls it with its own module name.
     ``provenance``: a result's own (``results/bench/<suite>.json``), for a record written from a result measured
     before (``python -m benchmarks.bench --record DIR``): its commit and date are the result's (a result's "+dirty"
-    counts any change to the checkout; where the record of that commit said what its measured paths were, it stays)."""
+    counts any change to the checkout; where the record of that commit said what its measured paths were, it stays).
+    ``commit``: the commits of a record whose parts were measured apart (a CPU's and a card's), in words."""
     path = RECORDS / f"{id}.json"
-    if provenance:
-        commit, dirty = provenance["git_commit"].partition("+")[::2]
-        commit, date = commit[:7] + (" + uncommitted changes" if dirty else ""), provenance["created"][:10]
-        before = Record.load(path).commit if path.exists() else ""
-        commit = before if before.startswith(commit[:7]) else commit
-    else:
-        changed = _git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED)
-        commit = _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if changed else "")
-        date = datetime.now(UTC).date().isoformat()
+    stamped, date = stamp(provenance, Record.load(path).commit if path.exists() else "")
     record = Record(
         id=id,
         question=question,
         answer=answer,
         measured_on=measured_on or machine(),
-        commit=commit,
+        commit=commit or stamped,
         date=date,
         section=section,
         bench=bench,
@@ -156,6 +150,25 @@ def write_record(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(record), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def stamp(provenance: dict | None = None, before: str = "") -> tuple[str, str]:
+    """The commit and date of a measurement: this checkout's now (" + uncommitted changes" where what it measures
+    differs from the commit), or a result's own ``provenance``; ``before``, the commit a record of it said, stays
+    where it names the same commit (it may say what was uncommitted more exactly)."""
+    if provenance:
+        commit, dirty = provenance["git_commit"].partition("+")[::2]
+        dirty = provenance.get("measured_paths_changed", bool(dirty))
+        commit = commit[:7] + (" + uncommitted changes" if dirty else "")
+        return (before if before.startswith(commit[:7]) else commit), provenance["created"][:10]
+    commit = _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if measured_paths_changed() else "")
+    return commit, datetime.now(UTC).date().isoformat()
+
+
+def measured_paths_changed() -> bool:
+    """Whether what a measurement runs (:data:`MEASURED`) differs from the checkout's commit: a result's provenance
+    keeps it, since its ``git_commit``'s "+dirty" counts a change anywhere (a bench's own, a doc's)."""
+    return bool(_git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED))
 
 
 def thousands(n: int) -> str:
@@ -168,6 +181,11 @@ def span(values, digits: int | None = None) -> str:
     fmt = f".{digits}f" if digits is not None else ".3g"
     lo, hi = format(min(values), fmt), format(max(values), fmt)
     return lo if lo == hi else f"{lo}–{hi}"
+
+
+def seconds(value: float) -> str:
+    """``0.035 s``, ``2.99 s``, ``598 s``, ``1 227 s``: three significant digits, whole seconds from 100 on."""
+    return f"{thousands(round(value))} s" if value >= 100 else f"{value:.3g} s"
 
 
 def figures_beside(id: str, key: str, new: dict) -> dict:
@@ -194,12 +212,14 @@ def question_table(found: dict[str, Record]) -> str:
 
 
 def section_table(found: dict[str, Record], rid: str, name: str) -> str:
-    """Record ``rid``'s table ``name`` in Markdown, after a line saying what, where and when it was measured."""
+    """Record ``rid``'s table ``name`` in Markdown, after a line saying what, where and when it was measured (and,
+    for a record transcribed from the docs, that its bench has not written it yet)."""
     if rid not in found or name not in found[rid].tables:
         have = sorted(found[rid].tables) if rid in found else sorted(found)
         raise ValueError(f"<!-- records: table {rid}.{name} -->: no such record table (there are {have})")
     r, table = found[rid], found[rid].tables[name]
-    lines = [f"Measured on {r.measured_on}, commit {r.commit}, {r.date} (`{r.bench}`):", ""]
+    when = f", {r.date} (`{r.bench}`)" if r.written == "bench" else f" (`{r.bench}`; transcribed until it runs again)"
+    lines = [f"Measured on {r.measured_on}, commit {r.commit}{when}:", ""]
     lines += ["| " + " | ".join(table["header"]) + " |", "|" + "---|" * len(table["header"])]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in table["rows"]]
     return "\n".join(lines)

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.measuring import write_result
 from benchmarks.records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--run", type=Path, default=None, help="a working directory with a finished run's results/")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record a startup.json written before")
     args = parser.parse_args(argv)
+    if args.record:
+        record_startup(json.loads(Path(args.record).read_text(encoding="utf-8")))
+        return
     record = {
         "schema": "startup/v1",
         "machine": platform.processor() or platform.machine(),
@@ -97,11 +102,37 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.run is not None:
         record["rules"] = rule_startups(args.run)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "startup.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    if "rules" in record:
-        write_record("job_start", *startup_answer(record))
+    if args.run is not None:
+        record["run"] = str(args.run)
+    write_result(args.out, "startup", record)
+    record_startup(json.loads((Path(args.out) / "startup.json").read_text(encoding="utf-8")))
+
+
+def record_startup(result: dict) -> None:
+    """The record ``job_start`` (benchmarks.records) of a result with a run's rules (``--run``), with its tables:
+    each stage module's import in a fresh process, and each rule's start-up and work in the run."""
+    if "rules" not in result:
+        return
+    imports = result["imports"]
+    modules = [
+        [f"`{m.removeprefix('attnlens.')}`", f"{v['seconds']:.2f} s", ", ".join(v["loads"]) or "–"]
+        for m, v in sorted(imports["modules"].items(), key=lambda kv: -kv[1]["seconds"])
+    ]
+    rules = [
+        [
+            f"`{rule}`",
+            r["jobs"],
+            f"{r['startup_median']:.2f} s",
+            f"{r['startup_max']:.2f} s",
+            f"{r['work_median']:.2f} s",
+        ]
+        for rule, r in sorted(result["rules"].items(), key=lambda kv: -kv[1]["startup_median"])
+    ]
+    tables = {
+        "imports": {"header": ["stage module", "import, fresh process", "heavy libraries it loads"], "rows": modules},
+        "rules": {"header": ["rule", "jobs", "start-up, median", "start-up, largest", "work, median"], "rows": rules},
+    }
+    write_record("job_start", *startup_answer(result), tables=tables, provenance=result.get("provenance"))
 
 
 def startup_answer(record: dict) -> tuple:
@@ -112,7 +143,7 @@ def startup_answer(record: dict) -> tuple:
     run = statistics.median(starts)
     answer = f"median {run:.2f} s a job in the run; {min(fresh):.1f}–{max(fresh):.1f} s a fresh process to its stage"
     figures = {"run_median_s": round(run, 2), "fresh_s": [round(min(fresh), 2), round(max(fresh), 2)]}
-    section = "[`startup.json`](#startupjson-how-long-a-job-takes-to-start-commit-d52e668), "
+    section = "[`startup.json`](#startupjson-how-long-a-job-takes-to-start), "
     section += "[warm job starts](#warm-job-starts)"
     return "How long does a job take to start?", answer, section, "benchmarks.startup", figures
 

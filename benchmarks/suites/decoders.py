@@ -42,7 +42,7 @@ from attnlens.attribution.ig import Inputs, freeze
 from attnlens.attribution.lrp import attnlrp
 from attnlens.models import architecture, draw_decoder, forward_bands
 from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, over
-from benchmarks.records import span, write_record
+from benchmarks.records import seconds, span, thousands, write_record
 
 #: The two shapes (see the module docstring), and a tiny one the test suite runs.
 SHAPES = {
@@ -214,4 +214,27 @@ def record(result: dict) -> None:
         "[`decoders.json`](#decodersjson-the-cpu-plan)",
         "benchmarks.suites.decoders",
         {"tokens": n, "windowed": windowed, "full": full, "attnlrp_over_forward_backward": lrp},
+        tables={"rows": rows_table(rows)},
+        provenance=result.get("provenance"),
     )
+
+
+def rows_table(rows: list[dict]) -> dict:
+    """One row a family, shape and length: the forward, with queries and keys, the probabilities alone, the
+    summaries (and over the forward), forward + backward, AttnLRP (and over it), the summaries' peak over dense."""
+
+    def share(value: float | None) -> str:
+        return "–" if value is None else f"{100 * value:.2g} %"
+
+    table = [
+        [r["family"], r.get("shape", "small"), thousands(r["tokens"]), seconds(r["forward_s"]),
+         seconds(r["forward_with_bands_s"]), seconds(r["probabilities_s"]), seconds(r["summaries_s"]),
+         f"{r['summaries_over_forward']:.2f}", seconds(r["forward_backward_s"]), seconds(r["attnlrp_s"]),
+         f"{r['attnlrp_over_forward_backward']:.2f}", share(r.get("summaries_peak_extra_over_dense"))]
+        for r in rows
+    ]  # fmt: skip
+    header = ["family", "shape", "tokens", "forward", "with q, k", "probabilities alone", "summaries", "÷ forward"]
+    return {
+        "header": [*header, "forward + backward", "AttnLRP", "÷ fwd + bwd", "summaries' peak / dense"],
+        "rows": table,
+    }

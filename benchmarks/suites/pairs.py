@@ -54,11 +54,20 @@ def record(result: dict) -> None:
     """The record ``pairs`` (benchmarks.records): one pair attribution's seconds at each text length."""
     rows = result["pairs"]
     parts = [f"{r['seconds_per_pair']:.1f} s per pair of {r['tokens_per_text']}-token texts" for r in rows]
+    table = [
+        [r["tokens_per_text"], r["n_steps"], f"{r['seconds_per_pair']:.1f} s",
+         "–" if r["peak_extra_bytes"] is None else f"{r['peak_extra_bytes'] / 1e6:.0f} MB",
+         ", ".join(f"{k} {v:.1g}" for k, v in r.get("attribution_error", {}).items()) or "–"]
+        for r in rows
+    ]  # fmt: skip
+    header = ["tokens a text", "steps", "seconds a pair", "peak extra memory", "attribution error"]
     write_record(
         "pairs",
         "What does a token-pair attribution cost?",
         "; ".join(parts) + f" ({rows[0]['n_steps']} steps)",
-        "[`pairs.json`](#pairsjson-commit-5f39ab0)",
+        "[`pairs.json`](#pairsjson)",
         "benchmarks.suites.pairs",
         {str(r["tokens_per_text"]): r["seconds_per_pair"] for r in rows},
+        tables={"pairs": {"header": header, "rows": table}},
+        provenance=result.get("provenance"),
     )

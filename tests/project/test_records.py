@@ -102,8 +102,10 @@ def _writers():
     arch = [{**r, **seam, "architecture": a} for a in ("longformer", "modernbert") for r in lengths]
     arch[2]["summaries_over_forward"], arch[3]["summaries_over_forward"] = 0.30, 0.36
     yield architectures.record, {"lengths": arch}, "architectures", "longformer 0.21–0.26 ×, modernbert 0.30–0.36 ×"
+    seconds = {"forward_s": 4.0, "forward_with_bands_s": 4.2, "probabilities_s": 2.0, "summaries_s": 4.0,
+               "forward_backward_s": 14.0, "attnlrp_s": 15.0, "summaries_peak_extra_over_dense": 1e-4}  # fmt: skip
     dec = [
-        _row(family=f, tokens=n, summaries_over_forward=s, attnlrp_over_forward_backward=1.1)
+        _row(family=f, shape="small", tokens=n, summaries_over_forward=s, attnlrp_over_forward_backward=1.1, **seconds)
         for f, s in (("llama", 2.2), ("mistral", 0.42))
         for n in (8192, 16384)
     ]
@@ -140,60 +142,96 @@ def _writers():
     bottleneck = {"bottleneck_examples": 100, "bottleneck_pairs": 4950, "bottleneck_mean_bars": {"0": 31, "1": 15},
                   "bottleneck_all_pairs_s": 3.4, "bottleneck_target_s": 60.0}  # fmt: skip
     yield topology.record, {"per_length": topo, **bottleneck}, "topology", "0.31 s (512 tokens) to 0.79 s (1024)"
-    pair = [{"tokens_per_text": 32, "seconds_per_pair": 21.9, "n_steps": 50}]
+    pair = [{"tokens_per_text": 32, "seconds_per_pair": 21.9, "n_steps": 50, "peak_extra_bytes": 2.3e8,
+             "attribution_error": {"cosine": -4e-7, "dot": 9e-7}}]  # fmt: skip
     yield pairs.record, {"pairs": pair}, "pairs", "21.9 s per pair of 32-token texts"
     sizes = {"data_deflated_mb": 3.0, "views_s": 9.0, "encode_s": 2.0}
     pages = [{"top_k": 3, "page_mb": 9.0, **sizes}, {"top_k": 1, "page_mb": 4.27, **sizes}]
     page = {"tokens": 4096, "heads": 144, "pages": pages}
     yield explorer.record, page, "explorer", "4.27 MB for 4096 tokens × 144 heads at `top_k: 1`"
     ctx = [
-        _row(family="llama", tokens=2048, attention_over_forward=0.9, attention_extra_over_dense=0.002,
+        _row(family="llama", tokens=2048, forward_s=0.7, attention_over_forward=0.9, attention_extra_over_dense=0.002,
              attnlrp_over_forward_backward=1.5, loo_speedup=1.6),
-        _row(family="llama", tokens=32768, attention_over_forward=1.0, attnlrp_over_forward_backward=1.3),
+        _row(family="llama", tokens=32768, forward_s=46.0, attention_over_forward=1.0,
+             attnlrp_over_forward_backward=1.3),
     ]  # fmt: skip
     yield contexts.record_contexts, ctx, "long_contexts", "leave-one-out from the shared prefix 1.6 × cheaper"
-    side = [{"tokens": 2048, "context_cite_over_attnlens": 1.45, "inseq_attention_over_attnlens": None}]
+    ran = {"s": 25.4, "cpu_s": 50.0, "peak_bytes": 2.5e8}
+    ours = {"surrogate": ran, "attention": ran, "gradient_x_input": ran}
+    killed = {"not_run": "killed (SIGKILL): out of memory on a machine of 24 GiB"}
+    side = [{"family": "llama", "tokens": 2048, "context_cite": {**ran, "s": 36.8}, "attnlens": ours,
+             "inseq_attention": killed, "inseq_input_x_gradient": killed, "context_cite_over_attnlens": 1.45,
+             "inseq_attention_over_attnlens": None}]  # fmt: skip
     yield beside.record_beside, side, "beside", "context-cite's surrogate 1.45 × attnlens's at 2048–2048 tokens"
     proof = {
         "card": "NVIDIA H200", "torch": "2.11.0", "shape": {"max_length": 2048}, "stages": {"attribute": {}},
         "ig": {"seconds_per_document": 0.99, "steps": 50, "paper_t4_seconds_per_document": 43.5},
     }  # fmt: skip
     yield gpu.record_proof, proof, "gpu_proof", "yes; IG 0.99 s per 2048-token document at 50 steps (paper: 43.5"
-    runs = {"a-s0": {"exact_match": 1.0}, "a-s1": {"exact_match": 0.999}, "p-s0": {"exact_match": 0.999}}
+    board = {m: {"top1_drop": 7.9, "lds": lds, "seconds": 0.5} for m, lds in (("surrogate", 0.81), ("attnlrp", 0.83))}
+    run = {"wall_seconds": 258.0, "cpu_seconds": 493.0, "n_held_out": 1600, "mean_answer_log_prob": -0.004}
+    runs = {
+        f"{k}-s{seed}": {
+            **run,
+            "kernels": k,
+            "seed": seed,
+            "cpu_kernels": "AVX512",
+            "exact_match": e,
+            "leaderboard": board,
+        }
+        for k, seed, e in (("native", 0, 1.0), ("native", 1, 0.999), ("portable", 0, 0.999))
+    }
     ks = {
         "runs": runs,
         "seeds": {"largest": {"lds": 0.2}},
-        "kernel_sets": {"p": {"largest_difference": {"lds": 0.1}, "same_answers": 1.0}},
+        "kernel_sets": {"portable": {"largest_difference": {"lds": 0.1}, "same_answers": 1.0}},
     }
-    yield (
-        lambda r: kernel_sets.write_record("generation_kernel_sets", *kernel_sets.kernel_sets_answer(r)),
-        ks,
-        ("generation_kernel_sets"),
-        "yes, within its seeds' spread: exact match 0.999–1.000",
-    )
-    boot = {"rules": {"explain": {"startup_median": 0.35}}, "imports": {"interpreter_seconds": 0.05, "modules": {
-        "attnlens.stages.model": {"seconds": 5.0}}}}  # fmt: skip
-    yield lambda r: startup.write_record("job_start", *startup.startup_answer(r)), boot, "job_start", "median 0.35 s"
-    shape = {"rules": {"attribute": {"hours_paper": 190.0}}, "rehearsal": {"cores": 2}, "cpu_hours_paper": 339.2}
-    yield (
-        lambda r: paper_shape.write_record("paper_shape", *paper_shape.paper_shape_answer(r)),
-        shape,
-        ("paper_shape"),
-        "about 339 CPU hours on 2 cores (IG 190)",
-    )
-    lrp = {"device": "CPU", "rows": [{"ig50_over_attnlrp": 53.0, "attnlrp_over_forward_backward": 1.1}]}
-    yield (
-        lambda r: attnlrp.write_record("attnlrp_vs_ig", *attnlrp.attnlrp_answer({"cpu": attnlrp._cost(r)})),
-        lrp,
-        ("attnlrp_vs_ig"),
-        "53 × on CPU; AttnLRP 1.1 × one forward + backward",
-    )
+    said = "yes, within its seeds' spread: exact match 0.999–1.000"
+    yield kernel_sets.record_kernel_sets, ks, "generation_kernel_sets", said
+    boot = {"rules": {"explain": {"jobs": 2, "startup_median": 0.35, "startup_max": 0.5, "work_median": 3.0}},
+            "imports": {"interpreter_seconds": 0.05, "modules": {
+                "attnlens.stages.model": {"seconds": 5.0, "loads": ["torch"]}}}}  # fmt: skip
+    yield startup.record_startup, boot, "job_start", "median 0.35 s"
+    rule = {"jobs": 2, "seconds": 103.0, "max_rss_mb": 7700.0, "unit": "IG gradient steps", "seconds_per_unit": 11.6,
+            "hours_paper": 190.0, "paper_shards": 16, "hours_per_shard_paper": 11.89,
+            "slurm": {"mem_mb": 16000, "runtime_min": 720, "memory_fits": True, "cpu_runtime_fits": True}}  # fmt: skip
+    shape = {"rules": {"attribute": rule, "plot": {"unit": "fixed", "jobs": 1, "seconds": 3.0}},
+             "rehearsal": {"cores": 2}, "cpu_hours_paper": 339.2}  # fmt: skip
+    yield paper_shape.record_paper_shape, shape, "paper_shape", "about 339 CPU hours on 2 cores (IG 190)"
+    cost = {"architecture": "longformer", "tokens": 2048, "forward_s": 3.0, "forward_backward_s": 9.4,
+            "attnlrp_s": 10.5,
+            "attnlrp_over_forward_backward": 1.1, "ig50_s": 598.0, "ig50_measured": False, "ig_steps": 4,
+            "ig50_over_attnlrp": 53.0, "attnlrp_per_document_over_alone": 1.32, "attnlrp_documents": 2}  # fmt: skip
+    made = {"git_commit": "0" * 40, "created": "2026-12-05T00:00:00+00:00", "config": {"device": "cpu"}}
+    lrp = {"device": "a CPU", "torch": "2.13.0+cpu", "rows": [cost], "provenance": made}
+    yield attnlrp.record_attnlrp, lrp, "attnlrp_vs_ig", "53 × on a CPU; AttnLRP 1.1 × one forward + backward"
+    yield attnlrp.record_attnlrp, lrp, "documents_per_pass", "not on a CPU (1.32 × per document at 2)"
     base = {"pipeline_s": 579.0, "cpu_s": 1086.0, "jobs": 34, "headline": {}, "rules": {"attribute": 75.0}}
     gen = {"pipeline_s": 300.0, "cpu_s": 700.0, "jobs": 20, "headline": {"exact_match": 1.0}, "lds": {"surrogate": 0.8}}
     gen["rules"] = {"train_generator": 194.0}
-    pipeline = {pipeline_runs.CLASSIFICATION: base, "config/generation.yaml": gen}
+    task = {"pipeline_s": 650.0, "cpu_s": 1100.0, "jobs": 36, "headline": {"micro_f1": 0.8, "n_examples": 32}}
+    grid = {"pipeline_s": 2560.0, "cpu_s": 4257.0, "jobs": 175, "rules": {"attribute": 385.0}}
+    seeds = {**grid, "best_by_lds": {"surrogate": 6}}
+    pipeline = {pipeline_runs.CLASSIFICATION: base, "config/generation.yaml": gen, "config/multilabel.yaml": task,
+                "config/grid.yaml": grid, "config/generation_grid.yaml": seeds}  # fmt: skip
     yield pipeline_runs._records, pipeline, "default_run", "9 min 39 s of pipeline"
     yield pipeline_runs._records, pipeline, "generation_default", "0.52 × the classification default (5 min 00 s"
+    yield pipeline_runs._records, pipeline, "task_defaults", "multi-label 1.12 ×"
+    yield pipeline_runs._records, pipeline, "grid", "42 min 40 s for config/grid.yaml's runs, 175 jobs"
+    yield pipeline_runs._records, pipeline, "generation_seeds", "best by LDS: surrogate in 6 runs"
+
+
+#: The tables each record's writer gives (docs/benchmarks.md prints each one, generated).
+TABLES = {
+    "attention_summaries": {"lengths"}, "architectures": {"lengths"}, "decoders": {"rows"},
+    "explanation_methods": {"methods"}, "ig_step": {"throughput"}, "targets": {"labels", "spans"},
+    "similarity": {"costs"}, "topology": {"lengths", "bottleneck"}, "pairs": {"pairs"}, "explorer": {"pages"},
+    "long_contexts": {"lengths"}, "beside": {"tools"}, "gpu_proof": set(),
+    "generation_kernel_sets": {"runs", "leaderboard"}, "job_start": {"imports", "rules"}, "paper_shape": {"rules"},
+    "attnlrp_vs_ig": {"costs"}, "documents_per_pass": set(),
+    "default_run": {"rules"}, "generation_default": {"rules", "lds"}, "task_defaults": {"runs"}, "grid": {"rules"},
+    "generation_seeds": {"best_by_lds", "rules"},
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(_writers()), ids=lambda c: c[2])
@@ -207,6 +245,9 @@ def test_each_bench_writes_its_record_from_its_result(case, tmp_path, monkeypatc
     got = json.loads((tmp_path / f"{rid}.json").read_text(encoding="utf-8"))
     assert says in got["answer"], got["answer"]
     assert got["bench"] == records.records()[rid].bench and got["question"]
+    assert set(got["tables"]) == TABLES[rid]
+    for name, table in got["tables"].items():
+        assert table["rows"] and all(len(row) == len(table["header"]) for row in table["rows"]), name
 
 
 def test_a_quoted_figure_no_record_holds_is_one_line():
