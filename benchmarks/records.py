@@ -188,6 +188,13 @@ def seconds(value: float) -> str:
     return f"{thousands(round(value))} s" if value >= 100 else f"{value:.3g} s"
 
 
+def scientific(value: float) -> str:
+    """``−4·10⁻⁷``: one significant digit and a power of ten, as the docs print an error."""
+    mantissa, exponent = f"{value:.0e}".split("e")
+    power = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{mantissa}·10{power}".replace("-", "−")
+
+
 def figures_beside(id: str, key: str, new: dict) -> dict:
     """Record ``id``'s figures with ``key`` (a device kind, a length) set to ``new`` and the others kept: a bench that
     measures one part of an answer (a CPU's, a card's) at a time keeps the latest of each part."""

@@ -12,7 +12,7 @@ import torch
 from attnlens.pairs.encoder import SiameseEncoder
 from attnlens.pairs.jacobians import attribute_pair
 from benchmarks.measuring import measured
-from benchmarks.records import write_record
+from benchmarks.records import scientific, write_record
 
 
 def bench_pairs(lengths=(32, 128), n_steps: int = 50, layer: int = 3, chunk: int = 64) -> list[dict]:
@@ -57,7 +57,7 @@ def record(result: dict) -> None:
     table = [
         [r["tokens_per_text"], r["n_steps"], f"{r['seconds_per_pair']:.1f} s",
          "–" if r["peak_extra_bytes"] is None else f"{r['peak_extra_bytes'] / 1e6:.0f} MB",
-         ", ".join(f"{k} {v:.1g}" for k, v in r.get("attribution_error", {}).items()) or "–"]
+         ", ".join(f"{k} {scientific(v)}" for k, v in r.get("attribution_error", {}).items()) or "–"]
         for r in rows
     ]  # fmt: skip
     header = ["tokens a text", "steps", "seconds a pair", "peak extra memory", "attribution error"]
