@@ -37,8 +37,12 @@ _PROBE = (
 
 
 def stage_modules() -> list[str]:
+    """Every module a rule's function lives in (``attnlens.stages`` and its study packages)."""
+    stages = ROOT / "src/attnlens/stages"
     return sorted(
-        f"attnlens.stages.{p.stem}" for p in (ROOT / "src/attnlens/stages").glob("*.py") if p.stem != "__init__"
+        "attnlens.stages." + ".".join(p.relative_to(stages).with_suffix("").parts)
+        for p in stages.rglob("*.py")
+        if p.stem != "__init__"
     )
 
 
