@@ -27,7 +27,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["small", "0.5b"])
     parser.add_argument("--lengths", nargs="+", type=int, default=list(LENGTHS))
+    parser.add_argument("--record", metavar="JSON", help="run nothing: record a decoders_cpu.json written before")
     args = parser.parse_args(argv)
+    if args.record:
+        record(json.loads(Path(args.record).read_text(encoding="utf-8")))
+        return
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("decoders: error: --device: no CUDA device is visible here")
     card = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else "cpu"

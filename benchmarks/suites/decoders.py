@@ -224,7 +224,7 @@ def rows_table(rows: list[dict]) -> dict:
     summaries (and over the forward), forward + backward, AttnLRP (and over it), the summaries' peak over dense."""
 
     def share(value: float | None) -> str:
-        return "–" if value is None else f"{100 * value:.2g} %"
+        return "–" if value is None else "< 0.01 %" if value < 1e-4 else f"{100 * value:.2f} %"
 
     table = [
         [r["family"], r.get("shape", "small"), thousands(r["tokens"]), seconds(r["forward_s"]),
