@@ -145,7 +145,10 @@ def startup_answer(record: dict) -> tuple:
     starts = [r["startup_median"] for r in record["rules"].values()]
     fresh = [m["seconds"] + record["imports"]["interpreter_seconds"] for m in record["imports"]["modules"].values()]
     run = statistics.median(starts)
-    answer = f"median {run:.2f} s a job in the run; {min(fresh):.1f}–{max(fresh):.1f} s a fresh process to its stage"
+    answer = (
+        f"median {run:.2f} s a job of a local run (warm job starts); {min(fresh):.1f}–{max(fresh):.1f} s a fresh "
+        "process's interpreter and stage module"
+    )
     figures = {"run_median_s": round(run, 2), "fresh_s": [round(min(fresh), 2), round(max(fresh), 2)]}
     section = "[`startup.json`](#startupjson-how-long-a-job-takes-to-start), "
     section += "[warm job starts](#warm-job-starts)"

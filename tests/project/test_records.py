@@ -191,7 +191,7 @@ def _writers():
     boot = {"rules": {"explain": {"jobs": 2, "startup_median": 0.35, "startup_max": 0.5, "work_median": 3.0}},
             "imports": {"interpreter_seconds": 0.05, "modules": {
                 "attnlens.stages.model": {"seconds": 5.0, "loads": ["torch"]}}}}  # fmt: skip
-    yield startup.record_startup, boot, "job_start", "median 0.35 s"
+    yield startup.record_startup, boot, "job_start", "median 0.35 s a job of a local run (warm job starts)"
     rule = {"jobs": 2, "seconds": 103.0, "max_rss_mb": 7700.0, "unit": "IG gradient steps", "seconds_per_unit": 11.6,
             "hours_paper": 190.0, "paper_shards": 16, "hours_per_shard_paper": 11.89,
             "slurm": {"mem_mb": 16000, "runtime_min": 720, "memory_fits": True, "cpu_runtime_fits": True}}  # fmt: skip
