@@ -242,17 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     path = Path(args.out) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(
-            json.dumps(
-                {
-                    **result,
-                    "provenance": provenance(
-                        "bench/attnlrp", vars(args), 0, measured_paths_changed=measured_paths_changed()
-                    ),
-                },
-                indent=1,
-            )
-        )
+        measured = provenance("bench/attnlrp", vars(args), 0, measured_paths_changed=measured_paths_changed())
+        Path(tmp).write_text(json.dumps({**result, "provenance": measured}, indent=1))
     print(json.dumps(result, indent=1))
     record_attnlrp(json.loads(path.read_text(encoding="utf-8")))
 

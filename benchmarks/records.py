@@ -154,13 +154,13 @@ def write_record(
 
 def stamp(provenance: dict | None = None, before: str = "") -> tuple[str, str]:
     """The commit and date of a measurement: this checkout's now (" + uncommitted changes" where what it measures
-    differs from the commit), or a result's own ``provenance``; ``before``, the commit a record of it said, stays
-    where it names the same commit (it may say what was uncommitted more exactly)."""
+    differs from the commit), or a result's own ``provenance``; for a result that did not record whether what it
+    measured was uncommitted, ``before``, the commit a record of it said, stays where it names the same commit."""
     if provenance:
         commit, dirty = provenance["git_commit"].partition("+")[::2]
-        dirty = provenance.get("measured_paths_changed", bool(dirty))
-        commit = commit[:7] + (" + uncommitted changes" if dirty else "")
-        return (before if before.startswith(commit[:7]) else commit), provenance["created"][:10]
+        exact = "measured_paths_changed" in provenance  # else "+dirty" counts a change anywhere in the checkout
+        commit = commit[:7] + (" + uncommitted changes" if provenance.get("measured_paths_changed", dirty) else "")
+        return (before if not exact and before.startswith(commit[:7]) else commit), provenance["created"][:10]
     commit = _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if measured_paths_changed() else "")
     return commit, datetime.now(UTC).date().isoformat()
 
