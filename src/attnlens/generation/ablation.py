@@ -25,7 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from attnlens.models import architecture
-from attnlens.tasks.contexts import PROMPT_TEMPLATE, REMOVALS, Source
+from attnlens.tasks.contexts import DEFAULT_FORMAT, REMOVALS, PromptFormat, Source
 
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
@@ -227,17 +227,15 @@ def ablation_log_probs(
     answer_ids: Sequence[int],
     masks: np.ndarray,
     removal: str = "delete",
-    template: str = PROMPT_TEMPLATE,
+    form: PromptFormat = DEFAULT_FORMAT,
     batch_size: int = BATCH,
 ) -> np.ndarray:
     """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
     each mask's zeros taken out by ``removal`` (:data:`~attnlens.tasks.contexts.REMOVALS`: ``delete``, ``mask``); the
-    prompt is :func:`~attnlens.tasks.contexts.build_prompt`'s."""
+    prompt is ``form``'s (:class:`~attnlens.tasks.contexts.PromptFormat`)."""
     masks, answer = np.asarray(masks, dtype=bool), list(answer_ids)
-    ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, template, answer, masks)
-    full = REMOVALS.get(removal)(
-        tokenizer, context, sources, question, template, answer, np.ones((1, len(sources)), bool)
-    )
+    ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, masks)
+    full = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, np.ones((1, len(sources)), bool))
     return shared_prefix_log_probs(
         model, full.sequences[0], ablations.sequences, len(answer), ablations.keep, batch_size
     )

@@ -3,8 +3,10 @@ references and the references' mean log-probability.
 
 Greedy decoding is Hugging Face's ``generate`` without sampling, on batches of prompts of one length: no padding,
 so an answer is the same under every attention implementation (a left-padded row that attends to no key gives NaN
-under eager attention) and whatever else its batch holds. An answer ends at the end token, which it does not keep;
-an answer that reaches ``max_new_tokens`` without it is unfinished and says so.
+under eager attention) and whatever else its batch holds. An answer ends at the end token, which it does not keep,
+or at the first of its stop strings (``generation.stop``: a base model, which has no end-of-turn token, ends its
+answer at a newline), where it keeps the tokens before the one that holds the string; an answer that reaches
+``max_new_tokens`` without either is unfinished and says so.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from attnlens.tasks.squad import exact_match, normalize_answer
 
@@ -28,9 +31,21 @@ class Answer:
 
 @torch.no_grad()
 def greedy_answers(
-    model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, end: int, pad: int, batch_size: int = 8
+    model,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    end: int,
+    pad: int,
+    batch_size: int = 8,
+    stop: Sequence[str] = (),
+    tokenizer=None,
 ) -> list[Answer]:
-    """Each prompt's greedy continuation up to its end token or ``max_new_tokens`` tokens."""
+    """Each prompt's greedy continuation up to its end token, its first ``stop`` string (decoded by ``tokenizer``;
+    generation halts there too) or ``max_new_tokens`` tokens."""
+    if stop and tokenizer is None:
+        raise ValueError("expected the tokenizer that decodes the answers to find their stop strings")
+
     device = next(model.parameters()).device
     out: list[Answer | None] = [None] * len(prompts)
     by_length: dict[int, list[int]] = {}
@@ -50,11 +65,37 @@ def greedy_answers(
             temperature=None,
             top_p=None,
             top_k=None,
+            stopping_criteria=StoppingCriteriaList([StopStrings(tokenizer, stop, ids.shape[1])]) if stop else None,
         )[:, ids.shape[1] :].cpu()
         for i, row in zip(batch, generated.tolist(), strict=True):
-            stop = row.index(end) if end in row else None
-            out[i] = Answer(row[:stop] if stop is not None else row, stop is not None)
+            ended = row.index(end) if end in row else None
+            row = row[:ended] if ended is not None else row
+            stopped = stop_at(tokenizer, row, stop) if stop else None
+            out[i] = Answer(row[:stopped] if stopped is not None else row, ended is not None or stopped is not None)
     return out
+
+
+class StopStrings(StoppingCriteria):
+    """Ends each row's generation once its text after ``start`` holds one of ``stop`` (its tokens decoded: a stop
+    string may span tokens, or sit inside one). Hugging Face's ``stop_strings`` works from the vocabulary's token
+    strings, which not every tokenizer can give (a word-level one raises)."""
+
+    def __init__(self, tokenizer, stop: Sequence[str], start: int) -> None:
+        self.tokenizer, self.stop, self.start = tokenizer, list(stop), start
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        done = [any(s in self.tokenizer.decode(row[self.start :].tolist()) for s in self.stop) for row in input_ids]
+        return torch.as_tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def stop_at(tokenizer, ids: Sequence[int], stop: Sequence[str]) -> int | None:
+    """The index of the first token of ``ids`` by which their decoded text holds one of ``stop``; None where it
+    holds none."""
+    for k in range(len(ids)):
+        text = tokenizer.decode(list(ids[: k + 1]), skip_special_tokens=False)
+        if any(s in text for s in stop):
+            return k
+    return None
 
 
 def normalized(tokenizer, ids: Sequence[int]) -> str:

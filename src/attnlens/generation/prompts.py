@@ -1,5 +1,5 @@
 """One example's prompt as a causal language model reads it: the context cut into sources, put into the template
-(:func:`attnlens.tasks.contexts.build_prompt`), tokenized with each token's source, and cut to the model's positions.
+(:class:`attnlens.tasks.contexts.PromptFormat`), tokenized with each token's source, and cut to the model's positions.
 
 A prompt that would leave fewer than ``max_new_tokens`` positions for the answer loses sources from the context's
 end, whole, until it fits; how many sources and tokens were cut is kept with it (the run notes count them). The
@@ -15,9 +15,10 @@ import numpy as np
 
 from attnlens.errors import InputError
 from attnlens.tasks.contexts import (
-    PROMPT_TEMPLATE,
+    DEFAULT_FORMAT,
+    PromptFormat,
     Source,
-    build_prompt,
+    begin_token,
     locate_sources,
     split_context,
     token_sources,
@@ -51,6 +52,27 @@ def end_token(tokenizer) -> int:
     return int(eos)
 
 
+def stop_strings(stop: Sequence[str] | None, tokenizer) -> list[str]:
+    """The strings that end a greedy answer (``generation.stop``): the given ones, or by default a newline for a
+    tokenizer without a chat template (a base model has no end-of-turn token to stop at) and none for a chat model
+    (its end-of-turn token, the tokenizer's end-of-sequence token, ends the answer)."""
+    if stop is not None:
+        return list(stop)
+    return [] if getattr(tokenizer, "chat_template", None) else ["\n"]
+
+
+def completion_notes(tokenizer, stop: Sequence[str] | None) -> list[str]:
+    """The run note of a tokenizer without a chat template: its prompts are plain completions, its answers end at
+    their stop strings (none for a chat model)."""
+    if getattr(tokenizer, "chat_template", None):
+        return []
+    begin = f"after its begin-of-sequence token {begin_token(tokenizer)!r}" if begin_token(tokenizer) else "alone"
+    return [
+        f"the tokenizer has no chat template: each prompt is generation.template {begin}, a plain completion, and an "
+        f"answer ends at the first of {stop_strings(stop, tokenizer)} (generation.stop) or at the end token"
+    ]
+
+
 def answer_ids(tokenizer, answer: str, end: bool = False) -> list[int]:
     """The ids of an answer's text as the model generates it after the prompt (with the end token: ``end``)."""
     ids = tokenizer(" " + answer.strip(), add_special_tokens=False)["input_ids"]
@@ -64,14 +86,14 @@ def encode_prompt(
     question: str,
     *,
     sources: str = "sentence",
-    template: str = PROMPT_TEMPLATE,
+    form: PromptFormat = DEFAULT_FORMAT,
     max_positions: int,
     reserve: int,
     given: Sequence[str] | None = None,
 ) -> AnswerPrompt:
     """``context`` cut into sources by the splitter ``sources`` (or into the ``given`` sources, spans of it in
-    order: ``data.sources_column``) and put with ``question`` into ``template``; sources dropped from the end until
-    the prompt leaves ``reserve`` positions of ``max_positions`` for the answer.
+    order: ``data.sources_column``) and put with ``question`` into the prompt ``form``; sources dropped from the end
+    until the prompt leaves ``reserve`` positions of ``max_positions`` for the answer.
 
     An empty context, a source of no token and a prompt that fits with no source are one :class:`InputError` each,
     naming the example."""
@@ -84,7 +106,7 @@ def encode_prompt(
         spans = locate_sources(context, given) if given is not None and len(given) else split_context(context, sources)
     except ValueError as err:
         raise InputError(where, "sources", str(err)) from None
-    ids, owner = _tokenized(tokenizer, context, spans, question, template)
+    ids, owner = _tokenized(tokenizer, context, spans, question, form)
     empty = [k for k in range(len(spans)) if not (owner == k).any()]
     if empty:
         raise InputError(
@@ -95,7 +117,7 @@ def encode_prompt(
     full, kept = len(ids), len(spans)
     while len(ids) + reserve > max_positions and kept > 1:
         kept -= 1
-        ids, owner = _tokenized(tokenizer, context, spans[:kept], question, template)
+        ids, owner = _tokenized(tokenizer, context, spans[:kept], question, form)
     if len(ids) + reserve > max_positions:
         raise InputError(
             where,
@@ -107,8 +129,8 @@ def encode_prompt(
     return AnswerPrompt(ids, owner, spans[:kept], text, question, offset, len(spans) - kept, full - len(ids))
 
 
-def _tokenized(tokenizer, context: str, spans: Sequence[Source], question: str, template: str):
+def _tokenized(tokenizer, context: str, spans: Sequence[Source], question: str, form: PromptFormat):
     """The prompt of ``context`` up to its last source in ``spans``, its ids and each token's source."""
-    prompt = build_prompt(tokenizer, context[: spans[-1].end], question, template)
-    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
-    return list(encoded["input_ids"]), token_sources(encoded["offset_mapping"], spans, prompt.context_start)
+    prompt = form.build(tokenizer, context[: spans[-1].end], question)
+    ids, offsets = prompt.encode(tokenizer)
+    return ids, token_sources(offsets, spans, prompt.context_start)

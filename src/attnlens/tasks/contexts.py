@@ -9,13 +9,15 @@ letter), unless the word before the full stop is an abbreviation that rarely end
 around it, and the sources of a context are disjoint and in order.
 
 A context with sources deleted is rebuilt as ContextCite rebuilds it (:func:`ablated_context`), and put into its
-prompt (:func:`build_prompt`): a template with the question, inside the tokenizer's chat template where it has one.
+prompt (:class:`PromptFormat`): a template with the question, inside the tokenizer's chat template where it has one,
+a plain completion after the tokenizer's begin-of-sequence token where it has none.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -175,11 +177,123 @@ PROMPT_TEMPLATE = "Context: {context}\n\nQuery: {question}"
 
 @dataclass(frozen=True)
 class Prompt:
-    """A prompt as the model reads it: its text, and where the context sits in it (characters)."""
+    """A prompt as the model reads it: its text, where the context sits in it, and the spans of the user's own text
+    (the context and the question; characters)."""
 
     text: str
     context_start: int
     context_end: int
+    user_spans: tuple[tuple[int, int], ...] = ()
+
+    def encode(self, tokenizer) -> tuple[list[int], list[tuple[int, int]]]:
+        """The prompt's ids and each token's character span. The special tokens the template, the chat template and
+        the begin-of-sequence token put around the user's text are the special tokens they spell (``<|im_start|>``
+        one token); inside the context and the question a literal special-token string is text, as in every
+        document attnlens reads (docs/deviations.md, D-TEXT). Tokenized whole, as Hugging Face tokenizes a chat
+        prompt, where the user's text spells no special token; else in pieces between the template's special tokens
+        (which is how a tokenizer splits its text at special tokens anyway)."""
+        whole = tokenizer(self.text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=False)
+        special = set(tokenizer.all_special_ids) | {
+            i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special
+        }
+        marks = [(a, b) for i, (a, b) in zip(whole["input_ids"], whole["offset_mapping"], strict=True) if i in special]
+        if not any(u < b and a < v for a, b in marks for u, v in self.user_spans):
+            return list(whole["input_ids"]), [tuple(o) for o in whole["offset_mapping"]]
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        start = 0
+        for i, (a, b) in zip(whole["input_ids"], whole["offset_mapping"], strict=True):
+            if i not in special or any(u < b and a < v for u, v in self.user_spans):
+                continue
+            self._text_piece(tokenizer, start, a, ids, offsets)
+            ids.append(int(i))
+            offsets.append((a, b))
+            start = b
+        self._text_piece(tokenizer, start, len(self.text), ids, offsets)
+        return ids, offsets
+
+    def _text_piece(self, tokenizer, start: int, end: int, ids: list, offsets: list) -> None:
+        if end > start:
+            piece = tokenizer(
+                self.text[start:end], add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=True
+            )
+            ids += piece["input_ids"]
+            offsets += [(a + start, b + start) for a, b in piece["offset_mapping"]]
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a context and its question become a model's prompt (``generation.template`` and ``system_prompt``).
+
+    ``template`` is filled with the context and the question. Where the tokenizer has a chat template, the filled
+    template is the user's turn, after a system turn of ``system`` (None: none, so the chat template's own default
+    where it has one), with the assistant's turn opened. Where it has none (a base model) the prompt is a plain
+    completion: ``system`` and a blank line (where given), then the filled template, after the tokenizer's
+    begin-of-sequence token where it puts one before every text (Gemma's ``<bos>``, Llama's ``<s>``; a BERT
+    vocabulary, the from-scratch control's, has none)."""
+
+    template: str = PROMPT_TEMPLATE
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
+        except ValueError as err:  # an unmatched brace
+            raise ValueError(f"template: expected a format string, got {self.template!r} ({err})") from None
+        if "context" not in fields or not set(fields) <= {"context", "question"}:
+            raise ValueError(
+                f"template: expected a {{context}} field and no field but {{question}}, got {self.template!r}"
+            )
+
+    @classmethod
+    def of(cls, cfg) -> PromptFormat:
+        """The format the ``generation`` section (any object with its keys) names."""
+        return cls(cfg.template, cfg.system_prompt)
+
+    def build(self, tokenizer, context: str, question: str) -> Prompt:
+        """The prompt of ``context`` and ``question`` for ``tokenizer`` (the class docstring)."""
+        user, spans, at = self._filled(context, question)
+        if getattr(tokenizer, "chat_template", None):
+            turns = [{"role": "system", "content": self.system}] if self.system is not None else []
+            text = tokenizer.apply_chat_template(
+                [*turns, {"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+            )
+        else:
+            system = f"{self.system}\n\n" if self.system is not None else ""
+            text = begin_token(tokenizer) + system + user
+        start = text.index(user)
+        return Prompt(text, start + at, start + at + len(context), tuple((start + a, start + b) for a, b in spans))
+
+    def _filled(self, context: str, question: str) -> tuple[str, list[tuple[int, int]], int]:
+        """The template filled, the spans of the context and the question in it, and where the context starts."""
+        parts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        at, pos = -1, 0
+        for literal, field, spec, conversion in string.Formatter().parse(self.template):
+            parts.append(literal)
+            pos += len(literal)
+            if field is None:
+                continue
+            value = {"context": context, "question": question}[field]
+            value = format(repr(value) if conversion == "r" else value, spec or "")
+            at = pos if field == "context" and at < 0 else at
+            spans.append((pos, pos + len(value)))
+            parts.append(value)
+            pos += len(value)
+        return "".join(parts), spans, at
+
+
+#: ContextCite's template, no system turn: the format a caller that names none gets.
+DEFAULT_FORMAT = PromptFormat()
+
+
+def begin_token(tokenizer) -> str:
+    """The tokenizer's begin-of-sequence token where it puts one before every text it encodes; ``""`` otherwise."""
+    bos = getattr(tokenizer, "bos_token", None)
+    if not bos:
+        return ""
+    ids = tokenizer("a")["input_ids"]
+    return bos if ids and ids[0] == tokenizer.bos_token_id else ""
 
 
 def ablated_context(context: str, sources: Sequence[Source], keep: Sequence[bool]) -> str:
@@ -195,23 +309,6 @@ def ablated_context(context: str, sources: Sequence[Source], keep: Sequence[bool
     return "".join(parts)
 
 
-def build_prompt(tokenizer, context: str, question: str, template: str = PROMPT_TEMPLATE) -> Prompt:
-    """``template`` filled with the context and the question, then put into the tokenizer's chat template as the
-    user's turn, with the assistant's turn opened (where the tokenizer has a chat template; the filled template
-    alone where it has none)."""
-    if "{context}" not in template:
-        raise ValueError(f"template: expected a {{context}} field, got {template!r}")
-    user = template.format(context=context, question=question)
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
-        )
-    else:
-        text = user
-    offset = text.index(user) + template.format(context="\0", question=question).index("\0")
-    return Prompt(text, offset, offset + len(context))
-
-
 @dataclass(frozen=True)
 class Ablations:
     """What a removal gives the scoring: one token sequence per mask (the answer after the prompt) and, for a
@@ -222,27 +319,23 @@ class Ablations:
 
 
 #: How a source is taken out of its context, by name (the module's docstring): each maps ``(tokenizer, context,
-#: sources, question, template, answer, masks)`` to the :class:`Ablations` to score.
+#: sources, question, form, answer, masks)`` (``form`` a :class:`PromptFormat`) to the :class:`Ablations` to score.
 REMOVALS: Registry[Callable[..., Ablations]] = Registry("source removals", "generation.removal")
 
 
 @REMOVALS.register("delete")
-def deleted(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
+def deleted(tokenizer, context, sources, question, form, answer, masks) -> Ablations:
     """Each mask's prompt rebuilt from its kept sources (:func:`~attnlens.tasks.contexts.ablated_context`)."""
-    prompts = [build_prompt(tokenizer, ablated_context(context, sources, keep), question, template) for keep in masks]
-    return Ablations([_prompt_ids(tokenizer, prompt) + answer for prompt in prompts], None)
+    prompts = [form.build(tokenizer, ablated_context(context, sources, keep), question) for keep in masks]
+    return Ablations([prompt.encode(tokenizer)[0] + answer for prompt in prompts], None)
 
 
 @REMOVALS.register("mask")
-def masked(tokenizer, context, sources, question, template, answer, masks) -> Ablations:
+def masked(tokenizer, context, sources, question, form, answer, masks) -> Ablations:
     """The full prompt for every mask, its removed sources' tokens out of attention
     (:func:`~attnlens.tasks.contexts.token_sources`)."""
-    prompt = build_prompt(tokenizer, context, question, template)
-    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
-    owner = token_sources(encoded["offset_mapping"], sources, prompt.context_start)
+    prompt = form.build(tokenizer, context, question)
+    ids, offsets = prompt.encode(tokenizer)
+    owner = token_sources(offsets, sources, prompt.context_start)
     keep = [[int(o < 0 or kept[o]) for o in owner] + [1] * len(answer) for kept in masks]
-    return Ablations([list(encoded["input_ids"]) + answer] * len(masks), keep)
-
-
-def _prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
-    return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
+    return Ablations([ids + answer] * len(masks), keep)

@@ -29,7 +29,7 @@ from attnlens.attribution.source_scores import (
 )
 from attnlens.generation.ablation import answer_token_log_probs
 from attnlens.models import architecture
-from attnlens.tasks.contexts import build_prompt
+from attnlens.tasks.contexts import PromptFormat
 from benchmarks.beside import bench_attnlens, given_sources
 from benchmarks.beside_tools import build, prompt_ids
 from benchmarks.contexts import main as contexts_main
@@ -197,7 +197,8 @@ def test_the_beside_benchmark_scores_the_tools_prompt(tmp_path):
     context, sources = given_sources(record["sources"])
     assert [context[s.start : s.end] for s in sources] == record["sources"]
     theirs = prompt_ids(tokenizer, context, record["question"])
-    ours = tokenizer(build_prompt(tokenizer, context, record["question"]).text, add_special_tokens=False)["input_ids"]
+    prompt = PromptFormat().build(tokenizer, context, record["question"])
+    ours = tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
     assert ours == theirs and len(theirs) == record["prompt_tokens"] == 248
     row = bench_attnlens(str(tmp_path), 8)
     assert row["tokens"] == 256 and row["surrogate"]["ablations"] == 8

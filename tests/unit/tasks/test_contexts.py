@@ -8,13 +8,22 @@ import itertools
 
 import pytest
 from tokenizers import ByteLevelBPETokenizer
+from tokenizers.processors import TemplateProcessing
 from transformers import PreTrainedTokenizerFast
 
 from attnlens.data.corpus import generate_qa_corpus
 from attnlens.errors import InputError
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from attnlens.pipeline.config import SyntheticConfig
-from attnlens.tasks.contexts import SPLITTERS, Source, ablated_context, build_prompt, split_context, token_sources
+from attnlens.tasks.contexts import (
+    SPLITTERS,
+    PromptFormat,
+    Source,
+    ablated_context,
+    begin_token,
+    split_context,
+    token_sources,
+)
 from tests.support.hostile_corpus import HOSTILE
 
 TEXT = (
@@ -135,14 +144,59 @@ def test_an_ablated_context_keeps_the_white_space_before_each_kept_source():
 
 def test_a_prompt_is_its_template_inside_the_chat_template_where_there_is_one():
     tokenizer = load_tokenizer(packaged_model_dir())  # no chat template: the filled template alone
-    plain = build_prompt(tokenizer, "A. B.", "why?")
+    plain = PromptFormat().build(tokenizer, "A. B.", "why?")
     assert (
         plain.text == "Context: A. B.\n\nQuery: why?" and plain.text[plain.context_start : plain.context_end] == "A. B."
     )
     tokenizer.chat_template = (
         "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}{% if add_generation_prompt %}<a>{% endif %}"
     )
-    chat = build_prompt(tokenizer, "A. B.", "why?", template="Q: {question}\nC: {context}")
+    chat = PromptFormat("Q: {question}\nC: {context}").build(tokenizer, "A. B.", "why?")
     assert chat.text == "<u>Q: why?\nC: A. B.</u><a>" and chat.text[chat.context_start : chat.context_end] == "A. B."
     with pytest.raises(ValueError, match="context"):
-        build_prompt(tokenizer, "A.", "why?", template="{question}")
+        PromptFormat("{question}")
+
+
+def _bpe_with_begin() -> PreTrainedTokenizerFast:
+    """:func:`_bpe`'s tokenizer putting ``<s>`` before every text, as Gemma's puts ``<bos>``."""
+    tokenizer = _bpe()
+    start = tokenizer.convert_tokens_to_ids("<s>")
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[("<s>", start)])
+    return tokenizer
+
+
+def test_a_base_models_prompt_is_a_completion_after_its_begin_token_and_a_literal_one_in_the_text_is_text():
+    tokenizer = _bpe_with_begin()
+    start = tokenizer.convert_tokens_to_ids("<s>")
+    assert begin_token(tokenizer) == "<s>" and begin_token(_bpe()) == ""
+    context = "Bob met Ann <s> here."
+    prompt = PromptFormat("C: {context}\nQ: {question}\nA:", system="Be brief.").build(tokenizer, context, "who?")
+    assert prompt.text == "<s>Be brief.\n\nC: Bob met Ann <s> here.\nQ: who?\nA:"
+    assert prompt.text[prompt.context_start : prompt.context_end] == context
+    assert [prompt.text[a:b] for a, b in prompt.user_spans] == [context, "who?"]
+    ids, offsets = prompt.encode(tokenizer)
+    assert ids[0] == start and ids.count(start) == 1  # the template's <s> one token, the context's three characters
+    inside = [i for i, (a, b) in enumerate(offsets) if prompt.context_start <= a < prompt.context_end]
+    assert tokenizer.decode([ids[i] for i in inside]).strip() == context
+    plain = PromptFormat("C: {context}").build(tokenizer, "Bob met Ann.", "who?")  # no literal: tokenized whole
+    assert plain.encode(tokenizer)[0] == tokenizer(plain.text, add_special_tokens=False)["input_ids"]
+
+
+def test_a_chat_prompt_is_the_chat_templates_with_its_system_turn_and_its_special_tokens():
+    """Hugging Face's ``apply_chat_template(tokenize=True)`` is the reference: the same ids, the system turn where one
+    is given, the template's ``<s>`` markers as special tokens."""
+    tokenizer = _bpe()
+    tokenizer.chat_template = (
+        "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<s>assistant: {% endif %}"
+    )
+    form = PromptFormat("{question} {context}", system="Cite.")
+    prompt = form.build(tokenizer, "Bob met Ann.", "Who met?")
+    turns = [{"role": "system", "content": "Cite."}, {"role": "user", "content": "Who met? Bob met Ann."}]
+    reference = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
+    reference = reference["input_ids"] if isinstance(reference, dict) or hasattr(reference, "keys") else reference
+    assert prompt.encode(tokenizer)[0] == list(reference)
+    assert prompt.text.startswith("<s>system: Cite.</s><s>user: Who met? ")
+    assert [prompt.text[a:b] for a, b in prompt.user_spans] == ["Who met?", "Bob met Ann."]
+    with pytest.raises(ValueError, match="no field but"):
+        PromptFormat("{context} {answer}")

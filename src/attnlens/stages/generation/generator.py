@@ -21,7 +21,7 @@ from attnlens.generation.answer_artifacts import (
 )
 from attnlens.generation.decoder_training import TrainingExample, train_generator
 from attnlens.generation.decoding import generation_metrics
-from attnlens.generation.prompts import answer_ids
+from attnlens.generation.prompts import answer_ids, completion_notes
 from attnlens.generation.responses import example_prompt, prompts_and_answers, responses
 from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
@@ -149,8 +149,7 @@ def run_generate_answers(
     test_df, _ = load_examples(test_path)
     rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
     frame, notes = responses(model, tokenizer, test_df.head(cfg.n_examples), cfg, target, rationales, str(test_path))
-    if not getattr(tokenizer, "chat_template", None):
-        notes.append("the tokenizer has no chat template: each prompt is generation.template alone")
+    notes += completion_notes(tokenizer, cfg.stop)
     for note in notes:
         log.warning("%s", note)
     prov = provenance(
