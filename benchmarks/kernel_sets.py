@@ -4,12 +4,12 @@
 
 A decoder trained from scratch is a function of its seed and of the float rounding of every step, and each CPU
 kernel set (AVX-512, AVX2, the portable one) rounds its own way (tests/README.md, "CPU kernels"): two machines
-train two different models from one config. This measures what that does to the study. Each run is the
-generation default (``config/config.yaml`` with ``config/generation.yaml``, ``generation.train.seed`` set) from an
-empty ``results/`` in ``DIR/<kernels>-s<seed>`` (``DIR``: ``/tmp/attnlens-kernel-sets/<commit>``), up to the
-answer leaderboard, under the kernel set's environment (``native``: this machine's own; ``portable``:
-:data:`attnlens.device.PORTABLE_KERNELS`). The first kernel set runs every seed, the others the first seed. A
-folder that holds a finished run is reused.
+train two different models from one config. This measures what that does to the study. Each run is the generation
+study on its decoder trained from scratch (``config/config.yaml`` with ``config/generation_scratch.yaml``,
+``generation.train.seed`` set) from an empty ``results/`` in ``DIR/<kernels>-s<seed>`` (``DIR``:
+``/tmp/attnlens-kernel-sets/<commit>``), up to the answer leaderboard, under the kernel set's environment
+(``native``: this machine's own; ``portable``: :data:`attnlens.device.PORTABLE_KERNELS`). The first kernel set runs
+every seed, the others the first seed. A folder that holds a finished run is reused.
 
 ``results/bench/kernel_sets.json`` records per run its kernels, wall and CPU seconds, the held-out exact match, the
 answers' log-probability and the leaderboard's means; per other kernel set, how far it lies from the first at the
@@ -56,7 +56,14 @@ def run(folder: Path, kernels: str, seed: int, cores: int) -> dict:
     (folder / "config" / "seed.yaml").write_text(f"generation:\n  train:\n    seed: {seed}\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KERNELS} | KERNEL_SETS[kernels]
     cmd = snakemake_in(
-        folder, "--cores", str(cores), "--configfile", "config/generation.yaml", "config/seed.yaml", "--", *TARGETS
+        folder,
+        "--cores",
+        str(cores),
+        "--configfile",
+        "config/generation_scratch.yaml",
+        "config/seed.yaml",
+        "--",
+        *TARGETS,
     )
     print(f"kernel_sets: {kernels}, seed {seed}, in {folder}", file=sys.stderr, flush=True)
     with (folder / "run.log").open("w", encoding="utf-8") as log:

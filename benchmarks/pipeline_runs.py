@@ -11,7 +11,8 @@ first whenever another config is asked for, so each other run's cost is a ratio 
 minutes apart (machines of one kind differ by up to 2 ×: docs/benchmarks.md). Run it with nothing else running.
 
 Records written: ``default_run`` (the classification default), ``task_defaults`` (the task overlays' ratios),
-``generation_default``, ``grid`` (``config/grid.yaml``) and ``generation_seeds`` (``config/generation_grid.yaml``:
+``generation_default`` (``config/generation.yaml``, Gemma 3 270M), ``generation_scratch`` (its control, a decoder
+trained from scratch), ``grid`` (``config/grid.yaml``) and ``generation_seeds`` (``config/generation_grid.yaml``:
 also each answer method's count of runs it is best in by LDS, from the grid's findings); the first and the third
 with their per-rule tables (and the generation's LDS per method) that docs/benchmarks.md prints. ``--record
 pipeline_runs.json`` runs nothing and writes the records of a result written before, with its commit and date.
@@ -37,10 +38,15 @@ TASKS = {
     "config/qa.yaml": "question answering",
     "config/regression.yaml": "regression",
 }
+#: The generation study's configurations: the default on Gemma 3 270M, and its control trained from scratch.
+GENERATION = ("config/generation.yaml", "config/generation_scratch.yaml")
 SECTIONS = {
     "default_run": "[the default run](#the-default-run-make-run)",
     "task_defaults": "[the tasks' default runs](#the-tasks-default-runs-docstasksmd)",
-    "generation_default": "[the generation default](#the-generation-default-configgenerationyaml-issue-69)",
+    "generation_default": "[the generation default](#the-generation-default-on-gemma-3-270m-configgeneration"
+    "yaml-issue-81)",
+    "generation_scratch": "[the generation study on a decoder trained from scratch](#the-generation-study-on-a-decoder-"
+    "trained-from-scratch-configgeneration_scratchyaml-the-default-until-issue-81-issue-69)",
     "grid": "[the grid](#the-grid-make-grid)",
     "generation_seeds": "[findings.md](findings.md#the-generation-study-across-seeds)",
 }
@@ -150,27 +156,24 @@ def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
         )
     gen = runs.get("config/generation.yaml")
     if gen and base:
-        ratio, exact = gen["pipeline_s"] / base["pipeline_s"], gen["headline"].get("exact_match", float("nan"))
-        lds = gen.get("lds", {})
-        ranked = ", ".join(f"{m} {v:.2f}" for m, v in sorted(lds.items(), key=lambda kv: -kv[1])[:3])
         write_record(
             "generation_default",
-            "What does the generation study cost, and which method finds what an answer rests on?",
-            f"{ratio:.2f} × the classification default ({minutes(gen['pipeline_s'])} of pipeline); the decoder's "
-            f"held-out exact match {exact:.3f}" + (f"; the highest LDS: {ranked}" if lds else ""),
-            SECTIONS["generation_default"],
-            bench,
-            {
-                "pipeline": minutes(gen["pipeline_s"]),
-                "ratio": round(ratio, 2),
-                "exact_match": round(exact, 4),
-                "lds": lds,
-            },
-            tables={
-                "rules": _rules_table(gen),
-                "lds": {"header": ["method", "LDS"], "rows": [[f"`{m}`", f"{v:.3f}"] for m, v in _by_value(lds)]},
-            },
+            "What does the generation study cost on Gemma 3 270M, and which method finds what its answer rests on?",
+            section=SECTIONS["generation_default"],
+            bench=bench,
             provenance=provenance,
+            **_generation_record(gen, base),
+        )
+    scratch = runs.get("config/generation_scratch.yaml")
+    if scratch and base:
+        write_record(
+            "generation_scratch",
+            "What does the generation study cost on a decoder trained from scratch, and which method finds what an "
+            "answer rests on?",
+            section=SECTIONS["generation_scratch"],
+            bench=bench,
+            provenance=provenance,
+            **_generation_record(scratch, base),
         )
     grid = runs.get("config/grid.yaml")
     if grid:
@@ -208,6 +211,27 @@ def _records(runs: dict[str, dict], provenance: dict | None = None) -> None:
         )
 
 
+def _generation_record(gen: dict, base: dict) -> dict:
+    """A generation run's answer, figures and tables, its cost a ratio to the classification default's ``base``."""
+    ratio, exact = gen["pipeline_s"] / base["pipeline_s"], gen["headline"].get("exact_match", float("nan"))
+    lds = gen.get("lds", {})
+    ranked = ", ".join(f"{m} {v:.2f}" for m, v in sorted(lds.items(), key=lambda kv: -kv[1])[:3])
+    return {
+        "answer": f"{ratio:.2f} × the classification default ({minutes(gen['pipeline_s'])} of pipeline); the model's "
+        f"held-out exact match {exact:.3f}" + (f"; the highest LDS: {ranked}" if lds else ""),
+        "figures": {
+            "pipeline": minutes(gen["pipeline_s"]),
+            "ratio": round(ratio, 2),
+            "exact_match": round(exact, 4),
+            "lds": lds,
+        },
+        "tables": {
+            "rules": _rules_table(gen),
+            "lds": {"header": ["method", "LDS"], "rows": [[f"`{m}`", f"{v:.3f}"] for m, v in _by_value(lds)]},
+        },
+    }
+
+
 def _by_value(values: dict) -> list:
     return sorted(values.items(), key=lambda kv: -kv[1])
 
@@ -229,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
             work = Path(tmp)
             run = run_config(config, work)
             run["headline"] = _headline(work / "results")
-            if config == "config/generation.yaml":
+            if config in GENERATION:
                 run["lds"] = answer_lds(work / "results")
             if config == "config/generation_grid.yaml":
                 run["best_by_lds"] = best_by_lds(work / "results")

@@ -46,6 +46,7 @@ QUESTIONS = (
     "task_defaults",
     "generation_seeds",
     "generation_default",
+    "generation_scratch",
     "generation_kernel_sets",
     "long_contexts",
     "beside",

@@ -133,9 +133,11 @@ def test_the_rag_recipe_plans_every_generation_rule_without_the_network(root, tm
 
 
 def test_the_generation_grid_recipe_plans_six_runs_each_checked_and_their_findings(root, tmp_path):
-    """config/generation_grid.yaml over the generation default: six runs of the study (one prepared dataset), each
-    with its randomisation check, and the findings across them."""
-    configs = [str(root / "config" / name) for name in ("config.yaml", "generation.yaml", "generation_grid.yaml")]
+    """config/generation_grid.yaml over the generation study's control (a decoder trained from scratch): six runs of
+    the study (one prepared dataset), each with its randomisation check, and the findings across them."""
+    configs = [
+        str(root / "config" / name) for name in ("config.yaml", "generation_scratch.yaml", "generation_grid.yaml")
+    ]
     args = ("--directory", str(tmp_path), "-n", "--forceall", "--quiet", "rules", "--configfile", *configs)
     out = run_snakemake(root, *args, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -33,7 +33,7 @@ from attnlens.sharding import (
     resolve_shards,
     shard_count,
 )
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, merged
 
 
 def _walk(schema_section: dict, cls: type, path: str):
@@ -284,3 +284,24 @@ def test_every_key_a_rule_lists_is_in_the_schema_and_read_by_shows_it(root):
     assert {"explain", "extract_attention", "predict"} <= set(listed["model.device"])
     row = next(line for line in schema_markdown().splitlines() if line.startswith("| `report.explorer.top_k`"))
     assert row.endswith("| `build_explorers` |")
+
+
+@pytest.mark.parametrize(
+    "overlays",
+    [
+        ["generation.yaml"],
+        ["generation.yaml", "generation_smollm2.yaml"],
+        ["generation_scratch.yaml", "generation_grid.yaml"],
+    ],
+)
+def test_the_generation_overlays_validate_in_the_order_their_headers_give(root, overlays):
+    """Each generation configuration, laid over config/config.yaml as its header's command lays it: the default on
+    Gemma 3 270M, SmolLM2 over it, and the from-scratch control with its grid."""
+    config = read_config_file(root / "config/config.yaml")
+    for name in overlays:
+        config = merged(config, read_config_file(root / "config" / name))
+        assert f"--configfile config/{' config/'.join(overlays[: overlays.index(name) + 1])}" in (
+            root / "config" / name
+        ).read_text(encoding="utf-8")
+    checked = validate_config(config, overlays[-1])
+    assert checked["model"]["source"] == ("from_config" if "generation_scratch.yaml" in overlays else "pretrained")
