@@ -79,7 +79,16 @@ use rule model_job as ablate_contexts with:
     params:
         cfg=keys(
             model=["device"],
-            generation=["template", "system_prompt", "removal", "n_ablations", "n_heldout", "keep", "batch_size", "seed"],
+            generation=[
+                "template",
+                "system_prompt",
+                "removal",
+                "n_ablations",
+                "n_heldout",
+                "keep",
+                "batch_size",
+                "seed",
+            ],
         ),
 
 
