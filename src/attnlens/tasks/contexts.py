@@ -15,6 +15,7 @@ a plain completion after the tokenizer's begin-of-sequence token where it has no
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import string
@@ -193,9 +194,7 @@ class Prompt:
         prompt, where the user's text spells no special token; else in pieces between the template's special tokens
         (which is how a tokenizer splits its text at special tokens anyway)."""
         whole = tokenizer(self.text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=False)
-        special = set(tokenizer.all_special_ids) | {
-            i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special
-        }
+        special = special_ids(tokenizer)
         marks = [(a, b) for i, (a, b) in zip(whole["input_ids"], whole["offset_mapping"], strict=True) if i in special]
         if not any(u < b and a < v for a, b in marks for u, v in self.user_spans):
             return list(whole["input_ids"]), [tuple(o) for o in whole["offset_mapping"]]
@@ -287,6 +286,15 @@ class PromptFormat:
 DEFAULT_FORMAT = PromptFormat()
 
 
+@functools.lru_cache(maxsize=8)
+def special_ids(tokenizer) -> frozenset[int]:
+    """Every id the tokenizer treats as special: its named special tokens and the added tokens marked special (Gemma
+    3's vocabulary has 6 249). Cached per tokenizer: each ablation's prompt is encoded with it."""
+    added = getattr(tokenizer, "added_tokens_decoder", {})
+    return frozenset(tokenizer.all_special_ids) | {i for i, token in added.items() if token.special}
+
+
+@functools.lru_cache(maxsize=8)
 def begin_token(tokenizer) -> str:
     """The tokenizer's begin-of-sequence token where it puts one before every text it encodes; ``""`` otherwise."""
     bos = getattr(tokenizer, "bos_token", None)
