@@ -45,7 +45,6 @@ def greedy_answers(
     generation halts there too) or ``max_new_tokens`` tokens."""
     if stop and tokenizer is None:
         raise ValueError("expected the tokenizer that decodes the answers to find their stop strings")
-
     device = next(model.parameters()).device
     out: list[Answer | None] = [None] * len(prompts)
     by_length: dict[int, list[int]] = {}
