@@ -195,14 +195,14 @@ class Prompt:
         (which is how a tokenizer splits its text at special tokens anyway)."""
         whole = tokenizer(self.text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=False)
         special = special_ids(tokenizer)
-        marks = [(a, b) for i, (a, b) in zip(whole["input_ids"], whole["offset_mapping"], strict=True) if i in special]
-        if not any(u < b and a < v for a, b in marks for u, v in self.user_spans):
+        tokens = list(zip(whole["input_ids"], whole["offset_mapping"], strict=True))
+        if not any(i in special and self._in_user_text(a, b) for i, (a, b) in tokens):
             return list(whole["input_ids"]), [tuple(o) for o in whole["offset_mapping"]]
         ids: list[int] = []
         offsets: list[tuple[int, int]] = []
         start = 0
-        for i, (a, b) in zip(whole["input_ids"], whole["offset_mapping"], strict=True):
-            if i not in special or any(u < b and a < v for u, v in self.user_spans):
+        for i, (a, b) in tokens:
+            if i not in special or self._in_user_text(a, b):
                 continue
             self._text_piece(tokenizer, start, a, ids, offsets)
             ids.append(int(i))
@@ -210,6 +210,9 @@ class Prompt:
             start = b
         self._text_piece(tokenizer, start, len(self.text), ids, offsets)
         return ids, offsets
+
+    def _in_user_text(self, start: int, end: int) -> bool:
+        return any(u < end and start < v for u, v in self.user_spans)
 
     def _text_piece(self, tokenizer, start: int, end: int, ids: list, offsets: list) -> None:
         if end > start:
