@@ -48,6 +48,7 @@ QUESTIONS = (
     "generation_default",
     "generation_scratch",
     "generation_kernel_sets",
+    "exact_truth",
     "long_contexts",
     "beside",
     "grid",

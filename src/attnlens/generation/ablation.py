@@ -24,17 +24,22 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from attnlens.attribution.exact import every_mask
+from attnlens.generation.prefix_tree import tree_log_probs
 from attnlens.models import architecture
 from attnlens.tasks.contexts import DEFAULT_FORMAT, REMOVALS, PromptFormat, Source
 
 #: Sequences per forward when the caller gives no batch.
 BATCH = 8
-#: A forward's fixed cost in floating-point operations, per device type: what batching ablations saves. A token
-#: costs about twice the decoder layers' parameters, so the overhead in tokens shrinks as the model grows
-#: (:func:`forward_overhead`; docs/benchmarks.md, "Ablations from the shared prefix"). The CPU's is measured (1.7 ms
-#: of fixed cost at 11.5 µs a token on the default's 2-layer decoder of 131 k layer parameters: 145 tokens); a
-#: card's is not yet, set to what 10 ms of launches cost at 50 TFLOP/s.
-FORWARD_OVERHEAD_FLOP = {"cpu": 4.0e7, "cuda": 5.0e11}
+#: A forward's costs per device type, what batching ablations saves: ``(fixed seconds a decoder layer, a token's
+#: floor in seconds a layer, floating-point operations a second)``. A forward costs its layers' fixed cost, and a
+#: token the larger of twice the layers' parameters in operations and its floor (a small model's tokens cost more
+#: than their arithmetic), so a forward's fixed cost is worth few tokens of a large model and many of a small one
+#: (:func:`forward_overhead`). The CPU's, measured on 2 cores (docs/benchmarks.md, "Ablations from the shared
+#: prefix"): Gemma 3 270M, 18 layers, 27 ms for a one-token forward over a cached prefix and 0.93 ms a token at 16
+#: rows of 32 (1.5 ms a layer, 2·10¹¹ operations a second); the default's 2-layer decoder of 131 k layer parameters,
+#: 11.5 µs a token. A card's is not yet measured: 0.5 ms of launches a layer at 50 TFLOP/s.
+FORWARD_COSTS = {"cpu": (1.5e-3, 5.75e-6, 2.0e11), "cuda": (5.0e-4, 1.0e-7, 5.0e13)}
 
 
 @torch.no_grad()
@@ -104,11 +109,13 @@ def shared_prefix(full: Sequence[int], ids: Sequence[int], keep: Sequence[int] |
 
 
 def forward_overhead(model) -> int:
-    """What a forward's fixed cost is worth in tokens of ``model`` on its device (:data:`FORWARD_OVERHEAD_FLOP`):
+    """What a forward's fixed cost is worth in tokens of ``model`` on its device (:data:`FORWARD_COSTS`):
     deterministic, so a run's batches, and its numbers, do not depend on the machine's speed."""
     device = next(model.parameters()).device.type
-    layers = sum(p.numel() for layer in architecture(model).layers(model) for p in layer.parameters())
-    return int(FORWARD_OVERHEAD_FLOP.get(device, FORWARD_OVERHEAD_FLOP["cpu"]) // max(2 * layers, 1))
+    fixed, floor, rate = FORWARD_COSTS.get(device, FORWARD_COSTS["cpu"])
+    layers = architecture(model).layers(model)
+    parameters = sum(p.numel() for layer in layers for p in layer.parameters())
+    return int(fixed * len(layers) / max(2 * parameters / rate, floor * len(layers)))
 
 
 def _batches(order: Sequence[int], prefix: Sequence[int], lengths: Sequence[int], size: int, overhead: int):
@@ -239,3 +246,26 @@ def ablation_log_probs(
     return shared_prefix_log_probs(
         model, full.sequences[0], ablations.sequences, len(answer), ablations.keep, batch_size
     )
+
+
+def every_ablation_log_probs(
+    model,
+    tokenizer,
+    context: str,
+    sources: Sequence[Source],
+    question: str,
+    answer_ids: Sequence[int],
+    removal: str = "delete",
+    form: PromptFormat = DEFAULT_FORMAT,
+    batch_size: int = BATCH,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact truth's ablations: :func:`~attnlens.attribution.exact.every_mask` of the sources and ``(2ⁿ, answer
+    tokens)`` float64, each answer token's log-probability on the context with each mask's zeros taken out (as
+    :func:`ablation_log_probs`), from the tree of the ablated prompts' shared prefixes
+    (:func:`~attnlens.generation.prefix_tree.tree_log_probs`)."""
+    masks, answer = every_mask(len(sources)), list(answer_ids)
+    ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, masks)
+    log_probs, _ = tree_log_probs(
+        model, ablations.sequences, len(answer), ablations.keep, batch_size, forward_overhead(model)
+    )
+    return masks, log_probs
