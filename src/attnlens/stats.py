@@ -114,3 +114,16 @@ def paired_wilcoxon(x, y) -> tuple[int, float, float, float, str]:
     res = wilcoxon(d, method="exact" if exact else "approx")
     note = f"{len(d)} non-zero differences: p cannot fall below 0.05" if len(d) < MIN_WILCOXON else ""
     return n, median, float(res.statistic), float(res.pvalue), note
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm, 1979) of a family of tests, NaN left out of the family and kept:
+    the ``i``-th smallest of ``m`` is ``max_{j ≤ i} min(1, (m − j + 1) · p_(j))``, so rejecting where the adjusted
+    p-value is below ``α`` holds the chance of any false rejection in the family to ``α``."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    order = finite[np.argsort(p[finite], kind="stable")]
+    m = len(order)
+    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out

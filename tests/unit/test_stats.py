@@ -13,6 +13,7 @@ from scipy.stats import pearsonr, spearmanr
 from attnlens.stats import (
     bootstrap_means,
     cosine,
+    holm,
     n_top,
     not_computable,
     pearson,
@@ -95,3 +96,22 @@ def test_bootstrap_gives_no_interval_for_a_single_value():
     assert mean[0] == pytest.approx(0.5) and lo[0] <= 0.5 <= hi[0] and np.isnan(mean[1]) and np.isnan(lo[1])
     assert not_computable(1) == "not computable (n = 1)"
     assert not_computable(2, "why") == "not computable (n = 2): why"
+
+
+def test_holm_rejects_as_the_step_down_procedure_does():
+    """Holm's procedure run literally at each level α: reject the i-th smallest p while every p_(j ≤ i) is at most
+    α / (m − j + 1); an adjusted p-value is below α exactly where its hypothesis is rejected. NaN stays out."""
+    rng = np.random.default_rng(4)
+    p = np.concatenate([rng.uniform(0, 0.02, 5), rng.uniform(0, 1, 15), [np.nan]])
+    adjusted = holm(p)
+    assert np.isnan(adjusted[-1]) and (adjusted[:-1] >= p[:-1]).all() and (adjusted[:-1] <= 1).all()
+    order = np.argsort(p[:-1])
+    m = len(order)
+    for alpha in (0.001, 0.01, 0.05, 0.2):
+        rejected = np.zeros(m, dtype=bool)
+        for j, i in enumerate(order):
+            if p[i] > alpha / (m - j):
+                break
+            rejected[i] = True
+        assert np.array_equal(adjusted[:-1] <= alpha, rejected)
+    np.testing.assert_allclose(holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06], rtol=0, atol=1e-15)

@@ -44,12 +44,45 @@ MASK_STRIDE = 100_003
 def answer_masks(
     seed: int, k: int, n_sources: int, n_ablations: int, n_heldout: int, keep: float = KEEP
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Answer ``k``'s random masks: the surrogate's ``n_ablations``, then the ``n_heldout`` of the linear
-    datamodeling score, mask ``i`` from ``RandomState(seed + MASK_STRIDE · k + i)``."""
+    """Answer ``k``'s random masks: the surrogate's ``n_ablations``, mask ``i`` from ``RandomState(seed +
+    MASK_STRIDE · k + i)``; then the linear datamodeling score's ``n_heldout``, never one the surrogate was fitted to
+    nor one drawn before (:func:`heldout_masks`), so that its score is measured off its own training data."""
     if n_ablations + n_heldout > MASK_STRIDE:
         raise ValueError(f"expected at most {MASK_STRIDE} masks an answer in all, got {n_ablations + n_heldout}")
-    masks = ablation_masks(n_sources, n_ablations + n_heldout, seed + MASK_STRIDE * k, keep)
-    return masks[:n_ablations], masks[n_ablations:]
+    fitted = ablation_masks(n_sources, n_ablations, seed + MASK_STRIDE * k, keep)
+    return fitted, heldout_masks(fitted, n_heldout, seed + MASK_STRIDE * k + n_ablations, keep)
+
+
+def heldout_masks(
+    fitted: np.ndarray, n: int, seed: int, keep: float = KEEP, limit: int = MASK_STRIDE // 2
+) -> np.ndarray:
+    """``n`` distinct masks none of which is among ``fitted``: candidate ``j`` drawn from ``RandomState(seed + j)``
+    as :func:`ablation_masks` draws, a repeat skipped (drawn without replacement from the masks left). Where fewer
+    than ``n`` masks are left, every one of them (in the order of their bits, as
+    :func:`~attnlens.attribution.exact.every_mask` orders them); where ``limit`` candidates give fewer than ``n``
+    (a ``keep`` far from ½ makes some masks rare), the rest uniformly from the masks left."""
+    fitted = np.asarray(fitted, dtype=bool)
+    n_sources = fitted.shape[1]
+    seen = {m.tobytes() for m in fitted}
+    left = 2**n_sources - len(seen)
+    if left <= n:
+        every = (np.arange(2**n_sources)[:, None] >> np.arange(n_sources)) & 1 == 1
+        return every[[m.tobytes() not in seen for m in every]]
+    out: list[np.ndarray] = []
+    for j in range(limit):
+        if len(out) == n:
+            break
+        mask = np.random.RandomState(seed + j).choice([False, True], size=n_sources, p=[1 - keep, keep])
+        if mask.tobytes() not in seen:
+            seen.add(mask.tobytes())
+            out.append(mask)
+    rng = np.random.RandomState(seed + limit)
+    while len(out) < n:  # rare masks: uniformly among those left (a mask of ``n_sources`` bits, drawn until new)
+        mask = rng.randint(0, 2, size=n_sources).astype(bool)
+        if mask.tobytes() not in seen:
+            seen.add(mask.tobytes())
+            out.append(mask)
+    return np.stack(out) if out else np.zeros((0, n_sources), dtype=bool)
 
 
 def answer_scores(token_log_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,12 +133,16 @@ def fit_surrogate(
 def linear_datamodeling_score(source_scores: np.ndarray, masks: np.ndarray, scores: np.ndarray) -> float:
     """Spearman's ρ between what ``source_scores`` predict for each mask (``masks · source_scores``; a bias and a
     positive scale change no rank) and the actual ``scores`` on those masks: held-out random ablations, so
-    that a ranking fitted to some ablations is judged on others. NaN where either side is constant."""
+    that a ranking fitted to some ablations is judged on others. A ranking whose predictions are constant predicts
+    nothing and scores 0 (leaving it out of a mean would flatter it); NaN where the actual scores are constant
+    (nothing to predict)."""
     from scipy.stats import spearmanr  # noqa: PLC0415 (scipy.stats: 1 s to import; the judging jobs only)
 
     predicted = np.asarray(masks, dtype=np.float64) @ np.asarray(source_scores, dtype=np.float64)
-    if np.ptp(predicted) == 0 or np.ptp(scores) == 0:
+    if np.ptp(scores) == 0:
         return float("nan")
+    if np.ptp(predicted) == 0:
+        return 0.0
     return float(spearmanr(predicted, scores).statistic)
 
 

@@ -11,8 +11,11 @@ Per example and method (``ig`` the reference, ``random`` the control), four grou
 * **cost** — seconds per example, and that divided by one plain forward pass of the same example.
 
 The dataset summary gives, per method and metric, the mean with a paired bootstrap 95 % interval
-(:func:`attnlens.stats.bootstrap_means`, the examples resampled once for every column) and a paired
-Wilcoxon signed-rank test of the method against raw attention (:func:`attnlens.stats.paired_wilcoxon`).
+(:func:`attnlens.stats.bootstrap_means`, the examples resampled once for every column), the mean paired difference
+from the baseline (raw attention) with its own bootstrap interval, and a paired Wilcoxon signed-rank test of the
+method against the baseline (:func:`attnlens.stats.paired_wilcoxon`) whose p-value is Holm-adjusted over every test
+of the table (:func:`attnlens.stats.holm`): a table of a hundred tests stars a difference only where the family
+holds it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pandas as pd
 
 from attnlens.sharding import example_rng
 from attnlens.similarity.metrics import chance_stats, fixed_agreement, permutations, rbo_name
-from attnlens.stats import bootstrap_means, not_computable, paired_wilcoxon
+from attnlens.stats import bootstrap_means, holm, not_computable, paired_wilcoxon
 
 LEADERBOARD_SCHEMA = "explanation_leaderboard/v1"
 #: Per-example columns of the comparison (long format).
@@ -114,9 +117,12 @@ def agreement_rows(
 def summarise(
     per_example: pd.DataFrame, columns: Sequence[Metric], baseline: str, seed: int, n_boot: int
 ) -> pd.DataFrame:
-    """Per method and metric: examples, mean, bootstrap 95 % interval, chance, and the paired test vs ``baseline``.
+    """Per method and metric: examples, mean, bootstrap 95 % interval, chance, the mean paired difference from
+    ``baseline`` with its bootstrap interval (the same resamples), and the paired test vs ``baseline``, its p-value
+    and its Holm-adjusted one over every test of the table.
 
-    Returns rows ``method, metric, group, n, mean, lo, hi, chance, versus, median_difference, p_value, note``.
+    Returns rows ``method, metric, group, n, mean, lo, hi, chance, versus, difference, difference_lo,
+    difference_hi, median_difference, p_value, p_holm, note``.
     """
     out_cols = [
         "method",
@@ -128,8 +134,12 @@ def summarise(
         "hi",
         "chance",
         "versus",
+        "difference",
+        "difference_lo",
+        "difference_hi",
         "median_difference",
         "p_value",
+        "p_holm",
         "note",
     ]
     if per_example.empty:
@@ -139,6 +149,17 @@ def summarise(
     keys = list(wide.columns)
     mean, lo, hi = bootstrap_means(wide.to_numpy(dtype=np.float64), seed, n_boot)
     stats = {key: (m, a, b) for key, m, a, b in zip(keys, mean, lo, hi, strict=True)}
+    paired = [key for key in keys if key[0] != baseline and (baseline, key[1]) in stats]
+    differences = (
+        np.stack(
+            [wide[key].to_numpy(np.float64) - wide[(baseline, key[1])].to_numpy(np.float64) for key in paired], axis=1
+        )
+        if paired
+        else np.zeros((len(wide), 0))
+    )
+    # the same seed resamples the same examples as the means': each difference's interval is of the paired one
+    d_mean, d_lo, d_hi = bootstrap_means(differences, seed, n_boot)
+    difference = {key: (m, a, b) for key, m, a, b in zip(paired, d_mean, d_lo, d_hi, strict=True)}
     group = {m.name: m.group for m in columns}
     methods = list(dict.fromkeys(per_example["method"]))
     rows = []
@@ -151,6 +172,7 @@ def summarise(
             n = int(np.isfinite(values).sum())
             m, a, b = stats[key]
             versus, median, p, test_note = "", np.nan, np.nan, ""
+            d, d_lo, d_hi = difference.get(key, (np.nan, np.nan, np.nan))
             notes = [] if metric.group == "agreement" else ["chance level: agreement metrics only"]
             if method == baseline:
                 notes.append("the baseline of the paired tests")
@@ -162,7 +184,8 @@ def summarise(
             if not n:
                 notes.append(not_computable(0, "no example has this number"))
             note = "; ".join([*notes, test_note] if test_note else notes)
-            rows.append(
-                (method, metric.name, group[metric.name], n, m, a, b, chance.get(key, np.nan), versus, median, p, note)
-            )
-    return pd.DataFrame(rows, columns=out_cols)
+            head = (method, metric.name, group[metric.name], n, m, a, b, chance.get(key, np.nan), versus)
+            rows.append((*head, d, d_lo, d_hi, median, p, np.nan, note))
+    out = pd.DataFrame(rows, columns=out_cols)
+    out["p_holm"] = holm(out["p_value"].to_numpy(np.float64))
+    return out

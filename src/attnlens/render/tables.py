@@ -259,7 +259,8 @@ def summary_table(frame: pd.DataFrame, metrics: Sequence[str], seed: int) -> pd.
 
 def leaderboard_table(summary: pd.DataFrame, columns: Sequence) -> pd.DataFrame:
     """One row per method, one column per metric (:func:`attnlens.attribution.leaderboard.metrics`): ``mean [lo, hi]``,
-    chance in parentheses for agreement, ``*`` where the paired test against the baseline gives p < 0.05;
+    chance in parentheses for agreement, ``*`` where the paired test against the baseline gives p < 0.05 after Holm's
+    adjustment over every test of the table;
     ``–`` where the method has no such number (the random control's agreement and cost)."""
     methods = list(dict.fromkeys(summary["method"]))
     by_key = {(r.method, r.metric): r for r in summary.itertuples(index=False)}
@@ -280,7 +281,7 @@ def leaderboard_table(summary: pd.DataFrame, columns: Sequence) -> pd.DataFrame:
                 text += f" [{r.lo:.{digits}f}, {r.hi:.{digits}f}]"
             if metric.group == "agreement" and np.isfinite(r.chance):
                 text += f" (chance {r.chance:.3f})"
-            if np.isfinite(r.p_value) and r.p_value < 0.05:
+            if np.isfinite(r.p_holm) and r.p_holm < 0.05:
                 text += " *"
             row[metric.label] = text
         rows.append(row)

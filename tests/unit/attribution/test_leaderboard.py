@@ -92,6 +92,13 @@ def test_summary_means_intervals_and_paired_tests():
     base = frame[(frame.method == "attention_all") & (frame.metric == "comprehensiveness")]["value"].to_numpy()
     assert better["p_value"] == pytest.approx(stats.wilcoxon(values - base).pvalue)
     assert better["versus"] == "attention_all" and better["p_value"] < 1e-6
+    # the paired difference: its mean and an interval from the same resamples, narrower than the means' (the
+    # examples' own spread cancels in a pair); Holm over the table's two finite tests doubles the smaller p
+    assert better["difference"] == pytest.approx((values - base).mean(), abs=1e-12)
+    assert better["difference_lo"] < (values - base).mean() < better["difference_hi"]
+    assert better["difference_hi"] - better["difference_lo"] < (better["hi"] - better["lo"]) / 5
+    finite = summary["p_value"].dropna()
+    assert len(finite) == 1 and better["p_holm"] == pytest.approx(better["p_value"])
     assert np.isnan(summary.loc[("same", "comprehensiveness"), "p_value"])  # every difference is 0
     assert summary.loc[("attention_all", "comprehensiveness"), "versus"] == ""
     table = leaderboard_table(summary.reset_index(), columns).set_index("method")

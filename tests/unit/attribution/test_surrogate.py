@@ -22,8 +22,10 @@ from scipy.stats import rankdata
 
 from attnlens.attribution.datamodels import (
     ablation_masks,
+    answer_masks,
     answer_scores,
     fit_surrogate,
+    heldout_masks,
     leave_one_out_masks,
     linear_datamodeling_score,
     precision_recall_at_k,
@@ -91,6 +93,22 @@ def test_the_surrogate_finds_the_planted_sources():
     assert abs(linear_datamodeling_score(rng.normal(size=n_sources), held_out, actual)) < 0.5
 
 
+def test_heldout_masks_are_never_fitted_ones_nor_repeats():
+    """Seven sources (128 masks): 64 fitted masks repeat some (ContextCite draws with replacement), and 32 held-out
+    ones drawn after them must avoid every fitted mask; with 100 asked, only the masks left can be given."""
+    fitted, heldout = answer_masks(0, 3, 7, 64, 32)
+    assert np.array_equal(fitted, ablation_masks(7, 64, 3 * 100_003))  # the surrogate's masks are ContextCite's
+    fitted_keys = {m.tobytes() for m in fitted}
+    assert len(heldout) == 32 and len({m.tobytes() for m in heldout}) == 32
+    assert not fitted_keys & {m.tobytes() for m in heldout}
+    rest = heldout_masks(fitted, 100, seed=5)
+    assert len(rest) == 128 - len(fitted_keys) and not fitted_keys & {m.tobytes() for m in rest}
+    rare = heldout_masks(fitted[:4], 20, seed=5, keep=0.02, limit=50)  # keep 2 %: past 50 draws, drawn uniformly
+    assert len({m.tobytes() for m in rare}) == 20 and not {m.tobytes() for m in fitted[:4]} & {
+        m.tobytes() for m in rare
+    }
+
+
 def test_lds_is_spearmans_rho_of_predicted_and_actual_scores():
     """Against Spearman written out: Pearson's r of scipy's average ranks."""
     rng = np.random.default_rng(5)
@@ -99,7 +117,10 @@ def test_lds_is_spearmans_rho_of_predicted_and_actual_scores():
     predicted = masks @ weights
     expected = np.corrcoef(rankdata(predicted), rankdata(actual))[0, 1]
     assert linear_datamodeling_score(weights, masks, actual) == pytest.approx(expected, abs=1e-12)
-    assert np.isnan(linear_datamodeling_score(np.zeros(9), masks, actual))  # a ranking that predicts nothing
+    # a ranking that predicts nothing scores 0, it does not drop out of the mean; a score that never moves has no
+    # ranking to agree with
+    assert linear_datamodeling_score(np.zeros(9), masks, actual) == 0.0
+    assert np.isnan(linear_datamodeling_score(weights, masks, np.full(40, -2.0)))
 
 
 def test_answer_scores_keep_their_digits_at_both_ends():

@@ -31,7 +31,7 @@ def plot_faithfulness_curves(curves: pd.DataFrame, readout: str = "probability o
 def plot_leaderboard(summary: pd.DataFrame, columns, baseline: str):
     """One panel per metric: every method's mean with its bootstrap 95 % interval (chance as a grey bar for
     agreement), methods top to bottom in leaderboard order; a filled marker where the paired test against
-    ``baseline`` gives p < 0.05."""
+    ``baseline`` gives p < 0.05 after Holm's adjustment over the table's tests."""
     methods = list(dict.fromkeys(summary["method"]))
     shown = [m for m in columns if (summary["metric"] == m.name).any()]
     cols = min(4, len(shown))
@@ -46,7 +46,7 @@ def plot_leaderboard(summary: pd.DataFrame, columns, baseline: str):
                 ax.plot([r.chance, r.chance], [y - 0.35, y + 0.35], color="0.6", lw=2)
             if np.isfinite(r.lo):
                 ax.plot([r.lo, r.hi], [y, y], color="C0", lw=1.5)
-            significant = np.isfinite(r.p_value) and r.p_value < 0.05
+            significant = np.isfinite(r.p_holm) and r.p_holm < 0.05
             colour = "C3" if r.method == baseline else "C0"
             ax.plot([r.mean], [y], "o", color=colour, mfc=colour if significant or r.method == baseline else "white")
         ax.set_yticks(range(len(methods)), methods[::-1], fontsize=8)
@@ -61,7 +61,7 @@ def plot_leaderboard(summary: pd.DataFrame, columns, baseline: str):
         ax.set_visible(False)
     fig.suptitle(
         f"explanations vs IG: mean and bootstrap 95 % interval ({summary['n'].max()} examples); grey: chance; "
-        f"filled: paired Wilcoxon p < 0.05 against {baseline} (red)",
+        f"filled: paired Wilcoxon p < 0.05 (Holm-adjusted) against {baseline} (red)",
         fontsize=9,
     )
     fig.tight_layout()

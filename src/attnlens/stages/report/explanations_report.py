@@ -125,7 +125,8 @@ def run_explanation_leaderboard(
         f"explanation leaderboard over {n} test examples: mean [bootstrap 95 % interval]; agreement = |method| vs "
         f"|IG| on the non-special tokens (chance = IG permuted {sim.n_permutations} times); AOPC over fractions "
         f"{', '.join(f'{f:g}' for f in faith.fractions)}; plausibility against the planted evidence; cost per "
-        f"example and per forward pass; * paired Wilcoxon p < 0.05 against {cfg.baseline}"
+        f"example and per forward pass; * paired Wilcoxon p < 0.05 against {cfg.baseline}, Holm-adjusted over the "
+        "table's tests"
     )
     write_table(leaderboard_table(summary, columns), tables / "explanation_leaderboard", caption)
     caption = f"explanation leaderboard, every number (paired Wilcoxon signed-rank tests against {cfg.baseline})"
