@@ -22,6 +22,7 @@ import torch
 import attnlens
 from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS, LEARNED_SCHEMA, load_head_weights
 from attnlens.attribution.datamodels import answer_masks, answer_scores
+from attnlens.attribution.exact import every_mask
 from attnlens.attribution.head_weights import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
 from attnlens.attribution.sanity_check import SANITY_SCHEMA
@@ -31,6 +32,7 @@ from attnlens.findings.statements import FAILS, PASSES
 from attnlens.findings.verdicts import TOO_FEW
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, response_sources
+from attnlens.generation.answer_leaderboard import EXACT
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
@@ -167,6 +169,14 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
         got = scores[(scores["example_id"] == row.example_id) & (scores["method"] == "leave_one_out")].iloc[0]
         np.testing.assert_allclose(got["scores"], row.log_prob - cached, rtol=0, atol=1e-12)
         assert got["n_forwards"] == n
+        # exact truth: every one of the 2ⁿ ablations (the tiny contexts hold at most generation.exact_sources), the
+        # all-kept one the answer's own score, leave-one-out's among them
+        assert n <= cfg.exact_sources
+        every = np.array([list(m) for m in mine.loc["every", "masks"]])
+        assert np.array_equal(every, every_mask(n))
+        table = answer_scores(np.array([list(t) for t in mine.loc["every", "token_log_probs"]]))[0]
+        assert table[-1] == pytest.approx(row.log_prob, abs=1e-5)  # float32 model, another batch: rounding
+        np.testing.assert_allclose(table[(1 << n) - 1 - (1 << np.arange(n))], cached, rtol=0, atol=1e-5)
 
 
 def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explained_ones(generation_run):
@@ -191,12 +201,17 @@ def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explaine
 
 def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generation_run):
     summary, _ = load_parquet(generation_run / "generation/leaderboard.parquet")
-    assert set(summary["method"]) == set(method_names(ANSWER))
+    assert set(summary["method"]) == set(method_names(ANSWER)) | set(EXACT)  # the exact values judged beside them
     assert {"top1_drop", "top5_drop", "lds", "precision_at_1", "recall_at_3", "cost_ratio", "peak_mib"} <= set(
         summary["metric"]
     )
+    assert {"lds_all", "top1_share", "top3_share", "shapley_tau"} <= set(summary["metric"])
+    exact = summary.set_index(["method", "metric"])
+    assert exact.loc[("exact_shapley", "shapley_tau"), "mean"] == pytest.approx(1.0)
+    shares = summary[summary["metric"].str.endswith("_share")]["mean"].dropna()
+    assert shares.le(1 + 1e-9).all()  # no method's drop beats the best over every k-subset
     table = pd.read_csv(generation_run / "paper/tables/answer_leaderboard.csv")
-    assert list(table["method"]) == list(method_names(ANSWER))
+    assert list(table["method"]) == [*method_names(ANSWER), *EXACT]
     assert (generation_run / "paper/figures/answer_leaderboard.png").stat().st_size > 0
     pages = sorted(p.name for p in (generation_run / "generation/explorer").glob("*.html"))
     assert "index.html" in pages and len(pages) == 3
@@ -282,18 +297,22 @@ def test_the_findings_of_a_generation_grid_judge_the_methods_across_seeds(genera
         metrics = load_json(generation_grid / "results/runs" / run / "models/generator_metrics.json")
         assert metrics["provenance"]["config"]["generation"]["train"]["seed"] == seed
     methods = set(method_names(ANSWER))
+    judged = methods | set(EXACT)  # the exact values' rows are judged beside the methods
     quantities = pd.read_csv(out / "quantities.csv", keep_default_na=False, na_values=[""])
     assert {"generation from a context", "answer leaderboard", "against the surrogate"} <= set(quantities["family"])
     board = quantities[quantities["family"] == "answer leaderboard"]
-    assert set(board["item"]) == methods and {"lds", "top1_drop", "precision_at_1", "seconds"} <= set(board["metric"])
+    assert set(board["item"]) == judged and {"lds", "top1_drop", "precision_at_1", "seconds"} <= set(board["metric"])
     shares = quantities[quantities["family"] == "against the surrogate"]
-    assert set(shares["item"]) == methods - {"surrogate"} and set(shares["n_runs"]) <= {0, 1, 2}
+    assert set(shares["item"]) == judged - {"surrogate"} and set(shares["n_runs"]) <= {0, 1, 2}
     statements = pd.read_csv(out / "statements.csv")
     assert {"best method", "method ordering", "against the surrogate"} <= set(statements["kind"])
     best = statements[statements["kind"] == "best method"]
     ks = _config(generation_grid).top_k
     ranked = {
         "lds",
+        "lds_all",
+        "shapley_tau",
+        *(f"top{k}_share" for k in ks),
         *(f"{name}{k}{end}" for k in ks for name, end in (("top", "_drop"), ("precision_at_", ""), ("recall_at_", ""))),
     }
     assert set(best["metric"]) == ranked  # one per ranked column; the cost columns are not ranked

@@ -85,6 +85,7 @@ use rule model_job as ablate_contexts with:
                 "removal",
                 "n_ablations",
                 "n_heldout",
+                "exact_sources",
                 "keep",
                 "batch_size",
                 "seed",

@@ -206,8 +206,10 @@ use rule light_job as plot_pairs with:
 use rule light_job as answer_leaderboard with:
     input:
         judged_path=at("results/generation/judged.parquet"),
+        responses_path=at("results/generation/responses.parquet"),
     output:
         summary_path=at("results/generation/leaderboard.parquet"),
+        by_structure_path=at("results/generation/leaderboard_by_structure.parquet"),
         figure_stem=report_figure(
             "results/paper/figures/answer_leaderboard", "answer_leaderboard", GENERATION, "Leaderboard"
         ),
@@ -217,6 +219,15 @@ use rule light_job as answer_leaderboard with:
         long=report_table(
             "results/paper/tables/answer_leaderboard_long", "answer_leaderboard", GENERATION, "Leaderboard"
         ),
+        structures=report_table(
+            "results/paper/tables/answer_structures", "answer_structures", GENERATION, "Leaderboard"
+        ),
+        by_structure=report_table(
+            "results/paper/tables/answer_leaderboard_by_structure",
+            "answer_leaderboard",
+            GENERATION,
+            "Leaderboard",
+        ),
     log:
         at("results/logs/answer_leaderboard/answer_leaderboard.log"),
     benchmark:
@@ -224,7 +235,17 @@ use rule light_job as answer_leaderboard with:
     localrule: True
     params:
         cfg=keys(
-            generation=["methods", "score", "removal", "n_heldout", "top_k", "baseline", "seed", "n_bootstrap"],
+            generation=[
+                "methods",
+                "score",
+                "removal",
+                "n_heldout",
+                "exact_sources",
+                "top_k",
+                "baseline",
+                "seed",
+                "n_bootstrap",
+            ],
             figures=["dpi"],
         ),
 

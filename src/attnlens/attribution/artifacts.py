@@ -171,7 +171,8 @@ JUDGED_SCHEMA = "answer_judgements/v1"
 LEARNED_SCHEMA = "learned_attention/v1"
 
 #: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
-#: ``heldout`` (the linear datamodeling score's), ``leave_one_out``; each mask's answer token log-probabilities and
+#: ``heldout`` (the linear datamodeling score's, none of them fitted), ``leave_one_out``, and ``every`` (all ``2ⁿ``,
+#: for an answer of at most ``generation.exact_sources`` sources); each mask's answer token log-probabilities and
 #: the kind's wall seconds.
 ABLATION_COLUMNS = pa.schema(
     [

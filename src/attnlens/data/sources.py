@@ -450,6 +450,7 @@ def prepare_dataset(cfg) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, dict]:
     if (df["split"] == "test").sum() == 0:
         raise InputError(source.where, "split", "expected at least one test example")
     columns = ["example_id", "text", "label", *task.extra_columns, *given]
+    columns += [c for c in task.kept_if_given if c in df.columns]
     frames = {s: df[df["split"] == s][columns].reset_index(drop=True) for s in SPLITS}
     rationales = source.rationales
     if rationales is None:

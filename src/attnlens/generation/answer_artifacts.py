@@ -36,6 +36,10 @@ RESPONSE_COLUMNS = pa.schema(
         ("logit", pa.float64()),
         ("cut_sources", pa.int32()),
         ("cut_tokens", pa.int32()),
+        ("structure", pa.string()),
+        ("follows_context", pa.float64()),
+        ("closed_book", pa.string()),
+        ("same_as_closed_book", pa.float64()),
     ]
 )
 

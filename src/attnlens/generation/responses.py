@@ -15,7 +15,7 @@ import pandas as pd
 
 from attnlens.attribution.datamodels import answer_scores
 from attnlens.errors import InputError
-from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
+from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs, every_ablation_log_probs
 from attnlens.generation.answer_artifacts import answer_of, response_sources
 from attnlens.generation.decoding import greedy_answers, normalized
 from attnlens.generation.prompts import (
@@ -27,6 +27,8 @@ from attnlens.generation.prompts import (
     stop_strings,
 )
 from attnlens.tasks.contexts import PromptFormat, Source
+from attnlens.tasks.qa import QA_CONFLICTING
+from attnlens.tasks.squad import normalize_answer
 
 
 def example_prompt(tokenizer, row, cfg, positions: int, reserve: int) -> AnswerPrompt:
@@ -68,15 +70,20 @@ def responses(
     target: str,
     rationales: pd.DataFrame | None,
     where: str,
+    closed_book: bool = False,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The responses (:data:`~attnlens.generation.answer_artifacts.RESPONSE_COLUMNS`) of the examples ``chosen``: each
     prompt, the greedy answer (``target`` = ``predicted``) or the reference (``true``), the sources (flagged
-    planted from ``rationales``; none flagged without them) and the answer's scores; and the run notes on the
-    answers left out and the prompts cut."""
+    planted from ``rationales``; none flagged without them), the answer's scores, the context's planted
+    ``structure`` (where the examples have one), whether the answer names a value the context states for the
+    question (:func:`_planted`; NaN without rationales); with ``closed_book``, the model's greedy answer to the
+    question alone (no context) and whether the answer is that one; and the run notes on the answers left out and
+    the prompts cut."""
     positions = int(model.config.max_position_embeddings)
     prompts, greedy = prompts_and_answers(model, tokenizer, chosen, cfg, positions)
+    alone = closed_book_answers(model, tokenizer, chosen, cfg) if closed_book else [None] * len(chosen)
     rows, unfinished, empty = [], [], []
-    for r, prompt, g in zip(chosen.itertuples(index=False), prompts, greedy, strict=True):
+    for r, prompt, g, book in zip(chosen.itertuples(index=False), prompts, greedy, alone, strict=True):
         reference = str(r.label)
         if target == "true":
             ids = answer_ids(tokenizer, reference)
@@ -89,9 +96,18 @@ def responses(
             empty.append(str(r.example_id))
             continue
         mine = None if rationales is None else rationales[rationales["example_id"] == r.example_id]
-        kinds, planted = _planted(mine, prompt.sources, prompt.offset)
+        text = normalized(tokenizer, ids)
+        kinds, planted, follows = _planted(mine, prompt.sources, prompt.offset, text, normalize_answer(reference))
         exact = normalized(tokenizer, g.ids) == normalized(tokenizer, answer_ids(tokenizer, reference))
-        rows.append(_row(tokenizer, str(r.example_id), prompt, ids, reference, target, float(exact), kinds, planted))
+        row = _row(tokenizer, str(r.example_id), prompt, ids, reference, target, float(exact), kinds, planted)
+        structure = getattr(r, "structure", None)
+        row |= {
+            "structure": structure if isinstance(structure, str) else "",
+            "follows_context": follows,
+            "closed_book": "" if book is None else tokenizer.decode(list(book.ids), skip_special_tokens=True).strip(),
+            "same_as_closed_book": np.nan if book is None else float(normalized(tokenizer, book.ids) == text),
+        }
+        rows.append(row)
     if not rows:
         raise InputError(
             where,
@@ -152,6 +168,7 @@ def one_response(
     n = len(prompt.sources)
     target = "predicted" if answer is None else "true"
     row = _row(tokenizer, "answer", prompt, ids, answer or "", target, float("nan"), [-1] * n, [False] * n)
+    row |= {"structure": "", "follows_context": np.nan, "closed_book": "", "same_as_closed_book": np.nan}
     _score(model, [row], cfg.batch_size)
     return pd.Series(row), finished, notes
 
@@ -189,18 +206,64 @@ def _score(model, rows: list[dict], batch_size: int) -> None:
         row.update(token_log_probs=lp.tolist(), log_prob=float(log_p), logit=float(logit))
 
 
-def _planted(rationales: pd.DataFrame | None, sources: Sequence[Source], offset: int) -> tuple[list[int], list[bool]]:
-    """Each source's planted kind (the ``phrase_label`` of a planted sentence inside it; −1 for none) and whether
-    it holds planted evidence (the answer's sentence; the supporting sentence of a two-hop question)."""
+def closed_book_answers(model, tokenizer, chosen: pd.DataFrame, cfg) -> list:
+    """The model's greedy answer to each question with no context (the prompt with an empty context): what it
+    answers from its own knowledge, against which an answer that follows the context is told apart."""
+    form = PromptFormat.of(cfg)
+    prompts = [form.build(tokenizer, "", str(r.question)).encode(tokenizer)[0] for r in chosen.itertuples(index=False)]
+    return greedy_answers(
+        model,
+        prompts,
+        max_new_tokens=cfg.max_new_tokens,
+        end=end_token(tokenizer),
+        pad=tokenizer.pad_token_id,
+        batch_size=cfg.batch_size,
+        stop=stop_strings(cfg.stop, tokenizer),
+        tokenizer=tokenizer,
+    )
+
+
+def _planted(
+    rationales: pd.DataFrame | None, sources: Sequence[Source], offset: int, answer: str, reference: str
+) -> tuple[list[int], list[bool], float]:
+    """Each source's planted kind (the ``phrase_label`` of a planted sentence inside it; −1 for none), whether it
+    holds planted evidence (the answer's sentence; the supporting sentence of a two-hop question), and whether the
+    ``answer`` (normalised, as exact match compares) names a value the context states for the question: the
+    ``reference``, or one of two conflicting sentences' values (NaN without rationales). Of two sentences that
+    disagree (:data:`~attnlens.tasks.qa.QA_CONFLICTING`), the planted one is the one whose value the answer names:
+    what it followed (both where it names neither or both)."""
     if rationales is None:
-        return [-1] * len(sources), [False] * len(sources)
+        return [-1] * len(sources), [False] * len(sources), float("nan")
+    values = _conflicting_values(rationales[rationales["phrase_label"] == QA_CONFLICTING]["phrase"].tolist())
+    named = {phrase: value in answer for phrase, value in values.items()}
+    followed = sum(named.values()) == 1
     kinds, planted = [], []
     for s in sources:
         a, b = s.start + offset, s.end + offset
         inside = rationales[(rationales["char_start"] < b) & (rationales["char_end"] > a)]
         kinds.append(int(inside["phrase_label"].iloc[0]) if len(inside) else -1)
-        planted.append(bool(inside["evidence"].any()) if len(inside) else False)
-    return kinds, planted
+        evidence = [
+            bool(e) and (not followed or named.get(phrase, True))
+            for e, phrase in zip(inside["evidence"], inside["phrase"], strict=True)
+        ]
+        planted.append(any(evidence))
+    follows = bool(reference and reference in answer) or any(named.values())
+    return kinds, planted, float(follows)
+
+
+def _conflicting_values(phrases: list[str]) -> dict[str, str]:
+    """Each of two sentences that disagree, and its value: what is left of its normalised text without the words
+    the two share at either end ("Falcon was designed by Ada Byrne" → "ada byrne")."""
+    if len(phrases) != 2:
+        return {}
+    words = [normalize_answer(p).split() for p in phrases]
+    head = 0
+    while head < min(map(len, words)) and words[0][head] == words[1][head]:
+        head += 1
+    tail = 0
+    while tail < min(map(len, words)) - head and words[0][-1 - tail] == words[1][-1 - tail]:
+        tail += 1
+    return {p: " ".join(w[head : len(w) - tail]) for p, w in zip(phrases, words, strict=True)}
 
 
 def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str], cfg, positions: int) -> list[str]:
@@ -240,13 +303,28 @@ def ablate(model, tokenizer, row, masks: np.ndarray, cfg) -> np.ndarray:
 
 
 def timed_ablations(
-    model, tokenizer, row, kinds: Mapping[str, np.ndarray], cfg
+    model, tokenizer, row, kinds: Mapping[str, np.ndarray], cfg, every: bool = False
 ) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
     """``{kind: (masks, token log-probabilities, seconds)}``: :func:`ablate` of each kind's masks (the surrogate's
-    random ones, the held-out ones, leave-one-out's) and the wall seconds its forwards took."""
+    random ones, the held-out ones, leave-one-out's) and the wall seconds its forwards took; with ``every``, kind
+    ``every`` too: all ``2ⁿ`` ablations (:func:`~attnlens.generation.ablation.every_ablation_log_probs`)."""
     out = {}
     for kind, masks in kinds.items():
         t0 = time.perf_counter()
         lp = ablate(model, tokenizer, row, masks, cfg)
         out[kind] = (masks, lp, time.perf_counter() - t0)
+    if every:
+        t0 = time.perf_counter()
+        masks, lp = every_ablation_log_probs(
+            model,
+            tokenizer,
+            row.context,
+            response_sources(row),
+            row.question,
+            answer_of(row),
+            cfg.removal,
+            PromptFormat.of(cfg),
+            cfg.batch_size,
+        )
+        out["every"] = (masks, lp, time.perf_counter() - t0)
     return out

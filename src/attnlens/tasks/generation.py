@@ -46,6 +46,7 @@ class Generation(Task):
     headline_metrics = (("exact match", "exact_match", True), ("answer log-probability", "mean_answer_log_prob", True))
     extra_columns = ("question",)
     optional_columns: ClassVar[dict] = {"sources": given_sources}
+    kept_if_given = ("structure",)  # the planted structure of a generated context (data.synthetic.structures)
     studies = ("generation", "pairs")
     folders_refused = "a folder per class holds no question or answer"
     classes_refused = "an answer is text, not a class"

@@ -40,8 +40,9 @@ from attnlens.tasks.squad import answer_list, check_answers, exact_match, qa_met
 from attnlens.tasks.task import REGISTRY, Outcome, Task, at_least_float32
 
 #: ``phrase_label`` of a question-answering document's planted sentences (``rationales.parquet``): the answer's fact,
-#: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence).
-QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR = 0, 1, 2
+#: the supporting sentence, a distractor (a fact about another entity, or another description's supporting sentence),
+#: and one of two facts that disagree about the asked entity (a generation context's ``conflicting`` structure).
+QA_ANSWER, QA_SUPPORTING, QA_DISTRACTOR, QA_CONFLICTING = 0, 1, 2, 3
 
 
 class QuestionAnswering(Task):

@@ -42,6 +42,8 @@ class Task(ABC):
     head: ClassVar[str] = "sequence_classification"
     #: the columns a split frame keeps beyond ``example_id``, ``text`` and ``label`` (a question)
     extra_columns: ClassVar[tuple[str, ...]] = ()
+    #: columns a split frame keeps where the source gives them (a generated context's planted ``structure``)
+    kept_if_given: ClassVar[tuple[str, ...]] = ()
     #: columns a file or hub source may give (``data.<name>_column`` set), each with the parser of one cell, which
     #: raises :class:`ValueError` on a cell it cannot read: a generation context's own sources
     optional_columns: ClassVar[dict] = {}

@@ -9,6 +9,7 @@ relative): 1e-6 relative.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from tokenizers import Tokenizer
@@ -19,9 +20,11 @@ from attnlens.errors import InputError
 from attnlens.generation.decoder_training import TrainingExample, answer_loss, train_generator
 from attnlens.generation.decoding import Answer, generation_metrics, greedy_answers
 from attnlens.generation.prompts import answer_ids, completion_notes, encode_prompt, end_token, stop_strings
+from attnlens.generation.responses import _conflicting_values, _planted
 from attnlens.models.checkpoints import source_tokenizer
 from attnlens.models.loading import load_causal_lm
 from attnlens.tasks.contexts import PromptFormat, split_context, token_sources
+from attnlens.tasks.qa import QA_CONFLICTING
 from tests.support.helpers import ROOT
 from tests.support.tiny_models import context_cite_model, tiny_decoder
 
@@ -180,3 +183,26 @@ def test_a_base_model_stops_at_a_newline_and_a_chat_model_at_its_end_token(minil
     assert stop_strings(None, minilm_chat) == [] and completion_notes(minilm_chat, None) == []
     (note,) = completion_notes(minilm, None)
     assert "plain completion" in note and "['\\n']" in note
+
+
+def test_of_two_conflicting_sentences_the_one_the_answer_names_is_planted():
+    """The values of two sentences that disagree are what is left without the words they share; the sentence whose
+    value the answer names is the planted one, and the answer follows the context; an answer naming neither leaves
+    both planted and follows nothing the context states."""
+    context = "Filler comes first. Falcon was designed by Ada Byrne. Falcon was designed by Otto Lind."
+    sources = split_context(context)
+    rationales = pd.DataFrame(
+        [("e", s.text, s.start, s.end, QA_CONFLICTING, True) for s in sources[1:]],
+        columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"],
+    )
+    assert _conflicting_values(list(rationales["phrase"])) == {
+        sources[1].text: "ada byrne",
+        sources[2].text: "otto lind",
+    }
+    kinds, planted, follows = _planted(rationales, sources, 0, "otto lind", "ada byrne")
+    assert kinds == [-1, QA_CONFLICTING, QA_CONFLICTING] and planted == [False, False, True] and follows == 1.0
+    _, planted, follows = _planted(rationales, sources, 0, "nina roth", "ada byrne")
+    assert planted == [False, True, True] and follows == 0.0
+    _, planted, follows = _planted(rationales[:0], sources, 0, "falcon was designed by ada byrne", "ada byrne")
+    assert planted == [False, False, False] and follows == 1.0  # the reference named in a sentence answer
+    assert np.isnan(_planted(None, sources, 0, "ada byrne", "ada byrne")[2])

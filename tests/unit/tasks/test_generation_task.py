@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from attnlens.data.corpus import generate_generation_corpus, generate_qa_corpus
-from attnlens.data.corpus.questions import QA_ANSWER, QA_SUPPORTING
+from attnlens.data.corpus.questions import QA_ANSWER, QA_CONFLICTING, QA_SUPPORTING
 from attnlens.errors import InputError
 from attnlens.pipeline.config import validate_config
 from attnlens.tasks import GENERATION, get_task
+from attnlens.tasks.contexts import split_context
 
 
 def _cfg(hops: int, n: int = 12):
@@ -75,3 +76,91 @@ def test_distractors_of_other_relations_leave_one_fact_of_the_asked_relation():
             count = doc.text.count(facts[doc.question.split()[0]])
             assert count == 1 if is_one else count >= 2  # the answer's fact, and (same) at least one distractor's
     assert list(same.documents["label"]) == list(generate_generation_corpus(cfg, 3).documents["label"])
+
+
+def _structured(structures, n: int = 40, n_sentences=(10, 16), n_distractors: int = 2):
+    cfg = types.SimpleNamespace(
+        n_documents=n, n_distractors=n_distractors, structures=list(structures), n_sentences=list(n_sentences)
+    )
+    return generate_generation_corpus(cfg, 5)
+
+
+def test_planted_structures_state_the_answer_as_each_structure_says():
+    """Single: one sentence states the answer; redundant: two, in other words; conjunctive: the question names a
+    description, one sentence names the system, another states its answer; conflicting: two sentences about the asked
+    system that disagree, the reference the first's value. Documents cycle through the structures; each context has
+    its drawn number of sentences (as the splitter finds them), the planted ones at distinct positions."""
+    corpus = _structured(["single", "redundant", "conjunctive", "conflicting"])
+    docs, spans = corpus.documents, corpus.rationales
+    assert list(docs["structure"][:5]) == ["single", "redundant", "conjunctive", "conflicting", "single"]
+    for row in docs.itertuples(index=False):
+        mine = spans[spans["example_id"] == row.example_id]
+        sentences = [s.text for s in split_context(row.text)]
+        assert 10 <= len(sentences) <= 16
+        assert all(
+            row.text[a:b] == p for p, a, b in zip(mine["phrase"], mine["char_start"], mine["char_end"], strict=True)
+        )
+        assert set(mine["phrase"]) <= set(sentences)
+        evidence = mine[mine["evidence"]]
+        if row.structure == "single":
+            assert len(evidence) == 1 and row.label in evidence["phrase"].iloc[0]
+        elif row.structure == "redundant":
+            assert len(evidence) == 2 and all(row.label in p for p in evidence["phrase"])
+            assert evidence["phrase"].nunique() == 2
+        elif row.structure == "conjunctive":
+            assert sorted(evidence["phrase_label"]) == [QA_ANSWER, QA_SUPPORTING] and " used at the " in row.question
+            (support,) = evidence[evidence["phrase_label"] == QA_SUPPORTING]["phrase"]
+            assert (
+                support.removesuffix(".").split(" known as ")[1]
+                in evidence[evidence["phrase_label"] == QA_ANSWER]["phrase"].iloc[0]
+            )
+        else:
+            assert list(evidence["phrase_label"]) == [QA_CONFLICTING] * 2 and len(evidence) == 2
+            first, second = evidence["phrase"]
+            assert (row.label in first) != (row.label in second)
+
+
+def test_the_evidence_sits_at_every_position():
+    """Over 160 single-fact contexts of exactly 12 sentences, the answer's sentence is found at each of the 12."""
+    corpus = _structured(["single"], n=160, n_sentences=(12, 12))
+    seen = set()
+    for row in corpus.documents.itertuples(index=False):
+        sentences = [s.text for s in split_context(row.text)]
+        mine = corpus.rationales[(corpus.rationales["example_id"] == row.example_id) & corpus.rationales["evidence"]]
+        seen.add(sentences.index(mine["phrase"].iloc[0]))
+    assert seen == set(range(12))
+
+
+GENERATOR = {"source": "from_config", "architecture": "llama"}
+
+
+def test_structures_are_keys_of_the_generation_corpus_only():
+    cfg = validate_config(
+        {
+            "data": {
+                "task": "generation",
+                "synthetic": {"structures": ["single", "conflicting"], "n_sentences": [10, 12]},
+            },
+            "studies": ["generation"],
+            "model": {"source": "from_config", "architecture": "llama"},
+        }
+    )
+    assert cfg["data"]["synthetic"]["structures"] == ["single", "conflicting"]
+    with pytest.raises(InputError, match=r"data.synthetic.structures\[0\]|data.synthetic.structures"):
+        validate_config(
+            {
+                "data": {"task": "generation", "synthetic": {"structures": ["twofold"]}},
+                "studies": ["generation"],
+                "model": GENERATOR,
+            }
+        )
+    with pytest.raises(InputError, match=r"data.synthetic.structures: expected null for data.task 'classification'"):
+        validate_config({"data": {"synthetic": {"structures": ["single"]}}})
+    with pytest.raises(InputError, match=r"data.synthetic.n_sentences: expected \[least, most\] with least ≤ most"):
+        validate_config(
+            {
+                "data": {"task": "generation", "synthetic": {"n_sentences": [12, 10]}},
+                "studies": ["generation"],
+                "model": GENERATOR,
+            }
+        )

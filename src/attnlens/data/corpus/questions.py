@@ -4,15 +4,20 @@ document, the answer's fact at the other, and distractor facts beside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from attnlens.data.corpus.phrases import (
     GENERATORS,
     SyntheticCorpus,
+    filler_sentence,
     filler_sentences,
 )
-from attnlens.tasks.qa import QA_ANSWER, QA_DISTRACTOR, QA_SUPPORTING  # the kinds of a QA document's sentences
+from attnlens.registry import Registry
+from attnlens.tasks.qa import QA_ANSWER, QA_CONFLICTING, QA_DISTRACTOR, QA_SUPPORTING  # a QA document's sentences
 
 #: sentence resolves to one entity), and the relations a question asks about, with the answers each can have.
 QA_ENTITIES = (
@@ -62,6 +67,12 @@ QA_RELATIONS = {
 }
 #: The supporting sentence that says which entity a description names.
 QA_SUPPORT = "The {d} is known as {e}."
+#: Each relation's fact said another way: the second sentence of a ``redundant`` context.
+QA_PARAPHRASES = {
+    "designer": "{a} is the designer of {e}.",
+    "year": "The first release of {e} came out in {a}.",
+    "language": "The source code of {e} is in {a}.",
+}
 
 
 def generate_qa_corpus(cfg, seed: int) -> SyntheticCorpus:
@@ -168,11 +179,120 @@ GENERATORS.register(generate_qa_corpus, "qa")
 
 
 def generate_generation_corpus(cfg, seed: int) -> SyntheticCorpus:
-    """The question-answering documents as a generative task (:func:`generate_qa_corpus`): the label is the
-    answer's text, which the model writes after the prompt."""
+    """The question-answering documents as a generative task: the label is the answer's text, which the model writes
+    after the prompt. Without ``cfg.structures``, :func:`generate_qa_corpus`'s documents; with it, contexts of planted
+    structures (:func:`generate_structured_corpus`)."""
+    if getattr(cfg, "structures", None):
+        return generate_structured_corpus(cfg, seed)
     corpus = generate_qa_corpus(cfg, seed)
     documents = corpus.documents.assign(label=[cell[0]["text"] for cell in corpus.documents["label"]])
     return SyntheticCorpus(documents, corpus.rationales, corpus.flipped, corpus.classes)
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A context's planted structure: its question, its reference answer, its planted sentences ``(kind, sentence,
+    evidence)``, and whether the question names the entity by a description (its distractors then include another
+    description's supporting sentence)."""
+
+    question: str
+    answer: str
+    sentences: list[tuple[int, str, bool]]
+    described: bool = False
+
+
+#: What an answer rests on, by name (``data.synthetic.structures``): each maps ``(rng, relation, entities, values,
+#: descriptions)`` to the :class:`Planted` sentences of one context, before its distractors and filler.
+STRUCTURES: Registry[Callable[..., Planted]] = Registry("planted structures", "data.synthetic.structures")
+
+
+@STRUCTURES.register("single")
+def single(rng, relation, entities, values, descriptions) -> Planted:
+    """One sentence states the answer."""
+    question, fact, _ = QA_RELATIONS[relation]
+    e, a = entities[0], values[0]
+    return Planted(question.format(d=e), a, [(QA_ANSWER, fact.format(e=e, a=a), True)])
+
+
+@STRUCTURES.register("redundant")
+def redundant(rng, relation, entities, values, descriptions) -> Planted:
+    """Two sentences state the answer, in other words: removing either leaves the other, so leave-one-out sees
+    neither."""
+    question, fact, _ = QA_RELATIONS[relation]
+    e, a = entities[0], values[0]
+    twice = [(QA_ANSWER, fact.format(e=e, a=a), True), (QA_ANSWER, QA_PARAPHRASES[relation].format(e=e, a=a), True)]
+    return Planted(question.format(d=e), a, twice)
+
+
+@STRUCTURES.register("conjunctive")
+def conjunctive(rng, relation, entities, values, descriptions) -> Planted:
+    """Two hops: the question names a description, one sentence says which entity it is, another gives that entity's
+    answer; the answer needs both."""
+    question, fact, _ = QA_RELATIONS[relation]
+    e, a, d = entities[0], values[0], descriptions[0]
+    hops = [(QA_SUPPORTING, QA_SUPPORT.format(d=d, e=e), True), (QA_ANSWER, fact.format(e=e, a=a), True)]
+    return Planted(question.format(d=f"the {d}"), a, hops, described=True)
+
+
+@STRUCTURES.register("conflicting")
+def conflicting(rng, relation, entities, values, descriptions) -> Planted:
+    """Two sentences disagree about the asked entity: which one the answer follows is read from the answer (the
+    reference is the first value; a response marks as planted the sentence whose value it names)."""
+    question, fact, _ = QA_RELATIONS[relation]
+    e = entities[0]
+    both = [
+        (QA_CONFLICTING, fact.format(e=e, a=values[0]), True),
+        (QA_CONFLICTING, fact.format(e=e, a=values[1]), True),
+    ]
+    return Planted(question.format(d=e), values[0], both)
+
+
+def generate_structured_corpus(cfg, seed: int) -> SyntheticCorpus:
+    """Generation contexts of planted structures (:data:`STRUCTURES`), document ``i`` of ``cfg.structures[i mod
+    k]``: a question about one entity (or, conjunctive, a description of it), the structure's sentences, up to
+    ``cfg.n_distractors`` facts of the same relation about other entities (and, conjunctive, another description's
+    supporting sentence), and filler sentences, ``cfg.n_sentences`` sentences in all (a count drawn in the range).
+    Every planted sentence takes a slot drawn uniformly among the context's sentences, so across documents the
+    evidence sits at every position. Each document's ``structure`` is a column beside ``example_id`` and its
+    ``question``; the rationales are every planted sentence, ``evidence`` for the structure's own."""
+    rng = np.random.default_rng(seed)
+    relations = list(QA_RELATIONS)
+    lo, hi = cfg.n_sentences
+    rows, spans = [], []
+    for i in range(cfg.n_documents):
+        example_id = f"syn{i:05d}"
+        structure = cfg.structures[i % len(cfg.structures)]
+        relation = relations[(i // len(cfg.structures)) % len(relations)]
+        _, fact, answers = QA_RELATIONS[relation]
+        entities = [str(x) for x in rng.permutation(QA_ENTITIES)]
+        values = [str(x) for x in rng.permutation(answers)]
+        things, places = rng.permutation(QA_THINGS), rng.permutation(QA_PLACES)
+        descriptions = [f"{things[k]} used at the {places[k]} lab" for k in range(3)]
+        planted = STRUCTURES.get(structure)(rng, relation, entities, values, descriptions)
+        sentences = list(planted.sentences)
+        for k in range(int(rng.integers(0, cfg.n_distractors + 1))):
+            other = entities[1 + k]
+            sentences.append((QA_DISTRACTOR, fact.format(e=other, a=values[2 + k]), False))
+            if planted.described and k == 0:
+                sentences.append((QA_DISTRACTOR, QA_SUPPORT.format(d=descriptions[1], e=other), False))
+        n = max(int(rng.integers(lo, hi + 1)), len(sentences))
+        slots = rng.permutation(n)[: len(sentences)]  # a distinct position each, uniform over the context
+        filler = iter(filler_sentence(rng) for _ in range(n - len(sentences)))
+        at = dict(zip(slots.tolist(), range(len(sentences)), strict=True))
+        parts, pos = [], 0
+        for j in range(n):
+            text = sentences[at[j]][1] if j in at else next(filler)
+            if j in at:
+                kind, _, evidence = sentences[at[j]]
+                spans.append((example_id, text, pos, pos + len(text), kind, evidence))
+            parts.append(text)
+            pos += len(text) + 1
+        rows.append((example_id, planted.question, " ".join(parts), planted.answer, structure))
+    documents = pd.DataFrame(rows, columns=["example_id", "question", "text", "label", "structure"])
+    rationales = pd.DataFrame(
+        spans, columns=["example_id", "phrase", "char_start", "char_end", "phrase_label", "evidence"]
+    ).astype({"char_start": "int64", "char_end": "int64", "phrase_label": "int64", "evidence": "bool"})
+    return SyntheticCorpus(documents, rationales, (), ())
 
 
 GENERATORS.register(generate_generation_corpus, "generation")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from attnlens.attribution.methods import schema_lists
+from attnlens.data.corpus.questions import STRUCTURES
 from attnlens.data.layouts import DEFAULT as DEFAULT_LAYOUT
 from attnlens.data.layouts import layout_names
 from attnlens.errors import InputError
@@ -123,22 +124,25 @@ def load_schema(path: str | Path = SCHEMA_PATH) -> dict[str, Any]:
         "layouts": (layout_names(), DEFAULT_LAYOUT),
         "splitters": (list(SPLITTERS), "sentence"),
         "removals": (list(REMOVALS), "delete"),
+        "structures": (list(STRUCTURES), []),
     }
     _fill_registries(schema, {**schema_lists(), **registries})
     return schema
 
 
 def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], list[str] | str]]) -> None:
-    """A list marked ``x-registry`` gets the registry's names as its items' enum; a string, as its enum."""
+    """A list marked ``x-registry`` gets the registry's names as its items' enum (and the registry's default where
+    the schema declares none: a list that may be null keeps its null); a string, as its enum."""
     for prop in schema.get("properties", {}).values():
         name = prop.get("x-registry")
         if name is not None:
             if name not in lists:
                 raise KeyError(f"config schema: x-registry {name!r} is not one of {sorted(lists)}")
             enum, default = lists[name]
-            if prop.get("type") == "array":
+            types = prop.get("type")
+            if types == "array" or (isinstance(types, list) and "array" in types):
                 prop["items"] = {**prop.get("items", {}), "enum": list(enum)}
-                prop["default"] = list(default)
+                prop.setdefault("default", list(default))
             else:
                 prop["enum"], prop["default"] = list(enum), default
         _fill_registries(prop, lists)

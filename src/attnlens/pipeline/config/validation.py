@@ -153,6 +153,15 @@ def _check_cross_fields(config: dict[str, Any], where: str) -> None:
     syn = data.get("synthetic", {})
     if source == "synthetic" and syn.get("min_words", 0) > syn.get("max_words", 0):
         raise InputError(where, "data.synthetic.min_words", "expected at most data.synthetic.max_words")
+    lo, hi = syn.get("n_sentences", (2, 2))
+    if lo > hi:
+        raise InputError(
+            where, "data.synthetic.n_sentences", f"expected [least, most] with least ≤ most, got {[lo, hi]}"
+        )
+    if syn.get("structures") and data.get("task") != "generation":
+        raise InputError(
+            where, "data.synthetic.structures", f"expected null for data.task {data.get('task')!r} (generation only)"
+        )
     ig = config.get("attribution", {})
     if ig.get("adaptive") and ig.get("min_steps", 0) > ig.get("max_steps", 0):
         raise InputError(where, "attribution.min_steps", "expected at most attribution.max_steps")

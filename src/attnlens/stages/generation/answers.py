@@ -22,7 +22,15 @@ from attnlens.attribution.engine import explain
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.answer_leaderboard import judge_answer, removal_masks
+from attnlens.generation.answer_leaderboard import (
+    EXACT,
+    exact_scores,
+    exact_table,
+    judge_answer,
+    judge_exact,
+    looked_up,
+    removal_masks,
+)
 from attnlens.generation.responses import ablate, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
@@ -40,8 +48,9 @@ def run_ablate_contexts(
     cfg: GenerationConfig, device: str, model_dir: StrPath, responses_path: StrPath, ablations_path: StrPath
 ) -> pd.DataFrame:
     """Rule ``ablate_contexts``: every answer's token log-probabilities on its context with sources removed
-    (``generation.removal``) — the surrogate's random ablations, the held-out ones and leave-one-out — and the
-    wall seconds of each kind's forwards."""
+    (``generation.removal``) — the surrogate's random ablations, the held-out ones, leave-one-out and, for an answer
+    of at most ``generation.exact_sources`` sources, every one of its ``2ⁿ`` ablations (exact truth) — and the wall
+    seconds of each kind's forwards."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     place(model, device)
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
@@ -50,7 +59,8 @@ def run_ablate_contexts(
         n_sources = len(row.source_start)
         train, heldout = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
         kinds = {"random": train, "heldout": heldout, "leave_one_out": leave_one_out_masks(n_sources)}
-        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
+        every = n_sources <= cfg.exact_sources
+        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg, every).items():
             rows.append(
                 {
                     "example_id": row.example_id,
@@ -68,8 +78,13 @@ def run_ablate_contexts(
     return frame
 
 
-def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) -> Ablated:
-    row = ablations[(ablations["example_id"] == example_id) & (ablations["kind"] == kind)].iloc[0]
+def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) -> Ablated | None:
+    """An answer's ablations of ``kind`` (masks, ``F`` on each, seconds); None where it has none of that kind (kind
+    ``every`` only for answers of at most ``generation.exact_sources`` sources)."""
+    mine = ablations[(ablations["example_id"] == example_id) & (ablations["kind"] == kind)]
+    if mine.empty:
+        return None
+    row = mine.iloc[0]
     masks = np.array([list(m) for m in row["masks"]], dtype=bool)
     lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64)
     return Ablated(masks, score_of(lp, score) if len(lp) else np.zeros(0), float(row["seconds"]))
@@ -138,9 +153,10 @@ def run_judge_answers(
     scores_path: StrPath,
     judged_path: StrPath,
 ) -> pd.DataFrame:
-    """Rule ``judge_answers``: per answer and method, the top-``k`` drops (the removals run once per distinct mask),
-    the linear datamodeling score on the held-out ablations, precision and recall at ``k`` against the planted
-    sources, and the cost."""
+    """Rule ``judge_answers``: per answer and method, the top-``k`` drops (the removals run once per distinct mask,
+    or read from the answer's every ablation where ``ablate_contexts`` scored them all), the linear datamodeling
+    score on the held-out ablations, precision and recall at ``k`` against the planted sources, the cost; and where
+    every ablation was scored, the exact-truth judgement (:func:`judge_exact`) and the exact values' own rows."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     place(model, device)
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
@@ -151,12 +167,29 @@ def run_judge_answers(
     for row in responses.itertuples(index=False):
         mine = scored[scored["example_id"] == row.example_id]
         scores = {m.method: np.asarray(m.scores, dtype=np.float64) for m in mine.itertuples(index=False)}
+        every = _ablated(ablations, row.example_id, "every", cfg.score)
+        table = None if every is None else exact_table(every.masks, every.scores)
+        if table is not None:
+            scores |= exact_scores(table)
         masks, where = removal_masks(scores, ks)
-        removed = score_of(ablate(model, tokenizer, row, masks, cfg), cfg.score)
-        full = float(getattr(row, cfg.score))
+        if table is None:
+            removed = score_of(ablate(model, tokenizer, row, masks, cfg), cfg.score)
+            full = float(getattr(row, cfg.score))
+        else:  # every removal is an ablation already scored: read, no forward, and F(all) from the same table
+            removed, full = looked_up(table, masks), float(table[-1])
         heldout = _ablated(ablations, row.example_id, "heldout", cfg.score)
         planted = np.asarray(row.planted, dtype=bool)
         rows += judge_answer(row.example_id, scores, ks, full, removed, where, heldout.masks, heldout.scores, planted)
+        if table is not None:
+            rows += judge_exact(row.example_id, scores, ks, table, removed, where)
+            forward = float(mine["forward_seconds"].iloc[0]) if len(mine) else np.nan
+            for name in EXACT:
+                rows += [
+                    (row.example_id, name, "seconds", every.seconds, np.nan),
+                    (row.example_id, name, "cost_ratio", every.seconds / forward, np.nan),
+                    (row.example_id, name, "forwards", float(len(table)), np.nan),
+                    (row.example_id, name, "backwards", 0.0, np.nan),
+                ]
         for m in mine.itertuples(index=False):
             rows += [
                 (row.example_id, m.method, "seconds", m.seconds, np.nan),

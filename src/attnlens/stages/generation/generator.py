@@ -148,7 +148,8 @@ def run_generate_answers(
     place(model, device)
     test_df, _ = load_examples(test_path)
     rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
-    frame, notes = responses(model, tokenizer, test_df.head(cfg.n_examples), cfg, target, rationales, str(test_path))
+    chosen = test_df.head(cfg.n_examples)
+    frame, notes = responses(model, tokenizer, chosen, cfg, target, rationales, str(test_path), closed_book=True)
     notes += completion_notes(tokenizer, cfg.stop)
     for note in notes:
         log.warning("%s", note)

@@ -29,13 +29,18 @@ def run_answer_leaderboard(
     cfg: GenerationConfig,
     figures: FiguresConfig,
     judged_path: StrPath,
+    responses_path: StrPath,
     summary_path: StrPath,
+    by_structure_path: StrPath,
     tables_dir: StrPath,
     figure_stem: StrPath,
 ) -> pd.DataFrame:
     """Rule ``answer_leaderboard``: per method and metric, the mean over the answers with a paired bootstrap 95 %
-    interval and a paired Wilcoxon test against ``generation.baseline``; its table and figure."""
+    interval and a paired Wilcoxon test against ``generation.baseline`` (Holm-adjusted); its table and figure; and
+    the same per planted structure of the contexts (``data.synthetic.structures``), beside what the model answered
+    in each (:func:`structure_answers`)."""
     judged, _ = load_parquet(judged_path, JUDGED_SCHEMA)
+    responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
     columns = answer_metrics(tuple(cfg.top_k))
     notes = []
     if cfg.baseline not in cfg.methods:
@@ -48,15 +53,70 @@ def run_answer_leaderboard(
         f"what a generated answer rests on, over {n} answers: mean [bootstrap 95 % interval]; top-k drop = fall of "
         f"the answer's {cfg.score} without the method's top k sources ({cfg.removal}d); LDS = Spearman ρ on "
         f"{cfg.n_heldout} held-out random ablations; precision/recall against the planted sources; * paired "
-        f"Wilcoxon p < 0.05 against {cfg.baseline}"
+        f"Wilcoxon p < 0.05 against {cfg.baseline}, Holm-adjusted over the table's tests; exact-truth columns over the "
+        f"answers of at most {cfg.exact_sources} sources, every ablation scored"
     )
     tables = Path(tables_dir)
     write_table(leaderboard_table(summary, columns), tables / "answer_leaderboard", caption)
     write_table(summary, tables / "answer_leaderboard_long", f"{caption} (every number)")
     save_figure(plot_leaderboard(summary, columns, cfg.baseline), figure_stem, figures.dpi)
+    by_structure = structure_leaderboards(judged, responses, columns, cfg)
+    save_parquet(by_structure, by_structure_path, prov)
+    write_table(
+        structure_answers(responses),
+        tables / "answer_structures",
+        "what the model answered per planted structure: answers, right (exact match with the reference), follows the "
+        "context (names a value the context states for the question), the same as its answer without the context",
+    )
+    write_table(
+        leaderboard_table_by_structure(by_structure, columns),
+        tables / "answer_leaderboard_by_structure",
+        f"{caption}; per planted structure, each its own family of tests",
+    )
     for note in notes:
         log.warning("%s", note)
     return summary
+
+
+def structure_leaderboards(judged: pd.DataFrame, responses: pd.DataFrame, columns, cfg) -> pd.DataFrame:
+    """The leaderboard's summary of each planted structure's answers (a ``structure`` column first; none where the
+    contexts have no structure)."""
+    structure = dict(zip(responses["example_id"], responses["structure"], strict=True))
+    parts = []
+    for name in sorted({s for s in structure.values() if s}):
+        mine = judged[judged["example_id"].map(structure) == name]
+        part = summarise_leaderboard(mine, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap)
+        parts.append(part.assign(n_answers=mine["example_id"].nunique()))
+        parts[-1].insert(0, "structure", name)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["structure", "n_answers"])
+
+
+def structure_answers(responses: pd.DataFrame) -> pd.DataFrame:
+    """Per planted structure (and all answers): how many, the share right, the share that follow the context, the
+    share equal to the model's answer without the context."""
+    frames = [("all", responses)] + [(s, g) for s, g in responses.groupby("structure", sort=True) if s]
+    return pd.DataFrame(
+        [
+            {
+                "structure": name,
+                "answers": len(g),
+                "right": g["exact_match"].mean(),
+                "follows_context": g["follows_context"].mean(),
+                "same_as_closed_book": g["same_as_closed_book"].mean(),
+            }
+            for name, g in frames
+        ]
+    )
+
+
+def leaderboard_table_by_structure(by_structure: pd.DataFrame, columns) -> pd.DataFrame:
+    """The leaderboard table of each structure, one above the other, a ``structure`` column first."""
+    parts = []
+    for name, part in by_structure.groupby("structure", sort=True):
+        table = leaderboard_table(part.drop(columns=["structure", "n_answers"]), columns)
+        table.insert(0, "structure", f"{name} ({int(part['n_answers'].iloc[0])} answers)")
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["structure"])
 
 
 def showcase(responses: pd.DataFrame, n: int) -> list[tuple[str, str]]:
