@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from attnlens.attribution.exact import every_mask
 from attnlens.generation.prefix_tree import tree_log_probs
 from attnlens.models import architecture
 from attnlens.tasks.contexts import DEFAULT_FORMAT, REMOVALS, PromptFormat, Source
@@ -236,36 +235,19 @@ def ablation_log_probs(
     removal: str = "delete",
     form: PromptFormat = DEFAULT_FORMAT,
     batch_size: int = BATCH,
+    tree: bool = False,
 ) -> np.ndarray:
     """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
     each mask's zeros taken out by ``removal`` (:data:`~attnlens.tasks.contexts.REMOVALS`: ``delete``, ``mask``); the
-    prompt is ``form``'s (:class:`~attnlens.tasks.contexts.PromptFormat`)."""
+    prompt is ``form``'s (:class:`~attnlens.tasks.contexts.PromptFormat`). From the full prompt's shared prefix
+    (:func:`shared_prefix_log_probs`), or with ``tree`` from the tree of the ablated prompts' shared prefixes
+    (:func:`~attnlens.generation.prefix_tree.tree_log_probs`: every ablation of a context, exact truth's)."""
     masks, answer = np.asarray(masks, dtype=bool), list(answer_ids)
     ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, masks)
+    if tree:
+        overhead = forward_overhead(model)
+        return tree_log_probs(model, ablations.sequences, len(answer), ablations.keep, batch_size, overhead)[0]
     full = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, np.ones((1, len(sources)), bool))
     return shared_prefix_log_probs(
         model, full.sequences[0], ablations.sequences, len(answer), ablations.keep, batch_size
     )
-
-
-def every_ablation_log_probs(
-    model,
-    tokenizer,
-    context: str,
-    sources: Sequence[Source],
-    question: str,
-    answer_ids: Sequence[int],
-    removal: str = "delete",
-    form: PromptFormat = DEFAULT_FORMAT,
-    batch_size: int = BATCH,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact truth's ablations: :func:`~attnlens.attribution.exact.every_mask` of the sources and ``(2ⁿ, answer
-    tokens)`` float64, each answer token's log-probability on the context with each mask's zeros taken out (as
-    :func:`ablation_log_probs`), from the tree of the ablated prompts' shared prefixes
-    (:func:`~attnlens.generation.prefix_tree.tree_log_probs`)."""
-    masks, answer = every_mask(len(sources)), list(answer_ids)
-    ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, masks)
-    log_probs, _ = tree_log_probs(
-        model, ablations.sequences, len(answer), ablations.keep, batch_size, forward_overhead(model)
-    )
-    return masks, log_probs

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attribution.datamodels import answer_scores
+from attnlens.attribution.exact import every_mask
 from attnlens.errors import InputError
-from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs, every_ablation_log_probs
+from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.generation.answer_artifacts import answer_of, response_sources
 from attnlens.generation.decoding import greedy_answers, normalized
 from attnlens.generation.prompts import (
@@ -49,17 +50,23 @@ def example_prompt(tokenizer, row, cfg, positions: int, reserve: int) -> AnswerP
 def prompts_and_answers(model, tokenizer, frame: pd.DataFrame, cfg, positions: int):
     """Each example's prompt (room left for ``generation.max_new_tokens``) and the model's greedy answer to it."""
     prompts = [example_prompt(tokenizer, r, cfg, positions, cfg.max_new_tokens) for r in frame.itertuples(index=False)]
-    answers = greedy_answers(
+    return prompts, greedy(model, tokenizer, [p.input_ids for p in prompts], cfg)
+
+
+def greedy(model, tokenizer, prompts: Sequence[Sequence[int]], cfg, batch_size: int | None = None) -> list:
+    """The model's greedy answers to ``prompts`` (ids) as the ``generation`` section says: up to
+    ``max_new_tokens``, ended by the end token or a stop string, ``batch_size`` prompts a batch (default the
+    section's)."""
+    return greedy_answers(
         model,
-        [p.input_ids for p in prompts],
+        prompts,
         max_new_tokens=cfg.max_new_tokens,
         end=end_token(tokenizer),
         pad=tokenizer.pad_token_id,
-        batch_size=cfg.batch_size,
+        batch_size=batch_size or cfg.batch_size,
         stop=stop_strings(cfg.stop, tokenizer),
         tokenizer=tokenizer,
     )
-    return prompts, answers
 
 
 def responses(
@@ -145,16 +152,7 @@ def one_response(
         )
     notes += completion_notes(tokenizer, cfg.stop)
     if answer is None:
-        (g,) = greedy_answers(
-            model,
-            [prompt.input_ids],
-            max_new_tokens=cfg.max_new_tokens,
-            end=end_token(tokenizer),
-            pad=tokenizer.pad_token_id,
-            batch_size=1,
-            stop=stop_strings(cfg.stop, tokenizer),
-            tokenizer=tokenizer,
-        )
+        (g,) = greedy(model, tokenizer, [prompt.input_ids], cfg, batch_size=1)
         ids, finished = list(g.ids), g.finished  # without the end token
         if not finished:
             notes.append(
@@ -211,16 +209,7 @@ def closed_book_answers(model, tokenizer, chosen: pd.DataFrame, cfg) -> list:
     answers from its own knowledge, against which an answer that follows the context is told apart."""
     form = PromptFormat.of(cfg)
     prompts = [form.build(tokenizer, "", str(r.question)).encode(tokenizer)[0] for r in chosen.itertuples(index=False)]
-    return greedy_answers(
-        model,
-        prompts,
-        max_new_tokens=cfg.max_new_tokens,
-        end=end_token(tokenizer),
-        pad=tokenizer.pad_token_id,
-        batch_size=cfg.batch_size,
-        stop=stop_strings(cfg.stop, tokenizer),
-        tokenizer=tokenizer,
-    )
+    return greedy(model, tokenizer, prompts, cfg)
 
 
 def _planted(
@@ -285,9 +274,10 @@ def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str]
     return notes
 
 
-def ablate(model, tokenizer, row, masks: np.ndarray, cfg) -> np.ndarray:
+def ablate(model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False) -> np.ndarray:
     """``(masks, answer tokens)``: a response row's answer token log-probabilities on its context with each mask's
-    removed sources taken out (``generation.removal``), from the shared prefix."""
+    removed sources taken out (``generation.removal``), from the shared prefix (with ``tree``, from the tree of the
+    ablated prompts' shared prefixes: :func:`~attnlens.generation.ablation.ablation_log_probs`)."""
     return ablation_log_probs(
         model,
         tokenizer,
@@ -299,6 +289,7 @@ def ablate(model, tokenizer, row, masks: np.ndarray, cfg) -> np.ndarray:
         cfg.removal,
         PromptFormat.of(cfg),
         cfg.batch_size,
+        tree,
     )
 
 
@@ -307,24 +298,14 @@ def timed_ablations(
 ) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
     """``{kind: (masks, token log-probabilities, seconds)}``: :func:`ablate` of each kind's masks (the surrogate's
     random ones, the held-out ones, leave-one-out's) and the wall seconds its forwards took; with ``every``, kind
-    ``every`` first: all ``2ⁿ`` ablations (:func:`~attnlens.generation.ablation.every_ablation_log_probs`), from
+    ``every`` first: all ``2ⁿ`` ablations (from the tree of their shared prefixes), from
     which the held-out ones are read, no forward of their own (they judge, they cost no method anything). The
     methods' own kinds are always run as the methods run them, so their seconds are their cost."""
     out = {}
     if every:
         t0 = time.perf_counter()
-        masks, lp = every_ablation_log_probs(
-            model,
-            tokenizer,
-            row.context,
-            response_sources(row),
-            row.question,
-            answer_of(row),
-            cfg.removal,
-            PromptFormat.of(cfg),
-            cfg.batch_size,
-        )
-        out["every"] = (masks, lp, time.perf_counter() - t0)
+        masks = every_mask(len(row.source_start))
+        out["every"] = (masks, ablate(model, tokenizer, row, masks, cfg, tree=True), time.perf_counter() - t0)
         at = {m.tobytes(): i for i, m in enumerate(masks)}
     for kind, masks in kinds.items():
         t0 = time.perf_counter()
