@@ -34,7 +34,7 @@ DAG_KEYS = {
 GRID_KEYS = {"grid.datasets", "grid.models", "grid.seeds", "grid.split_follows_seed", "grid.exclude"}
 #: Keys only a generation run may set (a classification run refuses them in one line): the generation run's jobs
 #: are checked by tests/e2e/test_generation_run.py.
-GENERATION_ONLY_KEYS = {"data.sources_column"}
+GENERATION_ONLY_KEYS = {"data.sources_column", "data.synthetic.structures"}
 
 #: Keys a rule is given but reads only in another configuration than .test's (so its params track them).
 CONDITIONAL = {
@@ -51,6 +51,8 @@ CONDITIONAL = {
         "data.sources_column",  # a generation file's given sources
         "data.synthetic.hops",  # the question-answering and generation corpora's
         "data.synthetic.distractor_relation",
+        "data.synthetic.structures",  # the generation corpus's planted structures
+        "data.synthetic.n_sentences",
         "data.hub.config",
         "data.hub.name",
         "data.hub.revision",
@@ -164,6 +166,8 @@ def _changed(prop: dict, current):
         if items.get("type") == "number":
             return current[:-1] if len(current) > 1 else [*current, 0.3]
         if items.get("type") == "integer":
+            if current and len(current) >= prop.get("maxItems", len(current) + 1):  # a [least, most] pair
+                return [*current[:-1], current[-1] + 1]
             return [*current, max(current, default=0) + 1]
         return [*current, "changed"]
     raise AssertionError(f"no change rule for {prop}")

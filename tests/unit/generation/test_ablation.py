@@ -17,11 +17,11 @@ from attnlens.attribution.datamodels import ablation_masks, leave_one_out_masks
 from attnlens.generation.ablation import answer_token_log_probs, shared_prefix, shared_prefix_log_probs
 from attnlens.models import architecture
 from attnlens.models.llama import causal_attention as long_context_attention
+from tests.support.ablated import KINDS, SPANS
+from tests.support.ablated import ablations as _ablations
 from tests.support.tiny_models import tiny_decoder
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
-
-KINDS = ["llama", "mistral", "qwen2", "qwen3", "gemma3"]
 
 
 def _sequences(n: int = 5, seed: int = 0) -> tuple[list[list[int]], list[int]]:
@@ -73,20 +73,6 @@ def test_a_masked_token_is_as_if_deleted_with_the_others_kept_in_place(kind):
         expected = _plain(model, [ids[i] for i in kept], answer, positions=kept)
         np.testing.assert_allclose(values, expected, rtol=0, atol=1e-12)
     assert not np.allclose(got[0], _plain(model, ids, answer))  # a mask changes the answer's probability
-
-
-#: A 34-token sequence: two template tokens, six sources of four tokens, a template token, a three-token answer.
-SPANS = [(2 + 4 * s, 6 + 4 * s) for s in range(6)]
-
-
-def _ablations(masks: np.ndarray, removal: str) -> tuple[list[int], list[list[int]], list[list[int]] | None]:
-    full = torch.randint(5, 60, (34,), generator=torch.Generator().manual_seed(8)).tolist()
-    if removal == "delete":
-        deleted = [[t for i, t in enumerate(full) if all(m[s] or not a <= i < b for s, (a, b) in enumerate(SPANS))]
-                   for m in masks]  # fmt: skip
-        return full, deleted, None
-    keep = [[int(all(m[s] or not a <= i < b for s, (a, b) in enumerate(SPANS))) for i in range(34)] for m in masks]
-    return full, [full] * len(masks), keep
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -15,8 +15,9 @@ import torch
 
 from attnlens.generation.ablation import answer_token_log_probs
 from attnlens.generation.prefix_tree import prefix_tree, tree_log_probs
+from tests.support.ablated import KINDS, SPANS
+from tests.support.ablated import ablations as _ablations
 from tests.support.tiny_models import tiny_decoder
-from tests.unit.generation.test_ablation import KINDS, SPANS, _ablations
 
 pytestmark = pytest.mark.numerics  # run again under the portable CPU kernels (test_kernel_sets.py)
 

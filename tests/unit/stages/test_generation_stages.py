@@ -57,7 +57,16 @@ def run(tmp_path_factory):
     run_judge_answers(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet",
                       scores_path=d / "scores.parquet", judged_path=d / "judged.parquet")  # fmt: skip
     figures = FiguresConfig.from_dict(full["figures"])
-    run_answer_leaderboard(cfg, figures, d / "judged.parquet", d / "board.parquet", d / "tables", d / "board")
+    run_answer_leaderboard(
+        cfg,
+        figures,
+        d / "judged.parquet",
+        d / "responses.parquet",
+        d / "board.parquet",
+        d / "board_by_structure.parquet",
+        d / "tables",
+        d / "board",
+    )
     return d, cfg
 
 
@@ -78,11 +87,12 @@ def test_ablate_contexts_writes_each_kind_of_ablation_an_answer(run):
     d, cfg = run
     responses = _read(d / "responses.parquet", RESPONSES_SCHEMA)
     ablations = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
-    assert sorted(ablations.groupby("example_id").size().unique()) == [3]
+    assert sorted(ablations.groupby("example_id").size().unique()) == [4]  # every ablation too: at most 10 sources
     for row in ablations.itertuples():
         n_sources = len(responses.set_index("example_id").loc[row.example_id, "source_start"])
         masks = np.array([list(m) for m in row.masks])
-        expected = {"random": cfg.n_ablations, "heldout": cfg.n_heldout, "leave_one_out": n_sources}[row.kind]
+        kinds = {"random": cfg.n_ablations, "heldout": cfg.n_heldout, "leave_one_out": n_sources, "every": 2**n_sources}
+        expected = kinds[row.kind]
         assert masks.shape == (expected, n_sources) and len(row.token_log_probs) == expected and row.seconds > 0
         if row.kind == "leave_one_out":
             np.testing.assert_array_equal(masks, ~np.eye(n_sources, dtype=bool))
