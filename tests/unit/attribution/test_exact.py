@@ -73,6 +73,7 @@ def test_closed_forms_an_additive_game_and_a_unanimity_game():
     inside = np.isin(np.arange(6), team)
     np.testing.assert_allclose(unanimity.shapley, np.where(inside, 1 / 3, 0), rtol=0, atol=1e-12)
     np.testing.assert_allclose(unanimity.banzhaf, np.where(inside, 1 / 4, 0), rtol=0, atol=1e-12)
+    # why exact: leave-one-out is one subtraction of the game's 0s and 1s, exact in any float
     np.testing.assert_allclose(unanimity.leave_one_out, inside.astype(float), rtol=0, atol=0)
 
 
@@ -83,6 +84,8 @@ def test_the_best_drop_is_the_largest_over_every_k_subset():
         max(full - _value(table, set(range(n)) - set(r)) for r in itertools.combinations(range(n), k))
         for k in (1, 3, 6)
     ]
+    # why exact: F(all) − min F and max (F(all) − F) pick the same F, and x ↦ F(all) − x, correctly rounded, is
+    # monotone, so both are the one subtraction F(all) − that F
     np.testing.assert_allclose(best_drops(table, (1, 3, 6)), expected, rtol=0, atol=0)
     assert best_drops(table, (9,))[0] == full - table[0]  # k past n removes every source
 
