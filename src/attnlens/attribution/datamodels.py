@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlens.attribution.exact import every_mask
+
 #: ContextCite's defaults: a source kept with probability ½, the Lasso's α on standardised masks.
 KEEP = 0.5
 ALPHA = 0.01
@@ -66,7 +68,7 @@ def heldout_masks(
     seen = {m.tobytes() for m in fitted}
     left = 2**n_sources - len(seen)
     if left <= n:
-        every = (np.arange(2**n_sources)[:, None] >> np.arange(n_sources)) & 1 == 1
+        every = every_mask(n_sources)
         return every[[m.tobytes() not in seen for m in every]]
     out: list[np.ndarray] = []
     for j in range(limit):

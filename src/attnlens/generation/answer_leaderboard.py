@@ -146,17 +146,17 @@ def judge_exact(
     table: np.ndarray,
     removed_scores: np.ndarray,
     where: dict[str, list[int]],
+    shapley: np.ndarray,
 ) -> list[tuple]:
     """The exact-truth rows of one answer whose every ablation was scored (``table``, ``F`` on
     :func:`~attnlens.attribution.exact.every_mask`): each method's top-``k`` drop as a share of the best
     achievable (NaN where no ``k`` sources lower ``F``), its LDS over every ablation, and Kendall's τ-b of its
-    scores with the exact Shapley values (0 for a method that scores every source alike; NaN where the Shapley
+    scores with the exact ``shapley`` values (0 for a method that scores every source alike; NaN where the Shapley
     values are all alike, nothing to agree with)."""
     from scipy.stats import kendalltau  # noqa: PLC0415 (scipy.stats: 1 s to import; the judging jobs only)
 
     best = best_drops(table, ks)
     masks = every_mask(int(np.log2(len(table))))
-    shapley = exact_values(table).shapley
     rows = []
     for method, s in scores.items():
         filled = np.nan_to_num(s, nan=0.0)

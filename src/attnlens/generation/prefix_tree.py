@@ -102,14 +102,8 @@ def prefix_tree(keys: Sequence[Sequence[int]], tails: Sequence[tuple[int, ...]])
 
 
 def _window(model) -> int | None:
-    """The narrowest sliding window of the model's layers; None where no layer has one."""
-    window = getattr(model.config, "sliding_window", None)
-    types = getattr(model.config, "layer_types", None)
-    if window is None or (types is not None and "sliding_attention" not in types):
-        return None
-    if getattr(model.config, "use_sliding_window", True) is False:
-        return None
-    return int(window)
+    """The narrowest sliding window of the model's layers (the seam's :meth:`windows`); None where no layer has one."""
+    return min((w for w in architecture(model).windows(model.config) if w), default=None)
 
 
 @torch.no_grad()

@@ -181,7 +181,7 @@ def run_judge_answers(
         planted = np.asarray(row.planted, dtype=bool)
         rows += judge_answer(row.example_id, scores, ks, full, removed, where, heldout.masks, heldout.scores, planted)
         if table is not None:
-            rows += judge_exact(row.example_id, scores, ks, table, removed, where)
+            rows += judge_exact(row.example_id, scores, ks, table, removed, where, scores["exact_shapley"])
             forward = float(mine["forward_seconds"].iloc[0]) if len(mine) else np.nan
             for name in EXACT:
                 rows += [
