@@ -159,13 +159,14 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
         assert np.array_equal(np.array([list(m) for m in mine.loc["heldout", "masks"]]), heldout)
         loo = np.array([list(m) for m in mine.loc["leave_one_out", "masks"]])
         assert np.array_equal(loo, ~np.eye(n, dtype=bool))
-        # an ablation's cached scores are the answer's on its rebuilt prompt
-        answer = list(row.input_ids[len(row.input_ids) - row.answer_length :])
+        # an ablation's cached scores are the answer's and its end token's on its rebuilt prompt
+        answer = [*row.input_ids[len(row.input_ids) - row.answer_length :], row.end_id]
         again = ablation_log_probs(model, tokenizer, row.context, response_sources(row), row.question, answer, loo[:2])
         np.testing.assert_allclose(
             again, np.array([list(t) for t in mine.loc["leave_one_out", "token_log_probs"][:2]]), rtol=0, atol=1e-5
         )  # fmt: skip  (float32 model, another batch: rounding)
-        cached = answer_scores(np.array([list(t) for t in mine.loc["leave_one_out", "token_log_probs"]]))[0]
+        a = row.answer_length  # F, leave-one-out's and the judges' score, is over the answer's own tokens
+        cached = answer_scores(np.array([list(t)[:a] for t in mine.loc["leave_one_out", "token_log_probs"]]))[0]
         got = scores[(scores["example_id"] == row.example_id) & (scores["method"] == "leave_one_out")].iloc[0]
         np.testing.assert_allclose(got["scores"], row.log_prob - cached, rtol=0, atol=1e-12)
         assert got["n_forwards"] == n
@@ -174,7 +175,7 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
         assert n <= cfg.exact_sources
         every = np.array([list(m) for m in mine.loc["every", "masks"]])
         assert np.array_equal(every, every_mask(n))
-        table = answer_scores(np.array([list(t) for t in mine.loc["every", "token_log_probs"]]))[0]
+        table = answer_scores(np.array([list(t)[:a] for t in mine.loc["every", "token_log_probs"]]))[0]
         assert table[-1] == pytest.approx(row.log_prob, abs=1e-5)  # float32 model, another batch: rounding
         # the tree's batches against the shared prefix's on a float32 model: each log-probability (|log p| about
         # 10: 30 522 words, barely trained) sums a few hundred float32 products in another order, so a few hundred

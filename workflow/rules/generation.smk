@@ -113,7 +113,8 @@ use rule model_job as fit_learned_attention with:
                 "system_prompt",
                 "max_new_tokens",
                 "stop",
-                "score",
+                "fit_score",
+                "fit_end_token",
                 "removal",
                 "keep",
                 "batch_size",
@@ -138,7 +139,17 @@ use rule model_job as explain_answers with:
     params:
         cfg=keys(
             model=["device"],
-            generation=["methods", "score", "pool_k", "ig_steps", "alpha", "batch_size", "seed"],
+            generation=[
+                "methods",
+                "score",
+                "fit_score",
+                "fit_end_token",
+                "pool_k",
+                "ig_steps",
+                "alpha",
+                "batch_size",
+                "seed",
+            ],
         ),
 
 
@@ -181,6 +192,8 @@ use rule model_job as answer_sanity with:
                 "template",
                 "system_prompt",
                 "score",
+                "fit_score",
+                "fit_end_token",
                 "removal",
                 "keep",
                 "n_ablations",

@@ -30,13 +30,13 @@ import pandas as pd
 from attnlens.api.document import full_config
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
-from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import label
 from attnlens.device import place
 from attnlens.errors import InputError
 from attnlens.generation.answer_artifacts import response_sources
-from attnlens.generation.responses import one_response, timed_ablations
+from attnlens.generation.responses import one_response, split_scores, timed_ablations
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -221,10 +221,11 @@ def _ablations(model, tokenizer, row, cfg: GenerationConfig) -> dict[str, Ablate
         "leave_one_out": leave_one_out_masks(n_sources),
         "random": answer_masks(cfg.seed, 0, n_sources, cfg.n_ablations, 0, cfg.keep)[0],
     }
-    return {
-        kind: Ablated(masks, score_of(lp, cfg.score), seconds)
-        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items()
-    }
+    out = {}
+    for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
+        scores, fit, tokens = split_scores(row, lp, cfg)
+        out[kind] = Ablated(masks, scores, seconds, fit, tokens)
+    return out
 
 
 def _methods(methods: Sequence[str] | None, cfg: GenerationConfig, weights, model) -> tuple[list[str], Any, list[str]]:

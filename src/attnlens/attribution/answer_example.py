@@ -22,11 +22,21 @@ from attnlens.attribution.source_scores import answer_gradient_x_input, answer_h
 @dataclass(frozen=True)
 class Ablated:
     """An answer's score on cached ablations of its context: the masks (a row per ablation, a flag per source), the
-    score on each, and the wall seconds their forwards took."""
+    score ``F`` on each, the wall seconds their forwards took, and the target a method fits to them where it is not
+    ``F`` (the surrogate's: ``generation.fit_score`` over the answer and its end token) with that target's tokens."""
 
     masks: np.ndarray
     scores: np.ndarray
     seconds: float
+    fit: np.ndarray | None = None  # None: the fit's target is F
+    fit_tokens: int = 0  # the fit target's tokens (0: the answer's)
+
+    def target(self, n_answer_tokens: int) -> tuple[np.ndarray, int]:
+        """What a method fits to these ablations: the fit target on each and its tokens (``F`` and the answer's
+        ``n_answer_tokens`` where no other target is given)."""
+        if self.fit is None:
+            return self.scores, n_answer_tokens
+        return self.fit, self.fit_tokens or n_answer_tokens
 
 
 @dataclass

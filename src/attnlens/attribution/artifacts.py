@@ -165,15 +165,15 @@ def scores_by_example(frame: pd.DataFrame, order: Sequence[str] = ()) -> dict[st
 
 # --- answers (ablate_contexts, explain_answers, judge_answers) ----------------------------------------------------
 
-ABLATIONS_SCHEMA = "generation_ablations/v1"
+ABLATIONS_SCHEMA = "generation_ablations/v2"
 ANSWER_SCORES_SCHEMA = "answer_scores/v1"
 JUDGED_SCHEMA = "answer_judgements/v1"
 LEARNED_SCHEMA = "learned_attention/v1"
 
 #: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
 #: ``heldout`` (the linear datamodeling score's, none of them fitted), ``leave_one_out``, and ``every`` (all ``2ⁿ``,
-#: for an answer of at most ``generation.exact_sources`` sources); each mask's answer token log-probabilities and
-#: the kind's wall seconds.
+#: for an answer of at most ``generation.exact_sources`` sources); each mask's answer token log-probabilities, then
+#: its end token's where the answer has one (the response's ``end_id``), and the kind's wall seconds.
 ABLATION_COLUMNS = pa.schema(
     [
         ("example_id", pa.string()),

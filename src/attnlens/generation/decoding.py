@@ -6,7 +6,8 @@ so an answer is the same under every attention implementation (a left-padded row
 under eager attention) and whatever else its batch holds. An answer ends at the end token, which it does not keep,
 or at the first of its stop strings (``generation.stop``: a base model, which has no end-of-turn token, ends its
 answer at a newline), where it keeps the tokens before the one that holds the string; an answer that reaches
-``max_new_tokens`` without either is unfinished and says so.
+``max_new_tokens`` without either is unfinished and says so. The token that ended an answer is kept beside it
+(:attr:`Answer.end`): ContextCite scores an answer with it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from attnlens.tasks.squad import exact_match, normalize_answer
 
 @dataclass(frozen=True)
 class Answer:
-    """A greedy answer: its ids (without the end token) and whether the end token closed it."""
+    """A greedy answer: its ids (without the end token), whether the end token or a stop string closed it, and the
+    token that did (the end token, or the token that holds the stop string; None for an unfinished answer)."""
 
     ids: list[int]
     finished: bool
+    end: int | None = None
 
 
 @torch.no_grad()
@@ -70,7 +73,10 @@ def greedy_answers(
             ended = row.index(end) if end in row else None
             row = row[:ended] if ended is not None else row
             stopped = stop_at(tokenizer, row, stop) if stop else None
-            out[i] = Answer(row[:stopped] if stopped is not None else row, ended is not None or stopped is not None)
+            if stopped is not None:
+                out[i] = Answer(row[:stopped], True, int(row[stopped]))
+            else:
+                out[i] = Answer(row, ended is not None, end if ended is not None else None)
     return out
 
 

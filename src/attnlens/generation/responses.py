@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.datamodels import answer_scores
+from attnlens.attribution.datamodels import answer_scores, score_of
 from attnlens.attribution.exact import every_mask
 from attnlens.errors import InputError
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
@@ -93,12 +93,12 @@ def responses(
     for r, prompt, g, book in zip(chosen.itertuples(index=False), prompts, greedy, alone, strict=True):
         reference = str(r.label)
         if target == "true":
-            ids = answer_ids(tokenizer, reference)
+            ids, end = answer_ids(tokenizer, reference), end_token(tokenizer)
         elif not g.finished:
             unfinished.append(str(r.example_id))
             continue
         else:
-            ids = list(g.ids)
+            ids, end = list(g.ids), g.end
         if not ids:
             empty.append(str(r.example_id))
             continue
@@ -106,7 +106,7 @@ def responses(
         text = normalized(tokenizer, ids)
         kinds, planted, follows = _planted(mine, prompt.sources, prompt.offset, text, normalize_answer(reference))
         exact = normalized(tokenizer, g.ids) == normalized(tokenizer, answer_ids(tokenizer, reference))
-        row = _row(tokenizer, str(r.example_id), prompt, ids, reference, target, float(exact), kinds, planted)
+        row = _row(tokenizer, str(r.example_id), prompt, ids, end, reference, target, float(exact), kinds, planted)
         structure = getattr(r, "structure", None)
         row |= {
             "structure": structure if isinstance(structure, str) else "",
@@ -153,27 +153,29 @@ def one_response(
     notes += completion_notes(tokenizer, cfg.stop)
     if answer is None:
         (g,) = greedy(model, tokenizer, [prompt.input_ids], cfg, batch_size=1)
-        ids, finished = list(g.ids), g.finished  # without the end token
+        ids, finished, end = list(g.ids), g.finished, g.end  # without the end token
         if not finished:
             notes.append(
                 f"the answer did not finish within generation.max_new_tokens {cfg.max_new_tokens}: explained as it "
                 "stands"
             )
     else:
-        ids, finished = answer_ids(tokenizer, answer), True
+        ids, finished, end = answer_ids(tokenizer, answer), True, end_token(tokenizer)
     if not ids:
         raise InputError("answer", "(text)", "expected the model to answer, got an empty answer")
     n = len(prompt.sources)
     target = "predicted" if answer is None else "true"
-    row = _row(tokenizer, "answer", prompt, ids, answer or "", target, float("nan"), [-1] * n, [False] * n)
+    row = _row(tokenizer, "answer", prompt, ids, end, answer or "", target, float("nan"), [-1] * n, [False] * n)
     row |= {"structure": "", "follows_context": np.nan, "closed_book": "", "same_as_closed_book": np.nan}
     _score(model, [row], cfg.batch_size)
     return pd.Series(row), finished, notes
 
 
-def _row(tokenizer, example_id: str, prompt: AnswerPrompt, ids, reference: str, target: str, exact, kinds, planted):
+def _row(
+    tokenizer, example_id: str, prompt: AnswerPrompt, ids, end, reference: str, target: str, exact, kinds, planted
+):
     """A response row (:data:`~attnlens.generation.answer_artifacts.RESPONSE_COLUMNS`) before its scores
-    (:func:`_score`)."""
+    (:func:`_score`); ``end``: the token that ended the answer (−1 for none)."""
     return {
         "example_id": example_id,
         "context": prompt.context,
@@ -184,6 +186,7 @@ def _row(tokenizer, example_id: str, prompt: AnswerPrompt, ids, reference: str, 
         "exact_match": exact,
         "input_ids": prompt.input_ids + ids,
         "answer_length": len(ids),
+        "end_id": -1 if end is None else int(end),
         "owner": [*prompt.owner.tolist(), *([-1] * len(ids))],
         "source_start": [s.start for s in prompt.sources],
         "source_end": [s.end for s in prompt.sources],
@@ -274,17 +277,18 @@ def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str]
     return notes
 
 
-def ablate(model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False) -> np.ndarray:
+def ablate(model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False, end: bool = False) -> np.ndarray:
     """``(masks, answer tokens)``: a response row's answer token log-probabilities on its context with each mask's
     removed sources taken out (``generation.removal``), from the shared prefix (with ``tree``, from the tree of the
-    ablated prompts' shared prefixes: :func:`~attnlens.generation.ablation.ablation_log_probs`)."""
+    ablated prompts' shared prefixes: :func:`~attnlens.generation.ablation.ablation_log_probs`); with ``end``, the
+    answer's end token too where it has one (a last column, :func:`split_scores`)."""
     return ablation_log_probs(
         model,
         tokenizer,
         row.context,
         response_sources(row),
         row.question,
-        answer_of(row),
+        answer_of(row, end),
         masks,
         cfg.removal,
         PromptFormat.of(cfg),
@@ -297,7 +301,8 @@ def timed_ablations(
     model, tokenizer, row, kinds: Mapping[str, np.ndarray], cfg, every: bool = False
 ) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
     """``{kind: (masks, token log-probabilities, seconds)}``: :func:`ablate` of each kind's masks (the surrogate's
-    random ones, the held-out ones, leave-one-out's) and the wall seconds its forwards took; with ``every``, kind
+    random ones, the held-out ones, leave-one-out's), the answer's end token scored too (the surrogate's target
+    holds it, :func:`split_scores`), and the wall seconds its forwards took; with ``every``, kind
     ``every`` first: all ``2ⁿ`` ablations (from the tree of their shared prefixes), from
     which the held-out ones are read, no forward of their own (they judge, they cost no method anything). The
     methods' own kinds are always run as the methods run them, so their seconds are their cost."""
@@ -305,13 +310,32 @@ def timed_ablations(
     if every:
         t0 = time.perf_counter()
         masks = every_mask(len(row.source_start))
-        out["every"] = (masks, ablate(model, tokenizer, row, masks, cfg, tree=True), time.perf_counter() - t0)
+        out["every"] = (masks, ablate(model, tokenizer, row, masks, cfg, True, True), time.perf_counter() - t0)
         at = {m.tobytes(): i for i, m in enumerate(masks)}
     for kind, masks in kinds.items():
         t0 = time.perf_counter()
         if every and kind == "heldout":
             lp = out["every"][1][[at[m.tobytes()] for m in np.asarray(masks, dtype=bool)]]
         else:
-            lp = ablate(model, tokenizer, row, masks, cfg)
+            lp = ablate(model, tokenizer, row, masks, cfg, end=True)
         out[kind] = (masks, lp, time.perf_counter() - t0)
     return out
+
+
+def split_scores(row, token_log_probs: np.ndarray, cfg, fit: bool = True) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """From a response row's ablations scored with its end token (:func:`ablate` with ``end``; ``(masks, tokens)``):
+    the answer's score ``F`` on each (``generation.score``, over the answer's own tokens: what every method is
+    judged on), and with ``fit`` the target the surrogate fits and its tokens (:func:`fit_target`; None and 0
+    without)."""
+    lp = np.asarray(token_log_probs, dtype=np.float64).reshape(len(token_log_probs), -1)
+    scores = score_of(lp[:, : int(row.answer_length)], cfg.score)
+    return (scores, *fit_target(row, lp, cfg)) if fit else (scores, None, 0)
+
+
+def fit_target(row, token_log_probs: np.ndarray, cfg) -> tuple[np.ndarray, int]:
+    """The target the surrogate and learned attention fit on a response row's ablations scored with its end token
+    (``(masks, tokens)``), and that target's tokens: ``generation.fit_score`` over the answer and its end token where
+    ``generation.fit_end_token`` (as ContextCite scores an answer), over the answer's own tokens otherwise."""
+    lp = np.asarray(token_log_probs, dtype=np.float64).reshape(len(token_log_probs), -1)
+    fitted = lp if cfg.fit_end_token else lp[:, : int(row.answer_length)]
+    return score_of(fitted, cfg.fit_score), fitted.shape[1]

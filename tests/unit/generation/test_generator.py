@@ -131,6 +131,7 @@ def test_greedy_answers_are_the_argmax_loop_and_say_when_they_are_unfinished():
                 expected.append(token)
                 seq.append(token)
         assert answer.ids == expected and answer.finished == (len(expected) < 4 or token == 3)
+        assert answer.end == (3 if answer.finished else None)  # the end token that closed it, kept beside it
 
 
 def test_the_metrics_are_exact_match_unfinished_share_and_mean_log_probability(minilm):
@@ -159,7 +160,7 @@ def _word_tokenizer(size: int):
 
 def test_a_greedy_answer_ends_before_the_token_that_holds_a_stop_string():
     """The stop rule a base model needs: the answer keeps the tokens before the one whose text completes a stop
-    string, and is finished; without the string it runs on unchanged."""
+    string, and is finished, that token its end; without the string it runs on unchanged."""
     model = tiny_decoder("llama", head="causal_lm", seed=4)
     tokenizer = _word_tokenizer(60)
     prompts = [[5, 9, 11, 13, 17], [7, 8]]
@@ -169,7 +170,7 @@ def test_a_greedy_answer_ends_before_the_token_that_holds_a_stop_string():
         stop = tokenizer.decode([answer.ids[2]])
         first = next(k for k in range(len(answer.ids)) if stop in tokenizer.decode(answer.ids[: k + 1]))
         (got,) = greedy_answers(model, [prompt], max_new_tokens=6, end=3, pad=0, stop=[stop], tokenizer=tokenizer)
-        assert got.ids == answer.ids[:first] and got.finished
+        assert got.ids == answer.ids[:first] and got.finished and got.end == answer.ids[first]  # the stop's token
         (none,) = greedy_answers(model, [prompt], max_new_tokens=6, end=3, pad=0, stop=["zz"], tokenizer=tokenizer)
         assert none == answer
     with pytest.raises(ValueError, match="tokenizer"):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from attnlens.attribution.artifacts import ABLATIONS_SCHEMA, ANSWER_SCORES_SCHEMA, JUDGED_SCHEMA
-from attnlens.attribution.datamodels import score_of
+from attnlens.attribution.datamodels import fit_surrogate, score_of
 from attnlens.generation.answer_artifacts import RESPONSES_SCHEMA
 from attnlens.io import load_parquet
 from attnlens.pipeline.config import DataConfig, FiguresConfig, GenerationConfig, ModelConfig, validate_config
@@ -109,9 +109,17 @@ def test_explain_answers_reads_the_ablations_the_stage_before_wrote(run):
     for row in scores[scores["method"] == "leave_one_out"].itertuples():
         loo = ablations[(ablations["example_id"] == row.example_id) & (ablations["kind"] == "leave_one_out")].iloc[0]
         lp = np.array([list(t) for t in loo["token_log_probs"]])
-        full = responses.loc[row.example_id, cfg.score]
+        response = responses.loc[row.example_id]
+        assert response.end_id >= 0 and lp.shape[1] == response.answer_length + 1  # the end token, last
+        full = response[cfg.score]
         # exact on any CPU: no forward in between, the scorer and this line subtract the same stored float64 values
-        np.testing.assert_array_equal(row.scores, full - score_of(lp, cfg.score))
+        np.testing.assert_array_equal(row.scores, full - score_of(lp[:, : response.answer_length], cfg.score))
+    for row in scores[scores["method"] == "surrogate"].itertuples():  # ContextCite's target: the logit, end token in
+        fitted = ablations[(ablations["example_id"] == row.example_id) & (ablations["kind"] == "random")].iloc[0]
+        lp = np.array([list(t) for t in fitted["token_log_probs"]])
+        masks = np.array([list(m) for m in fitted["masks"]])
+        weights, _ = fit_surrogate(masks, score_of(lp, "logit"), lp.shape[1], cfg.alpha)
+        np.testing.assert_array_equal(row.scores, weights)  # the same call on the same stored values
         assert row.n_forwards == len(lp) and row.seconds >= loo["seconds"]
     for row in scores.itertuples():
         assert len(row.scores) == len(responses.loc[row.example_id, "source_start"])

@@ -31,7 +31,7 @@ from attnlens.generation.answer_leaderboard import (
     looked_up,
     removal_masks,
 )
-from attnlens.generation.responses import ablate, timed_ablations
+from attnlens.generation.responses import ablate, split_scores, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
@@ -78,16 +78,18 @@ def run_ablate_contexts(
     return frame
 
 
-def _ablated(ablations: pd.DataFrame, example_id: str, kind: str, score: str) -> Ablated | None:
-    """An answer's ablations of ``kind`` (masks, ``F`` on each, seconds); None where it has none of that kind (kind
-    ``every`` only for answers of at most ``generation.exact_sources`` sources)."""
-    mine = ablations[(ablations["example_id"] == example_id) & (ablations["kind"] == kind)]
+def _ablated(ablations: pd.DataFrame, response, kind: str, cfg: GenerationConfig, fit: bool = False) -> Ablated | None:
+    """A response's ablations of ``kind`` (masks, ``F`` on each, seconds; with ``fit``, the surrogate's target); None
+    where it has none of that kind (kind ``every`` only for answers of at most ``generation.exact_sources``
+    sources)."""
+    mine = ablations[(ablations["example_id"] == response.example_id) & (ablations["kind"] == kind)]
     if mine.empty:
         return None
     row = mine.iloc[0]
-    masks = np.array([list(m) for m in row["masks"]], dtype=bool)
-    lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64)
-    return Ablated(masks, score_of(lp, score) if len(lp) else np.zeros(0), float(row["seconds"]))
+    masks = np.array([list(m) for m in row["masks"]], dtype=bool).reshape(len(row["masks"]), -1)
+    lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64).reshape(len(masks), -1)
+    scores, target, tokens = split_scores(response, lp, cfg, fit)
+    return Ablated(masks, scores, float(row["seconds"]), target, tokens)
 
 
 # --- explain_answers ---------------------------------------------------------------------------------------------
@@ -115,7 +117,9 @@ def run_explain_answers(
     head_weights = load_head_weights(learned_path) if learned_path else None
     rows = []
     for row in responses.itertuples(index=False):
-        cached = {kind: _ablated(ablations, row.example_id, kind, cfg.score) for kind in ("leave_one_out", "random")}
+        cached = {
+            kind: _ablated(ablations, row, kind, cfg, fit=kind == "random") for kind in ("leave_one_out", "random")
+        }
         x = AnswerExample.of_response(model, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, **cached)
         res = explain(x, cfg.methods)
         for method in cfg.methods:
@@ -167,7 +171,7 @@ def run_judge_answers(
     for row in responses.itertuples(index=False):
         mine = scored[scored["example_id"] == row.example_id]
         scores = {m.method: np.asarray(m.scores, dtype=np.float64) for m in mine.itertuples(index=False)}
-        every = _ablated(ablations, row.example_id, "every", cfg.score)
+        every = _ablated(ablations, row, "every", cfg)
         table = None if every is None else exact_table(every.masks, every.scores)
         if table is not None:
             scores |= exact_scores(table)
@@ -177,7 +181,7 @@ def run_judge_answers(
             full = float(getattr(row, cfg.score))
         else:  # every removal is an ablation already scored: read, no forward, and F(all) from the same table
             removed, full = looked_up(table, masks), float(table[-1])
-        heldout = _ablated(ablations, row.example_id, "heldout", cfg.score)
+        heldout = _ablated(ablations, row, "heldout", cfg)
         planted = np.asarray(row.planted, dtype=bool)
         rows += judge_answer(row.example_id, scores, ks, full, removed, where, heldout.masks, heldout.scores, planted)
         if table is not None:

@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from attnlens.attribution.artifacts import LEARNED_SCHEMA
-from attnlens.attribution.datamodels import answer_masks, score_of
+from attnlens.attribution.datamodels import answer_masks
 from attnlens.attribution.head_weights import FitExample, fit_head_weights, source_features
 from attnlens.attribution.source_scores import answer_head_attention
 from attnlens.data.sources import load_examples
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import response_sources
-from attnlens.generation.responses import ablate, responses
+from attnlens.generation.responses import ablate, fit_target, responses
 from attnlens.io import StrPath, provenance, save_json
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -45,7 +45,7 @@ def run_fit_learned_attention(
     for k, row in enumerate(frame.itertuples(index=False)):
         sources = response_sources(row)
         masks, _ = answer_masks(learned.seed, k, len(sources), learned.n_ablations, 0, cfg.keep)
-        scores = score_of(ablate(model, tokenizer, row, masks, cfg), cfg.score)
+        scores, _ = fit_target(row, ablate(model, tokenizer, row, masks, cfg, end=True), cfg)
         ids = torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(dev)
         rows = answer_head_attention(model, ids, int(row.answer_length))
         features = source_features(rows, np.asarray(row.owner), len(sources))
@@ -63,7 +63,8 @@ def run_fit_learned_attention(
         "n_fit": fit.n_fit,
         "n_heldout": len(examples) - fit.n_fit,
         "n_ablations": learned.n_ablations,
-        "score": cfg.score,
+        "score": cfg.fit_score,
+        "end_token": cfg.fit_end_token,
         "fit_correlation": fit.fit_correlation,
         "heldout_correlation": fit.heldout_correlation,
         "uniform_fit_correlation": fit.uniform_fit_correlation,

@@ -11,12 +11,12 @@ import pandas as pd
 
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
-from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.responses import ablate
+from attnlens.generation.responses import ablate, split_scores
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -35,7 +35,8 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     loo = leave_one_out_masks(n_sources)
     everything = np.ones((1, n_sources), dtype=bool)
     t0 = time.perf_counter()
-    scores = score_of(ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg), cfg.score)
+    lp = ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg, end=True)
+    scores, fit, tokens = split_scores(row, lp, cfg)
     seconds = time.perf_counter() - t0
     return AnswerExample.build(
         model,
@@ -48,7 +49,7 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
         tokenizer.pad_token_id,
         device,
         leave_one_out=Ablated(loo, scores[1 + len(train) :], seconds),
-        random=Ablated(train, scores[1 : 1 + len(train)], seconds),
+        random=Ablated(train, scores[1 : 1 + len(train)], seconds, fit[1 : 1 + len(train)], tokens),
         head_weights=head_weights,
     )
 
