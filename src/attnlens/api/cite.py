@@ -222,9 +222,10 @@ def _ablations(model, tokenizer, row, cfg: GenerationConfig) -> dict[str, Ablate
         "random": answer_masks(cfg.seed, 0, n_sources, cfg.n_ablations, 0, cfg.keep)[0],
     }
     out = {}
-    for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
+    for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
         scores, fit, tokens = split_scores(row, lp, cfg)
-        out[kind] = Ablated(masks, scores, seconds, fit, tokens)
+        divergence = None if jsd is None else jsd[:, : int(row.answer_length)].sum(axis=1)
+        out[kind] = Ablated(masks, scores, seconds, fit, tokens, divergence)
     return out
 
 

@@ -26,7 +26,7 @@ from attnlens.attribution.artifacts import (
     EXPLANATIONS_SCHEMA,
     attribution_types,
 )
-from attnlens.attribution.methods import get_method
+from attnlens.attribution.methods import DOCUMENT, get_method
 from attnlens.data.reading import UNKNOWN_WARN_SHARE
 from attnlens.errors import InputError
 from attnlens.io import file_stem, provenance, save_json, save_parquet, save_tensors
@@ -281,7 +281,7 @@ class DocumentExplanation:
             f"{self.target}, {int(self.attribution['n_steps'])} steps, δ {float(self.attribution['delta']):.2g}"
         )
         for row in self.explanation:
-            conserves = get_method(row["method"]).conserves
+            conserves = get_method(row["method"]).conserves.get(DOCUMENT)
             if conserves:
                 line += f"; {row['method']} {conserves} {row['explained']:.3g}, δ {row['delta']:.2g}"
         return line

@@ -30,6 +30,9 @@ class Ablated:
     seconds: float
     fit: np.ndarray | None = None  # None: the fit's target is F
     fit_tokens: int = 0  # the fit target's tokens (0: the answer's)
+    #: per ablation, the Jensen–Shannon divergences of the answer's token distributions from the whole context's,
+    #: summed over its tokens (leave-one-out's, ARC-JSD's; None where not computed)
+    divergence: np.ndarray | None = None
 
     def target(self, n_answer_tokens: int) -> tuple[np.ndarray, int]:
         """What a method fits to these ablations: the fit target on each and its tokens (``F`` and the answer's

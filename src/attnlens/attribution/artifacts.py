@@ -173,13 +173,16 @@ LEARNED_SCHEMA = "learned_attention/v1"
 #: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
 #: ``heldout`` (the linear datamodeling score's, none of them fitted), ``leave_one_out``, and ``every`` (all ``2ⁿ``,
 #: for an answer of at most ``generation.exact_sources`` sources); each mask's answer token log-probabilities, then
-#: its end token's where the answer has one (the response's ``end_id``), and the kind's wall seconds.
+#: its end token's where the answer has one (the response's ``end_id``), leave-one-out's Jensen–Shannon divergence
+#: of each of those tokens' distributions from the whole context's (ARC-JSD's; empty for the other kinds), and the
+#: kind's wall seconds.
 ABLATION_COLUMNS = pa.schema(
     [
         ("example_id", pa.string()),
         ("kind", pa.string()),
         ("masks", pa.list_(pa.list_(pa.bool_()))),
         ("token_log_probs", pa.list_(pa.list_(pa.float64()))),
+        ("token_jsd", pa.list_(pa.list_(pa.float64()))),
         ("seconds", pa.float64()),
     ]
 )

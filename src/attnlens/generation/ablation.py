@@ -145,7 +145,8 @@ def shared_prefix_log_probs(
     keep: Sequence[Sequence[int]] | None = None,
     batch_size: int = BATCH,
     overhead: int | None = None,
-) -> np.ndarray:
+    divergence: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``(sequences, answer_length)`` float64, equal to :func:`answer_token_log_probs` (float rounding aside) at a
     fraction of its cost: each answer token's log-probability in each of ``sequences`` (ablations of ``full``, each
     ending in the same answer; ``keep`` as there), computed from the keys and values of the longest prefix any of
@@ -155,7 +156,12 @@ def shared_prefix_log_probs(
     one, its keys and values repeated along the batch, right-padded, with explicit positions: a token's position
     is its index, so a sliding window's keys are the same as without the cache. ``overhead``: what a forward's fixed
     cost is worth in tokens (default :func:`forward_overhead`). Only the positions that predict the answer reach the
-    vocabulary (``logits_to_keep``)."""
+    vocabulary (``logits_to_keep``).
+
+    With ``divergence``, also ``(sequences, answer_length)``: at each answer token, the Jensen–Shannon divergence
+    (natural logarithm, at most ``ln 2``) of the model's next-token distribution on the sequence from its
+    distribution on ``full`` there (ARC-JSD's, read from the same forwards; ``full``'s own answer rows run once
+    more, from the shared prefix's keys and values)."""
     a = int(answer_length)
     if keep is not None and len(keep) != len(sequences):
         raise ValueError("expected one keep list per sequence")
@@ -167,8 +173,9 @@ def shared_prefix_log_probs(
     kept = list(keep) if keep is not None else [None] * len(sequences)
     prefix = [shared_prefix(full, ids, k, a) for ids, k in zip(sequences, kept, strict=True)]
     out = np.zeros((len(sequences), a))
+    jsd = np.zeros((len(sequences), a))
     if not len(sequences):
-        return out
+        return (out, jsd) if divergence else out
     longest = max(prefix)
     long_context = architecture(model).long_context
     cached: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -181,6 +188,7 @@ def shared_prefix_log_probs(
                 logits_to_keep=1,
             ).past_key_values
         cached = [(layer.keys, layer.values) for layer in head.layers]
+    reference = _full_answer_log_probs(model, full, a, cached, longest) if divergence else None
     lengths = [len(ids) for ids in sequences]
     order = sorted(range(len(sequences)), key=lambda i: (-prefix[i], i))
     overhead = forward_overhead(model) if overhead is None else overhead
@@ -211,7 +219,36 @@ def shared_prefix_log_probs(
         for row, i in enumerate(run):
             at = lengths[i] - start - a - 1 - first  # its first answer row among the logits kept
             out[i] = log_probs[row, at : at + a].gather(-1, targets[:, None])[:, 0].numpy()
-    return out
+            if reference is not None:
+                jsd[i] = jensen_shannon(reference, log_probs[row, at : at + a]).numpy()
+    return (out, jsd) if divergence else out
+
+
+def _full_answer_log_probs(model, full: Sequence[int], a: int, cached, longest: int) -> torch.Tensor:
+    """``(a, vocabulary)`` float64: the next-token log-probabilities of ``full`` at the rows that predict its last
+    ``a`` tokens, run from its first ``longest`` tokens' cached keys and values (all of it without)."""
+    device = next(model.parameters()).device
+    start = min(longest, len(full) - a - 1)
+    suffix = torch.as_tensor([list(full[start:])], device=device)
+    with architecture(model).long_context(model):
+        logits = model(
+            input_ids=suffix,
+            position_ids=torch.arange(start, len(full), device=device)[None],
+            past_key_values=_repeated(cached, start, 1),
+            use_cache=True,
+            logits_to_keep=a + 1,
+        ).logits
+    return torch.log_softmax(logits[0, :a].double(), dim=-1).cpu()
+
+
+def jensen_shannon(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """The Jensen–Shannon divergence of the distributions ``exp(log_p)`` and ``exp(log_q)`` over the last axis
+    (natural logarithm): ``½ KL(P‖M) + ½ KL(Q‖M)``, ``M = (P + Q) / 2``; a zero probability contributes nothing."""
+    log_m = torch.logaddexp(log_p, log_q) - np.log(2.0)
+    p, q = log_p.exp(), log_q.exp()
+    kl_p = torch.where(p > 0, p * (log_p - log_m), 0.0).sum(-1)
+    kl_q = torch.where(q > 0, q * (log_q - log_m), 0.0).sum(-1)
+    return 0.5 * (kl_p + kl_q)
 
 
 def _repeated(cached: list[tuple[torch.Tensor, torch.Tensor]], length: int, batch: int) -> DynamicCache:
@@ -236,18 +273,23 @@ def ablation_log_probs(
     form: PromptFormat = DEFAULT_FORMAT,
     batch_size: int = BATCH,
     tree: bool = False,
-) -> np.ndarray:
+    divergence: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``(masks, answer tokens)`` float64: each answer token's log-probability on the context with the sources of
     each mask's zeros taken out by ``removal`` (:data:`~attnlens.tasks.contexts.REMOVALS`: ``delete``, ``mask``); the
     prompt is ``form``'s (:class:`~attnlens.tasks.contexts.PromptFormat`). From the full prompt's shared prefix
     (:func:`shared_prefix_log_probs`), or with ``tree`` from the tree of the ablated prompts' shared prefixes
-    (:func:`~attnlens.generation.prefix_tree.tree_log_probs`: every ablation of a context, exact truth's)."""
+    (:func:`~attnlens.generation.prefix_tree.tree_log_probs`: every ablation of a context, exact truth's); with
+    ``divergence`` (from the shared prefix), each answer token's Jensen–Shannon divergence from the full context's
+    too (:func:`shared_prefix_log_probs`)."""
     masks, answer = np.asarray(masks, dtype=bool), list(answer_ids)
     ablations = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, masks)
     if tree:
+        if divergence:
+            raise ValueError("divergence: read from the shared prefix's forwards, not the tree's")
         overhead = forward_overhead(model)
         return tree_log_probs(model, ablations.sequences, len(answer), ablations.keep, batch_size, overhead)[0]
     full = REMOVALS.get(removal)(tokenizer, context, sources, question, form, answer, np.ones((1, len(sources)), bool))
     return shared_prefix_log_probs(
-        model, full.sequences[0], ablations.sequences, len(answer), ablations.keep, batch_size
+        model, full.sequences[0], ablations.sequences, len(answer), ablations.keep, batch_size, divergence=divergence
     )

@@ -277,11 +277,14 @@ def _response_notes(frame: pd.DataFrame, unfinished: list[str], empty: list[str]
     return notes
 
 
-def ablate(model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False, end: bool = False) -> np.ndarray:
+def ablate(
+    model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False, end: bool = False, divergence: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``(masks, answer tokens)``: a response row's answer token log-probabilities on its context with each mask's
     removed sources taken out (``generation.removal``), from the shared prefix (with ``tree``, from the tree of the
     ablated prompts' shared prefixes: :func:`~attnlens.generation.ablation.ablation_log_probs`); with ``end``, the
-    answer's end token too where it has one (a last column, :func:`split_scores`)."""
+    answer's end token too where it has one (a last column, :func:`split_scores`); with ``divergence``, each answer
+    token's Jensen–Shannon divergence from the whole context's too (ARC-JSD's, from the same forwards)."""
     return ablation_log_probs(
         model,
         tokenizer,
@@ -294,31 +297,36 @@ def ablate(model, tokenizer, row, masks: np.ndarray, cfg, tree: bool = False, en
         PromptFormat.of(cfg),
         cfg.batch_size,
         tree,
+        divergence,
     )
 
 
 def timed_ablations(
     model, tokenizer, row, kinds: Mapping[str, np.ndarray], cfg, every: bool = False
-) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
-    """``{kind: (masks, token log-probabilities, seconds)}``: :func:`ablate` of each kind's masks (the surrogate's
-    random ones, the held-out ones, leave-one-out's), the answer's end token scored too (the surrogate's target
-    holds it, :func:`split_scores`), and the wall seconds its forwards took; with ``every``, kind
-    ``every`` first: all ``2ⁿ`` ablations (from the tree of their shared prefixes), from
-    which the held-out ones are read, no forward of their own (they judge, they cost no method anything). The
-    methods' own kinds are always run as the methods run them, so their seconds are their cost."""
+) -> dict[str, tuple[np.ndarray, np.ndarray, float, np.ndarray | None]]:
+    """``{kind: (masks, token log-probabilities, seconds, token divergences)}``: :func:`ablate` of each kind's masks
+    (the surrogate's random ones, the held-out ones, leave-one-out's), the answer's end token scored too (the
+    surrogate's target holds it, :func:`split_scores`), the wall seconds its forwards took, and for leave-one-out
+    each answer token's Jensen–Shannon divergence from the whole context (ARC-JSD's, read from its forwards; None
+    for the other kinds); with ``every``, kind ``every`` first: all ``2ⁿ`` ablations (from the tree of their shared
+    prefixes), from which the held-out ones are read, no forward of their own (they judge, they cost no method
+    anything). The methods' own kinds are always run as the methods run them, so their seconds are their cost."""
     out = {}
     if every:
         t0 = time.perf_counter()
         masks = every_mask(len(row.source_start))
-        out["every"] = (masks, ablate(model, tokenizer, row, masks, cfg, True, True), time.perf_counter() - t0)
+        out["every"] = (masks, ablate(model, tokenizer, row, masks, cfg, True, True), time.perf_counter() - t0, None)
         at = {m.tobytes(): i for i, m in enumerate(masks)}
     for kind, masks in kinds.items():
         t0 = time.perf_counter()
+        jsd = None
         if every and kind == "heldout":
             lp = out["every"][1][[at[m.tobytes()] for m in np.asarray(masks, dtype=bool)]]
+        elif kind == "leave_one_out":
+            lp, jsd = ablate(model, tokenizer, row, masks, cfg, end=True, divergence=True)
         else:
             lp = ablate(model, tokenizer, row, masks, cfg, end=True)
-        out[kind] = (masks, lp, time.perf_counter() - t0)
+        out[kind] = (masks, lp, time.perf_counter() - t0, jsd)
     return out
 
 

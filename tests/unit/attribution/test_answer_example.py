@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from scipy.spatial.distance import jensenshannon
 
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
@@ -24,7 +25,7 @@ from attnlens.attribution.source_scores import (
     source_sums,
     top_k_pooled,
 )
-from attnlens.generation.ablation import answer_token_log_probs
+from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.generation.answer_leaderboard import answer_metrics, judge_answer, removal_masks
 from tests.support.tiny_models import tiny_decoder
 
@@ -33,11 +34,38 @@ OWNER = np.array([-1, 0, 0, 0, 1, 1, 2, 2, 2, 3, 3, -1, -1])  # four sources, th
 ANSWER_IDS = [47, 53]
 
 
+def _keep(masks: np.ndarray) -> list[list[int]]:
+    return [[int(o < 0 or m[o]) for o in OWNER] + [1] * len(ANSWER_IDS) for m in masks]
+
+
 def _masked_scores(model, masks: np.ndarray) -> np.ndarray:
     """The answer's log-probability with each mask's sources' tokens out of attention: the cached ablations."""
-    keep = [[int(o < 0 or m[o]) for o in OWNER] + [1] * len(ANSWER_IDS) for m in masks]
-    lp = answer_token_log_probs(model, [PROMPT + ANSWER_IDS] * len(masks), [len(ANSWER_IDS)] * len(masks), keep)
+    lp = answer_token_log_probs(model, [PROMPT + ANSWER_IDS] * len(masks), [len(ANSWER_IDS)] * len(masks), _keep(masks))
     return answer_scores(np.stack(lp))[0]
+
+
+def _masked_divergences(model, masks: np.ndarray) -> np.ndarray:
+    """Leave-one-out's cached divergences: each answer token's Jensen–Shannon divergence from the whole context's,
+    summed, from the shared prefix's forwards (as ``ablate_contexts`` reads them)."""
+    ids = PROMPT + ANSWER_IDS
+    _, jsd = shared_prefix_log_probs(model, ids, [ids] * len(masks), len(ANSWER_IDS), _keep(masks), divergence=True)
+    return jsd.sum(axis=1)
+
+
+def _direct_divergences(model, masks: np.ndarray) -> np.ndarray:
+    """ARC-JSD's definition run literally: a plain forward of the whole sequence and of each masked one, the softmax
+    at each row that predicts an answer token, and scipy's Jensen–Shannon distance squared (natural logarithm)."""
+    ids = torch.tensor([PROMPT + ANSWER_IDS])
+    rows = slice(len(PROMPT) - 1, len(PROMPT) - 1 + len(ANSWER_IDS))
+    positions = torch.arange(ids.shape[1])[None]
+
+    def distributions(keep):
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=torch.tensor([keep]), position_ids=positions).logits
+        return torch.softmax(logits[0, rows].double(), dim=-1).numpy()
+
+    whole = distributions([1] * ids.shape[1])
+    return np.array([(jensenshannon(whole, distributions(k), axis=-1) ** 2).sum() for k in _keep(masks)])
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +86,7 @@ def example():
         n_sources=4,
         full_score=float(full.sum()),
         n_answer_tokens=len(ANSWER_IDS),
-        leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5),
+        leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5, divergence=_masked_divergences(model, loo)),
         random=Ablated(random, _masked_scores(model, random), 2.0),
         head_weights=np.array([[0.5, -0.25, 0.0, 0.125], [0.0625, 0.0, -0.03125, 0.03125]]),  # (layers, heads)
         pad_id=0,
@@ -81,6 +109,7 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
         "grad_input": source_sums(answer_gradient_x_input(x.model, x.input_ids, 2), x.owner, 4),
         "attnlrp": source_sums(answer_attnlrp(x.model, x.input_ids, 2).scores, x.owner, 4),
         "leave_one_out": x.full_score - x.leave_one_out.scores,  # mask i drops source i
+        "arc_jsd": _direct_divergences(x.model, x.leave_one_out.masks),  # the definition, from plain forwards
         "surrogate": fit_surrogate(x.random.masks, x.random.scores, 2)[0],
     }
     for method, scores in expected.items():

@@ -278,7 +278,8 @@ def test_a_card_without_a_scorer_for_the_scope_is_named(toy, answer):
 def test_conserving_methods_keep_what_they_explain(toy):
     model, inputs, _ = toy
     got = explain_document(model, inputs, 1, ["attnlrp", "saliency"])
-    conserving = {name for name, card in REGISTRY.items() if card.conserves}
+    conserving = {name for name, card in REGISTRY.items() if DOCUMENT in card.conserves}
+    assert REGISTRY["attnlrp"].conserves[ANSWER].startswith("answer log-probability")  # a sum of log-softmaxes
     assert set(got.explained) == conserving & set(got.scores) == {"attnlrp"}
     logit = model(**{"input_ids": inputs.input_ids, **inputs.forward_kwargs()}).logits[0, 1]
     # what AttnLRP explains is the logit of the same forward, a float64 model: exact up to float64 rounding

@@ -28,6 +28,7 @@ from attnlens.attribution.methods import attntrace  # noqa: F401
 from attnlens.attribution.methods import learned_attention  # noqa: F401
 from attnlens.attribution.methods import integrated_gradients  # noqa: F401
 from attnlens.attribution.methods import leave_one_out  # noqa: F401
+from attnlens.attribution.methods import arc_jsd  # noqa: F401
 from attnlens.attribution.methods import surrogate  # noqa: F401
 
 # isort: on

@@ -1,7 +1,9 @@
 """AttnLRP (Achtibat et al., ICML 2024): the relevance of the explained logit (a document) or of the answer's
-log-probability (an answer) from one forward and one backward under AttnLRP's rules (:mod:`attnlens.attribution.lrp`),
-``Σ_d e_jd · ∂̃f/∂e_jd``; the scores keep what they explain and ``δ = f − Σ R``, what biases and softmaxes absorbed.
-Several documents share one pass (:meth:`~attnlens.attribution.methods.cards.Method.explains_together`)."""
+log-probability (an answer: a sum of its tokens' log-softmax values, which AttnLRP's rules carry through the
+log-softmax as a gradient, so what its scores conserve is that sum, not a logit) from one forward and one backward
+under AttnLRP's rules (:mod:`attnlens.attribution.lrp`), ``Σ_d e_jd · ∂̃f/∂e_jd``; the scores keep what they explain
+and ``δ = f − Σ R``, what biases and softmaxes absorbed. Several documents share one pass
+(:meth:`~attnlens.attribution.methods.cards.Method.explains_together`)."""
 
 from attnlens.attribution.methods.cards import ANSWER, DOCUMENT, Method, Scored, register
 
@@ -12,7 +14,10 @@ METHOD = register(
         signed=True,
         needs="own",
         cost="forward + backward",
-        conserves="logit",
+        conserves={
+            DOCUMENT: "logit",
+            ANSWER: "answer log-probability (a sum of log-softmax values, not a logit)",
+        },
     )
 )
 

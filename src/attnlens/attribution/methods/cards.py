@@ -2,7 +2,7 @@
 
 A :class:`Method` card says what a method is called (its ``name`` in configs and artifacts, its ``label`` on a
 page), whether its sign carries meaning, which shared pass it reads (:data:`PASSES`), its cost class and what a
-conserving method's scores sum to. Its computation joins the card in the method's own module
+conserving method's scores sum to in each scope. Its computation joins the card in the method's own module
 (:mod:`attnlens.attribution.methods`): one scorer per scope it explains (:data:`SCOPES`: a document's tokens, a
 generated answer's sources), registered with :meth:`Method.explains`, so the card's scopes are the scorers it has.
 A :class:`Pass` card carries one runner per scope, registered where the scope's passes are computed.
@@ -101,7 +101,9 @@ class Method:
     signed: bool  # its sign carries meaning: ranked by signed score; otherwise non-negative
     needs: str  # the shared pass it reads (a key of PASSES)
     cost: str  # its cost class (one of COST_CLASSES)
-    conserves: str = ""  # what its scores sum to, for a conserving method (the row's `explained` and `delta`)
+    #: ``{scope: what its scores sum to}``, for a conserving method (the row's ``explained`` and ``delta``): what
+    #: it explains may differ by scope (AttnLRP: a document's logit, an answer's log-probability)
+    conserves: dict[str, str] = field(default_factory=dict)
     #: ``{scope: scores(example, shared) -> Scored}``, ``shared`` what the pass :attr:`needs` gave the example
     scorers: dict[str, Callable[[Any, Any], Scored]] = field(default_factory=dict, repr=False)
     #: ``{scope: scores(examples) -> [Scored]}``: one pass over several examples, each scored as alone (to rounding)
@@ -112,6 +114,8 @@ class Method:
             raise ValueError(f"method {self.name!r}: needs {self.needs!r}, expected one of {list(PASSES)}")
         if self.cost not in COST_CLASSES:
             raise ValueError(f"method {self.name!r}: cost {self.cost!r}, expected one of {list(COST_CLASSES)}")
+        for scope in self.conserves:
+            _check_scope(scope)
 
     @property
     def scopes(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ METHOD = register(
         signed=True,
         needs="own",
         cost="forward + backward per step",
-        conserves="log-probability gap",
+        conserves={ANSWER: "answer log-probability gap from the baseline"},
     )
 )
 

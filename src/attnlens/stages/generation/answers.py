@@ -48,7 +48,8 @@ def run_ablate_contexts(
     cfg: GenerationConfig, device: str, model_dir: StrPath, responses_path: StrPath, ablations_path: StrPath
 ) -> pd.DataFrame:
     """Rule ``ablate_contexts``: every answer's token log-probabilities on its context with sources removed
-    (``generation.removal``) — the surrogate's random ablations, the held-out ones, leave-one-out and, for an answer
+    (``generation.removal``) — the surrogate's random ablations, the held-out ones, leave-one-out (with each answer
+    token's Jensen–Shannon divergence from the whole context, ARC-JSD's) and, for an answer
     of at most ``generation.exact_sources`` sources, every one of its ``2ⁿ`` ablations (exact truth) — and the wall
     seconds of each kind's forwards."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
@@ -60,13 +61,14 @@ def run_ablate_contexts(
         train, heldout = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
         kinds = {"random": train, "heldout": heldout, "leave_one_out": leave_one_out_masks(n_sources)}
         every = n_sources <= cfg.exact_sources
-        for kind, (masks, lp, seconds) in timed_ablations(model, tokenizer, row, kinds, cfg, every).items():
+        for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg, every).items():
             rows.append(
                 {
                     "example_id": row.example_id,
                     "kind": kind,
                     "masks": masks.tolist(),
                     "token_log_probs": lp.tolist(),
+                    "token_jsd": [] if jsd is None else jsd.tolist(),
                     "seconds": seconds,
                 }
             )
@@ -89,7 +91,9 @@ def _ablated(ablations: pd.DataFrame, response, kind: str, cfg: GenerationConfig
     masks = np.array([list(m) for m in row["masks"]], dtype=bool).reshape(len(row["masks"]), -1)
     lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64).reshape(len(masks), -1)
     scores, target, tokens = split_scores(response, lp, cfg, fit)
-    return Ablated(masks, scores, float(row["seconds"]), target, tokens)
+    jsd = np.array([list(t) for t in row["token_jsd"]], dtype=np.float64)
+    divergence = jsd[:, : int(response.answer_length)].sum(axis=1) if len(jsd) else None
+    return Ablated(masks, scores, float(row["seconds"]), target, tokens, divergence)
 
 
 # --- explain_answers ---------------------------------------------------------------------------------------------

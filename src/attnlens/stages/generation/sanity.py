@@ -35,7 +35,7 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     loo = leave_one_out_masks(n_sources)
     everything = np.ones((1, n_sources), dtype=bool)
     t0 = time.perf_counter()
-    lp = ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg, end=True)
+    lp, jsd = ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg, end=True, divergence=True)
     scores, fit, tokens = split_scores(row, lp, cfg)
     seconds = time.perf_counter() - t0
     return AnswerExample.build(
@@ -48,7 +48,9 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
         cfg,
         tokenizer.pad_token_id,
         device,
-        leave_one_out=Ablated(loo, scores[1 + len(train) :], seconds),
+        leave_one_out=Ablated(
+            loo, scores[1 + len(train) :], seconds, divergence=jsd[1 + len(train) :, : row.answer_length].sum(axis=1)
+        ),
         random=Ablated(train, scores[1 : 1 + len(train)], seconds, fit[1 : 1 + len(train)], tokens),
         head_weights=head_weights,
     )
