@@ -27,7 +27,7 @@ import pandas as pd
 
 from attnlens.attribution.leaderboard import higher_is_better
 from attnlens.findings.verdicts import kendall_w, verdict
-from attnlens.generation.answer_leaderboard import SURROGATE, answer_direction
+from attnlens.generation.answer_leaderboard import REFERENCES, SURROGATE, answer_direction
 from attnlens.tasks import get_task
 
 #: One row per headline quantity of one run.
@@ -116,7 +116,8 @@ def headline_values(
     if leaderboard is not None:
         for r in leaderboard.itertuples(index=False):
             rows.append(_row("leaderboard", r.method, r.metric, r.mean, r.chance, higher_is_better(r.metric, r.group)))
-    if answer_leaderboard is not None:
+    if answer_leaderboard is not None:  # the methods' rows: the exact values and the ceiling are references
+        answer_leaderboard = answer_leaderboard[~answer_leaderboard["method"].isin(REFERENCES)]
         for r in answer_leaderboard.itertuples(index=False):
             rows.append(_row(ANSWER_LEADERBOARD, r.method, r.metric, r.mean, r.chance, answer_direction(r.metric)))
         rows += surrogate_shares(answer_leaderboard, surrogate_share)

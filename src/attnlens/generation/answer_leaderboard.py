@@ -12,7 +12,8 @@ Per answer and method, four groups of numbers (long rows of :data:`~attnlens.att
   ablation, and Kendall's τ-b with the exact Shapley values (:mod:`attnlens.attribution.exact`), whose own rows
   (``exact_shapley``, ``exact_banzhaf``) are judged beside the methods;
 * **plausibility** — precision and recall at ``k`` against the planted sources (the answer's sentence, and the
-  supporting sentence of a question that takes two hops);
+  supporting sentence of a question that takes two hops), beside their ceiling (row :data:`CEILING`): with ``r``
+  planted sources no ranking's precision at ``k`` exceeds ``min(r, k) / k``, nor its recall ``min(r, k) / r``;
 * **cost** — seconds, forwards and backwards of the answer, seconds over one plain forward, peak memory.
 
 The summary is :func:`attnlens.attribution.leaderboard.summarise`'s: per method and metric, the mean with a paired
@@ -33,8 +34,12 @@ from attnlens.attribution.leaderboard import Metric
 ANSWER_LEADERBOARD_SCHEMA = "answer_leaderboard/v1"
 #: The method the others' linear datamodeling scores are measured against (ContextCite's surrogate).
 SURROGATE = "surrogate"
+#: The row of the best precision and recall at ``k`` any ranking can reach against the planted sources.
+CEILING = "planted_ceiling"
 #: The exact values judged beside the methods where every ablation is scored: row name → :class:`ExactValues` field.
 EXACT = {"exact_shapley": "shapley", "exact_banzhaf": "banzhaf"}
+#: The leaderboard's rows that are references, not methods: what the methods are measured against, never a finding.
+REFERENCES = frozenset({*EXACT, CEILING})
 
 
 def answer_metrics(ks: Sequence[int]) -> list[Metric]:
@@ -95,8 +100,14 @@ def judge_answer(
     planted: np.ndarray,
 ) -> list[tuple]:
     """The ablation and plausibility rows of one answer: ``removed_scores`` are ``F`` on :func:`removal_masks`'
-    masks, ``planted`` flags the planted sources (precision and recall are NaN where the answer has none)."""
+    masks, ``planted`` flags the planted sources (precision and recall are NaN where the answer has none; where it
+    has some, the :data:`CEILING` row holds the best any ranking reaches)."""
     rows = []
+    if planted.any():
+        r = int(np.count_nonzero(planted))
+        for k in ks:
+            rows.append((example_id, CEILING, f"precision_at_{k}", min(r, k) / k, np.nan))
+            rows.append((example_id, CEILING, f"recall_at_{k}", min(r, k) / r, np.nan))
     for method, s in scores.items():
         for k, row in zip(ks, where[method], strict=True):
             rows.append((example_id, method, f"top{k}_drop", full_score - float(removed_scores[row]), np.nan))

@@ -8,13 +8,21 @@ scores agree to float64 rounding of sums of at most a few hundred terms of order
 
 from __future__ import annotations
 
+from itertools import permutations
+
 import numpy as np
 import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
 from attnlens.attribution.answer_example import Ablated, AnswerExample
-from attnlens.attribution.datamodels import ablation_masks, answer_scores, fit_surrogate, leave_one_out_masks
+from attnlens.attribution.datamodels import (
+    ablation_masks,
+    answer_scores,
+    fit_surrogate,
+    leave_one_out_masks,
+    precision_recall_at_k,
+)
 from attnlens.attribution.engine import explain
 from attnlens.attribution.head_weights import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
@@ -26,7 +34,7 @@ from attnlens.attribution.source_scores import (
     top_k_pooled,
 )
 from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
-from attnlens.generation.answer_leaderboard import answer_metrics, judge_answer, removal_masks
+from attnlens.generation.answer_leaderboard import CEILING, answer_metrics, judge_answer, removal_masks
 from tests.support.tiny_models import tiny_decoder
 
 PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
@@ -177,3 +185,18 @@ def test_judging_an_answer_is_its_drops_lds_and_planted_counts():
     assert np.isnan([v for _, _, m, v, _ in no_truth if m.startswith(("precision", "recall"))]).all()
     names = [m.name for m in answer_metrics((1, 3))]
     assert names[:3] == ["top1_drop", "top3_drop", "lds"] and "peak_mib" in names
+
+
+def test_the_precision_ceiling_is_the_best_any_ranking_reaches():
+    """The ceiling row: with ``r`` planted sources, precision at ``k`` ≤ ``min(r, k) / k`` and recall at ``k`` ≤
+    ``min(r, k) / r`` for every ranking, each reached by one: the best over every ranking of five sources."""
+    planted = np.array([False, True, False, True, False])
+    ks = (1, 2, 3, 5)
+    rows = judge_answer("e", {}, ks, 0.0, np.zeros(0), {}, np.zeros((0, 5)), np.zeros(0), planted)
+    ceiling = {metric: value for _, method, metric, value, _ in rows if method == CEILING}
+    for k in ks:
+        best = [precision_recall_at_k(np.array(order, dtype=float), planted, k) for order in permutations(range(5))]
+        assert ceiling[f"precision_at_{k}"] == max(p for p, _ in best)
+        assert ceiling[f"recall_at_{k}"] == max(r for _, r in best)
+    none = np.zeros(5, dtype=bool)  # nothing planted: no ceiling (precision and recall are NaN)
+    assert judge_answer("e", {}, ks, 0.0, np.zeros(0), {}, np.zeros((0, 5)), np.zeros(0), none) == []

@@ -198,8 +198,11 @@ def _answer_board(lds: dict[str, float], drop: dict[str, float]) -> pd.DataFrame
 
 
 def test_an_answer_leaderboard_gives_ranked_rows_and_each_methods_share_of_the_surrogates_lds():
-    board = _answer_board({"surrogate": 0.5, "learned_attention": 0.42, "attention_all": -0.1}, {"surrogate": 1.0})
+    lds = {"surrogate": 0.5, "learned_attention": 0.42, "attention_all": -0.1, "exact_shapley": 0.9}
+    board = _answer_board(lds, {"surrogate": 1.0, "planted_ceiling": 1.0})
     values = headline_values(answer_leaderboard=board, surrogate_share=0.8).set_index(["family", "item", "metric"])
+    # the exact values and the precision ceiling are what methods are measured against, not methods: no finding
+    assert not {"exact_shapley", "planted_ceiling"} & set(values.index.get_level_values("item"))
     assert values.loc[("answer leaderboard", "learned_attention", "lds"), "higher_is_better"]
     assert values.loc[("answer leaderboard", "surrogate", "seconds"), "higher_is_better"] is None  # not ranked
     share = values.loc[("against the surrogate", "learned_attention", "LDS / the surrogate's")]
