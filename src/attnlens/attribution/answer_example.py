@@ -62,6 +62,10 @@ class AnswerExample:
     ig_steps: int = 16
     batch_size: int = 8
     alpha: float = 0.01
+    trace_samples: int = 30  # AttnTrace's sub-sampled contexts …
+    trace_keep: float = 0.4  # … each keeping this share of the sources
+    seed: int = 0  # of the sub-samples, with the example's id
+    example_id: str = ""
 
     @classmethod
     def build(
@@ -79,8 +83,8 @@ class AnswerExample:
     ) -> AnswerExample:
         """One answer on ``model``: ``sequence`` (the prompt, then the answer's ``answer_length`` tokens) on
         ``device``; ``settings``: what the scorers read of the generation section (``pool_k``, ``ig_steps``,
-        ``batch_size``, ``alpha``; any object that has them); ``cached``: ``leave_one_out``, ``random``,
-        ``head_weights``."""
+        ``batch_size``, ``alpha``, ``trace_samples``, ``trace_keep``, ``seed``; any object that has them);
+        ``cached``: ``leave_one_out``, ``random``, ``head_weights``, ``example_id``."""
         return cls(
             model=model,
             input_ids=torch.as_tensor(np.asarray(sequence, dtype=np.int64))[None].to(device),
@@ -94,6 +98,9 @@ class AnswerExample:
             ig_steps=settings.ig_steps,
             batch_size=settings.batch_size,
             alpha=settings.alpha,
+            trace_samples=settings.trace_samples,
+            trace_keep=settings.trace_keep,
+            seed=settings.seed,
             **cached,
         )
 
@@ -110,6 +117,7 @@ class AnswerExample:
             settings,
             pad_id,
             device,
+            example_id=str(row.example_id),
             **cached,
         )
 

@@ -72,6 +72,37 @@ def top_k_pooled(token_scores: np.ndarray, owner: np.ndarray, n_sources: int, k:
     return out
 
 
+def subsampled_pooled_attention(
+    model,
+    input_ids: torch.Tensor,
+    answer_length: int,
+    owner: np.ndarray,
+    n_sources: int,
+    k: int,
+    samples: int,
+    keep: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``(n_sources,)``: AttnTrace (Wang et al., 2025) with its context sub-sampling. ``samples`` times, a uniformly
+    drawn ``⌊keep · n_sources⌋`` of the sources (at least one) are kept and every other source's tokens cut out of
+    the prompt, the kept ones closed up (as AttnTrace joins the kept sources' token ids); each kept source scores its
+    :func:`top_k_pooled` attention from the answer's rows, averaged over the layers and heads, in that shorter
+    prompt. A source scores the mean over the samples that kept it (0 where none did): with fewer sources to share
+    it, the attention is less dispersed. ``samples`` forwards of about ``keep`` of the prompt."""
+    owner = np.asarray(owner)
+    ids = input_ids[0]
+    kept_count = max(1, int(n_sources * keep))
+    total, seen = np.zeros(n_sources), np.zeros(n_sources)
+    for _ in range(samples):
+        kept = np.sort(rng.permutation(n_sources)[:kept_count])
+        stays = (owner < 0) | np.isin(owner, kept)
+        rows = answer_head_attention(model, ids[torch.as_tensor(stays, device=ids.device)][None], answer_length)
+        pooled = top_k_pooled(rows.mean(axis=(0, 1)), owner[stays], n_sources, k)
+        total[kept] += np.nan_to_num(pooled[kept])
+        seen[kept] += 1
+    return np.divide(total, seen, out=np.zeros(n_sources), where=seen > 0)
+
+
 class AnswerForward(torch.nn.Module):
     """``F(input_ids, attention_mask, position_ids)``, ``(batch, 1)``: the answer's log-probability given what
     precedes it, ``Σ_t log p(answer_t | …)`` over ``answer_ids``, which end every sequence of the batch.

@@ -26,6 +26,7 @@ from attnlens.attribution.datamodels import (
 from attnlens.attribution.engine import explain
 from attnlens.attribution.head_weights import learned_scores, source_features
 from attnlens.attribution.methods import ANSWER, method_names
+from attnlens.attribution.methods.attntrace import TRACE_STREAM
 from attnlens.attribution.source_scores import (
     answer_attnlrp,
     answer_gradient_x_input,
@@ -35,6 +36,8 @@ from attnlens.attribution.source_scores import (
 )
 from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.generation.answer_leaderboard import CEILING, answer_metrics, judge_answer, removal_masks
+from attnlens.sharding import example_rng
+from tests.support.helpers import EPS32
 from tests.support.tiny_models import tiny_decoder
 
 PROMPT = [5, 9, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 6]
@@ -76,6 +79,29 @@ def _direct_divergences(model, masks: np.ndarray) -> np.ndarray:
     return np.array([(jensenshannon(whole, distributions(k), axis=-1) ** 2).sum() for k in _keep(masks)])
 
 
+def _attntrace_literally(x) -> np.ndarray:
+    """AttnTrace's loop as its authors write it: per sample, the kept sources' token lists joined between the
+    template's (a dense forward with every attention matrix), each kept source's mean of its ``pool_k`` largest
+    attentions from the answer's rows averaged over layers and heads, added up; each source's sum over the samples
+    that kept it divided by their count. The samples are the method's own seeded draws."""
+    rng = example_rng(x.seed, x.example_id, TRACE_STREAM)
+    ids = x.input_ids[0].tolist()
+    total, seen = np.zeros(x.n_sources), np.zeros(x.n_sources)
+    for _ in range(x.trace_samples):
+        kept = sorted(rng.permutation(x.n_sources)[: max(1, int(x.n_sources * x.trace_keep))])
+        tokens = [(t, o) for t, o in zip(ids, x.owner, strict=True) if o < 0 or o in kept]
+        with torch.no_grad():
+            attentions = x.model(input_ids=torch.tensor([[t for t, _ in tokens]]), output_attentions=True).attentions
+        n = len(tokens)
+        rows = torch.stack(attentions)[:, 0, :, n - x.answer_length - 1 : n - 1].double()  # (layers, heads, rows, n)
+        weights = rows.mean(dim=2).mean(dim=(0, 1)).numpy()
+        for source in kept:
+            mine = sorted((w for w, (_, o) in zip(weights, tokens, strict=True) if o == source), reverse=True)
+            total[source] += np.mean(mine[: x.pool_k])
+            seen[source] += 1
+    return np.array([t / c if c else 0.0 for t, c in zip(total, seen, strict=True)])
+
+
 @pytest.fixture(scope="module")
 def example():
     model = tiny_decoder("llama", head="causal_lm", seed=4)
@@ -101,6 +127,10 @@ def example():
         pool_k=2,
         ig_steps=8,
         batch_size=4,
+        trace_samples=6,
+        trace_keep=0.5,
+        seed=3,
+        example_id="falcon",
     )
 
 
@@ -112,7 +142,7 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
     expected = {
         "attention_last": source_sums(rows[-1].mean(0), x.owner, 4),
         "attention_all": source_sums(rows.mean((0, 1)), x.owner, 4),
-        "attntrace": top_k_pooled(rows.mean((0, 1)), x.owner, 4, 2),
+        "attention_pooled": top_k_pooled(rows.mean((0, 1)), x.owner, 4, 2),
         "learned_attention": learned_scores(source_features(rows, x.owner, 4), x.head_weights),
         "grad_input": source_sums(answer_gradient_x_input(x.model, x.input_ids, 2), x.owner, 4),
         "attnlrp": source_sums(answer_attnlrp(x.model, x.input_ids, 2).scores, x.owner, 4),
@@ -122,6 +152,9 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
     }
     for method, scores in expected.items():
         np.testing.assert_allclose(got.scores[method], scores, rtol=0, atol=1e-10, err_msg=method)
+    # AttnTrace against its loop on Hugging Face's dense attention matrices, whose softmax is float32 even in a
+    # float64 model: each weight one float32 rounding (EPS32 relative) off, and so each mean of them
+    np.testing.assert_allclose(got.scores["attntrace"], _attntrace_literally(x), rtol=2 * EPS32, atol=0)
     # IG: its completeness, Σ scores = F(x) − F(baseline) up to its δ, reported
     ig = got.scores["integrated_gradients"]
     assert got.explained["integrated_gradients"] - ig.sum() == pytest.approx(
@@ -134,11 +167,14 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
 
 def test_the_cost_of_each_method_counts_its_passes_and_the_ablations_it_read(example):
     got = explain(
-        example, ["attention_all", "attntrace", "grad_input", "integrated_gradients", "leave_one_out", "surrogate"]
+        example,
+        ["attention_all", "attention_pooled", "attntrace", "grad_input", "integrated_gradients", "leave_one_out"],
     )
-    assert got.n_forwards["attention_all"] == got.n_forwards["attntrace"] == 1 and got.n_backwards["attention_all"] == 0
+    assert got.n_forwards["attention_all"] == got.n_forwards["attention_pooled"] == 1
+    assert got.n_backwards["attention_all"] == 0 and got.n_forwards["attntrace"] == example.trace_samples
     assert (got.n_forwards["grad_input"], got.n_backwards["grad_input"]) == (1, 1)
     assert (got.n_forwards["integrated_gradients"], got.n_backwards["integrated_gradients"]) == (10, 8)
+    got = explain(example, ["leave_one_out", "surrogate"])
     assert (got.n_forwards["leave_one_out"], got.n_forwards["surrogate"]) == (4, 24)
     assert got.seconds["leave_one_out"] >= 0.5 and got.seconds["surrogate"] >= 2.0  # the cached ablations' seconds
     assert got.forward_seconds > 0 and all(v >= 0 for v in got.peak_bytes.values())

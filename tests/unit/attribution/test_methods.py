@@ -257,9 +257,9 @@ def test_a_shared_pass_runs_once_for_all_its_methods(toy, answer, monkeypatch):
     assert list(got.scores) == ["attention_all", "value_norm", "rollout", "saliency", "grad_input"]
     assert got.n_forwards == dict.fromkeys(got.scores, 1)
     calls.clear()
-    got = explain(answer, ["grad_input", "attntrace", "attention_last", "attention_all"])
+    got = explain(answer, ["grad_input", "attention_pooled", "attention_last", "attention_all"])
     assert calls == [(ANSWER, "attention"), (ANSWER, "embedding_gradient")]
-    assert list(got.scores) == ["attention_last", "attention_all", "attntrace", "grad_input"]
+    assert list(got.scores) == ["attention_last", "attention_all", "attention_pooled", "grad_input"]
 
 
 def test_a_card_without_a_scorer_for_the_scope_is_named(toy, answer):

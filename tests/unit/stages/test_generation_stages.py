@@ -120,7 +120,7 @@ def test_explain_answers_reads_the_ablations_the_stage_before_wrote(run):
         masks = np.array([list(m) for m in fitted["masks"]])
         weights, _ = fit_surrogate(masks, score_of(lp, "logit"), lp.shape[1], cfg.alpha)
         np.testing.assert_array_equal(row.scores, weights)  # the same call on the same stored values
-        assert row.n_forwards == len(lp) and row.seconds >= loo["seconds"]
+        assert row.n_forwards == len(lp) and row.seconds >= fitted["seconds"]
     for row in scores.itertuples():
         assert len(row.scores) == len(responses.loc[row.example_id, "source_start"])
 

@@ -24,6 +24,7 @@ from attnlens.attribution.methods import saliency  # noqa: F401
 from attnlens.attribution.methods import grad_input  # noqa: F401
 from attnlens.attribution.methods import attnlrp  # noqa: F401
 from attnlens.attribution.methods import occlusion  # noqa: F401
+from attnlens.attribution.methods import attention_pooled  # noqa: F401
 from attnlens.attribution.methods import attntrace  # noqa: F401
 from attnlens.attribution.methods import learned_attention  # noqa: F401
 from attnlens.attribution.methods import integrated_gradients  # noqa: F401

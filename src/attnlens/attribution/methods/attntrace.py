@@ -1,20 +1,32 @@
-"""AttnTrace's top-k pooled attention (Wang et al., 2025): the attention each token receives from the answer's rows,
-averaged over the rows, heads and layers; a source scores the mean of its ``generation.pool_k`` largest token
-weights, which does not grow with the source's length."""
+"""AttnTrace (Wang et al., 2025), as its authors run it: top-k pooled attention (``attention_pooled``) on
+``generation.trace_samples`` sub-sampled contexts, each keeping ``generation.trace_keep`` of the sources, a source's
+score its mean over the samples that kept it
+(:func:`~attnlens.attribution.source_scores.subsampled_pooled_attention`). The sub-sampling is what its authors add
+against attention spread over many sources; its forwards are its own."""
 
 from attnlens.attribution.methods.cards import ANSWER, Method, Scored, register
 
 METHOD = register(
     Method(
         "attntrace",
-        "AttnTrace top-k pooled attention (Wang et al. 2025)",
+        "AttnTrace, sub-sampled contexts (Wang et al. 2025)",
         signed=False,
-        needs="attention",
-        cost="forward",
+        needs="own",
+        cost="forward per ablation",
     )
 )
 
+#: The stream of an answer's sub-samples among its seeded draws (``example_rng(generation.seed, example id, …)``).
+TRACE_STREAM = 17
+
 
 @METHOD.explains(ANSWER)
-def answer_scores(x, rows) -> Scored:
-    return Scored(x.pooled(rows.mean(axis=(0, 1))))
+def answer_scores(x, _shared) -> Scored:
+    from attnlens.attribution.source_scores import subsampled_pooled_attention  # noqa: PLC0415 (torch: the card is read without it)
+    from attnlens.sharding import example_rng  # noqa: PLC0415
+
+    rng = example_rng(x.seed, x.example_id, TRACE_STREAM)
+    scores = subsampled_pooled_attention(
+        x.model, x.input_ids, x.answer_length, x.owner, x.n_sources, x.pool_k, x.trace_samples, x.trace_keep, rng
+    )
+    return Scored(scores, x.trace_samples)
