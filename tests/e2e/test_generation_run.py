@@ -32,7 +32,7 @@ from attnlens.findings.statements import FAILS, PASSES
 from attnlens.findings.verdicts import TOO_FEW
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, response_sources
-from attnlens.generation.answer_leaderboard import EXACT
+from attnlens.generation.answer_leaderboard import CEILING, EXACT
 from attnlens.io import load_json, load_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, validate_config
@@ -205,7 +205,10 @@ def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explaine
 
 def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generation_run):
     summary, _ = load_parquet(generation_run / "generation/leaderboard.parquet")
-    assert set(summary["method"]) == set(method_names(ANSWER)) | set(EXACT)  # the exact values judged beside them
+    # the exact values judged beside the methods, and the ceiling of precision and recall against the planted truth
+    assert set(summary["method"]) == set(method_names(ANSWER)) | set(EXACT) | {CEILING}
+    ceiling = summary[summary["method"] == CEILING].set_index("metric")["mean"]
+    assert ceiling["precision_at_1"] == 1.0 and ceiling["recall_at_5"] == 1.0  # one planted sentence an answer
     assert {"top1_drop", "top5_drop", "lds", "precision_at_1", "recall_at_3", "cost_ratio", "peak_mib"} <= set(
         summary["metric"]
     )
@@ -215,7 +218,7 @@ def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generat
     shares = summary[summary["metric"].str.endswith("_share")]["mean"].dropna()
     assert shares.le(1 + 1e-9).all()  # no method's drop beats the best over every k-subset
     table = pd.read_csv(generation_run / "paper/tables/answer_leaderboard.csv")
-    assert list(table["method"]) == [*method_names(ANSWER), *EXACT]
+    assert list(table["method"]) == [*method_names(ANSWER), *EXACT, CEILING]
     assert (generation_run / "paper/figures/answer_leaderboard.png").stat().st_size > 0
     pages = sorted(p.name for p in (generation_run / "generation/explorer").glob("*.html"))
     assert "index.html" in pages and len(pages) == 3
@@ -301,7 +304,7 @@ def test_the_findings_of_a_generation_grid_judge_the_methods_across_seeds(genera
         metrics = load_json(generation_grid / "results/runs" / run / "models/generator_metrics.json")
         assert metrics["provenance"]["config"]["generation"]["train"]["seed"] == seed
     methods = set(method_names(ANSWER))
-    judged = methods | set(EXACT)  # the exact values' rows are judged beside the methods
+    judged = methods  # the exact values' and the ceiling's rows are references: the findings state nothing of them
     quantities = pd.read_csv(out / "quantities.csv", keep_default_na=False, na_values=[""])
     assert {"generation from a context", "answer leaderboard", "against the surrogate"} <= set(quantities["family"])
     board = quantities[quantities["family"] == "answer leaderboard"]

@@ -30,7 +30,7 @@ import pandas as pd
 from attnlens.api.document import full_config
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
-from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks
+from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import label
 from attnlens.device import place
@@ -215,12 +215,15 @@ def cite(
 
 
 def _ablations(model, tokenizer, row, cfg: GenerationConfig) -> dict[str, Ablated]:
-    """Leave-one-out's and the surrogate's ablations of the answer's context, as ``ablate_contexts`` runs them."""
+    """Leave-one-out's, the surrogate's and permutation Shapley's ablations of the answer's context, as
+    ``ablate_contexts`` runs them."""
     n_sources = len(row.source_start)
     kinds = {
         "leave_one_out": leave_one_out_masks(n_sources),
         "random": answer_masks(cfg.seed, 0, n_sources, cfg.n_ablations, 0, cfg.keep)[0],
     }
+    if cfg.shapley_orders:
+        kinds["permutation"] = answer_orders(cfg.seed, 0, n_sources, cfg.shapley_orders)
     out = {}
     for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
         scores, fit, tokens = split_scores(row, lp, cfg)

@@ -56,6 +56,7 @@ class AnswerExample:
     n_answer_tokens: int  # the answer's tokens, what the surrogate's fit is scaled by
     leave_one_out: Ablated | None = None
     random: Ablated | None = None
+    permutation: Ablated | None = None  # orders of the sources, each added one at a time (permutation Shapley's)
     head_weights: np.ndarray | None = None  # (layers, heads): learned attention's, fitted on training examples
     pad_id: int = 0
     pool_k: int = 5
@@ -64,8 +65,8 @@ class AnswerExample:
     alpha: float = 0.01
     trace_samples: int = 30  # AttnTrace's sub-sampled contexts …
     trace_keep: float = 0.4  # … each keeping this share of the sources
-    seed: int = 0  # of the sub-samples, with the example's id
-    example_id: str = ""
+    seed: int = 0  # of the sub-samples, with the answer's index
+    index: int = 0  # the answer's place among the run's (k of its random masks' seeds; the cite door's is 0)
 
     @classmethod
     def build(
@@ -84,7 +85,7 @@ class AnswerExample:
         """One answer on ``model``: ``sequence`` (the prompt, then the answer's ``answer_length`` tokens) on
         ``device``; ``settings``: what the scorers read of the generation section (``pool_k``, ``ig_steps``,
         ``batch_size``, ``alpha``, ``trace_samples``, ``trace_keep``, ``seed``; any object that has them);
-        ``cached``: ``leave_one_out``, ``random``, ``head_weights``, ``example_id``."""
+        ``cached``: ``leave_one_out``, ``random``, ``permutation``, ``head_weights``, ``index``."""
         return cls(
             model=model,
             input_ids=torch.as_tensor(np.asarray(sequence, dtype=np.int64))[None].to(device),
@@ -117,7 +118,6 @@ class AnswerExample:
             settings,
             pad_id,
             device,
-            example_id=str(row.example_id),
             **cached,
         )
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlens.attribution.exact import every_mask
+from attnlens.attribution.exact import every_mask, permutation_chains
 
 #: ContextCite's defaults: a source kept with probability ½, the Lasso's α on standardised masks.
 KEEP = 0.5
@@ -53,6 +53,16 @@ def answer_masks(
         raise ValueError(f"expected at most {MASK_STRIDE} masks an answer in all, got {n_ablations + n_heldout}")
     fitted = ablation_masks(n_sources, n_ablations, seed + MASK_STRIDE * k, keep)
     return fitted, heldout_masks(fitted, n_heldout, seed + MASK_STRIDE * k + n_ablations, keep)
+
+
+#: The stream of an answer's orders among the generator's draws (``default_rng([seed, k, stream])``).
+ORDER_STREAM = 29
+
+
+def answer_orders(seed: int, k: int, n_sources: int, n_orders: int) -> np.ndarray:
+    """Answer ``k``'s permutation chains (:func:`~attnlens.attribution.exact.permutation_chains`): ``n_orders``
+    orders of its sources from ``default_rng([seed, k, ORDER_STREAM])``, each ``n + 1`` masks."""
+    return permutation_chains(n_sources, n_orders, np.random.default_rng([seed, k, ORDER_STREAM]))
 
 
 def heldout_masks(

@@ -12,6 +12,11 @@ A table of ``F`` over every mask is a cooperative game of the sources. From it, 
 
 Row ``m`` of :func:`every_mask` keeps source ``i`` where bit ``i`` of ``m`` is set, so the table is indexed by the
 mask's bits and each value is a vectorised sum over the ``2ⁿ⁻¹`` coalitions without ``i``.
+
+Where the ``2ⁿ`` ablations are too many, the Shapley values are estimated by sampling orders
+(:func:`permutation_chains`, :func:`permutation_shapley`; Castro et al., 2009): each sampled order adds the
+sources one by one, ``n + 1`` masks from none to all, and a source's estimate is its mean marginal contribution
+over the orders, unbiased, equal to the exact value when every order is taken.
 """
 
 from __future__ import annotations
@@ -75,3 +80,33 @@ def best_drops(table: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     table, n = _table(table)
     kept = np.bitwise_count(np.arange(2**n))
     return np.array([table[-1] - table[kept == n - min(k, n)].min() for k in ks])
+
+
+def permutation_chains(n_sources: int, n_orders: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n_orders · (n + 1), n)`` bool: for each of ``n_orders`` orders drawn uniformly by ``rng``, the masks that
+    add its sources one at a time, from none kept to all kept."""
+    chains = np.zeros((n_orders, n_sources + 1, n_sources), dtype=bool)
+    for o in range(n_orders):
+        order = rng.permutation(n_sources)
+        for step in range(1, n_sources + 1):
+            chains[o, step] = chains[o, step - 1]
+            chains[o, step, order[step - 1]] = True
+    return chains.reshape(-1, n_sources)
+
+
+def permutation_shapley(chains: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``(n,)``: the Shapley values estimated from :func:`permutation_chains`' masks and the score on each: every
+    source's marginal contribution, ``F`` after it joins less ``F`` before, averaged over the orders."""
+    chains = np.asarray(chains, dtype=bool)
+    n = chains.shape[1]
+    if len(chains) % (n + 1) or len(scores) != len(chains):
+        raise ValueError(f"expected chains of {n + 1} masks and a score each, got {len(chains)} masks")
+    masks = chains.reshape(-1, n + 1, n)
+    steps = masks[:, 1:] & ~masks[:, :-1]
+    if masks[:, 0].any() or (masks[:, :-1] & ~masks[:, 1:]).any() or (steps.sum(axis=2) != 1).any():
+        raise ValueError("expected each chain to add one source a step, from none kept to all")
+    values = np.asarray(scores, dtype=np.float64).reshape(-1, n + 1)
+    added = np.argmax(steps, axis=2)  # (orders, n): the source each step adds
+    out = np.zeros(n)
+    np.add.at(out, added.ravel(), np.diff(values, axis=1).ravel())
+    return out / len(masks)

@@ -103,11 +103,6 @@ def judge_answer(
     masks, ``planted`` flags the planted sources (precision and recall are NaN where the answer has none; where it
     has some, the :data:`CEILING` row holds the best any ranking reaches)."""
     rows = []
-    if planted.any():
-        r = int(np.count_nonzero(planted))
-        for k in ks:
-            rows.append((example_id, CEILING, f"precision_at_{k}", min(r, k) / k, np.nan))
-            rows.append((example_id, CEILING, f"recall_at_{k}", min(r, k) / r, np.nan))
     for method, s in scores.items():
         for k, row in zip(ks, where[method], strict=True):
             rows.append((example_id, method, f"top{k}_drop", full_score - float(removed_scores[row]), np.nan))
@@ -122,6 +117,11 @@ def judge_answer(
                 p = r = np.nan
             rows.append((example_id, method, f"precision_at_{k}", p, np.nan))
             rows.append((example_id, method, f"recall_at_{k}", r, np.nan))
+    if planted.any():  # after the methods: the leaderboard lists its rows in their first answer's order
+        n = int(np.count_nonzero(planted))
+        for k in ks:
+            rows.append((example_id, CEILING, f"precision_at_{k}", min(n, k) / k, np.nan))
+            rows.append((example_id, CEILING, f"recall_at_{k}", min(n, k) / n, np.nan))
     return rows
 
 

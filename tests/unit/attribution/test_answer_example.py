@@ -18,6 +18,7 @@ from scipy.spatial.distance import jensenshannon
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.datamodels import (
     ablation_masks,
+    answer_orders,
     answer_scores,
     fit_surrogate,
     leave_one_out_masks,
@@ -36,7 +37,6 @@ from attnlens.attribution.source_scores import (
 )
 from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.generation.answer_leaderboard import CEILING, answer_metrics, judge_answer, removal_masks
-from attnlens.sharding import example_rng
 from tests.support.helpers import EPS32
 from tests.support.tiny_models import tiny_decoder
 
@@ -79,12 +79,24 @@ def _direct_divergences(model, masks: np.ndarray) -> np.ndarray:
     return np.array([(jensenshannon(whole, distributions(k), axis=-1) ** 2).sum() for k in _keep(masks)])
 
 
+def _marginal_contributions(chains: Ablated) -> np.ndarray:
+    """Each source's marginal contribution, ``F`` after it joins less ``F`` before, averaged over the chains'
+    orders: a loop over consecutive masks."""
+    n = chains.masks.shape[1]
+    total = np.zeros(n)
+    for o in range(len(chains.masks) // (n + 1)):
+        for step in range(o * (n + 1) + 1, (o + 1) * (n + 1)):
+            (added,) = np.flatnonzero(chains.masks[step] & ~chains.masks[step - 1])
+            total[added] += chains.scores[step] - chains.scores[step - 1]
+    return total / (len(chains.masks) // (n + 1))
+
+
 def _attntrace_literally(x) -> np.ndarray:
     """AttnTrace's loop as its authors write it: per sample, the kept sources' token lists joined between the
     template's (a dense forward with every attention matrix), each kept source's mean of its ``pool_k`` largest
     attentions from the answer's rows averaged over layers and heads, added up; each source's sum over the samples
     that kept it divided by their count. The samples are the method's own seeded draws."""
-    rng = example_rng(x.seed, x.example_id, TRACE_STREAM)
+    rng = np.random.default_rng([x.seed, x.index, TRACE_STREAM])
     ids = x.input_ids[0].tolist()
     total, seen = np.zeros(x.n_sources), np.zeros(x.n_sources)
     for _ in range(x.trace_samples):
@@ -111,6 +123,7 @@ def example():
     (full,) = answer_token_log_probs(model, [PROMPT + ANSWER_IDS], [len(ANSWER_IDS)])
     loo = leave_one_out_masks(4)
     random = ablation_masks(4, 24, seed=3)
+    chains = answer_orders(0, 0, 4, 3)  # three orders of the four sources
     owner = np.concatenate([OWNER, [-1] * len(ANSWER_IDS)])
     return AnswerExample(
         model=model,
@@ -122,6 +135,7 @@ def example():
         n_answer_tokens=len(ANSWER_IDS),
         leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5, divergence=_masked_divergences(model, loo)),
         random=Ablated(random, _masked_scores(model, random), 2.0),
+        permutation=Ablated(chains, _masked_scores(model, chains), 1.0),
         head_weights=np.array([[0.5, -0.25, 0.0, 0.125], [0.0625, 0.0, -0.03125, 0.03125]]),  # (layers, heads)
         pad_id=0,
         pool_k=2,
@@ -130,7 +144,7 @@ def example():
         trace_samples=6,
         trace_keep=0.5,
         seed=3,
-        example_id="falcon",
+        index=2,
     )
 
 
@@ -148,6 +162,7 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
         "attnlrp": source_sums(answer_attnlrp(x.model, x.input_ids, 2).scores, x.owner, 4),
         "leave_one_out": x.full_score - x.leave_one_out.scores,  # mask i drops source i
         "arc_jsd": _direct_divergences(x.model, x.leave_one_out.masks),  # the definition, from plain forwards
+        "permutation_shapley": _marginal_contributions(x.permutation),
         "surrogate": fit_surrogate(x.random.masks, x.random.scores, 2)[0],
     }
     for method, scores in expected.items():
@@ -174,8 +189,11 @@ def test_the_cost_of_each_method_counts_its_passes_and_the_ablations_it_read(exa
     assert got.n_backwards["attention_all"] == 0 and got.n_forwards["attntrace"] == example.trace_samples
     assert (got.n_forwards["grad_input"], got.n_backwards["grad_input"]) == (1, 1)
     assert (got.n_forwards["integrated_gradients"], got.n_backwards["integrated_gradients"]) == (10, 8)
-    got = explain(example, ["leave_one_out", "surrogate"])
+    got = explain(example, ["leave_one_out", "surrogate", "permutation_shapley"])
     assert (got.n_forwards["leave_one_out"], got.n_forwards["surrogate"]) == (4, 24)
+    # three chains of five masks share the empty and the whole context: at most 3 · 3 + 2 distinct
+    distinct = len({m.tobytes() for m in example.permutation.masks})
+    assert got.n_forwards["permutation_shapley"] == distinct <= 11
     assert got.seconds["leave_one_out"] >= 0.5 and got.seconds["surrogate"] >= 2.0  # the cached ablations' seconds
     assert got.forward_seconds > 0 and all(v >= 0 for v in got.peak_bytes.values())
     with pytest.raises(ValueError, match=r"\['rollout'\] have no answer scorer"):

@@ -87,11 +87,17 @@ def test_ablate_contexts_writes_each_kind_of_ablation_an_answer(run):
     d, cfg = run
     responses = _read(d / "responses.parquet", RESPONSES_SCHEMA)
     ablations = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
-    assert sorted(ablations.groupby("example_id").size().unique()) == [4]  # every ablation too: at most 10 sources
+    assert sorted(ablations.groupby("example_id").size().unique()) == [5]  # every ablation too: at most 10 sources
     for row in ablations.itertuples():
         n_sources = len(responses.set_index("example_id").loc[row.example_id, "source_start"])
         masks = np.array([list(m) for m in row.masks])
-        kinds = {"random": cfg.n_ablations, "heldout": cfg.n_heldout, "leave_one_out": n_sources, "every": 2**n_sources}
+        kinds = {
+            "random": cfg.n_ablations,
+            "heldout": cfg.n_heldout,
+            "leave_one_out": n_sources,
+            "every": 2**n_sources,
+            "permutation": cfg.shapley_orders * (n_sources + 1),  # each order's chain, from none kept to all
+        }
         expected = kinds[row.kind]
         assert masks.shape == (expected, n_sources) and len(row.token_log_probs) == expected and row.seconds > 0
         if row.kind == "leave_one_out":

@@ -31,6 +31,7 @@ from attnlens.attribution.methods import integrated_gradients  # noqa: F401
 from attnlens.attribution.methods import leave_one_out  # noqa: F401
 from attnlens.attribution.methods import arc_jsd  # noqa: F401
 from attnlens.attribution.methods import surrogate  # noqa: F401
+from attnlens.attribution.methods import permutation_shapley  # noqa: F401
 
 # isort: on
 from attnlens.attribution.methods.cards import (

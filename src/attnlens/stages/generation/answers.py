@@ -17,7 +17,7 @@ from attnlens.attribution.artifacts import (
     JUDGED_SCHEMA,
     load_head_weights,
 )
-from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
+from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks, score_of
 from attnlens.attribution.engine import explain
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
 from attnlens.device import place
@@ -49,7 +49,8 @@ def run_ablate_contexts(
 ) -> pd.DataFrame:
     """Rule ``ablate_contexts``: every answer's token log-probabilities on its context with sources removed
     (``generation.removal``) — the surrogate's random ablations, the held-out ones, leave-one-out (with each answer
-    token's Jensen–Shannon divergence from the whole context, ARC-JSD's) and, for an answer
+    token's Jensen–Shannon divergence from the whole context, ARC-JSD's), permutation Shapley's chains
+    (``generation.shapley_orders``) and, for an answer
     of at most ``generation.exact_sources`` sources, every one of its ``2ⁿ`` ablations (exact truth) — and the wall
     seconds of each kind's forwards."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
@@ -60,6 +61,8 @@ def run_ablate_contexts(
         n_sources = len(row.source_start)
         train, heldout = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
         kinds = {"random": train, "heldout": heldout, "leave_one_out": leave_one_out_masks(n_sources)}
+        if cfg.shapley_orders:
+            kinds["permutation"] = answer_orders(cfg.seed, k, n_sources, cfg.shapley_orders)
         every = n_sources <= cfg.exact_sources
         for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg, every).items():
             rows.append(
@@ -120,11 +123,14 @@ def run_explain_answers(
     ablations, _ = load_parquet(ablations_path, ABLATIONS_SCHEMA, ABLATION_COLUMNS)
     head_weights = load_head_weights(learned_path) if learned_path else None
     rows = []
-    for row in responses.itertuples(index=False):
+    for k, row in enumerate(responses.itertuples(index=False)):
         cached = {
-            kind: _ablated(ablations, row, kind, cfg, fit=kind == "random") for kind in ("leave_one_out", "random")
+            kind: _ablated(ablations, row, kind, cfg, fit=kind == "random")
+            for kind in ("leave_one_out", "random", "permutation")
         }
-        x = AnswerExample.of_response(model, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, **cached)
+        x = AnswerExample.of_response(
+            model, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, index=k, **cached
+        )
         res = explain(x, cfg.methods)
         for method in cfg.methods:
             rows.append(

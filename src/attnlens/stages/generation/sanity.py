@@ -11,7 +11,7 @@ import pandas as pd
 
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
-from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks
+from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.device import place
@@ -28,16 +28,19 @@ log = logging.getLogger(__name__)
 
 
 def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, device, head_weights) -> AnswerExample:
-    """Response row ``k`` as the scorers see it on ``model``: its full score and the surrogate's and leave-one-out's
-    ablations computed again on this model (the cached ones are the trained model's), with the same masks."""
+    """Response row ``k`` as the scorers see it on ``model``: its full score and the surrogate's, leave-one-out's and
+    permutation Shapley's ablations computed again on this model (the cached ones are the trained model's), with
+    the same masks."""
     n_sources = len(row.source_start)
     train, _ = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
     loo = leave_one_out_masks(n_sources)
+    chains = answer_orders(cfg.seed, k, n_sources, cfg.shapley_orders)
     everything = np.ones((1, n_sources), dtype=bool)
     t0 = time.perf_counter()
-    lp, jsd = ablate(model, tokenizer, row, np.vstack([everything, train, loo]), cfg, end=True, divergence=True)
+    lp, jsd = ablate(model, tokenizer, row, np.vstack([everything, train, loo, chains]), cfg, end=True, divergence=True)
     scores, fit, tokens = split_scores(row, lp, cfg)
     seconds = time.perf_counter() - t0
+    at = np.cumsum([1, len(train), len(loo)])  # where each kind's rows start after the whole context's
     return AnswerExample.build(
         model,
         row.input_ids,
@@ -49,10 +52,12 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
         tokenizer.pad_token_id,
         device,
         leave_one_out=Ablated(
-            loo, scores[1 + len(train) :], seconds, divergence=jsd[1 + len(train) :, : row.answer_length].sum(axis=1)
+            loo, scores[at[1] : at[2]], seconds, divergence=jsd[at[1] : at[2], : row.answer_length].sum(axis=1)
         ),
-        random=Ablated(train, scores[1 : 1 + len(train)], seconds, fit[1 : 1 + len(train)], tokens),
+        random=Ablated(train, scores[at[0] : at[1]], seconds, fit[at[0] : at[1]], tokens),
+        permutation=Ablated(chains, scores[at[2] :], seconds) if len(chains) else None,
         head_weights=head_weights,
+        index=k,
     )
 
 
