@@ -305,8 +305,9 @@ def timed_ablations(
     model, tokenizer, row, kinds: Mapping[str, np.ndarray], cfg, every: bool = False
 ) -> dict[str, tuple[np.ndarray, np.ndarray, float, np.ndarray | None]]:
     """``{kind: (masks, token log-probabilities, seconds, token divergences)}``: :func:`ablate` of each kind's masks
-    (the surrogate's random ones, the held-out ones, leave-one-out's, permutation Shapley's chains: each distinct
-    mask once), the answer's end token scored too (the
+    (the surrogate's random ones, the held-out ones, permutation Shapley's chains, each distinct mask once from the
+    tree of their shared prefixes, Gemma 3 270M's 64 in 40 % of the seconds the whole prompt's prefix takes; and
+    leave-one-out's, from the whole prompt's), the answer's end token scored too (the
     surrogate's target holds it, :func:`split_scores`), the wall seconds its forwards took, and for leave-one-out
     each answer token's Jensen–Shannon divergence from the whole context (ARC-JSD's, read from its forwards; None
     for the other kinds); with ``every``, kind ``every`` first: all ``2ⁿ`` ablations (from the tree of their shared
@@ -325,11 +326,9 @@ def timed_ablations(
             lp = out["every"][1][[at[m.tobytes()] for m in np.asarray(masks, dtype=bool)]]
         elif kind == "leave_one_out":
             lp, jsd = ablate(model, tokenizer, row, masks, cfg, end=True, divergence=True)
-        elif kind == "permutation":  # chains share their empty and whole masks, and orders their first steps: once
+        else:  # random masks share prefixes with each other more than with the whole prompt: from their tree
             distinct, back = np.unique(np.asarray(masks, dtype=bool), axis=0, return_inverse=True)
-            lp = ablate(model, tokenizer, row, distinct, cfg, end=True)[back.ravel()]
-        else:
-            lp = ablate(model, tokenizer, row, masks, cfg, end=True)
+            lp = ablate(model, tokenizer, row, distinct, cfg, tree=True, end=True)[back.ravel()]
         out[kind] = (masks, lp, time.perf_counter() - t0, jsd)
     return out
 

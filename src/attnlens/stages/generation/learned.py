@@ -45,7 +45,7 @@ def run_fit_learned_attention(
     for k, row in enumerate(frame.itertuples(index=False)):
         sources = response_sources(row)
         masks, _ = answer_masks(learned.seed, k, len(sources), learned.n_ablations, 0, cfg.keep)
-        scores, _ = fit_target(row, ablate(model, tokenizer, row, masks, cfg, end=True), cfg)
+        scores, _ = fit_target(row, ablate(model, tokenizer, row, masks, cfg, tree=True, end=True), cfg)
         ids = torch.as_tensor(np.asarray(row.input_ids, dtype=np.int64))[None].to(dev)
         rows = answer_head_attention(model, ids, int(row.answer_length))
         features = source_features(rows, np.asarray(row.owner), len(sources))
