@@ -20,7 +20,7 @@ holds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,11 +115,18 @@ def agreement_rows(
 
 
 def summarise(
-    per_example: pd.DataFrame, columns: Sequence[Metric], baseline: str, seed: int, n_boot: int
+    per_example: pd.DataFrame,
+    columns: Sequence[Metric],
+    baseline: str,
+    seed: int,
+    n_boot: int,
+    references: Collection[str] = (),
 ) -> pd.DataFrame:
     """Per method and metric: examples, mean, bootstrap 95 % interval, chance, the mean paired difference from
     ``baseline`` with its bootstrap interval (the same resamples), and the paired test vs ``baseline``, its p-value
-    and its Holm-adjusted one over every test of the table.
+    and its Holm-adjusted one over every test of the table. Only claims are tested: a column with no direction
+    (cost, reported, not ranked) and a row of ``references`` (what the methods are measured against) get their
+    difference but no test, so that they do not widen the family Holm adjusts over.
 
     Returns rows ``method, metric, group, n, mean, lo, hi, chance, versus, difference, difference_lo,
     difference_hi, median_difference, p_value, p_holm, note``.
@@ -178,6 +185,10 @@ def summarise(
                 notes.append("the baseline of the paired tests")
             elif (baseline, metric.name) not in stats:
                 notes.append(f"no paired test: {baseline} has no {metric.name}")
+            elif metric.higher_is_better is None:
+                notes.append("no paired test: reported, not ranked")
+            elif method in references:
+                notes.append("no paired test: a reference, not a method")
             else:
                 versus = baseline
                 _, median, _, p, test_note = paired_wilcoxon(values, wide[(baseline, metric.name)].to_numpy(np.float64))

@@ -101,6 +101,12 @@ def test_summary_means_intervals_and_paired_tests():
     assert len(finite) == 1 and better["p_holm"] == pytest.approx(better["p_value"])
     assert np.isnan(summary.loc[("same", "comprehensiveness"), "p_value"])  # every difference is 0
     assert summary.loc[("attention_all", "comprehensiveness"), "versus"] == ""
+    # only claims are tested: a reference row, and a cost column (the baseline's seconds given too), are not
+    timed = pd.concat([frame, frame.assign(method="attention_all")[frame.metric == "seconds"].assign(value=1.0)])
+    again = summarise(timed, columns, "attention_all", 0, 50, references={"same"}).set_index(["method", "metric"])
+    assert "no paired test: reported, not ranked" in again.loc[("better", "seconds"), "note"]
+    assert np.isnan(again.loc[("better", "seconds"), "p_value"]) and again.loc[("better", "seconds"), "difference"] == 1
+    assert "no paired test: a reference, not a method" in again.loc[("same", "comprehensiveness"), "note"]
     table = leaderboard_table(summary.reset_index(), columns).set_index("method")
     assert table.loc["better", "comprehensiveness AOPC"].endswith("*")
     assert table.loc["attention_all", "seconds per example"] == "–"

@@ -13,7 +13,7 @@ from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_S
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.attribution.methods import label
 from attnlens.generation.answer_artifacts import GENERATOR_METRICS_SCHEMA, RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA, answer_metrics
+from attnlens.generation.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA, REFERENCES, answer_metrics
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, provenance, save_parquet
 from attnlens.pipeline.config import FiguresConfig, GenerationConfig
 from attnlens.pipeline.entry import stage
@@ -45,7 +45,7 @@ def run_answer_leaderboard(
     notes = []
     if cfg.baseline not in cfg.methods:
         notes.append(f"no paired tests: generation.baseline {cfg.baseline!r} is not in generation.methods")
-    summary = summarise_leaderboard(judged, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap)
+    summary = summarise_leaderboard(judged, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap, REFERENCES)
     n = judged["example_id"].nunique()
     prov = provenance(ANSWER_LEADERBOARD_SCHEMA, {"generation": cfg.to_dict()}, cfg.seed, n_answers=n, notes=notes)
     save_parquet(summary, summary_path, prov)
@@ -85,7 +85,7 @@ def structure_leaderboards(judged: pd.DataFrame, responses: pd.DataFrame, column
     parts = []
     for name in sorted({s for s in structure.values() if s}):
         mine = judged[judged["example_id"].map(structure) == name]
-        part = summarise_leaderboard(mine, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap)
+        part = summarise_leaderboard(mine, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap, REFERENCES)
         parts.append(part.assign(n_answers=mine["example_id"].nunique()))
         parts[-1].insert(0, "structure", name)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["structure", "n_answers"])
