@@ -176,10 +176,10 @@ def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_r
         every = np.array([list(m) for m in mine.loc["every", "masks"]])
         assert np.array_equal(every, every_mask(n))
         table = answer_scores(np.array([list(t)[:a] for t in mine.loc["every", "token_log_probs"]]))[0]
-        assert table[-1] == pytest.approx(row.log_prob, abs=1e-5)  # float32 model, another batch: rounding
-        # the tree's batches against the shared prefix's on a float32 model: each log-probability (|log p| about
-        # 10: 30 522 words, barely trained) sums a few hundred float32 products in another order, so a few hundred
-        # eps32 · 10 ≈ 1e-5 apart at most
+        # the tree's batches against the response's forward and the shared prefix's on a float32 model: each
+        # log-probability (|log p| about 10: 30 522 words, barely trained) sums a few hundred float32 products in
+        # another order, so a few hundred eps32 · 10 ≈ 1e-5 apart at most
+        assert table[-1] == pytest.approx(row.log_prob, abs=1e-5)
         np.testing.assert_allclose(table[(1 << n) - 1 - (1 << np.arange(n))], cached, rtol=0, atol=1e-5)
 
 

@@ -36,7 +36,7 @@ from attnlens.attribution.methods import label
 from attnlens.device import place
 from attnlens.errors import InputError
 from attnlens.generation.answer_artifacts import response_sources
-from attnlens.generation.responses import one_response, split_scores, timed_ablations
+from attnlens.generation.responses import ablated, one_response, timed_ablations
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -224,12 +224,10 @@ def _ablations(model, tokenizer, row, cfg: GenerationConfig) -> dict[str, Ablate
     }
     if cfg.shapley_orders:
         kinds["permutation"] = answer_orders(cfg.seed, 0, n_sources, cfg.shapley_orders)
-    out = {}
-    for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg).items():
-        scores, fit, tokens = split_scores(row, lp, cfg)
-        divergence = None if jsd is None else jsd[:, : int(row.answer_length)].sum(axis=1)
-        out[kind] = Ablated(masks, scores, seconds, fit, tokens, divergence)
-    return out
+    return {
+        kind: ablated(row, masks, lp, seconds, cfg, jsd)
+        for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg).items()
+    }
 
 
 def _methods(methods: Sequence[str] | None, cfg: GenerationConfig, weights, model) -> tuple[list[str], Any, list[str]]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from attnlens.attribution.answer_example import Ablated
 from attnlens.attribution.datamodels import answer_scores, score_of
 from attnlens.attribution.exact import every_mask
 from attnlens.errors import InputError
@@ -331,6 +332,17 @@ def timed_ablations(
             lp = ablate(model, tokenizer, row, distinct, cfg, tree=True, end=True)[back.ravel()]
         out[kind] = (masks, lp, time.perf_counter() - t0, jsd)
     return out
+
+
+def ablated(row, masks, token_log_probs, seconds: float, cfg, token_jsd=None, fit: bool = True) -> Ablated:
+    """A response row's ablations as the scorers read them: ``F`` on each mask, with ``fit`` the surrogate's target
+    (:func:`split_scores`), and where ``token_jsd`` is given each mask's divergences summed over the answer's own
+    tokens (ARC-JSD's)."""
+    scores, target, tokens = split_scores(row, token_log_probs, cfg, fit)
+    jsd = None if token_jsd is None else np.asarray(token_jsd, dtype=np.float64)[:, : int(row.answer_length)]
+    return Ablated(
+        np.asarray(masks, dtype=bool), scores, float(seconds), target, tokens, None if jsd is None else jsd.sum(axis=1)
+    )
 
 
 def split_scores(row, token_log_probs: np.ndarray, cfg, fit: bool = True) -> tuple[np.ndarray, np.ndarray | None, int]:

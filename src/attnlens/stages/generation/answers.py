@@ -31,7 +31,7 @@ from attnlens.generation.answer_leaderboard import (
     looked_up,
     removal_masks,
 )
-from attnlens.generation.responses import ablate, split_scores, timed_ablations
+from attnlens.generation.responses import ablate, ablated, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
@@ -93,10 +93,8 @@ def _ablated(ablations: pd.DataFrame, response, kind: str, cfg: GenerationConfig
     row = mine.iloc[0]
     masks = np.array([list(m) for m in row["masks"]], dtype=bool).reshape(len(row["masks"]), -1)
     lp = np.array([list(t) for t in row["token_log_probs"]], dtype=np.float64).reshape(len(masks), -1)
-    scores, target, tokens = split_scores(response, lp, cfg, fit)
-    jsd = np.array([list(t) for t in row["token_jsd"]], dtype=np.float64)
-    divergence = jsd[:, : int(response.answer_length)].sum(axis=1) if len(jsd) else None
-    return Ablated(masks, scores, float(row["seconds"]), target, tokens, divergence)
+    jsd = [list(t) for t in row["token_jsd"]] or None
+    return ablated(response, masks, lp, row["seconds"], cfg, jsd, fit)
 
 
 # --- explain_answers ---------------------------------------------------------------------------------------------

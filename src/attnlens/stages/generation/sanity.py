@@ -9,14 +9,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.answer_example import Ablated, AnswerExample
+from attnlens.attribution.answer_example import AnswerExample
 from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
 from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.responses import ablate, split_scores
+from attnlens.generation.responses import ablate, ablated, split_scores
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -38,7 +38,6 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     everything = np.ones((1, n_sources), dtype=bool)
     t0 = time.perf_counter()
     lp, jsd = ablate(model, tokenizer, row, np.vstack([everything, train, loo, chains]), cfg, end=True, divergence=True)
-    scores, fit, tokens = split_scores(row, lp, cfg)
     seconds = time.perf_counter() - t0
     at = np.cumsum([1, len(train), len(loo)])  # where each kind's rows start after the whole context's
     return AnswerExample.build(
@@ -47,15 +46,13 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
         row.answer_length,
         row.owner,
         n_sources,
-        scores[0],
+        split_scores(row, lp[:1], cfg, fit=False)[0][0],
         cfg,
         tokenizer.pad_token_id,
         device,
-        leave_one_out=Ablated(
-            loo, scores[at[1] : at[2]], seconds, divergence=jsd[at[1] : at[2], : row.answer_length].sum(axis=1)
-        ),
-        random=Ablated(train, scores[at[0] : at[1]], seconds, fit[at[0] : at[1]], tokens),
-        permutation=Ablated(chains, scores[at[2] :], seconds) if len(chains) else None,
+        leave_one_out=ablated(row, loo, lp[at[1] : at[2]], seconds, cfg, jsd[at[1] : at[2]], fit=False),
+        random=ablated(row, train, lp[at[0] : at[1]], seconds, cfg),
+        permutation=ablated(row, chains, lp[at[2] :], seconds, cfg, fit=False) if len(chains) else None,
         head_weights=head_weights,
         index=k,
     )
