@@ -52,8 +52,48 @@ class Stopped(BaseException):
 STOPPED_STATUS = 128 + signal.SIGTERM
 
 
-def _stop(signum, frame) -> None:
-    raise Stopped(signal.Signals(signum).name)
+class _Stops:
+    """SIGTERM's handler and the unraisable-exception hook :func:`log_to` installs, so that a stop always stops.
+
+    A signal's handler runs at the main thread's next bytecode, and where that is a finaliser (a ``__del__`` or a
+    weakref callback, which the garbage collector runs anywhere) Python prints the handler's :class:`Stopped` and
+    drops it: the job would run on to its end as though never stopped (in CI it landed in the regex module's
+    ``Group.__del__``). Such a stop is sent again every :attr:`PAUSE` seconds from a thread of its own until one
+    lands in the job's own code, or the job ends."""
+
+    PAUSE = 0.05
+
+    def __init__(self, previous_hook) -> None:
+        self.previous_hook = previous_hook
+        self.ended = threading.Event()
+        self.sender: threading.Thread | None = None
+        self.hooked = False
+
+    def handler(self, signum, frame) -> None:
+        if not self.hooked:  # inside the hook itself the stop is left to the next sending
+            raise Stopped(signal.Signals(signum).name)
+
+    def unraisable(self, unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Stopped):
+            self.previous_hook(unraisable)
+            return
+        self.hooked = True
+        try:
+            if self.sender is None:
+                self.sender = threading.Thread(target=self._send, name="attnlens-stop", daemon=True)
+                self.sender.start()
+        finally:
+            self.hooked = False
+
+    def _send(self) -> None:
+        while not self.ended.wait(self.PAUSE):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def end(self) -> None:
+        """Stop sending (before the handler is put back: a stop sent after would meet the default action)."""
+        self.ended.set()
+        if self.sender is not None:
+            self.sender.join()
 
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -94,7 +134,11 @@ def log_to(path: str | os.PathLike | None, outputs: Sequence[str] = ()) -> Itera
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     sys.stderr = handle
-    previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
+    stops = _Stops(sys.unraisablehook)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stops.handler) if main else None
+    if main:
+        sys.unraisablehook = stops.unraisable
     try:
         yield
     except InputError as err:
@@ -121,8 +165,10 @@ def log_to(path: str | os.PathLike | None, outputs: Sequence[str] = ()) -> Itera
             traceback.print_exc(file=handle)
         raise
     finally:
-        if previous is not None:
+        if main:
+            stops.end()
             signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = stops.previous_hook
         sys.stderr = terminal
         root.removeHandler(handler)
         if handle is not terminal:

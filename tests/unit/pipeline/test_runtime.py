@@ -32,6 +32,31 @@ def test_a_bug_leaves_its_traceback_in_the_log(tmp_path):
     assert "TypeError" in out.stderr  # and on the terminal, as any uncaught exception
 
 
+def test_a_stop_that_lands_in_a_finaliser_still_stops_the_job(tmp_path):
+    """SIGTERM's handler runs at the main thread's next bytecode; where that is a ``__del__`` (here the regex
+    module's, in CI, as the garbage collector ran it), Python prints the exception and drops it. The job must stop
+    anyway, with its one line and status 143, and not run on to its end as though never stopped."""
+    out, log = _run_in_log_to(
+        tmp_path,
+        """
+        import signal
+        import time
+
+        class Finalised:
+            def __del__(self):
+                signal.raise_signal(signal.SIGTERM)  # its handler runs here, inside the finaliser
+
+        Finalised()
+        for _ in range(200):  # two seconds of work: the stop, sent again, lands in it
+            time.sleep(0.01)
+        print("ran on to its end")
+        """,
+    )
+    assert out.returncode == 143, out.stdout + out.stderr
+    assert "ran on to its end" not in out.stdout
+    assert "attnlens: stopped: SIGTERM received" in log and "Traceback" not in log + out.stderr
+
+
 def test_kernels_leave_torch_on_the_threads_it_was_given():
     """A fresh process (numba's OpenMP layer not started yet): after the compiled kernels of a band and of a full
     layer, torch still computes on the one thread it was given. Starting numba's layer sets the process's
