@@ -11,9 +11,7 @@ a question of ``benchmarks/records`` writes its record too (``record(result)`` i
 theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs.
 
 ``--record DIR`` runs nothing and writes the records of the results in ``DIR`` (their own commit and date).
-Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline]
-[--only foundation|attention|architectures|decoders|contexts|explanations|attribution|targets|similarity|topology|
-pairs|explorer|attnlrp|startup|kernel_sets|paper_shape]``.
+Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline] [--only SUITE]`` (``--help`` lists them).
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
@@ -40,6 +38,7 @@ from benchmarks.suites import (
     explanations,
     explorer,
     foundation,
+    gguf,
     pairs,
     similarity,
     targets,
@@ -68,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         "attention": lambda: {"lengths": attention.bench_attention()},
         "architectures": lambda: {"lengths": architectures.bench_architectures(args.lengths, args.architectures)},
         "decoders": lambda: {"rows": decoders.bench_decoders()},
+        "gguf": lambda: gguf.bench_gguf(),
         "contexts": lambda: {"rows": contexts.bench_contexts()},
         "explanations": lambda: explanations.bench_explanations(),
         "pairs": lambda: {"pairs": pairs.bench_pairs()},
@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         "attention": attention.record,
         "architectures": architectures.record,
         "decoders": decoders.record,
+        "gguf": gguf.record,
         "explanations": explanations.record,
         "attribution": attribution.record,
         "targets": targets.record,

@@ -55,6 +55,7 @@ QUESTIONS = (
     "gpu_proof",
     "gpu_run",
     "job_start",
+    "gguf_read",
     "attention_summaries",
     "architectures",
     "explanation_methods",

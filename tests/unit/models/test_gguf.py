@@ -12,6 +12,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
+import transformers
 
 from attnlens.errors import InputError
 from attnlens.generation.decoding import greedy_answers
@@ -47,6 +48,64 @@ def _write_gguf(path, family: str) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def _write_llama(path) -> None:
+    """A one-layer Llama of 64 words (random float32 weights) in GGUF, as llama.cpp's converter lays one out."""
+    rng = np.random.default_rng(0)
+    words, width, ffn = 64, 16, 32
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_embedding_length(width)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(2)
+    writer.add_head_count_kv(2)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_rope_dimension_count(width // 2)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(["<unk>", "<s>", "</s>"] + [f"\u2581w{i}" for i in range(words - 3)])
+    writer.add_token_scores([0.0] * 3 + [-float(i) for i in range(words - 3)])
+    writer.add_token_types([2, 3, 3] + [1] * (words - 3))
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    shapes = {"token_embd": (words, width), "output_norm": (width,), "output": (words, width)}
+    shapes |= {f"blk.0.{n}": (width, width) for n in ("attn_q", "attn_k", "attn_v", "attn_output")}
+    shapes |= {"blk.0.attn_norm": (width,), "blk.0.ffn_norm": (width,), "blk.0.ffn_gate": (ffn, width)}
+    shapes |= {"blk.0.ffn_up": (ffn, width), "blk.0.ffn_down": (width, ffn)}
+    for name, shape in shapes.items():
+        writer.add_tensor(f"{name}.weight", (0.1 * rng.standard_normal(shape)).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_load_parses_its_gguf_file_once_into_what_transformers_reads(tmp_path, monkeypatch):
+    """The configuration, the weights and the tokenizer come from one parse of the file (for Gemma 3 270M each parse
+    is 12 s of the load's 31), and they are what transformers reads from the file by itself, exactly: the same
+    weights (why exact: both dequantise the same stored float32 values, no arithmetic), configuration and words."""
+    _write_llama(tmp_path / "m.gguf")
+    made = []
+
+    class Counted(gguf.GGUFReader):
+        def __init__(self, path, mode="r"):
+            made.append(path)
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counted)
+    model, tokenizer = load_causal_lm(str(tmp_path / "m.gguf"), "model.name_or_path")
+    assert len(made) == 1 and gguf.GGUFReader is Counted  # put back on the way out
+    dense = transformers.GgufConfig(dequantize=True)
+    plain = transformers.LlamaForCausalLM.from_pretrained(str(tmp_path), gguf_file="m.gguf", quantization_config=dense)
+    words = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="m.gguf")
+    assert len(made) > 2  # transformers alone parses the file for each read
+    mine, theirs = model.state_dict(), plain.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+    unset = {"pad_token_id": None, "quantization_config": None}  # load_causal_lm's own: the pad, no quantizer left
+    assert model.config.to_diff_dict() | unset == plain.config.to_diff_dict() | unset
+    assert tokenizer.get_vocab() == words.get_vocab()
 
 
 def test_a_gguf_file_attnlens_cannot_read_is_one_line(tmp_path):
