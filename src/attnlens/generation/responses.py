@@ -209,10 +209,12 @@ def _score(model, rows: list[dict], batch_size: int) -> None:
 
 
 def closed_book_answers(model, tokenizer, chosen: pd.DataFrame, cfg) -> list:
-    """The model's greedy answer to each question with no context (the prompt with an empty context): what it
+    """The model's greedy answer to each question with no context (:meth:`PromptFormat.closed_book`): what it
     answers from its own knowledge, against which an answer that follows the context is told apart."""
     form = PromptFormat.of(cfg)
-    prompts = [form.build(tokenizer, "", str(r.question)).encode(tokenizer)[0] for r in chosen.itertuples(index=False)]
+    prompts = [
+        form.closed_book(tokenizer, str(r.question)).encode(tokenizer)[0] for r in chosen.itertuples(index=False)
+    ]
     return greedy(model, tokenizer, prompts, cfg)
 
 

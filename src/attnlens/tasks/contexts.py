@@ -255,6 +255,29 @@ class PromptFormat:
     def build(self, tokenizer, context: str, question: str) -> Prompt:
         """The prompt of ``context`` and ``question`` for ``tokenizer`` (the class docstring)."""
         user, spans, at = self._filled(context, question)
+        text = self._wrapped(tokenizer, user)
+        start = text.index(user)
+        return Prompt(text, start + at, start + at + len(context), tuple((start + a, start + b) for a, b in spans))
+
+    def closed_book(self, tokenizer, question: str) -> Prompt:
+        """The prompt of ``question`` with no context: the template without the lines that hold its context
+        (``"Context: {context}\nQuestion: {question}\nAnswer:"`` asks ``"Question: …\nAnswer:"``), so that the
+        model meets no empty slot (a base model answers an empty ``Context:`` line with a newline, which ends its
+        answer); where the context shares a line with the question, the template with an empty context. Its
+        context is the empty span where the user's text starts."""
+        lines = self.template.split("\n")
+        holds = ["context" in [f for _, f, _, _ in string.Formatter().parse(line)] for line in lines]
+        asks = ["question" in [f for _, f, _, _ in string.Formatter().parse(line)] for line in lines]
+        if any(h and a for h, a in zip(holds, asks, strict=True)):
+            return self.build(tokenizer, "", question)
+        kept = "\n".join(line for line, h in zip(lines, holds, strict=True) if not h).strip("\n")
+        user, spans, _ = self._filled("", question, kept)
+        text = self._wrapped(tokenizer, user)
+        start = text.index(user)
+        return Prompt(text, start, start, tuple((start + a, start + b) for a, b in spans))
+
+    def _wrapped(self, tokenizer, user: str) -> str:
+        """The user's text in the tokenizer's chat template (after the system turn), or as a plain completion."""
         if getattr(tokenizer, "chat_template", None):
             turns = [{"role": "system", "content": self.system}] if self.system is not None else []
             text = tokenizer.apply_chat_template(
@@ -263,15 +286,19 @@ class PromptFormat:
         else:
             system = f"{self.system}\n\n" if self.system is not None else ""
             text = begin_token(tokenizer) + system + user
-        start = text.index(user)
-        return Prompt(text, start + at, start + at + len(context), tuple((start + a, start + b) for a, b in spans))
+        return text
 
-    def _filled(self, context: str, question: str) -> tuple[str, list[tuple[int, int]], int]:
-        """The template filled, the spans of the context and the question in it, and where the context starts."""
+    def _filled(
+        self, context: str, question: str, template: str | None = None
+    ) -> tuple[str, list[tuple[int, int]], int]:
+        """The template (``template``: a part of it) filled, the spans of the context and the question in it, and
+        where the context starts."""
         parts: list[str] = []
         spans: list[tuple[int, int]] = []
         at, pos = -1, 0
-        for literal, field, spec, conversion in string.Formatter().parse(self.template):
+        for literal, field, spec, conversion in string.Formatter().parse(
+            self.template if template is None else template
+        ):
             parts.append(literal)
             pos += len(literal)
             if field is None:

@@ -200,3 +200,20 @@ def test_a_chat_prompt_is_the_chat_templates_with_its_system_turn_and_its_specia
     assert [prompt.text[a:b] for a, b in prompt.user_spans] == ["Who met?", "Bob met Ann."]
     with pytest.raises(ValueError, match="no field but"):
         PromptFormat("{context} {answer}")
+
+
+def test_a_closed_book_prompt_is_the_template_without_its_context_lines():
+    """The same question with no context: the lines that hold the context left out (a base model meets no empty
+    ``Context:`` slot), in the same wrapping (begin token, system turn); a literal special token in the question stays
+    text; where the context shares the question's line, the template with an empty context."""
+    tokenizer = _bpe_with_begin()
+    form = PromptFormat("Context: {context}\nQuestion: {question}\nAnswer:", system="Be brief.")
+    book = form.closed_book(tokenizer, "who <s>?")
+    assert book.text == "<s>Be brief.\n\nQuestion: who <s>?\nAnswer:"
+    assert [book.text[a:b] for a, b in book.user_spans] == ["who <s>?"] and book.context_start == book.context_end
+    assert book.encode(tokenizer)[0].count(tokenizer.convert_tokens_to_ids("<s>")) == 1  # the question's is text
+    assert PromptFormat().closed_book(_bpe(), "why?").text == "Query: why?"  # "Context: …\n\nQuery: …": no blank
+    inline = PromptFormat("Read {context} and answer {question}").closed_book(_bpe(), "why?")
+    assert inline.text == "Read  and answer why?"
+    tokenizer.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}"
+    assert PromptFormat("{context}\n{question}").closed_book(tokenizer, "why?").text == "<u>why?</u>"
