@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +11,6 @@ from attnlens import device as device_policy
 from attnlens.device import CPU_BATCH, autocast_dtype, batch_fitting, batch_size, place, precision_name, resolve_device
 from attnlens.errors import InputError
 from attnlens.pipeline.config import load_schema
-from tests.support.helpers import ONE_THREAD, ROOT
 
 
 def test_auto_is_the_cpu_without_cuda():
@@ -59,82 +53,6 @@ def test_the_schema_and_the_policy_accept_the_same_names():
     pattern = load_schema()["properties"]["model"]["properties"]["device"]["pattern"]
     for name in ("auto", "cpu", "cuda", "cuda:0", "cuda:12", "gpu", "cuda:", "CPU", "mps"):
         assert bool(re.match(pattern, name)) == bool(re.match(r"^(auto|cpu|cuda(:[0-9]+)?)$", name)), name
-
-
-def _gpu_proof(device: str, out_dir: Path, architecture: str = "longformer") -> dict:
-    """``python -m benchmarks.gpu --tiny`` on ``device``: its ``gpu.json`` (``gpu_<architecture>.json``: a decoder)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.gpu",
-            "--device",
-            device,
-            "--tiny",
-            "--out",
-            str(out_dir),
-            "--architecture",
-            architecture,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        env={**os.environ, **(ONE_THREAD if device == "cpu" else {})},  # the session runs hold the other cores
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    name = "gpu.json" if architecture == "longformer" else f"gpu_{architecture}.json"
-    return json.loads((out_dir / name).read_text(encoding="utf-8"))
-
-
-def test_gpu_proof_runs_on_cpu_with_a_tiny_model(tmp_path):
-    """``python -m benchmarks.gpu --device cpu --tiny``: every classification stage runs; gpu.json says so."""
-    record = _gpu_proof("cpu", tmp_path)
-    stages = record["stages"]
-    assert list(stages) == [
-        "train_classifier",
-        "predict",
-        "estimate_head_importance",
-        "extract_attention",
-        "attribute",
-        "explain",
-        "evaluate_faithfulness",
-    ]
-    assert record["documents"]["test"] >= 16 and record["device"] == "cpu"
-    for name, row in stages.items():
-        assert row["seconds"] > 0 and row["seconds_per_document"] > 0, name
-    ig = record["ig"]
-    assert ig["steps"] == 50 and ig["internal_batch_size"] == 8
-    assert ig["flop_per_document"] == 2 * record["shape"]["parameters"] * 160 * 3 * 50
-    assert ig["peak_fp16_flops"] is None and ig["compute_bound_seconds_per_document"] is None
-    assert ig["speedup_vs_paper_t4"] == pytest.approx(43.5 / ig["seconds_per_document"], rel=0.01)
-
-
-def test_gpu_proof_runs_a_decoder_on_cpu_with_a_tiny_model(tmp_path):
-    """``--architecture mistral``: the same stages on a decoder classifier (sliding window, grouped-query heads,
-    last-token readout), the record naming it."""
-    record = _gpu_proof("cpu", tmp_path, "mistral")
-    assert record["architecture"] == "mistral" and record["shape"]["key_heads"] == 2
-    assert list(record["stages"]) == [
-        "train_classifier",
-        "predict",
-        "estimate_head_importance",
-        "extract_attention",
-        "attribute",
-        "explain",
-        "evaluate_faithfulness",
-    ]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_gpu_proof_runs_on_cuda_with_a_tiny_model(tmp_path):
-    """Where a GPU is: every classification stage places its model on it, in fp16 where asked, and IG's batch
-    comes from the free memory (``make gpu-proof`` runs the paper's shape; this, its tiny twin)."""
-    record = _gpu_proof("cuda", tmp_path)
-    assert record["device"].startswith("cuda") and record["ig"]["bytes_per_step"] > 0
-    assert all(row["peak_gpu_memory_mb"] > 0 for row in record["stages"].values())
 
 
 # --- batches sized from a card's free memory (``auto``) ---------------------------------------------------------

