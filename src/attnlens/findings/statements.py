@@ -72,6 +72,11 @@ def surrogate_shares(answer_leaderboard: pd.DataFrame, threshold: float) -> list
     ]
 
 
+def structure_metric(metric: str, structure: str) -> str:
+    """A leaderboard column over one planted structure's answers, as the findings name it."""
+    return f"{metric} ({structure})"
+
+
 def similarity_item(configuration: str, scaled: bool, mask: str) -> str:
     """How a fixed-mode similarity cell is named: its layers, scaling and mask."""
     return f"{configuration} layers, {'scaled' if scaled else 'unscaled'}, mask {mask}"
@@ -85,6 +90,7 @@ def headline_values(
     claims: Sequence[Mapping[str, Any]] | None = None,
     answer_leaderboard: pd.DataFrame | None = None,
     surrogate_share: float = 0.8,
+    answer_structures: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The headline quantities of one run, from its tables (each ``None`` when the run did not make it).
 
@@ -97,6 +103,9 @@ def headline_values(
         claims: ``topology/claim.json``'s claims (estimator, dim, gap, knn_accuracy, knn_majority_rate).
         answer_leaderboard: ``generation/leaderboard.parquet`` (method, metric, group, mean, chance): its rows, and
             each answer method's LDS as a share of the surrogate's, against ``surrogate_share``.
+        answer_structures: ``generation/leaderboard_by_structure.parquet`` (the same per planted structure): its
+            rows, each metric named with its structure (``lds (redundant)``), so that every statement of the
+            leaderboard is made, and judged across the runs, per structure too.
     """
     rows = []
     if metrics is not None:
@@ -121,6 +130,10 @@ def headline_values(
         for r in answer_leaderboard.itertuples(index=False):
             rows.append(_row(ANSWER_LEADERBOARD, r.method, r.metric, r.mean, r.chance, answer_direction(r.metric)))
         rows += surrogate_shares(answer_leaderboard, surrogate_share)
+    if answer_structures is not None and len(answer_structures):  # none where the contexts plant no structure
+        for r in answer_structures[~answer_structures["method"].isin(REFERENCES)].itertuples(index=False):
+            metric = structure_metric(r.metric, r.structure)
+            rows.append(_row(ANSWER_LEADERBOARD, r.method, metric, r.mean, r.chance, answer_direction(r.metric)))
     for c in claims or ():
         item = f"{c['estimator']} H{c['dim']}"
         rows.append(_row("topology", item, "gap", c.get("gap"), 0.0))

@@ -160,6 +160,7 @@ def findings_inputs(config: Mapping[str, Any], grid: Grid) -> dict[str, Any]:
     if "generation" in studies:
         pick["generator_metrics"] = "results/models/generator_metrics.json"
         pick["answer_leaderboard"] = "results/generation/leaderboard.parquet"
+        pick["answer_structures"] = "results/generation/leaderboard_by_structure.parquet"
         pick["answer_sanity"] = "results/generation/sanity.parquet"
     inputs: dict[str, Any] = {name: [resolve_path(path, run) for run in grid.runs] for name, path in pick.items()}
     if "pairs" in studies:

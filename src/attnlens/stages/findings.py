@@ -49,6 +49,7 @@ READERS: dict[str, tuple[Callable[[StrPath], Any], str]] = {
     "similarity": (lambda p: read_csv_table(Path(p) / "masking_increase.csv"), "masking"),
     "leaderboard": (lambda p: load_parquet(p, LEADERBOARD_SCHEMA)[0], "leaderboard"),
     "answer_leaderboard": (lambda p: load_parquet(p, ANSWER_LEADERBOARD_SCHEMA)[0], "answer_leaderboard"),
+    "answer_structures": (lambda p: load_parquet(p, ANSWER_LEADERBOARD_SCHEMA)[0], "answer_structures"),
     "claims": (lambda p: load_json(p, CLAIM_SCHEMA)["claims"], "claims"),
 }
 #: The inputs that hold a run's sanity-check rows (rules sanity_check and answer_sanity).

@@ -237,3 +237,34 @@ def test_the_best_method_and_the_share_of_the_surrogate_are_stated_across_runs()
     assert _verdict_of(said, "attention_all stays under 80% of the surrogate's LDS", "m") == HOLDS
     assert not said["statement"].str.contains("seconds").any()  # cost columns are reported, not ranked
     assert set(rankings(_answer_runs(2))["metric"]) == {"lds", "top1_drop"}
+
+
+def test_the_findings_are_stated_per_planted_structure_too():
+    """The leaderboard per planted structure: each column named with its structure, so every statement is made, and
+    judged across the runs, per structure: here the surrogate is best on redundant contexts in every run and
+    leave-one-out on single ones (where removing the one stating sentence is all that matters)."""
+    frames = []
+    for i in range(6):
+        whole = _answer_board({"surrogate": 0.6, "leave_one_out": 0.5, "exact_shapley": 0.9}, {})
+        parts = []
+        for structure, lds in (("single", (0.5, 0.8 + 0.01 * i)), ("redundant", (0.7, 0.1))):
+            board = _answer_board({"surrogate": lds[0], "leave_one_out": lds[1], "exact_shapley": 1.0}, {})
+            parts.append(board.assign(structure=structure))
+        v = headline_values(answer_leaderboard=whole, answer_structures=pd.concat(parts, ignore_index=True))
+        v["run"], v["dataset"], v["model"], v["seed"] = f"r{i}", "syn", "m", i
+        frames.append(v)
+    values = pd.concat(frames, ignore_index=True)
+    mine = values.set_index(["item", "metric"])
+    assert mine.loc[("leave_one_out", "lds (single)"), "value"].iloc[0] == 0.8
+    assert mine.loc[("surrogate", "seconds (redundant)"), "higher_is_better"].isna().all()  # cost: not ranked
+    assert "exact_shapley" not in set(values["item"])  # a reference, not a method, in every structure too
+    said = statements(values, min_share=0.8, alpha=0.05)
+    said = said[said["model"] == "m"]
+    overall = said[said["statement"] == "surrogate is the best method on lds"]
+    assert overall["verdict"].tolist() == [HOLDS]
+    assert _verdict_of(said, "surrogate is the best method on lds (redundant)", "m") == HOLDS
+    assert _verdict_of(said, "leave_one_out is the best method on lds (single)", "m") == HOLDS
+    assert {"lds (single)", "lds (redundant)"} <= set(rankings(values)["metric"])
+    unplanted = pd.DataFrame(columns=["structure", "n_answers"])  # what the rule writes where no context plants one
+    alone = headline_values(answer_leaderboard=whole)
+    pd.testing.assert_frame_equal(headline_values(answer_leaderboard=whole, answer_structures=unplanted), alone)
