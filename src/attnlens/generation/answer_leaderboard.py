@@ -26,10 +26,11 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from attnlens.attribution.datamodels import linear_datamodeling_score, precision_recall_at_k, top_k_masks
 from attnlens.attribution.exact import best_drops, every_mask, exact_values
-from attnlens.attribution.leaderboard import Metric
+from attnlens.attribution.leaderboard import Metric, summarise
 
 ANSWER_LEADERBOARD_SCHEMA = "answer_leaderboard/v1"
 #: The method the others' linear datamodeling scores are measured against (ContextCite's surrogate).
@@ -183,3 +184,37 @@ def judge_exact(
             tau = float(kendalltau(filled, shapley).statistic)
         rows.append((example_id, method, "shapley_tau", tau, np.nan))
     return rows
+
+
+def structure_leaderboards(
+    judged: pd.DataFrame, responses: pd.DataFrame, columns, baseline: str, seed: int, n_bootstrap: int
+) -> pd.DataFrame:
+    """The leaderboard's summary (:func:`~attnlens.attribution.leaderboard.summarise`, against ``baseline``) of each
+    planted structure's answers, each its own family of tests (a ``structure`` column first; none where the contexts
+    have no structure)."""
+    structure = dict(zip(responses["example_id"], responses["structure"], strict=True))
+    parts = []
+    for name in sorted({s for s in structure.values() if s}):
+        mine = judged[judged["example_id"].map(structure) == name]
+        part = summarise(mine, columns, baseline, seed, n_bootstrap, REFERENCES)
+        parts.append(part.assign(n_answers=mine["example_id"].nunique()))
+        parts[-1].insert(0, "structure", name)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["structure", "n_answers"])
+
+
+def structure_answers(responses: pd.DataFrame) -> pd.DataFrame:
+    """Per planted structure (and all answers): how many, the share right, the share that follow the context, the
+    share equal to the model's answer without the context."""
+    frames = [("all", responses)] + [(s, g) for s, g in responses.groupby("structure", sort=True) if s]
+    return pd.DataFrame(
+        [
+            {
+                "structure": name,
+                "answers": len(g),
+                "right": g["exact_match"].mean(),
+                "follows_context": g["follows_context"].mean(),
+                "same_as_closed_book": g["same_as_closed_book"].mean(),
+            }
+            for name, g in frames
+        ]
+    )

@@ -13,7 +13,13 @@ from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_S
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.attribution.methods import label
 from attnlens.generation.answer_artifacts import GENERATOR_METRICS_SCHEMA, RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.answer_leaderboard import ANSWER_LEADERBOARD_SCHEMA, REFERENCES, answer_metrics
+from attnlens.generation.answer_leaderboard import (
+    ANSWER_LEADERBOARD_SCHEMA,
+    REFERENCES,
+    answer_metrics,
+    structure_answers,
+    structure_leaderboards,
+)
 from attnlens.io import StrPath, atomic_dir, load_json, load_parquet, provenance, save_parquet
 from attnlens.pipeline.config import FiguresConfig, GenerationConfig
 from attnlens.pipeline.entry import stage
@@ -60,7 +66,7 @@ def run_answer_leaderboard(
     write_table(leaderboard_table(summary, columns), tables / "answer_leaderboard", caption)
     write_table(summary, tables / "answer_leaderboard_long", f"{caption} (every number)")
     save_figure(plot_leaderboard(summary, columns, cfg.baseline), figure_stem, figures.dpi)
-    by_structure = structure_leaderboards(judged, responses, columns, cfg)
+    by_structure = structure_leaderboards(judged, responses, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap)
     save_parquet(by_structure, by_structure_path, prov)
     write_table(
         structure_answers(responses),
@@ -76,37 +82,6 @@ def run_answer_leaderboard(
     for note in notes:
         log.warning("%s", note)
     return summary
-
-
-def structure_leaderboards(judged: pd.DataFrame, responses: pd.DataFrame, columns, cfg) -> pd.DataFrame:
-    """The leaderboard's summary of each planted structure's answers (a ``structure`` column first; none where the
-    contexts have no structure)."""
-    structure = dict(zip(responses["example_id"], responses["structure"], strict=True))
-    parts = []
-    for name in sorted({s for s in structure.values() if s}):
-        mine = judged[judged["example_id"].map(structure) == name]
-        part = summarise_leaderboard(mine, columns, cfg.baseline, cfg.seed, cfg.n_bootstrap, REFERENCES)
-        parts.append(part.assign(n_answers=mine["example_id"].nunique()))
-        parts[-1].insert(0, "structure", name)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["structure", "n_answers"])
-
-
-def structure_answers(responses: pd.DataFrame) -> pd.DataFrame:
-    """Per planted structure (and all answers): how many, the share right, the share that follow the context, the
-    share equal to the model's answer without the context."""
-    frames = [("all", responses)] + [(s, g) for s, g in responses.groupby("structure", sort=True) if s]
-    return pd.DataFrame(
-        [
-            {
-                "structure": name,
-                "answers": len(g),
-                "right": g["exact_match"].mean(),
-                "follows_context": g["follows_context"].mean(),
-                "same_as_closed_book": g["same_as_closed_book"].mean(),
-            }
-            for name, g in frames
-        ]
-    )
 
 
 def leaderboard_table_by_structure(by_structure: pd.DataFrame, columns) -> pd.DataFrame:
