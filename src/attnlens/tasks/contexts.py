@@ -266,11 +266,10 @@ class PromptFormat:
         answer); where the context shares a line with the question, the template with an empty context. Its
         context is the empty span where the user's text starts."""
         lines = self.template.split("\n")
-        holds = ["context" in [f for _, f, _, _ in string.Formatter().parse(line)] for line in lines]
-        asks = ["question" in [f for _, f, _, _ in string.Formatter().parse(line)] for line in lines]
-        if any(h and a for h, a in zip(holds, asks, strict=True)):
+        fields = [{f for _, f, _, _ in string.Formatter().parse(line)} for line in lines]
+        if any({"context", "question"} <= named for named in fields):
             return self.build(tokenizer, "", question)
-        kept = "\n".join(line for line, h in zip(lines, holds, strict=True) if not h).strip("\n")
+        kept = "\n".join(line for line, named in zip(lines, fields, strict=True) if "context" not in named).strip("\n")
         user, spans, _ = self._filled("", question, kept)
         text = self._wrapped(tokenizer, user)
         start = text.index(user)
