@@ -293,7 +293,8 @@ def expand_grid(
         for m, m_entry in models.items():
             m_entry = m_entry or {}
             model = _merge(base["model"], m_entry.get("model", {}))
-            for seed in seeds if task.trains(model) else [None]:
+            # a model that trains nothing runs once per dataset, unless the seed draws the dataset itself
+            for seed in seeds if task.trains(model) or grid.get("split_follows_seed") else [None]:
                 if _excluded(grid.get("exclude", []), d, m, seed):
                     continue
                 cfg = copy.deepcopy(base)

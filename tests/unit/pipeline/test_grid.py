@@ -86,6 +86,9 @@ def test_a_generation_grids_seed_is_its_decoders_training_seed_and_a_pretrained_
     grid = {"seeds": [3, 4], "models": {"qwen": {"model": pretrained}, "drawn": {}}}
     both = expand_grid(_config(grid, data=data, **GENERATION))
     assert both.names == ["default__qwen", "default__drawn__s3", "default__drawn__s4"]  # nothing to train: one run
+    drawn_data = expand_grid(_config({**grid, "split_follows_seed": True}, data=data, **GENERATION))
+    assert drawn_data.names == ["default__qwen__s3", "default__qwen__s4", "default__drawn__s3", "default__drawn__s4"]
+    assert [r.config["data"]["seed"] for r in drawn_data.runs] == [3, 4, 3, 4]  # each seed's contexts its own
     no_axis = expand_grid(_config({"models": {"a": {}}}, data=data, **GENERATION))
     assert no_axis.names == ["default__a__s0"]  # no seed axis: the run's own generation.train.seed
 
