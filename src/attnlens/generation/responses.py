@@ -129,11 +129,12 @@ def responses(
 
 
 def one_response(
-    model, tokenizer, context: str, question: str, answer: str | None, cfg
+    model, tokenizer, context: str, question: str, answer: str | None, cfg, given: Sequence[str] | None = None
 ) -> tuple[pd.Series, bool, list[str]]:
     """One response, as the ``cite`` door explains it: the model's greedy answer to ``question`` from ``context``
     (explained as it stands where it did not finish within ``generation.max_new_tokens``) or the ``answer`` given;
-    whether it finished, and the notes on what was cut or left unfinished."""
+    whether it finished, and the notes on what was cut or left unfinished. ``given``: the context's own sources
+    (strings found in it in order), in place of ``generation.sources``' splitter."""
     positions = int(model.config.max_position_embeddings)
     prompt = encode_prompt(
         tokenizer,
@@ -144,6 +145,7 @@ def one_response(
         form=PromptFormat.of(cfg),
         max_positions=positions,
         reserve=cfg.max_new_tokens,
+        given=given,
     )
     notes = []
     if prompt.cut_sources:
@@ -163,13 +165,63 @@ def one_response(
     else:
         ids, finished, end = answer_ids(tokenizer, answer), True, end_token(tokenizer)
     if not ids:
-        raise InputError("answer", "(text)", "expected the model to answer, got an empty answer")
+        raise InputError(
+            "answer",
+            "(text)",
+            "expected the model to answer, got an empty greedy answer: give the answer to explain (answer=, or "
+            "--answer on the command line)",
+        )
     n = len(prompt.sources)
     target = "predicted" if answer is None else "true"
-    row = _row(tokenizer, "answer", prompt, ids, end, answer or "", target, float("nan"), [-1] * n, [False] * n)
+    given = (answer or "").strip()
+    row = _row(tokenizer, "answer", prompt, ids, end, given, target, float("nan"), [-1] * n, [False] * n)
     row |= {"structure": "", "follows_context": np.nan, "closed_book": "", "same_as_closed_book": np.nan}
     _score(model, [row], cfg.batch_size)
     return pd.Series(row), finished, notes
+
+
+def answer_part(tokenizer, row: pd.Series, span: tuple[int, int]) -> pd.Series:
+    """The response row ``row`` (a whole answer) explaining only the answer's characters ``span`` = ``(start, end)``
+    of its text: the tokens that hold them are the explained answer (``answer_length``), the answer's tokens before
+    them are read but not explained (``prefix_length``), those after are dropped (what follows cannot change them),
+    and the end token counts only where the part reaches the answer's end. As ContextCite attributes a selected
+    part of a response (its ``start_idx``, ``end_idx``)."""
+    text, ids = str(row.answer), answer_of(row)
+    start, end = (int(v) for v in span)
+    if not 0 <= start < end <= len(text):
+        raise InputError(
+            "span",
+            f"({start}, {end})",
+            f"expected characters of the answer, 0 <= start < end <= {len(text)}: {text!r}",
+        )
+    chars = _answer_characters(tokenizer, ids, text, row.target == "true")
+    held = [j for j, (a, b) in enumerate(chars) if a < end and start < b]
+    if not held:
+        raise InputError("span", f"({start}, {end})", f"expected characters a token of the answer holds: {text!r}")
+    first, stop = held[0], held[-1] + 1
+    n, whole = len(row.input_ids) - len(ids), len(ids)
+    part = row.copy()
+    part["input_ids"] = list(row.input_ids[: n + stop])
+    part["owner"] = list(row.owner[: n + stop])
+    part["answer_length"], part["prefix_length"] = stop - first, first
+    part["end_id"] = int(row.end_id) if stop == whole else -1
+    lp = np.asarray(row.token_log_probs, dtype=np.float64)[first:stop]
+    part["token_log_probs"] = lp.tolist()
+    part["log_prob"], part["logit"] = (float(v) for v in answer_scores(lp))
+    return part
+
+
+def _answer_characters(tokenizer, ids: list[int], text: str, given: bool) -> list[tuple[int, int]]:
+    """Each answer token's characters in ``text``: a given answer's from the tokenizer's offsets (it was tokenized
+    as ``" " + text``, :func:`~attnlens.generation.prompts.answer_ids`), a generated one's from decoding it a token
+    more at a time (its text is that decoding, stripped)."""
+    if given:
+        offsets = tokenizer(" " + text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return [(max(a - 1, 0), max(b - 1, 0)) for a, b in offsets]
+    decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    lead = len(decoded) - len(decoded.lstrip())
+    ends = [len(tokenizer.decode(ids[: j + 1], skip_special_tokens=True)) - lead for j in range(len(ids))]
+    return list(zip([0, *ends[:-1]], ends, strict=True))
 
 
 def _row(
@@ -187,6 +239,7 @@ def _row(
         "exact_match": exact,
         "input_ids": prompt.input_ids + ids,
         "answer_length": len(ids),
+        "prefix_length": 0,
         "end_id": -1 if end is None else int(end),
         "owner": [*prompt.owner.tolist(), *([-1] * len(ids))],
         "source_start": [s.start for s in prompt.sources],
@@ -288,7 +341,7 @@ def ablate(
     ablated prompts' shared prefixes: :func:`~attnlens.generation.ablation.ablation_log_probs`); with ``end``, the
     answer's end token too where it has one (a last column, :func:`split_scores`); with ``divergence``, each answer
     token's Jensen–Shannon divergence from the whole context's too (ARC-JSD's, from the same forwards)."""
-    return ablation_log_probs(
+    got = ablation_log_probs(
         model,
         tokenizer,
         row.context,
@@ -302,6 +355,8 @@ def ablate(
         tree,
         divergence,
     )
+    prefix = int(row.prefix_length)  # the answer's tokens before an explained part: read, not scored
+    return tuple(a[:, prefix:] for a in got) if divergence else got[:, prefix:]
 
 
 def timed_ablations(

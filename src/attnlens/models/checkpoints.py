@@ -152,6 +152,9 @@ def from_hub(loader, name: str, field: str, **kwargs):
     try:
         with readable_checkpoint(name):
             return loader(name, **kwargs)
+    except ValueError:
+        _check_model_type(name)  # transformers' "Unrecognized model" where a folder's config.json names no family
+        raise
     except OSError as err:  # HF raises OSError subclasses for unreachable / offline / unknown repos
         if Path(name).is_dir():  # a local folder: not the hub's fault, say what transformers found wrong
             what = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
@@ -163,6 +166,19 @@ def from_hub(loader, name: str, field: str, **kwargs):
             field,
             f"could not load {name!r} from the Hugging Face Hub ({why}); give a local folder or "
             f"{PACKAGED_MODEL!r} to run offline",
+        ) from None
+
+
+def _check_model_type(name: str) -> None:
+    """One line for a local folder whose ``config.json`` names no ``model_type`` (nothing for anything else)."""
+    config = Path(name) / "config.json"
+    try:
+        named = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not named:
+        raise InputError(
+            str(config), "model_type", "expected the model's family (such as 'llama' or 'gemma3_text'), found none"
         ) from None
 
 

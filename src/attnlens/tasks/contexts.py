@@ -160,16 +160,16 @@ def token_sources(offsets: Sequence[tuple[int, int]], sources: Sequence[Source],
     source that holds its first character that is not white space."""
     starts = np.array([s.start for s in sources], dtype=np.int64) + context_start
     ends = np.array([s.end for s in sources], dtype=np.int64) + context_start
-    out = np.full(len(offsets), -1, dtype=np.int64)
-    for i, (a, b) in enumerate(offsets):
-        if b <= a:
-            continue
-        k = int(np.searchsorted(starts, a, side="right")) - 1
-        if k >= 0 and a < ends[k]:
-            out[i] = k
-        elif k + 1 < len(starts) and starts[k + 1] < b:  # a token that begins with the white space before a source
-            out[i] = k + 1
-    return out
+    spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    a, b = spans[:, 0], spans[:, 1]
+    k = np.searchsorted(starts, a, side="right") - 1  # the last source starting at or before the token
+    inside = (k >= 0) & (a < ends[np.maximum(k, 0)]) if len(starts) else np.zeros(len(a), dtype=bool)
+    nxt = np.minimum(k + 1, len(starts) - 1)
+    # a token that begins with the white space before a source
+    before = ~inside & (k + 1 < len(starts)) & (starts[nxt] < b) if len(starts) else inside
+    out = np.where(inside, k, np.where(before, k + 1, -1))
+    out[b <= a] = -1
+    return out.astype(np.int64)
 
 
 #: The prompt a context and its question are put into when the configuration names none: ContextCite's default.

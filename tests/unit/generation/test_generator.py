@@ -19,6 +19,7 @@ from transformers import LongformerConfig, PreTrainedTokenizerFast
 from attnlens.errors import InputError
 from attnlens.generation.decoder_training import TrainingExample, answer_loss, train_generator
 from attnlens.generation.decoding import Answer, generation_metrics, greedy_answers
+from attnlens.generation import prompts
 from attnlens.generation.prompts import answer_ids, completion_notes, encode_prompt, end_token, stop_strings
 from attnlens.generation.responses import _conflicting_values, _planted
 from attnlens.models.checkpoints import source_tokenizer
@@ -59,6 +60,46 @@ def test_a_prompt_too_long_loses_whole_sources_from_the_end_and_counts_them(mini
     assert cut.context == context[: cut.sources[-1].end]  # the prompt holds exactly the kept sources
     with pytest.raises(InputError, match=r"example 'd': context: expected a prompt that fits the model's 12 positions"):
         encode_prompt(minilm, "d", context, "What?", max_positions=12, reserve=4)
+
+
+def test_a_long_context_is_cut_with_a_few_tokenizations_to_the_sources_one_at_a_time_would_keep(minilm, monkeypatch):
+    """The cut keeps the most sources from the start whose prompt fits, as dropping one source at a time does (the
+    reference below), at any room, with templates whose tails differ; and it tokenizes at most five prompts whatever
+    the context's length (one at a time: a prompt per dropped source, the square of the sources in all)."""
+
+    def one_at_a_time(context, room, form):
+        spans = split_context(context)
+        for kept in range(len(spans), 0, -1):
+            prompt = form.build(minilm, context[: spans[kept - 1].end], "What was checked?")
+            if len(prompt.encode(minilm)[0]) <= room:
+                return kept
+        return 0
+
+    calls = []
+    tokenized = prompts._tokenized
+    monkeypatch.setattr(prompts, "_tokenized", lambda *args: calls.append(1) or tokenized(*args))
+    context = " ".join(f"Report {k} says valve {k % 7} was checked on day {k % 31}." for k in range(300))
+    for form in (PromptFormat(), PromptFormat("{context}\n{question}\nThe answer, in a word or two:", "Be brief.")):
+        for room in (40, 41, 97, 500, 1999):
+            calls.clear()
+            got = encode_prompt(minilm, "d", context, "What was checked?", form=form, max_positions=room + 8, reserve=8)
+            assert len(calls) <= 5
+            assert got.n_sources == one_at_a_time(context, room, form) and len(got.input_ids) <= room
+
+
+def test_each_tokens_source_is_the_one_holding_its_first_character_not_white_space():
+    """The vectorised assignment against a plain loop over the tokens: inside a source, starting with the white
+    space before one, between sources, special tokens of no span, the template's tokens outside the context."""
+    sources = split_context("Falcon was designed by Ada.  Heron is in Rust. Lund.")
+    rng = np.random.default_rng(0)
+    offsets = [(0, 0), (3, 3)] + [(int(a), int(a + rng.integers(1, 6))) for a in np.sort(rng.integers(0, 62, 200))]
+    expected = []
+    for a, b in offsets:
+        holding = [k for k, s in enumerate(sources) if s.start + 5 <= a < s.end + 5]
+        next_one = [k for k, s in enumerate(sources) if a < s.start + 5 < b]
+        expected.append(-1 if b <= a else holding[0] if holding else next_one[0] if next_one else -1)
+    assert token_sources(offsets, sources, context_start=5).tolist() == expected
+    assert token_sources([(0, 4)], [], 0).tolist() == [-1]
 
 
 def test_bad_contexts_are_one_line_naming_the_example(minilm):

@@ -8,7 +8,16 @@ import numpy as np
 
 from attnlens.attribution.methods.cards import ANSWER, Method, Scored, register
 
-METHOD = register(Method("arc_jsd", "ARC-JSD (Li et al. 2025)", signed=False, needs="own", cost="forward per source"))
+METHOD = register(
+    Method(
+        "arc_jsd",
+        "ARC-JSD (Li et al. 2025)",
+        signed=False,
+        needs="own",
+        cost="forward per source",
+        ablations="leave_one_out",
+    )
+)
 
 
 @METHOD.explains(ANSWER)

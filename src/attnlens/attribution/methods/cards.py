@@ -90,6 +90,11 @@ COST_CLASSES = (
     "forward per source",
     "forward per ablation",
 )
+#: The cost classes of a method that costs a few forwards whatever the context's length: the ``cite`` door's default.
+FEW_FORWARDS = COST_CLASSES[:2]
+#: The cached ablations of an answer a method can read (:class:`~attnlens.attribution.answer_example.AnswerExample`'s
+#: fields of the same names), computed before the methods run.
+ANSWER_ABLATIONS = ("leave_one_out", "random", "permutation")
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +109,9 @@ class Method:
     #: ``{scope: what its scores sum to}``, for a conserving method (the row's ``explained`` and ``delta``): what
     #: it explains may differ by scope (AttnLRP: a document's logit, an answer's log-probability)
     conserves: dict[str, str] = field(default_factory=dict)
+    #: the cached ablations of an answer it reads (one of :data:`ANSWER_ABLATIONS`; None: none), so that a caller
+    #: computes only those its methods read
+    ablations: str | None = None
     #: ``{scope: scores(example, shared) -> Scored}``, ``shared`` what the pass :attr:`needs` gave the example
     scorers: dict[str, Callable[[Any, Any], Scored]] = field(default_factory=dict, repr=False)
     #: ``{scope: scores(examples) -> [Scored]}``: one pass over several examples, each scored as alone (to rounding)
@@ -116,6 +124,15 @@ class Method:
             raise ValueError(f"method {self.name!r}: cost {self.cost!r}, expected one of {list(COST_CLASSES)}")
         for scope in self.conserves:
             _check_scope(scope)
+        if self.ablations is not None and self.ablations not in ANSWER_ABLATIONS:
+            raise ValueError(
+                f"method {self.name!r}: ablations {self.ablations!r}, expected one of {list(ANSWER_ABLATIONS)}"
+            )
+
+    @property
+    def few_forwards(self) -> bool:
+        """It costs a few forwards whatever the number of sources or tokens (:data:`FEW_FORWARDS`)."""
+        return self.cost in FEW_FORWARDS
 
     @property
     def scopes(self) -> tuple[str, ...]:

@@ -5,7 +5,11 @@ import numpy as np
 
 from attnlens.attribution.methods.cards import ANSWER, Method, Scored, register
 
-METHOD = register(Method("leave_one_out", "leave-one-out", signed=True, needs="own", cost="forward per source"))
+METHOD = register(
+    Method(
+        "leave_one_out", "leave-one-out", signed=True, needs="own", cost="forward per source", ablations="leave_one_out"
+    )
+)
 
 
 @METHOD.explains(ANSWER)

@@ -17,6 +17,7 @@ METHOD = register(
         signed=True,
         needs="own",
         cost="forward per ablation",
+        ablations="permutation",
     )
 )
 

@@ -13,6 +13,7 @@ METHOD = register(
         signed=True,
         needs="own",
         cost="forward per ablation",
+        ablations="random",
     )
 )
 
