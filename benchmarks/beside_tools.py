@@ -15,6 +15,9 @@ It imports neither attnlens nor the suites (the environments hold neither attnle
   logit-probabilities and weights for attnlens's half to compare with.
 * ``inseq``: inseq's attribution of that answer by one method (``--method``), loaded from the folder as inseq loads a
   model (its eager attention); seconds, CPU seconds, peak extra RSS.
+* ``gemma_cite``: ContextCite on Gemma 3 270M (``python -m benchmarks.cite_gemma``): the GGUF file, sources, question
+  and template of ``folder/prompt.json`` and the tokenizer attnlens saved beside it; its greedy answer up to the
+  newline, then ``get_attributions`` at its defaults (64 ablations, one a forward), each timed.
 
 The peak is the process's resident set above what the model and inputs held before the call (``/proc``, reset
 before it), read as :mod:`benchmarks.shapes` reads it.
@@ -145,9 +148,34 @@ def inseq(folder: Path, method: str) -> dict:
     return {**row, "method": method, "attention_implementation": implementation, "answer_steps": answer_steps}
 
 
+def gemma_cite(folder: Path, ablations: int) -> dict:
+    """ContextCite's answer and attributions on Gemma 3 270M (see the module docstring)."""
+    from tests.reference.context_cite_reference import answer_to_newline, gemma_citer  # noqa: PLC0415 (context-cite)
+
+    record = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
+    torch.manual_seed(0)
+    citer, model, tokenizer = gemma_citer(
+        Path(record["gguf"]), folder / "tokenizer.json", record["sources"], record["question"],
+        record["template"].replace("{question}", "{query}"), ablations,
+    )  # fmt: skip
+    answer, generated = measured(lambda: answer_to_newline(citer, model, tokenizer, record["max_new_tokens"]))
+    with torch.no_grad():
+        weights, attributed = measured(lambda: citer.get_attributions(verbose=False))
+    return {
+        "tokens": len(citer._get_prompt_ids()) + len(answer),
+        "answer": tokenizer.decode(answer),
+        "generate": generated,
+        "attributions": attributed,
+        "ablations": ablations,
+        "s": round(generated["s"] + attributed["s"], 3),
+        "cpu_s": round(generated["cpu_s"] + attributed["cpu_s"], 2),
+        "weights": np.asarray(weights, dtype=np.float64).tolist(),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["build", "context_cite", "inseq"])
+    parser.add_argument("part", choices=["build", "context_cite", "inseq", "gemma_cite"])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--config", help="build: {'class': …, 'entries': {…}} as JSON")
     parser.add_argument("--tokens", type=int)
@@ -163,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"tokens": json.loads((args.folder / "prompt.json").read_text(encoding="utf-8"))["tokens"]}))
     elif args.part == "context_cite":
         print(json.dumps(context_cite(args.folder, args.ablations, args.batch_size)))
+    elif args.part == "gemma_cite":
+        print(json.dumps(gemma_cite(args.folder, args.ablations)))
     else:
         print(json.dumps(inseq(args.folder, args.method)))
     sys.stdout.flush()

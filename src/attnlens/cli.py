@@ -18,6 +18,7 @@ not finish), and prints the time it took and each method's ``--top`` sources.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     transformers.utils.logging.disable_progress_bar()  # the output is the summary lines below, or one error line
     transformers.utils.logging.set_verbosity_error()
+    os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF reader draws its bar with tqdm itself
     if args.command == "cite":
         return _cite(args)
     t0 = time.perf_counter()

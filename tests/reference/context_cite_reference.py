@@ -204,7 +204,9 @@ GEMMA_CHAT_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{
 GEMMA_ABLATIONS = 32
 
 
-def gemma_case(gguf: Path, tokenizer_file: Path) -> dict:
+def gemma_citer(gguf: Path, tokenizer_file: Path, sources: list[str], query: str, template: str, ablations: int):
+    """Gemma 3 270M read from its GGUF file (float32), the tokenizer attnlens reads from it with the chat template that
+    writes attnlens's plain completion, and a ``ContextCiter`` of ``sources`` (one sequence a forward)."""
     config = json.loads((tokenizer_file.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_file=str(tokenizer_file),
@@ -214,26 +216,40 @@ def gemma_case(gguf: Path, tokenizer_file: Path) -> dict:
         gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32
     ).eval()
     tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
-    context = " ".join(GEMMA_SOURCES)
     citer = ContextCiter(
         model,
         tokenizer,
-        context,
-        GEMMA_QUERY,
-        partitioner=GivenSources(GEMMA_SOURCES),
-        prompt_template=GEMMA_TEMPLATE,
-        num_ablations=GEMMA_ABLATIONS,
+        " ".join(sources),
+        query,
+        partitioner=GivenSources(sources),
+        prompt_template=template,
+        num_ablations=ablations,
         batch_size=1,
     )
+    return citer, model, tokenizer
+
+
+def answer_to_newline(citer, model, tokenizer, max_new_tokens: int = 12) -> list[int]:
+    """The greedy answer up to the token that holds a newline, kept (the answer's end token, as attnlens ends a base
+    model's answer), set as the citer's response."""
     prompt_ids, prompt = citer._get_prompt_ids(return_prompt=True)
     with torch.no_grad():
-        generated = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False)[0, len(prompt_ids) :]
+        generated = model.generate(torch.tensor([prompt_ids]), max_new_tokens=max_new_tokens, do_sample=False)
     answer = []
-    for token in generated.tolist():  # up to the token that holds a newline, kept: the answer's end token
+    for token in generated[0, len(prompt_ids) :].tolist():
         answer.append(token)
         if "\n" in tokenizer.decode([token]):
             break
     citer._cache["output"] = prompt + tokenizer.decode(answer)
+    return answer
+
+
+def gemma_case(gguf: Path, tokenizer_file: Path) -> dict:
+    citer, model, tokenizer = gemma_citer(
+        gguf, tokenizer_file, GEMMA_SOURCES, GEMMA_QUERY, GEMMA_TEMPLATE, GEMMA_ABLATIONS
+    )
+    prompt_ids, prompt = citer._get_prompt_ids(return_prompt=True)
+    answer = answer_to_newline(citer, model, tokenizer)
     with torch.no_grad():
         weights = citer.get_attributions(verbose=False)
     sequences = [citer._get_prompt_ids(mask=m) + list(citer._response_ids) for m in citer._masks]

@@ -80,6 +80,7 @@ class Citation:
     forwards: dict[str, int] = field(default_factory=dict)  # per method, forwards of the prompt it cost …
     backwards: dict[str, int] = field(default_factory=dict)  # … and backwards
     forward_seconds: float = float("nan")  # one plain forward of the prompt and answer: the unit of cost
+    passes: tuple[int, int] = (0, 0)  # forwards and backwards of the prompt all the methods ran, a shared pass once
     timing: dict[str, float] = field(default_factory=dict)  # wall seconds: load, answer, ablations, methods, total
     span: tuple[int, int] | None = None  # the explained characters of the answer (None: all of it)
 
@@ -170,8 +171,7 @@ class Citation:
         spent = self.timing.get("ablations", 0.0) + self.timing.get("methods", 0.0)
         return (
             f"answer {self.answer!r}{part} ({len(self.sources)} sources); top source by method: {tops}; {took:.1f} s "
-            f"({spent:.1f} s explaining, {sum(self.forwards.values())} forwards and {sum(self.backwards.values())} "
-            "backwards of the prompt)"
+            f"({spent:.1f} s explaining: {self.passes[0]} forwards and {self.passes[1]} backwards of the prompt)"
         )
 
     def save(self, out: str | Path) -> dict[str, Path]:
@@ -198,6 +198,7 @@ class Citation:
             "forwards": self.forwards,
             "backwards": self.backwards,
             "forward_seconds": self.forward_seconds,
+            "passes": {"forwards": self.passes[0], "backwards": self.passes[1]},
             "timing": self.timing,
         }
         record.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -328,6 +329,7 @@ def _explained(lm, tokenizer, dev, asked: _Request, context, question, answer, s
         forwards={m: res.n_forwards[m] for m in wanted},
         backwards={m: res.n_backwards[m] for m in wanted},
         forward_seconds=res.forward_seconds,
+        passes=(res.total_forwards, res.total_backwards),
         timing=timing,
         span=None if span is None else (int(span[0]), int(span[1])),
     )

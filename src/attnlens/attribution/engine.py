@@ -38,6 +38,9 @@ class Explanation:
     explained: dict[str, float] = field(default_factory=dict)  # the quantity a conserving method explains
     delta: dict[str, float] = field(default_factory=dict)  # explained − Σ scores
     forward_seconds: float = float("nan")
+    #: what all the methods cost together: each shared pass once, and each method's own forwards and backwards
+    total_forwards: int = 0
+    total_backwards: int = 0
 
     def record(self, method: str, res: Scored, seconds: float, peak: int, forwards: int, backwards: int) -> None:
         self.scores[method] = np.asarray(res.scores, dtype=np.float64)
@@ -81,11 +84,15 @@ def explain(x, methods: Sequence[str]) -> Explanation:
             t0 = _clock(device)
             shared = shared_pass.runners[x.scope](x)
             pass_seconds = _clock(device) - t0
+        out.total_forwards += shared_pass.forwards
+        out.total_backwards += shared_pass.backwards
         for method in wanted:
             with PeakMemory(device) as peak:
                 t0 = _clock(device)
                 res = REGISTRY[method].scorers[x.scope](x, shared)
                 seconds = _clock(device) - t0
+            out.total_forwards += res.n_forwards
+            out.total_backwards += res.n_backwards
             out.record(
                 method,
                 res,

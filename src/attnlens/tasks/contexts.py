@@ -172,8 +172,11 @@ def token_sources(offsets: Sequence[tuple[int, int]], sources: Sequence[Source],
     return out.astype(np.int64)
 
 
-#: The prompt a context and its question are put into when the configuration names none: ContextCite's default.
+#: The prompt a context and its question are put into when the configuration names none: ContextCite's default, the
+#: user's turn of a chat template …
 PROMPT_TEMPLATE = "Context: {context}\n\nQuery: {question}"
+#: … and for a tokenizer without one (a base model), a plain completion that ends where the answer begins.
+COMPLETION_TEMPLATE = "Context: {context}\nQuestion: {question}\nAnswer:"
 
 
 @dataclass(frozen=True)
@@ -227,17 +230,20 @@ class Prompt:
 class PromptFormat:
     """How a context and its question become a model's prompt (``generation.template`` and ``system_prompt``).
 
-    ``template`` is filled with the context and the question. Where the tokenizer has a chat template, the filled
-    template is the user's turn, after a system turn of ``system`` (None: none, so the chat template's own default
+    ``template`` is filled with the context and the question (None: :data:`PROMPT_TEMPLATE` where the tokenizer has a
+    chat template, :data:`COMPLETION_TEMPLATE` where it has none). Where it has one, the filled template is the
+    user's turn, after a system turn of ``system`` (None: none, so the chat template's own default
     where it has one), with the assistant's turn opened. Where it has none (a base model) the prompt is a plain
     completion: ``system`` and a blank line (where given), then the filled template, after the tokenizer's
     begin-of-sequence token where it puts one before every text (Gemma's ``<bos>``, Llama's ``<s>``; a BERT
     vocabulary, the from-scratch control's, has none)."""
 
-    template: str = PROMPT_TEMPLATE
+    template: str | None = None
     system: str | None = None
 
     def __post_init__(self) -> None:
+        if self.template is None:
+            return
         try:
             fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
         except ValueError as err:  # an unmatched brace
@@ -252,9 +258,15 @@ class PromptFormat:
         """The format the ``generation`` section (any object with its keys) names."""
         return cls(cfg.template, cfg.system_prompt)
 
+    def template_for(self, tokenizer) -> str:
+        """The template the prompts for ``tokenizer`` fill: the one given, or the default for its kind."""
+        if self.template is not None:
+            return self.template
+        return PROMPT_TEMPLATE if getattr(tokenizer, "chat_template", None) else COMPLETION_TEMPLATE
+
     def build(self, tokenizer, context: str, question: str) -> Prompt:
         """The prompt of ``context`` and ``question`` for ``tokenizer`` (the class docstring)."""
-        user, spans, at = self._filled(context, question)
+        user, spans, at = self._filled(self.template_for(tokenizer), context, question)
         text = self._wrapped(tokenizer, user)
         start = text.index(user)
         return Prompt(text, start + at, start + at + len(context), tuple((start + a, start + b) for a, b in spans))
@@ -265,12 +277,12 @@ class PromptFormat:
         model meets no empty slot (a base model answers an empty ``Context:`` line with a newline, which ends its
         answer); where the context shares a line with the question, the template with an empty context. Its
         context is the empty span where the user's text starts."""
-        lines = self.template.split("\n")
+        lines = self.template_for(tokenizer).split("\n")
         fields = [{f for _, f, _, _ in string.Formatter().parse(line)} for line in lines]
         if any({"context", "question"} <= named for named in fields):
             return self.build(tokenizer, "", question)
         kept = "\n".join(line for line, named in zip(lines, fields, strict=True) if "context" not in named).strip("\n")
-        user, spans, _ = self._filled("", question, kept)
+        user, spans, _ = self._filled(kept, "", question)
         text = self._wrapped(tokenizer, user)
         start = text.index(user)
         return Prompt(text, start, start, tuple((start + a, start + b) for a, b in spans))
@@ -287,17 +299,14 @@ class PromptFormat:
             text = begin_token(tokenizer) + system + user
         return text
 
-    def _filled(
-        self, context: str, question: str, template: str | None = None
-    ) -> tuple[str, list[tuple[int, int]], int]:
-        """The template (``template``: a part of it) filled, the spans of the context and the question in it, and
-        where the context starts."""
+    @staticmethod
+    def _filled(template: str, context: str, question: str) -> tuple[str, list[tuple[int, int]], int]:
+        """``template`` (or a part of it) filled, the spans of the context and the question in it, and where the
+        context starts."""
         parts: list[str] = []
         spans: list[tuple[int, int]] = []
         at, pos = -1, 0
-        for literal, field, spec, conversion in string.Formatter().parse(
-            self.template if template is None else template
-        ):
+        for literal, field, spec, conversion in string.Formatter().parse(template):
             parts.append(literal)
             pos += len(literal)
             if field is None:
@@ -311,7 +320,7 @@ class PromptFormat:
         return "".join(parts), spans, at
 
 
-#: ContextCite's template, no system turn: the format a caller that names none gets.
+#: The default template for the tokenizer's kind, no system turn: the format a caller that names none gets.
 DEFAULT_FORMAT = PromptFormat()
 
 

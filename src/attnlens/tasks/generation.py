@@ -58,7 +58,8 @@ class Generation(Task):
     seed_key = "generation.train.seed"  # the drawn decoder's weights and batches
 
     def trains(self, model):
-        return model.get("source") == "from_config"  # a pretrained model is used as it is: one run per dataset (per seed where the seed draws the data)
+        # a pretrained model is used as it is: one run per dataset (per seed where the seed draws the data)
+        return model.get("source") == "from_config"
 
     def check_config(self, config, where):
         super().check_config(config, where)

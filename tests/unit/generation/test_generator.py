@@ -17,9 +17,9 @@ from tokenizers.models import WordLevel
 from transformers import LongformerConfig, PreTrainedTokenizerFast
 
 from attnlens.errors import InputError
+from attnlens.generation import prompts
 from attnlens.generation.decoder_training import TrainingExample, answer_loss, train_generator
 from attnlens.generation.decoding import Answer, generation_metrics, greedy_answers
-from attnlens.generation import prompts
 from attnlens.generation.prompts import answer_ids, completion_notes, encode_prompt, end_token, stop_strings
 from attnlens.generation.responses import _conflicting_values, _planted
 from attnlens.models.checkpoints import source_tokenizer

@@ -16,6 +16,7 @@ from attnlens.errors import InputError
 from attnlens.models.checkpoints import load_tokenizer, packaged_model_dir
 from attnlens.pipeline.config import SyntheticConfig
 from attnlens.tasks.contexts import (
+    PROMPT_TEMPLATE,
     SPLITTERS,
     PromptFormat,
     Source,
@@ -143,16 +144,18 @@ def test_an_ablated_context_keeps_the_white_space_before_each_kept_source():
 
 
 def test_a_prompt_is_its_template_inside_the_chat_template_where_there_is_one():
+    """And with no template named, the default for the tokenizer's kind: a completion that ends where the answer
+    begins for a base model, ContextCite's template for a chat model."""
     tokenizer = load_tokenizer(packaged_model_dir())  # no chat template: the filled template alone
     plain = PromptFormat().build(tokenizer, "A. B.", "why?")
-    assert (
-        plain.text == "Context: A. B.\n\nQuery: why?" and plain.text[plain.context_start : plain.context_end] == "A. B."
-    )
+    assert plain.text == "Context: A. B.\nQuestion: why?\nAnswer:"
+    assert plain.text[plain.context_start : plain.context_end] == "A. B."
     tokenizer.chat_template = (
         "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}{% if add_generation_prompt %}<a>{% endif %}"
     )
     chat = PromptFormat("Q: {question}\nC: {context}").build(tokenizer, "A. B.", "why?")
     assert chat.text == "<u>Q: why?\nC: A. B.</u><a>" and chat.text[chat.context_start : chat.context_end] == "A. B."
+    assert PromptFormat().build(tokenizer, "A. B.", "why?").text == "<u>Context: A. B.\n\nQuery: why?</u><a>"
     with pytest.raises(ValueError, match="context"):
         PromptFormat("{question}")
 
@@ -212,7 +215,8 @@ def test_a_closed_book_prompt_is_the_template_without_its_context_lines():
     assert book.text == "<s>Be brief.\n\nQuestion: who <s>?\nAnswer:"
     assert [book.text[a:b] for a, b in book.user_spans] == ["who <s>?"] and book.context_start == book.context_end
     assert book.encode(tokenizer)[0].count(tokenizer.convert_tokens_to_ids("<s>")) == 1  # the question's is text
-    assert PromptFormat().closed_book(_bpe(), "why?").text == "Query: why?"  # "Context: …\n\nQuery: …": no blank
+    assert PromptFormat(PROMPT_TEMPLATE).closed_book(_bpe(), "why?").text == "Query: why?"  # no blank line left
+    assert PromptFormat().closed_book(_bpe(), "why?").text == "Question: why?\nAnswer:"  # a base model's default
     inline = PromptFormat("Read {context} and answer {question}").closed_book(_bpe(), "why?")
     assert inline.text == "Read  and answer why?"
     tokenizer.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}"
