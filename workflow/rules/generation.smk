@@ -59,6 +59,7 @@ use rule model_job as generate_answers with:
                 "max_new_tokens",
                 "stop",
                 "n_examples",
+                "targets",
                 "batch_size",
                 "seed",
                 "min_exact_match",

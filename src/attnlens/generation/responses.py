@@ -28,7 +28,7 @@ from attnlens.generation.prompts import (
     end_token,
     stop_strings,
 )
-from attnlens.tasks.contexts import PromptFormat, Source
+from attnlens.tasks.contexts import SPLITTERS, PromptFormat, Source
 from attnlens.tasks.qa import QA_CONFLICTING
 from attnlens.tasks.squad import normalize_answer
 
@@ -209,6 +209,27 @@ def answer_part(tokenizer, row: pd.Series, span: tuple[int, int]) -> pd.Series:
     part["token_log_probs"] = lp.tolist()
     part["log_prob"], part["logit"] = (float(v) for v in answer_scores(lp))
     return part
+
+
+def answer_parts(tokenizer, frame: pd.DataFrame, by: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """Each response of ``frame`` cut by the splitter ``by`` (``generation.targets``; None: as it is) into parts of its
+    answer, each a row of its own (:func:`answer_part`; example id ``<id>/<k>``): an answer of one part stays whole;
+    and the run note on how many were cut."""
+    if by is None:
+        return frame, []
+    rows, cut = [], 0
+    for _, row in frame.iterrows():
+        spans = SPLITTERS.get(by)(str(row.answer))
+        if len(spans) < 2:
+            rows.append(row)
+            continue
+        cut += 1
+        for k, span in enumerate(spans):
+            part = answer_part(tokenizer, row, span)
+            part["example_id"] = f"{row.example_id}/{k}"
+            rows.append(part)
+    note = f"{cut} of {len(frame)} answers cut into their {by}s (generation.targets): {len(rows)} targets explained"
+    return pd.DataFrame(rows).reset_index(drop=True), [note] if cut else []
 
 
 def _answer_characters(tokenizer, ids: list[int], text: str, given: bool) -> list[tuple[int, int]]:

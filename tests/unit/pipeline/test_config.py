@@ -188,7 +188,7 @@ def test_config_readme_documents_every_key(root):
 
 def test_schema_enums_hold_values_of_their_type():
     """An unquoted `true` in a YAML enum is a boolean: the string option could never be chosen."""
-    kinds = {"string": str, "integer": int, "number": (int, float), "boolean": bool}
+    kinds = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "null": type(None)}
 
     def walk(node, prefix=""):
         for key, prop in node.get("properties", {}).items():

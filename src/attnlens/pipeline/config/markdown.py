@@ -75,7 +75,7 @@ def _type_text(prop: dict[str, Any]) -> str:
     if "enum" in prop.get("items", {}):
         text += " (" + " / ".join(f"`{v}`" for v in prop["items"]["enum"]) + ")"
     if "enum" in prop:
-        text += " (" + " / ".join(f"`{v}`" for v in prop["enum"]) + ")"
+        text += " (" + " / ".join(f"`{'null' if v is None else v}`" for v in prop["enum"]) + ")"
     bounds = [
         f"{sym} {prop[key]}"
         for key, sym in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))

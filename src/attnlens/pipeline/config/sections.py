@@ -143,6 +143,9 @@ def _fill_registries(schema: dict[str, Any], lists: dict[str, tuple[list[str], l
             if types == "array" or (isinstance(types, list) and "array" in types):
                 prop["items"] = {**prop.get("items", {}), "enum": list(enum)}
                 prop.setdefault("default", list(default))
+            elif isinstance(types, list) and "null" in types:  # a name or null: null stays allowed, and its default
+                prop["enum"] = [*enum, None]
+                prop.setdefault("default", default)
             else:
                 prop["enum"], prop["default"] = list(enum), default
         _fill_registries(prop, lists)

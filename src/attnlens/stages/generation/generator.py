@@ -22,7 +22,7 @@ from attnlens.generation.answer_artifacts import (
 from attnlens.generation.decoder_training import TrainingExample, train_generator
 from attnlens.generation.decoding import generation_metrics
 from attnlens.generation.prompts import answer_ids, completion_notes
-from attnlens.generation.responses import example_prompt, prompts_and_answers, responses
+from attnlens.generation.responses import answer_parts, example_prompt, prompts_and_answers, responses
 from attnlens.io import StrPath, load_json, load_parquet, provenance, save_json, save_parquet, save_pretrained
 from attnlens.models.loading import build_generator, load_causal_lm
 from attnlens.pipeline.config import GenerationConfig, ModelConfig
@@ -150,7 +150,8 @@ def run_generate_answers(
     rationales, _ = load_parquet(rationales_path, RATIONALES_SCHEMA)
     chosen = test_df.head(cfg.n_examples)
     frame, notes = responses(model, tokenizer, chosen, cfg, target, rationales, str(test_path), closed_book=True)
-    notes += completion_notes(tokenizer, cfg.stop)
+    frame, cut = answer_parts(tokenizer, frame, cfg.targets)
+    notes += cut + completion_notes(tokenizer, cfg.stop)
     for note in notes:
         log.warning("%s", note)
     prov = provenance(
