@@ -37,13 +37,12 @@ import torch
 from attnlens.api.document import raw_config
 from attnlens.attribution.answer_example import Ablated, AnswerExample
 from attnlens.attribution.artifacts import LEARNED_SCHEMA, load_head_weights
-from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.methods import ANSWER, get_method, label, method_names
 from attnlens.device import place
 from attnlens.errors import InputError
 from attnlens.generation.answer_artifacts import response_sources
-from attnlens.generation.responses import ablated, answer_part, one_response, timed_ablations
+from attnlens.generation.responses import ablated, answer_part, method_masks, one_response, timed_ablations
 from attnlens.io import provenance
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -384,18 +383,11 @@ def _dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def _ablations(model, tokenizer, row, cfg: GenerationConfig, kinds: set[str]) -> dict[str, Ablated]:
-    """The ablations of the answer's context of ``kinds`` (leave-one-out's, the surrogate's random ones, permutation
-    Shapley's chains: those the methods read), as ``ablate_contexts`` runs them."""
-    n_sources = len(row.source_start)
-    masks = {}
-    if "leave_one_out" in kinds:
-        masks["leave_one_out"] = leave_one_out_masks(n_sources)
-    if "random" in kinds:
-        masks["random"] = answer_masks(cfg.seed, 0, n_sources, cfg.n_ablations, 0, cfg.keep)[0]
-    if "permutation" in kinds and cfg.shapley_orders:
-        masks["permutation"] = answer_orders(cfg.seed, 0, n_sources, cfg.shapley_orders)
+    """The ablations of the answer's context of ``kinds`` (those the methods read), as ``ablate_contexts`` runs
+    them."""
+    masks = method_masks(row, cfg, 0, kinds)
     return {
-        kind: ablated(row, m, lp, seconds, cfg, jsd)
+        kind: ablated(row, m, lp, seconds, cfg, jsd, fit=kind == "random")
         for kind, (m, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, masks, cfg).items()
     }
 

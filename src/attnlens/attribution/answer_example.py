@@ -57,6 +57,7 @@ class AnswerExample:
     leave_one_out: Ablated | None = None
     random: Ablated | None = None
     permutation: Ablated | None = None  # orders of the sources, each added one at a time (permutation Shapley's)
+    hierarchical: Ablated | None = None  # groups of sources, then the sources of the groups that matter
     head_weights: np.ndarray | None = None  # (layers, heads): learned attention's, fitted on training examples
     pad_id: int = 0
     pool_k: int = 5
@@ -85,7 +86,7 @@ class AnswerExample:
         """One answer on ``model``: ``sequence`` (the prompt, then the answer's ``answer_length`` tokens) on
         ``device``; ``settings``: what the scorers read of the generation section (``pool_k``, ``ig_steps``,
         ``batch_size``, ``alpha``, ``trace_samples``, ``trace_keep``, ``seed``; any object that has them);
-        ``cached``: ``leave_one_out``, ``random``, ``permutation``, ``head_weights``, ``index``."""
+        ``cached``: ``leave_one_out``, ``random``, ``permutation``, ``hierarchical``, ``head_weights``, ``index``."""
         return cls(
             model=model,
             input_ids=torch.as_tensor(np.asarray(sequence, dtype=np.int64))[None].to(device),

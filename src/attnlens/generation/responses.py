@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from attnlens.attribution.answer_example import Ablated
-from attnlens.attribution.datamodels import answer_scores, score_of
+from attnlens.attribution.datamodels import answer_masks, answer_orders, answer_scores, leave_one_out_masks, score_of
 from attnlens.attribution.exact import every_mask
+from attnlens.attribution.hierarchy import group_masks, refined_masks, source_groups
 from attnlens.errors import InputError
 from attnlens.generation.ablation import ablation_log_probs, answer_token_log_probs
 from attnlens.generation.answer_artifacts import answer_of, response_sources
@@ -28,7 +29,7 @@ from attnlens.generation.prompts import (
     end_token,
     stop_strings,
 )
-from attnlens.tasks.contexts import SPLITTERS, PromptFormat, Source
+from attnlens.tasks.contexts import SPLITTERS, PromptFormat, Source, paragraph_spans
 from attnlens.tasks.qa import QA_CONFLICTING
 from attnlens.tasks.squad import normalize_answer
 
@@ -405,11 +406,50 @@ def timed_ablations(
             lp = out["every"][1][[at[m.tobytes()] for m in np.asarray(masks, dtype=bool)]]
         elif kind == "leave_one_out":
             lp, jsd = ablate(model, tokenizer, row, masks, cfg, end=True, divergence=True)
+        elif kind == "hierarchical":  # masks: the groups'; the sources of the groups that matter follow
+            masks, lp = hierarchical_search(model, tokenizer, row, masks, cfg, float(getattr(row, cfg.score)))
         else:  # random masks share prefixes with each other more than with the whole prompt: from their tree
             distinct, back = np.unique(np.asarray(masks, dtype=bool), axis=0, return_inverse=True)
             lp = ablate(model, tokenizer, row, distinct, cfg, tree=True, end=True)[back.ravel()]
         out[kind] = (masks, lp, time.perf_counter() - t0, jsd)
     return out
+
+
+def method_masks(row, cfg, index: int, kinds) -> dict[str, np.ndarray]:
+    """The masks of each kind of ablation of ``kinds`` that a response row's methods read (``generation``'s settings;
+    ``index``: the row's place, which seeds its random masks): leave-one-out's, the surrogate's random ones,
+    permutation Shapley's chains (where ``generation.shapley_orders``), the hierarchical search's groups."""
+    n_sources = len(row.source_start)
+    masks = {}
+    if "leave_one_out" in kinds:
+        masks["leave_one_out"] = leave_one_out_masks(n_sources)
+    if "random" in kinds:
+        masks["random"] = answer_masks(cfg.seed, index, n_sources, cfg.n_ablations, 0, cfg.keep)[0]
+    if "permutation" in kinds and cfg.shapley_orders:
+        masks["permutation"] = answer_orders(cfg.seed, index, n_sources, cfg.shapley_orders)
+    if "hierarchical" in kinds:
+        masks["hierarchical"] = hierarchy_masks(row, cfg)
+    return masks
+
+
+def hierarchy_masks(row, cfg) -> np.ndarray:
+    """The first level of a response row's hierarchical search: each group of its sources removed (the paragraphs
+    of its context that hold them where there are several, else blocks: ``generation.hierarchy_group``)."""
+    starts = [a for a, _ in paragraph_spans(str(row.context))] or [0]
+    paragraph_of = [int(np.searchsorted(starts, s, side="right")) - 1 for s in row.source_start]
+    return group_masks(source_groups(paragraph_of, cfg.hierarchy_group), len(row.source_start))
+
+
+def hierarchical_search(model, tokenizer, row, masks: np.ndarray, cfg, full: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ablations a hierarchical search scores: the groups' (``masks``), then leave-one-out inside the
+    ``generation.hierarchy_keep`` groups whose removal lowers ``F`` from ``full`` most; their masks and token
+    log-probabilities with the end token (:func:`ablate`)."""
+    lp = ablate(model, tokenizer, row, masks, cfg, end=True)
+    drops = full - split_scores(row, lp, cfg, fit=False)[0]
+    inside = refined_masks(masks, drops, cfg.hierarchy_keep)
+    if not len(inside):
+        return masks, lp
+    return np.vstack([masks, inside]), np.vstack([lp, ablate(model, tokenizer, row, inside, cfg, end=True)])
 
 
 def ablated(row, masks, token_log_probs, seconds: float, cfg, token_jsd=None, fit: bool = True) -> Ablated:

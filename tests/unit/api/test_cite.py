@@ -178,3 +178,31 @@ def test_dtype_casts_the_model(decoder):
     cited = attnlens.cite(CONTEXT, QUESTION, (model, tokenizer), answer=ANSWER, dtype="float64",
                           methods=["attention_all"])  # fmt: skip
     assert next(model.parameters()).dtype == torch.float64 and np.isfinite(cited.scores["attention_all"]).all()
+
+
+def test_hierarchical_leave_one_out_searches_the_paragraphs_that_matter(decoder):
+    """With every paragraph searched it is leave-one-out, number for number; with one, its first ablations are the
+    paragraphs' (the one of largest drop recomputed from scratch) and only that paragraph's sentences follow."""
+    model, tokenizer = decoder
+    context = CONTEXT.replace("spring. ", "spring.\n\n")  # two paragraphs of two sentences
+    every = attnlens.cite(context, QUESTION, decoder, answer=ANSWER, methods=["hierarchical", "leave_one_out"],
+                          config={"generation": {"hierarchy_keep": 2}})  # fmt: skip
+    np.testing.assert_allclose(every.scores["hierarchical"], every.scores["leave_one_out"], atol=1e-9)
+    assert every.forwards["hierarchical"] == 2 + 4
+    one = attnlens.cite(context, QUESTION, decoder, answer=ANSWER, methods=["hierarchical"],
+                        config={"generation": {"hierarchy_keep": 1}})  # fmt: skip
+    ids = answer_ids(tokenizer, ANSWER)
+
+    def log_p(text) -> float:
+        prompt = encode_prompt(tokenizer, "q", text, QUESTION, max_positions=128, reserve=0)
+        (lp,) = answer_token_log_probs(model, [prompt.input_ids + ids], [len(ids)])
+        return float(lp.sum())
+
+    paragraphs = context.split("\n\n")
+    drops = [log_p(context) - log_p(paragraphs[1 - p]) for p in range(2)]
+    top = int(np.argmax(drops))
+    searched = [2 * top, 2 * top + 1]
+    np.testing.assert_allclose(one.scores["hierarchical"][searched], every.scores["leave_one_out"][searched], atol=1e-9)
+    other = [k for k in range(4) if k not in searched]
+    np.testing.assert_allclose(one.scores["hierarchical"][other], drops[1 - top] / 2, atol=1e-9)
+    assert one.forwards["hierarchical"] == 2 + 2

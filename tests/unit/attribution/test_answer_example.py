@@ -114,6 +114,18 @@ def _attntrace_literally(x) -> np.ndarray:
     return np.array([t / c if c else 0.0 for t, c in zip(total, seen, strict=True)])
 
 
+def _searched(x) -> np.ndarray:
+    """Hierarchical leave-one-out by its definition: the searched half's sources their own drops, the other half's
+    its drop halved."""
+    drops = x.full_score - x.hierarchical.scores
+    top = int(np.flatnonzero(~x.hierarchical.masks[2])[0]) // 2  # the half whose sources were searched
+    other = 1 - top
+    out = np.empty(4)
+    out[[2 * top, 2 * top + 1]] = drops[2:]
+    out[[2 * other, 2 * other + 1]] = drops[other] / 2
+    return out
+
+
 @pytest.fixture(scope="module")
 def example():
     model = tiny_decoder("llama", head="causal_lm", seed=4)
@@ -124,6 +136,12 @@ def example():
     loo = leave_one_out_masks(4)
     random = ablation_masks(4, 24, seed=3)
     chains = answer_orders(0, 0, 4, 3)  # three orders of the four sources
+    halves = np.array([[0, 0, 1, 1], [1, 1, 0, 0]], dtype=bool)  # two groups of two sources, then the one that matters
+    drops = float(full.sum()) - _masked_scores(model, halves)
+    top = int(np.argmax(drops))
+    inside = np.ones((2, 4), dtype=bool)
+    inside[[0, 1], [2 * top, 2 * top + 1]] = False
+    searched = np.vstack([halves, inside])
     owner = np.concatenate([OWNER, [-1] * len(ANSWER_IDS)])
     return AnswerExample(
         model=model,
@@ -136,6 +154,7 @@ def example():
         leave_one_out=Ablated(loo, _masked_scores(model, loo), 0.5, divergence=_masked_divergences(model, loo)),
         random=Ablated(random, _masked_scores(model, random), 2.0),
         permutation=Ablated(chains, _masked_scores(model, chains), 1.0),
+        hierarchical=Ablated(searched, _masked_scores(model, searched), 0.25),
         head_weights=np.array([[0.5, -0.25, 0.0, 0.125], [0.0625, 0.0, -0.03125, 0.03125]]),  # (layers, heads)
         pad_id=0,
         pool_k=2,
@@ -164,6 +183,7 @@ def test_every_answer_method_is_its_functions_summed_over_the_sources(example):
         "arc_jsd": _direct_divergences(x.model, x.leave_one_out.masks),  # the definition, from plain forwards
         "permutation_shapley": _marginal_contributions(x.permutation),
         "surrogate": fit_surrogate(x.random.masks, x.random.scores, 2)[0],
+        "hierarchical": _searched(x),
     }
     for method, scores in expected.items():
         np.testing.assert_allclose(got.scores[method], scores, rtol=0, atol=1e-10, err_msg=method)

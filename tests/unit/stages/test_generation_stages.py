@@ -87,10 +87,17 @@ def test_ablate_contexts_writes_each_kind_of_ablation_an_answer(run):
     d, cfg = run
     responses = _read(d / "responses.parquet", RESPONSES_SCHEMA)
     ablations = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
-    assert sorted(ablations.groupby("example_id").size().unique()) == [5]  # every ablation too: at most 10 sources
+    assert sorted(ablations.groupby("example_id").size().unique()) == [6]  # every ablation too: at most 10 sources
     for row in ablations.itertuples():
         n_sources = len(responses.set_index("example_id").loc[row.example_id, "source_start"])
         masks = np.array([list(m) for m in row.masks])
+        if row.kind == "hierarchical":  # blocks of ⌈√n⌉ sources (one paragraph), then the sources of the 3 that matter
+            blocks = len(range(0, n_sources, int(np.ceil(np.sqrt(n_sources)))))
+            removed = (~masks).sum(axis=1)
+            assert removed[:blocks].sum() == n_sources and (removed[blocks:] == 1).all()
+            searched = {i for i in range(blocks) if removed[i] > 1 and (~masks[blocks:])[:, ~masks[i]].any()}
+            assert len(masks) - blocks == sum(removed[i] for i in searched) and len(searched) <= 3
+            continue
         kinds = {
             "random": cfg.n_ablations,
             "heldout": cfg.n_heldout,

@@ -29,6 +29,7 @@ from attnlens.attribution.methods import attntrace  # noqa: F401
 from attnlens.attribution.methods import learned_attention  # noqa: F401
 from attnlens.attribution.methods import integrated_gradients  # noqa: F401
 from attnlens.attribution.methods import leave_one_out  # noqa: F401
+from attnlens.attribution.methods import hierarchical  # noqa: F401
 from attnlens.attribution.methods import arc_jsd  # noqa: F401
 from attnlens.attribution.methods import surrogate  # noqa: F401
 from attnlens.attribution.methods import permutation_shapley  # noqa: F401
@@ -36,6 +37,7 @@ from attnlens.attribution.methods import permutation_shapley  # noqa: F401
 # isort: on
 from attnlens.attribution.methods.cards import (
     ANSWER,
+    ANSWER_ABLATIONS,
     ATTENTION_RANKINGS,
     CONTROL,
     COST_CLASSES,
@@ -58,6 +60,7 @@ from attnlens.attribution.methods.cards import (
 
 __all__ = [
     "ANSWER",
+    "ANSWER_ABLATIONS",
     "ATTENTION_RANKINGS",
     "CONTROL",
     "COST_CLASSES",

@@ -87,6 +87,7 @@ COST_CLASSES = (
     "forward + backward",
     "forward + backward per step",
     "forward per span",
+    "forward per group",
     "forward per source",
     "forward per ablation",
 )
@@ -94,7 +95,7 @@ COST_CLASSES = (
 FEW_FORWARDS = COST_CLASSES[:2]
 #: The cached ablations of an answer a method can read (:class:`~attnlens.attribution.answer_example.AnswerExample`'s
 #: fields of the same names), computed before the methods run.
-ANSWER_ABLATIONS = ("leave_one_out", "random", "permutation")
+ANSWER_ABLATIONS = ("leave_one_out", "random", "permutation", "hierarchical")
 
 
 @dataclass(frozen=True, eq=False)

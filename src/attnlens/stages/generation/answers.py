@@ -17,9 +17,10 @@ from attnlens.attribution.artifacts import (
     JUDGED_SCHEMA,
     load_head_weights,
 )
-from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks, score_of
+from attnlens.attribution.datamodels import answer_masks, leave_one_out_masks, score_of
 from attnlens.attribution.engine import explain
 from attnlens.attribution.leaderboard import EXAMPLE_COLUMNS
+from attnlens.attribution.methods import ANSWER_ABLATIONS, get_method
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
 from attnlens.generation.answer_leaderboard import (
@@ -31,7 +32,7 @@ from attnlens.generation.answer_leaderboard import (
     looked_up,
     removal_masks,
 )
-from attnlens.generation.responses import ablate, ablated, timed_ablations
+from attnlens.generation.responses import ablate, ablated, method_masks, timed_ablations
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models.loading import load_causal_lm
 from attnlens.pipeline.config import GenerationConfig
@@ -61,8 +62,8 @@ def run_ablate_contexts(
         n_sources = len(row.source_start)
         train, heldout = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
         kinds = {"random": train, "heldout": heldout, "leave_one_out": leave_one_out_masks(n_sources)}
-        if cfg.shapley_orders:
-            kinds["permutation"] = answer_orders(cfg.seed, k, n_sources, cfg.shapley_orders)
+        read = {get_method(m).ablations for m in cfg.methods}
+        kinds |= method_masks(row, cfg, k, read & {"permutation", "hierarchical"})
         every = n_sources <= cfg.exact_sources
         for kind, (masks, lp, seconds, jsd) in timed_ablations(model, tokenizer, row, kinds, cfg, every).items():
             rows.append(
@@ -122,10 +123,7 @@ def run_explain_answers(
     head_weights = load_head_weights(learned_path) if learned_path else None
     rows = []
     for k, row in enumerate(responses.itertuples(index=False)):
-        cached = {
-            kind: _ablated(ablations, row, kind, cfg, fit=kind == "random")
-            for kind in ("leave_one_out", "random", "permutation")
-        }
+        cached = {kind: _ablated(ablations, row, kind, cfg, fit=kind == "random") for kind in ANSWER_ABLATIONS}
         x = AnswerExample.of_response(
             model, row, cfg, tokenizer.pad_token_id, dev, head_weights=head_weights, index=k, **cached
         )

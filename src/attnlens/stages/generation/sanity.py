@@ -16,7 +16,7 @@ from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
 from attnlens.device import place
 from attnlens.generation.answer_artifacts import RESPONSE_COLUMNS, RESPONSES_SCHEMA
-from attnlens.generation.responses import ablate, ablated, split_scores
+from attnlens.generation.responses import ablate, ablated, hierarchical_search, hierarchy_masks, split_scores
 from attnlens.io import StrPath, load_parquet, provenance, save_parquet
 from attnlens.models import architecture
 from attnlens.models.loading import load_causal_lm
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, device, head_weights) -> AnswerExample:
     """Response row ``k`` as the scorers see it on ``model``: its full score and the surrogate's, leave-one-out's and
     permutation Shapley's ablations computed again on this model (the cached ones are the trained model's), with
-    the same masks."""
+    the same masks, and the hierarchical search run again on it (where asked for)."""
     n_sources = len(row.source_start)
     train, _ = answer_masks(cfg.seed, k, n_sources, cfg.n_ablations, cfg.n_heldout, cfg.keep)
     loo = leave_one_out_masks(n_sources)
@@ -40,19 +40,26 @@ def _randomised_example(model, tokenizer, row, k: int, cfg: GenerationConfig, de
     lp, jsd = ablate(model, tokenizer, row, np.vstack([everything, train, loo, chains]), cfg, end=True, divergence=True)
     seconds = time.perf_counter() - t0
     at = np.cumsum([1, len(train), len(loo)])  # where each kind's rows start after the whole context's
+    full = split_scores(row, lp[:1], cfg, fit=False)[0][0]
+    hierarchical = None
+    if "hierarchical" in cfg.methods:  # searched again: which groups matter is this model's to say
+        t0 = time.perf_counter()
+        found = hierarchical_search(model, tokenizer, row, hierarchy_masks(row, cfg), cfg, full)
+        hierarchical = ablated(row, *found, time.perf_counter() - t0, cfg, fit=False)
     return AnswerExample.build(
         model,
         row.input_ids,
         row.answer_length,
         row.owner,
         n_sources,
-        split_scores(row, lp[:1], cfg, fit=False)[0][0],
+        full,
         cfg,
         tokenizer.pad_token_id,
         device,
         leave_one_out=ablated(row, loo, lp[at[1] : at[2]], seconds, cfg, jsd[at[1] : at[2]], fit=False),
         random=ablated(row, train, lp[at[0] : at[1]], seconds, cfg),
         permutation=ablated(row, chains, lp[at[2] :], seconds, cfg, fit=False) if len(chains) else None,
+        hierarchical=hierarchical,
         head_weights=head_weights,
         index=k,
     )
