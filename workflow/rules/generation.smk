@@ -81,9 +81,11 @@ use rule model_job as ablate_contexts with:
         cfg=keys(
             model=["device"],
             generation=[
+                "methods",
                 "template",
                 "system_prompt",
                 "removal",
+                "score",
                 "n_ablations",
                 "n_heldout",
                 "exact_sources",
