@@ -85,6 +85,7 @@ WITHOUT = {
 
 #: Values for keys whose generic change would be rejected by a cross-field check of the config.
 OVERRIDES = {
+    "generation.template": ("Q: {question}\nC: {context}\nA:", {}),  # null by default: a template of the pattern
     "data.source": ("file", {"data": {"path": "elsewhere.csv"}}),
     "data.classes": (["a", "b"], {}),
     "data.label_columns": (
