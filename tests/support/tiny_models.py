@@ -164,3 +164,15 @@ def context_cite_model():
         transformers.AutoTokenizer.from_pretrained(folder),
         transformers.AutoModelForCausalLM.from_pretrained(folder).eval(),
     )
+
+
+def minilm_generator(dtype: torch.dtype = torch.float64):
+    """A one-layer Llama of width 32 drawn at random (seed 0) over the packaged MiniLM's vocabulary, as the generation
+    study draws its control, and that tokenizer: ``(model, tokenizer)`` in eval mode, ``dtype``."""
+    from attnlens.models.loading import build_generator  # noqa: PLC0415 (the generation tests only)
+    from attnlens.pipeline.config import ModelConfig  # noqa: PLC0415
+
+    cfg = ModelConfig.from_dict({"source": "from_config", "architecture": "llama", "max_length": 128})
+    model, tokenizer = build_generator(cfg, hidden_size=32, num_layers=1, num_heads=2)
+    torch.manual_seed(0)
+    return model.to(dtype).eval(), tokenizer

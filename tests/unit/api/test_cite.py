@@ -21,9 +21,8 @@ import attnlens
 from attnlens.errors import InputError
 from attnlens.generation.ablation import answer_token_log_probs
 from attnlens.generation.prompts import answer_ids, encode_prompt
-from attnlens.models.loading import build_generator
-from attnlens.pipeline.config import ModelConfig
 from attnlens.tasks.contexts import PromptFormat
+from tests.support.tiny_models import minilm_generator
 
 CONTEXT = (
     "The treaty was signed in Lisbon. The weather was cold that spring. "
@@ -35,10 +34,7 @@ ANSWER = "a clerk named Amal"
 
 @pytest.fixture(scope="module")
 def decoder():
-    cfg = ModelConfig.from_dict({"source": "from_config", "architecture": "llama", "max_length": 128})
-    model, tokenizer = build_generator(cfg, hidden_size=32, num_layers=1, num_heads=2)
-    torch.manual_seed(0)
-    return model.double().eval(), tokenizer
+    return minilm_generator()
 
 
 def test_cite_explains_a_given_answer_on_a_model_in_memory(decoder, tmp_path):
@@ -172,9 +168,8 @@ def test_a_span_of_the_answer_explains_its_tokens_after_the_answers_earlier_ones
         attnlens.cite(CONTEXT, QUESTION, decoder, answer=ANSWER, span=(1, 2), methods=["leave_one_out"])  # a space
 
 
-def test_dtype_casts_the_model(decoder):
-    cfg = ModelConfig.from_dict({"source": "from_config", "architecture": "llama", "max_length": 128})
-    model, tokenizer = build_generator(cfg, hidden_size=32, num_layers=1, num_heads=2)
+def test_dtype_casts_the_model():
+    model, tokenizer = minilm_generator(torch.float32)
     cited = attnlens.cite(CONTEXT, QUESTION, (model, tokenizer), answer=ANSWER, dtype="float64",
                           methods=["attention_all"])  # fmt: skip
     assert next(model.parameters()).dtype == torch.float64 and np.isfinite(cited.scores["attention_all"]).all()

@@ -15,14 +15,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from attnlens.generation.ablation import answer_token_log_probs
 from attnlens.generation.answer_artifacts import answer_of
 from attnlens.generation.prompts import answer_ids, encode_prompt
 from attnlens.generation.responses import ablate, answer_parts, one_response
-from attnlens.models.loading import build_generator
-from attnlens.pipeline.config import GenerationConfig, ModelConfig
+from attnlens.pipeline.config import GenerationConfig
+from tests.support.tiny_models import minilm_generator
 
 CONTEXT = "The treaty was signed in Lisbon. Its author was a clerk named Amal. The harbour froze twice."
 QUESTION = "Who wrote the treaty and where?"
@@ -31,10 +30,7 @@ ANSWER = "A clerk named Amal wrote it. It was signed in Lisbon."
 
 @pytest.fixture(scope="module")
 def decoder():
-    cfg = ModelConfig.from_dict({"source": "from_config", "architecture": "llama", "max_length": 128})
-    model, tokenizer = build_generator(cfg, hidden_size=32, num_layers=1, num_heads=2)
-    torch.manual_seed(0)
-    return model.double().eval(), tokenizer
+    return minilm_generator()
 
 
 def test_an_answer_of_two_sentences_is_two_targets_that_partition_its_tokens(decoder):
