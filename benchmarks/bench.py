@@ -5,8 +5,7 @@ target); this driver runs them, one after another in this process, and writes ea
 provenance. Three suites run scripts of their own in a fresh interpreter: ``attnlrp.json``
 (``benchmarks/attnlrp.py``, which also runs on a GPU), ``startup.json`` (``benchmarks/startup.py``) and
 ``kernel_sets.json`` (``benchmarks/kernel_sets.py``: the generation default trained and judged under the native and
-the portable CPU kernels, about 20 minutes); and
-``paper_shape.json`` is ``benchmarks/paper_shape.py``'s rehearsal (alone: ``make paper-shape``). A suite that answers
+the portable CPU kernels, about 20 minutes). A suite that answers
 a question of ``benchmarks/records`` writes its record too (``record(result)`` in its module; the scripts write
 theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs.
 
@@ -14,7 +13,7 @@ theirs), and ``python -m benchmarks.records`` then carries the new figures into 
 Run: ``python -m benchmarks.bench --out results/bench [--skip-pipeline] [--only SUITE]`` (``--help`` lists them).
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
-its extrapolation to the paper's run (``benchmarks/paper_shape.py``; alone: ``make paper-shape``).
+its extrapolation to the paper's run (``benchmarks/paper_shape.py``'s rehearsal; alone: ``make paper-shape``).
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from benchmarks.suites import (
     foundation,
     gguf,
     pairs,
+    prompts,
     similarity,
     targets,
     topology,
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         "architectures": lambda: {"lengths": architectures.bench_architectures(args.lengths, args.architectures)},
         "decoders": lambda: {"rows": decoders.bench_decoders()},
         "gguf": lambda: gguf.bench_gguf(),
+        "prompts": lambda: prompts.bench_prompts(),
         "contexts": lambda: {"rows": contexts.bench_contexts()},
         "explanations": lambda: explanations.bench_explanations(),
         "pairs": lambda: {"pairs": pairs.bench_pairs()},
