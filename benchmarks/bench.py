@@ -7,10 +7,9 @@ provenance. Three suites run scripts of their own in a fresh interpreter: ``attn
 ``kernel_sets.json`` (``benchmarks/kernel_sets.py``: the generation default trained and judged under the native and
 the portable CPU kernels, about 20 minutes). A suite that answers
 a question of ``benchmarks/records`` writes its record too (``record(result)`` in its module; the scripts write
-theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs.
-
-``--record DIR`` runs nothing and writes the records of the results in ``DIR``. ``python -m benchmarks.bench --out
-results/bench [--skip-pipeline] [--only SUITE]`` (``--help`` lists them).
+theirs), and ``python -m benchmarks.records`` then carries the new figures into the docs. ``--record DIR`` runs
+nothing and writes the records of the results in ``DIR``. ``python -m benchmarks.bench --out results/bench
+[--skip-pipeline] [--only SUITE]`` (``--help`` lists them).
 
 ``paper_shape.json``: the classification study at the paper's model shape on a handful of documents, with
 its extrapolation to the paper's run (``benchmarks/paper_shape.py``'s rehearsal; alone: ``make paper-shape``).
