@@ -154,14 +154,16 @@ def findings_inputs(config: Mapping[str, Any], grid: Grid) -> dict[str, Any]:
         pick["similarity"] = "results/paper/tables/similarity"
         if explains(config):
             pick["leaderboard"] = "results/explanations/leaderboard.parquet"
-            pick["sanity"] = "results/sanity/sanity.parquet"
+            if config["findings"]["sanity_examples"]:
+                pick["sanity"] = "results/sanity/sanity.parquet"
     if "topology" in studies:
         pick["claims"] = "results/topology/claim.json"
     if "generation" in studies:
         pick["generator_metrics"] = "results/models/generator_metrics.json"
         pick["answer_leaderboard"] = "results/generation/leaderboard.parquet"
         pick["answer_structures"] = "results/generation/leaderboard_by_structure.parquet"
-        pick["answer_sanity"] = "results/generation/sanity.parquet"
+        if config["findings"]["sanity_examples"]:
+            pick["answer_sanity"] = "results/generation/sanity.parquet"
     inputs: dict[str, Any] = {name: [resolve_path(path, run) for run in grid.runs] for name, path in pick.items()}
     if "pairs" in studies:
         inputs["pair_tables"] = "results/pairs/tables"

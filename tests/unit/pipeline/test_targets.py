@@ -96,6 +96,10 @@ def test_the_findings_read_every_run_in_grid_order():
         GRID, studies=["classification"], explanations={"methods": []}, faithfulness={"rankings": ["ig", "random"]}
     )
     assert set(targets.findings_inputs(quiet, expand_grid(quiet))) == {"metrics", "summary", "similarity"}
+    unchecked = _config(GRID, studies=["classification"], findings={"sanity_examples": 0})  # no randomisation check
+    assert set(targets.findings_inputs(unchecked, expand_grid(unchecked))) == {
+        "metrics", "summary", "similarity", "leaderboard"
+    }  # fmt: skip
 
 
 def test_keys_select_nested_values():
