@@ -299,7 +299,7 @@ def test_every_key_a_rule_lists_is_in_the_schema_and_read_by_shows_it(root):
 )
 def test_the_generation_overlays_validate_in_the_order_their_headers_give(root, overlays):
     """Each generation configuration, laid over config/config.yaml as its header's command lays it: the default on
-    Gemma 3 270M, SmolLM2, the larger contexts, six corpora and a card over it, the from-scratch control with its grid."""
+    Gemma 3 270M, SmolLM2, the larger contexts, six corpora and a card over it; the from-scratch control, its grid."""
     config = read_config_file(root / "config/config.yaml")
     for name in overlays:
         config = merged(config, read_config_file(root / "config" / name))
