@@ -80,13 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     parser.add_argument("--only", choices=list(suites), default=None)
     parser.add_argument("--record", metavar="DIR", help="run nothing: record the results in DIR (their commit, date)")
-    names = list(architectures.BASE_MODELS)
-    parser.add_argument(
-        "--architectures", nargs="+", choices=names, default=names, help="architectures.json: these architectures only"
-    )
-    parser.add_argument(
-        "--lengths", nargs="+", type=int, default=[2048, 4096, 8192], help="architectures.json: these lengths only"
-    )
+    names, only = list(architectures.BASE_MODELS), "architectures.json: these"
+    parser.add_argument("--architectures", nargs="+", choices=names, default=names, help=f"{only} architectures only")
+    parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096, 8192], help=f"{only} lengths only")
     args = parser.parse_args(argv)
     #: The suites that answer a question of benchmarks.records: each writes its record from its result.
     recorders = {
@@ -94,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         "architectures": architectures.record,
         "decoders": decoders.record,
         "gguf": gguf.record,
+        "prompts": prompts.record,
         "explanations": explanations.record,
         "attribution": attribution.record,
         "targets": targets.record,

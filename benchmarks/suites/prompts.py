@@ -60,3 +60,34 @@ def bench_prompts() -> dict:
             row |= {"old_s": round(time.perf_counter() - wall, 2), "old_cpu_s": round(time.process_time() - cpu, 2)}
         rows.append(row)
     return {"rows": rows}
+
+
+def record(result: dict) -> None:
+    """The record ``prompt_cut`` (benchmarks.records): the cut's seconds at each length beside the old cut's."""
+    from benchmarks.records import thousands, write_record  # noqa: PLC0415
+
+    rows, timed = result["rows"], [r for r in result["rows"] if "old_s" in r]
+    longest = rows[-1]
+    answer = (
+        f"{longest['s']:.1f} s for {thousands(longest['sentences'])} sentences ({longest['bytes'] / 1e3:.0f} KB, "
+        f"{longest['tokenizations']} tokenizations); at {thousands(timed[-1]['sentences'])} "
+        f"{timed[-1]['s']:.2f} s against {timed[-1]['old_s']:.0f} s one source at a time"
+    )
+    table = [
+        [thousands(r["sentences"]), f"{r['bytes'] / 1e3:.0f} KB", str(r["kept"]), str(r["tokenizations"]),
+         f"{r['s']:.2f} s ({r['cpu_s']:.2f})", f"{r['old_s']:.1f} s ({r['old_cpu_s']:.1f})" if "old_s" in r else "–"]
+        for r in rows
+    ]  # fmt: skip
+    header = ["sentences", "context", "kept", "tokenizations", "cut (CPU)", "one at a time (CPU)"]
+    figures = {"seconds": {str(r["sentences"]): r["s"] for r in rows}}
+    figures["old"] = {str(r["sentences"]): r["old_s"] for r in timed}
+    write_record(
+        "prompt_cut",
+        "How long does cutting a long context to the model's positions take?",
+        answer,
+        "[cutting a long context](#cutting-a-long-context-to-the-models-positions-promptsjson)",
+        "benchmarks.suites.prompts",
+        figures,
+        tables={"rows": {"header": header, "rows": table}},
+        provenance=result.get("provenance"),
+    )
