@@ -56,6 +56,8 @@ QUESTIONS = (
     "gpu_run",
     "job_start",
     "gguf_read",
+    "prompt_cut",
+    "cite_gemma",
     "attention_summaries",
     "architectures",
     "explanation_methods",
