@@ -116,12 +116,15 @@ def record(result: dict) -> None:
     ours, theirs = result["attnlens"], result["context_cite"]
     if "s" not in theirs:
         raise SystemExit(f"context-cite did not run: {theirs.get('not_run')}")
+    every = ours["all"]
     answer = (
         f"{ours['default']['s']:.1f} s at its defaults (the methods of a few forwards), "
         f"{result['context_cite_over_default']:.1f} × faster than context-cite's 64 ablations ({theirs['s']:.1f} s); "
-        f"every method {ours['all']['s']:.1f} s ({result['context_cite_over_all']:.2f} ×)"
-    )
-    rows = [[f"attnlens, {n}", ", ".join(ours[n]["methods"]), f"{ours[n]['s']:.1f} s"] for n in ("default", "all")]
+        + (f"every method {every['s']:.1f} s ({result['context_cite_over_all']:.2f} ×)" if "s" in every else
+           f"every method: not run ({every.get('not_run', '')[:80]})")
+    )  # fmt: skip
+    ran = [n for n in MODES if "s" in ours[n]]
+    rows = [[f"attnlens, {n}", ", ".join(ours[n]["methods"]), f"{ours[n]['s']:.1f} s"] for n in ran]
     rows.append(["context-cite 0.0.4", f"the surrogate, {theirs['ablations']} ablations", f"{theirs['s']:.1f} s"])
     write_record(
         "cite_gemma",
