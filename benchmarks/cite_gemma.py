@@ -121,7 +121,7 @@ def record(result: dict) -> None:
         f"{ours['default']['s']:.1f} s at its defaults (the methods of a few forwards), "
         f"{result['context_cite_over_default']:.1f} × faster than context-cite's 64 ablations ({theirs['s']:.1f} s); "
         + (f"every method {every['s']:.1f} s ({result['context_cite_over_all']:.2f} ×)" if "s" in every else
-           f"every method: not run ({every.get('not_run', '')[:80]})")
+           "every method: " + ("killed for memory" if "SIGKILL" in every.get("not_run", "") else "not run"))
     )  # fmt: skip
     ran = [n for n in MODES if "s" in ours[n]]
     rows = [[f"attnlens, {n}", ", ".join(ours[n]["methods"]), f"{ours[n]['s']:.1f} s"] for n in ran]
