@@ -22,7 +22,7 @@ SHARD_THREADS = 2
 #: count, unless already set) and inherited by every job it starts, on this machine or a cluster node.
 PLANNED_CPUS_ENV = "ATTNLENS_PLANNED_CPUS"
 #: Sections with an ``n_shards`` key (dotted: nested).
-SHARDED_SECTIONS = ("attention", "attribution", "explanations", "topology", "pairs.attribution")
+SHARDED_SECTIONS = ("attention", "attribution", "explanations", "topology", "pairs.attribution", "generation")
 
 
 def machine_cpus() -> int:
@@ -81,6 +81,11 @@ def shard_of(example_id: str, n_shards: int | str) -> int:
     count = n_shards if isinstance(n_shards, int) else shard_count(n_shards, planned_cpus())
     digest = hashlib.sha256(str(example_id).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count
+
+
+def shard_positions(example_ids, n_shards: int | str, shard: int) -> list[int]:
+    """The positions of the examples of ``shard`` among ``example_ids`` (:func:`shard_of`), in their order."""
+    return [k for k, eid in enumerate(example_ids) if shard_of(eid, n_shards) == shard]
 
 
 def example_rng(seed: int, example_id: str, *streams: int) -> np.random.Generator:

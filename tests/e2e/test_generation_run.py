@@ -20,7 +20,13 @@ import pytest
 import torch
 
 import attnlens
-from attnlens.attribution.artifacts import ABLATION_COLUMNS, ANSWER_SCORE_COLUMNS, LEARNED_SCHEMA, load_head_weights
+from attnlens.attribution.artifacts import (
+    ABLATION_COLUMNS,
+    ANSWER_SCORE_COLUMNS,
+    LEARNED_SCHEMA,
+    load_answer_shards,
+    load_head_weights,
+)
 from attnlens.attribution.datamodels import answer_masks, answer_scores
 from attnlens.attribution.exact import every_mask
 from attnlens.attribution.head_weights import learned_scores, source_features
@@ -57,6 +63,8 @@ pytestmark = pytest.mark.workflow
 #: rule findings reads.
 SEEDS = (0, 1)
 RUNS = tuple(f"default__default__s{seed}" for seed in SEEDS)
+#: The rules sharded over answers (``generation.n_shards``).
+ANSWER_RULES = ("ablate_contexts", "explain_answers", "judge_answers")
 
 
 @session_run("generation_run", seconds=55)
@@ -93,6 +101,14 @@ def _data(run: Path) -> Path:
 
 def _config(run: Path) -> GenerationConfig:
     return GenerationConfig.from_dict(validate_config(merged(tiny_config(ROOT), GENERATION_RUN))["generation"])
+
+
+def _answer_shards(run: Path, name: str, columns) -> pd.DataFrame:
+    """Every shard of the run's ``name`` (``ablations``, ``scores``) in the responses' order, as the rules read them."""
+    responses, _ = load_parquet(run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
+    paths = sorted((run / "generation" / name).glob("shard*.parquet"))
+    assert len(paths) == GENERATION_RUN["generation"]["n_shards"]
+    return load_answer_shards(paths, None, columns, responses["example_id"])
 
 
 def test_the_responses_are_the_references_scored_by_the_trained_model(generation_run):
@@ -147,8 +163,8 @@ def test_a_decoder_that_has_not_learned_to_answer_is_not_explained(generation_ru
 def test_every_ablation_is_cached_once_and_leave_one_out_reads_them(generation_run):
     cfg = _config(generation_run)
     responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
-    ablations, _ = load_parquet(generation_run / "generation/ablations.parquet", columns=ABLATION_COLUMNS)
-    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    ablations = _answer_shards(generation_run, "ablations", ABLATION_COLUMNS)
+    scores = _answer_shards(generation_run, "scores", ANSWER_SCORE_COLUMNS)
     model, tokenizer = load_causal_lm(str(generation_run / "models/generator"), "model")
     assert sorted(scores["method"].unique()) == sorted(method_names(ANSWER))
     for k, row in enumerate(responses.itertuples(index=False)):
@@ -194,7 +210,7 @@ def test_learned_attention_is_fitted_on_training_answers_and_scores_the_explaine
     train, _ = load_parquet(_data(generation_run) / "train.parquet")
     responses, _ = load_parquet(generation_run / "generation/responses.parquet", columns=RESPONSE_COLUMNS)
     assert not set(train["example_id"]) & set(responses["example_id"])
-    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    scores = _answer_shards(generation_run, "scores", ANSWER_SCORE_COLUMNS)
     model, _ = load_causal_lm(str(generation_run / "models/generator"), "model")
     row = next(responses.itertuples(index=False))
     rows = answer_head_attention(model, torch.tensor([list(row.input_ids)]), int(row.answer_length))
@@ -225,7 +241,7 @@ def test_the_leaderboard_judges_every_method_and_the_explorer_shows_them(generat
     page = next(p for p in (generation_run / "generation/explorer").glob("syn*.html")).read_text()
     assert all(f">{m}<" in page for m in method_names(ANSWER)) and "Content-Security-Policy" in page
     manifest = load_json(generation_run / "manifest.json")
-    assert f"results/runs/{RUNS[0]}/generation/judged.parquet" in str(manifest)
+    assert f"results/runs/{RUNS[0]}/generation/judged/shard1.parquet" in str(manifest)
 
 
 def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(generation_run):
@@ -243,10 +259,11 @@ def test_every_generation_rule_on_a_gpu_places_its_model_through_the_policy(gene
     }
     for rule in sorted(rules):
         folder = generation_run / "logs" / rule
-        (log,) = folder.glob("*.log")
-        assert "device: cpu (model.device auto)" in log.read_text(encoding="utf-8"), rule
-        (record,) = folder.glob("*.job.json")
-        assert "model.device" in record.read_text(encoding="utf-8"), rule
+        logs, records = sorted(folder.glob("*.log")), sorted(folder.glob("*.job.json"))
+        assert len(logs) == len(records) == (2 if rule in ANSWER_RULES else 1), rule  # a job a shard
+        for log, record in zip(logs, records, strict=True):
+            assert "device: cpu (model.device auto)" in log.read_text(encoding="utf-8"), rule
+            assert "model.device" in record.read_text(encoding="utf-8"), rule
 
 
 def test_one_call_gives_the_runs_scores_for_its_first_answer(generation_run):
@@ -260,7 +277,7 @@ def test_one_call_gives_the_runs_scores_for_its_first_answer(generation_run):
     assert first["example_id"] == responses["example_id"].iloc[0]
     config = merged(tiny_config(ROOT), GENERATION_RUN)
     cited = attnlens.cite(first["text"], first["question"], generation_run, config=config, answer=first["label"])
-    scores, _ = load_parquet(generation_run / "generation/scores.parquet", columns=ANSWER_SCORE_COLUMNS)
+    scores = _answer_shards(generation_run, "scores", ANSWER_SCORE_COLUMNS)
     mine = scores[scores["example_id"] == first["example_id"]].set_index("method")
     assert set(cited.scores) == set(method_names(ANSWER)) and cited.context == responses["context"].iloc[0]
     for method, values in cited.scores.items():

@@ -130,5 +130,6 @@ GENERATION_RUN = {
         "train": {"steps": 8, "batch_size": 4},
         "min_exact_match": 0.0,  # 8 steps teach a decoder nothing: explained all the same, to test the study's path
         "learned": {"n_examples": 4, "n_ablations": 8, "steps": 50},
+        "n_shards": 2,  # the answer rules' shards: the run reads every one
     },
 }

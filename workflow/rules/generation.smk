@@ -72,11 +72,11 @@ use rule model_job as ablate_contexts with:
         model_dir=at("results/models/generator"),
         responses_path=at("results/generation/responses.parquet"),
     output:
-        ablations_path=at("results/generation/ablations.parquet"),
+        ablations_path=at("results/generation/ablations/shard{shard}.parquet"),
     log:
-        at("results/logs/ablate_contexts/ablate_contexts.log"),
+        at("results/logs/ablate_contexts/shard{shard}.log"),
     benchmark:
-        at("results/benchmarks/ablate_contexts/ablate_contexts.tsv")
+        at("results/benchmarks/ablate_contexts/shard{shard}.tsv")
     params:
         cfg=keys(
             model=["device"],
@@ -94,6 +94,7 @@ use rule model_job as ablate_contexts with:
                 "hierarchy_group",
                 "hierarchy_keep",
                 "batch_size",
+                "n_shards",
                 "seed",
             ],
         ),
@@ -134,14 +135,14 @@ use rule model_job as explain_answers with:
     input:
         model_dir=at("results/models/generator"),
         responses_path=at("results/generation/responses.parquet"),
-        ablations_path=at("results/generation/ablations.parquet"),
+        ablations_path=at("results/generation/ablations/shard{shard}.parquet"),
         learned_path=learned_weights,
     output:
-        scores_path=at("results/generation/scores.parquet"),
+        scores_path=at("results/generation/scores/shard{shard}.parquet"),
     log:
-        at("results/logs/explain_answers/explain_answers.log"),
+        at("results/logs/explain_answers/shard{shard}.log"),
     benchmark:
-        at("results/benchmarks/explain_answers/explain_answers.tsv")
+        at("results/benchmarks/explain_answers/shard{shard}.tsv")
     params:
         cfg=keys(
             model=["device"],
@@ -156,6 +157,7 @@ use rule model_job as explain_answers with:
                 "ig_steps",
                 "alpha",
                 "batch_size",
+                "n_shards",
                 "seed",
             ],
         ),
@@ -165,18 +167,27 @@ use rule model_job as judge_answers with:
     input:
         model_dir=at("results/models/generator"),
         responses_path=at("results/generation/responses.parquet"),
-        ablations_path=at("results/generation/ablations.parquet"),
-        scores_path=at("results/generation/scores.parquet"),
+        ablations_path=at("results/generation/ablations/shard{shard}.parquet"),
+        scores_path=at("results/generation/scores/shard{shard}.parquet"),
     output:
-        judged_path=at("results/generation/judged.parquet"),
+        judged_path=at("results/generation/judged/shard{shard}.parquet"),
     log:
-        at("results/logs/judge_answers/judge_answers.log"),
+        at("results/logs/judge_answers/shard{shard}.log"),
     benchmark:
-        at("results/benchmarks/judge_answers/judge_answers.tsv")
+        at("results/benchmarks/judge_answers/shard{shard}.tsv")
     params:
         cfg=keys(
             model=["device"],
-            generation=["template", "system_prompt", "removal", "score", "top_k", "batch_size", "seed"],
+            generation=[
+                "template",
+                "system_prompt",
+                "removal",
+                "score",
+                "top_k",
+                "batch_size",
+                "n_shards",
+                "seed",
+            ],
         ),
 
 
@@ -184,7 +195,7 @@ use rule model_job as answer_sanity with:
     input:
         model_dir=at("results/models/generator"),
         responses_path=at("results/generation/responses.parquet"),
-        scores_path=at("results/generation/scores.parquet"),
+        scores_paths=shards("generation", "results/generation/scores/shard{shard}.parquet"),
         learned_path=learned_weights,
     output:
         out_path=at("results/generation/sanity.parquet"),

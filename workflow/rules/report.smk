@@ -205,7 +205,7 @@ use rule light_job as plot_pairs with:
 
 use rule light_job as answer_leaderboard with:
     input:
-        judged_path=at("results/generation/judged.parquet"),
+        judged_paths=shards("generation", "results/generation/judged/shard{shard}.parquet"),
         responses_path=at("results/generation/responses.parquet"),
     output:
         summary_path=at("results/generation/leaderboard.parquet"),
@@ -253,7 +253,7 @@ use rule light_job as answer_leaderboard with:
 use rule light_job as answer_explorer with:
     input:
         responses_path=at("results/generation/responses.parquet"),
-        scores_path=at("results/generation/scores.parquet"),
+        scores_paths=shards("generation", "results/generation/scores/shard{shard}.parquet"),
         metrics_path=at("results/models/generator_metrics.json"),
     output:
         out_dir=report_dir("results/generation/explorer", "{name}.html", "answer_explorer", GENERATION, "Explorer"),

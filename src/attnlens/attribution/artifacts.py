@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from attnlens.errors import InputError
 from attnlens.io import load_json, load_parquet, load_shards
 from attnlens.tasks import Task
 
@@ -170,7 +171,7 @@ ANSWER_SCORES_SCHEMA = "answer_scores/v1"
 JUDGED_SCHEMA = "answer_judgements/v1"
 LEARNED_SCHEMA = "learned_attention/v1"
 
-#: Columns of ``ablations.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
+#: Columns of ``ablations/shard{k}.parquet``, one row an answer and kind of ablation: ``random`` (the surrogate's),
 #: ``heldout`` (the linear datamodeling score's, none of them fitted), ``leave_one_out``, and ``every`` (all ``2ⁿ``,
 #: for an answer of at most ``generation.exact_sources`` sources); each mask's answer token log-probabilities, then
 #: its end token's where the answer has one (the response's ``end_id``), leave-one-out's Jensen–Shannon divergence
@@ -187,7 +188,7 @@ ABLATION_COLUMNS = pa.schema(
     ]
 )
 
-#: Columns of ``scores.parquet``, one row an answer and method: its source scores and what they cost.
+#: Columns of ``scores/shard{k}.parquet``, one row an answer and method: its source scores and what they cost.
 ANSWER_SCORE_COLUMNS = pa.schema(
     [
         ("example_id", pa.string()),
@@ -202,6 +203,31 @@ ANSWER_SCORE_COLUMNS = pa.schema(
         ("delta", pa.float64()),
     ]
 )
+
+
+#: Columns of ``judged/shard{k}.parquet``, one row an answer, method and metric (:data:`~.leaderboard.EXAMPLE_COLUMNS`).
+JUDGED_COLUMNS = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("method", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("chance", pa.float64()),
+    ]
+)
+
+
+def load_answer_shards(paths, schema: str, columns: pa.Schema, answers) -> pd.DataFrame:
+    """The shards of one answer artifact (``ablations``, ``scores``, ``judged``) as one frame, its rows in the order
+    of ``answers`` (the responses' example ids) and, within an answer, as its shard wrote them: the frame one job
+    writes, whatever the number of shards, so every reader's bootstrap draws the same answers."""
+    frame = load_shards(paths, schema, columns)
+    order = {str(eid): k for k, eid in enumerate(answers)}
+    rank = frame["example_id"].map(order)
+    if rank.isna().any():
+        unknown = frame.loc[rank.isna(), "example_id"].iloc[0]
+        raise InputError(str(paths[0]), "example_id", f"expected an answer of the responses, found {unknown!r}")
+    return frame.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 def load_head_weights(path) -> np.ndarray:

@@ -59,6 +59,10 @@ def shard_paths(pattern: str, n_shards: int) -> list[str]:
     return [pattern.replace("{shard}", str(k)) for k in range(n_shards)]
 
 
+#: The generation study's sharded artifacts, each under ``results/generation/<name>/shard{shard}.parquet``.
+ANSWER_SHARDS = ("ablations", "scores", "judged")
+
+
 def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
     """What ``rule all`` builds for one study of ``studies`` (what each needs before it follows from the DAG), as
     one-run paths; ``cfg`` is the run's config (the config itself without a grid)."""
@@ -104,9 +108,13 @@ def study_outputs(study: str, cfg: Mapping[str, Any]) -> list[str]:
             "results/models/generator",
             "results/models/generator_metrics.json",
             "results/generation/responses.parquet",
-            "results/generation/ablations.parquet",
-            "results/generation/scores.parquet",
-            "results/generation/judged.parquet",
+            *(
+                path
+                for stem in ANSWER_SHARDS
+                for path in shard_paths(
+                    f"results/generation/{stem}/shard{{shard}}.parquet", cfg["generation"]["n_shards"]
+                )
+            ),
             "results/generation/leaderboard.parquet",
             "results/paper/tables/answer_leaderboard.csv",
             "results/paper/figures/answer_leaderboard.png",

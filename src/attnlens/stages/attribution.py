@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -36,7 +32,6 @@ from attnlens.data.sources import load_examples
 from attnlens.device import batch_size, place, precision_name, synchronize
 from attnlens.io import (
     StrPath,
-    atomic_path,
     provenance,
     save_parquet,
 )
@@ -44,30 +39,15 @@ from attnlens.models import architecture
 from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttributionConfig
 from attnlens.pipeline.entry import stage
+from attnlens.pipeline.resume import Resumable
 from attnlens.sharding import shard_of
 from attnlens.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
 
-def _fingerprint(section: dict, inputs: Sequence) -> str:
-    """Checkpoints are reused only for the same config and the same input files (path, size, mtime)."""
-    stats = []
-    for root in map(Path, inputs):
-        for f in sorted([root] if root.is_file() else root.rglob("*")):
-            if f.is_file():
-                st = f.stat()
-                stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
-    return hashlib.sha256(json.dumps([section, stats], sort_keys=True).encode()).hexdigest()[:16]
-
-
 #: IG's internal batch of a job without examples (nothing runs with it).
 NO_EXAMPLE = (1, {"how": "no example in the job"})
-
-
-def _checkpoint_dir(out_path) -> Path:
-    out = Path(out_path)
-    return out.parent / f".{out.name}.partial"
 
 
 @stage("attribution")
@@ -98,9 +78,7 @@ def run_attribute(
     encoded = encode_examples(tokenizer, examples, task)
     ids = [str(e) for e in examples["example_id"]]
     mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
-    fingerprint = _fingerprint(cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
-    partial = _checkpoint_dir(out_path)
-    partial.mkdir(parents=True, exist_ok=True)
+    units = Resumable.beside(out_path, cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
     internal = NO_EXAMPLE  # IG's batch, measured on the job's longest example where it is auto on a card
     if mine:
         i = max(mine, key=lambda i: len(encoded.input_ids[i]))
@@ -108,14 +86,14 @@ def run_attribute(
         longest = prepare_inputs(model, tokenizer, encoded.input_ids[i], model_device)
         internal = configured_batch(cfg, model, longest, target)
     t0 = time.perf_counter()
-    checkpoints, rows = _Checkpoints(partial, fingerprint), []
+    rows = []
     for i in mine:
         label, outputs = examples["label"].iloc[i], outputs_by_id[ids[i]]
         rows += _attribute_example(
             cfg, model, tokenizer, model_device, ids[i], encoded.input_ids[i], label, outputs, ids[i] in showcased,
-            internal[0], checkpoints,
+            internal[0], units,
         )  # fmt: skip
-    resumed = checkpoints.resumed
+    resumed = units.resumed
     seconds = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=list(ATTRIBUTION_COLUMNS))
     n_bad, notes = _not_converged(frame, cfg, shard)
@@ -135,9 +113,7 @@ def run_attribute(
         notes=notes,
     )
     save_parquet(frame, out_path, prov, attribution_types(task))
-    for f in partial.glob("*.parquet"):
-        f.unlink()
-    partial.rmdir()
+    units.finish()
     logger.info(
         "shard %d/%d: %d examples (%d resumed, %d not converged) in %.1f s",
         shard,
@@ -150,41 +126,21 @@ def run_attribute(
     return {"n_examples": len(frame), "seconds": seconds, "not_converged": n_bad, "resumed": resumed}
 
 
-@dataclass
-class _Checkpoints:
-    """Where one shard keeps each finished (example, target) row, under the fingerprint of its config and inputs."""
-
-    folder: Path
-    fingerprint: str
-    resumed: int = 0
-
-    def path(self, example_id: str, target: int) -> Path:
-        key = hashlib.sha256(f"{example_id}\x00{target}".encode()).hexdigest()[:16]
-        return self.folder / f"{self.fingerprint}-{key}.parquet"
-
-
 def _attribute_example(
     cfg: AttributionConfig, model, tokenizer, device, eid: str, input_ids, label, outputs, showcased: bool, batch: int,
-    checkpoints: _Checkpoints,
+    units: Resumable,
 ) -> list[dict]:  # fmt: skip
-    """IG's rows of one example, one per target it explains; a target already checkpointed is read back."""
+    """IG's rows of one example, one per target it explains; a target a killed run of the job finished is read back."""
     task = task_of(model.config)
-    rows, inputs = [], None
-    for rank, target in enumerate(task.targets(cfg.target, label, outputs)):
-        ckpt = checkpoints.path(eid, target)
-        if ckpt.exists():
-            rows.append(pd.read_parquet(ckpt).iloc[0].to_dict())
-            checkpoints.resumed += 1
-            continue
-        if inputs is None:
-            inputs = prepare_inputs(model, tokenizer, input_ids, device)
+    inputs = []  # prepared once, for the first target not read back
+
+    def one(rank: int, target: int) -> list[dict]:
+        if not inputs:
+            inputs.append(prepare_inputs(model, tokenizer, input_ids, device))
         started = time.perf_counter()
-        res = attribute_configured(cfg, model, inputs, target, batch, showcased)
+        res = attribute_configured(cfg, model, inputs[0], target, batch, showcased)
         synchronize(device)
         row = attribution_row(eid, input_ids, res, label, cfg.target, showcased, time.perf_counter() - started, rank)
-        with atomic_path(ckpt) as tmp:
-            pd.DataFrame([row]).to_parquet(tmp)
-        rows.append(row)
         logger.info(
             "%s (target %d): %d tokens, %d steps, |δ|/|gap| = %.4f%s",
             eid,
@@ -194,7 +150,10 @@ def _attribute_example(
             row["relative_delta"],
             "" if res.converged else " (NOT converged)",
         )
-    return rows
+        return [row]
+
+    targets = enumerate(task.targets(cfg.target, label, outputs))
+    return [row for rank, target in targets for row in units.rows((eid, target), partial(one, rank, target))]
 
 
 def _not_converged(frame: pd.DataFrame, cfg: AttributionConfig, shard: int) -> tuple[int, list[str]]:

@@ -221,8 +221,9 @@ def test_auto_shards_follow_the_planned_cpus(monkeypatch):
         cfg["explanations"]["n_shards"],
         cfg["topology"]["n_shards"],
         cfg["pairs"]["attribution"]["n_shards"],
-    ] == [4, 4, 4, 4]
-    assert len(SHARDED_SECTIONS) == 5
+        cfg["generation"]["n_shards"],
+    ] == [4, 4, 4, 4, 4]
+    assert len(SHARDED_SECTIONS) == 6
     monkeypatch.delenv(PLANNED_CPUS_ENV, raising=False)
     assert planned_cpus() == machine_cpus()
     loaded = load_config(ROOT / "config" / "config.yaml")

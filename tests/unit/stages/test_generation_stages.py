@@ -11,12 +11,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlens.attribution.artifacts import ABLATIONS_SCHEMA, ANSWER_SCORES_SCHEMA, JUDGED_SCHEMA
+from attnlens.attribution.artifacts import (
+    ABLATION_COLUMNS,
+    ABLATIONS_SCHEMA,
+    ANSWER_SCORE_COLUMNS,
+    ANSWER_SCORES_SCHEMA,
+    JUDGED_COLUMNS,
+    JUDGED_SCHEMA,
+    load_answer_shards,
+)
 from attnlens.attribution.datamodels import fit_surrogate, score_of
 from attnlens.generation.answer_artifacts import RESPONSES_SCHEMA
 from attnlens.io import load_parquet
 from attnlens.pipeline.config import DataConfig, FiguresConfig, GenerationConfig, ModelConfig, validate_config
 from attnlens.stages.data import run_prepare_dataset
+from attnlens.stages.generation import answers as answers_stage
 from attnlens.stages.generation import (
     run_ablate_contexts,
     run_explain_answers,
@@ -34,7 +43,7 @@ from tests.support.task_runs import GENERATION_RUN
 def run(tmp_path_factory):
     """Every stage of the study up to its leaderboard, in order, in one folder; the generation section."""
     d = tmp_path_factory.mktemp("generation")
-    full = validate_config(merged(tiny_config(ROOT), GENERATION_RUN))
+    full = validate_config(merged(tiny_config(ROOT), merged(GENERATION_RUN, {"generation": {"n_shards": 1}})))
     cfg = GenerationConfig.from_dict(full["generation"])
     model = ModelConfig.from_dict(full["model"])
     target = full["attribution"]["target"]
@@ -51,16 +60,12 @@ def run(tmp_path_factory):
     run_generate_answers(cfg, target, **common, metrics_path=d / "metrics.json", test_path=d / "test.parquet",
                          rationales_path=d / "rat.parquet", responses_path=d / "responses.parquet")  # fmt: skip
     run_fit_learned_attention(cfg, target, **common, train_path=d / "train.parquet", weights_path=d / "learned.json")
-    run_ablate_contexts(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet")
-    run_explain_answers(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet",
-                        scores_path=d / "scores.parquet", learned_path=d / "learned.json")  # fmt: skip
-    run_judge_answers(cfg, **common, responses_path=d / "responses.parquet", ablations_path=d / "ablations.parquet",
-                      scores_path=d / "scores.parquet", judged_path=d / "judged.parquet")  # fmt: skip
+    _answer_stages(cfg, common, d, 0, "")
     figures = FiguresConfig.from_dict(full["figures"])
     run_answer_leaderboard(
         cfg,
         figures,
-        d / "judged.parquet",
+        [d / "judged.parquet"],
         d / "responses.parquet",
         d / "board.parquet",
         d / "board_by_structure.parquet",
@@ -68,6 +73,17 @@ def run(tmp_path_factory):
         d / "board",
     )
     return d, cfg
+
+
+def _answer_stages(cfg: GenerationConfig, common: dict, d, shard: int, suffix: str) -> None:
+    """``ablate_contexts``, ``explain_answers`` and ``judge_answers`` of one shard, into ``<name><suffix>.parquet``."""
+    ablations, scores, judged = (d / f"{name}{suffix}.parquet" for name in ("ablations", "scores", "judged"))
+    responses = d / "responses.parquet"
+    run_ablate_contexts(cfg, **common, responses_path=responses, shard=shard, ablations_path=ablations)
+    run_explain_answers(cfg, **common, responses_path=responses, ablations_path=ablations, shard=shard,
+                        scores_path=scores, learned_path=d / "learned.json")  # fmt: skip
+    run_judge_answers(cfg, **common, responses_path=responses, ablations_path=ablations, scores_path=scores,
+                      shard=shard, judged_path=judged)  # fmt: skip
 
 
 def _read(path, schema) -> pd.DataFrame:
@@ -149,6 +165,66 @@ def test_judge_answers_and_the_leaderboard_agree(run):
         mean = board[(board["method"] == method) & (board["metric"] == "top1_drop")]["mean"].item()
         assert mean == pytest.approx(mine["value"].mean(), rel=1e-12)
     assert (d / "tables" / "answer_leaderboard.csv").exists() and (d / "board.png").exists()
+
+
+#: What differs between two runs of the same answer: wall clocks and what they are divided into.
+TIMED = {"seconds", "forward_seconds", "peak_bytes"}
+TIMED_METRICS = {"seconds", "cost_ratio", "peak_mib"}
+
+
+def test_shards_together_are_the_one_job_to_the_bit(run):
+    """The answers cut into three shards (one may be empty), each shard's ablations, scores and judgements read back
+    together (:func:`load_answer_shards`) are the one job's, every number equal but the wall clocks: each answer's
+    masks follow its place in the responses, not in its shard."""
+    d, cfg = run
+    three = GenerationConfig.from_dict(cfg.to_dict() | {"n_shards": 3})
+    for shard in range(3):
+        _answer_stages(three, {"device": "cpu", "model_dir": d / "model"}, d, shard, f"-{shard}")
+    answers = _read(d / "responses.parquet", RESPONSES_SCHEMA)["example_id"]
+    for name, schema, columns in (
+        ("ablations", ABLATIONS_SCHEMA, ABLATION_COLUMNS),
+        ("scores", ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS),
+        ("judged", JUDGED_SCHEMA, JUDGED_COLUMNS),
+    ):
+        together = load_answer_shards([d / f"{name}-{k}.parquet" for k in range(3)], schema, columns, answers)
+        one = _read(d / f"{name}.parquet", schema)
+        assert len(together) == len(one) and together["example_id"].nunique() == cfg.n_examples
+        if name == "judged":
+            timed = one["metric"].isin(TIMED_METRICS)
+            together, one = together[~timed.to_numpy()], one[~timed]
+        kept = [c for c in columns.names if c not in TIMED]
+        pd.testing.assert_frame_equal(
+            together[kept].reset_index(drop=True), one[kept].reset_index(drop=True), check_exact=True
+        )
+    sizes = [len(_read(d / f"judged-{k}.parquet", JUDGED_SCHEMA)) for k in range(3)]
+    assert sum(sizes) == len(_read(d / "judged.parquet", JUDGED_SCHEMA)) and sum(s > 0 for s in sizes) >= 2
+
+
+def test_a_killed_shard_resumes_from_its_finished_answers(run, monkeypatch):
+    """``ablate_contexts`` killed after its first answer keeps it; run again, it reads that answer back, computes
+    the others and writes the one job's numbers; the units' folder is gone once the shard is written."""
+    d, cfg = run
+    common = {"device": "cpu", "model_dir": d / "model", "responses_path": d / "responses.parquet", "shard": 0}
+    out = d / "ablations-killed.parquet"
+    real, calls = answers_stage._ablations, []
+
+    def dies_on_the_second(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as a job killed between answers
+        return real(*args)
+
+    monkeypatch.setattr(answers_stage, "_ablations", dies_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_ablate_contexts(cfg, **common, ablations_path=out)
+    assert not out.exists() and len(list((d / ".ablations-killed.parquet.partial").glob("*.parquet"))) == 1
+    monkeypatch.setattr(answers_stage, "_ablations", real)
+    run_ablate_contexts(cfg, **common, ablations_path=out)
+    frame, prov = load_parquet(out, ABLATIONS_SCHEMA)
+    one = _read(d / "ablations.parquet", ABLATIONS_SCHEMA)
+    kept = [c for c in ABLATION_COLUMNS.names if c != "seconds"]
+    assert prov["resumed"] == 1 and not (d / ".ablations-killed.parquet.partial").exists()
+    pd.testing.assert_frame_equal(frame[kept], one[kept], check_exact=True)
 
 
 @pytest.mark.slow

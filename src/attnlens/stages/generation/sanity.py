@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from attnlens.attribution.answer_example import AnswerExample
-from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, load_head_weights
+from attnlens.attribution.artifacts import (
+    ANSWER_SCORE_COLUMNS,
+    ANSWER_SCORES_SCHEMA,
+    load_answer_shards,
+    load_head_weights,
+)
 from attnlens.attribution.datamodels import answer_masks, answer_orders, leave_one_out_masks
 from attnlens.attribution.engine import explain
 from attnlens.attribution.sanity_check import SANITY_COLUMNS, SANITY_SCHEMA, layers_of, levels, sanity_rows
@@ -72,17 +78,17 @@ def run_answer_sanity(
     device: str,
     model_dir: StrPath,
     responses_path: StrPath,
-    scores_path: StrPath,
+    scores_paths: Sequence[StrPath],
     out_path: StrPath,
     learned_path: StrPath | None = None,
 ) -> pd.DataFrame:
     """Rule ``answer_sanity``: the first ``findings.sanity_examples`` explained answers (by id), every method of
     ``generation.methods`` on each randomised copy of the generator (the cascade from its head down to every layer,
-    ``findings.seed``), and each method's Spearman ρ with the trained model's scores (``scores.parquet``) over the
-    sources that have tokens, beside the randomised scores' ρ with the sources' order."""
+    ``findings.seed``), and each method's Spearman ρ with the trained model's scores (``explain_answers``' shards)
+    over the sources that have tokens, beside the randomised scores' ρ with the sources' order."""
     model, tokenizer = load_causal_lm(str(model_dir), "model_dir")
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
-    scored, _ = load_parquet(scores_path, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS)
+    scored = load_answer_shards(scores_paths, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS, responses["example_id"])
     head_weights = load_head_weights(learned_path) if learned_path else None
     positions = {eid: k for k, eid in enumerate(responses["example_id"])}  # k: the row's masks (answer_masks)
     chosen = sorted(positions)[: findings.sanity_examples]

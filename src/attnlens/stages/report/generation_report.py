@@ -4,12 +4,19 @@ one page per showcased answer."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from attnlens.attribution.artifacts import ANSWER_SCORE_COLUMNS, ANSWER_SCORES_SCHEMA, JUDGED_SCHEMA
+from attnlens.attribution.artifacts import (
+    ANSWER_SCORE_COLUMNS,
+    ANSWER_SCORES_SCHEMA,
+    JUDGED_COLUMNS,
+    JUDGED_SCHEMA,
+    load_answer_shards,
+)
 from attnlens.attribution.leaderboard import summarise as summarise_leaderboard
 from attnlens.attribution.methods import label
 from attnlens.generation.answer_artifacts import GENERATOR_METRICS_SCHEMA, RESPONSE_COLUMNS, RESPONSES_SCHEMA
@@ -34,7 +41,7 @@ log = logging.getLogger(__name__)
 def run_answer_leaderboard(
     cfg: GenerationConfig,
     figures: FiguresConfig,
-    judged_path: StrPath,
+    judged_paths: Sequence[StrPath],
     responses_path: StrPath,
     summary_path: StrPath,
     by_structure_path: StrPath,
@@ -45,8 +52,8 @@ def run_answer_leaderboard(
     interval and a paired Wilcoxon test against ``generation.baseline`` (Holm-adjusted); its table and figure; and
     the same per planted structure of the contexts (``data.synthetic.structures``), beside what the model answered
     in each (:func:`structure_answers`)."""
-    judged, _ = load_parquet(judged_path, JUDGED_SCHEMA)
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
+    judged = load_answer_shards(judged_paths, JUDGED_SCHEMA, JUDGED_COLUMNS, responses["example_id"])
     columns = answer_metrics(tuple(cfg.top_k))
     notes = []
     if cfg.baseline not in cfg.methods:
@@ -114,12 +121,16 @@ def showcase(responses: pd.DataFrame, n: int) -> list[tuple[str, str]]:
 
 @stage("generation")
 def run_answer_explorer(
-    cfg: GenerationConfig, responses_path: StrPath, scores_path: StrPath, metrics_path: StrPath, out_dir: StrPath
+    cfg: GenerationConfig,
+    responses_path: StrPath,
+    scores_paths: Sequence[StrPath],
+    metrics_path: StrPath,
+    out_dir: StrPath,
 ) -> list[str]:
     """Rule ``answer_explorer``: one page per showcased answer (``generation.showcase``) with its context's sources
     coloured by every method beside the question, the answer and the reference, and an index page."""
     responses, _ = load_parquet(responses_path, RESPONSES_SCHEMA, RESPONSE_COLUMNS)
-    scored, _ = load_parquet(scores_path, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS)
+    scored = load_answer_shards(scores_paths, ANSWER_SCORES_SCHEMA, ANSWER_SCORE_COLUMNS, responses["example_id"])
     metrics = load_json(metrics_path, GENERATOR_METRICS_SCHEMA)
     picks = showcase(responses, cfg.showcase)
     pages = []
