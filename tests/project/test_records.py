@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from functools import partial
 
 import pytest
 
@@ -83,9 +84,11 @@ def _writers():
         cite_gemma,
         contexts,
         gpu,
+        hierarchy,
         kernel_sets,
         paper_shape,
         pipeline_runs,
+        slurm_study,
         startup,
     )
     from benchmarks.suites import (  # noqa: PLC0415
@@ -167,6 +170,21 @@ def _writers():
              attnlrp_over_forward_backward=1.3),
     ]  # fmt: skip
     yield contexts.record_contexts, ctx, "long_contexts", "leave-one-out from the shared prefix 1.6 × cheaper"
+    gemma = [{**r, "family": "gemma3"} for r in ctx]
+    del gemma[1]["attnlrp_over_forward_backward"]  # the backward did not fit the machine: the forward's row alone
+    says = "at 32 768 tokens the answer rows' attention 1 × a forward, AttnLRP not run"
+    yield partial(contexts.record_contexts, shape="gemma3-270m"), gemma, "long_contexts_gemma", says
+    method = {"forwards": 40, "seconds": 120.0, "over_forward": 20.0, "top1_drop": 1.5, "top3_drop": 2.5,
+              "planted_in_top3": True}  # fmt: skip
+    searched = {"leave_one_out": {**method, "forwards": 144}, "hierarchical": {**method, "forwards": 48},
+                "surrogate": {**method, "forwards": 64}}  # fmt: skip
+    tree = {"tokens": 4096, "sources": 144, "methods": searched, "forwards_ratio": 0.333, "top3_drop_ratio": 1.0}
+    yield hierarchy.record, tree, "hierarchy_gemma", "48 forwards against flat leave-one-out's 144 (0.33 ×)"
+    window = {"wall_s": 600.0, "cpu_s": 1100.0, "answer_jobs": 24, "answer_rules_s": 400.0}
+    scale = {"answers": 320, "shards": 8, "one_job": {**window, "answer_rules_s": 500.0},
+             "slurm": {**window, "submitted": 25, "rules": ["ablate_contexts"], "squeue": []},
+             "equal": {name: {"rows": 10, "difference": None} for name in ("ablations", "judged")}}  # fmt: skip
+    yield slurm_study.record, scale, "slurm_study", "25 jobs through sbatch in 6 min 40 s (one job a rule: 8 min 20 s)"
     ran = {"s": 25.4, "cpu_s": 50.0, "peak_bytes": 2.5e8}
     ours = {"surrogate": ran, "attention": ran, "gradient_x_input": ran}
     killed = {"not_run": "killed (SIGKILL): out of memory on a machine of 24 GiB"}
@@ -254,6 +272,7 @@ TABLES = {
     "default_run": {"rules"}, "generation_default": {"rules", "lds"}, "generation_scratch": {"rules", "lds"},
     "task_defaults": {"runs"}, "grid": {"rules"},
     "generation_seeds": {"best_by_lds", "rules"}, "prompt_cut": {"rows"}, "cite_gemma": {"tools"},
+    "long_contexts_gemma": {"lengths"}, "hierarchy_gemma": {"methods"}, "slurm_study": set(),
 }  # fmt: skip
 
 
