@@ -40,7 +40,7 @@ from attnlens.models.checkpoints import load_classifier
 from attnlens.pipeline.config import AttributionConfig
 from attnlens.pipeline.entry import stage
 from attnlens.pipeline.resume import Resumable
-from attnlens.sharding import shard_of
+from attnlens.sharding import shard_positions
 from attnlens.tasks import task_of
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def run_attribute(
     showcased = {e["example_id"] for e in load_selection(selection_path)}
     encoded = encode_examples(tokenizer, examples, task)
     ids = [str(e) for e in examples["example_id"]]
-    mine = [i for i, eid in enumerate(ids) if shard_of(eid, cfg.n_shards) == shard]
+    mine = shard_positions(ids, cfg.n_shards, shard)
     units = Resumable.beside(out_path, cfg.to_dict(), [model_dir, test_path, predictions_path, selection_path])
     internal = NO_EXAMPLE  # IG's batch, measured on the job's longest example where it is auto on a card
     if mine:

@@ -150,9 +150,7 @@ def run_explain_answers(
     units = Resumable.beside(scores_path, cfg.to_dict(), [model_dir, responses_path, ablations_path, learned_path])
     rows = []
     for k, row in _shard(responses, cfg, shard):
-        cached = {kind: _ablated(ablations, row, kind, cfg, fit=kind == "random") for kind in ANSWER_ABLATIONS}
-        x = partial(AnswerExample.of_response, model, row, cfg, tokenizer.pad_token_id, dev,
-                    head_weights=head_weights, index=k, **cached)  # fmt: skip
+        x = partial(_example, model, row, k, ablations, cfg, tokenizer.pad_token_id, dev, head_weights)
         rows += units.rows((row.example_id,), partial(_scores, x, row.example_id, cfg.methods))
     frame = pd.DataFrame(rows, columns=ANSWER_SCORE_COLUMNS.names)
     prov = provenance(ANSWER_SCORES_SCHEMA, {"generation": cfg.to_dict()}, cfg.seed, shard=shard, resumed=units.resumed)
@@ -161,6 +159,12 @@ def run_explain_answers(
     log.info("shard %d: %d answers (%d resumed), methods %s", shard, frame["example_id"].nunique(), units.resumed,
              list(cfg.methods))  # fmt: skip
     return frame
+
+
+def _example(model, row, k: int, ablations: pd.DataFrame, cfg: GenerationConfig, pad_id: int, device, head_weights):
+    """Response row ``k`` as the methods read it, with its cached ablations (parsed only for an answer that runs)."""
+    cached = {kind: _ablated(ablations, row, kind, cfg, fit=kind == "random") for kind in ANSWER_ABLATIONS}
+    return AnswerExample.of_response(model, row, cfg, pad_id, device, head_weights=head_weights, index=k, **cached)
 
 
 def _scores(example, example_id: str, methods) -> list[dict]:
